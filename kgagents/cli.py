@@ -1,0 +1,233 @@
+"""The ``kgagents`` command line.
+
+    kgagents ask "question" [--attach FILE ...] [--thread ID]   answer a question (KGoT by default)
+    kgagents resume THREAD                                      continue an interrupted run
+    kgagents runs                                               list threads with their status
+    kgagents show THREAD                                        the final KG, votes, tool calls, writes, usage
+    kgagents demo                                               an offline, scripted run of the paper's example
+    kgagents tools                                              every tool with its status
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from kgagents.config import ConfigurationError, get_settings
+
+Command = Callable[[argparse.Namespace], int]
+_commands: dict[str, Command] = {}
+
+
+def command(name: str) -> Callable[[Command], Command]:
+    def deco(fn: Command) -> Command:
+        _commands[name] = fn
+        return fn
+
+    return deco
+
+
+def _runs_dir(args: argparse.Namespace) -> Path:
+    return Path(args.runs_dir) if getattr(args, "runs_dir", None) else get_settings().runs_dir
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The context fields the user set on the command line (JSON values only, so they can be recorded)."""
+    values: dict[str, Any] = {}
+    for item in getattr(args, "set", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set takes key=value, got {item!r}")
+        values[key.strip()] = _parse_value(value)
+    for field in ("model", "solve_mode", "backend", "answer_formatter", "max_iterations", "base_url"):
+        value = getattr(args, field, None)
+        if value is not None:
+            values[field] = value
+    return values
+
+
+def _check_model(values: dict[str, Any]) -> None:
+    """Fail before starting when no model is configured (the message names the variables to set)."""
+    from nodes.context import Context
+    from nodes.models import configured_model_string
+
+    ctx = Context.from_mapping({k: v for k, v in values.items() if k in Context.__dataclass_fields__})
+    for role in ("graph_executor", "tool_executor"):
+        configured_model_string(role, ctx)
+
+
+def _print_answer(thread_id: str, state: dict[str, Any]) -> None:
+    print(state.get("final_answer", "(no answer)"))
+    print(f"thread: {thread_id}", file=sys.stderr)
+
+
+def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
+         values: dict[str, Any], context_override: Any = None) -> tuple[str, dict[str, Any]]:
+    from kgagents.workflows import run_thread, stderr_progress
+
+    return asyncio.run(run_thread(workflow, runs_dir=_runs_dir(args), thread_id=thread, task=task,
+                                  context_values=values, context_override=context_override,
+                                  progress=None if getattr(args, "quiet", False) else stderr_progress))
+
+
+@command("ask")
+def cmd_ask(args: argparse.Namespace) -> int:
+    values = context_values_from_args(args)
+    _check_model(values)
+    attachments = []
+    for path in args.attach or []:
+        p = Path(path)
+        if not p.is_file():
+            raise ValueError(f"attachment not found: {path}")
+        attachments.append(str(p.resolve()))
+    thread_id, state = _run(args.workflow, args, {"question": args.question, "attachments": attachments},
+                            args.thread, values)
+    _print_answer(thread_id, state)
+    return 0
+
+
+@command("resume")
+def cmd_resume(args: argparse.Namespace) -> int:
+    from kgagents.runs import RunRegistry
+
+    record = RunRegistry(_runs_dir(args)).get(args.thread)
+    if record is None:
+        raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}")
+    thread_id, state = _run(record.workflow, args, None, record.thread_id, record.context)
+    _print_answer(thread_id, state)
+    return 0
+
+
+@command("runs")
+def cmd_runs(args: argparse.Namespace) -> int:
+    from kgagents.runs import RunRegistry
+
+    records = RunRegistry(_runs_dir(args)).list()
+    if not records:
+        print(f"no runs in {_runs_dir(args)}")
+        return 0
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+        answer = f" -> {r.answer}" if r.answer else ""
+        print(f"{r.thread_id}  {r.workflow:6} {r.status:11} {when}  {r.question[:60]}{answer}")
+    return 0
+
+
+@command("show")
+def cmd_show(args: argparse.Namespace) -> int:
+    from kgagents.report import format_run
+    from kgagents.runs import RunRegistry
+    from kgagents.workflows import thread_state
+
+    record = RunRegistry(_runs_dir(args)).get(args.thread)
+    if record is None:
+        raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}")
+    state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread))
+    if args.json:
+        print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
+    else:
+        print(format_run(record.workflow, args.thread, state, nxt))
+    return 0
+
+
+@command("demo")
+def cmd_demo(args: argparse.Namespace) -> int:
+    from nodes.context import Context
+
+    if args.workflow != "kgot":
+        raise ValueError(f"no demo for workflow {args.workflow!r}")
+    script = resources.files("kgagents") / "data" / "demo_kgot_figure9.json"
+    question = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the "
+                "third and fifth integers of the sorted list.")
+    print("Scripted demo: the KGoT paper's Figure 9 task, run through the real graph, knowledge graph, sandbox and "
+          "SQLite checkpoints with a scripted chat model (no LLM is called).", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, resources.as_file(script) as path:
+        values = {"model": f"scripted:{path}", "backend": args.backend, "num_next_steps_decision": 5}
+        args.runs_dir = args.runs_dir or tmp
+        ctx = Context.from_mapping({**values, "work_dir": str(Path(tmp) / "work")})
+        thread_id, state = _run("kgot", args, {"question": question}, None, values, context_override=ctx)
+        print(state.get("final_answer", "(no answer)"))
+    return 0
+
+
+@command("tools")
+def cmd_tools(args: argparse.Namespace) -> int:
+    from tools.manager import tool_statuses
+
+    import graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
+
+    for status in tool_statuses():
+        print(f"{status.name:24} {'available' if status.available else 'unavailable':12} {status.reason}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kgagents", description="Knowledge-graph reasoning agents.")
+    parser.add_argument("--runs-dir", help="where checkpoints and the run registry live (KGAGENTS_RUNS_DIR)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ask = sub.add_parser("ask", help="answer a question")
+    ask.add_argument("question")
+    ask.add_argument("--attach", action="append", metavar="FILE", help="a file the question refers to")
+    ask.add_argument("--thread", help="thread id (default: a new one)")
+    ask.add_argument("--workflow", default="kgot")
+    ask.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
+    ask.add_argument("--base-url", help="an OpenAI-compatible server for the model")
+    ask.add_argument("--solve-mode", choices=["query", "direct"])
+    ask.add_argument("--backend", help="task-KG backend (default networkx)")
+    ask.add_argument("--formatter", dest="answer_formatter", choices=["gaia", "default"])
+    ask.add_argument("--max-iterations", type=int)
+    ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
+    ask.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    resume = sub.add_parser("resume", help="continue an interrupted run")
+    resume.add_argument("thread")
+    resume.add_argument("--quiet", action="store_true")
+
+    sub.add_parser("runs", help="list runs")
+
+    show = sub.add_parser("show", help="show a run")
+    show.add_argument("thread")
+    show.add_argument("--json", action="store_true", help="the whole state as JSON")
+
+    demo = sub.add_parser("demo", help="an offline, scripted run")
+    demo.add_argument("--workflow", default="kgot")
+    demo.add_argument("--backend", default="networkx")
+    demo.add_argument("--quiet", action="store_true")
+
+    sub.add_parser("tools", help="list the tools and whether they can be used here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _commands[args.command](args)
+    except ConfigurationError as exc:
+        print(f"kgagents: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"kgagents: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kgagents: interrupted; continue with `kgagents resume THREAD`", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

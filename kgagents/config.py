@@ -1,0 +1,111 @@
+"""Settings read from the environment and an optional ``.env`` file.
+
+This module is a leaf: every other package may import it, it imports none of ours.
+Every variable it reads is documented in ``.env.example``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from dotenv import load_dotenv
+
+#: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool
+#: executor; tools (LLM tool, surfer agent, text inspector, ...) have their own model.
+ROLES = ("graph_executor", "tool_executor", "tools")
+
+OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
+
+
+class ConfigurationError(RuntimeError):
+    """Raised when the user's configuration cannot work; the message says what to set."""
+
+
+def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
+    """Load ``.env`` (from the working directory or ``dotenv_path``) without overriding real variables."""
+    path = Path(dotenv_path) if dotenv_path else Path.cwd() / ".env"
+    if path.is_file():
+        load_dotenv(path, override=False)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A snapshot of the environment, taken when :func:`get_settings` is called."""
+
+    model: str | None = None
+    role_models: dict[str, str] = field(default_factory=dict)
+    base_url: str | None = None
+    api_key: str | None = None
+    runs_dir: Path = Path(".kgagents/runs")
+    prices_file: Path | None = None
+    allow_weak_sandbox: bool = False
+    serpapi_api_key: str | None = None
+    search_api_base: str | None = None
+    wikipedia_api_base: str | None = None
+    wayback_api_base: str | None = None
+    ollama_url: str = OLLAMA_DEFAULT_URL
+
+    def model_for(self, role: str) -> str | None:
+        """The ``provider:model`` string configured for ``role`` (role override, then the default)."""
+        if role not in ROLES:
+            raise ValueError(f"unknown model role {role!r}; expected one of {', '.join(ROLES)}")
+        return self.role_models.get(role) or self.model
+
+
+def get_settings() -> Settings:
+    """Read the settings from the environment (and ``.env``)."""
+    load_env()
+    role_models = {}
+    for role in ROLES:
+        value = _env(f"KGAGENTS_{role.upper()}_MODEL")
+        if value:
+            role_models[role] = value
+    prices = _env("KGAGENTS_PRICES_FILE")
+    return Settings(
+        model=_env("KGAGENTS_MODEL"),
+        role_models=role_models,
+        base_url=_env("KGAGENTS_BASE_URL"),
+        api_key=_env("KGAGENTS_API_KEY"),
+        runs_dir=Path(_env("KGAGENTS_RUNS_DIR", ".kgagents/runs") or ".kgagents/runs"),
+        prices_file=Path(prices) if prices else None,
+        allow_weak_sandbox=(_env("KGAGENTS_ALLOW_WEAK_SANDBOX", "0") or "0").lower() in {"1", "true", "yes"},
+        serpapi_api_key=_env("SERPAPI_API_KEY"),
+        search_api_base=_env("KGAGENTS_SEARCH_API_BASE"),
+        wikipedia_api_base=_env("KGAGENTS_WIKIPEDIA_API_BASE"),
+        wayback_api_base=_env("KGAGENTS_WAYBACK_API_BASE"),
+        ollama_url=_env("OLLAMA_HOST", OLLAMA_DEFAULT_URL) or OLLAMA_DEFAULT_URL,
+    )
+
+
+MODEL_VARIABLES_HELP = (
+    "No chat model is configured. Set one of:\n"
+    "  KGAGENTS_MODEL=openai:gpt-4o-mini        (with OPENAI_API_KEY)\n"
+    "  KGAGENTS_MODEL=anthropic:claude-sonnet-4-5 (with ANTHROPIC_API_KEY)\n"
+    "  KGAGENTS_MODEL=ollama:qwen2.5:7b          (a local Ollama server)\n"
+    "  KGAGENTS_MODEL=<model> and KGAGENTS_BASE_URL=http://host:port/v1 (any OpenAI-compatible server:\n"
+    "      vLLM, llama.cpp, LM Studio; KGAGENTS_API_KEY if it needs one)\n"
+    "Per-role overrides: KGAGENTS_GRAPH_EXECUTOR_MODEL, KGAGENTS_TOOL_EXECUTOR_MODEL, KGAGENTS_TOOLS_MODEL.\n"
+    "Put them in the environment or in a .env file (see .env.example)."
+)
+
+
+def ollama_available(url: str = OLLAMA_DEFAULT_URL, timeout: float = 0.3) -> bool:
+    """True when something accepts TCP connections at the Ollama server's address."""
+    parsed = urlparse(url if "://" in url else f"http://{url}")
+    host, port = parsed.hostname or "127.0.0.1", parsed.port or 11434
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

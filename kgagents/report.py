@@ -1,0 +1,64 @@
+"""Human-readable views of a run's state (``kgagents show``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kgagents.usage import total_cost, total_tokens
+
+
+def _usage_lines(usage: dict[str, Any]) -> list[str]:
+    lines = ["Usage:"]
+    if not usage:
+        return lines + ["  (no LLM calls)"]
+    for model, u in usage.items():
+        lines.append(f"  {model}: {u['calls']} calls, {u['input_tokens']} in / {u['output_tokens']} out tokens, "
+                     f"${u['cost_usd']:.6f}")
+    t = total_tokens(usage)
+    lines.append(f"  total: {t['calls']} calls, {t['input_tokens']} in / {t['output_tokens']} out tokens, "
+                 f"${total_cost(usage):.6f}")
+    return lines
+
+
+def format_kgot(state: dict[str, Any]) -> list[str]:
+    from tools.kg.base import empty_snapshot, render_snapshot
+
+    lines = [f"Iterations: {state.get('iteration', 0)}", "", "Votes:"]
+    for v in state.get("votes", []):
+        lines.append(f"  [it {v['iteration']} #{v['sample']}] {v['query_type']}: {v['reason'][:160]}")
+    lines += ["", "Tool calls:"]
+    for c in state.get("tool_calls", []):
+        flag = "ok" if c["ok"] else "FAILED"
+        cached = " (cached)" if c.get("cached") else ""
+        lines.append(f"  [it {c['iteration']}] {c['name']}({json.dumps(c['args'], ensure_ascii=False)[:160]}) "
+                     f"{flag}{cached}, {c['attempts']} attempt(s): {c['output'][:200]!r}")
+    lines += ["", "KG writes:"]
+    for w in state.get("kg_writes", []):
+        lines.append(f"  [it {w['iteration']}] {w['status']} after {w['attempts']} attempt(s) "
+                     f"(tool call {w['tool_call_id']})")
+        for err in w.get("errors", []):
+            lines.append(f"      error: {err.splitlines()[0][:200] if err else ''}")
+    if state.get("solve_attempts"):
+        lines += ["", "Solve queries:"]
+        for a in state["solve_attempts"]:
+            what = "error: " + (a["error"] or "") if not a["ok"] else ("empty" if a["empty"] else "ok")
+            lines.append(f"  {a['kind']}: {what[:200]}")
+    lines += ["", "Partial solution:", f"  {state.get('partial_solution')}", "",
+              f"Candidates: {state.get('candidates', [])}", "", "Final knowledge graph:",
+              render_snapshot(state.get("kg") or empty_snapshot())]
+    return lines
+
+
+FORMATTERS = {"kgot": format_kgot}
+
+
+def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes: tuple[str, ...] = ()) -> str:
+    status = "finished" if not next_nodes else f"interrupted (next: {', '.join(next_nodes)})"
+    lines = [f"Thread {thread_id} ({workflow}), {status}", f"Question: {state.get('question', '')}",
+             f"Answer: {state.get('final_answer', '(none yet)')}", ""]
+    formatter = FORMATTERS.get(workflow)
+    if formatter:
+        lines += formatter(state)
+    lines += [""] + _usage_lines(state.get("usage") or {})
+    return "\n".join(lines)

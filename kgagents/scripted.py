@@ -1,0 +1,169 @@
+"""A scripted chat model: deterministic replies for offline demos, tests and a server that has no keys.
+
+It is a real LangChain ``BaseChatModel`` (tool binding, structured output, usage metadata), so it drives
+the real graphs. A script is a list of *steps*; each call takes the first step whose conditions match the
+prompt and that has uses left:
+
+``{"when": "regex", "unless": "regex", "times": 1, <one reply>}``
+
+- ``when`` / ``unless``: a regular expression that must (must not) occur in the prompt (all message texts
+  joined; ``re.S``). Missing means "any prompt".
+- ``times``: how many calls the step answers (default 1; ``0`` = unlimited).
+- the reply, one of:
+  - ``"structured": {...}`` — a call of the one tool the caller bound (how structured output arrives);
+  - ``"tool_calls": [{"name": ..., "args": {...}}]`` — tool calls (for a tool-calling agent);
+  - ``"content": "text"`` — a plain text reply;
+  - ``"raise": "message"`` — the call fails with :class:`ScriptedAPIError` (``"status": 429`` etc. optional).
+
+A model string ``scripted:/path/to/script.json`` builds one from a file (``{"name": ..., "steps": [...]}``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ConfigDict, Field, PrivateAttr
+
+
+class ScriptExhausted(RuntimeError):
+    """No step of the script matches the prompt (or every matching step is used up)."""
+
+
+class ScriptedAPIError(RuntimeError):
+    """A failure the script asked for; ``status_code`` lets the LLM layer treat it as an API error."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+def _message_text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "\n".join(parts)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Chat model that answers from a script of steps (see the module docstring)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    script_name: str = "scripted"
+    model_name: str = "scripted"
+    _uses: list[int] = PrivateAttr(default_factory=list)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+    calls: list[str] = Field(default_factory=list, exclude=True)
+    """Prompts received, in order (for tests)."""
+
+    def model_post_init(self, __context: Any) -> None:
+        for i, step in enumerate(self.steps):
+            replies = [k for k in ("structured", "tool_calls", "content", "raise") if k in step]
+            if len(replies) != 1:
+                raise ValueError(f"script step {i} needs exactly one of structured/tool_calls/content/raise: {step}")
+            for key in ("when", "unless"):
+                if key in step:
+                    re.compile(step[key])
+        self._uses = [0] * len(self.steps)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "ScriptedChatModel":
+        """Load a script file ``{"name": ..., "steps": [...]}``; errors name the file."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"cannot read the chat-model script {path}: {exc}") from exc
+        if isinstance(data, list):
+            data = {"steps": data}
+        return cls(steps=data.get("steps", []), script_name=data.get("name", path.stem))
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": self.model_name, "script": self.script_name}
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):  # type: ignore[override]
+        """Bind tools as OpenAI-style schemas; the reply step decides which tool is called."""
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
+
+    def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
+                               **kwargs: Any):  # type: ignore[override]
+        """Structured output through a forced tool call, whatever ``method`` the caller prefers."""
+        return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+
+    def remaining(self) -> list[dict[str, Any]]:
+        """Steps with uses left (``times`` > 0 and not exhausted)."""
+        return [s for s, used in zip(self.steps, self._uses) if s.get("times", 1) and used < s.get("times", 1)]
+
+    def _pick(self, prompt: str) -> dict[str, Any]:
+        with self._lock:
+            self.calls.append(prompt)
+            for i, step in enumerate(self.steps):
+                times = step.get("times", 1)
+                if times and self._uses[i] >= times:
+                    continue
+                if "when" in step and not re.search(step["when"], prompt, re.S):
+                    continue
+                if "unless" in step and re.search(step["unless"], prompt, re.S):
+                    continue
+                self._uses[i] += 1
+                return step
+        head = prompt[:600].replace("\n", " ")
+        raise ScriptExhausted(f"script {self.script_name!r} has no step left for this prompt: {head}...")
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+        prompt = "\n".join(_message_text(m) for m in messages)
+        step = self._pick(prompt)
+        if "raise" in step:
+            raise ScriptedAPIError(str(step["raise"]), step.get("status"))
+        tool_calls: list[dict[str, Any]] = []
+        content = ""
+        if "structured" in step:
+            tools = kwargs.get("tools") or []
+            if not tools:
+                raise ScriptExhausted(f"script step {step} gives structured output but no schema was bound")
+            choice = kwargs.get("tool_choice")
+            name = tools[0]["function"]["name"]
+            if isinstance(choice, str) and choice not in {"any", "auto", "required", "none"}:
+                name = choice
+            elif isinstance(choice, dict):
+                name = choice.get("function", {}).get("name", name)
+            tool_calls = [{"name": name, "args": step["structured"], "id": f"call_{uuid.uuid4().hex[:12]}",
+                           "type": "tool_call"}]
+        elif "tool_calls" in step:
+            tool_calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+                           "type": "tool_call"} for c in step["tool_calls"]]
+        else:
+            content = str(step["content"])
+        out_text = content + json.dumps([c["args"] for c in tool_calls]) if tool_calls else content
+        usage = {
+            "input_tokens": len(prompt) // 4 + 1,
+            "output_tokens": len(out_text) // 4 + 1,
+            "total_tokens": len(prompt) // 4 + len(out_text) // 4 + 2,
+        }
+        message = AIMessage(content=content, tool_calls=tool_calls, usage_metadata=usage,
+                            response_metadata={"model_name": self.model_name})
+        return ChatResult(generations=[ChatGeneration(message=message)])

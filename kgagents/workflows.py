@@ -1,0 +1,93 @@
+"""The workflows the application serves, and running one on a checkpointed thread."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from kgagents.runs import RunRegistry, new_thread_id, sqlite_checkpointer
+
+#: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
+WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot"}
+
+
+def load_workflow(name: str) -> ModuleType:
+    if name not in WORKFLOWS:
+        raise ValueError(f"unknown workflow {name!r}; available: {', '.join(WORKFLOWS)}")
+    return importlib.import_module(WORKFLOWS[name])
+
+
+def make_context(module: ModuleType, values: dict[str, Any]) -> Any:
+    """The workflow's context from plain values; unknown keys are a clear error."""
+    schema = module.build().context_schema
+    if hasattr(schema, "from_mapping"):
+        return schema.from_mapping(values)
+    known = {f.name for f in dataclasses.fields(schema)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown context field(s) for this workflow: {', '.join(unknown)}")
+    return schema(**values)
+
+
+def run_config(thread_id: str, context: Any) -> dict[str, Any]:
+    limit = getattr(context, "recursion_limit", 200)
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": limit}
+
+
+ProgressFn = Callable[[str, dict[str, Any]], None]
+
+
+def stderr_progress(node: str, update: dict[str, Any]) -> None:
+    """Print one line per finished node to stderr."""
+    keys = ", ".join(sorted(update)) if isinstance(update, dict) else ""
+    print(f"  · {node}" + (f" ({keys})" if keys else ""), file=sys.stderr, flush=True)
+
+
+async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, task: dict[str, Any] | None,
+                     context_values: dict[str, Any], context_override: Any = None,
+                     progress: ProgressFn | None = None) -> tuple[str, dict[str, Any]]:
+    """Start (``task`` given) or resume (``task`` None) a thread; returns ``(thread_id, final state)``.
+
+    ``context_values`` are JSON values, recorded so that ``resume`` can pass the same context again;
+    ``context_override`` (e.g. a context holding a chat-model instance) is used instead when given.
+    """
+    module = load_workflow(workflow)
+    registry = RunRegistry(runs_dir)
+    thread_id = thread_id or new_thread_id()
+    context = context_override if context_override is not None else make_context(module, context_values)
+    if task is not None:
+        registry.record(thread_id, workflow, str(task.get("question", "")), context_values)
+    async with sqlite_checkpointer(registry.checkpoints_path) as saver:
+        graph = module.compile_graph(saver)
+        config = run_config(thread_id, context)
+        if task is None:
+            snapshot = await graph.aget_state(config)
+            if not snapshot.values:
+                raise ValueError(f"thread {thread_id} has no checkpoint to resume")
+            if not snapshot.next:
+                return thread_id, dict(snapshot.values)
+        try:
+            async for chunk in graph.astream(task, config, context=context, stream_mode="updates"):
+                if progress:
+                    for node, update in chunk.items():
+                        progress(node, update if isinstance(update, dict) else {})
+        except BaseException:
+            registry.finish(thread_id, "interrupted")
+            raise
+        final = dict((await graph.aget_state(config)).values)
+    registry.finish(thread_id, "done", str(final.get("final_answer", "")))
+    return thread_id, final
+
+
+async def thread_state(workflow: str, runs_dir: Path, thread_id: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The latest checkpointed state of a thread and the nodes it would run next."""
+    module = load_workflow(workflow)
+    registry = RunRegistry(runs_dir)
+    async with sqlite_checkpointer(registry.checkpoints_path) as saver:
+        graph = module.compile_graph(saver)
+        snap = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    return dict(snap.values), tuple(snap.next)

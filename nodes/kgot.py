@@ -1,0 +1,590 @@
+"""The nodes of the KGoT workflow (paper §4, Figure 2; appendix B.2).
+
+Each node is ``(state, runtime, config) -> partial state``; the state type is :class:`KGoTState`.
+Fan-outs (the majority vote, tool calls, solution parsing) are LangGraph ``Send`` tasks whose payloads are
+the ``*Task`` dicts below; their results land in append-only logs tagged with the iteration.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from kgagents.usage import Usage, merge_usage
+from nodes.context import Context
+from nodes.llm import LLMCaller, StructuredOutputError
+from nodes.models import resolve_model
+from nodes.runtime import allow_weak, context_of, open_task_kg, work_dir_for
+from nodes.state import append, jsonable
+from prompts import kgot as P
+from tools.base import run_tool_with_retry, truncate
+from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
+from tools.manager import ToolEnv, ToolManager
+
+NO_SOLUTION = "No solution found"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------------------------
+class Vote(TypedDict):
+    iteration: int
+    sample: int
+    query_type: Literal["RETRIEVE", "INSERT", "INVALID"]
+    reason: str
+
+
+class ToolCallRecord(TypedDict):
+    iteration: int
+    id: str
+    name: str
+    args: dict[str, Any]
+    output: str
+    ok: bool
+    attempts: int
+    cached: bool
+
+
+class KGWrite(TypedDict):
+    iteration: int
+    tool_call_id: str
+    status: Literal["applied", "fixed", "discarded", "skipped"]
+    code: str
+    attempts: int
+    errors: list[str]
+    snapshot: KGSnapshot | None
+
+
+class SolveAttempt(TypedDict):
+    iteration: int
+    query: str
+    kind: Literal["initial", "fix", "regenerate"]
+    ok: bool
+    empty: bool
+    error: str | None
+    result: str | None
+
+
+class KGoTState(TypedDict, total=False):
+    # the task
+    question: str
+    attachments: list[str]
+    # control
+    iteration: int
+    decision: Literal["ENHANCE", "SOLVE", "FORCED_SOLVE"]
+    votes: Annotated[list[Vote], append]
+    missing_information: str
+    pending_tool_calls: list[dict[str, Any]]
+    tool_calls: Annotated[list[ToolCallRecord], append]
+    integrated: int
+    # the task KG (whole, after the last write) and its history
+    kg: KGSnapshot
+    kg_writes: Annotated[list[KGWrite], append]
+    # solving
+    solve_attempts: Annotated[list[SolveAttempt], append]
+    partial_solution: str | None
+    need_math: bool
+    math_output: str | None
+    parsed_solutions: Annotated[list[dict[str, Any]], append]
+    candidates: list[str]
+    final_answer: str
+    usage: Annotated[Usage, merge_usage]
+
+
+class VoteTask(TypedDict):
+    question: str
+    attachments: list[str]
+    existing_data: str
+    tool_calls_made: str
+    iteration: int
+    sample: int
+
+
+class ToolTask(TypedDict):
+    iteration: int
+    call: dict[str, Any]
+    cached: ToolCallRecord | None
+
+
+class ParseTask(TypedDict):
+    question: str
+    partial_solution: str
+    sample: int
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Structured replies
+# --------------------------------------------------------------------------------------------------------------
+class NextStep(BaseModel):
+    """Decide whether the KG suffices (RETRIEVE) or needs more information (INSERT)."""
+
+    query_type: Literal["RETRIEVE", "INSERT"] = Field(description="RETRIEVE to solve now, INSERT to gather more")
+    reason: str = Field(description="For RETRIEVE, the answer the data supports; for INSERT, what is missing and why")
+
+
+class MissingInformation(BaseModel):
+    """One coherent description of the information that is missing."""
+
+    missing_information: str
+
+
+class Code(BaseModel):
+    """Code (or a query) for the knowledge graph; empty when there is nothing to do."""
+
+    code: str = Field(description="The complete code or query, without markdown fences")
+
+
+class DirectSolution(BaseModel):
+    """The solution derived from the knowledge graph."""
+
+    solution: str
+
+
+class NeedForMath(BaseModel):
+    """Whether the partial solution still needs calculations."""
+
+    need_math: bool
+    reason: str = ""
+
+
+class ParsedSolution(BaseModel):
+    """The final answer, formatted as the problem asks (empty if the partial solution has none)."""
+
+    final_answer: str
+
+
+class ChosenSolution(BaseModel):
+    """Index of the chosen candidate."""
+
+    index: int
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------------------
+def strip_fences(code: str) -> str:
+    """Remove markdown code fences an LLM may wrap code in."""
+    text = code.strip()
+    match = re.match(r"^```[\w+-]*\s*\n(.*?)\n?```\s*$", text, re.S)
+    return match.group(1) if match else text
+
+
+def language_of(store: KGStore) -> P.QueryLanguage:
+    try:
+        return P.LANGUAGES[store.query_language]
+    except KeyError as exc:
+        raise ValueError(f"no prompts for the query language {store.query_language!r}") from exc
+
+
+def describe_tool_calls(calls: list[ToolCallRecord]) -> str:
+    if not calls:
+        return "No tool calls have been made yet."
+    lines = []
+    for call in calls:
+        status = "ok" if call["ok"] else "FAILED"
+        args = json.dumps(call["args"], ensure_ascii=False)
+        lines.append(f"- iteration {call['iteration']}: {call['name']}({args}) -> {status}: "
+                     f"{truncate(call['output'], 300)}")
+    return "\n".join(lines)
+
+
+def describe_attachments(paths: list[str] | None) -> str:
+    return "\n".join(f"- {p}" for p in paths) if paths else "(none)"
+
+
+def problem_text(state: KGoTState | VoteTask) -> str:
+    question = state.get("question", "")
+    attachments = state.get("attachments") or []
+    if attachments:
+        question += "\n\nAttached files:\n" + describe_attachments(attachments)
+    return question
+
+
+def call_key(name: str, args: dict[str, Any]) -> str:
+    return f"{name}:{json.dumps(args, sort_keys=True, ensure_ascii=False)}"
+
+
+def normalise_answer(answer: str) -> str:
+    return re.sub(r"\s+", " ", answer.strip().strip(".").lower())
+
+
+def _result_text(result: ReadResult) -> str:
+    value = result.result
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 1-2. Task arrival and the iteration check
+# --------------------------------------------------------------------------------------------------------------
+async def receive_task(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Validate the task and start with an empty KG (a resumed thread keeps its own)."""
+    question = (state.get("question") or "").strip()
+    if not question:
+        raise ValueError("the task has no question: give {'question': '...'}")
+    out: dict[str, Any] = {"question": question, "attachments": [str(p) for p in state.get("attachments") or []]}
+    if "iteration" not in state:
+        out.update(iteration=0, integrated=0, kg=empty_snapshot())
+    return out
+
+
+async def check_iteration(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """At ``max_iterations`` the run stops gathering and solves with what the KG holds (forced solve)."""
+    ctx = context_of(runtime)
+    if state.get("iteration", 0) >= ctx.max_iterations:
+        return {"decision": "FORCED_SOLVE"}
+    return {}
+
+
+def vote_tasks(state: KGoTState, ctx: Context) -> list[VoteTask]:
+    """The payloads of the ``num_next_steps_decision`` concurrent next-step samples."""
+    existing = render_snapshot(state.get("kg") or empty_snapshot())
+    made = describe_tool_calls(state.get("tool_calls") or [])
+    return [VoteTask(question=state["question"], attachments=state.get("attachments") or [], existing_data=existing,
+                     tool_calls_made=made, iteration=state.get("iteration", 0), sample=i)
+            for i in range(ctx.num_next_steps_decision)]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 3. Majority vote
+# --------------------------------------------------------------------------------------------------------------
+async def sample_next_step(task: VoteTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """One sample of the next-step decision (run ``num_next_steps_decision`` times concurrently)."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    prompt = P.render(P.NEXT_STEP, problem=problem_text(task), existing_data=task["existing_data"],
+                      tool_calls_made=task["tool_calls_made"])
+    try:
+        step = await llm.structured(prompt, NextStep)
+        vote = Vote(iteration=task["iteration"], sample=task["sample"], query_type=step.query_type, reason=step.reason)
+    except StructuredOutputError as exc:
+        vote = Vote(iteration=task["iteration"], sample=task["sample"], query_type="INVALID", reason=str(exc))
+    return {"votes": [vote], "usage": llm.usage}
+
+
+async def tally_votes(state: KGoTState) -> dict[str, Any]:
+    """Majority over this iteration's votes; a tie (or no valid vote) means ENHANCE."""
+    votes = [v for v in state.get("votes", []) if v["iteration"] == state.get("iteration", 0)]
+    retrieve = sum(v["query_type"] == "RETRIEVE" for v in votes)
+    insert = sum(v["query_type"] == "INSERT" for v in votes)
+    return {"decision": "SOLVE" if retrieve > insert else "ENHANCE"}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 4-6. Enhance: missing information, tool calls, KG writes
+# --------------------------------------------------------------------------------------------------------------
+async def merge_missing_information(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Merge the INSERT votes' reasons into one "missing information" text."""
+    ctx = context_of(runtime)
+    reasons = [v["reason"] for v in state.get("votes", [])
+               if v["iteration"] == state.get("iteration", 0) and v["query_type"] == "INSERT"]
+    if len(reasons) <= 1:
+        return {"missing_information": reasons[0] if reasons else "The knowledge graph lacks the information "
+                                                                   "needed to solve the problem."}
+    llm = LLMCaller(ctx, "graph_executor")
+    listing = "\n".join(f"{i + 1}. {r}" for i, r in enumerate(reasons))
+    merged = await llm.structured(P.render(P.MERGE_REASONS, problem=problem_text(state), reasons=listing),
+                                  MissingInformation)
+    return {"missing_information": merged.missing_information, "usage": llm.usage}
+
+
+def tool_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
+    """The tools' environment for this run (its work dir and the tools' own model)."""
+    try:
+        llm = resolve_model(ctx, "tools")
+    except Exception:  # noqa: BLE001 - tools that need no model still work
+        llm = None
+    return ToolEnv(work_dir=work_dir_for(ctx, config) / "tools", llm=llm, max_output_chars=ctx.tool_output_chars,
+                   sandbox_timeout_s=ctx.sandbox_timeout_s, sandbox_memory_mb=ctx.sandbox_memory_mb,
+                   allow_weak_sandbox=allow_weak(ctx), max_retries=ctx.max_tool_retries,
+                   backoff_base_s=ctx.tool_backoff_base_s, backoff_max_s=ctx.tool_backoff_max_s,
+                   extra={"context": ctx})
+
+
+def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManager:
+    return ToolManager(tool_env(ctx, config), ctx.tools)
+
+
+async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """The tool executor picks tool calls for the missing information (an LLM bound to the tools)."""
+    ctx = context_of(runtime)
+    manager = tool_manager(ctx, config)
+    llm = LLMCaller(ctx, "tool_executor")
+    prompt = P.render(P.DEFINE_TOOL_CALLS, problem=state["question"],
+                      attachments=describe_attachments(state.get("attachments")),
+                      existing_data=render_snapshot(state.get("kg") or empty_snapshot()),
+                      missing_information=state.get("missing_information", ""),
+                      tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
+    reply = await llm.message(prompt, tools=manager.get_tools())
+    known = {t.name for t in manager.get_tools()}
+    pending, seen = [], set()
+    for call in reply.tool_calls:
+        key = call_key(call["name"], call.get("args") or {})
+        if key in seen:
+            continue  # uniqueness of tool calls within one turn
+        seen.add(key)
+        pending.append({"id": call.get("id") or f"call_{len(pending)}", "name": call["name"],
+                        "args": jsonable(call.get("args") or {}), "known": call["name"] in known})
+    return {"pending_tool_calls": pending, "usage": llm.usage}
+
+
+def tool_tasks(state: KGoTState) -> list[ToolTask]:
+    """One task per pending tool call; a call made before in this run reuses its result (per-run cache)."""
+    done = {call_key(c["name"], c["args"]): c for c in state.get("tool_calls", []) if c["ok"]}
+    return [ToolTask(iteration=state.get("iteration", 0), call=call,
+                     cached=done.get(call_key(call["name"], call["args"])))
+            for call in state.get("pending_tool_calls") or []]
+
+
+async def run_tool_call(task: ToolTask, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """Run one tool call with bounded retries and backoff (run concurrently with the other calls)."""
+    ctx = context_of(runtime)
+    call = task["call"]
+    base = dict(iteration=task["iteration"], id=call["id"], name=call["name"], args=call["args"])
+    if task["cached"] is not None:
+        cached = task["cached"]
+        return {"tool_calls": [ToolCallRecord(**base, output=cached["output"], ok=True, attempts=0, cached=True)]}
+    manager = tool_manager(ctx, config)
+    tool = manager.get(call["name"])
+    if tool is None:
+        unavailable = {s.name: s.reason for s in manager.unavailable()}
+        why = unavailable.get(call["name"], "no such tool")
+        return {"tool_calls": [ToolCallRecord(**base, output=f"Error: tool {call['name']!r} is not available ({why})",
+                                              ok=False, attempts=0, cached=False)]}
+    run = await run_tool_with_retry(tool, call["args"], max_retries=ctx.max_tool_retries,
+                                    backoff_base_s=ctx.tool_backoff_base_s, backoff_max_s=ctx.tool_backoff_max_s,
+                                    max_output_chars=ctx.tool_output_chars)
+    return {"tool_calls": [ToolCallRecord(**base, output=run.output, ok=run.ok, attempts=run.attempts, cached=False)],
+            "usage": manager.env.usage}
+
+
+def results_to_integrate(state: KGoTState) -> list[ToolCallRecord]:
+    return list(state.get("tool_calls") or [])[state.get("integrated", 0):]
+
+
+async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Context) -> tuple[str, str, int, list[str]]:
+    """Execute a KG write; send errors back to the LLM to fix, up to ``max_cypher_fixing_retry`` times.
+
+    Returns ``(status, final code, attempts, errors)`` with status ``applied``, ``fixed`` or ``discarded``.
+    """
+    lang = language_of(store)
+    errors: list[str] = []
+    for attempt in range(ctx.max_cypher_fixing_retry + 1):
+        result = await store.write(code)
+        if result.ok:
+            return ("applied" if attempt == 0 else "fixed"), code, attempt + 1, errors
+        errors.append(result.error or "unknown error")
+        if attempt == ctx.max_cypher_fixing_retry:
+            break
+        fixed = await llm.structured(P.render(P.FIX_CODE, language_name=lang.name, language_guide=lang.write_guide,
+                                              code=code, error=errors[-1]), Code)
+        code = strip_fences(fixed.code)
+    return "discarded", code, ctx.max_cypher_fixing_retry + 1, errors
+
+
+async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
+                                    config: RunnableConfig) -> dict[str, Any]:
+    """Write the next tool result into the KG (one result per step, so each write is its own checkpoint).
+
+    When the last result of the iteration is in (or there was none), the iteration counter goes up.
+    """
+    ctx = context_of(runtime)
+    pending = results_to_integrate(state)
+    out: dict[str, Any] = {}
+    if pending:
+        call = pending[0]
+        store = await open_task_kg(ctx, config, state.get("kg"))
+        lang = language_of(store)
+        llm = LLMCaller(ctx, "graph_executor")
+        new_info = (f"Tool call: {call['name']}({json.dumps(call['args'], ensure_ascii=False)})\n"
+                    f"Result:\n{call['output']}")
+        prompt = P.render(P.WRITE_KG, language_name=lang.name, language_guide=lang.write_guide,
+                          examples=lang.write_examples, problem=problem_text(state),
+                          existing_data=await store.render(),
+                          missing_information=state.get("missing_information", ""), new_information=new_info)
+        try:
+            code = strip_fences((await llm.structured(prompt, Code)).code)
+        except StructuredOutputError as exc:
+            code, status, attempts, errors = "", "discarded", 0, [str(exc)]
+        else:
+            if code.strip():
+                status, code, attempts, errors = await write_with_fixes(store, code, llm, ctx)
+            else:
+                status, attempts, errors = "skipped", 0, []
+        snapshot = await store.snapshot() if status in {"applied", "fixed"} else None
+        out["kg_writes"] = [KGWrite(iteration=state.get("iteration", 0), tool_call_id=call["id"], status=status,
+                                    code=code, attempts=attempts, errors=errors, snapshot=snapshot)]
+        if snapshot is not None:
+            out["kg"] = snapshot
+        out["integrated"] = state.get("integrated", 0) + 1
+        out["usage"] = llm.usage
+    if len(pending) <= 1:
+        out["iteration"] = state.get("iteration", 0) + 1
+        out["pending_tool_calls"] = []
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 7. Solve: query-based retrieval, Direct Retrieval, forced solution
+# --------------------------------------------------------------------------------------------------------------
+async def solve_with_query(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """Query-based retrieval: the LLM writes a read query; errors are fixed, errors or empty results
+    make it regenerate the query from scratch, up to ``max_retrieve_query_retry`` times."""
+    ctx = context_of(runtime)
+    store = await open_task_kg(ctx, config, state.get("kg"))
+    lang = language_of(store)
+    llm = LLMCaller(ctx, "graph_executor")
+    existing = await store.render()
+    problem = problem_text(state)
+    iteration = state.get("iteration", 0)
+    attempts: list[SolveAttempt] = []
+
+    def log(query: str, kind: str, result: ReadResult) -> None:
+        attempts.append(SolveAttempt(iteration=iteration, query=query, kind=kind, ok=result.ok, empty=result.empty,
+                                     error=result.error, result=None if not result.ok else _result_text(result)))
+
+    query = strip_fences((await llm.structured(
+        P.render(P.RETRIEVE, language_name=lang.name, language_guide=lang.read_guide, examples=lang.read_examples,
+                 problem=problem, existing_data=existing), Code)).code)
+    partial: str | None = None
+    for round_ in range(ctx.max_retrieve_query_retry + 1):
+        result = await store.read(query)
+        log(query, "initial" if round_ == 0 else "regenerate", result)
+        fixes = 0
+        while not result.ok and fixes < ctx.max_cypher_fixing_retry:
+            fixes += 1
+            query = strip_fences((await llm.structured(
+                P.render(P.FIX_CODE, language_name=lang.name, language_guide=lang.read_guide, code=query,
+                         error=result.error or ""), Code)).code)
+            result = await store.read(query)
+            log(query, "fix", result)
+        if result.ok and not result.empty:
+            partial = _result_text(result)
+            break
+        if round_ == ctx.max_retrieve_query_retry:
+            break
+        error = result.error or "the query returned an empty result"
+        query = strip_fences((await llm.structured(
+            P.render(P.REGENERATE_QUERY, language_name=lang.name, language_guide=lang.read_guide,
+                     examples=lang.read_examples, problem=problem, existing_data=existing, wrong_query=query,
+                     error=error), Code)).code)
+    if partial is not None:
+        partial = f"Query:\n{query}\nResult:\n{partial}"
+    return {"solve_attempts": attempts, "partial_solution": partial, "usage": llm.usage}
+
+
+async def solve_directly(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Direct Retrieval: the whole KG goes to the LLM, which states the solution."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    reply = await llm.structured(P.render(P.DIRECT_RETRIEVAL, problem=problem_text(state),
+                                          existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
+                                 DirectSolution)
+    return {"partial_solution": reply.solution.strip() or None, "usage": llm.usage}
+
+
+async def solve_forced(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """At the iteration limit: the best solution the KG supports, as it is."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    reply = await llm.structured(P.render(P.FORCED_SOLUTION, problem=problem_text(state),
+                                          existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
+                                 DirectSolution)
+    return {"partial_solution": reply.solution.strip() or None, "usage": llm.usage}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 8. Need for math, math with the Python tool
+# --------------------------------------------------------------------------------------------------------------
+async def check_need_for_math(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Does the partial solution still need calculations?"""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    reply = await llm.structured(P.render(P.NEED_FOR_MATH, problem=problem_text(state),
+                                          partial_solution=state.get("partial_solution") or ""), NeedForMath)
+    return {"need_math": reply.need_math, "usage": llm.usage}
+
+
+async def compute_math(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """The LLM writes Python for the calculation; it runs in the sandbox; errors go back to be fixed."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    manager = tool_manager(ctx, config)
+    python = manager.get("run_python_code")
+    if python is None:
+        return {"math_output": "The Python tool is not available; the calculation was not done.", "usage": llm.usage}
+    reply = await llm.message(P.render(P.MATH_WITH_PYTHON, problem=problem_text(state),
+                                       partial_solution=state.get("partial_solution") or ""),
+                              tools=[python], tool_choice="run_python_code")
+    calls = [c for c in reply.tool_calls if c["name"] == "run_python_code"]
+    if not calls:
+        return {"math_output": None, "usage": llm.usage}
+    code = strip_fences(str(calls[0]["args"].get("code", "")))
+    output = ""
+    for attempt in range(ctx.max_cypher_fixing_retry + 1):
+        output = await python.ainvoke({"code": code})
+        if not output.startswith("Error:"):
+            break
+        if attempt == ctx.max_cypher_fixing_retry:
+            break
+        fixed = await llm.structured(P.render(P.FIX_CODE, language_name="Python", code=code, error=output,
+                                              language_guide="Print the final answer."), Code)
+        code = strip_fences(fixed.code)
+    partial = (state.get("partial_solution") or "") + f"\n\nCalculation (Python):\n{code}\nOutput:\n{output}"
+    return {"math_output": output, "partial_solution": partial, "usage": llm.usage}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# 9. Parse the final solution (several samples), choose one
+# --------------------------------------------------------------------------------------------------------------
+def parse_tasks(state: KGoTState, ctx: Context) -> list[ParseTask]:
+    return [ParseTask(question=problem_text(state), partial_solution=state.get("partial_solution") or "", sample=i)
+            for i in range(ctx.max_final_solution_parsing)]
+
+
+async def parse_solution(task: ParseTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """One parse of the final solution with the chosen formatter."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    prompt = P.render(P.PARSE_SOLUTION, format_rules=P.FORMATTERS[ctx.answer_formatter], problem=task["question"],
+                      partial_solution=task["partial_solution"])
+    try:
+        parsed = await llm.structured(prompt, ParsedSolution)
+        entry = {"sample": task["sample"], "answer": parsed.final_answer.strip(), "error": None}
+    except StructuredOutputError as exc:
+        entry = {"sample": task["sample"], "answer": "", "error": str(exc)}
+    return {"parsed_solutions": [entry], "usage": llm.usage}
+
+
+async def choose_solution(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Majority over the parsed candidates; the LLM judges a tie; none at all gives "No solution found"."""
+    ctx = context_of(runtime)
+    n = ctx.max_final_solution_parsing
+    recent = (state.get("parsed_solutions") or [])[-n:] if state.get("partial_solution") else []
+    candidates = [p["answer"] for p in recent if p["answer"]]
+    if not candidates:
+        return {"candidates": [], "final_answer": NO_SOLUTION}
+    counts = Counter(normalise_answer(c) for c in candidates)
+    ranked = counts.most_common()
+    top = [norm for norm, count in ranked if count == ranked[0][1]]
+    first_form = {}
+    for c in candidates:
+        first_form.setdefault(normalise_answer(c), c)
+    if len(top) == 1:
+        return {"candidates": candidates, "final_answer": first_form[top[0]]}
+    options = [first_form[t] for t in top]
+    llm = LLMCaller(ctx, "graph_executor")
+    listing = "\n".join(f"{i}: {o}" for i, o in enumerate(options))
+    try:
+        chosen = await llm.structured(P.render(P.CHOOSE_SOLUTION, problem=problem_text(state),
+                                               partial_solution=state.get("partial_solution") or "",
+                                               candidates=listing), ChosenSolution)
+        answer = options[chosen.index] if 0 <= chosen.index < len(options) else options[0]
+    except StructuredOutputError:
+        answer = options[0]
+    return {"candidates": candidates, "final_answer": answer, "usage": llm.usage}

@@ -1,0 +1,165 @@
+"""The one place every LLM call goes through.
+
+:class:`LLMCaller` wraps the chat model of one role for one node execution:
+
+- :meth:`LLMCaller.structured` asks for structured output (a pydantic model) and re-asks, with the parse
+  error, when the reply cannot be parsed (``Context.max_parse_retries``);
+- every call is retried on transient API errors (429, 5xx, timeouts, dropped connections) with exponential
+  backoff and jitter (``Context.max_api_retries``, ``api_backoff_base_s`` .. ``api_backoff_max_s``);
+- token usage per model accumulates in :attr:`LLMCaller.usage`, which the node returns into the state's
+  ``usage`` channel (reducer :func:`kgagents.usage.merge_usage`), so usage and cost survive checkpoints.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, TypeVar
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel
+
+from kgagents.retry import retry_async
+from kgagents.usage import Usage, merge_usage, usage_entry
+from nodes.context import Context
+from nodes.models import model_label, resolve_model
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class LLMError(RuntimeError):
+    """An LLM call failed for good (after its retries)."""
+
+
+class StructuredOutputError(LLMError):
+    """The model never produced a reply that parses into the requested schema."""
+
+    def __init__(self, schema: type[BaseModel], attempts: int, last_error: str) -> None:
+        super().__init__(f"no valid {schema.__name__} after {attempts} attempt(s): {last_error}")
+        self.schema = schema
+        self.attempts = attempts
+        self.last_error = last_error
+
+
+def as_messages(prompt: str | Sequence[BaseMessage], system: str | None = None) -> list[BaseMessage]:
+    """A prompt string (or message list) as a message list, with an optional system message first."""
+    messages: list[BaseMessage] = [HumanMessage(prompt)] if isinstance(prompt, str) else list(prompt)
+    if system:
+        messages.insert(0, SystemMessage(system))
+    return messages
+
+
+class LLMCaller:
+    """The chat model of one role, with retries and usage accounting, for one node execution."""
+
+    def __init__(self, context: Context, role: str, *, temperature: float | None = None,
+                 model: BaseChatModel | None = None) -> None:
+        self.context = context
+        self.role = role
+        self.model = model or resolve_model(context, role, temperature=temperature)
+        self.label = model_label(self.model)
+        self.usage: Usage = {}
+
+    # -- accounting -------------------------------------------------------------------------------
+    def _record(self, message: Any) -> None:
+        meta = getattr(message, "usage_metadata", None) or {}
+        name = (getattr(message, "response_metadata", None) or {}).get("model_name") or self.label
+        self.usage = merge_usage(self.usage, usage_entry(str(name), meta.get("input_tokens", 0),
+                                                         meta.get("output_tokens", 0)))
+
+    # -- transport --------------------------------------------------------------------------------
+    async def _call(self, runnable: Any, messages: list[BaseMessage]) -> Any:
+        ctx = self.context
+        attempts = 0
+
+        async def once() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return await runnable.ainvoke(messages)
+
+        try:
+            return await retry_async(once, max_retries=ctx.max_api_retries, base_s=ctx.api_backoff_base_s,
+                                     cap_s=ctx.api_backoff_max_s, timeout_s=ctx.llm_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - reported as one clear error
+            raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
+                           f"{type(exc).__name__}: {exc}") from exc
+
+    # -- public API -------------------------------------------------------------------------------
+    async def text(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None) -> str:
+        """A plain text reply."""
+        message = await self.message(prompt, system=system)
+        return message.text if isinstance(message.text, str) else str(message.content)
+
+    async def message(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None,
+                      tools: Sequence[Any] | None = None, tool_choice: str | None = None) -> AIMessage:
+        """One reply as an ``AIMessage`` (with tool calls when ``tools`` are bound)."""
+        runnable: Any = self.model
+        if tools:
+            runnable = self.model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
+        reply = await self._call(runnable, as_messages(prompt, system))
+        self._record(reply)
+        return reply
+
+    async def structured(self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
+                         system: str | None = None) -> T:
+        """A reply parsed into ``schema``; unparseable replies are sent back with the error, then re-asked."""
+        kwargs: dict[str, Any] = {"include_raw": True}
+        if self.context.structured_output_method != "function_calling" or not _is_base_impl(self.model):
+            kwargs["method"] = self.context.structured_output_method
+        runnable = self.model.with_structured_output(schema, **kwargs)
+        messages = as_messages(prompt, system)
+        last_error = ""
+        attempts = self.context.max_parse_retries + 1
+        for _ in range(attempts):
+            result = await self._call(runnable, messages)
+            raw = result.get("raw") if isinstance(result, dict) else None
+            if raw is not None:
+                self._record(raw)
+            parsed = result.get("parsed") if isinstance(result, dict) else result
+            if isinstance(parsed, schema):
+                return parsed
+            if isinstance(parsed, dict):
+                try:
+                    return schema.model_validate(parsed)
+                except Exception as exc:  # noqa: BLE001
+                    last_error = str(exc)
+            else:
+                last_error = str(result.get("parsing_error") or "") if isinstance(result, dict) else ""
+                if not last_error:
+                    last_error = _describe_unparsed(raw)
+            messages = [*messages, HumanMessage(
+                f"Your previous reply could not be used: {last_error[:1500]}\n"
+                f"Previous reply: {_reply_text(raw)[:1500]}\n"
+                f"Reply again with a single valid {schema.__name__} object that follows the schema exactly."
+            )]
+        raise StructuredOutputError(schema, attempts, last_error)
+
+
+def _is_base_impl(model: BaseChatModel) -> bool:
+    """True when ``with_structured_output`` is LangChain's generic one (which takes no ``method``)."""
+    return type(model).with_structured_output is BaseChatModel.with_structured_output
+
+
+def _reply_text(raw: Any) -> str:
+    if raw is None:
+        return "(none)"
+    parts = [str(getattr(raw, "content", "") or "")]
+    for call in getattr(raw, "tool_calls", None) or []:
+        parts.append(f"tool call {call.get('name')}({call.get('args')})")
+    for call in getattr(raw, "invalid_tool_calls", None) or []:
+        parts.append(f"invalid tool call {call.get('name')}: {call.get('args')} ({call.get('error')})")
+    return " ".join(p for p in parts if p) or "(empty reply)"
+
+
+def _describe_unparsed(raw: Any) -> str:
+    invalid = getattr(raw, "invalid_tool_calls", None) or []
+    if invalid:
+        return f"the structured reply was not valid JSON: {invalid[0].get('error') or invalid[0].get('args')}"
+    return "the reply contained no structured answer (no tool call / JSON object)"
+
+
+def merge_usages(*callers: LLMCaller) -> Usage:
+    """The summed usage of several callers (a node that used more than one role)."""
+    total: Usage = {}
+    for caller in callers:
+        total = merge_usage(total, caller.usage)
+    return total

@@ -1,0 +1,125 @@
+"""Turning the context's model choices into chat models.
+
+A model is given per role as a chat-model instance (Python callers, tests) or a string:
+- ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, ``ollama:qwen2.5:7b``) through
+  LangChain's ``init_chat_model``;
+- a bare model name with an OpenAI-compatible ``base_url`` (vLLM, llama.cpp, LM Studio, Ollama's ``/v1``);
+- ``scripted:/path/script.json`` — the offline :class:`~kgagents.scripted.ScriptedChatModel`.
+With nothing given, the environment decides (``KGAGENTS_MODEL`` and the role overrides), then a local Ollama
+server if one answers; otherwise :class:`~kgagents.config.ConfigurationError` names the variables to set.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from typing import Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+
+from kgagents.config import MODEL_VARIABLES_HELP, ConfigurationError, get_settings, ollama_available
+from kgagents.scripted import ScriptedChatModel
+from nodes.context import Context
+
+_cache: dict[tuple[Any, ...], BaseChatModel] = {}
+_cache_lock = threading.Lock()
+
+
+def _ollama_default_model(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(f"{url.rstrip('/')}/api/tags", timeout=1.0) as resp:  # noqa: S310 (loopback)
+            models = json.loads(resp.read().decode("utf-8")).get("models", [])
+    except (OSError, ValueError):
+        return None
+    return models[0]["name"] if models else None
+
+
+def configured_model_string(role: str, context: Context | None = None) -> str:
+    """The model string for ``role``: the context's, then the environment's, then a local Ollama model."""
+    if context is not None:
+        given = context.model_for(role)
+        if isinstance(given, str) and given:
+            return given
+    settings = get_settings()
+    spec = settings.model_for(role)
+    if spec:
+        return spec
+    if ollama_available(settings.ollama_url):
+        name = _ollama_default_model(settings.ollama_url)
+        if name:
+            return f"ollama:{name}"
+    raise ConfigurationError(MODEL_VARIABLES_HELP)
+
+
+def build_chat_model(spec: str, *, base_url: str | None = None, temperature: float | None = None,
+                     timeout_s: float | None = None) -> BaseChatModel:
+    """Build a chat model from a model string (cached per process: chat-model clients are stateless)."""
+    settings = get_settings()
+    base_url = base_url or settings.base_url
+    key = (spec, base_url, temperature, timeout_s)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+    model = _build(spec, base_url=base_url, api_key=settings.api_key, temperature=temperature, timeout_s=timeout_s)
+    with _cache_lock:
+        _cache.setdefault(key, model)
+        return _cache[key]
+
+
+def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature: float | None,
+           timeout_s: float | None) -> BaseChatModel:
+    if spec.startswith("scripted:"):
+        return ScriptedChatModel.from_file(spec.split(":", 1)[1])
+    from langchain.chat_models import init_chat_model
+
+    provider, _, name = spec.partition(":")
+    kwargs: dict[str, Any] = {}
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if not name:  # a bare model name
+        if not base_url:
+            raise ConfigurationError(
+                f"model {spec!r} names no provider; write it as provider:model (e.g. openai:{spec}) "
+                "or set KGAGENTS_BASE_URL to an OpenAI-compatible server"
+            )
+        provider, name = "openai", spec
+    if provider == "openai":
+        # Our LLM layer retries with backoff itself; the SDK's own retries would hide errors from it.
+        kwargs["max_retries"] = 0
+        if timeout_s is not None:
+            kwargs["timeout"] = timeout_s
+        if base_url:
+            kwargs["base_url"] = base_url
+            kwargs["api_key"] = api_key or "not-needed"
+    elif provider == "anthropic":
+        kwargs["max_retries"] = 0
+        if timeout_s is not None:
+            kwargs["timeout"] = timeout_s
+    elif provider == "ollama":
+        kwargs["base_url"] = get_settings().ollama_url
+    try:
+        return init_chat_model(name, model_provider=provider, **kwargs)
+    except ImportError as exc:
+        raise ConfigurationError(f"the provider {provider!r} needs an extra package: {exc}") from exc
+    except Exception as exc:  # missing API key and similar configuration errors
+        raise ConfigurationError(f"cannot set up the model {spec!r}: {exc}") from exc
+
+
+def resolve_model(context: Context, role: str, *, temperature: float | None = None) -> BaseChatModel:
+    """The chat model for ``role`` in this run."""
+    given = context.model_for(role)
+    if isinstance(given, BaseChatModel):
+        return given
+    spec = configured_model_string(role, context)
+    temp = temperature if temperature is not None else context.temperature
+    return build_chat_model(spec, base_url=context.base_url, temperature=temp, timeout_s=context.llm_timeout_s)
+
+
+def model_label(model: BaseChatModel) -> str:
+    """A readable model name for usage accounting."""
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__

@@ -1,0 +1,60 @@
+"""Helpers every node uses to reach its run's dependencies: the context, the work directory, the task KG."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from kgagents.config import get_settings
+from nodes.context import Context
+from tools.kg.base import KGSnapshot, KGStore, empty_snapshot
+from tools.kg.stores import open_store
+from tools.sandbox import SandboxLimits
+
+
+def context_of(runtime: Runtime[Context] | None) -> Context:
+    """The run's :class:`Context` (defaults when the caller gave none; a mapping is validated)."""
+    ctx: Any = getattr(runtime, "context", None)
+    if ctx is None:
+        return Context()
+    if isinstance(ctx, dict):
+        return Context.from_mapping(ctx)
+    return ctx
+
+
+def thread_id_of(config: RunnableConfig | None) -> str:
+    """The thread id of the run ("ephemeral" without a checkpointer)."""
+    configurable = (config or {}).get("configurable", {}) or {}
+    return str(configurable.get("thread_id") or "ephemeral")
+
+
+def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:
+    """The run's own work directory: ``Context.work_dir`` or one per thread under the runs directory."""
+    if ctx.work_dir:
+        path = Path(ctx.work_dir)
+    else:
+        thread = thread_id_of(config)
+        if thread == "ephemeral":
+            path = Path(tempfile.mkdtemp(prefix="kgagents-"))
+        else:
+            path = get_settings().runs_dir / "work" / thread
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def allow_weak(ctx: Context) -> bool:
+    return ctx.allow_weak_sandbox if ctx.allow_weak_sandbox is not None else get_settings().allow_weak_sandbox
+
+
+def sandbox_limits(ctx: Context) -> SandboxLimits:
+    return SandboxLimits(timeout_s=ctx.sandbox_timeout_s, memory_mb=ctx.sandbox_memory_mb)
+
+
+async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KGSnapshot | None) -> KGStore:
+    """The run's task KG, holding exactly the KG of the state (database backends restore it if needed)."""
+    return open_store(ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir_for(ctx, config),
+                      thread_id=thread_id_of(config), limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx))
