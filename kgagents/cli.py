@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 import tempfile
@@ -24,6 +25,10 @@ from kgagents.config import ConfigurationError, get_settings
 
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
+
+#: Modules that add sub-commands: each has ``add_commands(subparsers, command)`` which adds its parsers and
+#: registers their handlers with the ``command(name)`` decorator.
+COMMAND_MODULES: list[str] = []
 
 
 def command(name: str) -> Callable[[Command], Command]:
@@ -210,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true")
 
     sub.add_parser("tools", help="list the tools and whether they can be used here")
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).add_commands(sub, command)
     return parser
 
 

@@ -26,7 +26,12 @@ class ConfigurationError(RuntimeError):
 
 
 def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
-    """Load ``.env`` (from the working directory or ``dotenv_path``) without overriding real variables."""
+    """Load ``.env`` (from the working directory or ``dotenv_path``) without overriding real variables.
+
+    ``KGAGENTS_NO_DOTENV=1`` turns this off (the test suite sets it).
+    """
+    if os.environ.get("KGAGENTS_NO_DOTENV") == "1":
+        return
     path = Path(dotenv_path) if dotenv_path else Path.cwd() / ".env"
     if path.is_file():
         load_dotenv(path, override=False)

@@ -87,7 +87,7 @@ class _Registration:
 _registry: dict[str, _Registration] = {}
 
 #: Modules whose import registers the built-in tools (each calls :func:`register_tool`).
-BUILTIN_TOOL_MODULES = ["tools.python_tool", "tools.llm_tool"]
+BUILTIN_TOOL_MODULES = ["tools.python_tool", "tools.llm_tool", "tools.files"]
 _loaded = False
 
 

@@ -23,13 +23,18 @@ from tools.sandbox import Sandbox, SandboxLimits
 _PRELUDE = """
 import json, math, re, collections, itertools, statistics, datetime
 import networkx as nx
-G = nx.MultiDiGraph()
-for _n in inputs["kg"]["nodes"]:
-    _labels = _n.get("labels") or []
-    G.add_node(_n["id"], label=(_labels[0] if len(_labels) == 1 else ":".join(_labels)), **_n["properties"])
-for _r in inputs["kg"]["relationships"]:
-    G.add_edge(_r["source"], _r["target"], relationship=_r["type"], **_r["properties"])
-del _n, _r, _labels
+
+def _load_kg(kg):
+    g = nx.MultiDiGraph()
+    for node in kg["nodes"]:
+        labels = node.get("labels") or []
+        g.add_node(node["id"], label=(labels[0] if len(labels) == 1 else ":".join(labels)), **node["properties"])
+    for rel in kg["relationships"]:
+        g.add_edge(rel["source"], rel["target"], relationship=rel["type"], **rel["properties"])
+    return g
+
+G = _load_kg(inputs["kg"])
+del _load_kg
 """
 
 _WRITE_POSTLUDE = """

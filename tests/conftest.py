@@ -1,0 +1,24 @@
+"""Shared fixtures: a clean environment (no user keys, no .env, no local Ollama) and KGoT helpers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+_USER_VARIABLES = [name for name in os.environ if name.startswith("KGAGENTS_")] + [
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "SERPAPI_API_KEY",
+]
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch, tmp_path):
+    """Every test starts without the user's configuration and with its own runs directory."""
+    for name in _USER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KGAGENTS_NO_DOTENV", "1")
+    monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # nothing listens on the discard port
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    yield

@@ -1,0 +1,259 @@
+"""Every route of the KGoT graph, driven offline by a scripted chat model through the real KG and sandbox."""
+
+from __future__ import annotations
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graphs.kgot import compile_graph
+from kgagents.scripted import ScriptedChatModel
+from nodes.context import Context
+from nodes.kgot import NO_SOLUTION
+from tests import kgot_script as S
+
+QUESTION = "The array [42, 23, 2, 88, 37, 15] is in a script. Sort it and add the third and fifth values."
+ARRAY_WRITE = ("G.add_node('array', label='Array', values=[42, 23, 2, 88, 37, 15])\n"
+               "G.add_node('sorted', label='SortedArray', values=[2, 15, 23, 37, 42, 88])\n"
+               "G.add_edge('array', 'sorted', relationship='SORTED_AS')")
+SORT_CALL = ("run_python_code", {"code": "print(sorted([42, 23, 2, 88, 37, 15]))"})
+READ_SORTED = ("values = next(a['values'] for n, a in G.nodes(data=True) if a['label'] == 'SortedArray')\n"
+               "result = {'third': values[2], 'fifth': values[4]}")
+
+
+def enhance_once() -> list[dict]:
+    """Iteration 0: INSERT ×5, merge, one tool call, one KG write. Iteration 1 votes RETRIEVE."""
+    return [*S.votes("INSERT", 5, unless="SortedArray"), *S.votes("RETRIEVE", 5, when_extra="SortedArray"),
+            *S.merge(), *S.tool_calls(SORT_CALL), *S.write(ARRAY_WRITE)]
+
+
+async def run(tmp_path, steps, question=QUESTION, **ctx):
+    model = ScriptedChatModel(steps=steps)
+    context = Context(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
+                      tool_backoff_base_s=0.001, **ctx)
+    graph = compile_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}, "recursion_limit": 200}
+    state = await graph.ainvoke({"question": question}, config, context=context)
+    return state, model
+
+
+async def test_enhance_then_solve_with_query_and_math(tmp_path):
+    steps = [*enhance_once(), *S.retrieve(READ_SORTED), *S.need_math(True),
+             *S.math("print(23 + 42)"), *S.parse("65", "65", "65")]
+    state, model = await run(tmp_path, steps)
+    assert state["final_answer"] == "65"
+    assert state["iteration"] == 1
+    it0 = [v for v in state["votes"] if v["iteration"] == 0]
+    assert len(it0) == 5 and {v["query_type"] for v in it0} == {"INSERT"}
+    assert [v["query_type"] for v in state["votes"] if v["iteration"] == 1] == ["RETRIEVE"] * 5
+    [call] = state["tool_calls"]
+    assert call["name"] == "run_python_code" and call["ok"] and "[2, 15, 23, 37, 42, 88]" in call["output"]
+    [w] = state["kg_writes"]
+    assert w["status"] == "applied" and w["snapshot"] == state["kg"]
+    labels = sorted(n["labels"][0] for n in state["kg"]["nodes"])
+    assert labels == ["Array", "SortedArray"]
+    assert state["kg"]["relationships"][0]["type"] == "SORTED_AS"
+    [attempt] = state["solve_attempts"]
+    assert attempt["ok"] and '"third": 23' in attempt["result"]
+    assert state["need_math"] is True and state["math_output"].strip() == "65"
+    assert state["candidates"] == ["65", "65", "65"]
+    usage = state["usage"]["scripted"]
+    assert usage["calls"] == len(model.calls) and usage["input_tokens"] > 0
+
+
+async def test_vote_tie_goes_to_enhance(tmp_path):
+    # 2 RETRIEVE against 2 INSERT in iteration 0: a tie means ENHANCE.
+    steps = [*S.votes("RETRIEVE", 2, unless="SortedArray"), *S.votes("INSERT", 2, unless="SortedArray"),
+             *S.votes("RETRIEVE", 4, when_extra="SortedArray"), *S.merge(), *S.tool_calls(SORT_CALL),
+             *S.write(ARRAY_WRITE), *S.direct("third 23, fifth 42, sum 65"), *S.need_math(False),
+             *S.parse("65", "65")]
+    state, _ = await run(tmp_path, steps, num_next_steps_decision=4, solve_mode="direct",
+                         max_final_solution_parsing=2)
+    assert len([d for d in state["votes"] if d["iteration"] == 0]) == 4
+    assert state["iteration"] == 1 and len(state["tool_calls"]) == 1
+    assert state["final_answer"] == "65"
+
+
+async def test_majority_retrieve_solves_directly_without_math(tmp_path):
+    steps = [*S.votes("RETRIEVE", 3), *S.votes("INSERT", 2), *S.direct("Paris"), *S.need_math(False),
+             *S.parse("Paris", "Paris", "paris.")]
+    state, model = await run(tmp_path, steps, question="What is the capital of France?", solve_mode="direct")
+    assert state["final_answer"] == "Paris"
+    assert state["iteration"] == 0 and not state.get("tool_calls")
+    assert not any("math and Python expert" in c for c in model.calls)
+
+
+async def test_iteration_limit_forces_a_solution(tmp_path):
+    steps = [*S.votes("INSERT", 0), *S.merge(times=0),
+             *S.tool_calls(SORT_CALL, times=1), *S.write(ARRAY_WRITE),
+             *S.forced("sorted [2, 15, 23, 37, 42, 88]; third + fifth = 65"), *S.need_math(False), *S.parse("65", "65", "65")]
+    state, model = await run(tmp_path, steps, max_iterations=1)
+    assert state["decision"] == "FORCED_SOLVE"
+    assert state["iteration"] == 1
+    assert state["final_answer"] == "65"
+    assert sum(S.FORCED in c for c in model.calls) == 1
+
+
+async def test_zero_iterations_forces_immediately(tmp_path):
+    steps = [*S.forced("nothing known"), *S.need_math(False), *S.parse("", "", "")]
+    state, model = await run(tmp_path, steps, max_iterations=0)
+    assert state["final_answer"] == NO_SOLUTION
+    assert not state.get("votes")
+
+
+async def test_write_fixed_after_an_error(tmp_path):
+    broken = "G.add_node('array', label='Array', values=[42, 23, 2, 88, 37, 15]\n"  # syntax error
+    steps = [*S.votes("INSERT", 5, unless="SortedArray"), *S.votes("RETRIEVE", 5, when_extra="SortedArray"),
+             *S.merge(), *S.tool_calls(SORT_CALL), *S.write(broken), *S.fix(ARRAY_WRITE),
+             *S.direct("65"), *S.need_math(False), *S.parse("65", "65", "65")]
+    state, model = await run(tmp_path, steps, solve_mode="direct")
+    [w] = state["kg_writes"]
+    assert w["status"] == "fixed" and w["attempts"] == 2
+    assert "SyntaxError" in w["errors"][0] or "syntax" in w["errors"][0].lower()
+    fix_prompt = next(c for c in model.calls if S.FIX in c)
+    assert "<error_log>" in fix_prompt and broken.strip() in fix_prompt
+    assert len(state["kg"]["nodes"]) == 2
+
+
+async def test_write_discarded_after_the_fix_limit_and_run_goes_on(tmp_path):
+    bad = "G.add_node('x')  # no label"
+    steps = [*S.votes("INSERT", 0, unless="SortedArray"), *S.votes("RETRIEVE", 0, when_extra="SortedArray"),
+             *S.merge(times=0), *S.tool_calls(SORT_CALL), *S.tool_calls(("llm_query", {"query": "sorted?"})),
+             *S.write(bad), *S.fix(bad, times=2),
+             *S.write(ARRAY_WRITE),
+             *S.direct("65"), *S.need_math(False), *S.parse("65", "65", "65")]
+    # the llm_query tool answers with the same scripted model
+    steps.insert(0, S.step("self-contained questions", content="It is [2, 15, 23, 37, 42, 88].", times=0))
+    state, _ = await run(tmp_path, steps, solve_mode="direct", max_cypher_fixing_retry=2)
+    first, second = state["kg_writes"]
+    assert first["status"] == "discarded" and first["attempts"] == 3 and first["snapshot"] is None
+    assert all("label" in e for e in first["errors"])
+    assert second["status"] == "applied" and second["iteration"] == 1
+    assert state["final_answer"] == "65" and state["iteration"] == 2
+
+
+async def test_read_query_fixed_then_regenerated_after_empty_result(tmp_path):
+    failing = "result = G.nodes['missing']['values']"
+    empty = "result = [n for n, a in G.nodes(data=True) if a['label'] == 'Nothing']"
+    steps = [*enhance_once(), *S.retrieve(failing), *S.fix(empty), *S.regenerate(READ_SORTED),
+             *S.need_math(True), *S.math("print(23 + 42)"), *S.parse("65", "65", "65")]
+    state, model = await run(tmp_path, steps)
+    kinds = [(a["kind"], a["ok"], a["empty"]) for a in state["solve_attempts"]]
+    assert kinds == [("initial", False, False), ("fix", True, True), ("regenerate", True, False)]
+    assert "KeyError" in state["solve_attempts"][0]["error"]
+    regen_prompt = next(c for c in model.calls if S.REGENERATE in c)
+    assert empty in regen_prompt and "empty result" in regen_prompt
+    assert state["final_answer"] == "65"
+
+
+async def test_no_solution_when_every_query_fails(tmp_path):
+    failing = "result = G.nodes['missing']['values']"
+    steps = [*enhance_once(), *S.retrieve(failing), *S.fix(failing, times=0), *S.regenerate(failing, times=0)]
+    state, model = await run(tmp_path, steps, max_retrieve_query_retry=2, max_cypher_fixing_retry=1)
+    assert state["final_answer"] == NO_SOLUTION
+    assert state["partial_solution"] is None
+    # 3 rounds (initial + 2 regenerations), each with one fix
+    assert len(state["solve_attempts"]) == 6
+    assert not any(S.PARSE in c for c in model.calls)
+
+
+async def test_parse_failures_are_retried(tmp_path):
+    bad = S.step(S.PARSE, structured={"wrong_field": 1}, times=2)
+    steps = [*S.votes("RETRIEVE", 5), *S.direct("42"), *S.need_math(False), bad,
+             S.step(S.PARSE, structured={"final_answer": "42"}, times=0)]
+    state, model = await run(tmp_path, steps, solve_mode="direct", max_parse_retries=1)
+    assert [p["answer"] for p in state["parsed_solutions"]] == ["42", "42", "42"]
+    assert sum(S.PARSE in c for c in model.calls) == 5  # two samples needed a second attempt
+    retry = [c for c in model.calls if S.PARSE in c and "could not be used" in c]
+    assert len(retry) == 2 and "final_answer" in retry[0]
+    assert state["final_answer"] == "42"
+
+
+async def test_a_parse_that_keeps_failing_is_no_candidate(tmp_path):
+    bad = S.step(S.PARSE, structured={"wrong_field": 1}, times=1)
+    steps = [*S.votes("RETRIEVE", 5), *S.direct("42"), *S.need_math(False), bad,
+             S.step(S.PARSE, structured={"final_answer": "42"}, times=0)]
+    state, _ = await run(tmp_path, steps, solve_mode="direct", max_parse_retries=0)
+    errors = [p for p in state["parsed_solutions"] if p["error"]]
+    assert len(errors) == 1 and "no valid ParsedSolution" in errors[0]["error"]
+    assert state["candidates"] == ["42", "42"] and state["final_answer"] == "42"
+
+
+async def test_all_parses_fail_gives_no_solution(tmp_path):
+    bad = S.step(S.PARSE, structured={"wrong_field": 1}, times=0)
+    steps = [*S.votes("RETRIEVE", 5), *S.direct("42"), *S.need_math(False), bad]
+    state, _ = await run(tmp_path, steps, solve_mode="direct", max_parse_retries=0)
+    assert state["final_answer"] == NO_SOLUTION
+
+
+async def test_tied_candidates_are_chosen_by_the_llm(tmp_path):
+    steps = [*S.votes("RETRIEVE", 5), *S.direct("Lyon or Paris"), *S.need_math(False),
+             *S.parse("Lyon", "Paris"), *S.choose(1)]
+    state, model = await run(tmp_path, steps, solve_mode="direct", max_final_solution_parsing=2)
+    assert sorted(state["candidates"]) == ["Lyon", "Paris"]
+    chosen_prompt = next(c for c in model.calls if S.CHOOSE in c)
+    assert state["final_answer"] == ("Paris" if "1: Paris" in chosen_prompt else "Lyon")
+
+
+async def test_repeated_tool_call_is_served_from_the_run_cache(tmp_path):
+    steps = [*S.votes("INSERT", 5, unless="Array"), *S.votes("INSERT", 5, when_extra="Array", unless="Checked"),
+             *S.votes("RETRIEVE", 5, when_extra="Checked"), *S.merge(times=2),
+             *S.tool_calls(SORT_CALL, times=2), *S.write(ARRAY_WRITE),
+             *S.write("G.nodes['array']['note'] = 'Checked'"), *S.direct("65"), *S.need_math(False),
+             *S.parse("65", "65", "65")]
+    state, _ = await run(tmp_path, steps, solve_mode="direct")
+    first, second = state["tool_calls"]
+    assert not first["cached"] and second["cached"] and second["output"] == first["output"]
+    assert second["attempts"] == 0
+
+
+async def test_failing_tool_is_retried_and_reported_without_ending_the_run(tmp_path, monkeypatch):
+    from langchain_core.tools import tool
+
+    from tools.manager import register_tool, unregister_tool
+
+    calls = {"n": 0}
+
+    @tool
+    def flaky(x: str) -> str:
+        """Always fails."""
+        calls["n"] += 1
+        raise ConnectionError("service down")
+
+    register_tool(flaky)
+    try:
+        steps = [*S.votes("INSERT", 5, unless="Attempted"), *S.votes("RETRIEVE", 5, when_extra="Attempted"),
+                 *S.merge(), *S.tool_calls(("flaky", {"x": "1"})),
+                 *S.write("G.add_node('n', label='Attempted', tool='flaky')"),
+                 *S.direct("unknown"), *S.need_math(False), *S.parse("", "", "")]
+        state, _ = await run(tmp_path, steps, solve_mode="direct", max_tool_retries=3)
+    finally:
+        unregister_tool("flaky")
+    [call] = state["tool_calls"]
+    assert not call["ok"] and call["attempts"] == 3 and calls["n"] == 3
+    assert "service down" in call["output"]
+    assert state["final_answer"] == NO_SOLUTION
+
+
+async def test_unknown_tool_call_is_recorded_as_an_error(tmp_path):
+    steps = [*S.votes("INSERT", 5, unless="Seen"), *S.votes("RETRIEVE", 5, when_extra="Seen"), *S.merge(),
+             *S.tool_calls(("no_such_tool", {})), *S.write("G.add_node('s', label='Seen')"),
+             *S.direct("x"), *S.need_math(False), *S.parse("x", "x", "x")]
+    state, _ = await run(tmp_path, steps, solve_mode="direct")
+    [call] = state["tool_calls"]
+    assert not call["ok"] and "not available" in call["output"]
+
+
+async def test_invalid_vote_replies_count_as_no_vote(tmp_path):
+    invalid = S.step(S.VOTE, structured={"query_type": "MAYBE", "reason": "?"}, times=0, unless="Seen")
+    steps = [invalid, *S.votes("RETRIEVE", 5, when_extra="Seen"), *S.merge(), *S.tool_calls(SORT_CALL),
+             *S.write("G.add_node('s', label='Seen')"), *S.direct("x"), *S.need_math(False),
+             *S.parse("x", "x", "x")]
+    state, _ = await run(tmp_path, steps, solve_mode="direct", max_parse_retries=0)
+    it0 = [v for v in state["votes"] if v["iteration"] == 0]
+    assert {v["query_type"] for v in it0} == {"INVALID"}
+    assert state["iteration"] == 1  # no valid vote is a tie: ENHANCE
+
+
+async def test_empty_question_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no question"):
+        await run(tmp_path, [], question="  ")

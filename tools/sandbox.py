@@ -1,0 +1,1124 @@
+"""A sandbox for Python code written by a language model.
+
+LLM-written code never runs in the application process. Every call starts a fresh child process that is
+isolated with operating-system mechanisms:
+
+* **bubblewrap** (``bwrap``, Debian package ``bubblewrap``) puts the child into new user, pid, network, ipc,
+  uts, cgroup and mount namespaces. The child sees a read-only view of what Python needs (``/usr``, the
+  ``/lib*`` and ``/bin`` links, the Python installation and the virtual environment), a synthetic ``/etc``
+  with only the loader cache, time zone and a passwd/group/hosts that name nobody real, a private ``/tmp``,
+  its own ``/proc`` and a minimal ``/dev``, and the work dir read-write. Nothing else of the host file system
+  exists inside (no ``/root``, ``/home``, ``~/.ssh``, project ``.env``, ``/run`` sockets). The network
+  namespace has no interfaces besides a loopback that is down, so even ``127.0.0.1`` of the host is out of
+  reach. It runs as uid/gid 65534 without capabilities, cannot create further user namespaces, and a seccomp
+  filter stops it from starting child processes (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``; threads
+  are allowed) and from using the kernel keyring, ``ptrace``, ``bpf``, ``perf_event_open``, ``userfaultfd`` and
+  ``io_uring``.
+* **resource limits** (``setrlimit`` before the exec): address space (memory), CPU seconds, file size, number
+  of processes, open files, no core dumps; and, where the host lets us create one, a ``pids`` cgroup per call
+  that caps processes *and threads* (``RLIMIT_NPROC`` alone is not enforced for root, and code that runs as
+  root outside a user namespace counts as root). A wall-clock timeout kills the whole process group; since
+  bubblewrap's pid 1 is in that group, the pid namespace and everything in it dies with it.
+* **a cleared environment**: the child gets only ``PATH``, ``HOME`` (the work dir), ``LANG``, ``TMPDIR`` and a
+  few ``PYTHON*``/thread-count variables; API keys and other secrets of the application never reach it.
+* **only the installed packages**: the interpreter is the application's own (``sys.executable``) with the
+  virtual environment's site-packages mounted read-only; there is no network, and ``pip``/``ensurepip``
+  cannot be imported inside.
+
+Where bubblewrap is missing or unusable, :class:`Sandbox` refuses to start (:class:`SandboxUnavailable`)
+unless the caller opts in with ``allow_weak=True`` (setting ``KGAGENTS_ALLOW_WEAK_SANDBOX=1``): the code then
+runs with the resource limits, the cleared environment, the seccomp filter (if it can be loaded) and the
+work dir as its current directory, but it can read whatever the application's user can read, and reach the
+network. :func:`isolation_status` says which of the two applies, for a start-up message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import functools
+import json
+import math
+import os
+import platform
+import re
+import resource
+import selectors
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "isolation_status",
+]
+
+#: The uid/gid the code has inside the bubblewrap sandbox ("nobody").
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+#: Name of the hidden folder in the work dir that holds one sub-folder per call (job, result).
+RUN_DIR_NAME = ".sandbox"
+#: The file name LLM code is compiled with (tracebacks are cut down to frames of this file).
+LLM_FILENAME = "<llm-code>"
+#: Past this multiple of ``max_output_bytes`` on one stream the process is stopped (a print loop).
+OUTPUT_KILL_FACTOR = 10
+#: Traceback frames of the LLM code shown with an error (the innermost ones).
+MAX_TRACEBACK_FRAMES = 6
+_WEAK_HINT = ("install the Debian package `bubblewrap` (apt-get install bubblewrap), or opt in to weak "
+              "isolation with KGAGENTS_ALLOW_WEAK_SANDBOX=1")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public data types
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Limits of one sandboxed call."""
+
+    timeout_s: float = 30.0
+    memory_mb: int = 1024
+    cpu_s: int | None = None  # default: ceil(timeout_s) + 1
+    max_processes: int = 64  # processes and threads (pids cgroup where available, RLIMIT_NPROC)
+    max_output_bytes: int = 1_000_000  # stdout/stderr each are cut to this
+    max_file_mb: int = 64  # largest file the code may write (RLIMIT_FSIZE); also the size of /tmp
+
+    @property
+    def cpu_seconds(self) -> int:
+        """The CPU-time limit in effect."""
+        if self.cpu_s is not None:
+            return max(1, int(self.cpu_s))
+        return int(math.ceil(self.timeout_s)) + 1
+
+
+@dataclass
+class SandboxResult:
+    """What one sandboxed call gave."""
+
+    ok: bool  # exited 0 and the code raised nothing
+    stdout: str
+    stderr: str
+    error: str | None  # a clear message, or None when ok
+    result: Any = None  # JSON value of ``result_var`` after the code ran (None if unset)
+    exit_code: int | None = None
+    timed_out: bool = False
+    isolation: str = "bwrap"  # "bwrap" or "weak"
+    notes: list[str] = field(default_factory=list)  # e.g. how a non-JSON result was converted
+    duration_s: float = 0.0
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox can be had here (bubblewrap missing or unusable) and weak isolation was not allowed."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The runner: the script the sandboxed interpreter executes (exec is fine here: it runs inside the sandbox)
+# ---------------------------------------------------------------------------------------------------------
+
+_RUNNER = r'''
+import builtins, json, linecache, os, sys, traceback
+
+_LLM = "<llm-code>"
+_MAX_FRAMES = %(max_frames)d
+
+
+class _NoInstall:
+    """Refuses pip/ensurepip: packages cannot be installed in the sandbox."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("pip", "ensurepip"):
+            raise ModuleNotFoundError(
+                "installing packages is disabled in the sandbox; use the packages that are installed", name=name)
+        return None
+
+
+def _type_name(exc):
+    t = type(exc)
+    mod = getattr(t, "__module__", "builtins")
+    return t.__qualname__ if mod in ("builtins", "__main__") else mod + "." + t.__qualname__
+
+
+def _message(exc):
+    try:
+        return str(exc)
+    except Exception:
+        return "<unprintable>"
+
+
+def _llm_error(exc, memory_mb):
+    if isinstance(exc, SyntaxError) and exc.filename == _LLM:
+        msg = "%%s: %%s (line %%s)" %% (_type_name(exc), exc.msg, exc.lineno)
+        if exc.text:
+            line = exc.text.rstrip("\n")
+            msg += "\n    " + line.strip()
+            if exc.offset:
+                indent = len(line) - len(line.lstrip())
+                msg += "\n    " + " " * max(0, exc.offset - 1 - indent) + "^"
+        return msg
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _LLM]
+    line = " (line %%d)" %% frames[-1].lineno if frames else ""
+    if isinstance(exc, MemoryError):
+        head = "memory limit of %%d MB exceeded (MemoryError)%%s" %% (memory_mb, line)
+    else:
+        text = _message(exc)
+        head = _type_name(exc) + (": " + text if text else "") + line
+        if isinstance(exc, PermissionError) and any(
+                f.name in ("_fork_exec", "_execute_child", "fork", "system", "posix_spawn", "spawnv")
+                for f in traceback.extract_tb(exc.__traceback__)):
+            head += " (starting processes is not allowed in the sandbox)"
+    if frames:
+        shown = frames[-_MAX_FRAMES:]
+        more = len(frames) - len(shown)
+        head += "\nTraceback (LLM code only%%s):\n" %% (", %%d earlier frames left out" %% more if more else "")
+        head += "".join(traceback.format_list(shown)).rstrip("\n")
+    return head
+
+
+def _trusted_error(phase, exc):
+    return "sandbox %%s failed: %%s: %%s\n%%s" %% (phase, _type_name(exc), _message(exc),
+                                              "".join(traceback.format_exception(exc)).rstrip("\n"))
+
+
+def _jsonable(value, path, notes, depth=0, seen=None):
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    for base in (bool, int, float, str):  # subclasses (IntEnum, numpy.float64, ...) as the plain type
+        if isinstance(value, base):
+            return base(value)
+    if depth > 64:
+        notes.append("%%s: nested too deeply, converted to its repr" %% path)
+        return _repr(value)
+    seen = seen if seen is not None else set()
+    if id(value) in seen:
+        notes.append("%%s: refers to itself, converted to its repr" %% path)
+        return _repr(value)
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        seen = seen | {id(value)}
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if isinstance(k, str):
+                key = k
+            elif k is None or isinstance(k, (bool, int, float)):
+                key = json.dumps(k)
+            else:
+                key = _repr(k)
+                notes.append("%%s: key %%s converted to its repr" %% (path, type(k).__name__))
+            out[key] = _jsonable(v, "%%s[%%r]" %% (path, key), notes, depth + 1, seen)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, "%%s[%%d]" %% (path, i), notes, depth + 1, seen) for i, v in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        notes.append("%%s: %%s converted to a list" %% (path, type(value).__name__))
+        items = list(value)
+        try:
+            items.sort()
+        except Exception:
+            pass
+        return [_jsonable(v, "%%s[%%d]" %% (path, i), notes, depth + 1, seen) for i, v in enumerate(items)]
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist) and type(value).__module__.startswith("numpy"):
+        try:
+            return _jsonable(tolist(), path, notes, depth + 1, seen)
+        except Exception:
+            pass
+    notes.append("%%s: %%s is not JSON, converted to its repr" %% (path, type(value).__name__))
+    return _repr(value)
+
+
+def _repr(value):
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = "<unrepresentable %%s: %%s>" %% (type(value).__name__, exc)
+    return text if len(text) <= 100000 else text[:100000] + "...<cut>"
+
+
+def _main():
+    job_path, status_path = sys.argv[1], sys.argv[2]
+    dumps, _open, _exit = json.dumps, builtins.open, os._exit
+    with _open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    sys.meta_path.insert(0, _NoInstall())
+    memory_mb = job["memory_mb"]
+    result_var = job["result_var"]
+    g = {"__name__": "__main__", "__builtins__": builtins, "inputs": job["inputs"]}
+    status = {"ok": True, "error": None, "result": None, "notes": []}
+
+    def finish():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        try:
+            text = dumps(status)
+        except Exception as exc:
+            text = dumps({"ok": False, "error": "result could not be written: %%s" %% exc, "result": None,
+                          "notes": []})
+        try:
+            with _open(status_path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            status.update(ok=False, error="result too large to return (%%s)" %% exc.strerror, result=None)
+            with _open(status_path, "w", encoding="utf-8") as f:
+                f.write(dumps(status))
+        _exit(0 if status["ok"] else 1)
+
+    try:
+        if job["prelude"]:
+            exec(compile(job["prelude"], "<sandbox-prelude>", "exec"), g)
+    except BaseException as exc:
+        status.update(ok=False, error=_trusted_error("prelude", exc))
+        finish()
+    code = job["code"]
+    linecache.cache[_LLM] = (len(code), None, code.splitlines(True), _LLM)
+    try:
+        exec(compile(code, _LLM, "exec"), g)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            status.update(ok=False, error=_llm_error(exc, memory_mb) if str(exc.code) else "SystemExit")
+            finish()
+    except BaseException as exc:
+        if isinstance(exc, MemoryError):
+            g.clear()
+        status.update(ok=False, error=_llm_error(exc, memory_mb))
+        del exc
+        finish()
+    try:
+        if job["postlude"]:
+            exec(compile(job["postlude"], "<sandbox-postlude>", "exec"), g)
+    except BaseException as exc:
+        status.update(ok=False, error=_trusted_error("postlude", exc))
+        finish()
+    if result_var:
+        try:
+            value = g.get(result_var)
+            notes = []
+            status["result"] = _jsonable(value, result_var, notes)
+            if notes:
+                status["notes"] = notes[:10] + (["... %%d more conversions" %% (len(notes) - 10)]
+                                                if len(notes) > 10 else [])
+        except MemoryError:
+            status.update(ok=False, result=None,
+                          error="memory limit of %%d MB exceeded (MemoryError) while converting %%s"
+                                %% (memory_mb, result_var))
+        except BaseException as exc:
+            status.update(ok=False, result=None, error="%%s could not be converted to JSON: %%s: %%s"
+                                                      %% (result_var, _type_name(exc), _message(exc)))
+    finish()
+
+
+_main()
+''' % {"max_frames": MAX_TRACEBACK_FRAMES}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# seccomp: a classic-BPF program, handed to bubblewrap (--seccomp FD) or loaded with prctl in weak mode
+# ---------------------------------------------------------------------------------------------------------
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# syscall numbers: clone, clone3, then the ones refused with EPERM
+_SYSCALLS = {
+    "x86_64": {"clone": 56, "clone3": 435, "deny": {
+        "fork": 57, "vfork": 58, "ptrace": 101, "add_key": 248, "request_key": 249, "keyctl": 250,
+        "perf_event_open": 298, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425,
+        "io_uring_enter": 426, "io_uring_register": 427}},
+    "aarch64": {"clone": 220, "clone3": 435, "deny": {
+        "ptrace": 117, "add_key": 217, "request_key": 218, "keyctl": 219, "perf_event_open": 241,
+        "bpf": 280, "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
+        "io_uring_register": 427}},
+}
+_CLONE_THREAD = 0x00010000
+_EPERM, _ENOSYS = 1, 38
+_RET_ALLOW, _RET_ERRNO, _RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+
+
+def _machine() -> str:
+    m = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+@functools.lru_cache(maxsize=None)
+def _seccomp_program() -> bytes | None:
+    """The filter as ``struct sock_filter[]`` bytes, or None on an architecture this module does not know."""
+    arch = _machine()
+    if arch not in _SYSCALLS or sys.byteorder != "little":
+        return None
+    table = _SYSCALLS[arch]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    prog: list[tuple[int, int | str, int | str, int]] = [(ld, 0, 0, 4)]  # A = seccomp_data.arch
+    prog.append((jeq, 0, "kill", _AUDIT_ARCH[arch]))
+    prog.append((ld, 0, 0, 0))  # A = seccomp_data.nr
+    if arch == "x86_64":
+        prog.append((jge, "enosys", 0, 0x40000000))  # the x32 ABI
+    prog.append((jeq, "enosys", 0, table["clone3"]))  # glibc falls back to clone(2), which we can inspect
+    for nr in sorted(table["deny"].values()):
+        prog.append((jeq, "eperm", 0, nr))
+    prog.append((jeq, 0, "allow", table["clone"]))
+    prog.append((ld, 0, 0, 16))  # A = low 32 bits of args[0] (the clone flags)
+    prog.append((jset, "allow", "eperm", _CLONE_THREAD))
+    labels = {"allow": len(prog), "eperm": len(prog) + 1, "enosys": len(prog) + 2, "kill": len(prog) + 3}
+    prog += [(ret, 0, 0, _RET_ALLOW), (ret, 0, 0, _RET_ERRNO | _EPERM), (ret, 0, 0, _RET_ERRNO | _ENOSYS),
+             (ret, 0, 0, _RET_KILL_PROCESS)]
+    out = bytearray()
+    for i, (code, jt, jf, k) in enumerate(prog):
+        jt_n = labels[jt] - i - 1 if isinstance(jt, str) else jt
+        jf_n = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        out += struct.pack("=HBBI", code, jt_n, jf_n, k)
+    return bytes(out)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+@functools.lru_cache(maxsize=None)
+def _weak_seccomp_loader() -> Callable[[], None] | None:
+    """A function that loads the filter into the calling process (for the weak mode's preexec), or None."""
+    program = _seccomp_program()
+    if program is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+
+    def load() -> None:
+        _keep = buf  # noqa: F841 - the buffer must outlive the call
+        if prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        if prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+    return load
+
+
+# ---------------------------------------------------------------------------------------------------------
+# bubblewrap discovery
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _find_bwrap() -> str | None:
+    """Path of the bwrap executable, or None. (Tests replace this to simulate a host without bubblewrap.)"""
+    return shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap") if os.access(p, os.X_OK)), None)
+
+
+@dataclass(frozen=True)
+class _Bwrap:
+    path: str
+    version: str
+    options: frozenset[str]
+    usable: bool
+    problem: str = ""
+
+
+@functools.lru_cache(maxsize=8)
+def _probe_bwrap(path: str) -> _Bwrap:
+    """Version, supported options and a trial run of ``path`` (cached per path)."""
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
+                                 env=_host_env_for_bwrap()).stdout.strip() or "bubblewrap (unknown version)"
+        help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10,
+                                   env=_host_env_for_bwrap())
+        options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text.stdout + help_text.stderr, re.M))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return _Bwrap(path, "bubblewrap", frozenset(), False, f"{path} cannot be run: {exc}")
+    with tempfile.TemporaryDirectory(prefix="kgagents-sandbox-probe-") as tmp:
+        info = _Bwrap(path, version, options, True)
+        work = Path(tmp).resolve()
+        fds: list[int] = []
+        try:
+            argv = _bwrap_argv(info, work, _child_env(work, work), fds) + [
+                sys.executable, "-s", "-P", "-c", "import json"]
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_host_env_for_bwrap(),
+                                  pass_fds=fds, cwd=work, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return _Bwrap(path, version, options, False, f"{version} cannot be run: {exc}")
+        finally:
+            for fd in fds:
+                os.close(fd)
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        return _Bwrap(path, version, options, False,
+                      f"{version} is installed but unusable here (user namespaces disabled?): "
+                      f"{detail[-1] if detail else f'exit code {proc.returncode}'}")
+    return info
+
+
+def _bwrap() -> _Bwrap | None:
+    path = _find_bwrap()
+    return _probe_bwrap(path) if path else None
+
+
+def isolation_status() -> tuple[str, str]:
+    """``("bwrap", description)`` when LLM code runs in bubblewrap, else ``("none", why and what to do)``."""
+    info = _bwrap()
+    if info is None:
+        return "none", f"bubblewrap not found: {_WEAK_HINT}"
+    if not info.usable:
+        return "none", f"{info.problem}; {_WEAK_HINT}"
+    layers = ["namespaces (user, pid, net, ipc, uts, cgroup, mount)"]
+    if _seccomp_program() is not None and "--seccomp" in info.options:
+        layers.append("seccomp (no child processes)")
+    layers.append("rlimits")
+    if _pids_cgroup_parent() is not None:
+        layers.append("pids cgroup")
+    return "bwrap", f"{info.version}: {' + '.join(layers)}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pids cgroup (optional: caps processes and threads where the host lets us create a cgroup)
+# ---------------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _pids_cgroup_parent() -> Path | None:
+    """A cgroup directory under which this process may create pids-limited children, or None."""
+    if os.environ.get("KGAGENTS_SANDBOX_NO_CGROUP"):
+        return None
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    candidates: list[Path] = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        controllers, rel = parts[1].split(","), parts[2].lstrip("/")
+        if "pids" in controllers:
+            candidates.append(Path("/sys/fs/cgroup/pids") / rel)
+        elif parts[0] == "0" and parts[1] == "":
+            base = Path("/sys/fs/cgroup") / rel
+            try:
+                if "pids" in (base / "cgroup.subtree_control").read_text().split():
+                    candidates.append(base)
+            except OSError:
+                pass
+    for base in candidates:
+        probe = base / f"kgagents-sandbox-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            probe.mkdir()
+        except OSError:
+            continue
+        try:
+            (probe / "pids.max").write_text("8")
+            return base
+        except OSError:
+            continue
+        finally:
+            try:
+                probe.rmdir()
+            except OSError:
+                pass
+    return None
+
+
+class _PidsCgroup:
+    """One call's cgroup: ``pids.max`` processes/threads; joined by the child before the exec."""
+
+    def __init__(self, limit: int) -> None:
+        self.path: Path | None = None
+        parent = _pids_cgroup_parent()
+        if parent is None:
+            return
+        path = parent / f"kgagents-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        try:
+            path.mkdir()
+            (path / "pids.max").write_text(str(limit))
+            self.path = path
+        except OSError:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
+
+    @property
+    def procs_file(self) -> str | None:
+        return str(self.path / "cgroup.procs") if self.path else None
+
+    def kill_all(self) -> None:
+        if self.path is None:
+            return
+        for _ in range(50):
+            try:
+                pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+            except (OSError, ValueError):
+                return
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        if self.path is None:
+            return
+        self.kill_all()
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                self.path = None
+                return
+            except FileNotFoundError:
+                self.path = None
+                return
+            except OSError:
+                time.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Building the command line
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _host_env_for_bwrap() -> dict[str, str]:
+    # bwrap's own environment must be clean too: its pid 1 inside the sandbox keeps it in /proc/1/environ
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _child_env(work_dir: Path, tmp_dir: Path | str) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(work_dir),
+        "TMPDIR": str(tmp_dir),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "PYTHONHASHSEED": "0",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": str(Path(tmp_dir) / "matplotlib"),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_INPUT": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+
+
+def _python_dirs() -> list[Path]:
+    """Directories of the Python installation and virtual environment the child needs (read-only)."""
+    import site
+
+    raw: list[str] = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+                      os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))]
+    try:
+        raw += site.getsitepackages()
+    except AttributeError:  # pragma: no cover - very old virtualenv
+        pass
+    paths: list[Path] = []
+    for entry in raw:
+        if not entry:
+            continue
+        for p in (Path(entry).absolute(), Path(os.path.realpath(entry))):
+            if p.exists() and p != Path("/") and p not in paths:
+                paths.append(p)
+    paths.sort(key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for p in paths:
+        if p == Path("/usr") or Path("/usr") in p.parents:
+            continue  # /usr is bound as a whole
+        if any(k == p or k in p.parents for k in kept):
+            continue
+        kept.append(p)
+    return kept
+
+
+@functools.lru_cache(maxsize=1)
+def _etc_dir() -> Path:
+    """A private folder with the synthetic /etc files (passwd, group, hosts, nsswitch.conf)."""
+    path = Path(tempfile.mkdtemp(prefix="kgagents-sandbox-etc-"))
+    files = {
+        "passwd": f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}:sandbox:/nonexistent:/usr/sbin/nologin\n",
+        "group": f"sandbox:x:{SANDBOX_GID}:\n",
+        "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n",
+        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    }
+    for name, text in files.items():
+        (path / name).write_text(text)
+        os.chmod(path / name, 0o444)
+    os.chmod(path, 0o755)
+    import atexit
+
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+#: Host files the child may read under /etc (when they exist): loader cache, time zone, MIME types.
+_ETC_PASSTHROUGH = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "mime.types")
+
+
+def _bwrap_argv(info: _Bwrap, work_dir: Path, env: dict[str, str], fds: list[int],
+                limits: SandboxLimits | None = None) -> list[str]:
+    """The bwrap command line (without the command); appends fds that the child must inherit to ``fds``."""
+    opts = info.options
+    argv = [info.path, "--unshare-all"]
+    if "--unshare-user" in opts:
+        argv.append("--unshare-user")
+        if "--disable-userns" in opts:
+            argv.append("--disable-userns")
+    for flag in ("--die-with-parent", "--new-session", "--clearenv"):
+        if flag in opts or not opts:
+            argv.append(flag)
+    argv += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
+    if "--hostname" in opts:
+        argv += ["--hostname", "sandbox"]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    argv += ["--dir", "/etc"]
+    for name in _ETC_PASSTHROUGH:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    etc = _etc_dir()
+    for name in ("passwd", "group", "hosts", "nsswitch.conf"):
+        argv += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    python_dirs = _python_dirs()
+    for p in python_dirs:
+        argv += ["--ro-bind", str(p), str(p)]
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    size = str((limits.max_file_mb if limits else 64) * 1024 * 1024)
+    for tmpfs in ("/tmp", "/dev/shm"):
+        if "--size" in opts:
+            argv += ["--size", size]
+        argv += ["--tmpfs", tmpfs]
+    argv += ["--bind", str(work_dir), str(work_dir)]
+    for p in python_dirs:  # a Python installation inside the work dir stays read-only
+        if work_dir in p.parents:
+            argv += ["--ro-bind", str(p), str(p)]
+    if "--remount-ro" in opts:
+        # the sandbox's own root (with the folders made in it) and /dev are read-only; /tmp, /dev/shm are not
+        argv += ["--remount-ro", "/", "--remount-ro", "/dev"]
+    argv += ["--chdir", str(work_dir)]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    program = _seccomp_program()
+    if program is not None and "--seccomp" in opts:
+        r, w = os.pipe()
+        try:
+            os.write(w, program)  # a few hundred bytes: fits the pipe buffer
+        finally:
+            os.close(w)
+        fds.append(r)
+        argv += ["--seccomp", str(r)]
+    argv.append("--")
+    return argv
+
+
+def _preexec(limits: SandboxLimits, cgroup_procs: str | None, weak_seccomp: Callable[[], None] | None,
+             nproc: int) -> Callable[[], None]:
+    """The function run in the child between fork and exec: join the cgroup, set the rlimits."""
+    mem = limits.memory_mb * 1024 * 1024
+    cpu = limits.cpu_seconds
+    fsize = limits.max_file_mb * 1024 * 1024
+
+    def _set(kind: int, soft: int, hard: int | None = None) -> None:
+        hard = soft if hard is None else hard
+        try:
+            cur_soft, cur_hard = resource.getrlimit(kind)
+            if cur_hard != resource.RLIM_INFINITY:
+                soft, hard = min(soft, cur_hard), min(hard, cur_hard)
+            resource.setrlimit(kind, (soft, hard))
+        except (ValueError, OSError):
+            pass
+
+    def preexec() -> None:
+        if cgroup_procs:
+            try:
+                with open(cgroup_procs, "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass
+        _set(resource.RLIMIT_AS, mem)
+        _set(resource.RLIMIT_CPU, cpu, cpu + 1)
+        _set(resource.RLIMIT_FSIZE, fsize)
+        _set(resource.RLIMIT_NPROC, nproc)
+        _set(resource.RLIMIT_NOFILE, 512)
+        _set(resource.RLIMIT_CORE, 0)
+        if weak_seccomp is not None:
+            weak_seccomp()
+
+    return preexec
+
+
+def _nproc_limit(max_processes: int) -> int:
+    """RLIMIT_NPROC counts all processes of the real uid: leave room for the ones this user already has."""
+    if os.getuid() == 0:
+        return max_processes  # not enforced for root anyway; the cgroup and seccomp do the work
+    mine = 0
+    try:
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if entry.stat().st_uid == os.getuid():
+                        mine += 1
+                except OSError:
+                    pass
+    except OSError:
+        return resource.RLIM_INFINITY
+    return mine + max_processes + 4
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading output with limits
+# ---------------------------------------------------------------------------------------------------------
+
+
+class _Capture:
+    """Keeps the first ``limit`` bytes of a stream, counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(0, limit)
+        self.kill_at = max(self.limit * OUTPUT_KILL_FACTOR, 1_000_000)
+        self.data = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> bool:
+        """Take a chunk; True when the stream went past the point where the process is stopped."""
+        room = self.limit - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.total += len(chunk)
+        return self.total > self.kill_at
+
+    def text(self) -> str:
+        text = bytes(self.data).decode("utf-8", errors="replace")
+        if self.total > len(self.data):
+            text += f"\n[... output truncated: {self.total - len(self.data)} more bytes not shown ...]"
+        return text
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The sandbox
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Launch:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    run_dir: Path
+    status_path: Path
+    pass_fds: list[int]
+    preexec: Callable[[], None]
+    cgroup: _PidsCgroup
+    started: float = field(default_factory=time.monotonic)
+
+
+class Sandbox:
+    """Runs LLM-written Python in a fresh, isolated process per call (see the module documentation).
+
+    ``work_dir`` is the only host folder the code can see (read-write); it should be a dedicated folder
+    (a run's temp dir), not a project folder with secrets in it.
+    """
+
+    def __init__(self, work_dir: str | Path, limits: SandboxLimits = SandboxLimits(), *,
+                 allow_weak: bool = False) -> None:
+        self.work_dir = Path(work_dir).expanduser().resolve()
+        if self.work_dir == Path("/"):
+            raise ValueError("the sandbox work dir cannot be /")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.limits = limits
+        info = _bwrap()
+        if info is not None and info.usable:
+            self.isolation = "bwrap"
+            self._bwrap: _Bwrap | None = info
+        else:
+            why = "bubblewrap not found" if info is None else info.problem
+            if not allow_weak:
+                raise SandboxUnavailable(f"cannot sandbox LLM-written code: {why}; {_WEAK_HINT}")
+            self.isolation = "weak"
+            self._bwrap = None
+
+    # -- preparing and finishing a call ------------------------------------------------------------------
+
+    def _prepare(self, code: str, inputs: dict | None, prelude: str, postlude: str,
+                 result_var: str | None) -> _Launch:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        run_dir = self.work_dir / RUN_DIR_NAME / f"run-{uuid.uuid4().hex[:16]}"
+        run_dir.mkdir(parents=True)
+        job = {"inputs": inputs if inputs is not None else {}, "prelude": prelude or "", "code": code,
+               "postlude": postlude or "", "result_var": result_var, "memory_mb": self.limits.memory_mb}
+        try:
+            text = json.dumps(job, default=_input_default, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise TypeError(f"sandbox inputs must be JSON values: {exc}") from None
+        job_path = run_dir / "job.json"
+        job_path.write_text(text, encoding="utf-8")
+        status_path = run_dir / "result.json"
+        cgroup = _PidsCgroup(self.limits.max_processes + 3)  # + bwrap, its pid 1 and the interpreter
+        python = [sys.executable, "-s", "-P", "-B", "-u", "-X", "utf8", "-c", _RUNNER, str(job_path),
+                  str(status_path)]
+        fds: list[int] = []
+        if self._bwrap is not None:
+            env = _child_env(self.work_dir, "/tmp")
+            argv = _bwrap_argv(self._bwrap, self.work_dir, env, fds, self.limits) + python
+            weak_seccomp = None
+            host_env = _host_env_for_bwrap()
+        else:
+            tmp = run_dir / "tmp"
+            tmp.mkdir()
+            host_env = _child_env(self.work_dir, tmp)
+            argv = python
+            weak_seccomp = _weak_seccomp_loader()
+        preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp, _nproc_limit(self.limits.max_processes))
+        return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, preexec, cgroup)
+
+    def _finish(self, launch: _Launch, exit_code: int | None, out: _Capture, err: _Capture,
+                timed_out: bool, overflow: str | None) -> SandboxResult:
+        launch.cgroup.remove()
+        status: dict[str, Any] | None = None
+        try:
+            limit = self.limits.max_file_mb * 1024 * 1024 + 1024
+            if launch.status_path.is_file() and launch.status_path.stat().st_size <= limit:
+                status = json.loads(launch.status_path.read_text(encoding="utf-8"))
+                if not isinstance(status, dict):
+                    status = None
+        except (OSError, ValueError):
+            status = None
+        finally:
+            shutil.rmtree(launch.run_dir, ignore_errors=True)
+            try:
+                launch.run_dir.parent.rmdir()  # only when no other call is using it
+            except OSError:
+                pass
+        stdout, stderr = out.text(), err.text()
+        notes = [str(n) for n in (status or {}).get("notes") or []]
+        signum = self._signal_of(exit_code)
+        if timed_out:
+            error: str | None = f"timed out after {self.limits.timeout_s:g} s"
+        elif overflow:
+            error = (f"output limit exceeded: the code wrote more than {out.kill_at} bytes to {overflow} "
+                     f"and was stopped")
+        elif status is not None and (status.get("error") or not status.get("ok")):
+            error = str(status.get("error") or "the code failed")
+        elif signum is not None:
+            error = self._signal_message(signum)
+        elif status is None:
+            if exit_code == 0:
+                error = "the process ended before the sandbox could collect the result (os._exit?)"
+            elif "MemoryError" in stderr:
+                error = f"memory limit of {self.limits.memory_mb} MB exceeded (MemoryError)"
+            else:
+                tail = [line for line in stderr.strip().splitlines() if line.strip()]
+                error = f"the process exited with code {exit_code} before finishing" + (
+                    f": {tail[-1].strip()}" if tail else "")
+        elif exit_code != 0:
+            error = f"the process exited with code {exit_code}"
+        else:
+            error = None
+        if notes:
+            stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + "".join(
+                f"[sandbox] note: {n}\n" for n in notes)
+        ok = error is None
+        return SandboxResult(ok=ok, stdout=stdout, stderr=stderr, error=error,
+                             result=(status or {}).get("result") if status is not None else None,
+                             exit_code=exit_code, timed_out=timed_out, isolation=self.isolation, notes=notes,
+                             duration_s=round(time.monotonic() - launch.started, 3))
+
+    def _signal_of(self, exit_code: int | None) -> int | None:
+        if exit_code is None:
+            return None
+        if exit_code < 0:
+            return -exit_code
+        if self.isolation == "bwrap" and exit_code > 128 and exit_code - 128 < signal.NSIG:
+            return exit_code - 128  # bwrap exits 128 + n when the command dies of signal n
+        return None
+
+    def _signal_message(self, signum: int) -> str:
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        if signum == signal.SIGXCPU:
+            return f"CPU time limit of {self.limits.cpu_seconds} s exceeded (killed by signal {signum}, {name})"
+        if signum == signal.SIGKILL:
+            return f"killed by signal 9 (SIGKILL; CPU limit of {self.limits.cpu_seconds} s?)"
+        if signum == signal.SIGXFSZ:
+            return f"file size limit of {self.limits.max_file_mb} MB exceeded (killed by signal {signum}, {name})"
+        return f"killed by signal {signum} ({name})"
+
+    def _kill(self, pid: int, launch: _Launch) -> None:
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the group holds bwrap and its pid 1: the pid namespace dies
+        except (ProcessLookupError, PermissionError):
+            pass
+        launch.cgroup.kill_all()
+
+    @staticmethod
+    def _close_fds(launch: _Launch) -> None:
+        for fd in launch.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        launch.pass_fds.clear()
+
+    # -- async ---------------------------------------------------------------------------------------------
+
+    async def run(self, code: str, *, inputs: dict | None = None, prelude: str = "", postlude: str = "",
+                  result_var: str | None = "result") -> SandboxResult:
+        """Run ``code`` in a fresh sandboxed process.
+
+        ``inputs`` (JSON values) is the global dict ``inputs``; ``prelude`` and ``postlude`` are trusted code
+        run before and after ``code`` in the same globals (the postlude only when ``code`` succeeded); the
+        JSON value of the global ``result_var`` comes back as ``result``.
+        """
+        launch = self._prepare(code, inputs, prelude, postlude, result_var)
+        out, err = _Capture(self.limits.max_output_bytes), _Capture(self.limits.max_output_bytes)
+        timed_out, overflow = False, None
+        proc: asyncio.subprocess.Process | None = None
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *launch.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=launch.env, cwd=launch.cwd, start_new_session=True,
+                preexec_fn=launch.preexec, pass_fds=launch.pass_fds)
+            self._close_fds(launch)
+            running = proc
+
+            async def pump(stream: asyncio.StreamReader, capture: _Capture, name: str) -> None:
+                nonlocal overflow
+                while True:
+                    chunk = await stream.read(65536)
+                    if not chunk:
+                        return
+                    if capture.add(chunk) and overflow is None:
+                        overflow = name
+                        self._kill(running.pid, launch)
+
+            assert proc.stdout is not None and proc.stderr is not None
+            tasks = {asyncio.ensure_future(pump(proc.stdout, out, "stdout")),
+                     asyncio.ensure_future(pump(proc.stderr, err, "stderr")),
+                     asyncio.ensure_future(proc.wait())}
+            try:
+                _, pending = await asyncio.wait(tasks, timeout=self.limits.timeout_s)
+                if pending:
+                    timed_out = overflow is None
+                    self._kill(proc.pid, launch)
+                    _, pending = await asyncio.wait(pending, timeout=5)
+                    for task in pending:
+                        task.cancel()
+            finally:
+                for task in tasks:
+                    if not task.done():
+                        task.cancel()
+            if proc.returncode is None:
+                self._kill(proc.pid, launch)
+                await proc.wait()
+            return self._finish(launch, proc.returncode, out, err, timed_out, overflow)
+        finally:
+            self._close_fds(launch)
+            if proc is not None and proc.returncode is None:  # cancelled: leave nothing behind
+                self._kill(proc.pid, launch)
+                try:
+                    await asyncio.shield(proc.wait())
+                except BaseException:  # noqa: BLE001
+                    pass
+            launch.cgroup.remove()
+            shutil.rmtree(launch.run_dir, ignore_errors=True)
+
+    # -- sync ----------------------------------------------------------------------------------------------
+
+    def run_sync(self, code: str, **kw: Any) -> SandboxResult:
+        """The same as :meth:`run` for callers without an event loop (uses ``subprocess`` directly)."""
+        launch = self._prepare(code, kw.pop("inputs", None), kw.pop("prelude", ""), kw.pop("postlude", ""),
+                               kw.pop("result_var", "result"))
+        if kw:
+            shutil.rmtree(launch.run_dir, ignore_errors=True)
+            launch.cgroup.remove()
+            self._close_fds(launch)
+            raise TypeError(f"unexpected arguments: {', '.join(kw)}")
+        out, err = _Capture(self.limits.max_output_bytes), _Capture(self.limits.max_output_bytes)
+        timed_out, overflow = False, None
+        proc: subprocess.Popen[bytes] | None = None
+        try:
+            proc = subprocess.Popen(launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=launch.env, cwd=launch.cwd,
+                                    start_new_session=True, preexec_fn=launch.preexec, pass_fds=launch.pass_fds)
+            self._close_fds(launch)
+            assert proc.stdout is not None and proc.stderr is not None
+            deadline = time.monotonic() + self.limits.timeout_s
+            captures = {proc.stdout.fileno(): (out, "stdout"), proc.stderr.fileno(): (err, "stderr")}
+            with selectors.DefaultSelector() as sel:
+                for fd in captures:
+                    sel.register(fd, selectors.EVENT_READ)
+                killed_at: float | None = None
+                while sel.get_map():
+                    now = time.monotonic()
+                    if killed_at is None and now >= deadline:
+                        timed_out = overflow is None
+                        self._kill(proc.pid, launch)
+                        killed_at = now
+                    if killed_at is not None and now - killed_at > 5:
+                        break
+                    wait = (deadline - now) if killed_at is None else 0.1
+                    for key, _ in sel.select(timeout=max(0.0, min(wait, 1.0))):
+                        chunk = os.read(key.fd, 65536)
+                        if not chunk:
+                            sel.unregister(key.fd)
+                            continue
+                        capture, name = captures[key.fd]
+                        if capture.add(chunk) and overflow is None:
+                            overflow = name
+                            self._kill(proc.pid, launch)
+                            killed_at = time.monotonic()
+            try:
+                remaining = max(0.1, deadline - time.monotonic()) if killed_at is None else 5
+                proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                timed_out = timed_out or overflow is None
+                self._kill(proc.pid, launch)
+                proc.wait()
+            return self._finish(launch, proc.returncode, out, err, timed_out, overflow)
+        finally:
+            self._close_fds(launch)
+            if proc is not None:
+                if proc.returncode is None:
+                    self._kill(proc.pid, launch)
+                    proc.wait()
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+            launch.cgroup.remove()
+            shutil.rmtree(launch.run_dir, ignore_errors=True)
+
+
+def _input_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and type(value).__module__.startswith("numpy"):
+        return tolist()
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+

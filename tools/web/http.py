@@ -1,0 +1,223 @@
+"""Downloading a URL the way every web tool does: redirects followed (bounded), timeouts, a size limit.
+
+A page larger than the limit is refused when the server says so up front (``Content-Length``) and cut at the
+limit otherwise; a page that never ends stops at the limit or at the total time limit, keeping what arrived.
+Failures that retrying may fix (connection errors, 429 and 5xx answers, a server that sends nothing) raise
+:class:`TransientFetchError`; the others raise :class:`FetchError`, a :class:`~tools.base.ToolFailure`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import httpx
+
+from kgagents.retry import TRANSIENT_STATUS
+from tools.base import ToolFailure
+
+DEFAULT_USER_AGENT = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+                      "Chrome/124.0 Safari/537.36 kgagents/0.1")
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """Limits of one download. Tools read them from ``ToolEnv.extra["fetch_limits"]`` (else these defaults)."""
+
+    max_bytes: int = 10 * 1024 * 1024
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 30.0
+    total_timeout_s: float = 60.0
+    max_redirects: int = 10
+    user_agent: str = DEFAULT_USER_AGENT
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def limits_of(extra: dict[str, Any] | None) -> FetchLimits:
+    """The fetch limits of a run (``extra["fetch_limits"]``, a :class:`FetchLimits` or a mapping)."""
+    given = (extra or {}).get("fetch_limits")
+    if isinstance(given, FetchLimits):
+        return given
+    if isinstance(given, dict):
+        return FetchLimits(**given)
+    return FetchLimits()
+
+
+class FetchError(ToolFailure):
+    """A download failed in a way that retrying will not fix (404, too large, not a web address)."""
+
+
+class TransientFetchError(RuntimeError):
+    """A download failed in a way that may pass (connection refused, 429, 5xx); tools retry these."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+@dataclass
+class Fetched:
+    """What a download gave."""
+
+    url: str
+    """The final address, after redirects."""
+    status: int
+    mimetype: str
+    """The content type without parameters, lower case (``""`` when the server sent none)."""
+    charset: str | None
+    content: bytes
+    filename: str | None = None
+    truncated: bool = False
+    """The body was cut at :attr:`FetchLimits.max_bytes`."""
+    timed_out: bool = False
+    """The body was cut at :attr:`FetchLimits.total_timeout_s`."""
+
+    def note(self, limits: FetchLimits) -> str:
+        """A one-line remark about a cut body (empty when the body is complete)."""
+        if self.truncated:
+            return f"[Note: only the first {_mb(limits.max_bytes)} of this resource were downloaded (size limit).]"
+        if self.timed_out:
+            return (f"[Note: the download stopped after {limits.total_timeout_s:g} s (time limit); "
+                    f"{_mb(len(self.content))} arrived.]")
+        return ""
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+def check_web_url(url: str) -> str:
+    """``url`` stripped, if it is an http(s) address; :class:`FetchError` otherwise."""
+    url = (url or "").strip()
+    parsed = urlparse(url)
+    if parsed.scheme.lower() not in {"http", "https"} or not parsed.netloc:
+        raise FetchError(f"not a web address (http/https): {url!r}")
+    return url
+
+
+def _content_type(headers: httpx.Headers) -> tuple[str, str | None]:
+    raw = headers.get("content-type", "")
+    if not raw:
+        return "", None
+    msg = Message()
+    msg["content-type"] = raw
+    mimetype = msg.get_content_type().lower() if "/" in raw else raw.split(";")[0].strip().lower()
+    charset = msg.get_param("charset")
+    return mimetype, (str(charset) if charset else None)
+
+
+def _filename(headers: httpx.Headers, url: str) -> str | None:
+    disposition = headers.get("content-disposition", "")
+    match = re.search(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", disposition, re.I)
+    if match:
+        return unquote(match.group(1)).strip() or None
+    name = unquote(urlparse(url).path.rsplit("/", 1)[-1])
+    return name or None
+
+
+async def fetch(url: str, limits: FetchLimits | None = None, *, params: dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> Fetched:
+    """Download ``url`` (GET) within ``limits``; see the module docstring for what fails how."""
+    limits = limits or FetchLimits()
+    url = check_web_url(url)
+    timeout = httpx.Timeout(limits.read_timeout_s, connect=limits.connect_timeout_s)
+    all_headers = {"User-Agent": limits.user_agent, "Accept-Encoding": "gzip, deflate", **limits.headers,
+                   **(headers or {})}
+    try:
+        async with httpx.AsyncClient(follow_redirects=True, max_redirects=limits.max_redirects, timeout=timeout,
+                                     headers=all_headers) as client:
+            async with client.stream("GET", url, params=params) as response:
+                return await _read(response, limits)
+    except httpx.TooManyRedirects as exc:
+        raise FetchError(f"too many redirects (more than {limits.max_redirects}) from {url}") from exc
+    except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        raise FetchError(f"cannot fetch {url}: {exc}") from exc
+    except httpx.TimeoutException as exc:
+        raise TransientFetchError(f"timed out fetching {url} ({type(exc).__name__})") from exc
+    except httpx.TransportError as exc:
+        raise TransientFetchError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from exc
+
+
+async def _read(response: httpx.Response, limits: FetchLimits) -> Fetched:
+    final_url = str(response.url)
+    status = response.status_code
+    if status >= 400:
+        reason = response.reason_phrase or ""
+        if status in TRANSIENT_STATUS:
+            raise TransientFetchError(f"HTTP {status} {reason} from {final_url}", status)
+        raise FetchError(f"HTTP {status} {reason} from {final_url}")
+    mimetype, charset = _content_type(response.headers)
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limits.max_bytes:
+        raise FetchError(f"{final_url} is {_mb(int(declared))}, over the download limit of "
+                         f"{_mb(limits.max_bytes)}; it was not downloaded")
+    chunks: list[bytes] = []
+    size = 0
+    truncated = timed_out = False
+    deadline = time.monotonic() + limits.total_timeout_s
+
+    async def consume() -> None:
+        nonlocal size, truncated
+        async for chunk in response.aiter_raw():
+            if size + len(chunk) > limits.max_bytes:
+                chunks.append(chunk[: limits.max_bytes - size])
+                size = limits.max_bytes
+                truncated = True
+                return
+            chunks.append(chunk)
+            size += len(chunk)
+            if time.monotonic() > deadline:
+                raise TimeoutError
+
+    try:
+        await asyncio.wait_for(consume(), timeout=max(0.01, deadline - time.monotonic()))
+    except (TimeoutError, asyncio.TimeoutError):
+        timed_out = True
+    except httpx.ReadTimeout:
+        if not chunks:
+            raise
+        timed_out = True
+    if timed_out and not chunks:
+        raise TransientFetchError(f"{final_url} sent nothing within {limits.total_timeout_s:g} s")
+    content = b"".join(chunks)
+    encoding = response.headers.get("content-encoding", "").lower()
+    if encoding and encoding != "identity":
+        content = _decode_content(content, encoding, limits.max_bytes)
+    return Fetched(url=final_url, status=status, mimetype=mimetype, charset=charset, content=content,
+                   filename=_filename(response.headers, final_url), truncated=truncated, timed_out=timed_out)
+
+
+def _decode_content(data: bytes, encoding: str, max_bytes: int) -> bytes:
+    """Undo gzip/deflate on a (possibly cut) body, without letting it grow past ``max_bytes``."""
+    import zlib
+
+    if encoding in {"gzip", "x-gzip", "deflate"}:
+        wbits = 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS
+        try:
+            decoder = zlib.decompressobj(wbits)
+            out = decoder.decompress(data, max_bytes)
+        except zlib.error:
+            try:
+                out = zlib.decompressobj(-zlib.MAX_WBITS).decompress(data, max_bytes)
+            except zlib.error as exc:
+                raise FetchError(f"cannot decode the {encoding} response: {exc}") from exc
+        return out
+    raise FetchError(f"the server answered with an unsupported content encoding {encoding!r}")
+
+
+async def fetch_json(url: str, limits: FetchLimits | None = None, *, params: dict[str, Any] | None = None) -> Any:
+    """Download ``url`` and parse it as JSON (:class:`FetchError` when it is not JSON)."""
+    import json
+
+    got = await fetch(url, limits, params=params, headers={"Accept": "application/json"})
+    if got.truncated:
+        raise FetchError(f"the JSON answer of {got.url} is larger than the download limit")
+    try:
+        return json.loads(got.content.decode(got.charset or "utf-8", errors="replace"))
+    except ValueError as exc:
+        raise FetchError(f"{got.url} did not answer with JSON: {got.content[:200]!r}") from exc
