@@ -77,16 +77,29 @@ def _check_model(values: dict[str, Any]) -> None:
 
 def _print_answer(thread_id: str, state: dict[str, Any]) -> None:
     print(state.get("final_answer", "(no answer)"))
-    print(f"thread: {thread_id}", file=sys.stderr)
+    print(f"thread: {thread_id} (details: kgagents show {thread_id})", file=sys.stderr)
+
+
+class RunFailed(RuntimeError):
+    """A run stopped with an error; its checkpoints are kept and it can be resumed."""
 
 
 def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
          values: dict[str, Any], context_override: Any = None) -> tuple[str, dict[str, Any]]:
+    from kgagents.runs import new_thread_id
     from kgagents.workflows import run_thread, stderr_progress
 
-    return asyncio.run(run_thread(workflow, runs_dir=_runs_dir(args), thread_id=thread, task=task,
-                                  context_values=values, context_override=context_override,
-                                  progress=None if getattr(args, "quiet", False) else stderr_progress))
+    thread = thread or new_thread_id()
+    print(f"thread: {thread}", file=sys.stderr, flush=True)
+    try:
+        return asyncio.run(run_thread(workflow, runs_dir=_runs_dir(args), thread_id=thread, task=task,
+                                      context_values=values, context_override=context_override,
+                                      progress=None if getattr(args, "quiet", False) else stderr_progress))
+    except (ConfigurationError, ValueError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure inside the graph: the checkpoints survive
+        raise RunFailed(f"the run stopped: {type(exc).__name__}: {exc}\n"
+                        f"Its checkpoints are kept; continue it with `kgagents resume {thread}`.") from exc
 
 
 @command("ask")
@@ -231,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"kgagents: error: {exc}", file=sys.stderr)
         return 2
+    except RunFailed as exc:
+        print(f"kgagents: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("kgagents: interrupted; continue with `kgagents resume THREAD`", file=sys.stderr)
         return 130

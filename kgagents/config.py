@@ -59,6 +59,7 @@ class Settings:
     search_api_base: str | None = None
     wikipedia_api_base: str | None = None
     wayback_api_base: str | None = None
+    transcription_model: str = "whisper-1"
     ollama_url: str = OLLAMA_DEFAULT_URL
 
     def model_for(self, role: str) -> str | None:
@@ -89,7 +90,8 @@ def get_settings() -> Settings:
         search_api_base=_env("KGAGENTS_SEARCH_API_BASE"),
         wikipedia_api_base=_env("KGAGENTS_WIKIPEDIA_API_BASE"),
         wayback_api_base=_env("KGAGENTS_WAYBACK_API_BASE"),
-        ollama_url=_env("OLLAMA_HOST", OLLAMA_DEFAULT_URL) or OLLAMA_DEFAULT_URL,
+        transcription_model=_env("KGAGENTS_TRANSCRIPTION_MODEL", "whisper-1") or "whisper-1",
+        ollama_url=ollama_url(_env("OLLAMA_HOST", OLLAMA_DEFAULT_URL) or OLLAMA_DEFAULT_URL),
     )
 
 
@@ -103,6 +105,18 @@ MODEL_VARIABLES_HELP = (
     "Per-role overrides: KGAGENTS_GRAPH_EXECUTOR_MODEL, KGAGENTS_TOOL_EXECUTOR_MODEL, KGAGENTS_TOOLS_MODEL.\n"
     "Put them in the environment or in a .env file (see .env.example)."
 )
+
+
+def ollama_url(host: str) -> str:
+    """``OLLAMA_HOST`` as a URL. Like Ollama's own tools, it accepts ``host`` or ``host:port`` (http, port 11434)."""
+    if "://" in host:
+        return host.rstrip("/")
+    parsed = urlparse(f"http://{host}")
+    try:
+        has_port = parsed.port is not None
+    except ValueError:
+        has_port = True  # let the client report the malformed port
+    return (parsed.geturl() if has_port else parsed._replace(netloc=f"{parsed.netloc}:11434").geturl()).rstrip("/")
 
 
 def ollama_available(url: str = OLLAMA_DEFAULT_URL, timeout: float = 0.3) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import random
+from datetime import datetime, timezone
 from typing import Awaitable, Callable, TypeVar
 
 R = TypeVar("R")
@@ -31,12 +33,34 @@ def backoff_delay(attempt: int, base: float, cap: float) -> float:
     return random.uniform(0, min(cap, base * (2**attempt)))
 
 
+def retry_after_s(exc: BaseException) -> float | None:
+    """The wait a server asked for in ``Retry-After`` / ``retry-after-ms`` (seconds or an HTTP date), if any."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        millis = headers.get("retry-after-ms")
+        if millis is not None:
+            return max(0.0, float(millis) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, (when - datetime.now(when.tzinfo or timezone.utc)).total_seconds())
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
 async def retry_async(fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, base_s: float = 1.0,
                       cap_s: float = 60.0, timeout_s: float | None = None,
                       retry_if: Callable[[BaseException], bool] = is_transient) -> R:
     """Await ``fn()``; on an exception that ``retry_if`` accepts, wait with backoff and try again.
 
-    Gives up after ``max_retries`` retries and re-raises the last exception.
+    Waits at least what a ``Retry-After`` header asks for (up to ``cap_s``). Gives up after ``max_retries``
+    retries and re-raises the last exception.
     """
     attempt = 0
     while True:
@@ -47,5 +71,9 @@ async def retry_async(fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, b
         except Exception as exc:  # noqa: BLE001 - classified by retry_if
             if attempt >= max_retries or not retry_if(exc):
                 raise
-            await asyncio.sleep(backoff_delay(attempt, base_s, cap_s))
+            delay = backoff_delay(attempt, base_s, cap_s)
+            hint = retry_after_s(exc)  # a rate-limited server says how long to wait
+            if hint is not None:
+                delay = max(delay, min(hint, cap_s))
+            await asyncio.sleep(delay)
             attempt += 1

@@ -7,6 +7,7 @@ LangGraph does not checkpoint the runtime context: ``resume`` passes the same co
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 import uuid
@@ -46,7 +47,7 @@ class RunRegistry:
         with self._connect() as db:
             db.execute("""CREATE TABLE IF NOT EXISTS runs (
                 thread_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, question TEXT NOT NULL,
-                context TEXT NOT NULL, created REAL NOT NULL, status TEXT NOT NULL, answer TEXT)""")
+                context TEXT NOT NULL, created REAL NOT NULL, status TEXT NOT NULL, answer TEXT, pid INTEGER)""")
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -60,8 +61,12 @@ class RunRegistry:
 
     def record(self, thread_id: str, workflow: str, question: str, context: dict[str, Any]) -> None:
         with self._connect() as db:
-            db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, 'running', NULL)",
-                       (thread_id, workflow, question, json.dumps(context), time.time()))
+            db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, 'running', NULL, ?)",
+                       (thread_id, workflow, question, json.dumps(context), time.time(), os.getpid()))
+
+    def mark_running(self, thread_id: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE runs SET status = 'running', pid = ? WHERE thread_id = ?", (os.getpid(), thread_id))
 
     def finish(self, thread_id: str, status: str, answer: str | None = None) -> None:
         with self._connect() as db:
@@ -83,7 +88,22 @@ class RunRegistry:
             context = json.loads(row[3])
         except ValueError:
             context = {}
-        return RunRecord(row[0], row[1], row[2], context, row[4], row[5], row[6])
+        status = row[5]
+        if status == "running" and not _alive(row[7]):
+            status = "interrupted"  # the process died (killed, crashed) before it could say so
+        return RunRecord(row[0], row[1], row[2], context, row[4], status, row[6])
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @asynccontextmanager

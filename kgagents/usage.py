@@ -59,7 +59,14 @@ def _file_prices() -> dict[str, dict[str, float]]:
         raise ValueError(f"cannot read the price table {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ValueError(f"the price table {path} must be a JSON object of model -> {{input, output}}")
-    return {str(k): {"input": float(v["input"]), "output": float(v["output"])} for k, v in data.items()}
+    prices: dict[str, dict[str, float]] = {}
+    for model, price in data.items():
+        try:
+            prices[str(model)] = {"input": float(price["input"]), "output": float(price["output"])}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"the price table {path}: {model!r} needs numbers for both \"input\" and "
+                             f"\"output\" (USD per million tokens), got {price!r}") from exc
+    return prices
 
 
 def price_table() -> dict[str, dict[str, float]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import sys
@@ -61,6 +62,8 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
     context = context_override if context_override is not None else make_context(module, context_values)
     if task is not None:
         registry.record(thread_id, workflow, str(task.get("question", "")), context_values)
+    else:
+        registry.mark_running(thread_id)
     async with sqlite_checkpointer(registry.checkpoints_path) as saver:
         graph = module.compile_graph(saver)
         config = run_config(thread_id, context)
@@ -75,8 +78,9 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
                 if progress:
                     for node, update in chunk.items():
                         progress(node, update if isinstance(update, dict) else {})
-        except BaseException:
-            registry.finish(thread_id, "interrupted")
+        except BaseException as exc:
+            registry.finish(thread_id, "interrupted" if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError))
+                            else "failed")
             raise
         final = dict((await graph.aget_state(config)).values)
     registry.finish(thread_id, "done", str(final.get("final_answer", "")))

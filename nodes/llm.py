@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence, TypeVar
 
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from kgagents.retry import retry_async
 from kgagents.usage import Usage, merge_usage, usage_entry
@@ -110,7 +112,14 @@ class LLMCaller:
         last_error = ""
         attempts = self.context.max_parse_retries + 1
         for _ in range(attempts):
-            result = await self._call(runnable, messages)
+            try:
+                result = await self._call(runnable, messages)
+            except LLMError as exc:
+                # Clients that parse the reply themselves (OpenAI's json_schema method) raise on a bad one:
+                # that is a parse failure to re-ask, not an API error.
+                if not isinstance(exc.__cause__, _PARSE_ERRORS):
+                    raise
+                result = {"raw": None, "parsed": None, "parsing_error": exc.__cause__}
             raw = result.get("raw") if isinstance(result, dict) else None
             if raw is not None:
                 self._record(raw)
@@ -132,6 +141,10 @@ class LLMCaller:
                 f"Reply again with a single valid {schema.__name__} object that follows the schema exactly."
             )]
         raise StructuredOutputError(schema, attempts, last_error)
+
+
+#: Errors a chat model raises when it parses a reply itself and the reply does not fit the schema.
+_PARSE_ERRORS = (ValidationError, OutputParserException, json.JSONDecodeError)
 
 
 def _is_base_impl(model: BaseChatModel) -> bool:

@@ -27,12 +27,15 @@ _cache_lock = threading.Lock()
 
 
 def _ollama_default_model(url: str) -> str | None:
+    """The first chat model the Ollama server at ``url`` has (embedding-only models cannot chat)."""
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/api/tags", timeout=1.0) as resp:  # noqa: S310 (loopback)
             models = json.loads(resp.read().decode("utf-8")).get("models", [])
-    except (OSError, ValueError):
+        names = [str(m.get("name") or m.get("model")) for m in models if m.get("name") or m.get("model")]
+    except (OSError, ValueError, AttributeError, TypeError):  # not an Ollama server after all
         return None
-    return models[0]["name"] if models else None
+    chat = [name for name in names if "embed" not in name.lower()]
+    return chat[0] if chat else None
 
 
 def configured_model_string(role: str, context: Context | None = None) -> str:
@@ -57,7 +60,7 @@ def build_chat_model(spec: str, *, base_url: str | None = None, temperature: flo
     """Build a chat model from a model string (cached per process: chat-model clients are stateless)."""
     settings = get_settings()
     base_url = base_url or settings.base_url
-    key = (spec, base_url, temperature, timeout_s)
+    key = (spec, base_url, settings.api_key, settings.ollama_url, temperature, timeout_s)
     with _cache_lock:
         if key in _cache:
             return _cache[key]
@@ -74,6 +77,8 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
     from langchain.chat_models import init_chat_model
 
     provider, _, name = spec.partition(":")
+    if name and base_url and not _is_provider(provider):
+        provider, name = "", spec  # "qwen2.5:7b" on an OpenAI-compatible server is one model name
     kwargs: dict[str, Any] = {}
     if temperature is not None:
         kwargs["temperature"] = temperature
@@ -104,6 +109,17 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
         raise ConfigurationError(f"the provider {provider!r} needs an extra package: {exc}") from exc
     except Exception as exc:  # missing API key and similar configuration errors
         raise ConfigurationError(f"cannot set up the model {spec!r}: {exc}") from exc
+
+
+def _is_provider(name: str) -> bool:
+    """Whether ``name`` is a provider ``init_chat_model`` knows (else ``name:tag`` is a model name)."""
+    try:
+        from langchain.chat_models import base as chat_base
+
+        known = set(getattr(chat_base, "_BUILTIN_PROVIDERS", ()))
+    except ImportError:  # pragma: no cover
+        known = set()
+    return name in (known or {"openai", "anthropic", "ollama", "google_genai", "mistralai", "groq", "bedrock"})
 
 
 def resolve_model(context: Context, role: str, *, temperature: float | None = None) -> BaseChatModel:

@@ -131,7 +131,7 @@ _RUNNER = r'''
 import builtins, json, linecache, os, sys, traceback
 
 _LLM = "<llm-code>"
-_MAX_FRAMES = %(max_frames)d
+_MAX_FRAMES = __MAX_FRAMES__
 
 
 class _NoInstall:
@@ -142,6 +142,40 @@ class _NoInstall:
             raise ModuleNotFoundError(
                 "installing packages is disabled in the sandbox; use the packages that are installed", name=name)
         return None
+
+
+def _limit_threads(limit):
+    """Refuses to start more than ``limit`` live threads (the pids cgroup, where there is one, is the hard cap)."""
+    import _thread
+    lock, live = _thread.allocate_lock(), [0]
+
+    def guard(start):
+        def guarded(function, *args, **kwargs):
+            with lock:
+                if live[0] >= limit:
+                    raise RuntimeError("can't start new thread: the sandbox allows at most %d threads" % limit)
+                live[0] += 1
+
+            def run(*a, **k):
+                try:
+                    return function(*a, **k)
+                finally:
+                    with lock:
+                        live[0] -= 1
+            try:
+                return start(run, *args, **kwargs)
+            except BaseException:
+                with lock:
+                    live[0] -= 1
+                raise
+        return guarded
+
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, guard(getattr(_thread, name)))
+    threading = sys.modules.get("threading")
+    if threading is not None and hasattr(threading, "_start_new_thread"):
+        threading._start_new_thread = _thread.start_new_thread
 
 
 def _type_name(exc):
@@ -159,7 +193,7 @@ def _message(exc):
 
 def _llm_error(exc, memory_mb):
     if isinstance(exc, SyntaxError) and exc.filename == _LLM:
-        msg = "%%s: %%s (line %%s)" %% (_type_name(exc), exc.msg, exc.lineno)
+        msg = "%s: %s (line %s)" % (_type_name(exc), exc.msg, exc.lineno)
         if exc.text:
             line = exc.text.rstrip("\n")
             msg += "\n    " + line.strip()
@@ -168,9 +202,9 @@ def _llm_error(exc, memory_mb):
                 msg += "\n    " + " " * max(0, exc.offset - 1 - indent) + "^"
         return msg
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _LLM]
-    line = " (line %%d)" %% frames[-1].lineno if frames else ""
+    line = " (line %d)" % frames[-1].lineno if frames else ""
     if isinstance(exc, MemoryError):
-        head = "memory limit of %%d MB exceeded (MemoryError)%%s" %% (memory_mb, line)
+        head = "memory limit of %d MB exceeded (MemoryError)%s" % (memory_mb, line)
     else:
         text = _message(exc)
         head = _type_name(exc) + (": " + text if text else "") + line
@@ -181,14 +215,17 @@ def _llm_error(exc, memory_mb):
     if frames:
         shown = frames[-_MAX_FRAMES:]
         more = len(frames) - len(shown)
-        head += "\nTraceback (LLM code only%%s):\n" %% (", %%d earlier frames left out" %% more if more else "")
+        head += "\nTraceback (LLM code only%s):\n" % (", %d earlier frames left out" % more if more else "")
         head += "".join(traceback.format_list(shown)).rstrip("\n")
     return head
 
 
 def _trusted_error(phase, exc):
-    return "sandbox %%s failed: %%s: %%s\n%%s" %% (phase, _type_name(exc), _message(exc),
-                                              "".join(traceback.format_exception(exc)).rstrip("\n"))
+    head = "sandbox %s failed: %s: %s" % (phase, _type_name(exc), _message(exc))
+    if type(exc).__module__ == "__main__":  # an error class of the prelude/postlude: a deliberate message
+        return head
+    frames = traceback.extract_tb(exc.__traceback__)[1:][-3:]
+    return head + ("\n" + "".join(traceback.format_list(frames)).rstrip("\n") if frames else "")
 
 
 def _jsonable(value, path, notes, depth=0, seen=None):
@@ -198,11 +235,11 @@ def _jsonable(value, path, notes, depth=0, seen=None):
         if isinstance(value, base):
             return base(value)
     if depth > 64:
-        notes.append("%%s: nested too deeply, converted to its repr" %% path)
+        notes.append("%s: nested too deeply, converted to its repr" % path)
         return _repr(value)
     seen = seen if seen is not None else set()
     if id(value) in seen:
-        notes.append("%%s: refers to itself, converted to its repr" %% path)
+        notes.append("%s: refers to itself, converted to its repr" % path)
         return _repr(value)
     if isinstance(value, (dict, list, tuple, set, frozenset)):
         seen = seen | {id(value)}
@@ -215,26 +252,26 @@ def _jsonable(value, path, notes, depth=0, seen=None):
                 key = json.dumps(k)
             else:
                 key = _repr(k)
-                notes.append("%%s: key %%s converted to its repr" %% (path, type(k).__name__))
-            out[key] = _jsonable(v, "%%s[%%r]" %% (path, key), notes, depth + 1, seen)
+                notes.append("%s: key %s converted to its repr" % (path, type(k).__name__))
+            out[key] = _jsonable(v, "%s[%r]" % (path, key), notes, depth + 1, seen)
         return out
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v, "%%s[%%d]" %% (path, i), notes, depth + 1, seen) for i, v in enumerate(value)]
+        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(value)]
     if isinstance(value, (set, frozenset)):
-        notes.append("%%s: %%s converted to a list" %% (path, type(value).__name__))
+        notes.append("%s: %s converted to a list" % (path, type(value).__name__))
         items = list(value)
         try:
             items.sort()
         except Exception:
             pass
-        return [_jsonable(v, "%%s[%%d]" %% (path, i), notes, depth + 1, seen) for i, v in enumerate(items)]
+        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(items)]
     tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
     if callable(tolist) and type(value).__module__.startswith("numpy"):
         try:
             return _jsonable(tolist(), path, notes, depth + 1, seen)
         except Exception:
             pass
-    notes.append("%%s: %%s is not JSON, converted to its repr" %% (path, type(value).__name__))
+    notes.append("%s: %s is not JSON, converted to its repr" % (path, type(value).__name__))
     return _repr(value)
 
 
@@ -242,7 +279,7 @@ def _repr(value):
     try:
         text = repr(value)
     except Exception as exc:
-        text = "<unrepresentable %%s: %%s>" %% (type(value).__name__, exc)
+        text = "<unrepresentable %s: %s>" % (type(value).__name__, exc)
     return text if len(text) <= 100000 else text[:100000] + "...<cut>"
 
 
@@ -252,6 +289,7 @@ def _main():
     with _open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     sys.meta_path.insert(0, _NoInstall())
+    _limit_threads(job["max_threads"])
     memory_mb = job["memory_mb"]
     result_var = job["result_var"]
     g = {"__name__": "__main__", "__builtins__": builtins, "inputs": job["inputs"]}
@@ -266,13 +304,13 @@ def _main():
         try:
             text = dumps(status)
         except Exception as exc:
-            text = dumps({"ok": False, "error": "result could not be written: %%s" %% exc, "result": None,
+            text = dumps({"ok": False, "error": "result could not be written: %s" % exc, "result": None,
                           "notes": []})
         try:
             with _open(status_path, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as exc:
-            status.update(ok=False, error="result too large to return (%%s)" %% exc.strerror, result=None)
+            status.update(ok=False, error="result too large to return (%s)" % exc.strerror, result=None)
             with _open(status_path, "w", encoding="utf-8") as f:
                 f.write(dumps(status))
         _exit(0 if status["ok"] else 1)
@@ -309,20 +347,20 @@ def _main():
             notes = []
             status["result"] = _jsonable(value, result_var, notes)
             if notes:
-                status["notes"] = notes[:10] + (["... %%d more conversions" %% (len(notes) - 10)]
+                status["notes"] = notes[:10] + (["... %d more conversions" % (len(notes) - 10)]
                                                 if len(notes) > 10 else [])
         except MemoryError:
             status.update(ok=False, result=None,
-                          error="memory limit of %%d MB exceeded (MemoryError) while converting %%s"
-                                %% (memory_mb, result_var))
+                          error="memory limit of %d MB exceeded (MemoryError) while converting %s"
+                                % (memory_mb, result_var))
         except BaseException as exc:
-            status.update(ok=False, result=None, error="%%s could not be converted to JSON: %%s: %%s"
-                                                      %% (result_var, _type_name(exc), _message(exc)))
+            status.update(ok=False, result=None, error="%s could not be converted to JSON: %s: %s"
+                                                      % (result_var, _type_name(exc), _message(exc)))
     finish()
 
 
 _main()
-''' % {"max_frames": MAX_TRACEBACK_FRAMES}
+'''.replace("__MAX_FRAMES__", str(MAX_TRACEBACK_FRAMES))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -868,7 +906,8 @@ class Sandbox:
         run_dir = self.work_dir / RUN_DIR_NAME / f"run-{uuid.uuid4().hex[:16]}"
         run_dir.mkdir(parents=True)
         job = {"inputs": inputs if inputs is not None else {}, "prelude": prelude or "", "code": code,
-               "postlude": postlude or "", "result_var": result_var, "memory_mb": self.limits.memory_mb}
+               "postlude": postlude or "", "result_var": result_var, "memory_mb": self.limits.memory_mb,
+               "max_threads": max(1, self.limits.max_processes)}
         try:
             text = json.dumps(job, default=_input_default, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
@@ -908,11 +947,7 @@ class Sandbox:
         except (OSError, ValueError):
             status = None
         finally:
-            shutil.rmtree(launch.run_dir, ignore_errors=True)
-            try:
-                launch.run_dir.parent.rmdir()  # only when no other call is using it
-            except OSError:
-                pass
+            self._remove_run_dir(launch)
         stdout, stderr = out.text(), err.text()
         notes = [str(n) for n in (status or {}).get("notes") or []]
         signum = self._signal_of(exit_code)
@@ -975,6 +1010,14 @@ class Sandbox:
         except (ProcessLookupError, PermissionError):
             pass
         launch.cgroup.kill_all()
+
+    @staticmethod
+    def _remove_run_dir(launch: _Launch) -> None:
+        shutil.rmtree(launch.run_dir, ignore_errors=True)
+        try:
+            launch.run_dir.parent.rmdir()  # only when no other call is using it
+        except OSError:
+            pass
 
     @staticmethod
     def _close_fds(launch: _Launch) -> None:
@@ -1046,7 +1089,7 @@ class Sandbox:
                 except BaseException:  # noqa: BLE001
                     pass
             launch.cgroup.remove()
-            shutil.rmtree(launch.run_dir, ignore_errors=True)
+            self._remove_run_dir(launch)
 
     # -- sync ----------------------------------------------------------------------------------------------
 
@@ -1055,7 +1098,7 @@ class Sandbox:
         launch = self._prepare(code, kw.pop("inputs", None), kw.pop("prelude", ""), kw.pop("postlude", ""),
                                kw.pop("result_var", "result"))
         if kw:
-            shutil.rmtree(launch.run_dir, ignore_errors=True)
+            self._remove_run_dir(launch)
             launch.cgroup.remove()
             self._close_fds(launch)
             raise TypeError(f"unexpected arguments: {', '.join(kw)}")
@@ -1111,7 +1154,7 @@ class Sandbox:
                     if stream is not None:
                         stream.close()
             launch.cgroup.remove()
-            shutil.rmtree(launch.run_dir, ignore_errors=True)
+            self._remove_run_dir(launch)
 
 
 def _input_default(value: Any) -> Any:

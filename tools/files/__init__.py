@@ -1,0 +1,29 @@
+"""File tools: the Text Inspector (``inspect_file_as_text``), the Image Tool (``image_inspector``) and
+ExtractZip (``extract_zip``). Importing this package registers them with the tool manager."""
+
+from __future__ import annotations
+
+from kgagents.config import Settings
+from tools.files.image import check_image_inspector, make_image_inspector
+from tools.files.inspector import make_extract_zip, make_text_inspector
+from tools.manager import ToolStatus, register_tool
+
+
+def check_text_inspector(settings: Settings) -> ToolStatus:
+    """Always usable: reading files needs nothing; answering questions and transcribing audio need the
+    tools' model (an OpenAI-compatible one for audio)."""
+    reason = "available" if settings.model_for("tools") else (
+        "available (questions about files need a chat model for the run)")
+    return ToolStatus("inspect_file_as_text", True, reason)
+
+
+def check_extract_zip(settings: Settings) -> ToolStatus:
+    """Always usable."""
+    return ToolStatus("extract_zip", True, "available")
+
+
+register_tool(make_text_inspector, name="inspect_file_as_text", check=check_text_inspector)
+register_tool(make_image_inspector, name="image_inspector", check=check_image_inspector)
+register_tool(make_extract_zip, name="extract_zip", check=check_extract_zip)
+
+__all__ = ["check_text_inspector", "check_extract_zip", "check_image_inspector"]

@@ -9,8 +9,10 @@ Failures that retrying may fix (connection errors, 429 and 5xx answers, a server
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
+import zlib
 from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any
@@ -194,7 +196,6 @@ async def _read(response: httpx.Response, limits: FetchLimits) -> Fetched:
 
 def _decode_content(data: bytes, encoding: str, max_bytes: int) -> bytes:
     """Undo gzip/deflate on a (possibly cut) body, without letting it grow past ``max_bytes``."""
-    import zlib
 
     if encoding in {"gzip", "x-gzip", "deflate"}:
         wbits = 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS
@@ -210,9 +211,18 @@ def _decode_content(data: bytes, encoding: str, max_bytes: int) -> bytes:
     raise FetchError(f"the server answered with an unsupported content encoding {encoding!r}")
 
 
+async def download(url: str, limits: FetchLimits | None = None) -> Fetched:
+    """Download a whole file (for the file tools): a download cut by a limit is a :class:`FetchError`,
+    because a partial file would be read wrongly."""
+    limits = limits or FetchLimits()
+    got = await fetch(url, limits)
+    if got.truncated or got.timed_out:
+        raise FetchError(f"{url}: {got.note(limits)} The file is incomplete and was not read.")
+    return got
+
+
 async def fetch_json(url: str, limits: FetchLimits | None = None, *, params: dict[str, Any] | None = None) -> Any:
     """Download ``url`` and parse it as JSON (:class:`FetchError` when it is not JSON)."""
-    import json
 
     got = await fetch(url, limits, params=params, headers={"Accept": "application/json"})
     if got.truncated:

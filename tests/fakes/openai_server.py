@@ -1,0 +1,315 @@
+"""A small OpenAI-compatible chat-completions server on loopback, with a script of replies and failures.
+
+Tests queue what the next requests get, in order:
+
+    server.reply("text")                          a normal assistant message
+    server.tool_call({"answer": "x"})             a tool call (the tool the request forces, or its first tool)
+    server.tool_call('{"answer": ', name="Foo")   a string is sent as the raw ``arguments`` (malformed JSON)
+    server.error(500) / server.rate_limit(2)      an HTTP error (429 carries ``Retry-After``)
+    server.hang(30)                               no answer until the client gives up (or the server stops)
+
+Each POST /v1/chat/completions takes the next step; when none is left the server answers 400 with a message
+that says so (not a 5xx, which the client would retry). Every successful reply carries ``model`` and
+``usage``. Every request is recorded in :attr:`FakeOpenAIServer.requests` (method, path, headers, JSON body).
+GET /v1/models lists :attr:`FakeOpenAIServer.models`. Streaming requests are refused with a 400.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+
+import pytest
+
+
+@dataclass
+class RecordedRequest:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list((self.body or {}).get("messages") or [])
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return list((self.body or {}).get("tools") or [])
+
+    @property
+    def last_user_text(self) -> str:
+        """The text of the last user message (what a corrective follow-up looks like)."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                content = message.get("content")
+                if isinstance(content, str):
+                    return content
+                return " ".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+        return ""
+
+
+@dataclass
+class Step:
+    """What one chat-completions request gets."""
+
+    kind: str  # "reply" | "tool_calls" | "error" | "hang"
+    content: str | None = None
+    tool_calls: list[tuple[str | None, Any]] = field(default_factory=list)
+    status: int = 200
+    message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    usage: tuple[int, int] | None = None
+    model: str | None = None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_HTTPServer"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
+        pass
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+        self.close_connection = True
+
+    def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        kinds = {400: "invalid_request_error", 401: "invalid_request_error", 404: "not_found_error",
+                 429: "rate_limit_error"}
+        self._send_json(status, {"error": {"message": message, "type": kinds.get(status, "server_error"),
+                                           "param": None, "code": None}}, headers)
+
+    def _record(self, body: Any) -> RecordedRequest:
+        request = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        with self.server.fake.lock:
+            self.server.fake.requests.append(request)
+        return request
+
+    # -- routes -----------------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802
+        self._record(None)
+        fake = self.server.fake
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._send_json(200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models]})
+        else:
+            self._error(404, f"no route GET {self.path}")
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            self._record(raw.decode("utf-8", "replace"))
+            self._error(400, "the request body is not JSON")
+            return
+        self._record(body)
+        fake = self.server.fake
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._error(404, f"no route POST {self.path}")
+            return
+        if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            self._error(401, "Incorrect API key provided.")
+            return
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            self._error(400, "'messages' is a required property")
+            return
+        if body.get("stream"):
+            self._error(400, "this fake server does not stream; send stream=false")
+            return
+        step = fake.next_step()
+        if step is None:
+            self._error(400, "fake server: no scripted reply left for this request")
+            return
+        if step.kind == "error":
+            self._error(step.status, step.message or f"scripted HTTP {step.status}", step.headers)
+        elif step.kind == "hang":
+            # Hold the request without answering until the client gives up; stop() ends the wait.
+            fake.stopping.wait(step.seconds)
+            self.close_connection = True
+        else:
+            self._send_json(200, fake.completion(body, step))
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    fake: "FakeOpenAIServer"
+
+
+class FakeOpenAIServer:
+    """The server; use it as a context manager or through the :func:`openai_server` fixture."""
+
+    def __init__(self, *, api_key: str | None = None, models: list[str] | None = None,
+                 default_usage: tuple[int, int] = (12, 5)) -> None:
+        self.api_key = api_key
+        """When set, requests without ``Authorization: Bearer <api_key>`` get a 401."""
+        self.models = models or ["gpt-4o-mini", "local-model"]
+        self.default_usage = default_usage
+        self.requests: list[RecordedRequest] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self._steps: deque[Step] = deque()
+        self._ids = itertools.count(1)
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> "FakeOpenAIServer":
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "the server is not running"
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` an OpenAI client takes (ends in ``/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- scripting --------------------------------------------------------------------------------
+    def _push(self, step: Step) -> "FakeOpenAIServer":
+        with self.lock:
+            self._steps.append(step)
+        return self
+
+    def reply(self, content: str, *, usage: tuple[int, int] | None = None,
+              model: str | None = None) -> "FakeOpenAIServer":
+        """A plain assistant message."""
+        return self._push(Step("reply", content=content, usage=usage, model=model))
+
+    def tool_call(self, arguments: Any, *, name: str | None = None, content: str | None = None,
+                  usage: tuple[int, int] | None = None, model: str | None = None) -> "FakeOpenAIServer":
+        """One tool call. ``arguments``: a JSON-able value, or a string sent verbatim (e.g. malformed JSON).
+        ``name`` defaults to the tool the request forces through ``tool_choice``, else its first tool."""
+        return self._push(Step("tool_calls", content=content, tool_calls=[(name, arguments)], usage=usage,
+                               model=model))
+
+    def tool_calls(self, calls: list[tuple[str, Any]], *, usage: tuple[int, int] | None = None,
+                   model: str | None = None) -> "FakeOpenAIServer":
+        """Several tool calls in one reply: ``[(name, arguments), ...]``."""
+        return self._push(Step("tool_calls", tool_calls=list(calls), usage=usage, model=model))
+
+    def error(self, status: int, message: str = "", *, headers: dict[str, str] | None = None) -> "FakeOpenAIServer":
+        """An HTTP error with an OpenAI-style error body."""
+        return self._push(Step("error", status=status, message=message, headers=dict(headers or {})))
+
+    def server_error(self, times: int = 1) -> "FakeOpenAIServer":
+        for _ in range(times):
+            self.error(500, "The server had an error while processing your request.")
+        return self
+
+    def rate_limit(self, retry_after: float = 0) -> "FakeOpenAIServer":
+        """A 429 with a ``Retry-After`` header (seconds)."""
+        value = str(int(retry_after)) if float(retry_after).is_integer() else str(retry_after)
+        return self.error(429, "Rate limit reached for requests", headers={"Retry-After": value})
+
+    def hang(self, seconds: float = 30.0) -> "FakeOpenAIServer":
+        """Never answer this request (for ``seconds``, or until the server stops)."""
+        return self._push(Step("hang", seconds=seconds))
+
+    @property
+    def pending(self) -> int:
+        """Scripted steps not used yet."""
+        with self.lock:
+            return len(self._steps)
+
+    def next_step(self) -> Step | None:
+        with self.lock:
+            return self._steps.popleft() if self._steps else None
+
+    # -- inspection -------------------------------------------------------------------------------
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        """The chat-completions requests received, in order."""
+        with self.lock:
+            return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/").endswith("completions")]
+
+    # -- replies ----------------------------------------------------------------------------------
+    def completion(self, body: dict[str, Any], step: Step) -> dict[str, Any]:
+        prompt_tokens, completion_tokens = step.usage or self.default_usage
+        message: dict[str, Any] = {"role": "assistant", "content": step.content, "refusal": None}
+        finish = "stop"
+        if step.kind == "tool_calls":
+            calls = []
+            for name, arguments in step.tool_calls:
+                calls.append({
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {"name": name or _forced_tool(body),
+                                 "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
+                })
+            message["tool_calls"] = calls
+            finish = "tool_calls"
+        elif message["content"] is None:
+            message["content"] = ""
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": step.model or body.get("model") or "unknown",
+            "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+
+def _forced_tool(body: dict[str, Any]) -> str:
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        if name:
+            return str(name)
+    tools = body.get("tools") or []
+    if tools:
+        return str(tools[0].get("function", {}).get("name", "tool"))
+    return "tool"
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeOpenAIServer]:
+    """A running :class:`FakeOpenAIServer` (stopped after the test, even while a request hangs)."""
+    with FakeOpenAIServer() as server:
+        yield server

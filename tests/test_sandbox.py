@@ -1,0 +1,585 @@
+"""The sandbox for LLM-written Python: hostile code is contained with a clear error and the host unharmed;
+ordinary code gets its output, result, inputs, prelude and postlude."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tools import sandbox as sb
+from tools.sandbox import Sandbox, SandboxLimits, SandboxResult, SandboxUnavailable, isolation_status
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+HAVE_BWRAP = isolation_status()[0] == "bwrap"
+requires_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason=f"no bubblewrap here: {isolation_status()[1]}")
+
+FAST = SandboxLimits(timeout_s=5, memory_mb=512)
+HOSTILE = SandboxLimits(timeout_s=2, memory_mb=256, max_processes=16)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers: what runs on the host
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Host processes whose command line contains ``text`` (the work dir is in every sandbox command line)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def assert_host_unharmed(work_dir: Path) -> None:
+    """No sandbox process is left, the test process has no stray children, and the host can still spawn."""
+    deadline = time.monotonic() + 3
+    while (_processes_mentioning(str(work_dir)) or _descendants(os.getpid())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_mentioning(str(work_dir)) == []
+    assert _descendants(os.getpid()) == []
+    assert subprocess.run(["true"], timeout=10).returncode == 0
+    assert subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True,
+                          timeout=30).stdout.strip() == "42"
+    assert not (work_dir / sb.RUN_DIR_NAME).exists()  # the per-call folders are cleaned up
+    parent = sb._pids_cgroup_parent()
+    if parent is not None:
+        assert not [p for p in parent.iterdir() if p.name.startswith(f"kgagents-sandbox-{os.getpid()}-")]
+
+
+@pytest.fixture
+def work_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def box(work_dir: Path) -> Sandbox:
+    return Sandbox(work_dir, FAST)
+
+
+@pytest.fixture
+def hostile(work_dir: Path) -> Sandbox:
+    return Sandbox(work_dir, HOSTILE)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# ordinary behaviour
+# ---------------------------------------------------------------------------------------------------------
+
+
+@requires_bwrap
+def test_isolation_status_reports_bubblewrap() -> None:
+    kind, description = isolation_status()
+    assert kind == "bwrap"
+    assert "bubblewrap" in description and "namespaces" in description and "rlimits" in description
+
+
+@requires_bwrap
+async def test_stdout_result_and_installed_packages(box: Sandbox, work_dir: Path) -> None:
+    r = await box.run("import networkx as nx\nG = nx.path_graph(4)\nprint('edges', G.number_of_edges())\n"
+                      "result = {'path': nx.shortest_path(G, 0, 3), 'cwd': __import__('os').getcwd()}\n")
+    assert r.ok, r.error
+    assert r.error is None and r.exit_code == 0 and not r.timed_out
+    assert r.stdout == "edges 3\n"
+    assert r.result == {"path": [0, 1, 2, 3], "cwd": str(work_dir)}
+    assert r.isolation == "bwrap"
+
+
+@requires_bwrap
+async def test_inputs_prelude_and_postlude(box: Sandbox) -> None:
+    prelude = "import networkx as nx\nG = nx.Graph()\nG.add_edges_from(inputs['edges'])\n"
+    postlude = "result = sorted(sorted(e) for e in G.edges())\n"
+    r = await box.run("G.add_edge('c', 'd')\nprint(len(G))", inputs={"edges": [["a", "b"], ["b", "c"]]},
+                      prelude=prelude, postlude=postlude)
+    assert r.ok, r.error
+    assert r.stdout == "4\n"
+    assert r.result == [["a", "b"], ["b", "c"], ["c", "d"]]
+
+
+@requires_bwrap
+async def test_postlude_is_skipped_when_the_code_fails(box: Sandbox) -> None:
+    r = await box.run("result = 1\nraise ValueError('bad')", postlude="result = 'postlude ran'")
+    assert not r.ok and r.result is None
+    assert r.error.startswith("ValueError: bad (line 2)")
+
+
+@requires_bwrap
+async def test_result_var_other_name_none_and_unset(box: Sandbox) -> None:
+    assert (await box.run("answer = [1, 2]", result_var="answer")).result == [1, 2]
+    r = await box.run("result = 5", result_var=None)
+    assert r.ok and r.result is None
+    r = await box.run("x = 5")
+    assert r.ok and r.result is None
+
+
+@requires_bwrap
+async def test_exception_reported_with_line_and_llm_frames_only(box: Sandbox) -> None:
+    r = await box.run("a = 1\nb = 2\nc = a + x\n")
+    assert not r.ok and r.exit_code == 1
+    first, *rest = r.error.splitlines()
+    assert first == "NameError: name 'x' is not defined (line 3)"
+    assert 'File "<llm-code>", line 3' in r.error and "c = a + x" in r.error
+    assert "sandbox.py" not in r.error and "<string>" not in r.error  # the runner's frames are hidden
+
+
+@requires_bwrap
+async def test_exception_from_a_library_names_the_llm_line(box: Sandbox) -> None:
+    code = "import networkx as nx\n\ndef f(G):\n    return nx.shortest_path(G, 0, 9)\n\nf(nx.path_graph(3))\n"
+    r = await box.run(code)
+    assert not r.ok
+    assert r.error.splitlines()[0].startswith("networkx.exception.NodeNotFound: ")
+    assert "(line 4)" in r.error.splitlines()[0]
+    assert 'line 6, in <module>' in r.error and 'line 4, in f' in r.error
+    assert "networkx/algorithms" not in r.error
+
+
+@requires_bwrap
+async def test_syntax_error_reported_with_line(box: Sandbox) -> None:
+    r = await box.run("x = 1\nif x == 1\n    print(x)\n")
+    assert not r.ok
+    assert r.error.splitlines()[0] == "SyntaxError: expected ':' (line 2)"
+    assert "if x == 1" in r.error
+
+
+@requires_bwrap
+async def test_non_json_result_is_converted_and_said_so(box: Sandbox) -> None:
+    code = ("import numpy as np\nclass Thing:\n    def __repr__(self):\n        return 'Thing()'\n"
+            "result = {'s': {3, 1, 2}, 't': (1, 2), 'o': Thing(), (1, 2): 'tuple key', 'a': np.arange(3),"
+            " 'f': np.float64(1.5)}\n")
+    r = await box.run(code)
+    assert r.ok, r.error
+    assert r.result == {"s": [1, 2, 3], "t": [1, 2], "o": "Thing()", "(1, 2)": "tuple key", "a": [0, 1, 2],
+                        "f": 1.5}
+    assert any("set converted to a list" in n for n in r.notes)
+    assert any("Thing is not JSON, converted to its repr" in n for n in r.notes)
+    assert "[sandbox] note:" in r.stderr
+
+
+@requires_bwrap
+async def test_sys_exit_zero_is_a_normal_end_and_os_exit_is_reported(box: Sandbox) -> None:
+    r = await box.run("print('a')\nresult = 1\nimport sys\nsys.exit(0)\nprint('b')")
+    assert r.ok and r.stdout == "a\n" and r.result == 1
+    r = await box.run("import sys\nsys.exit(3)")
+    assert not r.ok and r.error.startswith("SystemExit: 3 (line 2)")
+    r = await box.run("import os\nos._exit(0)")
+    assert not r.ok and "before the sandbox could collect the result" in r.error
+
+
+@requires_bwrap
+async def test_output_is_truncated_to_the_limit(work_dir: Path) -> None:
+    box = Sandbox(work_dir, SandboxLimits(timeout_s=5, max_output_bytes=1000))
+    r = await box.run("print('x' * 5000)\nimport sys\nprint('e' * 3000, file=sys.stderr)\nresult = 'done'")
+    assert r.ok and r.result == "done"
+    assert r.stdout.startswith("x" * 1000) and "x" * 1001 not in r.stdout
+    assert "output truncated: 4001 more bytes" in r.stdout
+    assert r.stderr.startswith("e" * 1000) and "output truncated: 2001 more bytes" in r.stderr
+
+
+@requires_bwrap
+async def test_endless_printing_is_stopped_early(work_dir: Path) -> None:
+    box = Sandbox(work_dir, SandboxLimits(timeout_s=20, max_output_bytes=10_000))
+    started = time.monotonic()
+    r = await box.run("while True:\n    print('y' * 1000)\n")
+    assert time.monotonic() - started < 10  # stopped after ~1 MB, long before the timeout
+    assert not r.ok and not r.timed_out
+    assert r.error.startswith("output limit exceeded")
+    assert len(r.stdout) < 11_000
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_concurrent_runs(box: Sandbox, work_dir: Path) -> None:
+    codes = [f"import time\ntime.sleep(0.3)\nresult = {i} * {i}\nprint('run', {i})" for i in range(6)]
+    started = time.monotonic()
+    results = await asyncio.gather(*(box.run(c) for c in codes))
+    elapsed = time.monotonic() - started
+    assert [r.result for r in results] == [i * i for i in range(6)]
+    assert [r.stdout for r in results] == [f"run {i}\n" for i in range(6)]
+    assert elapsed < 6 * 0.3 + 3  # they overlap instead of running one after another
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+def test_run_sync(hostile: Sandbox, work_dir: Path) -> None:
+    r = hostile.run_sync("print('sync')\nresult = sum(inputs['xs'])", inputs={"xs": [1, 2, 3]})
+    assert r.ok and r.stdout == "sync\n" and r.result == 6
+    r = hostile.run_sync("while True:\n    pass")
+    assert not r.ok and r.timed_out and r.error == "timed out after 2 s"
+    r = hostile.run_sync("x = (")
+    assert r.error.startswith("SyntaxError: '(' was never closed (line 1)")
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_files_written_in_the_work_dir_stay(box: Sandbox, work_dir: Path) -> None:
+    (work_dir / "data.csv").write_text("a,b\n1,2\n")
+    r = await box.run("rows = open('data.csv').read().splitlines()\nopen('out.txt', 'w').write(rows[1])\n"
+                      "result = rows")
+    assert r.ok, r.error
+    assert r.result == ["a,b", "1,2"]
+    assert (work_dir / "out.txt").read_text() == "1,2"
+    assert not (work_dir / sb.RUN_DIR_NAME).exists()
+
+
+def test_bad_inputs_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    box = Sandbox(tmp_path, FAST, allow_weak=True)
+    with pytest.raises(TypeError, match="JSON"):
+        box.run_sync("pass", inputs={"x": object()})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# hostile code
+# ---------------------------------------------------------------------------------------------------------
+
+
+@requires_bwrap
+async def test_infinite_loop_times_out(hostile: Sandbox, work_dir: Path) -> None:
+    started = time.monotonic()
+    r = await hostile.run("while True:\n    pass\n")
+    assert time.monotonic() - started < 2 + 3
+    assert not r.ok and r.timed_out
+    assert r.error == "timed out after 2 s"
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_cpu_limit(work_dir: Path) -> None:
+    box = Sandbox(work_dir, SandboxLimits(timeout_s=20, cpu_s=1))
+    r = await box.run("while True:\n    pass\n")
+    assert not r.ok and not r.timed_out
+    assert r.error.startswith("CPU time limit of 1 s exceeded")
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+@pytest.mark.parametrize("code", [
+    "data = []\nwhile True:\n    data.append(bytearray(10 ** 6))\n",
+    "x = bytearray(10 ** 10)\n",
+    "import numpy as np\na = np.ones((20000, 20000))\n",
+])
+async def test_memory_bomb(hostile: Sandbox, work_dir: Path, code: str) -> None:
+    r = await hostile.run(code)
+    assert not r.ok and not r.timed_out
+    assert r.error.startswith("memory limit of 256 MB exceeded (MemoryError)"), r.error
+    assert "(line " in r.error.splitlines()[0]
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+@pytest.mark.parametrize("code", [
+    "import os\nwhile True:\n    os.fork()\n",
+    "import subprocess, sys\nwhile True:\n    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n",
+    "import os\nos.system('sleep 60 &')\nraise SystemExit(0 if os.system('true') == 0 else 1)\n",
+    "import multiprocessing\nwhile True:\n    multiprocessing.Process(target=print).start()\n",
+])
+async def test_fork_bomb_cannot_start_processes(hostile: Sandbox, work_dir: Path, code: str) -> None:
+    r = await hostile.run(code)
+    assert not r.ok and not r.timed_out
+    assert "PermissionError" in r.error or "SystemExit: 1" in r.error, r.error
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+@pytest.mark.skipif(sb._pids_cgroup_parent() is None, reason="no pids cgroup can be created here")
+async def test_fork_bomb_without_seccomp_is_capped_by_the_pids_cgroup(
+        hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sb, "_seccomp_program", lambda: None)  # take away the first line of defence
+    code = ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
+    r = await hostile.run(code)
+    assert not r.ok and r.timed_out and r.error == "timed out after 2 s"
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_process_tree_dies_with_the_pid_namespace(
+        hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # without seccomp and cgroup, children that leave the process group still die with bwrap's pid 1
+    monkeypatch.setattr(sb, "_seccomp_program", lambda: None)
+    monkeypatch.setattr(sb, "_pids_cgroup_parent", lambda: None)
+    code = ("import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n        os.setsid()\n"
+            "        time.sleep(60)\n        os._exit(0)\nprint('forked', flush=True)\nwhile True:\n    pass\n")
+    r = await hostile.run(code)
+    assert r.timed_out and r.stdout == "forked\n"
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_thread_bomb_is_contained(hostile: Sandbox, work_dir: Path) -> None:
+    cap = 100000 if sb._pids_cgroup_parent() is not None else 2000  # stay gentle where nothing else caps it
+    code = ("import threading, time\nthreading.stack_size(32768)\nn = 0\ntry:\n    while n < %d:\n" % cap +
+            "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\n"
+            "except Exception as exc:\n    print(type(exc).__name__)\nresult = n\n")
+    r = await hostile.run(code)
+    assert r.ok, r.error
+    assert r.result <= HOSTILE.max_processes  # the runner's guard, and the pids cgroup where there is one
+    assert r.stdout.strip() == "RuntimeError"
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_cancelling_a_run_kills_it(hostile: Sandbox, work_dir: Path) -> None:
+    task = asyncio.ensure_future(hostile.run("while True:\n    pass\n"))
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_etc_passwd_and_home_secrets_are_not_visible(
+        hostile: Sandbox, work_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    fake_home = tmp_path_factory.mktemp("home")
+    (fake_home / ".ssh").mkdir()
+    key = fake_home / ".ssh" / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY----- SECRET-KEY-4711\n")
+    host_root_line = next((line for line in Path("/etc/passwd").read_text().splitlines()
+                           if line.startswith("root:")), "root:x:0:0:")
+    code = f"""
+import os
+seen = {{}}
+for path in ["/etc/passwd", "/etc/shadow", {str(key)!r}, os.path.expanduser("~/.ssh/id_rsa"), "/root/.ssh/id_rsa",
+             {str(PROJECT_DIR / "pyproject.toml")!r}, {str(PROJECT_DIR / ".env")!r}]:
+    try:
+        seen[path] = open(path).read()
+    except OSError as exc:
+        seen[path] = type(exc).__name__
+seen["ls /"] = sorted(os.listdir("/"))
+seen["ls /root"] = sorted(os.listdir("/root")) if os.path.isdir("/root") else None
+seen["ls /etc"] = sorted(os.listdir("/etc"))
+result = seen
+"""
+    r = await hostile.run(code)
+    assert r.ok, r.error
+    seen = r.result
+    text = json.dumps(seen)
+    assert host_root_line not in text and "root:x:0:0" not in text
+    assert seen["/etc/passwd"].startswith("sandbox:x:65534:65534:")  # a synthetic file naming nobody real
+    assert seen["/etc/shadow"] == "FileNotFoundError"
+    assert seen[str(key)] == "FileNotFoundError" and "SECRET-KEY-4711" not in text
+    assert seen["/root/.ssh/id_rsa"] == "FileNotFoundError"
+    assert seen[str(PROJECT_DIR / "pyproject.toml")] == "FileNotFoundError"  # the project dir is not there
+    assert seen[str(PROJECT_DIR / ".env")] == "FileNotFoundError"
+    assert ".ssh" not in (seen["ls /root"] or [])
+    assert "home" not in seen["ls /"] and "run" not in seen["ls /"] and "var" not in seen["ls /"]
+    assert "shadow" not in seen["ls /etc"] and "ssh" not in seen["ls /etc"]
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_environment_secrets_are_not_inherited(
+        hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0815")
+    monkeypatch.setenv("KGAGENTS_TEST_SECRET", "hunter2")
+    code = """
+import os
+environs = {}
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            environs[pid] = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace")
+        except OSError as exc:
+            environs[pid] = type(exc).__name__
+result = {"environ": dict(os.environ), "proc": environs}
+"""
+    r = await hostile.run(code)
+    assert r.ok, r.error
+    assert "sk-secret-0815" not in json.dumps(r.result) and "hunter2" not in json.dumps(r.result)
+    env = r.result["environ"]
+    assert "OPENAI_API_KEY" not in env and "KGAGENTS_TEST_SECRET" not in env
+    assert env["HOME"] == str(work_dir)
+    assert set(env) <= set(sb._child_env(work_dir, "/tmp")) | {"PWD"}
+    assert r.result["proc"]  # bwrap's pid 1 is visible, with a clean environment as well
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_no_network_not_even_loopback(hostile: Sandbox, work_dir: Path) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    port = server.getsockname()[1]
+    try:
+        code = f"""
+import socket
+outcome = {{}}
+for host, port in [("127.0.0.1", {port}), ("1.1.1.1", 53)]:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        outcome[host] = "connected"
+    except OSError as exc:
+        outcome[host] = type(exc).__name__ + ": " + str(exc)
+try:
+    socket.getaddrinfo("pypi.org", 443)
+    outcome["dns"] = "resolved"
+except OSError as exc:
+    outcome["dns"] = type(exc).__name__
+result = outcome
+"""
+        r = await hostile.run(code)
+        assert r.ok, r.error
+        assert "connected" not in r.result.values() and r.result["dns"] != "resolved"
+        assert r.result["127.0.0.1"].startswith(("ConnectionRefusedError", "OSError"))
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nothing ever reached the host's server
+    finally:
+        server.close()
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_writes_outside_the_work_dir_do_not_reach_the_host(
+        hostile: Sandbox, work_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    targets = [elsewhere / "planted.txt", PROJECT_DIR / f"planted-{uuid.uuid4().hex}.txt",
+               Path(sys.prefix) / "planted.txt", Path("/usr/planted-by-sandbox.txt"),
+               Path(sb._python_dirs()[0]) / "lib" / "planted.py"]
+    code = f"""
+import os
+outcome = {{}}
+for path in {[str(t) for t in targets]!r}:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("planted")
+        outcome[path] = "written (inside the sandbox)"
+    except OSError as exc:
+        outcome[path] = type(exc).__name__
+result = outcome
+"""
+    try:
+        r = await hostile.run(code)
+        assert r.ok, r.error
+        for target in targets:
+            assert not target.exists(), f"{target} appeared on the host"
+        # the project dir and the Python installation are read-only; /tmp inside is a private tmpfs
+        assert r.result[str(targets[1])] in {"OSError", "PermissionError"}
+        assert r.result[str(targets[2])] in {"OSError", "PermissionError"}
+    finally:
+        for target in targets:
+            if target.exists() and target.read_text() == "planted":
+                target.unlink()
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_pip_install_fails(hostile: Sandbox, work_dir: Path) -> None:
+    code = """
+import os, runpy, sys, site
+outcome = {}
+try:
+    import pip
+    outcome["import pip"] = "imported"
+except ImportError as exc:
+    outcome["import pip"] = str(exc)
+try:
+    sys.argv = ["pip", "install", "six"]
+    runpy.run_module("pip", run_name="__main__")
+    outcome["runpy pip"] = "ran"
+except (ImportError, SystemExit) as exc:
+    outcome["runpy pip"] = type(exc).__name__
+try:
+    import subprocess
+    subprocess.run([sys.executable, "-m", "pip", "install", "six"])
+    outcome["subprocess pip"] = "ran"
+except OSError as exc:
+    outcome["subprocess pip"] = type(exc).__name__
+try:
+    open(os.path.join(site.getsitepackages()[0], "six.py"), "w").write("x = 1")
+    outcome["site-packages"] = "writable"
+except OSError as exc:
+    outcome["site-packages"] = type(exc).__name__
+result = outcome
+"""
+    r = await hostile.run(code)
+    assert r.ok, r.error
+    assert "installing packages is disabled in the sandbox" in r.result["import pip"]
+    assert r.result["runpy pip"] == "ImportError"
+    assert r.result["subprocess pip"] == "PermissionError"
+    assert r.result["site-packages"] == "OSError"  # read-only file system
+    assert_host_unharmed(work_dir)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# without bubblewrap
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_missing_bubblewrap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    kind, description = isolation_status()
+    assert kind == "none" and "bubblewrap not found" in description
+    with pytest.raises(SandboxUnavailable) as info:
+        Sandbox(tmp_path)
+    message = str(info.value)
+    assert "bubblewrap" in message and "KGAGENTS_ALLOW_WEAK_SANDBOX=1" in message
+
+
+def test_unusable_bubblewrap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: "/bin/false")
+    kind, description = isolation_status()
+    assert kind == "none" and "unusable" in description
+    with pytest.raises(SandboxUnavailable, match="KGAGENTS_ALLOW_WEAK_SANDBOX=1"):
+        Sandbox(tmp_path)
+
+
+async def test_weak_mode_when_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0815")
+    work_dir = tmp_path / "work"
+    box = Sandbox(work_dir, SandboxLimits(timeout_s=2, memory_mb=256), allow_weak=True)
+    r = await box.run("import os, networkx\nprint(os.getcwd())\nresult = os.environ.get('OPENAI_API_KEY')")
+    assert r.ok, r.error
+    assert r.isolation == "weak" and r.result is None and r.stdout == f"{work_dir}\n"
+    r = await box.run("while True:\n    pass\n")
+    assert r.timed_out and r.error == "timed out after 2 s" and r.isolation == "weak"
+    r = await box.run("x = bytearray(10 ** 10)")
+    assert r.error.startswith("memory limit of 256 MB exceeded")
+    r = box.run_sync("result = 1 + 1")
+    assert r.ok and r.result == 2 and r.isolation == "weak"
+    if sb._weak_seccomp_loader() is not None:  # the seccomp filter still keeps it from starting processes
+        r = await box.run("import os\nos.fork()")
+        assert "PermissionError" in r.error
+    assert_host_unharmed(work_dir)
+
+
+def test_result_type() -> None:
+    r = SandboxResult(ok=True, stdout="", stderr="", error=None)
+    assert r.result is None and r.exit_code is None and r.timed_out is False and r.isolation == "bwrap"
+    assert SandboxLimits().cpu_seconds == 31 and SandboxLimits(timeout_s=2.5).cpu_seconds == 4

@@ -1,0 +1,131 @@
+"""The Image Tool (``image_inspector``): questions about a local or remote image, answered by the tools'
+multimodal chat model from LangChain image content blocks. SVG is rendered to PNG first (without fetching
+anything it links to); other formats the providers do not take are converted to PNG, large images scaled down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict, Field
+
+from kgagents.config import Settings
+from tools.base import ToolFailure
+from tools.files import prompts as P
+from tools.files.convert import kind_of
+from tools.files.sources import load
+from tools.manager import ToolEnv, ToolStatus
+
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+#: Longest side sent to the model (larger images are scaled down; providers downscale anyway).
+MAX_SIDE = 2048
+PROVIDER_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+
+
+def _refuse_fetch(url: str, *args: object, **kwargs: object) -> dict:
+    raise ValueError(f"external resources are not loaded ({url})")
+
+
+def svg_to_png(data: bytes) -> bytes:
+    """Render an SVG to PNG; linked files and URLs are not fetched."""
+    import cairosvg
+
+    try:
+        return cairosvg.svg2png(bytestring=data, url_fetcher=_refuse_fetch)
+    except Exception as exc:  # noqa: BLE001 - malformed SVGs fail in many ways
+        raise ToolFailure(f"cannot render the SVG image: {type(exc).__name__}: {exc}") from exc
+
+
+def prepare_image(data: bytes, name: str = "image", mimetype: str | None = None) -> tuple[str, str]:
+    """An image as ``(base64, mime type)`` in a format every provider takes, at most :data:`MAX_SIDE` px."""
+    from PIL import Image, UnidentifiedImageError
+
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ToolFailure(f"{name} is {len(data) / 2**20:.1f} MB; images up to {MAX_IMAGE_BYTES / 2**20:.0f} MB "
+                          "are accepted")
+    if kind_of(data, filename=name, mimetype=mimetype) == "svg":
+        data = svg_to_png(data)
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            fmt = (img.format or "").upper()
+            if fmt in PROVIDER_FORMATS and max(img.size) <= MAX_SIDE:
+                return base64.b64encode(data).decode("ascii"), PROVIDER_FORMATS[fmt]
+            out = img.convert("RGBA") if img.mode in {"P", "LA", "RGBA", "I;16"} else img.convert("RGB")
+            out.thumbnail((MAX_SIDE, MAX_SIDE))
+            buffer = io.BytesIO()
+            out.save(buffer, format="PNG")
+            return base64.b64encode(buffer.getvalue()).decode("ascii"), "image/png"
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, ValueError) as exc:
+        raise ToolFailure(f"{name} is not a readable image ({type(exc).__name__}: {exc}); for documents use "
+                          "inspect_file_as_text") from exc
+
+
+def image_message(question: str, b64: str, mime: str, source: str) -> list:
+    """The chat messages asking ``question`` about one image (a LangChain image content block)."""
+    text = P.IMAGE_QA.format(source=source, question=question) if question else P.IMAGE_CAPTION
+    return [SystemMessage(P.IMAGE_QA_SYSTEM),
+            HumanMessage(content=[{"type": "text", "text": text},
+                                  {"type": "image", "base64": b64, "mime_type": mime}])]
+
+
+async def inspect_image(env: ToolEnv, source: str, question: str | None = None) -> str:
+    """The tools' model's answer to ``question`` about the image at ``source`` (path or URL)."""
+    if env.llm is None:
+        raise ToolFailure("no chat model is configured for the tools; image_inspector needs a multimodal "
+                          "(vision) model: set KGAGENTS_TOOLS_MODEL (e.g. openai:gpt-4o-mini)")
+    loaded = await load(env, source, max_bytes=MAX_IMAGE_BYTES)
+    kind = kind_of(loaded.data, filename=loaded.name, mimetype=loaded.mimetype)
+    if kind == "audio":
+        raise ToolFailure(f"{loaded.name} is audio: use inspect_file_as_text, which transcribes it")
+    if kind == "archive":
+        raise ToolFailure(f"{loaded.name} is a zip archive: use extract_zip")
+    b64, mime = await asyncio.to_thread(prepare_image, loaded.data, loaded.name, loaded.mimetype)
+    reply = await env.ask_llm(image_message((question or "").strip(), b64, mime, loaded.source))
+    text = reply.text if isinstance(getattr(reply, "text", None), str) else str(reply.content)
+    return text.strip() or "(the model gave no answer about the image)"
+
+
+class ImageInput(BaseModel):
+    image_path: str = Field(description="Local path or URL of the image (.png, .jpg, .jpeg, .gif, .webp, .svg, "
+                                        ".bmp, .tif).")
+    question: str | None = Field(default=None, description="Your question about the image; omit it for a "
+                                                           "detailed caption.")
+
+
+class ImageInspectorTool(BaseTool):
+    """Answer questions about an image with a multimodal model."""
+
+    name: str = "image_inspector"
+    description: str = (
+        "Look at an image (a local path or a URL) and answer a question about it: text in the image, objects, "
+        "people, charts and their values, positions. Handles PNG, JPEG, GIF, WEBP, BMP, TIFF and SVG. It does "
+        "not handle audio or documents (use inspect_file_as_text). Example: image_inspector(image_path="
+        "\"/data/chart.png\", question=\"What is the highest value on the y-axis?\")"
+    )
+    args_schema: type[BaseModel] = ImageInput
+    env: ToolEnv
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    def _run(self, image_path: str, question: str | None = None) -> str:  # pragma: no cover - async only
+        raise NotImplementedError("image_inspector runs asynchronously")
+
+    async def _arun(self, image_path: str, question: str | None = None) -> str:
+        return await inspect_image(self.env, image_path, question)
+
+
+def make_image_inspector(env: ToolEnv) -> ImageInspectorTool:
+    """The ``image_inspector`` tool of one run."""
+    return ImageInspectorTool(env=env)
+
+
+def check_image_inspector(settings: Settings) -> ToolStatus:
+    """Available with a chat model; it must accept images (a vision model), which only a call can tell."""
+    if settings.model_for("tools"):
+        return ToolStatus("image_inspector", True, "available (needs a vision-capable tools model)")
+    return ToolStatus("image_inspector", True, "available when a vision-capable chat model is configured for "
+                                               "the run (KGAGENTS_MODEL or KGAGENTS_TOOLS_MODEL)")

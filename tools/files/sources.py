@@ -1,0 +1,64 @@
+"""Where the file tools read from: a local path (a task attachment, a file in the run's work dir) or a URL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from tools.base import ToolFailure
+from tools.files.convert import MAX_CONVERT_BYTES
+from tools.manager import ToolEnv
+from tools.web.http import download, limits_of
+
+
+@dataclass
+class Loaded:
+    """A file's bytes and what is known about it."""
+
+    data: bytes
+    name: str
+    """File name (for the type guess and for messages)."""
+    source: str
+    """The path or final URL it came from."""
+    mimetype: str | None = None
+    charset: str | None = None
+    path: Path | None = None
+
+
+def is_url(source: str) -> bool:
+    """Whether ``source`` is an http(s) address."""
+    return urlparse(source.strip()).scheme.lower() in {"http", "https"}
+
+
+def local_path(env: ToolEnv, source: str) -> Path:
+    """The local file ``source`` names: absolute, ``file://``, or relative to the work dir or the current
+    directory. :class:`ToolFailure` when there is no such file."""
+    raw = source.strip()
+    if raw.lower().startswith("file://"):
+        raw = unquote(urlparse(raw).path)
+    path = Path(raw).expanduser()
+    candidates = [path] if path.is_absolute() else [Path(env.work_dir) / path, Path.cwd() / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+        if candidate.exists():
+            raise ToolFailure(f"{source} is not a file")
+    looked = ", ".join(str(c) for c in candidates)
+    raise ToolFailure(f"file not found: {source} (looked at {looked})")
+
+
+async def load(env: ToolEnv, source: str, *, max_bytes: int = MAX_CONVERT_BYTES) -> Loaded:
+    """Read a local file or download a URL (within the run's fetch limits)."""
+    if not source or not source.strip():
+        raise ToolFailure("no file path or URL was given")
+    if is_url(source):
+        got = await download(source.strip(), limits_of(env.extra))
+        name = got.filename or Path(urlparse(got.url).path).name or "download"
+        return Loaded(data=got.content, name=name, source=got.url, mimetype=got.mimetype or None,
+                      charset=got.charset)
+    path = local_path(env, source)
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ToolFailure(f"{path.name} is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
+    return Loaded(data=path.read_bytes(), name=path.name, source=str(path), path=path)
