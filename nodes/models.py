@@ -78,7 +78,7 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
 
     provider, _, name = spec.partition(":")
     if name and base_url and not _is_provider(provider):
-        provider, name = "", spec  # "qwen2.5:7b" on an OpenAI-compatible server is one model name
+        provider, name = spec, ""  # "qwen2.5:7b" on an OpenAI-compatible server is one bare model name
     kwargs: dict[str, Any] = {}
     if temperature is not None:
         kwargs["temperature"] = temperature

@@ -161,7 +161,7 @@ the initial problem. Call the tools that obtain the missing information.
 2. Gather information: choose the tools that can obtain exactly the missing information.
 3. Detailed usage: give each tool precise, self-contained arguments (full file paths, full questions).
 4. Utilize existing data: do not ask for information the knowledge graph already holds.
-5. Avoid redundant calls: never repeat a tool call listed in <tool_calls_made> with the same arguments.
+5. Avoid redundant calls: never repeat a tool call listed in the tool calls made with the same arguments.
 6. Ensure uniqueness: each call in this turn must differ from the others.
 7. Default tool: when no specialised tool fits, ask the LLM tool.
 8. Do not hallucinate: do not invent facts, file names or URLs.

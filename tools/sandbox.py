@@ -16,9 +16,11 @@ isolated with operating-system mechanisms:
   ``io_uring``.
 * **resource limits** (``setrlimit`` before the exec): address space (memory), CPU seconds, file size, number
   of processes, open files, no core dumps; and, where the host lets us create one, a ``pids`` cgroup per call
-  that caps processes *and threads* (``RLIMIT_NPROC`` alone is not enforced for root, and code that runs as
-  root outside a user namespace counts as root). A wall-clock timeout kills the whole process group; since
-  bubblewrap's pid 1 is in that group, the pid namespace and everything in it dies with it.
+  that caps processes *and threads*. (``RLIMIT_NPROC`` is not enforced for root, and the sandbox user is
+  mapped to the application's own uid, root in a container; so the seccomp filter and the cgroup are what
+  stop a fork bomb there. The runner also refuses to start more than ``max_processes`` Python threads.)
+  A wall-clock timeout kills the whole process group; bubblewrap's pid 1 dies with it (``--die-with-parent``)
+  and takes the pid namespace and everything in it along.
 * **a cleared environment**: the child gets only ``PATH``, ``HOME`` (the work dir), ``LANG``, ``TMPDIR`` and a
   few ``PYTHON*``/thread-count variables; API keys and other secrets of the application never reach it.
 * **only the installed packages**: the interpreter is the application's own (``sys.executable``) with the
@@ -781,7 +783,7 @@ def _preexec(limits: SandboxLimits, cgroup_procs: str | None, weak_seccomp: Call
     def _set(kind: int, soft: int, hard: int | None = None) -> None:
         hard = soft if hard is None else hard
         try:
-            cur_soft, cur_hard = resource.getrlimit(kind)
+            _, cur_hard = resource.getrlimit(kind)
             if cur_hard != resource.RLIM_INFINITY:
                 soft, hard = min(soft, cur_hard), min(hard, cur_hard)
             resource.setrlimit(kind, (soft, hard))
@@ -916,7 +918,6 @@ class Sandbox:
         job_path = run_dir / "job.json"
         job_path.write_text(text, encoding="utf-8")
         status_path = run_dir / "result.json"
-        cgroup = _PidsCgroup(self.limits.max_processes + 3)  # + bwrap, its pid 1 and the interpreter
         python = [sys.executable, "-s", "-P", "-B", "-u", "-X", "utf8", "-c", _RUNNER, str(job_path),
                   str(status_path)]
         fds: list[int] = []
@@ -931,6 +932,7 @@ class Sandbox:
             host_env = _child_env(self.work_dir, tmp)
             argv = python
             weak_seccomp = _weak_seccomp_loader()
+        cgroup = _PidsCgroup(self.limits.max_processes + 3)  # + bwrap, its pid 1 and the interpreter
         preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp, _nproc_limit(self.limits.max_processes))
         return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, preexec, cgroup)
 
