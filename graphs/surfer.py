@@ -50,7 +50,7 @@ def build() -> StateGraph:
     return g
 
 
-def recursion_limit(max_steps: int = n.DEFAULT_MAX_STEPS) -> int:
+def recursion_limit(max_steps: int = n.MAX_STEPS_LIMIT) -> int:
     """The recursion limit a run of ``max_steps`` agent steps needs."""
     return RECURSION_PER_STEP * max_steps + RECURSION_EXTRA
 

@@ -75,6 +75,22 @@ def _check_model(values: dict[str, Any]) -> None:
         configured_model_string(role, ctx)
 
 
+def _warn_isolation() -> None:
+    """Say at start-up when LLM-written code cannot run under full isolation."""
+    from tools.sandbox import isolation_status
+
+    kind, detail = isolation_status()
+    if kind == "bwrap":
+        return
+    if get_settings().allow_weak_sandbox:
+        print(f"kgagents: warning: {detail}; LLM-written code runs with weak isolation "
+              "(KGAGENTS_ALLOW_WEAK_SANDBOX=1)", file=sys.stderr)
+    else:
+        print(f"kgagents: warning: {detail}; the Python tool and the embedded KG are unavailable. Install the "
+              "Debian package `bubblewrap`, or accept weak isolation with KGAGENTS_ALLOW_WEAK_SANDBOX=1",
+              file=sys.stderr)
+
+
 def _print_answer(thread_id: str, state: dict[str, Any]) -> None:
     print(state.get("final_answer", "(no answer)"))
     print(f"thread: {thread_id} (details: kgagents show {thread_id})", file=sys.stderr)
@@ -106,6 +122,7 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
 def cmd_ask(args: argparse.Namespace) -> int:
     values = context_values_from_args(args)
     _check_model(values)
+    _warn_isolation()
     attachments = []
     for path in args.attach or []:
         p = Path(path)

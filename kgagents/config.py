@@ -25,14 +25,21 @@ class ConfigurationError(RuntimeError):
     """Raised when the user's configuration cannot work; the message says what to set."""
 
 
+_dotenv_loaded = False
+
+
 def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
     """Load ``.env`` (from the working directory or ``dotenv_path``) without overriding real variables.
 
-    ``KGAGENTS_NO_DOTENV=1`` turns this off (the test suite sets it).
+    The working directory's ``.env`` is read once per process (at import), so that reading settings inside a
+    running graph never touches the filesystem. ``KGAGENTS_NO_DOTENV=1`` turns it off (the test suite sets it).
     """
-    if os.environ.get("KGAGENTS_NO_DOTENV") == "1":
+    global _dotenv_loaded
+    if os.environ.get("KGAGENTS_NO_DOTENV") == "1" or (dotenv_path is None and _dotenv_loaded):
         return
     path = Path(dotenv_path) if dotenv_path else Path.cwd() / ".env"
+    if dotenv_path is None:
+        _dotenv_loaded = True
     if path.is_file():
         load_dotenv(path, override=False)
 
@@ -94,6 +101,8 @@ def get_settings() -> Settings:
         ollama_url=ollama_url(_env("OLLAMA_HOST", OLLAMA_DEFAULT_URL) or OLLAMA_DEFAULT_URL),
     )
 
+
+load_env()
 
 MODEL_VARIABLES_HELP = (
     "No chat model is configured. Set one of:\n"

@@ -66,6 +66,8 @@ class ScriptedChatModel(BaseChatModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     steps: list[dict[str, Any]] = Field(default_factory=list)
+    script_path: str | None = None
+    """A script file to load the steps from, on the first call (so building the model does no I/O)."""
     script_name: str = "scripted"
     model_name: str = "scripted"
     _uses: list[int] = PrivateAttr(default_factory=list)
@@ -74,6 +76,9 @@ class ScriptedChatModel(BaseChatModel):
     """Prompts received, in order (for tests)."""
 
     def model_post_init(self, __context: Any) -> None:
+        self._validate()
+
+    def _validate(self) -> None:
         for i, step in enumerate(self.steps):
             replies = [k for k in ("structured", "tool_calls", "content", "raise") if k in step]
             if len(replies) != 1:
@@ -84,16 +89,28 @@ class ScriptedChatModel(BaseChatModel):
         self._uses = [0] * len(self.steps)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "ScriptedChatModel":
-        """Load a script file ``{"name": ..., "steps": [...]}``; errors name the file."""
-        path = Path(path)
+    def from_file(cls, path: str | Path, *, lazy: bool = False) -> "ScriptedChatModel":
+        """A model for the script file ``{"name": ..., "steps": [...]}``; errors name the file.
+
+        With ``lazy=True`` the file is read on the first call rather than now.
+        """
+        model = cls(script_path=str(path), script_name=Path(path).stem)
+        if not lazy:
+            model._load()
+        return model
+
+    def _load(self) -> None:
+        path = Path(self.script_path or "")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ValueError(f"cannot read the chat-model script {path}: {exc}") from exc
         if isinstance(data, list):
             data = {"steps": data}
-        return cls(steps=data.get("steps", []), script_name=data.get("name", path.stem))
+        self.steps = list(data.get("steps", []))
+        self.script_name = data.get("name", path.stem)
+        self._validate()
+        self.script_path = None
 
     @property
     def _llm_type(self) -> str:
@@ -119,6 +136,8 @@ class ScriptedChatModel(BaseChatModel):
 
     def _pick(self, prompt: str) -> dict[str, Any]:
         with self._lock:
+            if self.script_path:
+                self._load()
             self.calls.append(prompt)
             for i, step in enumerate(self.steps):
                 times = step.get("times", 1)

@@ -49,10 +49,20 @@ def register_price(model: str, input_per_million: float, output_per_million: flo
     _extra_prices[model] = {"input": float(input_per_million), "output": float(output_per_million)}
 
 
+_file_cache: dict[str, dict[str, dict[str, float]]] = {}
+
+
 def _file_prices() -> dict[str, dict[str, float]]:
+    """The prices file's table, read once per process and path (so accounting inside a graph does no I/O)."""
     path = get_settings().prices_file
     if not path:
         return {}
+    if str(path) not in _file_cache:
+        _file_cache[str(path)] = _read_prices(Path(path))
+    return _file_cache[str(path)]
+
+
+def _read_prices(path: Path) -> dict[str, dict[str, float]]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -100,7 +110,7 @@ def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 
             "calls": calls,
             "input_tokens": int(input_tokens),
             "output_tokens": int(output_tokens),
-            "cost_usd": cost_of(model, input_tokens, output_tokens),
+            "cost_usd": round(cost_of(model, input_tokens, output_tokens), 10),  # as merge_usage rounds
         }
     }
 

@@ -7,6 +7,7 @@ the ``*Task`` dicts below; their results land in append-only logs tagged with th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -306,14 +307,15 @@ def tool_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
                    extra={"context": ctx})
 
 
-def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManager:
-    return ToolManager(tool_env(ctx, config), ctx.tools)
+async def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManager:
+    """The run's tools, built off the event loop (building them touches the filesystem and probes services)."""
+    return await asyncio.to_thread(lambda: ToolManager(tool_env(ctx, config), ctx.tools))
 
 
 async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """The tool executor picks tool calls for the missing information (an LLM bound to the tools)."""
     ctx = context_of(runtime)
-    manager = tool_manager(ctx, config)
+    manager = await tool_manager(ctx, config)
     llm = LLMCaller(ctx, "tool_executor")
     prompt = P.render(P.DEFINE_TOOL_CALLS, problem=state["question"],
                       attachments=describe_attachments(state.get("attachments")),
@@ -349,7 +351,7 @@ async def run_tool_call(task: ToolTask, runtime: Runtime[Context], config: Runna
     if task["cached"] is not None:
         cached = task["cached"]
         return {"tool_calls": [ToolCallRecord(**base, output=cached["output"], ok=True, attempts=0, cached=True)]}
-    manager = tool_manager(ctx, config)
+    manager = await tool_manager(ctx, config)
     tool = manager.get(call["name"])
     if tool is None:
         unavailable = {s.name: s.reason for s in manager.unavailable()}
@@ -514,7 +516,7 @@ async def compute_math(state: KGoTState, runtime: Runtime[Context], config: Runn
     """The LLM writes Python for the calculation; it runs in the sandbox; errors go back to be fixed."""
     ctx = context_of(runtime)
     llm = LLMCaller(ctx, "graph_executor")
-    manager = tool_manager(ctx, config)
+    manager = await tool_manager(ctx, config)
     python = manager.get("run_python_code")
     if python is None:
         return {"math_output": "The Python tool is not available; the calculation was not done.", "usage": llm.usage}

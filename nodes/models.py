@@ -73,7 +73,7 @@ def build_chat_model(spec: str, *, base_url: str | None = None, temperature: flo
 def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature: float | None,
            timeout_s: float | None) -> BaseChatModel:
     if spec.startswith("scripted:"):
-        return ScriptedChatModel.from_file(spec.split(":", 1)[1])
+        return ScriptedChatModel.from_file(spec.split(":", 1)[1], lazy=True)
     from langchain.chat_models import init_chat_model
 
     provider, _, name = spec.partition(":")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,10 @@ def sandbox_limits(ctx: Context) -> SandboxLimits:
 
 
 async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KGSnapshot | None) -> KGStore:
-    """The run's task KG, holding exactly the KG of the state (database backends restore it if needed)."""
-    return open_store(ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir_for(ctx, config),
-                      thread_id=thread_id_of(config), limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx))
+    """The run's task KG, holding exactly the KG of the state (database backends restore it if needed).
+
+    Opening touches the filesystem (and, for database backends, the network), so it runs off the event loop.
+    """
+    return await asyncio.to_thread(lambda: open_store(
+        ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir_for(ctx, config),
+        thread_id=thread_id_of(config), limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx)))

@@ -37,6 +37,8 @@ from tools.web.tools import make_surfer_tools
 TOOL_ENV_KEY = "kgagents_tool_env"
 #: Steps of the agent (LLM turns) before it must answer, as in the surfer of the KGoT paper's tool suite.
 DEFAULT_MAX_STEPS = 12
+#: The most steps a caller may ask for.
+MAX_STEPS_LIMIT = 50
 FINAL_ANSWER = "final_answer"
 
 
@@ -102,7 +104,7 @@ def surfer_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
 
 
 def _max_steps(state: SurferState) -> int:
-    return max(1, int(state.get("max_steps") or DEFAULT_MAX_STEPS))
+    return min(MAX_STEPS_LIMIT, max(1, int(state.get("max_steps") or DEFAULT_MAX_STEPS)))
 
 
 def tool_schemas(env: ToolEnv) -> list[Any]:

@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# Before any project module is imported: never read a developer's .env during the tests.
+os.environ["KGAGENTS_NO_DOTENV"] = "1"
+
 _USER_VARIABLES = [name for name in os.environ if name.startswith("KGAGENTS_")] + [
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "SERPAPI_API_KEY",
 ]

@@ -11,9 +11,9 @@ isolated with operating-system mechanisms:
   exists inside (no ``/root``, ``/home``, ``~/.ssh``, project ``.env``, ``/run`` sockets). The network
   namespace has no interfaces besides a loopback that is down, so even ``127.0.0.1`` of the host is out of
   reach. It runs as uid/gid 65534 without capabilities, cannot create further user namespaces, and a seccomp
-  filter stops it from starting child processes (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``; threads
-  are allowed) and from using the kernel keyring, ``ptrace``, ``bpf``, ``perf_event_open``, ``userfaultfd`` and
-  ``io_uring``.
+  filter stops it from starting child processes (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``;
+  threads are allowed) and from using the kernel keyring, ``ptrace``, ``bpf``, ``perf_event_open``,
+  ``userfaultfd`` and ``io_uring``.
 * **resource limits** (``setrlimit`` before the exec): address space (memory), CPU seconds, file size, number
   of processes, open files, no core dumps; and, where the host lets us create one, a ``pids`` cgroup per call
   that caps processes *and threads*. (``RLIMIT_NPROC`` is not enforced for root, and the sandbox user is
@@ -141,13 +141,13 @@ class _NoInstall:
 
     def find_spec(self, name, path=None, target=None):
         if name.partition(".")[0] in ("pip", "ensurepip"):
-            raise ModuleNotFoundError(
-                "installing packages is disabled in the sandbox; use the packages that are installed", name=name)
+            raise ModuleNotFoundError("installing packages is disabled in the sandbox; "
+                                      "use the packages that are installed", name=name)
         return None
 
 
 def _limit_threads(limit):
-    """Refuses to start more than ``limit`` live threads (the pids cgroup, where there is one, is the hard cap)."""
+    """Refuses more than ``limit`` live threads (the pids cgroup, where there is one, is the hard cap)."""
     import _thread
     lock, live = _thread.allocate_lock(), [0]
 
@@ -155,7 +155,8 @@ def _limit_threads(limit):
         def guarded(function, *args, **kwargs):
             with lock:
                 if live[0] >= limit:
-                    raise RuntimeError("can't start new thread: the sandbox allows at most %d threads" % limit)
+                    raise RuntimeError("can't start new thread: the sandbox allows at most %d threads"
+                                       % limit)
                 live[0] += 1
 
             def run(*a, **k):
@@ -933,7 +934,8 @@ class Sandbox:
             argv = python
             weak_seccomp = _weak_seccomp_loader()
         cgroup = _PidsCgroup(self.limits.max_processes + 3)  # + bwrap, its pid 1 and the interpreter
-        preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp, _nproc_limit(self.limits.max_processes))
+        preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp,
+                           _nproc_limit(self.limits.max_processes))
         return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, preexec, cgroup)
 
     def _finish(self, launch: _Launch, exit_code: int | None, out: _Capture, err: _Capture,
@@ -999,11 +1001,13 @@ class Sandbox:
         except ValueError:
             name = f"signal {signum}"
         if signum == signal.SIGXCPU:
-            return f"CPU time limit of {self.limits.cpu_seconds} s exceeded (killed by signal {signum}, {name})"
+            return (f"CPU time limit of {self.limits.cpu_seconds} s exceeded "
+                    f"(killed by signal {signum}, {name})")
         if signum == signal.SIGKILL:
             return f"killed by signal 9 (SIGKILL; CPU limit of {self.limits.cpu_seconds} s?)"
         if signum == signal.SIGXFSZ:
-            return f"file size limit of {self.limits.max_file_mb} MB exceeded (killed by signal {signum}, {name})"
+            return (f"file size limit of {self.limits.max_file_mb} MB exceeded "
+                    f"(killed by signal {signum}, {name})")
         return f"killed by signal {signum} ({name})"
 
     def _kill(self, pid: int, launch: _Launch) -> None:
@@ -1110,7 +1114,8 @@ class Sandbox:
         try:
             proc = subprocess.Popen(launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=launch.env, cwd=launch.cwd,
-                                    start_new_session=True, preexec_fn=launch.preexec, pass_fds=launch.pass_fds)
+                                    start_new_session=True, preexec_fn=launch.preexec,
+                                    pass_fds=launch.pass_fds)
             self._close_fds(launch)
             assert proc.stdout is not None and proc.stderr is not None
             deadline = time.monotonic() + self.limits.timeout_s

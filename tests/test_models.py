@@ -1,0 +1,320 @@
+"""Choosing chat models per role: context, environment, a local Ollama server, or a clear configuration error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_ollama import ChatOllama
+from langchain_openai import ChatOpenAI
+
+from kgagents.config import ROLES, ConfigurationError, get_settings, ollama_url
+from kgagents.scripted import ScriptedChatModel
+from nodes.context import Context
+from nodes.llm import LLMCaller
+from nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
+from tests.fakes import closed_port, isolate_model_env
+from tests.fakes.ollama_server import FakeOllamaServer, ollama_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import FakeOpenAIServer
+
+REPO = Path(__file__).resolve().parents[1]
+ROLE_VARIABLES = ["KGAGENTS_GRAPH_EXECUTOR_MODEL", "KGAGENTS_TOOL_EXECUTOR_MODEL", "KGAGENTS_TOOLS_MODEL"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate_model_env(monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"name": "tiny", "steps": [{"content": "scripted hello", "times": 0}]}))
+    return path
+
+
+def scripted(name: str) -> ScriptedChatModel:
+    return ScriptedChatModel(steps=[{"content": name, "times": 0}], model_name=name)
+
+
+# --------------------------------------------------------------------------------------------------
+# resolution order
+
+
+def test_context_instance_beats_everything(monkeypatch: pytest.MonkeyPatch, script: Path) -> None:
+    monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{script}")
+    monkeypatch.setenv("KGAGENTS_GRAPH_EXECUTOR_MODEL", f"scripted:{script}")
+    given = scripted("given")
+    assert resolve_model(Context(model=given), "graph_executor") is given
+    # a role's own instance beats the context's default, whether that is an instance or a string
+    role = scripted("role")
+    assert resolve_model(Context(model=given, graph_executor_model=role), "graph_executor") is role
+    assert resolve_model(Context(model=given, graph_executor_model=role), "tool_executor") is given
+    assert resolve_model(Context(model=f"scripted:{script}", tools_model=role), "tools") is role
+
+
+def test_context_string_beats_the_environment(monkeypatch: pytest.MonkeyPatch, script: Path) -> None:
+    monkeypatch.setenv("KGAGENTS_MODEL", "openai:gpt-4o")
+    monkeypatch.setenv("KGAGENTS_GRAPH_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5")
+    ctx = Context(model=f"scripted:{script}")
+    for role in ROLES:
+        assert configured_model_string(role, ctx) == f"scripted:{script}"
+    ctx = Context(model="openai:gpt-4o-mini", tool_executor_model="openai:gpt-4.1-nano")
+    assert configured_model_string("graph_executor", ctx) == "openai:gpt-4o-mini"
+    assert configured_model_string("tool_executor", ctx) == "openai:gpt-4.1-nano"
+
+
+def test_role_override_beats_kgagents_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGAGENTS_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("KGAGENTS_TOOL_EXECUTOR_MODEL", "openai:gpt-4.1-mini")
+    monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", "ollama:llama3.2")
+    assert configured_model_string("graph_executor") == "openai:gpt-4o-mini"
+    assert configured_model_string("graph_executor", Context()) == "openai:gpt-4o-mini"
+    assert configured_model_string("tool_executor", Context()) == "openai:gpt-4.1-mini"
+    assert configured_model_string("tools", Context()) == "ollama:llama3.2"
+
+
+def test_role_override_alone_is_enough_for_that_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGAGENTS_GRAPH_EXECUTOR_MODEL", "openai:gpt-4o")
+    assert configured_model_string("graph_executor") == "openai:gpt-4o"
+    with pytest.raises(ConfigurationError):
+        configured_model_string("tools")
+
+
+def test_blank_variables_count_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGAGENTS_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.setenv("KGAGENTS_GRAPH_EXECUTOR_MODEL", "   ")
+    assert configured_model_string("graph_executor") == "openai:gpt-4o-mini"
+
+
+def test_kgagents_model_beats_a_running_ollama(monkeypatch: pytest.MonkeyPatch,
+                                               ollama_server: FakeOllamaServer) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", ollama_server.url)
+    monkeypatch.setenv("KGAGENTS_MODEL", "openai:gpt-4o-mini")
+    assert configured_model_string("graph_executor") == "openai:gpt-4o-mini"
+    assert ollama_server.requests == []  # not even asked
+
+
+def test_unknown_role_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown model role"):
+        get_settings().model_for("planner")
+
+
+# --------------------------------------------------------------------------------------------------
+# nothing configured
+
+
+def test_nothing_configured_names_the_variables() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        resolve_model(Context(), "graph_executor")
+    message = str(info.value)
+    for name in ["KGAGENTS_MODEL", "KGAGENTS_BASE_URL", "KGAGENTS_API_KEY", "OPENAI_API_KEY", *ROLE_VARIABLES]:
+        assert name in message
+    assert ".env" in message
+
+
+def test_dotenv_in_the_working_directory_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("KGAGENTS_NO_DOTENV")
+    monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", "openai:from-environment")
+    (tmp_path / ".env").write_text("KGAGENTS_MODEL=openai:from-dotenv\nKGAGENTS_TOOLS_MODEL=openai:from-dotenv\n")
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # load_dotenv writes here; keep it to this test
+    assert configured_model_string("graph_executor") == "openai:from-dotenv"
+    assert configured_model_string("tools") == "openai:from-environment"  # real variables win
+
+
+# --------------------------------------------------------------------------------------------------
+# Ollama auto-detection
+
+
+async def test_ollama_is_used_when_nothing_else_is_configured(monkeypatch: pytest.MonkeyPatch,
+                                                              ollama_server: FakeOllamaServer) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", ollama_server.url)
+    ollama_server.replies.append("hello from ollama")
+
+    assert configured_model_string("graph_executor", Context()) == "ollama:qwen2.5:7b"
+    model = resolve_model(Context(), "graph_executor")
+    assert isinstance(model, ChatOllama)
+    assert model.model == "qwen2.5:7b" and model.base_url == ollama_server.url
+
+    llm = LLMCaller(Context(), "tool_executor")
+    assert await llm.text("hi") == "hello from ollama"
+    assert llm.usage == {"qwen2.5:7b": {"calls": 1, "input_tokens": 9, "output_tokens": 3, "cost_usd": 0.0}}
+    chat = [body for method, path, body in ollama_server.requests if path == "/api/chat"]
+    assert chat and chat[0]["model"] == "qwen2.5:7b"
+    assert chat[0]["messages"][-1]["content"] == "hi"
+
+
+def test_ollama_host_without_a_scheme(monkeypatch: pytest.MonkeyPatch, ollama_server: FakeOllamaServer) -> None:
+    """Ollama's own tools accept OLLAMA_HOST=host:port; so do we."""
+    monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{ollama_server.port}")
+    assert configured_model_string("graph_executor") == "ollama:qwen2.5:7b"
+    model = resolve_model(Context(), "graph_executor")
+    assert model.base_url == ollama_server.url  # type: ignore[attr-defined]
+
+
+def test_ollama_url_forms() -> None:
+    assert ollama_url("127.0.0.1") == "http://127.0.0.1:11434"
+    assert ollama_url("localhost:1234") == "http://localhost:1234"
+    assert ollama_url("http://10.0.0.2:11434/") == "http://10.0.0.2:11434"
+    assert ollama_url("https://ollama.example.com") == "https://ollama.example.com"
+
+
+def test_ollama_embedding_models_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOllamaServer(models=["nomic-embed-text:latest", "llama3.2:3b"]) as server:
+        monkeypatch.setenv("OLLAMA_HOST", server.url)
+        assert configured_model_string("tools") == "ollama:llama3.2:3b"
+
+
+@pytest.mark.parametrize("models", [[], ["mxbai-embed-large"]])
+def test_ollama_without_a_chat_model_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch,
+                                                              models: list[str]) -> None:
+    with FakeOllamaServer(models=models) as server:
+        monkeypatch.setenv("OLLAMA_HOST", server.url)
+        with pytest.raises(ConfigurationError, match="KGAGENTS_MODEL"):
+            configured_model_string("graph_executor")
+
+
+def test_something_else_on_the_ollama_port_is_not_ollama(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAIServer() as other:  # answers 404 to /api/tags
+        monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{other.port}")
+        with pytest.raises(ConfigurationError, match="KGAGENTS_MODEL"):
+            configured_model_string("graph_executor")
+
+
+def test_closed_ollama_port_is_quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{closed_port()}")
+    start = time.monotonic()
+    with pytest.raises(ConfigurationError):
+        configured_model_string("graph_executor")
+    assert time.monotonic() - start < 2
+
+
+# --------------------------------------------------------------------------------------------------
+# model strings
+
+
+def test_bare_model_name_without_base_url_is_a_clear_error() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        resolve_model(Context(model="gpt-4o-mini"), "graph_executor")
+    message = str(info.value)
+    assert "provider:model" in message and "openai:gpt-4o-mini" in message and "KGAGENTS_BASE_URL" in message
+
+
+def test_bare_model_name_with_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGAGENTS_BASE_URL", "http://127.0.0.1:8000/v1")
+    model = resolve_model(Context(model="meta-llama/Llama-3.1-8B-Instruct", llm_timeout_s=7), "graph_executor")
+    assert isinstance(model, ChatOpenAI)
+    assert model.model_name == "meta-llama/Llama-3.1-8B-Instruct"
+    assert model.openai_api_base == "http://127.0.0.1:8000/v1"
+    assert model.max_retries == 0 and model.request_timeout == 7
+    assert model.openai_api_key.get_secret_value() == "not-needed"  # type: ignore[union-attr]
+    # the context's base_url wins over the environment's
+    other = resolve_model(Context(model="m", base_url="http://127.0.0.1:9000/v1"), "tools")
+    assert other.openai_api_base == "http://127.0.0.1:9000/v1"  # type: ignore[attr-defined]
+
+
+def test_api_key_from_kgagents_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGAGENTS_BASE_URL", "http://127.0.0.1:8000/v1")
+    monkeypatch.setenv("KGAGENTS_API_KEY", "first")
+    first = build_chat_model("m")
+    monkeypatch.setenv("KGAGENTS_API_KEY", "second")
+    second = build_chat_model("m")
+    assert first.openai_api_key.get_secret_value() == "first"  # type: ignore[attr-defined]
+    assert second.openai_api_key.get_secret_value() == "second"  # type: ignore[attr-defined]
+
+
+def test_provider_model_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    model = resolve_model(Context(model="openai:gpt-4o-mini", temperature=0.2), "graph_executor")
+    assert isinstance(model, ChatOpenAI)
+    assert model.model_name == "gpt-4o-mini" and model.temperature == 0.2 and model.max_retries == 0
+    assert model_label(model) == "gpt-4o-mini"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    claude = resolve_model(Context(model="anthropic:claude-sonnet-4-5"), "tools")
+    assert type(claude).__name__ == "ChatAnthropic" and model_label(claude) == "claude-sonnet-4-5"
+
+
+def test_models_are_shared_within_a_process_but_not_across_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    a = build_chat_model("openai:gpt-4o-mini", timeout_s=5)
+    assert build_chat_model("openai:gpt-4o-mini", timeout_s=5) is a
+    assert build_chat_model("openai:gpt-4o-mini", timeout_s=6) is not a
+    assert build_chat_model("openai:gpt-4o-mini", timeout_s=5, temperature=0.0) is not a
+
+
+def test_provider_without_its_key_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="openai:gpt-4o-mini"):
+        resolve_model(Context(model="openai:gpt-4o-mini"), "graph_executor")
+
+
+def test_unknown_provider_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="nosuchprovider:model"):
+        build_chat_model("nosuchprovider:model")
+
+
+def test_scripted_model_string(script: Path) -> None:
+    model = resolve_model(Context(model=f"scripted:{script}"), "graph_executor")
+    assert isinstance(model, ScriptedChatModel) and isinstance(model, BaseChatModel)
+    assert model.script_name == "tiny"
+
+
+async def test_scripted_model_through_the_llm_layer(script: Path) -> None:
+    llm = LLMCaller(Context(model=f"scripted:{script}"), "tools")
+    assert await llm.text("hi") == "scripted hello"
+    assert llm.usage["scripted"]["calls"] == 1
+
+
+def test_scripted_model_with_a_missing_file_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="nope.json"):
+        resolve_model(Context(model=f"scripted:{tmp_path / 'nope.json'}"), "graph_executor")
+
+
+def test_context_from_a_mapping_takes_strings() -> None:
+    ctx = Context.from_mapping({"model": "openai:gpt-4o-mini", "tools_model": "ollama:llama3.2"})
+    assert configured_model_string("tools", ctx) == "ollama:llama3.2"
+    with pytest.raises(ValueError, match="unknown context field"):
+        Context.from_mapping({"modle": "x"})
+
+
+# --------------------------------------------------------------------------------------------------
+# the command line stops at once without a model
+
+
+def _clean_env(tmp_path: Path) -> dict[str, str]:
+    keep = {"PATH", "HOME", "LANG", "LC_ALL", "SYSTEMROOT", "TMPDIR"}
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update({"OLLAMA_HOST": f"http://127.0.0.1:{closed_port()}", "PYTHONPATH": str(REPO),
+                "KGAGENTS_RUNS_DIR": str(tmp_path / "runs"), "PYTHONDONTWRITEBYTECODE": "1"})
+    return env
+
+
+def test_cli_ask_without_a_model_exits_2_with_the_variables(tmp_path: Path) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "kgagents.cli", "ask", "What is 2 + 2?"], cwd=work,
+                          env=_clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert "KGAGENTS_MODEL" in proc.stderr
+    for name in ROLE_VARIABLES:
+        assert name in proc.stderr
+    assert proc.stdout == ""
+    assert not (tmp_path / "runs").exists()  # stopped before starting a run
+
+
+def test_cli_ask_with_a_bare_model_and_no_base_url_exits_2(tmp_path: Path) -> None:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = {**_clean_env(tmp_path), "KGAGENTS_MODEL": "gpt-4o-mini"}
+    proc = subprocess.run([sys.executable, "-m", "kgagents.cli", "ask", "q"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "KGAGENTS_BASE_URL" in proc.stderr

@@ -1,0 +1,221 @@
+"""Token usage and cost: the price table, its extensions, and the ``usage`` reducer of the graph state."""
+
+from __future__ import annotations
+
+import json
+import operator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from kgagents.usage import (
+    DEFAULT_PRICES,
+    cost_of,
+    merge_usage,
+    price_for,
+    price_table,
+    register_price,
+    total_cost,
+    total_tokens,
+    usage_entry,
+)
+from tests.fakes import isolate_model_env
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate_model_env(monkeypatch, tmp_path)
+
+
+def write_prices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str) -> Path:
+    path = tmp_path / "prices.json"
+    path.write_text(content, encoding="utf-8")
+    monkeypatch.setenv("KGAGENTS_PRICES_FILE", str(path))
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# price lookup
+
+
+def test_published_prices() -> None:
+    assert price_for("gpt-4o-mini") == {"input": 0.15, "output": 0.60}
+    assert price_for("gpt-4o") == {"input": 2.50, "output": 10.00}
+
+
+@pytest.mark.parametrize(("model", "family"), [
+    ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
+    ("gpt-4o-2024-08-06", "gpt-4o"),
+    ("gpt-4.1-mini-2025-04-14", "gpt-4.1-mini"),
+    ("gpt-4.1-2025-04-14", "gpt-4.1"),
+    ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+    ("openai/gpt-4o-mini", "gpt-4o-mini"),  # router-style names (OpenRouter, LiteLLM)
+])
+def test_dated_and_prefixed_names_fall_back_to_their_family(model: str, family: str) -> None:
+    assert price_for(model) == DEFAULT_PRICES[family]
+
+
+def test_unknown_model_costs_nothing() -> None:
+    assert price_for("my-local-llama") is None
+    assert cost_of("my-local-llama", 1_000_000, 1_000_000) == 0.0
+    assert usage_entry("qwen2.5:7b", 100, 50) == {
+        "qwen2.5:7b": {"calls": 1, "input_tokens": 100, "output_tokens": 50, "cost_usd": 0.0}}
+
+
+def test_cost_is_per_million_tokens() -> None:
+    assert cost_of("gpt-4o-mini", 1_000_000, 0) == pytest.approx(0.15)
+    assert cost_of("gpt-4o-mini", 0, 1_000_000) == pytest.approx(0.60)
+    assert cost_of("gpt-4o-mini", 2000, 1000) == pytest.approx((2000 * 0.15 + 1000 * 0.60) / 1e6)
+    entry = usage_entry("gpt-4o-mini-2024-07-18", 2000, 1000)
+    assert entry["gpt-4o-mini-2024-07-18"]["cost_usd"] == pytest.approx(0.0009)
+
+
+def test_an_explicit_table_is_used_as_given() -> None:
+    table = {"a": {"input": 1.0, "output": 1.0}}
+    assert cost_of("a", 1_000_000, 0, table) == 1.0
+    assert cost_of("gpt-4o-mini", 1_000_000, 0, table) == 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# extending the table
+
+
+def test_prices_file_adds_and_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_prices(tmp_path, monkeypatch, json.dumps({
+        "my-local-llama": {"input": 0.0, "output": 0.0},
+        "my-hosted-model": {"input": 1, "output": "2.5"},
+        "gpt-4o-mini": {"input": 0.2, "output": 0.8},
+    }))
+    table = price_table()
+    assert table["my-hosted-model"] == {"input": 1.0, "output": 2.5}
+    assert table["gpt-4o-mini"] == {"input": 0.2, "output": 0.8}
+    assert table["gpt-4o"] == DEFAULT_PRICES["gpt-4o"]  # the rest stays
+    assert cost_of("my-hosted-model-v2", 1_000_000, 1_000_000) == pytest.approx(3.5)  # family fallback works too
+    assert DEFAULT_PRICES["gpt-4o-mini"] == {"input": 0.15, "output": 0.60}  # the defaults are not modified
+
+
+def test_register_price_wins_over_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_prices(tmp_path, monkeypatch, json.dumps({"custom": {"input": 1, "output": 1}}))
+    register_price("custom", 5, 7)
+    register_price("gpt-4o-mini", 0, 0)
+    assert price_for("custom") == {"input": 5.0, "output": 7.0}
+    assert cost_of("gpt-4o-mini", 10**6, 10**6) == 0.0
+
+
+def test_no_prices_file_means_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KGAGENTS_PRICES_FILE", "  ")
+    assert price_table() == DEFAULT_PRICES
+
+
+@pytest.mark.parametrize(("content", "needle"), [
+    ("{not json", "cannot read the price table"),
+    ("[1, 2]", "must be a JSON object"),
+    ('{"m": {"input": 1}}', "'m' needs numbers"),
+    ('{"m": 3}', "'m' needs numbers"),
+    ('{"m": {"input": "cheap", "output": 1}}', "'m' needs numbers"),
+])
+def test_prices_file_errors_are_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str,
+                                      needle: str) -> None:
+    path = write_prices(tmp_path, monkeypatch, content)
+    with pytest.raises(ValueError) as info:
+        price_table()
+    assert needle in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_missing_prices_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "nowhere" / "prices.json"
+    monkeypatch.setenv("KGAGENTS_PRICES_FILE", str(missing))
+    with pytest.raises(ValueError, match="cannot read the price table") as info:
+        cost_of("gpt-4o-mini", 1, 1)
+    assert str(missing) in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# the reducer
+
+
+def test_merge_usage_adds_model_by_model() -> None:
+    left = {"gpt-4o-mini": {"calls": 1, "input_tokens": 10, "output_tokens": 5, "cost_usd": 0.1}}
+    right = {"gpt-4o-mini": {"calls": 2, "input_tokens": 20, "output_tokens": 6, "cost_usd": 0.2},
+             "claude-haiku-4-5": {"calls": 1, "input_tokens": 3, "output_tokens": 4, "cost_usd": 0.01}}
+    before = json.dumps([left, right], sort_keys=True)
+
+    merged = merge_usage(left, right)
+
+    assert merged == {
+        "gpt-4o-mini": {"calls": 3, "input_tokens": 30, "output_tokens": 11, "cost_usd": pytest.approx(0.3)},
+        "claude-haiku-4-5": {"calls": 1, "input_tokens": 3, "output_tokens": 4, "cost_usd": 0.01},
+    }
+    assert json.dumps([left, right], sort_keys=True) == before  # inputs untouched
+
+
+def test_merge_usage_identity_and_missing_fields() -> None:
+    entry = usage_entry("gpt-4o", 100, 10)
+    assert merge_usage(None, None) == {}
+    assert merge_usage({}, entry) == entry
+    assert merge_usage(entry, None) == entry
+    assert merge_usage(entry, {}) == entry
+    partial: Any = {"gpt-4o": {"input_tokens": 5}}
+    assert merge_usage(entry, partial)["gpt-4o"] == {**entry["gpt-4o"], "input_tokens": 105}
+
+
+def test_merge_usage_is_associative_and_commutative() -> None:
+    a, b, c = usage_entry("gpt-4o-mini", 1, 2), usage_entry("gpt-4o-mini", 3, 4), usage_entry("gpt-4o", 5, 6)
+    assert merge_usage(merge_usage(a, b), c) == merge_usage(a, merge_usage(b, c))
+    assert merge_usage(a, c) == merge_usage(c, a)
+
+
+def test_cost_sums_stay_exact_enough() -> None:
+    total: dict = {}
+    for _ in range(1000):
+        total = merge_usage(total, usage_entry("gpt-4o-mini", 1000, 100))
+    assert total["gpt-4o-mini"]["calls"] == 1000
+    assert total["gpt-4o-mini"]["cost_usd"] == pytest.approx(1000 * (1000 * 0.15 + 100 * 0.60) / 1e6, rel=1e-9)
+
+
+def test_totals() -> None:
+    usage = merge_usage(usage_entry("gpt-4o-mini", 1_000_000, 0), usage_entry("gpt-4o", 0, 1_000_000))
+    assert total_cost(usage) == pytest.approx(0.15 + 10.0)
+    assert total_tokens(usage) == {"calls": 2, "input_tokens": 1_000_000, "output_tokens": 1_000_000}
+    assert total_cost(None) == 0 and total_tokens(None) == {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+
+
+async def test_parallel_branches_add_up_in_the_state() -> None:
+    """Fan-out nodes that each return their own usage delta: the reducer sums them in one superstep."""
+    from langgraph.graph import END, START, StateGraph
+
+    from nodes.state import UsageState
+
+    class State(UsageState, total=False):
+        log: Annotated[list[str], operator.add]
+
+    def branch(name: str, tokens: int):
+        def node(state: State) -> dict[str, Any]:
+            return {"usage": usage_entry("gpt-4o-mini", tokens, tokens // 10), "log": [name]}
+        return node
+
+    builder = StateGraph(State)
+    for name, tokens in [("a", 1000), ("b", 2000), ("c", 3000)]:
+        builder.add_node(name, branch(name, tokens))
+        builder.add_edge(START, name)
+        builder.add_edge(name, "d")
+    builder.add_node("d", branch("d", 4000))
+    builder.add_edge("d", END)
+
+    out = await builder.compile().ainvoke({"usage": usage_entry("gpt-4o", 1, 1)})
+
+    assert out["usage"]["gpt-4o-mini"]["calls"] == 4
+    assert out["usage"]["gpt-4o-mini"]["input_tokens"] == 10_000
+    assert out["usage"]["gpt-4o-mini"]["output_tokens"] == 1_000
+    assert out["usage"]["gpt-4o"]["calls"] == 1
+    assert sorted(out["log"]) == ["a", "b", "c", "d"]
+
+
+def test_usage_is_plain_json() -> None:
+    class Holder(TypedDict):
+        usage: dict
+
+    holder: Holder = {"usage": merge_usage(usage_entry("gpt-4o-mini", 1, 1), usage_entry("x", 2, 2))}
+    assert json.loads(json.dumps(holder)) == holder
