@@ -18,9 +18,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-import importlib.util  # TEMP until graphs/surfer.py lands
-if importlib.util.find_spec("graphs.surfer"):
-    import graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
+import graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
 
 from nodes import kgot as n
 from nodes.context import Context

@@ -16,7 +16,7 @@ from langchain_openai import ChatOpenAI
 from kgagents.config import ROLES, ConfigurationError, get_settings, ollama_url
 from kgagents.scripted import ScriptedChatModel
 from nodes.context import Context
-from nodes.llm import LLMCaller
+from nodes.llm import LLMCaller, LLMError
 from nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
 from tests.fakes import closed_port, isolate_model_env
 from tests.fakes.ollama_server import FakeOllamaServer, ollama_server  # noqa: F401 - fixture
@@ -119,7 +119,10 @@ def test_nothing_configured_names_the_variables() -> None:
 
 
 def test_dotenv_in_the_working_directory_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import kgagents.config
+
     monkeypatch.delenv("KGAGENTS_NO_DOTENV")
+    monkeypatch.setattr(kgagents.config, "_dotenv_loaded", False)  # read once per process: once more here
     monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", "openai:from-environment")
     (tmp_path / ".env").write_text("KGAGENTS_MODEL=openai:from-dotenv\nKGAGENTS_TOOLS_MODEL=openai:from-dotenv\n")
     monkeypatch.setattr(os, "environ", dict(os.environ))  # load_dotenv writes here; keep it to this test
@@ -262,6 +265,7 @@ def test_unknown_provider_is_a_configuration_error() -> None:
 def test_scripted_model_string(script: Path) -> None:
     model = resolve_model(Context(model=f"scripted:{script}"), "graph_executor")
     assert isinstance(model, ScriptedChatModel) and isinstance(model, BaseChatModel)
+    assert model.invoke("hi").content == "scripted hello"
     assert model.script_name == "tiny"
 
 
@@ -271,9 +275,10 @@ async def test_scripted_model_through_the_llm_layer(script: Path) -> None:
     assert llm.usage["scripted"]["calls"] == 1
 
 
-def test_scripted_model_with_a_missing_file_names_it(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="nope.json"):
-        resolve_model(Context(model=f"scripted:{tmp_path / 'nope.json'}"), "graph_executor")
+async def test_scripted_model_with_a_missing_file_names_it(tmp_path: Path) -> None:
+    llm = LLMCaller(Context(model=f"scripted:{tmp_path / 'nope.json'}", max_api_retries=0), "graph_executor")
+    with pytest.raises(LLMError, match="nope.json"):  # the script is read on the first call
+        await llm.text("hi")
 
 
 def test_context_from_a_mapping_takes_strings() -> None:

@@ -236,6 +236,16 @@ async def test_concurrent_runs(box: Sandbox, work_dir: Path) -> None:
 
 
 @requires_bwrap
+async def test_concurrent_runs_cannot_see_each_others_files(box: Sandbox) -> None:
+    code = ("import os, time\nhere = os.listdir('.sandbox')\ntime.sleep(0.5)\n"
+            "result = [here, os.listdir('.sandbox')]")
+    results = await asyncio.gather(*(box.run(code) for _ in range(3)))
+    for r in results:
+        assert r.ok, r.error
+        assert len(r.result[0]) == 1 and r.result[0] == r.result[1]  # only its own call's folder
+
+
+@requires_bwrap
 def test_run_sync(hostile: Sandbox, work_dir: Path) -> None:
     r = hostile.run_sync("print('sync')\nresult = sum(inputs['xs'])", inputs={"xs": [1, 2, 3]})
     assert r.ok and r.stdout == "sync\n" and r.result == 6

@@ -716,7 +716,7 @@ _ETC_PASSTHROUGH = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "t
 
 
 def _bwrap_argv(info: _Bwrap, work_dir: Path, env: dict[str, str], fds: list[int],
-                limits: SandboxLimits | None = None) -> list[str]:
+                limits: SandboxLimits | None = None, run_dir: Path | None = None) -> list[str]:
     """The bwrap command line (without the command); appends fds that the child must inherit to ``fds``."""
     opts = info.options
     argv = [info.path, "--unshare-all"]
@@ -752,6 +752,10 @@ def _bwrap_argv(info: _Bwrap, work_dir: Path, env: dict[str, str], fds: list[int
             argv += ["--size", size]
         argv += ["--tmpfs", tmpfs]
     argv += ["--bind", str(work_dir), str(work_dir)]
+    if run_dir is not None:  # the folders of other calls running in the same work dir are not visible
+        argv += ["--tmpfs", str(run_dir.parent), "--bind", str(run_dir), str(run_dir)]
+        if "--remount-ro" in opts:
+            argv += ["--remount-ro", str(run_dir.parent)]
     for p in python_dirs:  # a Python installation inside the work dir stays read-only
         if work_dir in p.parents:
             argv += ["--ro-bind", str(p), str(p)]
@@ -922,20 +926,26 @@ class Sandbox:
         python = [sys.executable, "-s", "-P", "-B", "-u", "-X", "utf8", "-c", _RUNNER, str(job_path),
                   str(status_path)]
         fds: list[int] = []
-        if self._bwrap is not None:
-            env = _child_env(self.work_dir, "/tmp")
-            argv = _bwrap_argv(self._bwrap, self.work_dir, env, fds, self.limits) + python
-            weak_seccomp = None
-            host_env = _host_env_for_bwrap()
-        else:
-            tmp = run_dir / "tmp"
-            tmp.mkdir()
-            host_env = _child_env(self.work_dir, tmp)
-            argv = python
-            weak_seccomp = _weak_seccomp_loader()
+        try:
+            if self._bwrap is not None:
+                env = _child_env(self.work_dir, "/tmp")
+                argv = _bwrap_argv(self._bwrap, self.work_dir, env, fds, self.limits, run_dir) + python
+                weak_seccomp = None
+                host_env = _host_env_for_bwrap()
+            else:
+                tmp = run_dir / "tmp"
+                tmp.mkdir()
+                host_env = _child_env(self.work_dir, tmp)
+                argv = python
+                weak_seccomp = _weak_seccomp_loader()
+            nproc = _nproc_limit(self.limits.max_processes)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         cgroup = _PidsCgroup(self.limits.max_processes + 3)  # + bwrap, its pid 1 and the interpreter
-        preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp,
-                           _nproc_limit(self.limits.max_processes))
+        preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp, nproc)
         return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, preexec, cgroup)
 
     def _finish(self, launch: _Launch, exit_code: int | None, out: _Capture, err: _Capture,
@@ -982,7 +992,7 @@ class Sandbox:
                 f"[sandbox] note: {n}\n" for n in notes)
         ok = error is None
         return SandboxResult(ok=ok, stdout=stdout, stderr=stderr, error=error,
-                             result=(status or {}).get("result") if status is not None else None,
+                             result=status.get("result") if status is not None else None,
                              exit_code=exit_code, timed_out=timed_out, isolation=self.isolation, notes=notes,
                              duration_s=round(time.monotonic() - launch.started, 3))
 

@@ -34,3 +34,5 @@ def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)  # no .env in the working directory either
     monkeypatch.setattr(nodes.models, "_cache", {})
     monkeypatch.setattr(kgagents.usage, "_extra_prices", {})
+    if hasattr(kgagents.usage, "_file_cache"):
+        monkeypatch.setattr(kgagents.usage, "_file_cache", {})

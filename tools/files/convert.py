@@ -110,16 +110,32 @@ def decode_text(data: bytes, charset: str | None = None) -> str:
         except UnicodeDecodeError:
             pass
     if len(data) >= 256:
-        best = charset_normalizer.from_bytes(data[:1_000_000]).best()
-        if best is not None and best.encoding and best.chaos < 0.3:
+        encoding = _detect(data[:1_000_000])
+        if encoding:
             try:
-                return data.decode(best.encoding)
+                return data.decode(encoding)
             except (UnicodeDecodeError, LookupError):
                 pass
     try:
         return data.decode("cp1252")
     except UnicodeDecodeError:
         return data.decode("latin-1")
+
+
+#: Among equally likely detected encodings, the most widespread wins (cp1250 and cp1252 often tie).
+_PREFERRED = ("cp1252", "iso8859_15", "latin_1", "cp1251", "koi8_r", "gb18030", "big5", "shift_jis", "euc_kr")
+
+
+def _detect(data: bytes) -> str | None:
+    matches = list(charset_normalizer.from_bytes(data))
+    if not matches or matches[0].chaos >= 0.3:
+        return None
+    best = matches[0]
+    tied = [m.encoding for m in matches if m.chaos <= best.chaos + 0.01 and m.coherence >= best.coherence - 0.01]
+    for name in _PREFERRED:
+        if name in tied:
+            return name
+    return best.encoding
 
 
 def _is_text(ext: str, mimetype: str) -> bool:

@@ -26,16 +26,13 @@ MAX_SIDE = 2048
 PROVIDER_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 
 
-def _refuse_fetch(url: str, *args: object, **kwargs: object) -> dict:
-    raise ValueError(f"external resources are not loaded ({url})")
-
-
 def svg_to_png(data: bytes) -> bytes:
-    """Render an SVG to PNG; linked files and URLs are not fetched."""
+    """Render an SVG to PNG; linked files and URLs are not fetched and XML entities are refused
+    (``unsafe=False``: only ``data:`` URLs are read)."""
     import cairosvg
 
     try:
-        return cairosvg.svg2png(bytestring=data, url_fetcher=_refuse_fetch)
+        return cairosvg.svg2png(bytestring=data, unsafe=False)
     except Exception as exc:  # noqa: BLE001 - malformed SVGs fail in many ways
         raise ToolFailure(f"cannot render the SVG image: {type(exc).__name__}: {exc}") from exc
 

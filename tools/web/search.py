@@ -110,14 +110,15 @@ async def web_search(settings: Settings, query: str, *, filter_year: int | None 
     params = search_params(query, filter_year=filter_year, num=num)
     try:
         results = await asyncio.to_thread(client.search, params)
+    except (serpapi.HTTPConnectionError, requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+            serpapi.TimeoutError) as exc:
+        raise TransientSearchError(f"search service unreachable: {type(exc).__name__}: {exc}") from exc
     except serpapi.HTTPError as exc:
         status = getattr(exc, "status_code", None)
         detail = getattr(exc, "error", None) or str(exc)
-        if status in TRANSIENT_STATUS or status == -1:
+        if status in TRANSIENT_STATUS:
             raise TransientSearchError(f"search failed (HTTP {status}): {detail}", status) from exc
         raise ToolFailure(f"search failed (HTTP {status}): {detail}") from exc
-    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, serpapi.TimeoutError) as exc:
-        raise TransientSearchError(f"search service unreachable: {type(exc).__name__}: {exc}") from exc
     if isinstance(results, str):  # the client returns the raw text of an answer that is not JSON
         raise ToolFailure(f"the search service did not answer with JSON: {results[:200]!r}")
     data = results.as_dict() if hasattr(results, "as_dict") else dict(results)

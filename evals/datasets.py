@@ -1,0 +1,238 @@
+"""Benchmark loaders: every dataset becomes a list of :class:`Item` plus the name of its scorer.
+
+- ``gaia``: a local copy of the gated Hugging Face dataset ``gaia-benchmark/GAIA`` (``metadata.jsonl`` or
+  ``metadata.parquet`` per split, attachments next to it); attachments are given to workflows as file paths.
+- ``simpleqa``: the public CSV (columns ``metadata, problem, answer``) from a local path.
+- ``cr-lt`` / ``colota``: registered by :mod:`evals.colota` (the ARK-V1 loaders) when that module exists.
+
+Other datasets plug in with :func:`register_dataset`.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import importlib
+import importlib.util
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+class DatasetError(ValueError):
+    """A dataset cannot be loaded: missing or malformed files; the message says what to do."""
+
+
+@dataclass
+class Item:
+    """One benchmark question."""
+
+    id: str
+    question: str
+    gold: Any
+    attachments: list[str] = field(default_factory=list)
+    group: str = ""
+    """The level (GAIA) or domain/topic (SimpleQA) the report breaks results down by."""
+    inputs: dict[str, Any] = field(default_factory=dict)
+    """Extra graph inputs for workflows that need more than a question (e.g. an ARK-V1 subgraph)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Dataset:
+    name: str
+    split: str
+    items: list[Item]
+    scorer: str
+    group_label: str = "Group"
+
+
+Loader = Callable[[Path, str], list[Item]]
+
+
+@dataclass
+class DatasetSpec:
+    """How to load one benchmark. ``load(path, split)`` returns its items."""
+
+    name: str
+    load: Loader
+    scorer: str
+    splits: tuple[str, ...]
+    default_split: str
+    group_label: str
+    how_to_get: str
+    """Shown when the data is missing: where the files come from."""
+
+
+DATASETS: dict[str, DatasetSpec] = {}
+
+
+def register_dataset(spec: DatasetSpec) -> None:
+    """Add (or replace) a dataset; its name is what ``kgagents eval --dataset`` takes."""
+    DATASETS[spec.name] = spec
+
+
+def _plug_ins() -> None:
+    """Datasets defined in other modules of this package register themselves on import.
+
+    :mod:`evals.colota` (the CR-LT-KGQA / CoLoTa loaders) plugs in through ``register_datasets(register)``,
+    a function that calls ``register(DatasetSpec(...))`` for each of its datasets.
+    """
+    if importlib.util.find_spec("evals.colota") is not None:
+        register = getattr(importlib.import_module("evals.colota"), "register_datasets", None)
+        if callable(register):
+            register(register_dataset)
+
+
+def load_dataset(name: str, path: str | Path | None, *, split: str | None = None, limit: int | None = None,
+                 ids: list[str] | None = None) -> Dataset:
+    """Load ``name`` from ``path``; ``limit`` keeps the first N items, ``ids`` only the given ones."""
+    _plug_ins()
+    if name not in DATASETS:
+        raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(sorted(DATASETS))}")
+    spec = DATASETS[name]
+    split = split or spec.default_split
+    if split not in spec.splits:
+        raise DatasetError(f"dataset {name!r} has no split {split!r}; splits: {', '.join(spec.splits)}")
+    if path is None:
+        raise DatasetError(f"dataset {name!r} needs --data PATH. {spec.how_to_get}")
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DatasetError(f"{name}: {path} does not exist. {spec.how_to_get}")
+    items = spec.load(path, split)
+    seen: set[str] = set()
+    for item in items:
+        if item.id in seen:
+            raise DatasetError(f"{name}: duplicate item id {item.id!r} in {path}")
+        seen.add(item.id)
+    if ids:
+        wanted = set(ids)
+        items = [i for i in items if i.id in wanted]
+    if limit is not None:
+        items = items[:limit]
+    return Dataset(name=name, split=split, items=items, scorer=spec.scorer, group_label=spec.group_label)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GAIA
+# ----------------------------------------------------------------------------------------------------------------
+
+GAIA_HOW_TO = (
+    "GAIA is gated: accept the terms at https://huggingface.co/datasets/gaia-benchmark/GAIA, then download it, "
+    "e.g. `huggingface-cli download gaia-benchmark/GAIA --repo-type dataset --local-dir data/GAIA`, and pass "
+    "--data data/GAIA (or its 2023/ or 2023/validation/ folder)."
+)
+
+
+def gaia_split_dir(path: Path, split: str) -> Path:
+    """The folder holding ``metadata.jsonl``/``.parquet`` for ``split``, from the repo root, year or split dir."""
+    for candidate in (path, path / split, path / "2023" / split):
+        if (candidate / "metadata.jsonl").is_file() or (candidate / "metadata.parquet").is_file():
+            return candidate
+    raise DatasetError(f"gaia: no metadata.jsonl or metadata.parquet for split {split!r} under {path}. "
+                       + GAIA_HOW_TO)
+
+
+def _read_gaia_rows(folder: Path) -> list[dict[str, Any]]:
+    jsonl = folder / "metadata.jsonl"
+    if jsonl.is_file():
+        rows = []
+        for lineno, line in enumerate(jsonl.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise DatasetError(f"gaia: {jsonl} line {lineno} is not valid JSON: {exc}") from exc
+        return rows
+    parquet = folder / "metadata.parquet"
+    try:
+        import pandas as pd
+
+        return pd.read_parquet(parquet).to_dict(orient="records")
+    except ImportError as exc:
+        raise DatasetError(f"gaia: reading {parquet} needs pyarrow (pip install pyarrow), "
+                           "or use a copy that has metadata.jsonl") from exc
+
+
+def load_gaia(path: Path, split: str) -> list[Item]:
+    """GAIA items: ``task_id``, ``Question``, ``Level``, ``Final answer`` and an optional attachment."""
+    folder = gaia_split_dir(path, split)
+    items = []
+    for row in _read_gaia_rows(folder):
+        try:
+            task_id, question = str(row["task_id"]), str(row["Question"])
+        except KeyError as exc:
+            raise DatasetError(f"gaia: a record in {folder} lacks the field {exc}") from exc
+        attachments = []
+        file_name = row.get("file_name") or ""
+        if isinstance(file_name, str) and file_name.strip():
+            file_path = row.get("file_path") or ""
+            candidates = [folder / file_name]
+            if isinstance(file_path, str) and file_path:
+                candidates += [folder / file_path, path / file_path, folder.parent.parent / file_path]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                raise DatasetError(f"gaia: the attachment {file_name!r} of task {task_id} is missing from {folder}. "
+                                   "Download the whole dataset folder, not only the metadata.")
+            attachments.append(str(found.resolve()))
+        gold = row.get("Final answer")
+        items.append(Item(id=task_id, question=question, gold=None if gold is None else str(gold),
+                          attachments=attachments, group=f"Level {row.get('Level', '?')}",
+                          meta={"annotator": row.get("Annotator Metadata")} if row.get("Annotator Metadata") else {}))
+    return items
+
+
+register_dataset(DatasetSpec(name="gaia", load=load_gaia, scorer="gaia", splits=("validation", "test"),
+                             default_split="validation", group_label="Level", how_to_get=GAIA_HOW_TO))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# SimpleQA
+# ----------------------------------------------------------------------------------------------------------------
+
+SIMPLEQA_HOW_TO = ("Download the public CSV, "
+                   "https://openaipublic.blob.core.windows.net/simple-evals/simple_qa_test_set.csv, "
+                   "and pass --data simple_qa_test_set.csv.")
+
+
+def _simpleqa_metadata(text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def load_simpleqa(path: Path, split: str) -> list[Item]:
+    """SimpleQA items from the CSV; the id is the row number, the group the metadata's ``topic``."""
+    if path.is_dir():
+        path = path / "simple_qa_test_set.csv"
+        if not path.is_file():
+            raise DatasetError(f"simpleqa: no simple_qa_test_set.csv in {path.parent}. {SIMPLEQA_HOW_TO}")
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"problem", "answer"} - set(reader.fieldnames or [])
+            if missing:
+                raise DatasetError(f"simpleqa: {path} lacks the column(s) {', '.join(sorted(missing))}; "
+                                   f"expected metadata, problem, answer")
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DatasetError(f"simpleqa: cannot read {path}: {exc}") from exc
+    items = []
+    for index, row in enumerate(rows):
+        meta = _simpleqa_metadata(row.get("metadata") or "")
+        items.append(Item(id=str(index), question=row["problem"], gold=row["answer"],
+                          group=str(meta.get("topic", "")), meta=meta))
+    return items
+
+
+register_dataset(DatasetSpec(name="simpleqa", load=load_simpleqa, scorer="simpleqa", splits=("test",),
+                             default_split="test", group_label="Topic", how_to_get=SIMPLEQA_HOW_TO))

@@ -1,0 +1,258 @@
+"""Reports over one or several result directories: Markdown tables and PNG plots.
+
+- a summary per directory: solved tasks, accuracy, cost, cost per solved task, tokens, time, errors;
+- accuracy per level / domain, side by side;
+- the dataset's own metrics (SimpleQA: correct, not attempted, incorrect, correct given attempted, F-score);
+- the runtime breakdown by node;
+- ``pareto.png``: solved tasks against total cost with the Pareto front (the KGoT paper's Figure 11);
+- ``runtime_by_node.png``: where the time goes, per directory.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from evals.runner import read_manifest, read_results
+from evals.scorers import make_scorer
+
+
+@dataclass
+class RunSet:
+    """One result directory."""
+
+    path: Path
+    label: str
+    manifest: dict[str, Any]
+    records: list[dict[str, Any]]
+
+    @property
+    def solved(self) -> int:
+        return sum(1 for r in self.records if r.get("correct") is True)
+
+    @property
+    def cost(self) -> float:
+        return math.fsum(float(r.get("cost_usd") or 0.0) for r in self.records)
+
+
+def load_runset(path: str | Path, label: str | None = None) -> RunSet:
+    path = Path(path)
+    manifest = read_manifest(path)
+    if manifest is None:
+        raise FileNotFoundError(f"{path} is not an evaluation directory (no manifest.json)")
+    records = read_results(path)
+    return RunSet(path=path, label=label or default_label(path, manifest), manifest=manifest, records=records)
+
+
+def default_label(path: Path, manifest: dict[str, Any]) -> str:
+    model = (manifest.get("context") or {}).get("model")
+    base = manifest.get("workflow", "?")
+    return f"{base} ({model})" if model else f"{base} [{path.name}]"
+
+
+def _unique_labels(runsets: list[RunSet]) -> None:
+    seen: dict[str, int] = defaultdict(int)
+    for rs in runsets:
+        seen[rs.label] += 1
+    for rs in runsets:
+        if seen[rs.label] > 1:
+            rs.label = f"{rs.label} [{rs.path.name}]"
+
+
+def _fmt_money(value: float) -> str:
+    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def summary_rows(runsets: list[RunSet]) -> list[list[Any]]:
+    rows = []
+    for rs in runsets:
+        n = len(rs.records)
+        solved = rs.solved
+        wall = [float(r.get("wall_s") or 0.0) for r in rs.records]
+        tokens_in = sum(int((r.get("tokens") or {}).get("input_tokens", 0)) for r in rs.records)
+        tokens_out = sum(int((r.get("tokens") or {}).get("output_tokens", 0)) for r in rs.records)
+        grader = math.fsum(float(r.get("grader_cost_usd") or 0.0) for r in rs.records)
+        per_solved = _fmt_money(rs.cost / solved) if solved else "–"
+        rows.append([rs.label, rs.manifest.get("dataset", "?"), n, solved, f"{solved / n:.1%}" if n else "–",
+                     _fmt_money(rs.cost), per_solved, f"{tokens_in:,} / {tokens_out:,}",
+                     f"{statistics.fmean(wall):.1f}" if wall else "–", f"{sum(wall):.0f}",
+                     sum(1 for r in rs.records if r.get("error")), _fmt_money(grader)])
+    return rows
+
+
+def per_run_rows(runsets: list[RunSet]) -> list[list[Any]]:
+    """Accuracy per repetition (``--runs R``), with mean and standard deviation."""
+    rows = []
+    for rs in runsets:
+        by_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for r in rs.records:
+            by_run[int(r.get("run", 0))].append(r)
+        if len(by_run) < 2:
+            continue
+        accs = [sum(1 for r in recs if r.get("correct") is True) / len(recs) for _, recs in sorted(by_run.items())]
+        rows.append([rs.label, len(accs), ", ".join(f"{a:.1%}" for a in accs), f"{statistics.fmean(accs):.1%}",
+                     f"{statistics.stdev(accs):.1%}"])
+    return rows
+
+
+def group_table(runsets: list[RunSet]) -> list[str]:
+    groups = sorted({str(r.get("group") or "–") for rs in runsets for r in rs.records})
+    label = runsets[0].manifest.get("group_label", "Group") if runsets else "Group"
+    header = [label] + [rs.label for rs in runsets]
+    rows = []
+    for g in groups:
+        row: list[Any] = [g]
+        for rs in runsets:
+            recs = [r for r in rs.records if str(r.get("group") or "–") == g]
+            solved = sum(1 for r in recs if r.get("correct") is True)
+            cost = math.fsum(float(r.get("cost_usd") or 0.0) for r in recs)
+            row.append(f"{solved}/{len(recs)} ({solved / len(recs):.1%}), {_fmt_money(cost)}" if recs else "–")
+        rows.append(row)
+    return _table(header, rows)
+
+
+def metric_table(runsets: list[RunSet]) -> list[str]:
+    """The dataset's own metrics (from its scorer), one column per directory."""
+    metrics = []
+    for rs in runsets:
+        scorer = make_scorer(rs.manifest.get("scorer", "gaia"))
+        metrics.append(scorer.metrics(rs.records))
+    keys = [k for k in metrics[0] if k != "n"] if metrics else []
+    for m in metrics[1:]:
+        keys += [k for k in m if k not in keys and k != "n"]
+    rows = []
+    for k in keys:
+        row: list[Any] = [k.replace("_", " ")]
+        for m in metrics:
+            v = m.get(k)
+            row.append(f"{v:.3f}" if isinstance(v, float) else ("–" if v is None else v))
+        rows.append(row)
+    return _table(["metric"] + [rs.label for rs in runsets], rows)
+
+
+def node_times(rs: RunSet) -> dict[str, float]:
+    totals: dict[str, float] = defaultdict(float)
+    for r in rs.records:
+        for node, seconds in (r.get("node_s") or {}).items():
+            totals[node] += float(seconds)
+    return dict(totals)
+
+
+def runtime_table(runsets: list[RunSet]) -> list[str]:
+    nodes: list[str] = []
+    per = [node_times(rs) for rs in runsets]
+    for t in per:
+        nodes += [n for n in sorted(t, key=lambda k: -t[k]) if n not in nodes]
+    rows = []
+    for node in nodes:
+        row: list[Any] = [node]
+        for t in per:
+            total = sum(t.values()) or 1.0
+            row.append(f"{t.get(node, 0.0):.1f} s ({t.get(node, 0.0) / total:.0%})" if node in t else "–")
+        rows.append(row)
+    return _table(["node (summed task time)"] + [rs.label for rs in runsets], rows)
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats (cheaper or equal cost with more or equal solved)."""
+    front = []
+    for i, (ci, si) in enumerate(points):
+        dominated = any((cj <= ci and sj >= si) and (cj < ci or sj > si) for j, (cj, sj) in enumerate(points) if j != i)
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: points[i][0])
+
+
+def plot_pareto(runsets: list[RunSet], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [(rs.cost, float(rs.solved)) for rs in runsets]
+    front = pareto_front(points)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (rs, (cost, solved)) in enumerate(zip(runsets, points)):
+        ax.scatter([cost], [solved], s=60, zorder=3, marker="o" if i in front else "x")
+        ax.annotate(rs.label, (cost, solved), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    if len(front) > 1:
+        ax.plot([points[i][0] for i in front], [points[i][1] for i in front], "--", color="grey", zorder=2,
+                label="Pareto front")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel("total cost (USD)")
+    ax.set_ylabel("solved tasks")
+    datasets = sorted({rs.manifest.get("dataset", "?") for rs in runsets})
+    ax.set_title(f"Solved tasks vs. cost ({', '.join(datasets)})")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_runtime(runsets: list[RunSet], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    per = [node_times(rs) for rs in runsets]
+    nodes: list[str] = []
+    for t in per:
+        nodes += [n for n in sorted(t, key=lambda k: -t[k]) if n not in nodes]
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(runsets) + 2))
+    left = [0.0] * len(runsets)
+    cmap = plt.get_cmap("tab20")
+    for k, node in enumerate(nodes):
+        widths = [t.get(node, 0.0) for t in per]
+        ax.barh([rs.label for rs in runsets], widths, left=left, label=node, color=cmap(k % 20))
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_xlabel("summed node task time (s)")
+    ax.set_title("Runtime by node")
+    if nodes:
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labels: Sequence[str] | None = None,
+                 plots: bool = True) -> Path:
+    """Write ``report.md`` (and the plots) comparing ``dirs`` into ``out`` (default: the first directory)."""
+    if not dirs:
+        raise ValueError("name at least one result directory")
+    runsets = [load_runset(d, labels[i] if labels and i < len(labels) else None) for i, d in enumerate(dirs)]
+    _unique_labels(runsets)
+    out_dir = Path(out) if out else runsets[0].path
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["# Evaluation report", ""]
+    lines += _table(["run", "dataset", "items", "solved", "accuracy", "cost", "cost / solved", "tokens in / out",
+                     "mean wall s", "total wall s", "errors", "grader cost"], summary_rows(runsets))
+    per_run = per_run_rows(runsets)
+    if per_run:
+        lines += ["", "## Repetitions", ""]
+        lines += _table(["run", "repetitions", "accuracy per repetition", "mean", "std"], per_run)
+    label = runsets[0].manifest.get("group_label", "Group")
+    lines += ["", f"## Accuracy and cost per {label.lower()}", ""] + group_table(runsets)
+    lines += ["", "## Metrics", ""] + metric_table(runsets)
+    lines += ["", "## Runtime by node", ""] + runtime_table(runsets)
+    if plots:
+        plot_pareto(runsets, out_dir / "pareto.png")
+        plot_runtime(runsets, out_dir / "runtime_by_node.png")
+        lines += ["", "![solved vs cost](pareto.png)", "", "![runtime by node](runtime_by_node.png)"]
+    lines += ["", "Cost is the workflow's own LLM usage (prices from `kgagents.usage`); an LLM grader's cost is "
+              "listed apart. Node time sums each node task's time, so concurrent tasks add up."]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

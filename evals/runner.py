@@ -1,0 +1,473 @@
+"""The batch runner: any workflow over a dataset, concurrently, resumably, with cost and runtime per item.
+
+Output directory::
+
+    manifest.json        what was evaluated (workflow, dataset, split, runs, context values)
+    results.jsonl        one JSON line per finished (item, run): the source of truth for "finished"
+    checkpoints.sqlite   every (item, run) is its own checkpointed thread ``{dataset}-{item id}-run{r}``
+    work/<thread>/       each item's own work directory (tool files, sandbox)
+
+Running the same evaluation again skips every (item, run) with a line in ``results.jsonl``, resumes the
+others from their checkpoints (``graph.ainvoke(None, config, context=...)``: no LLM call that finished is paid
+for again) and starts the rest. A failing item writes a line with its ``error`` and never stops the batch;
+``retry_failed`` runs such items again from their checkpoints.
+
+Workflows plug in through an :class:`Adapter` (item -> graph input, final state -> answer and statistics);
+the default fits every workflow whose input is ``{"question", "attachments"}`` and whose state has
+``final_answer``, ``usage``, ``iteration`` and ``tool_calls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import re
+import sys
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Iterable
+
+from evals.datasets import Dataset, Item
+from evals.scorers import Score, Scorer, make_scorer
+from kgagents.usage import Usage, merge_usage, total_cost, total_tokens
+from kgagents.workflows import load_workflow, make_context
+
+RESULTS_FILE = "results.jsonl"
+MANIFEST_FILE = "manifest.json"
+CHECKPOINTS_FILE = "checkpoints.sqlite"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Workflow adapters
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def default_input(item: Item) -> dict[str, Any]:
+    """``{"question", "attachments"}`` plus the item's extra inputs."""
+    return {"question": item.question, "attachments": list(item.attachments), **item.inputs}
+
+
+def default_answer(state: dict[str, Any]) -> Any:
+    return state.get("final_answer")
+
+
+def default_stats(state: dict[str, Any]) -> dict[str, Any]:
+    """Iterations and tool calls of a run (0 for workflows that have neither)."""
+    return {"iterations": int(state.get("iteration") or 0), "tool_calls": len(state.get("tool_calls") or [])}
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """How the runner talks to one workflow."""
+
+    to_input: Callable[[Item], dict[str, Any]] = default_input
+    to_answer: Callable[[dict[str, Any]], Any] = default_answer
+    stats: Callable[[dict[str, Any]], dict[str, Any]] = default_stats
+
+
+#: workflow name -> adapter; workflows not listed use ``Adapter()``.
+ADAPTERS: dict[str, Adapter] = {}
+
+
+def register_adapter(workflow: str, adapter: Adapter) -> None:
+    """Teach the runner a workflow whose input or output differs from the default."""
+    ADAPTERS[workflow] = adapter
+
+
+def adapter_for(workflow: str) -> Adapter:
+    return ADAPTERS.get(workflow, Adapter())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Results on disk
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def thread_id_for(dataset: str, item_id: str, run: int) -> str:
+    """The deterministic thread id of one (item, run); a resumed evaluation finds its checkpoints by it."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(item_id))
+    return f"{dataset}-{safe}-run{run}"
+
+
+def read_results(out_dir: str | Path) -> list[dict[str, Any]]:
+    """Every record of ``results.jsonl``, the last one per (id, run) winning; a torn last line is skipped."""
+    path = Path(out_dir) / RESULTS_FILE
+    if not path.is_file():
+        return []
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a killed process: that item simply runs again
+        latest[(str(record.get("id")), int(record.get("run", 0)))] = record
+    return list(latest.values())
+
+
+def read_manifest(out_dir: str | Path) -> dict[str, Any] | None:
+    path = Path(out_dir) / MANIFEST_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _check_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    """A results directory holds one evaluation: refuse to mix another workflow, dataset or split into it."""
+    old = read_manifest(out_dir)
+    if old is not None:
+        for key in ("workflow", "dataset", "split"):
+            if old.get(key) != manifest.get(key):
+                raise ValueError(f"{out_dir} holds an evaluation of {key} {old.get(key)!r}, not "
+                                 f"{manifest.get(key)!r}; use another --out directory")
+        if old.get("context") != manifest.get("context"):
+            print(f"warning: {out_dir} was started with context {old.get('context')}; continuing with "
+                  f"{manifest.get('context')}", file=sys.stderr)
+        manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
+    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checkpointers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
+    """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``)."""
+    text = str(url)
+    if text.startswith(("postgres://", "postgresql://")):
+        try:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise ValueError("a PostgreSQL checkpointer needs `pip install langgraph-checkpoint-postgres "
+                             "psycopg[binary]`") from exc
+        async with AsyncPostgresSaver.from_conn_string(text) as saver:
+            await saver.setup()
+            yield saver
+        return
+    from kgagents.runs import sqlite_checkpointer
+
+    path = text[len("sqlite:///"):] if text.startswith("sqlite:///") else text
+    async with sqlite_checkpointer(path) as saver:
+        yield saver
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The evaluation
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EvalOptions:
+    """Everything that defines an evaluation (picklable when the context is given as plain values)."""
+
+    workflow: str
+    out_dir: Path
+    concurrency: int = 4
+    runs: int = 1
+    context_values: dict[str, Any] = field(default_factory=dict)
+    """JSON values of the workflow's context (recorded in the manifest; what workers rebuild it from)."""
+    context: Any = None
+    """A ready context object (e.g. holding chat-model instances); used instead of ``context_values``."""
+    grader_model: Any = None
+    """Chat model (instance or ``provider:model``) of an LLM grader; default: the workflow's ``model``."""
+    retry_failed: bool = False
+    progress: bool = True
+    checkpointer: str | None = None
+    """Checkpointer URL; default: ``checkpoints.sqlite`` in ``out_dir``."""
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if self.runs < 1:
+            raise ValueError("runs must be at least 1")
+
+    @property
+    def checkpointer_url(self) -> str:
+        return self.checkpointer or str(self.out_dir / CHECKPOINTS_FILE)
+
+
+@dataclass
+class EvalResult:
+    """What :func:`evaluate` returns: every record of the directory and what this call did."""
+
+    out_dir: Path
+    records: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    ran: int = 0
+    skipped: int = 0
+    failed: int = 0
+    resumed: int = 0
+
+
+class _Progress:
+    """A tqdm bar with running accuracy and cost (ETA comes with tqdm)."""
+
+    def __init__(self, total: int, enabled: bool, desc: str) -> None:
+        self.correct = 0
+        self.scored = 0
+        self.cost = 0.0
+        self.bar = None
+        if enabled and total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="item", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, record: dict[str, Any]) -> None:
+        if record.get("correct") is not None:
+            self.scored += 1
+            self.correct += bool(record["correct"])
+        self.cost += float(record.get("cost_usd") or 0.0) + float(record.get("grader_cost_usd") or 0.0)
+        if self.bar is not None:
+            acc = f"{self.correct / self.scored:.1%}" if self.scored else "-"
+            self.bar.set_postfix_str(f"acc {acc} ({self.correct}/{self.scored}) cost ${self.cost:.4f}", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class ItemRunner:
+    """Runs (item, run) pairs of one evaluation on one checkpointer; shared by the local and the Dask runner."""
+
+    def __init__(self, options: EvalOptions, dataset_name: str, scorer: Scorer) -> None:
+        self.options = options
+        self.dataset_name = dataset_name
+        self.scorer = scorer
+        self.module = load_workflow(options.workflow)
+        self.adapter = adapter_for(options.workflow)
+        self.base_context = options.context if options.context is not None else make_context(
+            self.module, dict(options.context_values))
+        self.graph: Any = None
+
+    def context_for(self, thread_id: str) -> Any:
+        """The run's context, with a work directory of the item's own when the context has none."""
+        ctx = self.base_context
+        if dataclasses.is_dataclass(ctx) and any(f.name == "work_dir" for f in dataclasses.fields(ctx)):
+            if not getattr(ctx, "work_dir", None):
+                ctx = dataclasses.replace(ctx, work_dir=str((self.options.out_dir / "work" / thread_id).resolve()))
+        return ctx
+
+    @asynccontextmanager
+    async def opened(self) -> AsyncIterator["ItemRunner"]:
+        async with open_checkpointer(self.options.checkpointer_url) as saver:
+            self.graph = self.module.compile_graph(saver)
+            try:
+                yield self
+            finally:
+                self.graph = None
+
+    async def run(self, item: Item, run: int) -> dict[str, Any]:
+        """Run (or resume, or just re-score) one item; never raises except on cancellation."""
+        thread_id = thread_id_for(self.dataset_name, item.id, run)
+        ctx = self.context_for(thread_id)
+        limit = getattr(ctx, "recursion_limit", 200)
+        config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": limit}
+        started = time.perf_counter()
+        node_s: dict[str, float] = {}
+        error: str | None = None
+        resumed = False
+        state: dict[str, Any] = {}
+        try:
+            snapshot = await self.graph.aget_state(config)
+            has_checkpoint = snapshot.created_at is not None
+            if has_checkpoint and not snapshot.next:
+                state = dict(snapshot.values)  # the graph had finished; only the line was missing
+            else:
+                resumed = has_checkpoint
+                graph_input = None if has_checkpoint else self.adapter.to_input(item)
+                await self._stream(graph_input, config, ctx, node_s)
+                state = dict((await self.graph.aget_state(config)).values)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failing item never stops the batch
+            error = f"{type(exc).__name__}: {exc}"
+            try:
+                state = dict((await self.graph.aget_state(config)).values)
+            except Exception:  # noqa: BLE001
+                state = {}
+        answer = None if error else self.adapter.to_answer(state)
+        score = Score(correct=False if error else None)
+        if error is None:
+            try:
+                score = await self.scorer.score(item, answer)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                error = f"scoring failed: {type(exc).__name__}: {exc}"
+                score = Score(correct=None)
+        return self._record(item, run, thread_id, state, answer, score, error, resumed,
+                            time.perf_counter() - started, node_s)
+
+    async def _stream(self, graph_input: Any, config: dict[str, Any], ctx: Any, node_s: dict[str, float]) -> None:
+        """Run the graph, timing each node task (``stream_mode="tasks"``)."""
+        starts: dict[str, tuple[str, float]] = {}
+        async for event in self.graph.astream(graph_input, config, context=ctx, stream_mode="tasks"):
+            if not isinstance(event, dict) or "id" not in event:
+                continue
+            now = time.perf_counter()
+            if "triggers" in event:
+                starts[event["id"]] = (event.get("name", "?"), now)
+            elif event["id"] in starts:
+                name, t0 = starts.pop(event["id"])
+                node_s[name] = node_s.get(name, 0.0) + (now - t0)
+
+    def _record(self, item: Item, run: int, thread_id: str, state: dict[str, Any], answer: Any, score: Score,
+                error: str | None, resumed: bool, wall_s: float, node_s: dict[str, float]) -> dict[str, Any]:
+        usage: Usage = merge_usage({}, state.get("usage") or {})
+        try:
+            stats = self.adapter.stats(state)
+        except Exception:  # noqa: BLE001
+            stats = {}
+        return {
+            "id": item.id,
+            "run": run,
+            "thread_id": thread_id,
+            "workflow": self.options.workflow,
+            "dataset": self.dataset_name,
+            "group": item.group,
+            "question": item.question,
+            "gold": _jsonable(item.gold),
+            "answer": _jsonable(answer),
+            "correct": score.correct,
+            "grade": score.grade,
+            "usage": usage,
+            "tokens": total_tokens(usage),
+            "cost_usd": total_cost(usage),
+            "grader_usage": score.usage,
+            "grader_cost_usd": total_cost(score.usage),
+            "wall_s": round(wall_s, 4),
+            "node_s": {k: round(v, 4) for k, v in sorted(node_s.items())},
+            "iterations": stats.get("iterations", 0),
+            "tool_calls": stats.get("tool_calls", 0),
+            "error": error,
+            "resumed": resumed,
+            "finished_at": time.time(),
+        }
+
+
+def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], retry_failed: bool
+                 ) -> tuple[list[tuple[Item, int]], int]:
+    """The (item, run) pairs still to do, and how many are skipped as finished."""
+    finished = {(str(r["id"]), int(r.get("run", 0))) for r in done if retry_failed is False or not r.get("error")}
+    todo = [(item, run) for run in range(runs) for item in dataset.items if (item.id, run) not in finished]
+    return todo, runs * len(dataset.items) - len(todo)
+
+
+def make_manifest(options: EvalOptions, dataset: Dataset) -> dict[str, Any]:
+    return {"workflow": options.workflow, "dataset": dataset.name, "split": dataset.split, "runs": options.runs,
+            "items": len(dataset.items), "scorer": dataset.scorer, "group_label": dataset.group_label,
+            "context": _jsonable(options.context_values if options.context is None else _context_summary(options)),
+            "grader_model": _jsonable(_model_name(options.grader_model)), "created": time.time()}
+
+
+def _model_name(model: Any) -> Any:
+    if model is None or isinstance(model, str):
+        return model
+    return getattr(model, "model_name", None) or type(model).__name__
+
+
+def _context_summary(options: EvalOptions) -> dict[str, Any]:
+    ctx = options.context
+    if dataclasses.is_dataclass(ctx):
+        return {f.name: _model_name(getattr(ctx, f.name)) if "model" in f.name else getattr(ctx, f.name)
+                for f in dataclasses.fields(ctx) if getattr(ctx, f.name) != f.default}
+    return {"context": repr(ctx)}
+
+
+def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
+    grader = options.grader_model
+    if grader is None:
+        ctx = options.context
+        grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")
+    return make_scorer(dataset.scorer, grader_model=grader)
+
+
+def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
+    """Metrics of the whole evaluation (the scorer's) with cost and time."""
+    metrics = dict(scorer.metrics(records))
+    metrics["cost_usd"] = round(math.fsum(r.get("cost_usd") or 0.0 for r in records), 10)
+    metrics["grader_cost_usd"] = round(math.fsum(r.get("grader_cost_usd") or 0.0 for r in records), 10)
+    metrics["errors"] = sum(1 for r in records if r.get("error"))
+    return metrics
+
+
+async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
+    """Run ``options.workflow`` over ``dataset`` in one process, ``options.concurrency`` items at a time."""
+    out_dir = options.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_manifest(out_dir, make_manifest(options, dataset))
+    scorer = build_scorer(options, dataset)
+    todo, skipped = pending_work(dataset, options.runs, read_results(out_dir), options.retry_failed)
+    progress = _Progress(len(todo), options.progress, f"{options.workflow} on {dataset.name}")
+    counts = {"ran": 0, "failed": 0, "resumed": 0}
+    runner = ItemRunner(options, dataset.name, scorer)
+    queue: asyncio.Queue[tuple[Item, int]] = asyncio.Queue()
+    for pair in todo:
+        queue.put_nowait(pair)
+
+    with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
+        def write(record: dict[str, Any]) -> None:
+            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sink.flush()
+            counts["ran"] += 1
+            counts["failed"] += bool(record.get("error"))
+            counts["resumed"] += bool(record.get("resumed"))
+            progress.update(record)
+
+        async def worker() -> None:
+            while True:
+                try:
+                    item, run = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                write(await runner.run(item, run))
+
+        try:
+            async with runner.opened():
+                workers = [asyncio.create_task(worker()) for _ in range(min(options.concurrency, len(todo)) or 0)]
+                try:
+                    await asyncio.gather(*workers)
+                except BaseException:
+                    for w in workers:
+                        w.cancel()
+                    await asyncio.gather(*workers, return_exceptions=True)
+                    raise
+        finally:
+            progress.close()
+
+    records = read_results(out_dir)
+    result = EvalResult(out_dir=out_dir, records=records, metrics=summarize(records, scorer), skipped=skipped,
+                        **counts)
+    write_summary(out_dir, result.metrics)
+    return result
+
+
+def write_summary(out_dir: Path, metrics: dict[str, Any]) -> None:
+    (out_dir / "summary.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+
+
+def run_evaluation(options: EvalOptions, dataset: Dataset) -> EvalResult:
+    """Synchronous wrapper of :func:`evaluate`."""
+    return asyncio.run(evaluate(options, dataset))

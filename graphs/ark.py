@@ -1,0 +1,116 @@
+"""ARK-V1 (Klein & Ohnemus): the anchor → relation → triples agent of the paper's Figure 1 as a LangGraph.
+
+    1 initialise context → 2 new reasoning step → 3 prompt: select anchor → 4 select anchor
+          4 ─ eq. 3: c ≥ C_max → 11 | anchor is a head entity → 5 | otherwise → 3
+    5 retrieve relations ─ eq. 5: none → 3 | otherwise → 6
+    6 prompt: select relation → 7 select relation
+          7 ─ eq. 7: c ≥ C_max → 11 | empty relation (give up the anchor) → 4 | r ∈ R(k) → 8 | otherwise → 6
+    8 retrieve triples → 9 reasoning step
+          9 ─ eq. 10: c ≥ C_max → 11 | selected keys ⊆ retrieved → 10 | otherwise → 8
+    10 clean-up (summary, context reset)
+          10 ─ eq. 11: k ≥ K_max → 11 | continue → 2 | otherwise → 11
+    11 final answer
+
+Each router checks the conditions in the order the equation lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes import ark as n
+from nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
+
+NAME = "ark"
+
+
+def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer", "retrieve_relations",
+                                                           "prompt_select_anchor"]:
+    """Eq. (3): the attempt limit first, then the anchor's validity (a head entity, eq. 2)."""
+    current = state.get("current") or {}
+    if (current.get("c") or {}).get("anchor", 0) >= ark_context_of(runtime).c_max:
+        return "final_answer"
+    if current.get("anchor_valid"):
+        return "retrieve_relations"
+    return "prompt_select_anchor"
+
+
+def route_relations(state: ArkState) -> Literal["prompt_select_anchor", "prompt_select_relation"]:
+    """Eq. (5): an anchor without outgoing relations sends the agent back to anchor selection."""
+    if not (state.get("current") or {}).get("relations"):
+        return "prompt_select_anchor"
+    return "prompt_select_relation"
+
+
+def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer", "select_anchor", "retrieve_triples",
+                                                             "prompt_select_relation"]:
+    """Eq. (7): the attempt limit, then giving up on the anchor (r = ∅ → step 4), then validity (eq. 6)."""
+    current = state.get("current") or {}
+    if (current.get("c") or {}).get("relation", 0) >= ark_context_of(runtime).c_max:
+        return "final_answer"
+    if current.get("gave_up"):
+        return "select_anchor"
+    if current.get("relation_valid"):
+        return "retrieve_triples"
+    return "prompt_select_relation"
+
+
+def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
+    """Eq. (10): the attempt limit, then whether the selected triples are among the retrieved ones."""
+    current = state.get("current") or {}
+    if (current.get("c") or {}).get("reasoning", 0) >= ark_context_of(runtime).c_max:
+        return "final_answer"
+    if current.get("reasoning_valid"):
+        return "clean_up"
+    return "retrieve_triples"
+
+
+def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer", "new_reasoning_step"]:
+    """Eq. (11): the step limit K_max first, then the model's continue flag f."""
+    if state.get("k", 0) >= ark_context_of(runtime).k_max:
+        return "final_answer"
+    steps = state.get("steps") or []
+    if steps and steps[-1]["continue_exploration"]:
+        return "new_reasoning_step"
+    return "final_answer"
+
+
+def build() -> StateGraph:
+    """The uncompiled ARK-V1 graph."""
+    g = StateGraph(ArkState, input_schema=ArkInput, context_schema=ArkContext)
+    g.add_node("initialise_context", n.initialise_context)            # 1
+    g.add_node("new_reasoning_step", n.new_reasoning_step)            # 2
+    g.add_node("prompt_select_anchor", n.prompt_select_anchor)        # 3
+    g.add_node("select_anchor", n.select_anchor)                      # 4
+    g.add_node("retrieve_relations", n.retrieve_relations)            # 5
+    g.add_node("prompt_select_relation", n.prompt_select_relation)    # 6
+    g.add_node("select_relation", n.select_relation)                  # 7
+    g.add_node("retrieve_triples", n.retrieve_triples)                # 8
+    g.add_node("reasoning_step", n.reasoning_step)                    # 9
+    g.add_node("clean_up", n.clean_up)                                # 10
+    g.add_node("final_answer", n.final_answer)                        # 11
+
+    g.add_edge(START, "initialise_context")
+    g.add_edge("initialise_context", "new_reasoning_step")
+    g.add_edge("new_reasoning_step", "prompt_select_anchor")
+    g.add_edge("prompt_select_anchor", "select_anchor")
+    g.add_conditional_edges("select_anchor", route_anchor)
+    g.add_conditional_edges("retrieve_relations", route_relations)
+    g.add_edge("prompt_select_relation", "select_relation")
+    g.add_conditional_edges("select_relation", route_relation)
+    g.add_edge("retrieve_triples", "reasoning_step")
+    g.add_conditional_edges("reasoning_step", route_reasoning)
+    g.add_conditional_edges("clean_up", route_continue)
+    g.add_edge("final_answer", END)
+    return g
+
+
+def compile_graph(checkpointer: Any = None, **kwargs: Any):
+    """The compiled ARK-V1 graph, with a checkpointer for Python callers, tests and the CLI."""
+    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+
+
+#: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
+graph = build().compile(name=NAME)

