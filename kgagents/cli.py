@@ -28,7 +28,7 @@ _commands: dict[str, Command] = {}
 
 #: Modules that add sub-commands: each has ``add_commands(subparsers, command)`` which adds its parsers and
 #: registers their handlers with the ``command(name)`` decorator.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["kgagents.cli_eval"]
 
 
 def command(name: str) -> Callable[[Command], Command]:
@@ -68,11 +68,11 @@ def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def _check_model(values: dict[str, Any]) -> None:
     """Fail before starting when no model is configured (the message names the variables to set)."""
     from nodes.context import Context
-    from nodes.models import configured_model_string
+    from nodes.models import resolve_model
 
     ctx = Context.from_mapping({k: v for k, v in values.items() if k in Context.__dataclass_fields__})
     for role in ("graph_executor", "tool_executor"):
-        configured_model_string(role, ctx)
+        resolve_model(ctx, role)
 
 
 def _warn_isolation() -> None:

@@ -50,7 +50,37 @@ def format_kgot(state: dict[str, Any]) -> list[str]:
     return lines
 
 
-FORMATTERS = {"kgot": format_kgot}
+def _triple(t: dict[str, Any]) -> str:
+    quals = ", ".join(f"{k}: {v}" for k, v in (t.get("qualifiers") or {}).items())
+    return f"[{t['key']}] ({t['head']}, {t['relation']}, {t['tail']})" + (f" {{{quals}}}" if quals else "")
+
+
+def format_ark(state: dict[str, Any]) -> list[str]:
+    """ARK-V1: the graph, why the run ended, each reasoning step (anchor, relation, triples) and every attempt."""
+    kg = state.get("kg_stats") or {}
+    source = state.get("kg_file", "inline edges") + (f" #{state['kg_id']}" if state.get("kg_id") else "")
+    lines = [f"Knowledge graph: {kg.get('edges', '?')} edges, {kg.get('entities', '?')} entities, "
+             f"{kg.get('heads', '?')} head entities, {kg.get('relations', '?')} relations ({source})",
+             f"Question type: {state.get('question_type', '?')}", f"Exit: {state.get('exit_reason', '(running)')}",
+             f"Justification: {state.get('justification', '')}", "", "Reasoning steps:"]
+    for s in state.get("steps", []):
+        c = s.get("attempts", {})
+        lines.append(f"  [{s['k']}] anchor \"{s['anchor']}\" -> relation \"{s['relation']}\" "
+                     f"(attempts: anchor {c.get('anchor', 0)}, relation {c.get('relation', 0)}, "
+                     f"reasoning {c.get('reasoning', 0)}); {len(s['retrieved'])} triple(s) retrieved, "
+                     f"{len(s['selected'])} selected:")
+        lines += [f"      {_triple(t)}" for t in s["selected"]]
+        lines.append(f"      implication: {s['implication']}")
+        lines.append(f"      continue: {'yes' if s['continue_exploration'] else 'no'}")
+    lines += ["", "Attempts:"]
+    for a in state.get("attempts", []):
+        shown = a["candidate"] if a["candidate"] is not None else "(unparseable)"
+        near = f"; nearest: {', '.join(a['alternatives'])}" if a.get("alternatives") else ""
+        lines.append(f"  k={a['k']} {a['stage']} #{a['c']}: {shown!r} -> {a['outcome']}{near}")
+    return lines
+
+
+FORMATTERS = {"kgot": format_kgot, "ark": format_ark}
 
 
 def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes: tuple[str, ...] = ()) -> str:

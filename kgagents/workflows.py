@@ -13,13 +13,17 @@ from typing import Any, Callable
 from kgagents.runs import RunRegistry, new_thread_id, sqlite_checkpointer
 
 #: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
-WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot"}
+#: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
+WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot", "zeroshot": "graphs.baselines:zeroshot",
+                             "rag": "graphs.baselines:rag"}
 
 
 def load_workflow(name: str) -> ModuleType:
     if name not in WORKFLOWS:
         raise ValueError(f"unknown workflow {name!r}; available: {', '.join(WORKFLOWS)}")
-    return importlib.import_module(WORKFLOWS[name])
+    module, _, attribute = WORKFLOWS[name].partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attribute) if attribute else loaded
 
 
 def make_context(module: ModuleType, values: dict[str, Any]) -> Any:

@@ -52,7 +52,14 @@ class Context:
     solve_mode: SolveMode = "query"
     answer_formatter: AnswerFormatter = "gaia"
     backend: str = "networkx"
-    """Which task-KG store KGoT uses (``networkx`` is embedded; database backends come as plug-ins)."""
+    """Which task-KG store KGoT uses: ``networkx`` (embedded), ``neo4j`` (any Bolt server), ``falkordb``, ``sparql``."""
+    kg_url: str | None = None
+    """The database of a database backend (``bolt://...``, ``redis://...``, ``http://.../query``,
+    ``oxigraph:/dir``); ``None``: ``NEO4J_URI`` / ``FALKORDB_URL`` / ``SPARQL_ENDPOINT`` or the embedded server."""
+    kg_scope: str = ""
+    """Separates task KGs that share a thread (fusion variants): the KG belongs to ``thread_id/kg_scope``."""
+    cleanup: bool = False
+    """Before solving, let the LLM remove irrelevant and duplicate nodes and relationships (noise mitigation)."""
 
     tools: list[str] | None = None
     """Names of the tools the tool executor may use; ``None`` = every available tool."""

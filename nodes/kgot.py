@@ -24,6 +24,7 @@ from nodes.models import resolve_model
 from nodes.runtime import allow_weak, context_of, open_task_kg, work_dir_for
 from nodes.state import append, jsonable
 from prompts import kgot as P
+from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
 from tools.base import run_tool_with_retry, truncate
 from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
 from tools.manager import ToolEnv, ToolManager

@@ -60,6 +60,7 @@ async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KG
 
     Opening touches the filesystem (and, for database backends, the network), so it runs off the event loop.
     """
+    thread_id = thread_id_of(config) + (f"/{ctx.kg_scope}" if ctx.kg_scope else "")
     return await asyncio.to_thread(lambda: open_store(
         ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir_for(ctx, config),
-        thread_id=thread_id_of(config), limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx)))
+        thread_id=thread_id, limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx), url=ctx.kg_url))

@@ -9,22 +9,32 @@ its own); a run started alone (Studio, tests) builds one from the run's :class:`
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import tempfile
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kgagents.config import get_settings
+from kgagents.config import ConfigurationError, get_settings
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller
 from nodes.models import resolve_model
-from nodes.runtime import context_of, work_dir_for
+from nodes.runtime import context_of, thread_id_of, work_dir_for
 from prompts import surfer as P
 from prompts.kgot import render
 from tools.base import run_tool_with_retry
@@ -97,10 +107,16 @@ def surfer_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
         llm = resolve_model(ctx, "tools")
     except Exception:  # noqa: BLE001 - the agent step reports the missing model itself
         llm = None
-    return ToolEnv(work_dir=work_dir_for(ctx, config) / "tools", llm=llm, settings=get_settings(),
+    return ToolEnv(work_dir=_work_dir(ctx, config), llm=llm, settings=get_settings(),
                    max_output_chars=ctx.tool_output_chars, max_retries=ctx.max_tool_retries,
                    backoff_base_s=ctx.tool_backoff_base_s, backoff_max_s=ctx.tool_backoff_max_s,
                    extra={"context": ctx})
+
+
+def _work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
+    if ctx.work_dir or thread_id_of(config) != "ephemeral":
+        return work_dir_for(ctx, config) / "tools"
+    return Path(tempfile.gettempdir()) / "kgagents-surfer"  # never created: the surfer's tools write no files
 
 
 def _max_steps(state: SurferState) -> int:
@@ -131,12 +147,24 @@ def start(state: SurferState) -> dict[str, Any]:
     }
 
 
+async def run_env(runtime: Runtime[Context], config: RunnableConfig) -> tuple[Context, ToolEnv]:
+    """The run's context and tool environment (built in a worker thread: it may read files)."""
+    ctx = context_of(runtime)
+    return ctx, await asyncio.to_thread(surfer_env, ctx, config)
+
+
+def _caller(ctx: Context, env: ToolEnv) -> LLMCaller:
+    if env.llm is None:
+        raise ConfigurationError("no chat model is configured for the tools (KGAGENTS_MODEL or "
+                                 "KGAGENTS_TOOLS_MODEL, or the run's context)")
+    return LLMCaller(ctx, "tools", model=env.llm)
+
+
 async def think(state: SurferState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """One agent step: the tools' model reads the conversation and calls tools (or final_answer)."""
-    ctx = context_of(runtime)
-    env = surfer_env(ctx, config)
+    ctx, env = await run_env(runtime, config)
     try:
-        llm = LLMCaller(ctx, "tools", model=env.llm)
+        llm = _caller(ctx, env)
         reply = await llm.message(state.get("messages") or [], tools=tool_schemas(env))
     except Exception as exc:  # noqa: BLE001 - a failed model (LLMError, no model) ends the search clearly
         return {"error": f"the search agent's model failed: {exc}", "steps": state.get("steps", 0) + 1}
@@ -152,8 +180,8 @@ def _last_ai(state: SurferState) -> AIMessage | None:
 
 async def browse(state: SurferState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """Run the step's tool calls in order on the run's browser (bounded retries; errors become text)."""
-    ctx = context_of(runtime)
-    env = dataclasses.replace(surfer_env(ctx, config), usage={})
+    _, env = await run_env(runtime, config)
+    env = dataclasses.replace(env, usage={})
     browser = TextBrowser.from_state(state.get("browser"), limits=limits_of(env.extra))
     tools = {t.name: t for t in make_surfer_tools(env, browser)}
     message = _last_ai(state)
@@ -174,12 +202,11 @@ async def browse(state: SurferState, runtime: Runtime[Context], config: Runnable
 
 async def wrap_up(state: SurferState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """Out of steps: the model writes its final answer from what it found, without tools."""
-    ctx = context_of(runtime)
-    env = surfer_env(ctx, config)
+    ctx, env = await run_env(runtime, config)
     messages = list(state.get("messages") or [])
     prompt = HumanMessage(render(P.WRAP_UP, max_steps=_max_steps(state)))
     try:
-        llm = LLMCaller(ctx, "tools", model=env.llm)
+        llm = _caller(ctx, env)
         reply = await llm.message([*messages, prompt])
     except Exception as exc:  # noqa: BLE001 - as in think()
         return {"error": f"the search agent's model failed: {exc}"}

@@ -246,6 +246,28 @@ async def test_concurrent_runs_cannot_see_each_others_files(box: Sandbox) -> Non
 
 
 @requires_bwrap
+async def test_run_does_not_block_the_event_loop(box: Sandbox, work_dir: Path) -> None:
+    # `langgraph dev` fails a run that makes a blocking call on the event loop; check the same way it does
+    blockbuster = pytest.importorskip("blockbuster")
+    bb = blockbuster.BlockBuster()
+    bb.functions.pop("threading.Lock.acquire").deactivate()  # as langgraph dev: thread pools need it
+    bb.activate()
+    try:
+        r = await box.run("print('hi')\nresult = 2")
+        assert r.ok and r.result == 2, r.error
+        r = await box.run("while True:\n    print('x' * 1000)")
+        assert r.error.startswith("output limit exceeded")
+        task = asyncio.ensure_future(box.run("while True:\n    pass"))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        bb.deactivate()
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
 def test_run_sync(hostile: Sandbox, work_dir: Path) -> None:
     r = hostile.run_sync("print('sync')\nresult = sum(inputs['xs'])", inputs={"xs": [1, 2, 3]})
     assert r.ok and r.stdout == "sync\n" and r.result == 6

@@ -32,6 +32,12 @@ unless the caller opts in with ``allow_weak=True`` (setting ``KGAGENTS_ALLOW_WEA
 runs with the resource limits, the cleared environment, the seccomp filter (if it can be loaded) and the
 work dir as its current directory, but it can read whatever the application's user can read, and reach the
 network. :func:`isolation_status` says which of the two applies, for a start-up message.
+
+Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
+writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
+folder there). :meth:`Sandbox.run` keeps file-system work off the event loop; the constructor probes
+bubblewrap once per process and so blocks briefly: build sandboxes outside the event loop (or in
+``asyncio.to_thread``). ``KGAGENTS_SANDBOX_NO_CGROUP=1`` turns the pids cgroup off.
 """
 
 from __future__ import annotations
@@ -211,10 +217,8 @@ def _llm_error(exc, memory_mb):
     else:
         text = _message(exc)
         head = _type_name(exc) + (": " + text if text else "") + line
-        if isinstance(exc, PermissionError) and any(
-                f.name in ("_fork_exec", "_execute_child", "fork", "system", "posix_spawn", "spawnv")
-                for f in traceback.extract_tb(exc.__traceback__)):
-            head += " (starting processes is not allowed in the sandbox)"
+        if isinstance(exc, PermissionError) and exc.filename is None:
+            head += " (not allowed in the sandbox, which cannot start processes)"
     if frames:
         shown = frames[-_MAX_FRAMES:]
         more = len(frames) - len(shown)
@@ -796,6 +800,9 @@ def _preexec(limits: SandboxLimits, cgroup_procs: str | None, weak_seccomp: Call
             pass
 
     def preexec() -> None:
+        # this runs in the forked child, which has no event loop: say so, or tools that watch the loop
+        # thread for blocking calls (langgraph dev's blockbuster) would object to the writes below
+        asyncio._set_running_loop(None)
         if cgroup_procs:
             try:
                 with open(cgroup_procs, "w") as f:
@@ -1020,12 +1027,18 @@ class Sandbox:
                     f"(killed by signal {signum}, {name})")
         return f"killed by signal {signum} ({name})"
 
-    def _kill(self, pid: int, launch: _Launch) -> None:
+    @staticmethod
+    def _kill(pid: int) -> None:
+        """SIGKILL the process group: bwrap's pid 1 dies with bwrap (--die-with-parent), and with it the pid
+        namespace and everything in it. (The cgroup, if any, is emptied again when the call is cleaned up.)"""
         try:
-            os.killpg(pid, signal.SIGKILL)  # the group holds bwrap and its pid 1: the pid namespace dies
+            os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        launch.cgroup.kill_all()
+
+    def _cleanup(self, launch: _Launch) -> None:
+        launch.cgroup.remove()
+        self._remove_run_dir(launch)
 
     @staticmethod
     def _remove_run_dir(launch: _Launch) -> None:
@@ -1052,12 +1065,14 @@ class Sandbox:
 
         ``inputs`` (JSON values) is the global dict ``inputs``; ``prelude`` and ``postlude`` are trusted code
         run before and after ``code`` in the same globals (the postlude only when ``code`` succeeded); the
-        JSON value of the global ``result_var`` comes back as ``result``.
+        JSON value of the global ``result_var`` comes back as ``result``. File-system work runs in a worker
+        thread, so the event loop is never blocked.
         """
-        launch = self._prepare(code, inputs, prelude, postlude, result_var)
+        launch = await asyncio.to_thread(self._prepare, code, inputs, prelude, postlude, result_var)
         out, err = _Capture(self.limits.max_output_bytes), _Capture(self.limits.max_output_bytes)
         timed_out, overflow = False, None
         proc: asyncio.subprocess.Process | None = None
+        finished = False
         try:
             proc = await asyncio.create_subprocess_exec(
                 *launch.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -1074,7 +1089,7 @@ class Sandbox:
                         return
                     if capture.add(chunk) and overflow is None:
                         overflow = name
-                        self._kill(running.pid, launch)
+                        self._kill(running.pid)
 
             assert proc.stdout is not None and proc.stderr is not None
             tasks = {asyncio.ensure_future(pump(proc.stdout, out, "stdout")),
@@ -1084,28 +1099,33 @@ class Sandbox:
                 _, pending = await asyncio.wait(tasks, timeout=self.limits.timeout_s)
                 if pending:
                     timed_out = overflow is None
-                    self._kill(proc.pid, launch)
+                    self._kill(proc.pid)
                     _, pending = await asyncio.wait(pending, timeout=5)
-                    for task in pending:
-                        task.cancel()
             finally:
                 for task in tasks:
                     if not task.done():
                         task.cancel()
             if proc.returncode is None:
-                self._kill(proc.pid, launch)
+                self._kill(proc.pid)
                 await proc.wait()
-            return self._finish(launch, proc.returncode, out, err, timed_out, overflow)
+            result = await asyncio.to_thread(self._finish, launch, proc.returncode, out, err, timed_out,
+                                             overflow)
+            finished = True
+            return result
         finally:
             self._close_fds(launch)
             if proc is not None and proc.returncode is None:  # cancelled: leave nothing behind
-                self._kill(proc.pid, launch)
+                self._kill(proc.pid)
                 try:
                     await asyncio.shield(proc.wait())
-                except BaseException:  # noqa: BLE001
+                except BaseException:  # noqa: BLE001 - cancelled again: the kill above still stands
                     pass
-            launch.cgroup.remove()
-            self._remove_run_dir(launch)
+            if not finished:
+                cleanup = asyncio.ensure_future(asyncio.to_thread(self._cleanup, launch))
+                try:
+                    await asyncio.shield(cleanup)
+                except BaseException:  # noqa: BLE001 - the cleanup goes on in its thread
+                    pass
 
     # -- sync ----------------------------------------------------------------------------------------------
 
@@ -1114,8 +1134,7 @@ class Sandbox:
         launch = self._prepare(code, kw.pop("inputs", None), kw.pop("prelude", ""), kw.pop("postlude", ""),
                                kw.pop("result_var", "result"))
         if kw:
-            self._remove_run_dir(launch)
-            launch.cgroup.remove()
+            self._cleanup(launch)
             self._close_fds(launch)
             raise TypeError(f"unexpected arguments: {', '.join(kw)}")
         out, err = _Capture(self.limits.max_output_bytes), _Capture(self.limits.max_output_bytes)
@@ -1138,7 +1157,7 @@ class Sandbox:
                     now = time.monotonic()
                     if killed_at is None and now >= deadline:
                         timed_out = overflow is None
-                        self._kill(proc.pid, launch)
+                        self._kill(proc.pid)
                         killed_at = now
                     if killed_at is not None and now - killed_at > 5:
                         break
@@ -1151,27 +1170,26 @@ class Sandbox:
                         capture, name = captures[key.fd]
                         if capture.add(chunk) and overflow is None:
                             overflow = name
-                            self._kill(proc.pid, launch)
+                            self._kill(proc.pid)
                             killed_at = time.monotonic()
             try:
                 remaining = max(0.1, deadline - time.monotonic()) if killed_at is None else 5
                 proc.wait(timeout=remaining)
             except subprocess.TimeoutExpired:
                 timed_out = timed_out or overflow is None
-                self._kill(proc.pid, launch)
+                self._kill(proc.pid)
                 proc.wait()
             return self._finish(launch, proc.returncode, out, err, timed_out, overflow)
         finally:
             self._close_fds(launch)
             if proc is not None:
                 if proc.returncode is None:
-                    self._kill(proc.pid, launch)
+                    self._kill(proc.pid)
                     proc.wait()
                 for stream in (proc.stdout, proc.stderr):
                     if stream is not None:
                         stream.close()
-            launch.cgroup.remove()
-            self._remove_run_dir(launch)
+            self._cleanup(launch)
 
 
 def _input_default(value: Any) -> Any:

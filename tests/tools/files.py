@@ -32,8 +32,8 @@ def make_pdf(lines: list[str]) -> bytes:
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+         b"/Resources << /Font << /F1 5 0 R >> >> >>"),
         b"<< /Length " + str(len(stream)).encode() + b" >>\nstream\n" + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
@@ -152,9 +152,9 @@ def make_zip(members: dict[str, bytes], *, symlinks: dict[str, str] | None = Non
 def zip_bomb(uncompressed_mb: int = 50) -> bytes:
     """One member of zeros that expands about a thousand times."""
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        with zf.open("zeros.txt", "w", force_zip64=True) as member:
-            block = b"\0" * (1024 * 1024)
-            for _ in range(uncompressed_mb):
-                member.write(block)
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf, \
+            zf.open("zeros.txt", "w", force_zip64=True) as member:
+        block = b"\0" * (1024 * 1024)
+        for _ in range(uncompressed_mb):
+            member.write(block)
     return buffer.getvalue()

@@ -31,8 +31,8 @@ PDF_LINES = ["Annual report of the Lake Vornhal observatory", "Visitors in 2023:
 WIKI_PAGES = {
     "Lake Vornhal": {
         "revisions": [  # newest first: (revid, timestamp, html)
-            (3003, "2024-05-01T10:00:00Z", "<p>Lake Vornhal is an alpine lake. Its area is <b>14.2 km2</b>.</p>"
-                                           "<h2>Observatory</h2><p>The observatory opened in 1923.</p>"),
+            (3003, "2024-05-01T10:00:00Z", ("<p>Lake Vornhal is an alpine lake. Its area is <b>14.2 km2</b>."
+                                            "</p><h2>Observatory</h2><p>The observatory opened in 1923.</p>")),
             (2002, "2015-03-10T08:00:00Z", "<p>Lake Vornhal is a lake. Its area is <b>13.9 km2</b>.</p>"),
             (1001, "2008-01-02T09:00:00Z", "<p>Lake Vornhal is a small lake (stub).</p>"),
         ],
@@ -86,7 +86,7 @@ class FixtureServer:
         }
 
     # -- lifecycle ----------------------------------------------------------------------------------
-    def start(self) -> "FixtureServer":
+    def start(self) -> FixtureServer:
         server = self
 
         class Handler(_Handler):
@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
     fixture: FixtureServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     # -- GET ----------------------------------------------------------------------------------------
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         parsed = urlparse(self.path)
         query = parse_qs(parsed.query)
         self.fixture.requests.append(("GET", parsed.path, query))
@@ -281,7 +281,7 @@ class _Handler(BaseHTTPRequestHandler):
             "timestamp": stamp}}})
 
     # -- POST ---------------------------------------------------------------------------------------
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         parsed = urlparse(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""

@@ -76,5 +76,5 @@ def test_kind_of():
 
 def test_convert_path(tmp_path):
     path = tmp_path / "notes.txt"
-    path.write_bytes("Grüße".encode("utf-8"))
+    path.write_bytes("Grüße".encode())
     assert convert_path(path).text == "Grüße"

@@ -200,8 +200,9 @@ async def test_image_blocks_reach_an_openai_compatible_server(tmp_path, settings
 
 def test_prepare_image_converts_and_scales():
     b64, mime = prepare_image(F.make_png((3000, 1000), fmt="BMP"), "wide.bmp")
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     img = Image.open(io.BytesIO(base64.b64decode(b64)))
     assert mime == "image/png" and max(img.size) == 2048

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-import graphs.surfer as surfer
+from graphs import surfer
 from kgagents.config import Settings
 from nodes import surfer as n
 from nodes.context import Context

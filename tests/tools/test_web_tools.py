@@ -47,7 +47,7 @@ async def test_informational_search_is_a_page(env, web):
     assert "## Web search results for 'lake vornhal' (pages from 2021)" in out
     assert f"1. [Lake Vornhal - fixture article]({web.url('/files/article.html')})" in out
     assert browser.address == "search: lake vornhal"
-    (_, path, query), = [r for r in web.requests if r[1] == "/search"]
+    (_, _, query), = [r for r in web.requests if r[1] == "/search"]
     assert query["q"] == ["lake vornhal"] and query["tbs"] == ["cdr:1,cd_min:01/01/2021,cd_max:12/31/2021"]
     assert query["engine"] == ["google"]
 
@@ -83,7 +83,7 @@ async def test_unreachable_search_service_is_retried_then_reported(tmp_path):
 
 
 async def test_visit_page_down_find(env, web):
-    browser, tools = tools_for(env)
+    _, tools = tools_for(env)
     out = (await run(tools["visit_page"], {"url": web.url("/files/article.html")}, env)).output
     assert "Title: Lake Vornhal" in out
     out = (await run(tools["page_down"], {}, env)).output
@@ -142,7 +142,7 @@ def test_parse_date():
 
 
 async def test_archived_url(env, web):
-    browser, tools = tools_for(env)
+    _, tools = tools_for(env)
     web.requests.clear()
     out = (await run(tools["archived_url"], {"url": "http://example.org/", "date": "2008-06-27"}, env)).output
     assert out.startswith("Archived copy of http://example.org/, snapshot of 2008-06-27:")

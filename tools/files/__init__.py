@@ -26,4 +26,4 @@ register_tool(make_text_inspector, name="inspect_file_as_text", check=check_text
 register_tool(make_image_inspector, name="image_inspector", check=check_image_inspector)
 register_tool(make_extract_zip, name="extract_zip", check=check_extract_zip)
 
-__all__ = ["check_text_inspector", "check_extract_zip", "check_image_inspector"]
+__all__ = ["check_extract_zip", "check_image_inspector", "check_text_inspector"]

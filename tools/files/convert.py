@@ -177,7 +177,7 @@ def convert_bytes(data: bytes, *, filename: str | None = None, mimetype: str | N
         raise ConversionError(f"unsupported file format ({ext or mime or 'unknown type'})") from exc
     except FileConversionException as exc:
         raise ConversionError(f"could not convert the {ext or mime or 'file'}: {_first_cause(exc)}") from exc
-    except Exception as exc:  # noqa: BLE001 - a converter bug must not end the run
+    except Exception as exc:
         raise ConversionError(f"could not convert the {ext or mime or 'file'}: {type(exc).__name__}: {exc}") from exc
     text = result.markdown if hasattr(result, "markdown") else result.text_content
     return Document(text=text, title=result.title or name, kind=ext or mime)
@@ -191,7 +191,7 @@ def _convert_pdf(data: bytes, info: Any, name: str | None) -> Document:
         raise ConversionError("not a valid PDF file (no %PDF header)")
     try:
         result = PdfConverter().convert(io.BytesIO(data), info)
-    except Exception as exc:  # noqa: BLE001 - pdfminer raises many kinds of errors on broken files
+    except Exception as exc:
         message = str(exc).strip().splitlines()
         raise ConversionError(f"could not read the PDF (corrupt or encrypted?): {type(exc).__name__}"
                               f"{': ' + message[0][:200] if message else ''}") from exc

@@ -33,7 +33,7 @@ def svg_to_png(data: bytes) -> bytes:
 
     try:
         return cairosvg.svg2png(bytestring=data, unsafe=False)
-    except Exception as exc:  # noqa: BLE001 - malformed SVGs fail in many ways
+    except Exception as exc:
         raise ToolFailure(f"cannot render the SVG image: {type(exc).__name__}: {exc}") from exc
 
 

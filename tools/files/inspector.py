@@ -79,7 +79,8 @@ class _Read:
     note: str | None
 
 
-async def _read_extracted(env: ToolEnv, result: Extraction, path: Path) -> _Read:
+def _read_extracted(result: Extraction, path: Path) -> _Read:
+    """One extracted file as text, or a note saying which tool reads it (blocking: run in a thread)."""
     rel = result.relative(path)
     with open(path, "rb") as fh:
         head = fh.read(4096)
@@ -91,7 +92,7 @@ async def _read_extracted(env: ToolEnv, result: Extraction, path: Path) -> _Read
     if kind == "archive":
         return _Read(rel, None, f"nested archive: extract_zip on {path} extracts it")
     try:
-        doc = await asyncio.to_thread(convert_path, path)
+        doc = convert_path(path)
     except (ConversionError, OSError) as exc:
         return _Read(rel, None, f"unreadable: {exc}")
     return _Read(rel, doc.text, None)
@@ -102,7 +103,7 @@ async def extract_and_inspect(env: ToolEnv, loaded: Loaded, question: str | None
     dest = Path(env.work_dir) / "extracted"
     source = loaded.path if loaded.path is not None else loaded.data
     result = await asyncio.to_thread(extract, source, dest, name=loaded.name, limits=zip_limits(env))
-    reads = [await _read_extracted(env, result, p) for p in result.files[:MAX_INSPECTED_FILES]]
+    reads = await asyncio.to_thread(lambda: [_read_extracted(result, p) for p in result.files[:MAX_INSPECTED_FILES]])
     lines = [f"Extracted {len(result.files)} file(s) from {loaded.name} into {result.target}:"]
     for r in reads:
         lines.append(f"- {r.rel}" + (f" ({r.note})" if r.note else ""))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from kgagents.retry import is_transient
@@ -42,7 +43,7 @@ async def transcribe(env: ToolEnv, data: bytes, filename: str) -> str:
     model = getattr(env.settings, "transcription_model", None) or "whisper-1"
     try:
         result = await client.audio.transcriptions.create(model=model, file=(filename, data))
-    except Exception as exc:  # noqa: BLE001 - classified below
+    except Exception as exc:
         if is_transient(exc):
             raise
         raise ToolFailure(f"transcription of {filename} failed: {type(exc).__name__}: {exc}") from exc
@@ -99,7 +100,7 @@ async def youtube_transcript(env: ToolEnv, url: str) -> str:
     fetcher: Fetcher = env.extra.get("youtube_fetcher") or _default_fetcher
     try:
         snippets = await asyncio.to_thread(fetcher, video_id)
-    except Exception as exc:  # noqa: BLE001 - the library's errors explain themselves; keep the first line
+    except Exception as exc:
         text = str(exc)
         cause = re.search(r"caused by:\s*\n\s*(.+)", text)
         reason = cause.group(1).strip() if cause else next(

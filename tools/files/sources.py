@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -49,7 +50,8 @@ def local_path(env: ToolEnv, source: str) -> Path:
 
 
 async def load(env: ToolEnv, source: str, *, max_bytes: int = MAX_CONVERT_BYTES) -> Loaded:
-    """Read a local file or download a URL (within the run's fetch limits)."""
+    """Read a local file (in a worker thread: file I/O never blocks the event loop) or download a URL
+    (within the run's fetch limits)."""
     if not source or not source.strip():
         raise ToolFailure("no file path or URL was given")
     if is_url(source):
@@ -57,6 +59,10 @@ async def load(env: ToolEnv, source: str, *, max_bytes: int = MAX_CONVERT_BYTES)
         name = got.filename or Path(urlparse(got.url).path).name or "download"
         return Loaded(data=got.content, name=name, source=got.url, mimetype=got.mimetype or None,
                       charset=got.charset)
+    return await asyncio.to_thread(_read_local, env, source, max_bytes)
+
+
+def _read_local(env: ToolEnv, source: str, max_bytes: int) -> Loaded:
     path = local_path(env, source)
     size = path.stat().st_size
     if size > max_bytes:

@@ -17,11 +17,20 @@ from tools.sandbox import SandboxLimits
 BackendFactory = Callable[..., KGStore]
 
 _backends: dict[str, BackendFactory] = {}
+_languages: dict[str, str] = {}
 
 
-def register_backend(name: str, factory: BackendFactory) -> None:
-    """Make a backend available under ``name``."""
+def register_backend(name: str, factory: BackendFactory, query_language: str = "python") -> None:
+    """Make a backend available under ``name`` (``query_language`` selects its prompts)."""
     _backends[name] = factory
+    _languages[name] = query_language
+
+
+def backend_language(name: str) -> str:
+    """The query language of a backend (``python``, ``cypher``, ``sparql``) without opening it."""
+    if name not in _languages:
+        raise ValueError(f"unknown KG backend {name!r}; available: {', '.join(backend_names())}")
+    return _languages[name]
 
 
 def backend_names() -> list[str]:
@@ -34,6 +43,30 @@ def _networkx(*, snapshot: KGSnapshot | None, work_dir: Path, limits: SandboxLim
 
 
 register_backend("networkx", _networkx)
+
+
+# The database backends import their clients (and start an embedded server) only when a run opens them.
+def _neo4j(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, **_: Any) -> KGStore:
+    from tools.kg.cypher_store import Neo4jStore, bolt_config
+
+    return Neo4jStore(snapshot, thread_id=thread_id, config=bolt_config(url))
+
+
+def _falkordb(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, **_: Any) -> KGStore:
+    from tools.kg.falkordb_store import FalkorDBStore, falkordb_url
+
+    return FalkorDBStore(snapshot, thread_id=thread_id, url=falkordb_url(url))
+
+
+def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, **_: Any) -> KGStore:
+    from tools.kg.sparql_store import SparqlStore, database_for
+
+    return SparqlStore(snapshot, thread_id=thread_id, database=database_for(url))
+
+
+register_backend("neo4j", _neo4j, "cypher")
+register_backend("falkordb", _falkordb, "cypher")
+register_backend("sparql", _sparql, "sparql")
 
 
 def open_store(name: str, *, snapshot: KGSnapshot | None, work_dir: Path, thread_id: str,

@@ -45,7 +45,7 @@ class TextBrowser:
         self.history: list[str] = list(state.get("history") or [])
 
     @classmethod
-    def from_state(cls, state: dict[str, Any] | None, *, limits: FetchLimits | None = None) -> "TextBrowser":
+    def from_state(cls, state: dict[str, Any] | None, *, limits: FetchLimits | None = None) -> TextBrowser:
         """A browser restored from :meth:`to_state`'s dict (a blank one for ``None``)."""
         return cls(state, limits=limits)
 
@@ -122,7 +122,7 @@ class TextBrowser:
         parts = [re.escape(p) for p in query.strip().split("*")]
         body = ".*?".join(parts)
         body = re.sub(r"(\\ )+|\s+", r"\\s+", body)
-        return re.compile(body, re.I | re.S)
+        return re.compile(body, re.IGNORECASE | re.DOTALL)
 
     def _page_of(self, pos: int) -> int:
         for i, (start, end) in enumerate(self.pages):

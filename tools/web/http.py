@@ -115,7 +115,7 @@ def _content_type(headers: httpx.Headers) -> tuple[str, str | None]:
 
 def _filename(headers: httpx.Headers, url: str) -> str | None:
     disposition = headers.get("content-disposition", "")
-    match = re.search(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", disposition, re.I)
+    match = re.search(r"filename\*?=(?:UTF-8'')?\"?([^\";]+)\"?", disposition, re.IGNORECASE)
     if match:
         return unquote(match.group(1)).strip() or None
     name = unquote(urlparse(url).path.rsplit("/", 1)[-1])
@@ -132,9 +132,9 @@ async def fetch(url: str, limits: FetchLimits | None = None, *, params: dict[str
                    **(headers or {})}
     try:
         async with httpx.AsyncClient(follow_redirects=True, max_redirects=limits.max_redirects, timeout=timeout,
-                                     headers=all_headers) as client:
-            async with client.stream("GET", url, params=params) as response:
-                return await _read(response, limits)
+                                     headers=all_headers) as client, \
+                client.stream("GET", url, params=params) as response:
+            return await _read(response, limits)
     except httpx.TooManyRedirects as exc:
         raise FetchError(f"too many redirects (more than {limits.max_redirects}) from {url}") from exc
     except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
@@ -178,7 +178,7 @@ async def _read(response: httpx.Response, limits: FetchLimits) -> Fetched:
 
     try:
         await asyncio.wait_for(consume(), timeout=max(0.01, deadline - time.monotonic()))
-    except (TimeoutError, asyncio.TimeoutError):
+    except TimeoutError:
         timed_out = True
     except httpx.ReadTimeout:
         if not chunks:

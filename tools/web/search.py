@@ -58,8 +58,7 @@ def search_configured(settings: Settings) -> bool:
 def _base_domain(base: str) -> str:
     base = base.rstrip("/")
     for suffix in ("/search.json", "/search"):
-        if base.endswith(suffix):
-            base = base[: -len(suffix)]
+        base = base.removesuffix(suffix)
     return base
 
 
@@ -103,8 +102,8 @@ async def web_search(settings: Settings, query: str, *, filter_year: int | None 
                      timeout_s: float = 30.0) -> SearchPage:
     """Run one Google search; raises :class:`ToolFailure` (bad key, bad query) or
     :class:`TransientSearchError` (worth retrying)."""
-    import serpapi
     import requests
+    import serpapi
 
     client = make_client(settings, timeout_s)
     params = search_params(query, filter_year=filter_year, num=num)

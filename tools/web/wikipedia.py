@@ -100,7 +100,7 @@ async def _parse(api: str, params: dict[str, Any], what: str, limits: FetchLimit
 
 def _html_to_markdown(title: str, body: str) -> str:
     doc = convert_bytes(f"<html><head><title>{html.escape(title)}</title></head><body>{body}</body></html>"
-                        .encode("utf-8"), mimetype="text/html", charset="utf-8")
+                        .encode(), mimetype="text/html", charset="utf-8")
     return f"# {title}\n\n{doc.text.strip()}"
 
 

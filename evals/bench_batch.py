@@ -1,0 +1,265 @@
+"""Benchmark (not a test): how much concurrency buys, with a chat model that answers after a fixed latency.
+
+    python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--route enhance|direct]
+                                [--model-path lean|langchain] [--json FILE]
+
+Two measurements, both on the real KGoT graph:
+
+- **batch speedup**: the evaluation runner (SQLite checkpoints, one thread per item) with C items at a time,
+  against the same items one at a time: ``speedup = C-concurrent throughput / sequential throughput``;
+- **single-task speedup**: one task with its concurrent fan-outs (5 vote samples, tool calls, 3 parses) against
+  the same graph run with ``max_concurrency=1`` (every LLM and tool call one after the other).
+
+The simulated model (:class:`LatencyChatModel`) sleeps ``latency`` seconds per call, then answers from a script.
+Its ``lean`` path answers structured-output and tool-binding calls directly; the ``langchain`` path goes through
+LangChain's generic structured-output chain like a real provider client, which costs more CPU per call. The
+``enhance`` route is one ENHANCE iteration (votes, merge, tool definition, two concurrent simulated tool calls,
+two KG integrations) followed by a SOLVE iteration; ``direct`` is the shortest route (votes, direct solve,
+need-for-math, parses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+from langchain_core.tools import StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from evals.datasets import Dataset, Item
+from evals.runner import EvalOptions, evaluate
+from kgagents.scripted import ScriptedChatModel
+
+# Phrases that identify KGoT's prompts (prompts/kgot.py)
+VOTE = "Can you solve the initial problem"
+MERGE = "<list_of_reasons>"
+DEFINE_TOOLS = "information retriever"
+WRITE = "<new_information>"
+DIRECT = "Solve the initial problem using only the data"
+NEED_MATH = "need_math"
+PARSE = "formatter and extractor"
+FIRST_ITERATION = "No tool calls have been made yet"
+TOOL_NAME = "simulated_lookup"
+
+
+class _LeanCall(Runnable):
+    """What ``bind_tools`` / ``with_structured_output`` return on the lean path: one awaited sleep, one reply."""
+
+    def __init__(self, model: "LatencyChatModel", *, schema: Any = None, tools: list[dict[str, Any]] | None = None,
+                 tool_choice: Any = None) -> None:
+        self.model, self.schema, self.tools, self.tool_choice = model, schema, tools, tool_choice
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        return asyncio.run(self.ainvoke(input, config))
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        messages: list[BaseMessage] = list(input)
+        await asyncio.sleep(self.model.latency)
+        tools = self.tools
+        if self.schema is not None:
+            tools = [{"type": "function", "function": {"name": self.schema.__name__}}]
+        message = self.model._generate(messages, tools=tools, tool_choice=self.tool_choice).generations[0].message
+        if self.schema is None:
+            return message
+        try:
+            return {"raw": message, "parsed": self.schema.model_validate(message.tool_calls[0]["args"]),
+                    "parsing_error": None}
+        except Exception as exc:  # noqa: BLE001 - reported to the caller like LangChain's parser does
+            return {"raw": message, "parsed": None, "parsing_error": exc}
+
+
+class LatencyChatModel(ScriptedChatModel):
+    """A scripted chat model that answers after ``latency`` seconds (an idealised remote API)."""
+
+    latency: float = 0.2
+    lean: bool = True
+
+    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
+                         **kwargs: Any) -> Any:
+        await asyncio.sleep(self.latency)
+        return self._generate(messages, stop=stop, **kwargs)
+
+    def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
+                               **kwargs: Any):  # type: ignore[override]
+        if not self.lean:
+            return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+        if not include_raw:
+            raise ValueError("the lean path returns raw and parsed replies (include_raw=True)")
+        return _LeanCall(self, schema=schema)
+
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):  # type: ignore[override]
+        if not self.lean:
+            return super().bind_tools(tools, tool_choice=tool_choice, **kwargs)
+        return _LeanCall(self, tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice)
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> AIMessage:  # type: ignore[override]
+        if not self.lean:
+            return await super().ainvoke(input, config, **kwargs)
+        return await _LeanCall(self).ainvoke(input)
+
+
+def _step(when: str, *, unless: str | None = None, **reply: Any) -> dict[str, Any]:
+    step: dict[str, Any] = {"when": when, "times": 0, **reply}
+    if unless:
+        step["unless"] = unless
+    return step
+
+
+def script(route: str) -> list[dict[str, Any]]:
+    """Scripted replies for every item (``times: 0``: unlimited)."""
+    solve = [_step(DIRECT, structured={"solution": "42"}),
+             _step(NEED_MATH, structured={"need_math": False, "reason": "none"}),
+             _step(PARSE, structured={"final_answer": "42"})]
+    if route == "direct":
+        return [_step(VOTE, structured={"query_type": "RETRIEVE", "reason": "known"}), *solve]
+    if route != "enhance":
+        raise ValueError(f"unknown route {route!r}: enhance or direct")
+    calls = [{"name": TOOL_NAME, "args": {"query": q}} for q in ("first fact", "second fact")]
+    return [_step(f"^(?=.*{VOTE})(?=.*{FIRST_ITERATION})", structured={"query_type": "INSERT",
+                                                                     "reason": "facts missing"}),
+            _step(VOTE, unless=FIRST_ITERATION, structured={"query_type": "RETRIEVE", "reason": "known"}),
+            _step(MERGE, structured={"missing_information": "two facts"}),
+            _step(DEFINE_TOOLS, tool_calls=calls),
+            _step(WRITE, structured={"code": ""}),  # nothing to write: no sandbox run, the latency alone
+            *solve]
+
+
+def register_simulated_tool(latency: float) -> None:
+    """A tool that answers after ``latency`` seconds (registered for this process only)."""
+    from tools.manager import register_tool
+
+    async def lookup(query: str) -> str:
+        await asyncio.sleep(latency)
+        return f"The answer to {query!r} is 42."
+
+    register_tool(StructuredTool.from_function(coroutine=lookup, name=TOOL_NAME,
+                                               description="Look a fact up (simulated, fixed latency)."))
+
+
+def context_for(model: LatencyChatModel, work_dir: Path) -> Any:
+    from nodes.context import Context
+
+    return Context(model=model, solve_mode="direct", tools=[TOOL_NAME], work_dir=str(work_dir),
+                   max_api_retries=0, llm_timeout_s=60)
+
+
+def items(n: int) -> Dataset:
+    return Dataset(name="bench", split="bench", scorer="gaia",
+                   items=[Item(id=f"b{i}", question=f"Benchmark task {i}: what is the answer?", gold="42")
+                          for i in range(n)])
+
+
+async def batch_time(n: int, concurrency: int, latency: float, route: str, lean: bool, root: Path) -> dict[str, Any]:
+    """Wall time of ``n`` items at ``concurrency`` through the runner (fresh output directory)."""
+    out = root / f"c{concurrency}-n{n}"
+    shutil.rmtree(out, ignore_errors=True)
+    model = LatencyChatModel(steps=script(route), latency=latency, lean=lean)
+    options = EvalOptions(workflow="kgot", out_dir=out, concurrency=concurrency, progress=False,
+                          context=context_for(model, root / "work"))
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    result = await evaluate(options, items(n))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    wrong = [r for r in result.records if not r["correct"]]
+    if wrong:
+        raise RuntimeError(f"benchmark items failed: {wrong[0].get('error') or wrong[0].get('answer')}")
+    return {"items": n, "concurrency": concurrency, "wall_s": wall, "cpu_s": cpu,
+            "calls_per_item": len(model.calls) / n}
+
+
+async def single_task_time(latency: float, route: str, lean: bool, root: Path, sequential: bool) -> float:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs.kgot import compile_graph
+
+    model = LatencyChatModel(steps=script(route), latency=latency, lean=lean)
+    graph = compile_graph(InMemorySaver())
+    config: dict[str, Any] = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
+    if sequential:
+        config["max_concurrency"] = 1
+    t0 = time.perf_counter()
+    state = await graph.ainvoke({"question": "Benchmark task: what is the answer?"}, config,
+                                context=context_for(model, root / "work-single"))
+    if state.get("final_answer") != "42":
+        raise RuntimeError(f"the single task did not finish: {state.get('final_answer')!r}")
+    return time.perf_counter() - t0
+
+
+async def run_benchmark(latency: float, concurrencies: list[int], route: str, lean: bool, sequential_items: int,
+                        waves: int, repeats: int) -> dict[str, Any]:
+    register_simulated_tool(latency)
+    root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
+    try:
+        await batch_time(2, 2, 0.0, route, lean, root)  # warm-up: imports, first graph compile
+        seq = await batch_time(sequential_items, 1, latency, route, lean, root)
+        per_item = seq["wall_s"] / sequential_items
+        rows = []
+        for c in concurrencies:
+            runs = [await batch_time(c * waves, c, latency, route, lean, root) for _ in range(repeats)]
+            best = min(runs, key=lambda r: r["wall_s"])
+            speedup = per_item * best["items"] / best["wall_s"]
+            rows.append({**best, "speedup": speedup, "efficiency": speedup / c,
+                         "wall_s_all": [round(r["wall_s"], 3) for r in runs]})
+            print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s (cpu {best['cpu_s']:5.2f} s) "
+                  f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
+        concurrent = [await single_task_time(latency, route, lean, root, sequential=False) for _ in range(repeats)]
+        serial = [await single_task_time(latency, route, lean, root, sequential=True) for _ in range(repeats)]
+        single = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
+                  "speedup": min(serial) / min(concurrent)}
+        print(f"single task: {single['sequential_s']:.2f} s sequential, {single['concurrent_s']:.2f} s concurrent, "
+              f"speedup {single['speedup']:.2f}", file=sys.stderr)
+        return {"latency_s": latency, "route": route, "model_path": "lean" if lean else "langchain",
+                "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                            "platform": platform.platform()},
+                "calls_per_item": seq["calls_per_item"]}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"Route `{result['route']}`, model path `{result['model_path']}`, latency {result['latency_s'] * 1000:.0f} ms "
+             f"per call, {result['calls_per_item']:.0f} model calls per item, {result['machine']['cpus']} CPUs; "
+             f"sequential: {result['sequential']['per_item_s']:.2f} s per item.", "",
+             "| C | items | wall s | CPU s | speedup | speedup / C |", "|---|---|---|---|---|---|"]
+    for r in result["batch"]:
+        lines.append(f"| {r['concurrency']} | {r['items']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+                     f"{r['speedup']:.2f} | {r['efficiency']:.2f} |")
+    s = result["single_task"]
+    lines += ["", f"Single task: {s['sequential_s']:.2f} s with `max_concurrency=1`, {s['concurrent_s']:.2f} s "
+                  f"concurrent: speedup {s['speedup']:.2f}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.bench_batch", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds per model/tool call (default 0.2)")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
+    parser.add_argument("--model-path", choices=["lean", "langchain"], default="lean")
+    parser.add_argument("--sequential-items", type=int, default=4, help="items of the sequential baseline")
+    parser.add_argument("--waves", type=int, default=2, help="items per run = waves × C (default 2)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per C; the fastest counts (default 1)")
+    parser.add_argument("--json", help="also write the results as JSON to this file")
+    args = parser.parse_args(argv)
+    result = asyncio.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path == "lean",
+                                       args.sequential_items, args.waves, args.repeats))
+    print(markdown(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

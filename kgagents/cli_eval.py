@@ -1,0 +1,94 @@
+"""The ``eval`` and ``report`` commands.
+
+    kgagents eval WORKFLOW --dataset NAME --data PATH [--split S] [--limit N] [--concurrency C] [--runs R]
+                  [--out DIR] [--model provider:model] [--grader-model provider:model] [--retry-failed]
+                  [--dask [SCHEDULER]] [--workers N]
+    kgagents report DIR [DIR ...] [--out DIR] [--label NAME ...]
+
+Running the same ``eval`` command again resumes the evaluation: finished items are skipped, interrupted ones
+continue from their checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+DEFAULT_RESULTS_DIR = Path(".eval-results")
+
+
+def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
+    """Add ``eval`` and ``report`` to the ``kgagents`` parser."""
+    ev = sub.add_parser("eval", help="evaluate a workflow on a dataset (concurrent, resumable)")
+    ev.add_argument("workflow", help="kgot, zeroshot, rag, ...")
+    ev.add_argument("--dataset", required=True, help="gaia, simpleqa, ... (see docs/evals.md)")
+    ev.add_argument("--data", help="the dataset's local files (GAIA folder, SimpleQA CSV, ...)")
+    ev.add_argument("--split", help="dataset split (GAIA: validation or test)")
+    ev.add_argument("--limit", type=int, help="only the first N items")
+    ev.add_argument("--ids", nargs="+", metavar="ID", help="only these item ids")
+    ev.add_argument("--concurrency", "-c", type=int, default=4, help="items at a time (default 4)")
+    ev.add_argument("--runs", type=int, default=1, help="repetitions of every item (default 1)")
+    ev.add_argument("--out", help=f"results directory (default {DEFAULT_RESULTS_DIR}/WORKFLOW-DATASET-SPLIT)")
+    ev.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
+    ev.add_argument("--base-url", help="an OpenAI-compatible server for the model")
+    ev.add_argument("--max-iterations", type=int)
+    ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field")
+    ev.add_argument("--grader-model", help="the LLM grader's model (SimpleQA); default: --model")
+    ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
+    ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
+                                           "postgresql://... for a cluster)")
+    ev.add_argument("--dask", nargs="?", const="local", metavar="SCHEDULER",
+                    help="distribute items with Dask: a scheduler address, or nothing for a local cluster")
+    ev.add_argument("--workers", type=int, default=2, help="processes of the local Dask cluster (default 2)")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
+    command("eval")(cmd_eval)
+
+    rep = sub.add_parser("report", help="Markdown report and plots comparing result directories")
+    rep.add_argument("dirs", nargs="+", metavar="DIR")
+    rep.add_argument("--out", help="where report.md and the plots go (default: the first DIR)")
+    rep.add_argument("--label", action="append", help="a name per DIR, in order")
+    rep.add_argument("--no-plots", action="store_true")
+    command("report")(cmd_report)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from evals.datasets import load_dataset
+    from evals.report import build_report
+    from evals.runner import EvalOptions, run_evaluation
+    from kgagents.cli import _check_model, context_values_from_args
+    from kgagents.workflows import load_workflow
+
+    load_workflow(args.workflow)  # an unknown workflow is an error before anything else
+    dataset = load_dataset(args.dataset, args.data, split=args.split, limit=args.limit, ids=args.ids)
+    values = context_values_from_args(args)
+    _check_model(values)
+    out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / f"{args.workflow}-{dataset.name}-{dataset.split}"
+    options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=args.runs,
+                          context_values=values, grader_model=args.grader_model, retry_failed=args.retry_failed,
+                          progress=not args.no_progress, checkpointer=args.checkpointer)
+    if args.dask:
+        from evals.distributed import evaluate_distributed
+
+        result = evaluate_distributed(options, dataset, scheduler=None if args.dask == "local" else args.dask,
+                                      n_workers=args.workers)
+    else:
+        result = run_evaluation(options, dataset)
+    m = result.metrics
+    print(f"{len(result.records)} results in {out} (this run: {result.ran} ran, {result.resumed} resumed, "
+          f"{result.skipped} skipped, {result.failed} failed)", file=sys.stderr)
+    shown = {k: v for k, v in m.items() if k not in {"n"}}
+    print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items()))
+    if not args.no_report and result.records:
+        print(f"report: {build_report([out])}", file=sys.stderr)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from evals.report import build_report
+
+    path = build_report(args.dirs, args.out, labels=args.label, plots=not args.no_plots)
+    print(path)
+    return 0

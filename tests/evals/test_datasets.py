@@ -1,0 +1,106 @@
+"""Dataset loaders: the layouts they read and the errors they give."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from evals.datasets import DATASETS, DatasetError, load_dataset
+
+
+def gaia_tree(root, split="validation", *, attachment=True):
+    folder = root / "2023" / split
+    folder.mkdir(parents=True)
+    rows = [
+        {"task_id": "a1", "Question": "How many legs has a spider?", "Level": 1, "Final answer": "8",
+         "file_name": "", "Annotator Metadata": {"Steps": "count"}},
+        {"task_id": "b2", "Question": "Sum the column in the attached sheet.", "Level": "2", "Final answer": "12",
+         "file_name": "b2.csv"},
+        {"task_id": "c3", "Question": "Hard one", "Level": 3, "Final answer": "x, y", "file_name": None},
+    ]
+    (folder / "metadata.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    if attachment:
+        (folder / "b2.csv").write_text("n\n5\n7\n")
+    return folder
+
+
+def test_gaia_from_the_hugging_face_layout(tmp_path):
+    folder = gaia_tree(tmp_path)
+    for path in (tmp_path, tmp_path / "2023", folder):  # repo root, year folder or split folder
+        ds = load_dataset("gaia", path)
+        assert ds.split == "validation" and ds.scorer == "gaia" and ds.group_label == "Level"
+        assert [i.id for i in ds.items] == ["a1", "b2", "c3"]
+        assert [i.group for i in ds.items] == ["Level 1", "Level 2", "Level 3"]
+        b2 = ds.items[1]
+        assert b2.gold == "12" and b2.attachments == [str((folder / "b2.csv").resolve())]
+        assert ds.items[0].attachments == [] and ds.items[2].attachments == []
+    assert [i.id for i in load_dataset("gaia", tmp_path, limit=2).items] == ["a1", "b2"]
+    assert [i.id for i in load_dataset("gaia", tmp_path, ids=["c3"]).items] == ["c3"]
+
+
+def test_gaia_errors_say_what_to_do(tmp_path):
+    with pytest.raises(DatasetError, match="needs --data PATH.*gated"):
+        load_dataset("gaia", None)
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_dataset("gaia", tmp_path / "nope")
+    with pytest.raises(DatasetError, match="no metadata.jsonl or metadata.parquet for split 'validation'"):
+        load_dataset("gaia", tmp_path)
+    gaia_tree(tmp_path / "noattach", attachment=False)
+    with pytest.raises(DatasetError, match="attachment 'b2.csv' of task b2 is missing"):
+        load_dataset("gaia", tmp_path / "noattach")
+    with pytest.raises(DatasetError, match="has no split 'train'"):
+        load_dataset("gaia", tmp_path, split="train")
+    with pytest.raises(DatasetError, match="unknown dataset 'nope'"):
+        load_dataset("nope", tmp_path)
+    bad = tmp_path / "bad" / "2023" / "validation"
+    bad.mkdir(parents=True)
+    (bad / "metadata.jsonl").write_text('{"task_id": "x", "Question": "q"}\n{not json\n')
+    with pytest.raises(DatasetError, match="line 2 is not valid JSON"):
+        load_dataset("gaia", tmp_path / "bad")
+
+
+def test_gaia_test_split_without_public_answers(tmp_path):
+    folder = tmp_path / "2023" / "test"
+    folder.mkdir(parents=True)
+    (folder / "metadata.jsonl").write_text(json.dumps({"task_id": "t", "Question": "q", "Level": 1,
+                                                       "Final answer": "?", "file_name": ""}) + "\n")
+    [item] = load_dataset("gaia", tmp_path, split="test").items
+    assert item.gold == "?"
+
+
+def simpleqa_csv(path, rows):
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["metadata", "problem", "answer"])
+        w.writerows(rows)
+    return path
+
+
+def test_simpleqa_csv(tmp_path):
+    meta = "{'topic': 'Science and technology', 'answer_type': 'Person', 'urls': ['https://example.org']}"
+    path = simpleqa_csv(tmp_path / "simple_qa_test_set.csv", [
+        [meta, "Who received the IEEE Frank Rosenblatt Award in 2010?", "Michio Sugeno"],
+        ["{}", "Which city, with a comma, hosts it?", "Paris, France"],
+    ])
+    ds = load_dataset("simpleqa", path)
+    assert ds.split == "test" and ds.scorer == "simpleqa" and ds.group_label == "Topic"
+    first, second = ds.items
+    assert (first.id, first.gold, first.group) == ("0", "Michio Sugeno", "Science and technology")
+    assert first.meta["answer_type"] == "Person"
+    assert second.question == "Which city, with a comma, hosts it?" and second.gold == "Paris, France"
+    assert load_dataset("simpleqa", tmp_path).items[0].id == "0"  # a folder holding the CSV works too
+
+
+def test_simpleqa_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("question,answer\nq,a\n")
+    with pytest.raises(DatasetError, match="lacks the column.*problem"):
+        load_dataset("simpleqa", bad)
+    with pytest.raises(DatasetError, match="no simple_qa_test_set.csv"):
+        load_dataset("simpleqa", tmp_path)
+
+
+def test_registered_datasets():
+    assert {"gaia", "simpleqa"} <= set(DATASETS)

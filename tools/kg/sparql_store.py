@@ -1,0 +1,536 @@
+"""The task KG in a SPARQL 1.1 store: the embedded ``pyoxigraph`` store, or any SPARQL 1.1 query/update endpoint.
+
+Configuration (the context's ``kg_url``, else ``SPARQL_ENDPOINT``):
+
+- nothing: an in-memory ``pyoxigraph`` store shared by the runs of this process (one named graph each);
+- ``oxigraph:/path/to/dir``: a ``pyoxigraph`` store persisted in that directory (one process at a time);
+- ``http(s)://.../query``: a SPARQL 1.1 endpoint (Oxigraph, RDF4J, GraphDB, Fuseki, Virtuoso). The update
+  endpoint is ``SPARQL_UPDATE_ENDPOINT``, or derived from the query URL (``.../query`` -> ``.../update``,
+  ``.../repositories/x`` -> ``.../repositories/x/statements``, otherwise the same URL); ``SPARQL_USER`` /
+  ``SPARQL_PASSWORD`` give HTTP basic authentication.
+
+Mapping between the snapshot's property graph and RDF (prefix ``kg:`` = ``urn:kg:``; the ids, labels, keys and
+types are the compact names below, so the prompt and the queries use the same words):
+
+- a node is an IRI (``kg:marie_curie`` has the id ``marie_curie``; IRIs in other well-known namespaces are
+  written ``schema:Person``, any other IRI in full); its labels are its ``rdf:type`` objects;
+- a property is a triple with a literal object (several values of one predicate make a list; strings,
+  integers, decimals/doubles, booleans map to JSON values, other literals to ``{"@value", "@type"}`` or
+  ``{"@value", "@language"}``);
+- a relationship is a triple with an IRI object (its type is the predicate); blank nodes are given
+  ``kg:_b<n>`` IRIs after each write.
+
+Isolation: each run's KG is its own named graph. LLM-written updates never reach the database as text: they run
+on a private in-memory copy of the run's graph (as the default graph), and the result replaces the run's named
+graph in one update request; so ``DROP ALL``, ``CLEAR ALL`` or ``GRAPH <other>`` in an update can only affect
+the copy. LLM-written queries run on the database with the run's graph as the default graph and no named
+graphs (``default_graph``/``named_graphs`` in ``pyoxigraph``; the protocol's ``default-graph-uri`` /
+``named-graph-uri`` on an endpoint, which take precedence over ``FROM`` in the query). ``SERVICE`` and
+``LOAD`` are rejected (no network access from a query).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Iterable
+from urllib.parse import quote
+
+from tools.kg.base import KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
+from tools.kg.cypher import canonical, snapshot_digest
+
+KG = "urn:kg:"
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+RDF_TYPE = RDF + "type"
+PREFIXES: dict[str, str] = {
+    "kg": KG,
+    "rdf": RDF,
+    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+    "xsd": XSD,
+    "owl": "http://www.w3.org/2002/07/owl#",
+    "schema": "http://schema.org/",
+    "foaf": "http://xmlns.com/foaf/0.1/",
+    "dc": "http://purl.org/dc/elements/1.1/",
+    "dcterms": "http://purl.org/dc/terms/",
+    "skos": "http://www.w3.org/2004/02/skos/core#",
+}
+GRAPH_BASE = "urn:kgagents:graph:"
+NO_NAMED_GRAPHS = "urn:kgagents:no-named-graphs"
+MAX_RESULT_ROWS = 200
+_LOCAL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def graph_iri_for(thread_id: str) -> str:
+    """The named graph of one run."""
+    readable = re.sub(r"[^0-9A-Za-z_-]+", "_", thread_id)[:40]
+    return f"{GRAPH_BASE}{readable}:{hashlib.sha256(thread_id.encode('utf-8')).hexdigest()[:12]}"
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Names and values
+# ------------------------------------------------------------------------------------------------------------
+def compact(iri: str) -> str:
+    """The snapshot name of an IRI: ``kg:`` names bare, well-known namespaces as ``prefix:local``, others whole."""
+    if iri.startswith(KG) and ":" not in iri[len(KG):]:
+        return iri[len(KG):]
+    for prefix, ns in PREFIXES.items():
+        if prefix != "kg" and iri.startswith(ns) and _LOCAL.match(iri[len(ns):]):
+            return f"{prefix}:{iri[len(ns):]}"
+    return iri
+
+
+def expand(name: str) -> str:
+    """The inverse of :func:`compact`."""
+    if ":" not in name:
+        return KG + name
+    prefix, local = name.split(":", 1)
+    if prefix in PREFIXES and prefix != "kg":
+        return PREFIXES[prefix] + local
+    return name
+
+
+def _iri(name: str) -> Any:
+    import pyoxigraph as ox
+
+    iri = expand(str(name))
+    try:
+        return ox.NamedNode(iri)
+    except ValueError:
+        return ox.NamedNode(KG + quote(str(name), safe=""))
+
+
+def literal_value(lit: Any) -> Any:
+    """A literal as a JSON value (see the module docstring)."""
+    value, lang = lit.value, lit.language
+    if lang:
+        return {"@value": value, "@language": lang}
+    dt = lit.datatype.value
+    try:
+        if dt == XSD + "string":
+            return value
+        if dt == XSD + "integer":
+            return int(value)
+        if dt in (XSD + "decimal", XSD + "double", XSD + "float"):
+            number = float(value)
+            if math.isfinite(number):
+                return number
+        if dt == XSD + "boolean":
+            return value in ("true", "1")
+    except ValueError:
+        pass
+    return {"@value": value, "@type": compact(dt)}
+
+
+def value_literal(value: Any) -> Any:
+    import pyoxigraph as ox
+
+    if isinstance(value, bool):
+        return ox.Literal("true" if value else "false", datatype=ox.NamedNode(XSD + "boolean"))
+    if isinstance(value, int):
+        return ox.Literal(str(value), datatype=ox.NamedNode(XSD + "integer"))
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return ox.Literal(format(Decimal(repr(value)), "f"), datatype=ox.NamedNode(XSD + "decimal"))
+        lexical = "NaN" if math.isnan(value) else ("INF" if value > 0 else "-INF")
+        return ox.Literal(lexical, datatype=ox.NamedNode(XSD + "double"))
+    if isinstance(value, dict) and "@value" in value:
+        if value.get("@language"):
+            return ox.Literal(str(value["@value"]), language=str(value["@language"]))
+        if value.get("@type"):
+            return ox.Literal(str(value["@value"]), datatype=ox.NamedNode(expand(str(value["@type"]))))
+        return ox.Literal(str(value["@value"]))
+    if isinstance(value, str):
+        return ox.Literal(value)
+    return ox.Literal(json.dumps(value, ensure_ascii=False, sort_keys=True))
+
+
+def snapshot_triples(snapshot: KGSnapshot) -> list[Any]:
+    """The RDF triples of a snapshot."""
+    import pyoxigraph as ox
+
+    rdf_type = ox.NamedNode(RDF_TYPE)
+    triples = []
+    for node in snapshot["nodes"]:
+        subject = _iri(node["id"])
+        for label in node["labels"]:
+            triples.append(ox.Triple(subject, rdf_type, _iri(label)))
+        for key, value in node["properties"].items():
+            for v in (value if isinstance(value, list) else [value]):
+                if v is not None:
+                    triples.append(ox.Triple(subject, _iri(key), value_literal(v)))
+    for rel in snapshot["relationships"]:
+        triples.append(ox.Triple(_iri(rel["source"]), _iri(rel["type"]), _iri(rel["target"])))
+    return triples
+
+
+class RDFMappingError(ValueError):
+    """RDF content the property-graph snapshot cannot hold (the message says what)."""
+
+
+def triples_snapshot(triples: Iterable[Any]) -> KGSnapshot:
+    """The snapshot of RDF triples (blank nodes must have been replaced by IRIs)."""
+    import pyoxigraph as ox
+
+    nodes: dict[str, dict[str, Any]] = {}
+    rels: set[tuple[str, str, str]] = set()
+
+    def node(name: str) -> dict[str, Any]:
+        return nodes.setdefault(name, {"labels": set(), "properties": {}})
+
+    for t in triples:
+        s, p, o = t.subject, t.predicate, t.object
+        if not isinstance(s, ox.NamedNode):
+            raise RDFMappingError(f"unsupported subject {s} (use IRIs such as kg:some_id)")
+        sid = compact(s.value)
+        entry = node(sid)
+        if isinstance(o, ox.Literal):
+            entry["properties"].setdefault(compact(p.value), []).append(literal_value(o))
+        elif isinstance(o, ox.NamedNode):
+            if p.value == RDF_TYPE:
+                entry["labels"].add(compact(o.value))
+            else:
+                node(compact(o.value))
+                rels.add((sid, compact(p.value), compact(o.value)))
+        else:
+            raise RDFMappingError(f"unsupported object {o} (quoted triples are not supported)")
+    out_nodes = []
+    for name in sorted(nodes):
+        props = {}
+        for key, values in sorted(nodes[name]["properties"].items()):
+            values = sorted(values, key=lambda v: (type(v).__name__, canonical(v)))
+            props[key] = values[0] if len(values) == 1 else values
+        out_nodes.append({"id": name, "labels": sorted(nodes[name]["labels"]), "properties": props})
+    out_rels = [{"type": t, "source": s, "target": o, "properties": {}} for s, t, o in sorted(rels)]
+    return {"nodes": out_nodes, "relationships": out_rels}
+
+
+def skolemize(triples: list[Any], used: set[str]) -> list[Any]:
+    """Replace blank nodes by ``kg:_b<n>`` IRIs, numbered in an order that depends on their triples only."""
+    import pyoxigraph as ox
+
+    blanks: dict[str, list[str]] = {}
+    for t in triples:
+        for term in (t.subject, t.object):
+            if isinstance(term, ox.BlankNode):
+                blanks.setdefault(term.value, [])
+    if not blanks:
+        return triples
+    for t in triples:
+        if isinstance(t.subject, ox.BlankNode):
+            obj = "_:" if isinstance(t.object, ox.BlankNode) else str(t.object)
+            blanks[t.subject.value].append(f"{t.predicate} {obj}")
+        if isinstance(t.object, ox.BlankNode):
+            subj = "_:" if isinstance(t.subject, ox.BlankNode) else str(t.subject)
+            blanks[t.object.value].append(f"^{t.predicate} {subj}")
+    order = sorted(blanks, key=lambda b: (sorted(blanks[b]), b))
+    names: dict[str, Any] = {}
+    k = 0
+    for b in order:
+        while True:
+            k += 1
+            if f"_b{k}" not in used:
+                break
+        names[b] = ox.NamedNode(f"{KG}_b{k}")
+
+    def sub(term: Any) -> Any:
+        return names[term.value] if isinstance(term, ox.BlankNode) else term
+
+    return [ox.Triple(sub(t.subject), t.predicate, sub(t.object)) for t in triples]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Query text checks
+# ------------------------------------------------------------------------------------------------------------
+_SPARQL_SKIP = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|<[^<>"{}|^`\\\s]*>|\#[^\n]*""",
+                          re.S)
+
+
+def forbidden_keyword(text: str) -> str | None:
+    """``SERVICE`` or ``LOAD`` outside strings, IRIs and comments (the only ways a query reaches the network)."""
+    bare = _SPARQL_SKIP.sub(" ", text)
+    match = re.search(r"\b(SERVICE|LOAD)\b", bare, re.I)
+    return match.group(1).upper() if match else None
+
+
+def with_prefixes(text: str) -> str:
+    """The query with ``PREFIX`` lines for the well-known prefixes it uses but does not declare."""
+    declared = {m.lower() for m in re.findall(r"PREFIX\s+([A-Za-z][\w.-]*)?\s*:", text, re.I)}
+    lines = [f"PREFIX {p}: <{ns}>" for p, ns in PREFIXES.items() if p.lower() not in declared]
+    return "\n".join(lines) + "\n" + text
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Databases: the embedded pyoxigraph store and HTTP endpoints
+# ------------------------------------------------------------------------------------------------------------
+class EmbeddedDatabase:
+    """A ``pyoxigraph`` store (in memory or on disk)."""
+
+    def __init__(self, path: str | None = None) -> None:
+        import pyoxigraph as ox
+
+        self.path = path
+        try:
+            self.store = ox.Store(path) if path else ox.Store()
+        except OSError as exc:
+            raise KGError(f"cannot open the Oxigraph store at {path}: {exc} (is another process using it?)") from exc
+        self.description = f"oxigraph:{path}" if path else "the embedded in-memory Oxigraph store"
+
+    def graph_triples(self, graph: str) -> list[Any]:
+        import pyoxigraph as ox
+
+        return [q.triple for q in self.store.quads_for_pattern(None, None, None, ox.NamedNode(graph))]
+
+    def replace_graph(self, graph: str, triples: list[Any]) -> None:
+        self.store.update(replace_update(graph, triples))
+
+    def query(self, text: str, graph: str) -> Any:
+        import pyoxigraph as ox
+
+        result = self.store.query(text, prefixes=PREFIXES, default_graph=ox.NamedNode(graph), named_graphs=[])
+        return convert_result(result)
+
+
+class HttpDatabase:
+    """A SPARQL 1.1 protocol endpoint."""
+
+    def __init__(self, query_url: str, update_url: str | None = None) -> None:
+        import httpx
+
+        self.query_url = query_url
+        self.update_url = update_url or os.environ.get("SPARQL_UPDATE_ENDPOINT") or derive_update_url(query_url)
+        user, password = os.environ.get("SPARQL_USER"), os.environ.get("SPARQL_PASSWORD")
+        self.client = httpx.Client(timeout=60.0, auth=(user, password) if user else None, trust_env=False)
+        self.description = query_url
+
+    def _post(self, url: str, data: dict[str, Any], accept: str | None = None) -> Any:
+        import httpx
+
+        headers = {"Accept": accept} if accept else {}
+        try:
+            response = self.client.post(url, data=data, headers=headers)
+        except httpx.HTTPError as exc:
+            raise KGError(f"the SPARQL endpoint {url} cannot be reached: {exc}") from exc
+        if response.status_code >= 400:
+            raise SparqlEngineError(f"HTTP {response.status_code} from the endpoint: {response.text.strip()[:1500]}")
+        return response
+
+    def graph_triples(self, graph: str) -> list[Any]:
+        import pyoxigraph as ox
+
+        response = self._post(self.query_url, {"query": f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH <{graph}> "
+                                                        "{ ?s ?p ?o } }"}, accept="application/n-triples")
+        return [q.triple for q in ox.parse(response.content, format=ox.RdfFormat.N_TRIPLES)]
+
+    def replace_graph(self, graph: str, triples: list[Any]) -> None:
+        self._post(self.update_url, {"update": replace_update(graph, triples)})
+
+    def query(self, text: str, graph: str) -> Any:
+        import pyoxigraph as ox
+
+        response = self._post(self.query_url, {"query": with_prefixes(text), "default-graph-uri": graph,
+                                               "named-graph-uri": NO_NAMED_GRAPHS},
+                              accept="application/sparql-results+json, application/n-triples;q=0.9")
+        ctype = response.headers.get("content-type", "")
+        if "json" in ctype:
+            data = response.json()
+            if "boolean" in data:
+                return bool(data["boolean"])
+            return [{var: json_term(b[var]) for var in b} for b in data["results"]["bindings"]]
+        triples = [q.triple for q in ox.parse(response.content, format=ox.RdfFormat.N_TRIPLES)]
+        return [[term_value(t.subject), term_value(t.predicate), term_value(t.object)] for t in triples]
+
+
+class SparqlEngineError(RuntimeError):
+    """An error the SPARQL engine reported for a query (goes to the fix loop)."""
+
+
+def derive_update_url(query_url: str) -> str:
+    if query_url.rstrip("/").endswith("/query"):
+        return query_url.rstrip("/")[: -len("query")] + "update"
+    if "/repositories/" in query_url and not query_url.rstrip("/").endswith("/statements"):
+        return query_url.rstrip("/") + "/statements"
+    return query_url
+
+
+def replace_update(graph: str, triples: list[Any]) -> str:
+    body = "\n".join(f"{t.subject} {t.predicate} {t.object} ." for t in triples)
+    return f"DROP SILENT GRAPH <{graph}> ;\nINSERT DATA {{ GRAPH <{graph}> {{\n{body}\n}} }}"
+
+
+def term_value(term: Any) -> Any:
+    import pyoxigraph as ox
+
+    if isinstance(term, ox.NamedNode):
+        return compact(term.value)
+    if isinstance(term, ox.Literal):
+        value = literal_value(term)
+        return value["@value"] if isinstance(value, dict) else value
+    if isinstance(term, ox.BlankNode):
+        return f"_:{term.value}"
+    return str(term)
+
+
+def json_term(binding: dict[str, Any]) -> Any:
+    import pyoxigraph as ox
+
+    kind = binding.get("type")
+    if kind == "uri":
+        return compact(binding["value"])
+    if kind == "bnode":
+        return f"_:{binding['value']}"
+    if kind in ("literal", "typed-literal"):
+        lit = ox.Literal(binding["value"], language=binding["xml:lang"]) if binding.get("xml:lang") else \
+            ox.Literal(binding["value"], datatype=ox.NamedNode(binding.get("datatype") or XSD + "string"))
+        return term_value(lit)
+    return binding.get("value")
+
+
+def convert_result(result: Any) -> Any:
+    import pyoxigraph as ox
+
+    if isinstance(result, ox.QueryBoolean):
+        return bool(result)
+    if isinstance(result, ox.QuerySolutions):
+        variables = [v.value for v in result.variables]
+        return [{var: term_value(sol[var]) for var in variables if sol[var] is not None} for sol in result]
+    return [[term_value(t.subject), term_value(t.predicate), term_value(t.object)] for t in result]
+
+
+_embedded: dict[str, EmbeddedDatabase | HttpDatabase] = {}
+_embedded_lock = threading.Lock()
+
+
+def database_for(url: str | None = None) -> EmbeddedDatabase | HttpDatabase:
+    """The database for ``url`` / ``SPARQL_ENDPOINT`` (embedded stores are shared within the process)."""
+    url = (url or os.environ.get("SPARQL_ENDPOINT", "")).strip()
+    if url.startswith(("http://", "https://")):
+        with _embedded_lock:
+            key = f"{url} {os.environ.get('SPARQL_UPDATE_ENDPOINT', '')} {os.environ.get('SPARQL_USER', '')}"
+            endpoint = _embedded.get(key)
+            if endpoint is None:
+                endpoint = _embedded[key] = HttpDatabase(url)
+            return endpoint
+    if url and not url.startswith("oxigraph:"):
+        raise KGError(f"a SPARQL store is http(s)://... (an endpoint) or oxigraph:/path (embedded), not {url!r}")
+    path = url[len("oxigraph:"):] if url else ""
+    key = str(Path(path).resolve()) if path else ""
+    with _embedded_lock:
+        db = _embedded.get(key)
+        if db is None:
+            if key:
+                Path(key).mkdir(parents=True, exist_ok=True)
+            db = EmbeddedDatabase(key or None)
+            _embedded[key] = db
+        return db
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The store
+# ------------------------------------------------------------------------------------------------------------
+class SparqlStore:
+    """A run's task KG as a named graph of a SPARQL store (see the module docstring)."""
+
+    name = "sparql"
+    query_language = "sparql"
+
+    def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str,
+                 database: EmbeddedDatabase | HttpDatabase) -> None:
+        self.db = database
+        self.graph = graph_iri_for(thread_id)
+        self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
+        try:
+            self._sync()
+        except KGError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise KGError(f"cannot use the SPARQL store {database.description}: {type(exc).__name__}: {exc}") from exc
+
+    def _current(self) -> KGSnapshot:
+        return triples_snapshot(self.db.graph_triples(self.graph))
+
+    def _sync(self) -> None:
+        if snapshot_digest(self._current()) != snapshot_digest(self._snapshot):
+            self.db.replace_graph(self.graph, snapshot_triples(self._snapshot))
+            self._snapshot = self._current()
+
+    def clear_sync(self) -> None:
+        self.db.replace_graph(self.graph, [])
+        self._snapshot = empty_snapshot()
+
+    def restore_sync(self, snapshot: KGSnapshot) -> None:
+        self.db.replace_graph(self.graph, snapshot_triples(snapshot))
+        self._snapshot = self._current()
+
+    def write_sync(self, code: str) -> WriteResult:
+        import pyoxigraph as ox
+
+        keyword = forbidden_keyword(code)
+        if keyword:
+            return WriteResult(False, f"Rejected: {keyword} is not allowed in this knowledge graph")
+        scratch = ox.Store()
+        scratch.extend(ox.Quad(t.subject, t.predicate, t.object, ox.DefaultGraph())
+                       for t in snapshot_triples(self._snapshot))
+        try:
+            scratch.update(code, prefixes=PREFIXES)
+        except (SyntaxError, ValueError, OSError, RuntimeError) as exc:
+            return WriteResult(False, f"{type(exc).__name__}: {exc}")
+        named = {str(g) for g in scratch.named_graphs()}
+        if named:
+            return WriteResult(False, "Write to the default graph only: this knowledge graph has no named graphs "
+                                      f"(the update wrote to {', '.join(sorted(named))}); drop the GRAPH clauses")
+        triples = [q.triple for q in scratch.quads_for_pattern(None, None, None, ox.DefaultGraph())]
+        used = {n["id"] for n in self._snapshot["nodes"]}
+        try:
+            snapshot = triples_snapshot(skolemize(triples, used))
+        except RDFMappingError as exc:
+            return WriteResult(False, str(exc))
+        try:
+            self.db.replace_graph(self.graph, snapshot_triples(snapshot))
+        except SparqlEngineError as exc:
+            return WriteResult(False, str(exc))
+        self._snapshot = snapshot
+        return WriteResult(True)
+
+    def read_sync(self, query: str) -> ReadResult:
+        keyword = forbidden_keyword(query)
+        if keyword:
+            return ReadResult(False, None, f"Rejected: {keyword} is not allowed in this knowledge graph")
+        try:
+            result = self.db.query(query, self.graph)
+        except (SyntaxError, ValueError, OSError, RuntimeError) as exc:
+            return ReadResult(False, None, f"{type(exc).__name__}: {exc}")
+        if isinstance(result, list) and len(result) > MAX_RESULT_ROWS:
+            result = result[:MAX_RESULT_ROWS] + [{"note": f"{len(result) - MAX_RESULT_ROWS} more rows were cut"}]
+        return ReadResult(True, result)
+
+    # --- the KGStore interface ----------------------------------------------------------------------------
+    async def clear(self) -> None:
+        await asyncio.to_thread(self.clear_sync)
+
+    async def render(self) -> str:
+        return render_snapshot(self._snapshot)
+
+    async def write(self, code: str) -> WriteResult:
+        return await asyncio.to_thread(self.write_sync, code)
+
+    async def read(self, query: str) -> ReadResult:
+        return await asyncio.to_thread(self.read_sync, query)
+
+    async def snapshot(self) -> KGSnapshot:
+        return copy.deepcopy(self._snapshot)
+
+    async def restore(self, snapshot: KGSnapshot) -> None:
+        await asyncio.to_thread(self.restore_sync, snapshot)
+
+    def database_snapshot(self) -> KGSnapshot:
+        """What the database holds for this run right now (for tests and diagnostics)."""
+        return self._current()
