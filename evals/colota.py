@@ -516,11 +516,15 @@ class CoLoTaScorer:
     def metrics(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """:func:`colota_metrics` over the runner's records (a failed run counts as an abstention)."""
         answers, gold = records_to_answers(records)
-        metrics = colota_metrics(answers, gold)
-        metrics.pop("reliability_per_question", None)
+        m = colota_metrics(answers, gold)
         n = len(records)
         correct = sum(1 for r in records if r.get("correct") is True)
-        return {"n": n, "correct": correct, "accuracy": correct / n if n else 0.0, **metrics}
+        flat: dict[str, Any] = {"n": n, "correct": correct, "accuracy": correct / n if n else 0.0,
+                                "questions": m["questions"], "runs": m["runs"]}
+        for key in ("answer_rate", "conditional_accuracy", "overall_accuracy"):
+            flat[key], flat[f"{key}_std"] = m[key]["mean"], m[key]["std"]
+        flat["reliability"] = m["reliability"]
+        return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in flat.items()}
 
 
 def records_to_answers(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, list[Any]], dict[str, Any]]:

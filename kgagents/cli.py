@@ -183,9 +183,16 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from nodes.context import Context
 
+    if args.workflow == "ark":
+        from kgagents.cli_ark import run_demo
+
+        return run_demo(args)
     if args.workflow != "kgot":
         raise ValueError(f"no demo for workflow {args.workflow!r}")
-    script = resources.files("kgagents") / "data" / "demo_kgot_figure9.json"
+    from tools.kg.stores import backend_language
+
+    suffix = {"python": ""}.get(backend_language(args.backend), f"_{backend_language(args.backend)}")
+    script = resources.files("kgagents") / "data" / f"demo_kgot_figure9{suffix}.json"
     question = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the "
                 "third and fifth integers of the sorted list.")
     print("Scripted demo: the KGoT paper's Figure 9 task, run through the real graph, knowledge graph, sandbox and "

@@ -88,6 +88,7 @@ class KGoTState(TypedDict, total=False):
     # the task KG (whole, after the last write) and its history
     kg: KGSnapshot
     kg_writes: Annotated[list[KGWrite], append]
+    noise_removals: Annotated[list[dict[str, Any]], append]  # clean-up passes before solving (nodes.cleanup)
     # solving
     solve_attempts: Annotated[list[SolveAttempt], append]
     partial_solution: str | None

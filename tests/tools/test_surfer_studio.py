@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,14 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-async def test_surfer_runs_in_langgraph_dev(tmp_path, web):
+@pytest.fixture
+def dev_server(tmp_path, web) -> Iterator[tuple[str, Path]]:
+    """``langgraph dev`` on a free port, with the search endpoint pointed at the fixture server."""
     port = closed_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "LANGSMITH_"))}
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp_path / "runs"), OLLAMA_HOST="http://127.0.0.1:9",
                LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1",
                KGAGENTS_SEARCH_API_BASE=web.url("/search"))
-    script = tmp_path / "surfer.json"
-    script.write_text(json.dumps({"name": "surfer", "steps": research_script(web)}))
     log_path = tmp_path / "server.log"
     langgraph = Path(sys.executable).with_name("langgraph")
     with open(log_path, "w") as log:
@@ -48,20 +49,26 @@ async def test_surfer_runs_in_langgraph_dev(tmp_path, web):
                     time.sleep(0.3)
             else:
                 pytest.fail(f"langgraph dev did not start: {log_path.read_text()[-3000:]}")
-            client = get_client(url=url)
-            assert "surfer" in {a["graph_id"] for a in await client.assistants.search()}
-            thread = await client.threads.create()
-            context = {"model": f"scripted:{script}", "work_dir": str(tmp_path / "work")}
-            result = await client.runs.wait(thread["thread_id"], "surfer", input={"question": QUESTION},
-                                            context=context)
-            assert "Ilse Brandt opened it in 1923." in result.get("answer", ""), \
-                json.dumps(result)[:1500] + log_path.read_text()[-3000:]
-            assert result["sources"] == [web.url("/files/article.html")]
-            state = await client.threads.get_state(thread["thread_id"])
-            assert state["values"]["browser"]["find_query"] == "Ilse Brandt"
+            yield url, log_path
         finally:
             os.killpg(proc.pid, 15)
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, 9)
+
+
+async def test_surfer_runs_in_langgraph_dev(dev_server, tmp_path, web):
+    url, log_path = dev_server
+    script = tmp_path / "surfer.json"
+    script.write_text(json.dumps({"name": "surfer", "steps": research_script(web)}))
+    client = get_client(url=url)
+    assert "surfer" in {a["graph_id"] for a in await client.assistants.search()}
+    thread = await client.threads.create()
+    context = {"model": f"scripted:{script}", "work_dir": str(tmp_path / "work")}
+    result = await client.runs.wait(thread["thread_id"], "surfer", input={"question": QUESTION}, context=context)
+    assert "Ilse Brandt opened it in 1923." in result.get("answer", ""), \
+        json.dumps(result)[:1500] + log_path.read_text()[-3000:]
+    assert result["sources"] == [web.url("/files/article.html")]
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["values"]["browser"]["find_query"] == "Ilse Brandt"

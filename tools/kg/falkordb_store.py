@@ -101,7 +101,8 @@ class FalkorDBStore:
         self.graph_name = graph_name_for(thread_id)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
         try:
-            self._graph = client_for(url).select_graph(self.graph_name)
+            self._client = client_for(url)
+            self._graph = self._client.select_graph(self.graph_name)
             self._sync()
         except KGError:
             raise
@@ -137,10 +138,15 @@ class FalkorDBStore:
         except Exception as exc:  # noqa: BLE001 - nothing to delete
             if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
                 raise
+        self._graph.query("RETURN 0")  # the graph exists (empty), so read-only queries see an empty graph
         for statement, params in restore_statements(snapshot):
             self._graph.query(statement, params)
 
     def _sync(self) -> None:
+        if not self._client.connection.exists(self.graph_name):
+            self._replace(self._snapshot)
+            self._snapshot = self._current()
+            return
         if snapshot_digest(self._current()) != snapshot_digest(self._snapshot):
             self._replace(self._snapshot)
             self._snapshot = self._current()
@@ -201,8 +207,6 @@ class FalkorDBStore:
             try:
                 result = self._graph.ro_query(statement)
             except Exception as exc:  # noqa: BLE001
-                if "empty key" in str(exc):
-                    return ReadResult(True, [])
                 return ReadResult(False, None, _error_text(exc))
             columns = [h[1] for h in result.header]
             rows = [dict(zip(columns, r)) for r in result.result_set]

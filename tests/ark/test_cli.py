@@ -1,0 +1,107 @@
+"""ARK-V1 from the command line: the scripted demo, ask + show on a graph file, and the CR-LT evaluation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from kgagents.cli import main
+from kgagents.cli_ark import add_eval_arguments, run_eval
+from tests.ark import script as S
+
+#: Answers any CR-LT question: an anchor that is never valid, then "true" at the final answer (C_max exit).
+ANY_QUESTION = [*S.anchor("no such entity", times=0), *S.final(True, times=0)]
+
+
+@pytest.fixture()
+def any_question_script(tmp_path):
+    path = tmp_path / "any.json"
+    path.write_text(json.dumps({"name": "any", "steps": ANY_QUESTION}), encoding="utf-8")
+    return path
+
+
+def test_demo_prints_false(capsys, embedder):
+    assert main(["demo", "--workflow", "ark"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip().splitlines()[-1] == "False"
+    assert "Scripted demo" in err and "no LLM is called" in err
+    assert "[1] anchor \"Yui Yuigahama\" -> relation \"has pet\"" in err
+    assert "k=1 anchor #1: 'Yui' -> not a head entity; nearest: Yui Yuigahama, Sablé" in err
+
+
+def test_ask_with_an_attached_graph_then_show(tmp_path, capsys, example):
+    graph = tmp_path / "example.json"
+    graph.write_text(json.dumps(example), encoding="utf-8")
+    from tools.pgraph import PropertyGraph
+
+    g = PropertyGraph.from_ark(example["graph"])
+    steps = [*S.anchor("Yui Yuigahama"), *S.relation("has pet"),
+             *S.reasoning([g.triples("Yui Yuigahama", "has pet")[0].key], "Her pet is Sablé.", True),
+             *S.anchor("Sablé"), *S.relation("animal breed"),
+             *S.reasoning([g.triples("Sablé", "animal breed")[0].key], "A dachshund.", False), *S.final(False)]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    runs = str(tmp_path / "runs")
+    assert main(["--runs-dir", runs, "ask", "--workflow", "ark", example["question"], "--attach", str(graph),
+                 "--model", f"scripted:{script}", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "False"
+    thread = re.search(r"thread: (\S+)", err).group(1)
+    assert main(["--runs-dir", runs, "show", thread]) == 0
+    shown = capsys.readouterr().out
+    assert f"Thread {thread} (ark), finished" in shown and "Answer: False" in shown
+    assert "Knowledge graph: 32 edges, 30 entities, 2 head entities, 22 relations" in shown
+    assert "(Sablé, animal breed, dachshund)" in shown and "Exit: the model stopped exploring" in shown
+    assert "scripted: 7 calls" in shown
+
+
+def test_the_evaluation_function(tmp_path, any_question_script, capsys, embedder):
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    out = tmp_path / "eval"
+    args = parser.parse_args(["--dataset", "cr-lt", "--runs", "2", "--temperature", "0.7", "--ids", "S1,S2,S3",
+                              "--model", f"scripted:{any_question_script}", "--set", "c_max=2", "--out", str(out),
+                              "--quiet"])
+    assert run_eval(args) == 0
+    text = capsys.readouterr().out
+    # always "true": S1 and S3 are true, S2 is false
+    assert "questions: 3, runs: 2" in text and "answer rate %:          100.00 ± 0.00" in text
+    assert "conditional accuracy %: 66.67 ± 0.00" in text and "reliability:            1.00" in text
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 6 and {r["answer"] for r in records} == {True}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["workflow"] == "ark" and manifest["context"]["temperature"] == 0.7
+    assert manifest["context"]["c_max"] == 2
+    # running it again resumes: nothing is run twice
+    args.json = True
+    assert run_eval(args) == 0
+    assert len((out / "results.jsonl").read_text().splitlines()) == 6
+    report = json.loads(capsys.readouterr().out)
+    assert report["answers"] == {"S1": [True, True], "S2": [True, True], "S3": [True, True]}
+
+
+def test_the_evaluation_needs_a_model(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_eval_arguments(parser)
+    args = parser.parse_args(["--limit", "1", "--out", str(tmp_path / "e")])
+    from kgagents.config import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="KGAGENTS_MODEL"):
+        run_eval(args)
+
+
+def test_the_general_eval_command_runs_ark_on_cr_lt(tmp_path, any_question_script, capsys, embedder):
+    from evals.colota import DATA_DIR
+
+    out = tmp_path / "general"
+    code = main(["eval", "ark", "--dataset", "cr-lt", "--data", str(DATA_DIR), "--limit", "2", "--runs", "1",
+                 "--model", f"scripted:{any_question_script}", "--set", "c_max=2", "--out", str(out),
+                 "--no-progress", "--no-report", "--concurrency", "1"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "answer_rate 1.0" in printed and "reliability 1.0" in printed
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in records) == ["S1", "S2"] and all(r["iterations"] == 1 for r in records)
