@@ -73,12 +73,19 @@ def register_dataset(spec: DatasetSpec) -> None:
     DATASETS[spec.name] = spec
 
 
-def _plug_ins() -> None:
-    """Datasets defined in other modules of this package register themselves on import.
+_PLUGINS_LOADED = False
 
-    :mod:`evals.colota` (the CR-LT-KGQA / CoLoTa loaders) plugs in through ``register_datasets(register)``,
-    a function that calls ``register(DatasetSpec(...))`` for each of its datasets.
+
+def load_plugins() -> None:
+    """Let the dataset modules of this package register their datasets, scorers and workflow adapters (once).
+
+    :mod:`evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) plugs in through
+    ``register_datasets(register)``, which calls ``register(DatasetSpec(...))`` for each of its datasets.
     """
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
     if importlib.util.find_spec("evals.colota") is not None:
         register = getattr(importlib.import_module("evals.colota"), "register_datasets", None)
         if callable(register):
@@ -88,7 +95,7 @@ def _plug_ins() -> None:
 def load_dataset(name: str, path: str | Path | None, *, split: str | None = None, limit: int | None = None,
                  ids: list[str] | None = None) -> Dataset:
     """Load ``name`` from ``path``; ``limit`` keeps the first N items, ``ids`` only the given ones."""
-    _plug_ins()
+    load_plugins()
     if name not in DATASETS:
         raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(sorted(DATASETS))}")
     spec = DATASETS[name]

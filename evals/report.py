@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from evals.datasets import load_plugins
 from evals.runner import read_manifest, read_results
 from evals.scorers import make_scorer
 
@@ -123,6 +124,7 @@ def group_table(runsets: list[RunSet]) -> list[str]:
 
 def metric_table(runsets: list[RunSet]) -> list[str]:
     """The dataset's own metrics (from its scorer), one column per directory."""
+    load_plugins()
     metrics = []
     for rs in runsets:
         scorer = make_scorer(rs.manifest.get("scorer", "gaia"))
@@ -221,7 +223,6 @@ def plot_runtime(runsets: list[RunSet], path: Path) -> Path:
     ax.set_title("Runtime by node")
     if nodes:
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterable
 
-from evals.datasets import Dataset, Item
+from evals.datasets import Dataset, Item, load_plugins
 from evals.scorers import Score, Scorer, make_scorer
 from kgagents.usage import Usage, merge_usage, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
@@ -255,6 +255,7 @@ class ItemRunner:
     """Runs (item, run) pairs of one evaluation on one checkpointer; shared by the local and the Dask runner."""
 
     def __init__(self, options: EvalOptions, dataset_name: str, scorer: Scorer) -> None:
+        load_plugins()
         self.options = options
         self.dataset_name = dataset_name
         self.scorer = scorer
@@ -400,6 +401,7 @@ def _context_summary(options: EvalOptions) -> dict[str, Any]:
 
 
 def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
+    load_plugins()
     grader = options.grader_model
     if grader is None:
         ctx = options.context

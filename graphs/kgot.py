@@ -1,0 +1,128 @@
+"""Knowledge Graph of Thoughts (Besta et al.): the workflow of the paper's Figure 2 as a LangGraph.
+
+    receive task → iteration check ─(limit reached)→ forced solve ─────────────────────┐
+                        │                                                             │
+                        └→ next-step samples (×N, concurrent) → majority vote         │
+                              ├─ ENHANCE → merge missing information → define tool calls
+                              │            → tool calls (concurrent) → integrate results into the KG
+                              │            (one write at a time, fixed or discarded) → iteration check
+                              └─ SOLVE → (optional noise mitigation) →                 │
+                                 query-based retrieval | Direct Retrieval ─────────────┤
+                                                                                      ▼
+                              need for math? → (Python tool) → parse solution (×M) → choose solution
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+import graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
+
+from nodes import cleanup
+from nodes import kgot as n
+from nodes.context import Context
+from nodes.runtime import context_of
+
+NAME = "kgot"
+
+
+def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_forced"] | list[Send]:
+    """Paper step 2: at the iteration limit solve with what the KG holds; otherwise sample the next step."""
+    if state.get("decision") == "FORCED_SOLVE":
+        return "solve_forced"
+    ctx = context_of(runtime)
+    return [Send("sample_next_step", task) for task in n.vote_tasks(state, ctx)]
+
+
+def route_majority_vote(state: n.KGoTState, runtime: Any) -> Literal["merge_missing_information", "mitigate_noise",
+                                                                     "solve_with_query", "solve_directly"]:
+    """Paper step 3: ENHANCE (insert) or SOLVE (retrieve) by the majority of the samples."""
+    if state.get("decision") == "ENHANCE":
+        return "merge_missing_information"
+    if context_of(runtime).cleanup:
+        return "mitigate_noise"
+    return route_solve_mode(state, runtime)
+
+
+def route_solve_mode(state: n.KGoTState, runtime: Any) -> Literal["solve_with_query", "solve_directly"]:
+    """Paper §2.3: query-based retrieval or Direct Retrieval, as the context's ``solve_mode`` says."""
+    return "solve_directly" if context_of(runtime).solve_mode == "direct" else "solve_with_query"
+
+
+def route_tool_calls(state: n.KGoTState) -> Literal["integrate_new_information"] | list[Send]:
+    """Paper step 5: run the defined tool calls concurrently (none: straight on to the next iteration)."""
+    tasks = n.tool_tasks(state)
+    return [Send("run_tool_call", t) for t in tasks] if tasks else "integrate_new_information"
+
+
+def route_integration(state: n.KGoTState) -> Literal["integrate_new_information", "check_iteration"]:
+    """Paper step 6: one KG write per tool result, then back to the iteration check."""
+    return "integrate_new_information" if n.results_to_integrate(state) else "check_iteration"
+
+
+def route_solution(state: n.KGoTState) -> Literal["check_need_for_math", "choose_solution"]:
+    """Without any partial solution there is nothing to compute or parse."""
+    return "check_need_for_math" if state.get("partial_solution") else "choose_solution"
+
+
+def route_need_for_math(state: n.KGoTState, runtime: Any) -> Literal["compute_math"] | list[Send]:
+    """Paper step 8: compute with the Python tool if the partial solution needs math, then parse (step 9)."""
+    if state.get("need_math"):
+        return "compute_math"
+    return route_parse(state, runtime)
+
+
+def route_parse(state: n.KGoTState, runtime: Any) -> list[Send]:
+    """Paper step 9: parse the final solution ``max_final_solution_parsing`` times, concurrently."""
+    return [Send("parse_solution", t) for t in n.parse_tasks(state, context_of(runtime))]
+
+
+def build() -> StateGraph:
+    """The uncompiled KGoT graph."""
+    g = StateGraph(n.KGoTState, context_schema=Context)
+    g.add_node("receive_task", n.receive_task)
+    g.add_node("check_iteration", n.check_iteration)
+    g.add_node("sample_next_step", n.sample_next_step)
+    g.add_node("tally_votes", n.tally_votes)
+    g.add_node("merge_missing_information", n.merge_missing_information)
+    g.add_node("define_tool_calls", n.define_tool_calls)
+    g.add_node("run_tool_call", n.run_tool_call)
+    g.add_node("integrate_new_information", n.integrate_new_information)
+    g.add_node("mitigate_noise", cleanup.mitigate_noise)
+    g.add_node("solve_with_query", n.solve_with_query)
+    g.add_node("solve_directly", n.solve_directly)
+    g.add_node("solve_forced", n.solve_forced)
+    g.add_node("check_need_for_math", n.check_need_for_math)
+    g.add_node("compute_math", n.compute_math)
+    g.add_node("parse_solution", n.parse_solution)
+    g.add_node("choose_solution", n.choose_solution)
+
+    g.add_edge(START, "receive_task")
+    g.add_edge("receive_task", "check_iteration")
+    g.add_conditional_edges("check_iteration", route_iteration_check, ["solve_forced", "sample_next_step"])
+    g.add_edge("sample_next_step", "tally_votes")
+    g.add_conditional_edges("tally_votes", route_majority_vote)
+    g.add_edge("merge_missing_information", "define_tool_calls")
+    g.add_conditional_edges("define_tool_calls", route_tool_calls, ["run_tool_call", "integrate_new_information"])
+    g.add_edge("run_tool_call", "integrate_new_information")
+    g.add_conditional_edges("integrate_new_information", route_integration)
+    g.add_conditional_edges("mitigate_noise", route_solve_mode)
+    for solve in ("solve_with_query", "solve_directly", "solve_forced"):
+        g.add_conditional_edges(solve, route_solution)
+    g.add_conditional_edges("check_need_for_math", route_need_for_math, ["compute_math", "parse_solution"])
+    g.add_conditional_edges("compute_math", route_parse, ["parse_solution"])
+    g.add_edge("parse_solution", "choose_solution")
+    g.add_edge("choose_solution", END)
+    return g
+
+
+def compile_graph(checkpointer: Any = None, **kwargs: Any):
+    """The compiled KGoT graph, with a checkpointer for Python callers, tests and the CLI."""
+    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+
+
+#: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
+graph = build().compile(name=NAME)

@@ -20,14 +20,13 @@ from pydantic import BaseModel, Field
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller, StructuredOutputError
-from nodes.models import resolve_model
-from nodes.runtime import allow_weak, context_of, open_task_kg, work_dir_for
+from nodes.runtime import context_of, open_task_kg, tool_env
 from nodes.state import append, jsonable
 from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
 from tools.base import run_tool_with_retry, truncate
 from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
-from tools.manager import ToolEnv, ToolManager
+from tools.manager import ToolManager
 
 NO_SOLUTION = "No solution found"
 
@@ -294,19 +293,6 @@ async def merge_missing_information(state: KGoTState, runtime: Runtime[Context])
     merged = await llm.structured(P.render(P.MERGE_REASONS, problem=problem_text(state), reasons=listing),
                                   MissingInformation)
     return {"missing_information": merged.missing_information, "usage": llm.usage}
-
-
-def tool_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
-    """The tools' environment for this run (its work dir and the tools' own model)."""
-    try:
-        llm = resolve_model(ctx, "tools")
-    except Exception:  # noqa: BLE001 - tools that need no model still work
-        llm = None
-    return ToolEnv(work_dir=work_dir_for(ctx, config) / "tools", llm=llm, max_output_chars=ctx.tool_output_chars,
-                   sandbox_timeout_s=ctx.sandbox_timeout_s, sandbox_memory_mb=ctx.sandbox_memory_mb,
-                   allow_weak_sandbox=allow_weak(ctx), max_retries=ctx.max_tool_retries,
-                   backoff_base_s=ctx.tool_backoff_base_s, backoff_max_s=ctx.tool_backoff_max_s,
-                   extra={"context": ctx})
 
 
 async def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManager:

@@ -12,8 +12,10 @@ from langgraph.runtime import Runtime
 
 from kgagents.config import get_settings
 from nodes.context import Context
+from nodes.models import resolve_model
 from tools.kg.base import KGSnapshot, KGStore, empty_snapshot
 from tools.kg.stores import open_store
+from tools.manager import ToolEnv
 from tools.sandbox import SandboxLimits
 
 
@@ -64,3 +66,16 @@ async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KG
     return await asyncio.to_thread(lambda: open_store(
         ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir_for(ctx, config),
         thread_id=thread_id, limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx), url=ctx.kg_url))
+
+
+def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | None = None) -> ToolEnv:
+    """The tools' environment for this run: its work dir, the tools' own model, limits and retries."""
+    try:
+        llm = resolve_model(ctx, "tools")
+    except Exception:  # noqa: BLE001 - tools that need no model still work; those that do say so
+        llm = None
+    return ToolEnv(work_dir=work_dir or work_dir_for(ctx, config) / "tools", llm=llm,
+                   max_output_chars=ctx.tool_output_chars, sandbox_timeout_s=ctx.sandbox_timeout_s,
+                   sandbox_memory_mb=ctx.sandbox_memory_mb, allow_weak_sandbox=allow_weak(ctx),
+                   max_retries=ctx.max_tool_retries, backoff_base_s=ctx.tool_backoff_base_s,
+                   backoff_max_s=ctx.tool_backoff_max_s, extra={"context": ctx})

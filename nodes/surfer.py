@@ -29,12 +29,11 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kgagents.config import ConfigurationError, get_settings
+from kgagents.config import ConfigurationError
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller
-from nodes.models import resolve_model
-from nodes.runtime import context_of, thread_id_of, work_dir_for
+from nodes.runtime import context_of, thread_id_of, tool_env, work_dir_for
 from prompts import surfer as P
 from prompts.kgot import render
 from tools.base import run_tool_with_retry
@@ -103,14 +102,7 @@ def surfer_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
     given = ((config or {}).get("configurable") or {}).get(TOOL_ENV_KEY)
     if isinstance(given, ToolEnv):
         return given
-    try:
-        llm = resolve_model(ctx, "tools")
-    except Exception:  # noqa: BLE001 - the agent step reports the missing model itself
-        llm = None
-    return ToolEnv(work_dir=_work_dir(ctx, config), llm=llm, settings=get_settings(),
-                   max_output_chars=ctx.tool_output_chars, max_retries=ctx.max_tool_retries,
-                   backoff_base_s=ctx.tool_backoff_base_s, backoff_max_s=ctx.tool_backoff_max_s,
-                   extra={"context": ctx})
+    return tool_env(ctx, config, work_dir=_work_dir(ctx, config))
 
 
 def _work_dir(ctx: Context, config: RunnableConfig | None) -> Path:

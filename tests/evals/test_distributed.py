@@ -33,7 +33,11 @@ def test_items_are_spread_over_two_workers_and_resume(tmp_path):
         assert len({r["worker"] for r in result.records}) == 2  # both worker processes ran items
         assert all(r["thread_id"] == f"tiny-{r['id']}-run0" for r in result.records)
 
-        # Resuming through the cluster: the failed item continues from the shared checkpoint.
+        # Resuming through the cluster once the provider works again: the failed item continues from the
+        # shared checkpoint, on whichever worker gets it.
+        healthy = tmp_path / "healthy.json"
+        healthy.write_text(json.dumps({"name": "healthy", "steps": kgot_direct_steps(answers)}))
+        values = {**values, "model": f"scripted:{healthy}"}
         retry = evaluate_distributed(EvalOptions(workflow="kgot", out_dir=tmp_path / "out", concurrency=2,
                                                  progress=False, context_values=values, retry_failed=True),
                                      dataset, client=client)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kgagents.config import Settings
 from tools.base import ToolFailure
-from tools.files import prompts as P
+from prompts import files as P
 from tools.files.convert import kind_of
 from tools.files.sources import load
 from tools.manager import ToolEnv, ToolStatus

@@ -11,7 +11,7 @@ import asyncio
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from tools.base import ToolFailure
-from tools.files import prompts as P
+from prompts import files as P
 from tools.manager import ToolEnv
 
 #: Characters of document per LLM call (about 15k tokens).

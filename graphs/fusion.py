@@ -1,0 +1,50 @@
+"""Fusion of KGoT variants (KGoT paper §5.1, appendix D.2) as a LangGraph fan-out.
+
+    receive task → run variant (one KGoT run per backend × solve mode, concurrently) → combine answers
+                                                           (majority over normalised answers, LLM on ties)
+
+The variants come with the task (``{"question": ..., "variants": ["networkx:query", "falkordb:direct"]}``;
+default: NetworkX with query-based retrieval and with Direct Retrieval). Each variant is the compiled KGoT graph
+run as a subgraph, with its own task KG; the CLI runs this workflow with ``kgagents ask --fusion ...``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from graphs import kgot
+from nodes import fusion as f
+from nodes.context import Context
+
+NAME = "fusion"
+
+
+def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_answers"]:
+    """Run every variant that has no result yet, concurrently (all done: combine at once)."""
+    tasks = f.variant_tasks(state)
+    return [Send("run_variant", task) for task in tasks] if tasks else "combine_answers"
+
+
+def build() -> StateGraph:
+    """The uncompiled fusion graph."""
+    g = StateGraph(f.FusionState, context_schema=Context)
+    g.add_node("receive_task", f.receive_fusion_task)
+    g.add_node("run_variant", f.make_run_variant(kgot.graph))
+    g.add_node("combine_answers", f.combine_answers)
+    g.add_edge(START, "receive_task")
+    g.add_conditional_edges("receive_task", route_variants, ["run_variant", "combine_answers"])
+    g.add_edge("run_variant", "combine_answers")
+    g.add_edge("combine_answers", END)
+    return g
+
+
+def compile_graph(checkpointer: Any = None, **kwargs: Any):
+    """The compiled fusion graph, with a checkpointer for Python callers, tests and the CLI."""
+    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+
+
+#: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
+graph = build().compile(name=NAME)

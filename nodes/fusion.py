@@ -1,0 +1,160 @@
+"""Fusion of KGoT variants (paper §5.1 and appendix D.2): one task, several backend × solve-mode variants.
+
+Each variant is a whole KGoT run with a derived context (``backend``, ``solve_mode``, and ``kg_scope`` so that
+its task KG is its own), run as a subgraph of the fusion run, concurrently with the others (one ``Send`` per
+variant). The answers are combined by a majority over normalised answers; a tie is judged by the LLM. Every
+variant's answer, partial solution and final KG stay in the state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Annotated, Any, Callable, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.runtime import Runtime
+
+from kgagents.usage import Usage, merge_usage
+from nodes.context import Context
+from nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
+from nodes.llm import LLMCaller, StructuredOutputError
+from nodes.runtime import context_of
+from nodes.state import append
+from prompts import kgot as P
+from tools.kg.base import KGSnapshot
+from tools.kg.stores import backend_names
+
+SOLVE_MODES = ("query", "direct")
+DEFAULT_VARIANTS = ["networkx:query", "networkx:direct"]
+
+
+class VariantResult(TypedDict):
+    variant: str
+    backend: str
+    solve_mode: str
+    final_answer: str
+    partial_solution: str | None
+    iterations: int
+    kg: KGSnapshot | None
+    error: str | None
+
+
+class FusionState(TypedDict, total=False):
+    question: str
+    attachments: list[str]
+    variants: list[str]
+    results: Annotated[list[VariantResult], append]
+    tally: dict[str, int]
+    final_answer: str
+    usage: Annotated[Usage, merge_usage]
+
+
+class VariantTask(TypedDict):
+    variant: str
+    question: str
+    attachments: list[str]
+
+
+def parse_variant(spec: str) -> tuple[str, str]:
+    """``backend:solve_mode`` (solve mode defaults to ``query``); a clear error for unknown names."""
+    backend, _, mode = spec.strip().partition(":")
+    backend, mode = backend.strip(), (mode.strip() or "query")
+    if backend not in backend_names():
+        raise ValueError(f"fusion variant {spec!r}: unknown backend {backend!r}; available: "
+                         f"{', '.join(backend_names())}")
+    if mode not in SOLVE_MODES:
+        raise ValueError(f"fusion variant {spec!r}: the solve mode is 'query' or 'direct', not {mode!r}")
+    return backend, mode
+
+
+def parse_variants(text: str | list[str]) -> list[str]:
+    """``"networkx:query,falkordb:direct"`` (or a list) as canonical, distinct variant names."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out: list[str] = []
+    for item in items:
+        if not item.strip():
+            continue
+        backend, mode = parse_variant(item)
+        name = f"{backend}:{mode}"
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ValueError("fusion needs at least one variant, e.g. networkx:query,networkx:direct")
+    return out
+
+
+async def receive_fusion_task(state: FusionState) -> dict[str, Any]:
+    """Validate the task and the variants (default: NetworkX with query-based and Direct Retrieval)."""
+    question = (state.get("question") or "").strip()
+    if not question:
+        raise ValueError("the task has no question: give {'question': '...'}")
+    return {"question": question, "attachments": [str(p) for p in state.get("attachments") or []],
+            "variants": parse_variants(state.get("variants") or DEFAULT_VARIANTS)}
+
+
+def variant_tasks(state: FusionState) -> list[VariantTask]:
+    """One task per variant that has no result yet (a resumed run does not redo finished variants)."""
+    done = {r["variant"] for r in state.get("results") or []}
+    return [VariantTask(variant=v, question=state["question"], attachments=state.get("attachments") or [])
+            for v in state.get("variants") or [] if v not in done]
+
+
+def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
+    """The node that runs one variant: the compiled KGoT graph as a subgraph with a derived context."""
+
+    async def run_variant(task: VariantTask, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+        """One KGoT run of the task with this variant's backend and solve mode, in its own task KG."""
+        ctx = context_of(runtime)
+        backend, mode = parse_variant(task["variant"])
+        variant_ctx = dataclasses.replace(ctx, backend=backend, solve_mode=mode,  # type: ignore[arg-type]
+                                          kg_scope=f"{ctx.kg_scope}/{task['variant']}" if ctx.kg_scope
+                                          else task["variant"])
+        result = VariantResult(variant=task["variant"], backend=backend, solve_mode=mode, final_answer=NO_SOLUTION,
+                               partial_solution=None, iterations=0, kg=None, error=None)
+        out: dict[str, Any] = {}
+        try:
+            final = await kgot_graph.ainvoke({"question": task["question"], "attachments": task["attachments"]},
+                                             config, context=variant_ctx)
+        except Exception as exc:  # noqa: BLE001 - one failing variant does not stop the others
+            result["error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            result.update(final_answer=final.get("final_answer") or NO_SOLUTION,
+                          partial_solution=final.get("partial_solution"), iterations=final.get("iteration", 0),
+                          kg=final.get("kg"))
+            if final.get("usage"):
+                out["usage"] = final["usage"]
+        out["results"] = [result]
+        return out
+
+    return run_variant
+
+
+async def combine_answers(state: FusionState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Majority over the variants' normalised answers; the LLM chooses among tied answers."""
+    results = [r for r in state.get("results") or [] if r["variant"] in (state.get("variants") or [])]
+    answers = [r for r in results if r["final_answer"] and r["final_answer"] != NO_SOLUTION]
+    if not answers:
+        return {"tally": {}, "final_answer": NO_SOLUTION}
+    counts = Counter(normalise_answer(r["final_answer"]) for r in answers)
+    first_form: dict[str, str] = {}
+    for r in sorted(answers, key=lambda r: state["variants"].index(r["variant"])):
+        first_form.setdefault(normalise_answer(r["final_answer"]), r["final_answer"])
+    tally = {first_form[k]: v for k, v in counts.most_common()}
+    best = max(counts.values())
+    top = [k for k, v in counts.items() if v == best]
+    if len(top) == 1:
+        return {"tally": tally, "final_answer": first_form[top[0]]}
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    options = [first_form[k] for k in top]
+    partial = "\n".join(f"- variant {r['variant']}: answer {r['final_answer']!r}; partial solution: "
+                        f"{(r['partial_solution'] or '')[:1500]}" for r in answers)
+    listing = "\n".join(f"{i}: {o}" for i, o in enumerate(options))
+    try:
+        chosen = await llm.structured(P.render(P.CHOOSE_SOLUTION, problem=state["question"], partial_solution=partial,
+                                               candidates=listing), ChosenSolution)
+        answer = options[chosen.index] if 0 <= chosen.index < len(options) else options[0]
+    except StructuredOutputError:
+        answer = options[0]
+    return {"tally": tally, "final_answer": answer, "usage": llm.usage}

@@ -1,0 +1,69 @@
+"""``kgagents eval`` and ``kgagents report`` end to end, offline, with a scripted model and grader."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from kgagents.cli import main
+from tests import kgot_script as S
+from tests.evals.helpers import kgot_direct_steps
+
+GRADER = "Your job is to look at a question, a gold target, and a predicted answer"
+
+
+def simpleqa_csv(path):
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["metadata", "problem", "answer"])
+        w.writerow(["{'topic': 'Geography'}", "Question Q0: capital of France?", "Paris"])
+        w.writerow(["{'topic': 'Geography'}", "Question Q1: capital of Italy?", "Rome"])
+        w.writerow(["{'topic': 'Art'}", "Question Q2: who painted the Mona Lisa?", "Leonardo da Vinci"])
+    return path
+
+
+def test_eval_then_resume_then_report(tmp_path, capsys):
+    data = simpleqa_csv(tmp_path / "simpleqa.csv")
+    steps = kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "I don't know"})
+    steps = [S.step(GRADER + ".*Predicted answer: Paris", content="A"),
+             S.step(GRADER + ".*Predicted answer: Milan", content="B"),
+             S.step(GRADER, content="C"),
+             S.step("general AI assistant", times=0, content="FINAL ANSWER: Paris"),
+             *steps]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "cli", "steps": steps}))
+    out = tmp_path / "kgot"
+    args = ["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
+            "--out", str(out), "--concurrency", "2", "--no-progress", "--set", "solve_mode=direct",
+            "--set", "num_next_steps_decision=2", "--set", "max_final_solution_parsing=1"]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "correct 0.3333" in printed.out and "not_attempted 0.3333" in printed.out
+    assert "f_score" in printed.out and "3 ran" in printed.err
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["grade"] for r in records) == ["CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
+    assert all(r["grader_usage"]["scripted"]["calls"] == 1 for r in records)
+    report = (out / "report.md").read_text()
+    assert "correct given attempted" in report and "| Geography |" in report and (out / "pareto.png").is_file()
+
+    # the same command again: everything is finished, nothing runs
+    assert main(args) == 0
+    assert "0 ran" in capsys.readouterr().err
+
+    # a zero-shot baseline on the same data, then a report comparing both
+    zs = tmp_path / "zs"
+    assert main(["eval", "zeroshot", "--dataset", "simpleqa", "--data", str(data), "--model",
+                 f"scripted:{script}", "--out", str(zs), "--no-progress", "--limit", "2"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(out), str(zs), "--out", str(tmp_path / "cmp")]) == 0
+    text = (tmp_path / "cmp" / "report.md").read_text()
+    assert "kgot (scripted:" in text and "zeroshot (scripted:" in text
+
+
+def test_eval_errors_are_clear(tmp_path, capsys):
+    assert main(["eval", "kgot", "--dataset", "gaia", "--model", "openai:gpt-4o-mini"]) == 2
+    assert "needs --data PATH" in capsys.readouterr().err
+    assert main(["eval", "nope", "--dataset", "gaia", "--data", str(tmp_path)]) == 2
+    assert "unknown workflow 'nope'" in capsys.readouterr().err
+    assert main(["report", str(tmp_path)]) == 2
+    assert "not an evaluation directory" in capsys.readouterr().err
