@@ -26,12 +26,12 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
@@ -57,7 +57,7 @@ TOOL_NAME = "simulated_lookup"
 class _LeanCall(Runnable):
     """What ``bind_tools`` / ``with_structured_output`` return on the lean path: one awaited sleep, one reply."""
 
-    def __init__(self, model: "LatencyChatModel", *, schema: Any = None, tools: list[dict[str, Any]] | None = None,
+    def __init__(self, model: LatencyChatModel, *, schema: Any = None, tools: list[dict[str, Any]] | None = None,
                  tool_choice: Any = None) -> None:
         self.model, self.schema, self.tools, self.tool_choice = model, schema, tools, tool_choice
 
@@ -226,19 +226,23 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, le
                 "calls_per_item": seq["calls_per_item"]}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        from tools.manager import unregister_tool
+
+        unregister_tool(TOOL_NAME)
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [f"Route `{result['route']}`, model path `{result['model_path']}`, latency {result['latency_s'] * 1000:.0f} ms "
-             f"per call, {result['calls_per_item']:.0f} model calls per item, {result['machine']['cpus']} CPUs; "
-             f"sequential: {result['sequential']['per_item_s']:.2f} s per item.", "",
+    head = (f"Route `{result['route']}`, model path `{result['model_path']}`, latency "
+            f"{result['latency_s'] * 1000:.0f} ms per call, {result['calls_per_item']:.0f} model calls per item, "
+            f"{result['machine']['cpus']} CPUs; sequential: {result['sequential']['per_item_s']:.2f} s per item.")
+    lines = [head, "",
              "| C | items | wall s | CPU s | speedup | speedup / C |", "|---|---|---|---|---|---|"]
     for r in result["batch"]:
         lines.append(f"| {r['concurrency']} | {r['items']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
                      f"{r['speedup']:.2f} | {r['efficiency']:.2f} |")
     s = result["single_task"]
-    lines += ["", f"Single task: {s['sequential_s']:.2f} s with `max_concurrency=1`, {s['concurrent_s']:.2f} s "
-                  f"concurrent: speedup {s['speedup']:.2f}."]
+    lines += ["", (f"Single task: {s['sequential_s']:.2f} s with `max_concurrency=1`, {s['concurrent_s']:.2f} s "
+                   f"concurrent: speedup {s['speedup']:.2f}.")]
     return "\n".join(lines)
 
 

@@ -15,9 +15,10 @@ import csv
 import importlib
 import importlib.util
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 class DatasetError(ValueError):

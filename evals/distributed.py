@@ -24,8 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from evals.datasets import Dataset, Item
-from evals.runner import (RESULTS_FILE, EvalOptions, EvalResult, ItemRunner, _check_manifest, _Progress,
-                          build_scorer, make_manifest, pending_work, read_results, summarize, write_summary)
+from evals.runner import (
+    RESULTS_FILE,
+    EvalOptions,
+    EvalResult,
+    ItemRunner,
+    _check_manifest,
+    _Progress,
+    build_scorer,
+    make_manifest,
+    pending_work,
+    read_results,
+    summarize,
+    write_summary,
+)
 
 
 def run_pair(options: EvalOptions, dataset_name: str, scorer_name: str, item: Item, run: int) -> dict[str, Any]:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from evals.datasets import load_plugins
 from evals.runner import read_manifest, read_results
@@ -252,8 +253,8 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
         plot_pareto(runsets, out_dir / "pareto.png")
         plot_runtime(runsets, out_dir / "runtime_by_node.png")
         lines += ["", "![solved vs cost](pareto.png)", "", "![runtime by node](runtime_by_node.png)"]
-    lines += ["", "Cost is the workflow's own LLM usage (prices from `kgagents.usage`); an LLM grader's cost is "
-              "listed apart. Node time sums each node task's time, so concurrent tasks add up."]
+    lines += ["", ("Cost is the workflow's own LLM usage (prices from `kgagents.usage`); an LLM grader's cost is "
+                   "listed apart. Node time sums each node task's time, so concurrent tasks add up.")]
     path = out_dir / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -26,10 +26,11 @@ import math
 import re
 import sys
 import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any
 
 from evals.datasets import Dataset, Item, load_plugins
 from evals.scorers import Score, Scorer, make_scorer
@@ -166,7 +167,7 @@ async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
         return
     from kgagents.runs import sqlite_checkpointer
 
-    path = text[len("sqlite:///"):] if text.startswith("sqlite:///") else text
+    path = text.removeprefix("sqlite:///")
     async with sqlite_checkpointer(path) as saver:
         # WAL without an fsync per commit: a checkpoint survives a killed process (what resuming needs), and
         # hundreds of concurrent items no longer queue behind the disk.
@@ -268,13 +269,13 @@ class ItemRunner:
     def context_for(self, thread_id: str) -> Any:
         """The run's context, with a work directory of the item's own when the context has none."""
         ctx = self.base_context
-        if dataclasses.is_dataclass(ctx) and any(f.name == "work_dir" for f in dataclasses.fields(ctx)):
-            if not getattr(ctx, "work_dir", None):
-                ctx = dataclasses.replace(ctx, work_dir=str((self.options.out_dir / "work" / thread_id).resolve()))
+        has_work_dir = dataclasses.is_dataclass(ctx) and any(f.name == "work_dir" for f in dataclasses.fields(ctx))
+        if has_work_dir and not getattr(ctx, "work_dir", None):
+            ctx = dataclasses.replace(ctx, work_dir=str((self.options.out_dir / "work" / thread_id).resolve()))
         return ctx
 
     @asynccontextmanager
-    async def opened(self) -> AsyncIterator["ItemRunner"]:
+    async def opened(self) -> AsyncIterator[ItemRunner]:
         async with open_checkpointer(self.options.checkpointer_url) as saver:
             self.graph = self.module.compile_graph(saver)
             try:

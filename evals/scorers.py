@@ -20,10 +20,11 @@ import math
 import re
 import string
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from kgagents.usage import Usage
 

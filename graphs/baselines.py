@@ -15,8 +15,9 @@ Each is a :class:`Workflow` (``build``, ``compile_graph``, ``graph``), registere
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send

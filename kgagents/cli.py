@@ -129,8 +129,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if not p.is_file():
             raise ValueError(f"attachment not found: {path}")
         attachments.append(str(p.resolve()))
-    thread_id, state = _run(args.workflow, args, {"question": args.question, "attachments": attachments},
-                            args.thread, values)
+    task: dict[str, Any] = {"question": args.question, "attachments": attachments}
+    workflow = args.workflow
+    if getattr(args, "fusion", None):
+        from nodes.fusion import parse_variants
+
+        workflow, task["variants"] = "fusion", parse_variants(args.fusion)
+    thread_id, state = _run(workflow, args, task, args.thread, values)
     _print_answer(thread_id, state)
     return 0
 
@@ -172,10 +177,35 @@ def cmd_show(args: argparse.Namespace) -> int:
     if record is None:
         raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}")
     state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread))
+    if args.kg:
+        return _show_kg(args, state)
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
     else:
         print(format_run(record.workflow, args.thread, state, nxt))
+    return 0
+
+
+def _show_kg(args: argparse.Namespace, state: dict[str, Any]) -> int:
+    """``show --kg``: the run's KG as a self-contained HTML page, or (``--format json``) as JSON lines."""
+    from kgagents.kgview import kgot_graphs, render_html
+    from tools.kg.base import snapshot_to_jsonl
+
+    graphs = kgot_graphs(state, snapshot=args.snapshot)
+    if not graphs:
+        raise ValueError(f"thread {args.thread} has no knowledge graph yet")
+    if args.format == "json":
+        text = snapshot_to_jsonl(graphs[-1][1])
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            print(args.out)
+        else:
+            sys.stdout.write(text)
+        return 0
+    out = Path(args.out or f"kg-{args.thread}.html")
+    out.write_text(render_html(graphs, title=f"Knowledge graph of thread {args.thread}",
+                               subtitle=state.get("question", "")), encoding="utf-8")
+    print(out)
     return 0
 
 
@@ -235,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-iterations", type=int)
     ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
+    ask.add_argument("--fusion", metavar="BACKEND:MODE,...",
+                     help="run several KGoT variants and combine their answers, e.g. networkx:query,falkordb:direct")
 
     resume = sub.add_parser("resume", help="continue an interrupted run")
     resume.add_argument("thread")
@@ -245,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a run")
     show.add_argument("thread")
     show.add_argument("--json", action="store_true", help="the whole state as JSON")
+    show.add_argument("--kg", action="store_true", help="write the knowledge graph as an HTML page (see --format)")
+    show.add_argument("--format", choices=["html", "json"], default="html",
+                      help="with --kg: html (a self-contained page) or json (the snapshot as JSON lines)")
+    show.add_argument("--snapshot", type=int, metavar="N", help="with --kg: the KG after write N (or fusion variant N)")
+    show.add_argument("--out", metavar="FILE", help="with --kg: where to write (html default: kg-THREAD.html)")
 
     demo = sub.add_parser("demo", help="an offline, scripted run")
     demo.add_argument("--workflow", default="kgot")

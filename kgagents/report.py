@@ -59,8 +59,9 @@ def format_ark(state: dict[str, Any]) -> list[str]:
     """ARK-V1: the graph, why the run ended, each reasoning step (anchor, relation, triples) and every attempt."""
     kg = state.get("kg_stats") or {}
     source = state.get("kg_file", "inline edges") + (f" #{state['kg_id']}" if state.get("kg_id") else "")
-    lines = [f"Knowledge graph: {kg.get('edges', '?')} edges, {kg.get('entities', '?')} entities, "
-             f"{kg.get('heads', '?')} head entities, {kg.get('relations', '?')} relations ({source})",
+    graph = (f"Knowledge graph: {kg.get('edges', '?')} edges, {kg.get('entities', '?')} entities, "
+             f"{kg.get('heads', '?')} head entities, {kg.get('relations', '?')} relations ({source})")
+    lines = [graph,
              f"Question type: {state.get('question_type', '?')}", f"Exit: {state.get('exit_reason', '(running)')}",
              f"Justification: {state.get('justification', '')}", "", "Reasoning steps:"]
     for s in state.get("steps", []):

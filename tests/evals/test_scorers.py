@@ -9,9 +9,20 @@ from pathlib import Path
 import pytest
 
 from evals.datasets import Item
-from evals.scorers import (GaiaScorer, SimpleQAScorer, hit_at_k, parse_simpleqa_grade, precision_at_k,
-                           question_scorer, recall_at_k, reciprocal_rank, rouge_l, simpleqa_grader_prompt,
-                           simpleqa_grader_template, simpleqa_metrics)
+from evals.scorers import (
+    GaiaScorer,
+    SimpleQAScorer,
+    hit_at_k,
+    parse_simpleqa_grade,
+    precision_at_k,
+    question_scorer,
+    recall_at_k,
+    reciprocal_rank,
+    rouge_l,
+    simpleqa_grader_prompt,
+    simpleqa_grader_template,
+    simpleqa_metrics,
+)
 from kgagents.scripted import ScriptedChatModel
 
 DATA = Path(__file__).parent / "data"

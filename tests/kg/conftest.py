@@ -77,10 +77,15 @@ class Backend:
         """Context fields that select this backend."""
         return {"backend": self.backend, "kg_url": self.url, **kw}
 
-    def open(self, thread_id: str, snapshot: KGSnapshot | None = None, work_dir: Path | None = None) -> KGStore:
+    def open(self, thread_id: str, snapshot: KGSnapshot | None = None, work_dir: Path | None = None,
+             sync: bool = True) -> KGStore:
         return open_store(self.backend, snapshot=snapshot, work_dir=work_dir or Path("/tmp/kgagents-test-kg"),
                           thread_id=thread_id, limits=SandboxLimits(timeout_s=20), allow_weak_sandbox=True,
-                          url=self.url)
+                          url=self.url, sync=sync)
+
+    def peek(self, thread_id: str) -> KGSnapshot:
+        """What the database holds for a run, without restoring anything."""
+        return self.db_snapshot(self.open(thread_id, None, sync=False))
 
     def db_snapshot(self, store: KGStore) -> KGSnapshot:
         """What the database itself holds for the store's run (the state for NetworkX)."""

@@ -97,14 +97,16 @@ class Neo4jStore:
     name = "neo4j"
     query_language = "cypher"
 
-    def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str, config: BoltConfig) -> None:
+    def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str, config: BoltConfig,
+                 sync: bool = True) -> None:
         self.scope_label = scope_label_for(thread_id)
         self._scope = ":" + quote_name(self.scope_label)
         self._config = config
         self._driver = driver_for(config)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
         try:
-            self._sync()
+            if sync:
+                self._sync()
         except Exception as exc:  # noqa: BLE001 - connection, authentication, missing database
             raise KGError(f"cannot use the Bolt server {config.uri}: {_error_text(exc)}") from exc
 

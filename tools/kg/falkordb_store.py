@@ -96,14 +96,15 @@ class FalkorDBStore:
     name = "falkordb"
     query_language = "cypher"
 
-    def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str, url: str) -> None:
+    def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str, url: str, sync: bool = True) -> None:
         self.url = url
         self.graph_name = graph_name_for(thread_id)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
         try:
             self._client = client_for(url)
             self._graph = self._client.select_graph(self.graph_name)
-            self._sync()
+            if sync:
+                self._sync()
         except KGError:
             raise
         except Exception as exc:  # noqa: BLE001 - connection refused, wrong server

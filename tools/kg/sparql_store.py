@@ -443,12 +443,13 @@ class SparqlStore:
     query_language = "sparql"
 
     def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str,
-                 database: EmbeddedDatabase | HttpDatabase) -> None:
+                 database: EmbeddedDatabase | HttpDatabase, sync: bool = True) -> None:
         self.db = database
         self.graph = graph_iri_for(thread_id)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
         try:
-            self._sync()
+            if sync:
+                self._sync()
         except KGError:
             raise
         except Exception as exc:  # noqa: BLE001

@@ -46,22 +46,26 @@ register_backend("networkx", _networkx)
 
 
 # The database backends import their clients (and start an embedded server) only when a run opens them.
-def _neo4j(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, **_: Any) -> KGStore:
+# ``sync=False`` opens without making the database equal to ``snapshot`` (diagnostics and tests only).
+def _neo4j(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
+           **_: Any) -> KGStore:
     from tools.kg.cypher_store import Neo4jStore, bolt_config
 
-    return Neo4jStore(snapshot, thread_id=thread_id, config=bolt_config(url))
+    return Neo4jStore(snapshot, thread_id=thread_id, config=bolt_config(url), sync=sync)
 
 
-def _falkordb(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, **_: Any) -> KGStore:
+def _falkordb(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
+              **_: Any) -> KGStore:
     from tools.kg.falkordb_store import FalkorDBStore, falkordb_url
 
-    return FalkorDBStore(snapshot, thread_id=thread_id, url=falkordb_url(url))
+    return FalkorDBStore(snapshot, thread_id=thread_id, url=falkordb_url(url), sync=sync)
 
 
-def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, **_: Any) -> KGStore:
+def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
+            **_: Any) -> KGStore:
     from tools.kg.sparql_store import SparqlStore, database_for
 
-    return SparqlStore(snapshot, thread_id=thread_id, database=database_for(url))
+    return SparqlStore(snapshot, thread_id=thread_id, database=database_for(url), sync=sync)
 
 
 register_backend("neo4j", _neo4j, "cypher")

@@ -8,6 +8,7 @@ never shared (:class:`EmbeddingIndex`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,12 +42,10 @@ class SentenceTransformerEmbedder:
     def __init__(self, model: str | Path | None = None, *, device: str | None = None, batch_size: int = 64) -> None:
         from sentence_transformers import SentenceTransformer
 
-        try:  # no download progress bars on the console: the model is local
+        with contextlib.suppress(Exception):  # no progress bars on the console: the model is local
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
-        except Exception:  # noqa: BLE001 - cosmetic only
-            pass
         source = Path(model) if model is not None else packaged_model_path()
         local = Path(source).exists()
         self.name = str(source)
@@ -79,6 +78,17 @@ def load_embedder(model: str | Path | None = None, *, device: str | None = None)
         if key not in _loaded:
             _loaded[key] = SentenceTransformerEmbedder(model, device=device)
         return _loaded[key]
+
+
+class LazyEmbedder:
+    """An :class:`Embedder` that loads its model (via :func:`load_embedder`) when it first encodes."""
+
+    def __init__(self, model: str | Path | None = None, *, device: str | None = None) -> None:
+        self.model = model
+        self.device = device
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return load_embedder(self.model, device=self.device).encode(texts)
 
 
 class EmbeddingIndex:

@@ -113,7 +113,7 @@ class PropertyGraph:
 
     # -- construction ------------------------------------------------------------------------------------------
     @classmethod
-    def from_ark(cls, data: Any, *, embedder: Embedder | None = None, name: str = "graph") -> "PropertyGraph":
+    def from_ark(cls, data: Any, *, embedder: Embedder | None = None, name: str = "graph") -> PropertyGraph:
         """Build from the ARK-V1 format ``[[head, tail, {"relation": r, qualifier: value, ...}], ...]``.
 
         Heads and tails must be strings (numbers are accepted and written as text); every edge needs a non-empty
@@ -268,6 +268,24 @@ def load_ark_records(path: str | Path) -> list[dict[str, Any]]:
 def load_ark_record(path: str | Path, record_id: str | None = None, *, question: str | None = None
                     ) -> dict[str, Any]:
     """One record of a graph file: by ``id``, else by question text, else the only one."""
+    path = Path(path)
+    if record_id is not None and path.suffix == ".jsonl":
+        # JSON lines: parse only the lines that can hold the id (a file of many large graphs)
+        needle = json.dumps(str(record_id))
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise GraphFormatError(f"cannot read the graph file {path}: {exc}") from exc
+        for n, line in enumerate(lines, 1):
+            if needle not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise GraphFormatError(f"{path}, line {n}: not valid JSON: {exc}") from exc
+            if isinstance(record, dict) and str(record.get("id")) == str(record_id) and "graph" in record:
+                return record
+        raise GraphFormatError(f"{path}: no record with id {record_id!r}")
     records = load_ark_records(path)
     if record_id is not None:
         found = [r for r in records if str(r.get("id")) == str(record_id)]

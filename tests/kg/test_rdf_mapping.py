@@ -1,0 +1,73 @@
+"""The property-graph snapshot <-> RDF mapping of the SPARQL backend (no server)."""
+
+from __future__ import annotations
+
+import pyoxigraph as ox
+import pytest
+
+from tools.kg.sparql_store import (
+    KG,
+    compact,
+    derive_update_url,
+    expand,
+    forbidden_keyword,
+    graph_iri_for,
+    skolemize,
+    snapshot_triples,
+    triples_snapshot,
+    with_prefixes,
+)
+
+SNAPSHOT = {
+    "nodes": [
+        {"id": "_b1", "labels": [], "properties": {"name": "Bob"}},
+        {"id": "ann", "labels": ["Person", "schema:Person"],
+         "properties": {"age": 41, "born": {"@value": "1983-04-01", "@type": "xsd:date"}, "height": 1.72,
+                        "name": {"@value": "Ann", "@language": "en"}, "retired": False, "tags": ["a", "b"]}},
+        {"id": "http://example.org/x", "labels": [], "properties": {}},
+    ],
+    "relationships": [
+        {"type": "KNOWS", "source": "ann", "target": "_b1", "properties": {}},
+        {"type": "SEES", "source": "http://example.org/x", "target": "ann", "properties": {}},
+    ],
+}
+
+
+@pytest.mark.parametrize("iri, name", [
+    (KG + "marie_curie", "marie_curie"), ("http://schema.org/Person", "schema:Person"),
+    ("http://www.w3.org/2001/XMLSchema#date", "xsd:date"), ("http://example.org/x", "http://example.org/x"),
+    (KG + "a:b", KG + "a:b"), ("http://schema.org/a b", "http://schema.org/a b"),
+])
+def test_names_compact_and_expand(iri, name):
+    assert compact(iri) == name and expand(name) == iri
+
+
+def test_snapshot_round_trips_through_triples():
+    triples = snapshot_triples(SNAPSHOT)
+    assert triples_snapshot(triples) == SNAPSHOT
+    assert ox.Triple(ox.NamedNode(KG + "ann"), ox.NamedNode(KG + "age"),
+                     ox.Literal("41", datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#integer"))) in triples
+
+
+def test_blank_nodes_get_stable_names():
+    a, b = ox.BlankNode(), ox.BlankNode()
+    p = ox.NamedNode(KG + "p")
+    triples = [ox.Triple(ox.NamedNode(KG + "x"), p, a), ox.Triple(a, ox.NamedNode(KG + "name"), ox.Literal("A")),
+               ox.Triple(ox.NamedNode(KG + "x"), p, b), ox.Triple(b, ox.NamedNode(KG + "name"), ox.Literal("B"))]
+    named = skolemize(triples, used={"_b1"})
+    snap = triples_snapshot(named)
+    assert {n["id"]: n["properties"].get("name") for n in snap["nodes"]} == {"_b2": "A", "_b3": "B", "x": None}
+    assert triples_snapshot(skolemize(list(reversed(triples)), used={"_b1"})) == snap
+
+
+def test_query_checks():
+    assert forbidden_keyword("LOAD <http://x>") == "LOAD"
+    assert forbidden_keyword("SELECT * WHERE { service <http://x> { ?s ?p ?o } }") == "SERVICE"
+    assert forbidden_keyword('INSERT DATA { kg:a kg:note "LOAD and SERVICE" } # SERVICE') is None
+    assert forbidden_keyword("SELECT * WHERE { ?s kg:SERVICE_LEVEL ?o }") is None
+    text = with_prefixes("PREFIX kg: <urn:other:>\nSELECT * WHERE { ?s a kg:X }")
+    assert "PREFIX kg: <urn:kg:>" not in text and "PREFIX rdf:" in text
+    assert derive_update_url("http://h:7878/query") == "http://h:7878/update"
+    assert derive_update_url("http://h/rdf4j-server/repositories/kg") == "http://h/rdf4j-server/repositories/kg/statements"
+    assert derive_update_url("http://h/sparql") == "http://h/sparql"
+    assert graph_iri_for("t 1") != graph_iri_for("t_1")
