@@ -140,13 +140,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("resume")
-def cmd_resume(args: argparse.Namespace) -> int:
+def _known_run(args: argparse.Namespace) -> Any:
+    """The registry record of ``args.thread``, or a clear error."""
     from kgagents.runs import RunRegistry
 
     record = RunRegistry(_runs_dir(args)).get(args.thread)
     if record is None:
         raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}")
+    return record
+
+
+@command("resume")
+def cmd_resume(args: argparse.Namespace) -> int:
+    record = _known_run(args)
     thread_id, state = _run(record.workflow, args, None, record.thread_id, record.context)
     _print_answer(thread_id, state)
     return 0
@@ -170,12 +176,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
     from kgagents.report import format_run
-    from kgagents.runs import RunRegistry
     from kgagents.workflows import thread_state
 
-    record = RunRegistry(_runs_dir(args)).get(args.thread)
-    if record is None:
-        raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}")
+    record = _known_run(args)
     state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread))
     if args.kg:
         return _show_kg(args, state)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tools.kg.base import KGSnapshot

@@ -9,7 +9,8 @@ checkpointed write with its snapshot. The proposal and what was done are recorde
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, TypedDict
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime

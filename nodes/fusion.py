@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Annotated, Any, Callable, TypedDict
+from collections.abc import Callable
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime

@@ -468,24 +468,23 @@ async def solve_with_query(state: KGoTState, runtime: Runtime[Context], config: 
     return {"solve_attempts": attempts, "partial_solution": partial, "usage": llm.usage}
 
 
-async def solve_directly(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Direct Retrieval: the whole KG goes to the LLM, which states the solution."""
+async def _solve_from_kg(state: KGoTState, runtime: Runtime[Context], template: str) -> dict[str, Any]:
     ctx = context_of(runtime)
     llm = LLMCaller(ctx, "graph_executor")
-    reply = await llm.structured(P.render(P.DIRECT_RETRIEVAL, problem=problem_text(state),
+    reply = await llm.structured(P.render(template, problem=problem_text(state),
                                           existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
                                  DirectSolution)
     return {"partial_solution": reply.solution.strip() or None, "usage": llm.usage}
+
+
+async def solve_directly(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Direct Retrieval: the whole KG goes to the LLM, which states the solution."""
+    return await _solve_from_kg(state, runtime, P.DIRECT_RETRIEVAL)
 
 
 async def solve_forced(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
     """At the iteration limit: the best solution the KG supports, as it is."""
-    ctx = context_of(runtime)
-    llm = LLMCaller(ctx, "graph_executor")
-    reply = await llm.structured(P.render(P.FORCED_SOLUTION, problem=problem_text(state),
-                                          existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
-                                 DirectSolution)
-    return {"partial_solution": reply.solution.strip() or None, "usage": llm.usage}
+    return await _solve_from_kg(state, runtime, P.FORCED_SOLUTION)
 
 
 # --------------------------------------------------------------------------------------------------------------

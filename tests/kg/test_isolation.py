@@ -104,7 +104,6 @@ async def test_attacks_in_one_run_leave_another_runs_kg_intact(backend: Backend,
 
 async def test_concurrent_runs_one_of_which_wipes_the_database(backend: Backend, tmp_path):
     """Two KGoT runs at once; the attacker's LLM writes a wipe-out while the victim is between two writes."""
-    code = CODE[backend.language]
     events = {name: asyncio.Event() for name in ("victim_wrote", "attacked")}
 
     @tool

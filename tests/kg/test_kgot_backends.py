@@ -37,7 +37,7 @@ async def test_engine_errors_reach_the_fix_loops(backend: Backend, tmp_path):
     steps = [S.step(S.FIX, structured={"code": code["write_array"]}),
              S.step(S.FIX, structured={"code": code["read_total"]}),
              *two_writes(backend.language)]
-    steps = [s for s in steps if not (s.get("when") == S.RETRIEVE)]
+    steps = [s for s in steps if s.get("when") != S.RETRIEVE]
     steps.insert(2, S.step(S.WRITE, unless="SortedArray", structured={"code": code["broken_write"]}))
     steps.insert(3, S.step(S.RETRIEVE, structured={"code": code["broken_read"]}))
     state, model = await run(backend, tmp_path, steps)

@@ -28,13 +28,13 @@ node of another scope, so none can connect two scopes either.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 
@@ -86,7 +86,7 @@ _TOKEN_RE = re.compile(r"""
   | (?P<param>\$(?:\w+|`(?:[^`]|``)*`)?)
   | (?P<ident>[^\W\d]\w*)
   | (?P<punct><>|<=|>=|=~|->|<-|::|\+=|\.\.|\S)
-""", re.X | re.S)
+""", re.VERBOSE | re.DOTALL)
 
 
 def tokenize(query: str) -> list[Token]:
@@ -199,9 +199,7 @@ def scope_query(statement: str, scope_label: str) -> str:
                 raise CypherScopeError("CALL (procedures and subqueries) is not allowed in this knowledge graph")
             if up in ("LOAD", "USE"):
                 raise CypherScopeError(f"{up} is not allowed in this knowledge graph")
-            if up == "CREATE" and prev == "ON":
-                top.pattern = False
-            elif up == "MATCH" and prev == "ON":
+            if up == "CREATE" and prev == "ON" or up == "MATCH" and prev == "ON":
                 top.pattern = False
             elif up == "CREATE" and tokens[i + 1:i + 2] and tokens[i + 1].kind == "ident":
                 raise CypherScopeError(f"CREATE {tokens[i + 1].text} is not allowed (administration commands "
@@ -262,12 +260,11 @@ def scope_query(statement: str, scope_label: str) -> str:
                         bind(var)
                     i = end + 1
                     continue
-            elif node is None and top.pattern and not func_call:
+            elif node is None and top.pattern and not func_call and text(i + 1) not in ("(", ")"):
                 # in a pattern every parenthesis is a node pattern or a group of them
-                if not (text(i + 1) == "(" or text(i + 1) == ")"):
-                    if i + 2 < n and tokens[i + 1].kind in ("ident", "qident") and upper(i + 2) == "IS":
-                        raise CypherScopeError("write labels as (n:Label), not (n IS Label)")
-                    raise CypherScopeError(f"unsupported pattern syntax near {statement[tok.start:tok.start + 40]!r}")
+                if i + 2 < n and tokens[i + 1].kind in ("ident", "qident") and upper(i + 2) == "IS":
+                    raise CypherScopeError("write labels as (n:Label), not (n IS Label)")
+                raise CypherScopeError(f"unsupported pattern syntax near {statement[tok.start:tok.start + 40]!r}")
             frames.append(_Frame("(", top.clause, top.pattern, upper(i - 1) == "FOREACH", set()))
             if upper(i - 1) == "FOREACH" and i + 1 < n and tokens[i + 1].kind in ("ident", "qident"):
                 frames[-1].bound.add(tokens[i + 1].name)
@@ -397,9 +394,8 @@ def _project_with(tokens: list[Token], i: int, frames: list[_Frame]) -> None:
     items: list[list[Token]] = []
     for k in range(i + 1, len(tokens)):
         t = tokens[k]
-        if depth == 0 and t.kind == "ident" and t.upper in stop and t.upper != "AS" and item:
-            if t.upper not in ("DISTINCT",):
-                break
+        if depth == 0 and t.kind == "ident" and t.upper in stop and item:
+            break
         if t.text in ("(", "[", "{"):
             depth += 1
         elif t.text in (")", "]", "}"):
@@ -559,8 +555,9 @@ def restore_statements(snapshot: KGSnapshot, scope_label: str | None = None) -> 
         by_type.setdefault(rel["type"], []).append({"s": rel["source"], "t": rel["target"],
                                                     "props": dict(rel["properties"])})
     for rel_type, rows in by_type.items():
-        statements.append((f"UNWIND $rows AS row MATCH (a{scope} {{id: row.s}}), (b{scope} {{id: row.t}}) "
-                           f"CREATE (a)-[r:{quote_name(rel_type)}]->(b) SET r = row.props", {"rows": rows}))
+        query = (f"UNWIND $rows AS row MATCH (a{scope} {{id: row.s}}), (b{scope} {{id: row.t}}) "
+                 f"CREATE (a)-[r:{quote_name(rel_type)}]->(b) SET r = row.props")
+        statements.append((query, {"rows": rows}))
     return statements
 
 
@@ -575,8 +572,3 @@ def compact_result(rows: list[dict[str, Any]], convert: Any) -> Any:
         out.append({"note": f"{len(rows) - MAX_RESULT_ROWS} more rows were cut"})
     return out
 
-
-def temporal_to_text(value: Any) -> Any:
-    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
-        return value.isoformat()
-    return plain_value(value)

@@ -31,8 +31,8 @@ from tools.kg.cypher import (
     RelRow,
     build_snapshot,
     compact_result,
-    plan_ids,
     plain_value,
+    plan_ids,
     quote_name,
     restore_statements,
     scope_label_for,
@@ -107,7 +107,7 @@ class Neo4jStore:
         try:
             if sync:
                 self._sync()
-        except Exception as exc:  # noqa: BLE001 - connection, authentication, missing database
+        except Exception as exc:
             raise KGError(f"cannot use the Bolt server {config.uri}: {_error_text(exc)}") from exc
 
     # --- plumbing -------------------------------------------------------------------------------------

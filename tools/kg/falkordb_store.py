@@ -31,8 +31,8 @@ from tools.kg.cypher import (
     RelRow,
     build_snapshot,
     compact_result,
-    plan_ids,
     plain_value,
+    plan_ids,
     restore_statements,
     snapshot_digest,
     split_statements,
@@ -107,7 +107,7 @@ class FalkorDBStore:
                 self._sync()
         except KGError:
             raise
-        except Exception as exc:  # noqa: BLE001 - connection refused, wrong server
+        except Exception as exc:
             forget_client(url)
             raise KGError(f"cannot use the FalkorDB server at {url}: {_error_text(exc)}") from exc
 
@@ -136,7 +136,7 @@ class FalkorDBStore:
     def _replace(self, snapshot: KGSnapshot) -> None:
         try:
             self._graph.delete()
-        except Exception as exc:  # noqa: BLE001 - nothing to delete
+        except Exception as exc:
             if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
                 raise
         self._graph.query("RETURN 0")  # the graph exists (empty), so read-only queries see an empty graph

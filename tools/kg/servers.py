@@ -34,10 +34,11 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tools.kg.base import KGError
 
@@ -127,7 +128,7 @@ class ServerProcess:
             self._tmp.cleanup()
             self._tmp = None
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -138,7 +139,7 @@ _started: list[ServerProcess] = []
 
 
 def _stop_all() -> None:
-    for server in list(_started):
+    for server in _started:
         try:
             server.stop(timeout=5)
         except Exception:  # noqa: BLE001 - best effort at exit

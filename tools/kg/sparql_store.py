@@ -39,9 +39,10 @@ import math
 import os
 import re
 import threading
+from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import quote
 
 from tools.kg.base import KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
@@ -251,19 +252,19 @@ def skolemize(triples: list[Any], used: set[str]) -> list[Any]:
 # Query text checks
 # ------------------------------------------------------------------------------------------------------------
 _SPARQL_SKIP = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|<[^<>"{}|^`\\\s]*>|\#[^\n]*""",
-                          re.S)
+                          re.DOTALL)
 
 
 def forbidden_keyword(text: str) -> str | None:
     """``SERVICE`` or ``LOAD`` outside strings, IRIs and comments (the only ways a query reaches the network)."""
     bare = _SPARQL_SKIP.sub(" ", text)
-    match = re.search(r"\b(SERVICE|LOAD)\b", bare, re.I)
+    match = re.search(r"\b(SERVICE|LOAD)\b", bare, re.IGNORECASE)
     return match.group(1).upper() if match else None
 
 
 def with_prefixes(text: str) -> str:
     """The query with ``PREFIX`` lines for the well-known prefixes it uses but does not declare."""
-    declared = {m.lower() for m in re.findall(r"PREFIX\s+([A-Za-z][\w.-]*)?\s*:", text, re.I)}
+    declared = {m.lower() for m in re.findall(r"PREFIX\s+([A-Za-z][\w.-]*)?\s*:", text, re.IGNORECASE)}
     lines = [f"PREFIX {p}: <{ns}>" for p, ns in PREFIXES.items() if p.lower() not in declared]
     return "\n".join(lines) + "\n" + text
 
@@ -452,7 +453,7 @@ class SparqlStore:
                 self._sync()
         except KGError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise KGError(f"cannot use the SPARQL store {database.description}: {type(exc).__name__}: {exc}") from exc
 
     def _current(self) -> KGSnapshot:
