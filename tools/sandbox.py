@@ -746,15 +746,16 @@ def _bwrap_argv(info: _Bwrap, work_dir: Path, env: dict[str, str], fds: list[int
     etc = _etc_dir()
     for name in ("passwd", "group", "hosts", "nsswitch.conf"):
         argv += ["--ro-bind", str(etc / name), f"/etc/{name}"]
-    python_dirs = _python_dirs()
-    for p in python_dirs:
-        argv += ["--ro-bind", str(p), str(p)]
     argv += ["--proc", "/proc", "--dev", "/dev"]
     size = str((limits.max_file_mb if limits else 64) * 1024 * 1024)
     for tmpfs in ("/tmp", "/dev/shm"):
         if "--size" in opts:
             argv += ["--size", size]
         argv += ["--tmpfs", tmpfs]
+    # after the private /tmp: a virtual environment that lives under /tmp must stay visible
+    python_dirs = _python_dirs()
+    for p in python_dirs:
+        argv += ["--ro-bind", str(p), str(p)]
     argv += ["--bind", str(work_dir), str(work_dir)]
     if run_dir is not None:  # the folders of other calls running in the same work dir are not visible
         argv += ["--tmpfs", str(run_dir.parent), "--bind", str(run_dir), str(run_dir)]

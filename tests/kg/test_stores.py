@@ -134,3 +134,13 @@ async def test_sparql_rdf_terms(sparql_backend: Backend, tmp_path):
     for forbidden in ("LOAD <http://127.0.0.1:9/x>", "SELECT * WHERE { SERVICE <http://127.0.0.1:9/> { ?s ?p ?o } }"):
         assert "Rejected" in ((await store.write(forbidden)).error or "")
         assert "Rejected" in ((await store.read(forbidden)).error or "")
+
+
+async def test_a_write_that_fails_half_way_changes_nothing(cypher_backend: Backend, tmp_path):
+    """Bolt: one transaction; FalkorDB: the statements that went through are undone from the snapshot."""
+    store = await fresh(cypher_backend, tmp_path)
+    assert (await store.write(CODE["cypher"]["write_array"])).ok
+    before = await store.snapshot()
+    result = await store.write("CREATE (:Extra {id: 'extra'});\nMATCH (n {id: 'array'}) SET n.bad = {nested: 1}")
+    assert not result.ok and result.error
+    assert cypher_backend.db_snapshot(store) == before and await store.snapshot() == before

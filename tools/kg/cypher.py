@@ -258,7 +258,9 @@ def scope_query(statement: str, scope_label: str) -> str:
                         inserts[labels_end - 1] = label
                     if var is not None and top.pattern:
                         bind(var)
-                    i = end + 1
+                    # go on inside the pattern: its property map or WHERE may hold patterns of their own
+                    frames.append(_Frame("(", top.clause, False, False, set()))
+                    i = labels_end
                     continue
             elif node is None and top.pattern and not func_call and text(i + 1) not in ("(", ")"):
                 # in a pattern every parenthesis is a node pattern or a group of them

@@ -127,6 +127,8 @@ class ServerProcess:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+        if self in _started:
+            _started.remove(self)
 
     def __enter__(self) -> ServerProcess:
         return self

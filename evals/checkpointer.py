@@ -1,0 +1,214 @@
+"""Checkpointers of the batch runner: SQLite for one machine, PostgreSQL for a cluster.
+
+The SQLite checkpointer is langgraph's ``SqliteSaver`` (same tables, same serialisation: any other reader of
+the file, ``AsyncSqliteSaver`` included, sees the same threads) driven by one writer thread per open file:
+
+- every async call (``aput``, ``aput_writes``, ``aget_tuple``, ...) is one job on that thread: one hand-over
+  between threads per call, where ``aiosqlite`` needs three or four (execute, commit, closing the cursor);
+- the writer takes every job that is waiting and commits the writes among them in **one transaction**: with
+  C items in flight, their checkpoints share commits instead of queueing behind one lock, one commit each;
+- a call returns only after the commit that holds its write, so what ``aput`` returned is on disk;
+- the file is in WAL mode with ``synchronous=NORMAL``: a commit survives the process being killed (what
+  resuming an evaluation needs), only a power cut or OS crash can lose the last commits; several processes
+  may share the file (WAL serialises their writers; a writer waits up to 30 s for the lock).
+
+Checkpoints are serialised on the caller's thread when the call is made, as ``AsyncSqliteSaver`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+)
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+_PUT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
+        "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
+_WRITES = ("INSERT OR {} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
+           "type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+#: (function run on the writer thread, its arguments, whether it writes, the caller's future and loop)
+_Job = tuple[Callable[..., Any], tuple[Any, ...], bool, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+
+
+class BatchedSqliteSaver(SqliteSaver):
+    """A SQLite checkpointer whose async calls run on one writer thread that commits waiting writes together.
+
+    Open it with :func:`batched_sqlite_saver` (which starts and stops the thread); its synchronous methods are
+    ``SqliteSaver``'s own and may be used from any thread.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
+        self.lock = threading.RLock()  # the writer holds it for a whole batch, whose reads take it again
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name="kgagents-sqlite-writer", daemon=True)
+        self._thread.start()
+
+    # -- the writer thread -------------------------------------------------------------------------------------
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            batch, stop = [job], False
+            while True:  # everything that is waiting goes into this batch
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    stop = True
+                    break
+                batch.append(job)
+            self._run(batch)
+            if stop:
+                return
+
+    def _run(self, batch: list[_Job]) -> None:
+        outcomes: list[tuple[asyncio.Future[Any], asyncio.AbstractEventLoop, Any, BaseException | None]] = []
+        with self.lock:
+            wrote = False
+            for fn, args, writes, future, loop in batch:
+                try:
+                    outcomes.append((future, loop, fn(*args), None))
+                    wrote = wrote or writes
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    outcomes.append((future, loop, None, exc))
+            if wrote or self.conn.in_transaction:
+                try:
+                    self.conn.commit()
+                except BaseException as exc:  # noqa: BLE001 - nothing of this batch is on disk
+                    try:
+                        self.conn.rollback()
+                    except sqlite3.Error:
+                        pass
+                    outcomes = [(f, lp, None, exc if writes else err)
+                                for (f, lp, _, err), (_, _, writes, _, _) in zip(outcomes, batch)]
+        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+        for future, loop, result, error in outcomes:
+            by_loop.setdefault(loop, []).append((future, result, error))
+        for loop, settled in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, settled)
+            except RuntimeError:  # that event loop is closed: nobody waits for these results any more
+                pass
+
+    async def _submit(self, fn: Callable[..., Any], *args: Any, writes: bool = False) -> Any:
+        if self._closed:
+            raise RuntimeError("the SQLite checkpointer is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put((fn, args, writes, future, loop))
+        return await future
+
+    async def aclose(self) -> None:
+        """Finish every queued call, then stop the writer thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._jobs.put(None)
+        await asyncio.to_thread(self._thread.join)
+
+    def _prepare(self) -> None:
+        self.setup()  # tables and WAL mode
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+
+    # -- the async checkpointer interface ----------------------------------------------------------------------
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        conf = config["configurable"]
+        thread_id, checkpoint_ns = conf["thread_id"], conf["checkpoint_ns"]
+        type_, blob = self.serde.dumps_typed(checkpoint)
+        meta = json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False).encode("utf-8", "ignore")
+        row = (str(thread_id), checkpoint_ns, checkpoint["id"], conf.get("checkpoint_id"), type_, blob, meta)
+        await self._submit(self.conn.execute, _PUT, row, writes=True)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns,
+                                 "checkpoint_id": checkpoint["id"]}}
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        conf = config["configurable"]
+        query = _WRITES.format("REPLACE" if all(w[0] in WRITES_IDX_MAP for w in writes) else "IGNORE")
+        rows = [(str(conf["thread_id"]), str(conf["checkpoint_ns"]), str(conf["checkpoint_id"]), task_id, task_path,
+                 WRITES_IDX_MAP.get(channel, idx), channel, *self.serde.dumps_typed(value))
+                for idx, (channel, value) in enumerate(writes)]
+        await self._submit(self.conn.executemany, query, rows, writes=True)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._submit(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        found = await self._submit(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in found:
+            yield item
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._submit(self.delete_thread, thread_id, writes=True)
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig,
+                                         channels: Sequence[str]) -> Mapping[str, Any]:
+        return await self._submit(lambda: self.get_delta_channel_history(config=config, channels=channels))
+
+
+def _settle(settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in settled:
+        if future.cancelled():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+
+@asynccontextmanager
+async def batched_sqlite_saver(path: str | Path) -> AsyncIterator[BatchedSqliteSaver]:
+    """A :class:`BatchedSqliteSaver` on the SQLite file ``path`` (created if needed), closed on exit."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    except sqlite3.Error as exc:
+        raise ValueError(f"cannot open the checkpoint database {path}: {exc}") from exc
+    saver = BatchedSqliteSaver(conn)
+    try:
+        await saver._submit(saver._prepare, writes=True)
+        yield saver
+    finally:
+        await saver.aclose()
+        conn.close()
+
+
+@asynccontextmanager
+async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
+    """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``)."""
+    text = str(url)
+    if text.startswith(("postgres://", "postgresql://")):
+        try:
+            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # type: ignore[import-not-found]
+        except ImportError as exc:
+            raise ValueError("a PostgreSQL checkpointer needs `pip install langgraph-checkpoint-postgres "
+                             "psycopg[binary]`") from exc
+        async with AsyncPostgresSaver.from_conn_string(text) as saver:
+            await saver.setup()
+            yield saver
+        return
+    async with batched_sqlite_saver(text.removeprefix("sqlite:///")) as saver:
+        yield saver
