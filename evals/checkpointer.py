@@ -95,13 +95,13 @@ class BatchedSqliteSaver(SqliteSaver):
             if wrote or self.conn.in_transaction:
                 try:
                     self.conn.commit()
-                except BaseException as exc:  # noqa: BLE001 - nothing of this batch is on disk
+                except BaseException as exc:  # noqa: BLE001 - no write of this batch is on disk
                     try:
                         self.conn.rollback()
                     except sqlite3.Error:
                         pass
-                    outcomes = [(f, lp, None, exc if writes else err)
-                                for (f, lp, _, err), (_, _, writes, _, _) in zip(outcomes, batch)]
+                    outcomes = [(future, loop, None, exc) if job[2] else (future, loop, result, error)
+                                for (future, loop, result, error), job in zip(outcomes, batch)]
         by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         for future, loop, result, error in outcomes:
             by_loop.setdefault(loop, []).append((future, result, error))

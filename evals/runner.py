@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evals.checkpointer import open_checkpointer
 from evals.datasets import Dataset, Item, load_plugins
 from evals.scorers import Score, Scorer, make_scorer
 from kgagents.usage import Usage, merge_usage, total_cost, total_tokens
@@ -144,35 +145,6 @@ def _check_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
                   f"{manifest.get('context')}", file=sys.stderr)
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Checkpointers
-# ----------------------------------------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
-    """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``)."""
-    text = str(url)
-    if text.startswith(("postgres://", "postgresql://")):
-        try:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise ValueError("a PostgreSQL checkpointer needs `pip install langgraph-checkpoint-postgres "
-                             "psycopg[binary]`") from exc
-        async with AsyncPostgresSaver.from_conn_string(text) as saver:
-            await saver.setup()
-            yield saver
-        return
-    from kgagents.runs import sqlite_checkpointer
-
-    path = text.removeprefix("sqlite:///")
-    async with sqlite_checkpointer(path) as saver:
-        # WAL without an fsync per commit: a checkpoint survives a killed process (what resuming needs), and
-        # hundreds of concurrent items no longer queue behind the disk.
-        await saver.conn.execute("PRAGMA synchronous=NORMAL")
-        yield saver
 
 
 # ----------------------------------------------------------------------------------------------------------------
