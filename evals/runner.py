@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import json
 import math
 import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -344,6 +346,31 @@ class ItemRunner:
         }
 
 
+#: The young generation's collection threshold during a batch (CPython's default: 700 allocations).
+BATCH_GC_THRESHOLD = 10_000
+
+
+@contextmanager
+def batch_collector() -> Iterator[None]:
+    """Garbage-collector settings for many items in flight in one process, restored afterwards.
+
+    Everything that exists when the batch starts (imported libraries, the compiled graph) lives until it ends:
+    ``gc.freeze()`` keeps the collector from scanning those objects again and again (a full collection of an
+    evaluation process otherwise stops every item for about 0.1 s). The young generation is collected every
+    ``BATCH_GC_THRESHOLD`` allocations rather than 700, so that the state of items that are merely waiting for a
+    model is not promoted and rescanned. Reference counting frees almost everything anyway; this only spaces
+    out the searches for reference cycles.
+    """
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], BATCH_GC_THRESHOLD), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+
 def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], retry_failed: bool
                  ) -> tuple[list[tuple[Item, int]], int]:
     """The (item, run) pairs still to do, and how many are skipped as finished."""
@@ -424,14 +451,16 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
 
         try:
             async with runner.opened():
-                workers = [asyncio.create_task(worker()) for _ in range(min(options.concurrency, len(todo)) or 0)]
-                try:
-                    await asyncio.gather(*workers)
-                except BaseException:
-                    for w in workers:
-                        w.cancel()
-                    await asyncio.gather(*workers, return_exceptions=True)
-                    raise
+                with batch_collector():
+                    n_workers = min(options.concurrency, len(todo))
+                    workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
+                    try:
+                        await asyncio.gather(*workers)
+                    except BaseException:
+                        for w in workers:
+                            w.cancel()
+                        await asyncio.gather(*workers, return_exceptions=True)
+                        raise
         finally:
             progress.close()
 

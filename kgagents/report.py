@@ -81,7 +81,18 @@ def format_ark(state: dict[str, Any]) -> list[str]:
     return lines
 
 
-FORMATTERS = {"kgot": format_kgot, "ark": format_ark}
+def format_fusion(state: dict[str, Any]) -> list[str]:
+    lines = [f"Variants: {', '.join(state.get('variants') or [])}", "", "Answers per variant:"]
+    for r in state.get("results") or []:
+        lines.append(f"  {r['variant']}: {r.get('final_answer')!r}")
+    lines += ["", "Tally:"]
+    for answer, votes in (state.get("tally") or {}).items():
+        lines.append(f"  {votes} × {answer!r}")
+    lines += ["", "Each variant's KG: kgagents show THREAD --kg --snapshot N"]
+    return lines
+
+
+FORMATTERS = {"kgot": format_kgot, "ark": format_ark, "fusion": format_fusion}
 
 
 def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes: tuple[str, ...] = ()) -> str:

@@ -9,10 +9,11 @@ Prices (USD per million tokens) come from :data:`DEFAULT_PRICES`, extended by a 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, TypedDict
 
-from kgagents.config import get_settings
+from kgagents.config import load_env
 
 
 class ModelUsage(TypedDict):
@@ -53,8 +54,12 @@ _file_cache: dict[str, dict[str, dict[str, float]]] = {}
 
 
 def _file_prices() -> dict[str, dict[str, float]]:
-    """The prices file's table, read once per process and path (so accounting inside a graph does no I/O)."""
-    path = get_settings().prices_file
+    """The prices file's table, read once per process and path (so accounting inside a graph does no I/O).
+
+    Only its one variable is read (every model call comes here), the same way :func:`get_settings` reads it.
+    """
+    load_env()
+    path = (os.environ.get("KGAGENTS_PRICES_FILE") or "").strip()
     if not path:
         return {}
     if str(path) not in _file_cache:

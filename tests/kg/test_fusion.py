@@ -109,6 +109,10 @@ def test_cli_ask_fusion_and_show_kg(tmp_path):
               "--fusion", "networkx:query,sparql:direct", "--set", "num_next_steps_decision=1")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "65"
+    plain = cli("show", "fz")
+    assert plain.returncode == 0, plain.stderr
+    assert "networkx:query: '65'" in plain.stdout and "sparql:direct: '65'" in plain.stdout
+    assert "2 × '65'" in plain.stdout
     shown = cli("show", "fz", "--kg", "--out", "fusion.html")
     assert shown.returncode == 0, shown.stderr
     page = Path(tmp_path / "fusion.html").read_text()
