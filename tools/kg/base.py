@@ -14,6 +14,8 @@ and exports as JSON lines, one object per node (``"kind": "node"``) and relation
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict, runtime_checkable
@@ -96,6 +98,46 @@ class KGStore(Protocol):
     async def snapshot(self) -> KGSnapshot: ...
 
     async def restore(self, snapshot: KGSnapshot) -> None: ...
+
+
+class DatabaseStore:
+    """The async :class:`KGStore` methods for a backend whose client is synchronous.
+
+    Subclasses keep the run's KG snapshot in ``self._snapshot`` and implement ``clear_sync``, ``write_sync``,
+    ``read_sync`` and ``restore_sync``; every database call then runs in a worker thread, off the event loop.
+    """
+
+    _snapshot: KGSnapshot
+
+    def clear_sync(self) -> None:
+        raise NotImplementedError
+
+    def write_sync(self, code: str) -> WriteResult:
+        raise NotImplementedError
+
+    def read_sync(self, query: str) -> ReadResult:
+        raise NotImplementedError
+
+    def restore_sync(self, snapshot: KGSnapshot) -> None:
+        raise NotImplementedError
+
+    async def clear(self) -> None:
+        await asyncio.to_thread(self.clear_sync)
+
+    async def render(self) -> str:
+        return render_snapshot(self._snapshot)
+
+    async def write(self, code: str) -> WriteResult:
+        return await asyncio.to_thread(self.write_sync, code)
+
+    async def read(self, query: str) -> ReadResult:
+        return await asyncio.to_thread(self.read_sync, query)
+
+    async def snapshot(self) -> KGSnapshot:
+        return copy.deepcopy(self._snapshot)
+
+    async def restore(self, snapshot: KGSnapshot) -> None:
+        await asyncio.to_thread(self.restore_sync, snapshot)
 
 
 @dataclass

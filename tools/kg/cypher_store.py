@@ -17,14 +17,13 @@ On open, the scope is compared with the snapshot the graph state holds and resto
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from tools.kg.base import KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
+from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import (
     CypherScopeError,
     NodeRow,
@@ -91,7 +90,7 @@ def _error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}{f' ({code})' if code else ''}: {message}"
 
 
-class Neo4jStore:
+class Neo4jStore(DatabaseStore):
     """A run's task KG in a Bolt database, scoped by a label (see the module docstring)."""
 
     name = "neo4j"
@@ -268,25 +267,6 @@ class Neo4jStore:
         if isinstance(value, dict):
             return {k: self._convert(v, ends) for k, v in value.items()}
         return plain_value(value)
-
-    # --- the KGStore interface ----------------------------------------------------------------------------
-    async def clear(self) -> None:
-        await asyncio.to_thread(self.clear_sync)
-
-    async def render(self) -> str:
-        return render_snapshot(self._snapshot)
-
-    async def write(self, code: str) -> WriteResult:
-        return await asyncio.to_thread(self.write_sync, code)
-
-    async def read(self, query: str) -> ReadResult:
-        return await asyncio.to_thread(self.read_sync, query)
-
-    async def snapshot(self) -> KGSnapshot:
-        return copy.deepcopy(self._snapshot)
-
-    async def restore(self, snapshot: KGSnapshot) -> None:
-        await asyncio.to_thread(self.restore_sync, snapshot)
 
     def database_snapshot(self) -> KGSnapshot:
         """What the database holds for this run right now (for tests and diagnostics)."""

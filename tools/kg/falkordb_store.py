@@ -16,7 +16,6 @@ scalars or arrays of scalars; the Cypher prompts keep to that subset.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import os
@@ -25,7 +24,7 @@ import threading
 from typing import Any
 from urllib.parse import urlparse
 
-from tools.kg.base import KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
+from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import (
     NodeRow,
     RelRow,
@@ -90,7 +89,7 @@ def _error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class FalkorDBStore:
+class FalkorDBStore(DatabaseStore):
     """A run's task KG as its own FalkorDB graph (see the module docstring)."""
 
     name = "falkordb"
@@ -261,25 +260,6 @@ class FalkorDBStore:
         if isinstance(value, dict):
             return {k: self._convert(v, ids) for k, v in value.items()}
         return plain_value(value)
-
-    # --- the KGStore interface ----------------------------------------------------------------------------
-    async def clear(self) -> None:
-        await asyncio.to_thread(self.clear_sync)
-
-    async def render(self) -> str:
-        return render_snapshot(self._snapshot)
-
-    async def write(self, code: str) -> WriteResult:
-        return await asyncio.to_thread(self.write_sync, code)
-
-    async def read(self, query: str) -> ReadResult:
-        return await asyncio.to_thread(self.read_sync, query)
-
-    async def snapshot(self) -> KGSnapshot:
-        return copy.deepcopy(self._snapshot)
-
-    async def restore(self, snapshot: KGSnapshot) -> None:
-        await asyncio.to_thread(self.restore_sync, snapshot)
 
     def database_snapshot(self) -> KGSnapshot:
         """What the database holds for this run right now (for tests and diagnostics)."""

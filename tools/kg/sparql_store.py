@@ -31,7 +31,6 @@ graphs (``default_graph``/``named_graphs`` in ``pyoxigraph``; the protocol's ``d
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import json
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tools.kg.base import KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
+from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import canonical, snapshot_digest
 
 KG = "urn:kg:"
@@ -437,7 +436,7 @@ def database_for(url: str | None = None) -> EmbeddedDatabase | HttpDatabase:
 # ------------------------------------------------------------------------------------------------------------
 # The store
 # ------------------------------------------------------------------------------------------------------------
-class SparqlStore:
+class SparqlStore(DatabaseStore):
     """A run's task KG as a named graph of a SPARQL store (see the module docstring)."""
 
     name = "sparql"
@@ -513,25 +512,6 @@ class SparqlStore:
         if isinstance(result, list) and len(result) > MAX_RESULT_ROWS:
             result = result[:MAX_RESULT_ROWS] + [{"note": f"{len(result) - MAX_RESULT_ROWS} more rows were cut"}]
         return ReadResult(True, result)
-
-    # --- the KGStore interface ----------------------------------------------------------------------------
-    async def clear(self) -> None:
-        await asyncio.to_thread(self.clear_sync)
-
-    async def render(self) -> str:
-        return render_snapshot(self._snapshot)
-
-    async def write(self, code: str) -> WriteResult:
-        return await asyncio.to_thread(self.write_sync, code)
-
-    async def read(self, query: str) -> ReadResult:
-        return await asyncio.to_thread(self.read_sync, query)
-
-    async def snapshot(self) -> KGSnapshot:
-        return copy.deepcopy(self._snapshot)
-
-    async def restore(self, snapshot: KGSnapshot) -> None:
-        await asyncio.to_thread(self.restore_sync, snapshot)
 
     def database_snapshot(self) -> KGSnapshot:
         """What the database holds for this run right now (for tests and diagnostics)."""
