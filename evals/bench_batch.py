@@ -1,12 +1,13 @@
 """Benchmark (not a test): how much concurrency buys, with a chat model that answers after a fixed latency.
 
-    python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--route enhance|direct]
-                                [--model-path lean|langchain] [--json FILE]
+    python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1]
+                                [--route enhance|direct] [--model-path lean|langchain] [--json FILE]
 
 Two measurements, both on the real KGoT graph:
 
-- **batch speedup**: the evaluation runner (SQLite checkpoints, one thread per item) with C items at a time,
-  against the same items one at a time: ``speedup = C-concurrent throughput / sequential throughput``;
+- **batch speedup**: the evaluation runner (SQLite checkpoints, one thread per item) with C items at a time, in
+  one process or shared by ``--processes N`` worker processes, against the same items one at a time in one
+  process: ``speedup = C-concurrent throughput / sequential throughput``;
 - **single-task speedup**: one task with its concurrent fan-outs (5 vote samples, tool calls, 3 parses) against
   the same graph run with ``max_concurrency=1`` (every LLM and tool call one after the other).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
@@ -161,13 +163,19 @@ def items(n: int) -> Dataset:
                           for i in range(n)])
 
 
-async def batch_time(n: int, concurrency: int, latency: float, route: str, lean: bool, root: Path) -> dict[str, Any]:
-    """Wall time of ``n`` items at ``concurrency`` through the runner (fresh output directory)."""
-    out = root / f"c{concurrency}-n{n}"
+async def batch_time(n: int, concurrency: int, latency: float, route: str, lean: bool, root: Path,
+                     processes: int = 1) -> dict[str, Any]:
+    """Wall time of ``n`` items at ``concurrency`` through the runner (fresh output directory).
+
+    ``cpu_s`` is this process's CPU time and ``loop_cpu_s`` that of its event-loop thread (with one process:
+    the Python of every item); with worker processes both are left out (the work is done elsewhere).
+    """
+    out = root / f"c{concurrency}-n{n}-p{processes}"
     shutil.rmtree(out, ignore_errors=True)
     model = LatencyChatModel(steps=script(route), latency=latency, lean=lean)
     options = EvalOptions(workflow="kgot", out_dir=out, concurrency=concurrency, progress=False,
-                          context=context_for(model, root / "work"))
+                          context=context_for(model, root / "work"), processes=processes,
+                          worker_setup=functools.partial(register_simulated_tool, latency))
     cpu0, loop0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
     result = await evaluate(options, items(n))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
@@ -175,8 +183,10 @@ async def batch_time(n: int, concurrency: int, latency: float, route: str, lean:
     wrong = [r for r in result.records if not r["correct"]]
     if wrong:
         raise RuntimeError(f"benchmark items failed: {wrong[0].get('error') or wrong[0].get('answer')}")
-    return {"items": n, "concurrency": concurrency, "wall_s": wall, "cpu_s": cpu, "loop_cpu_s": loop_cpu,
-            "calls_per_item": len(model.calls) / n}
+    calls = sum(u.get("calls", 0) for r in result.records for u in (r.get("usage") or {}).values())
+    local = processes == 1
+    return {"items": n, "concurrency": concurrency, "processes": processes, "wall_s": wall,
+            "cpu_s": cpu if local else None, "loop_cpu_s": loop_cpu if local else None, "calls_per_item": calls / n}
 
 
 async def single_task_time(latency: float, route: str, lean: bool, root: Path, sequential: bool) -> float:
@@ -198,21 +208,26 @@ async def single_task_time(latency: float, route: str, lean: bool, root: Path, s
 
 
 async def run_benchmark(latency: float, concurrencies: list[int], route: str, lean: bool, sequential_items: int,
-                        waves: int, repeats: int) -> dict[str, Any]:
+                        waves: int, repeats: int, processes: int = 1) -> dict[str, Any]:
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
     try:
         await batch_time(2, 2, 0.0, route, lean, root)  # warm-up: imports, first graph compile
+        if processes > 1:  # and the worker processes' fork server
+            await batch_time(2 * processes, 2 * processes, 0.0, route, lean, root, processes)
         seq = await batch_time(sequential_items, 1, latency, route, lean, root)
         per_item = seq["wall_s"] / sequential_items
         rows = []
         for c in concurrencies:
-            runs = [await batch_time(c * waves, c, latency, route, lean, root) for _ in range(repeats)]
+            runs = [await batch_time(c * waves, c, latency, route, lean, root, min(processes, c))
+                    for _ in range(repeats)]
             best = min(runs, key=lambda r: r["wall_s"])
             speedup = per_item * best["items"] / best["wall_s"]
             rows.append({**best, "speedup": speedup, "efficiency": speedup / c,
                          "wall_s_all": [round(r["wall_s"], 3) for r in runs]})
-            print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s (cpu {best['cpu_s']:5.2f} s) "
+            cpu = f"loop cpu {best['loop_cpu_s']:5.2f} s" if best["loop_cpu_s"] is not None else \
+                f"{best['processes']} processes"
+            print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
                   f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
         concurrent = [await single_task_time(latency, route, lean, root, sequential=False) for _ in range(repeats)]
         serial = [await single_task_time(latency, route, lean, root, sequential=True) for _ in range(repeats)]
@@ -221,6 +236,7 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, le
         print(f"single task: {single['sequential_s']:.2f} s sequential, {single['concurrent_s']:.2f} s concurrent, "
               f"speedup {single['speedup']:.2f}", file=sys.stderr)
         return {"latency_s": latency, "route": route, "model_path": "lean" if lean else "langchain",
+                "processes": processes,
                 "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "platform": platform.platform()},
@@ -235,11 +251,13 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, le
 def markdown(result: dict[str, Any]) -> str:
     head = (f"Route `{result['route']}`, model path `{result['model_path']}`, latency "
             f"{result['latency_s'] * 1000:.0f} ms per call, {result['calls_per_item']:.0f} model calls per item, "
-            f"{result['machine']['cpus']} CPUs; sequential: {result['sequential']['per_item_s']:.2f} s per item.")
+            f"{result['machine']['cpus']} CPUs, {result.get('processes', 1)} process(es); sequential: "
+            f"{result['sequential']['per_item_s']:.2f} s per item.")
     lines = [head, "",
-             "| C | items | wall s | CPU s | speedup | speedup / C |", "|---|---|---|---|---|---|"]
+             "| C | items | wall s | loop CPU s | speedup | speedup / C |", "|---|---|---|---|---|---|"]
     for r in result["batch"]:
-        lines.append(f"| {r['concurrency']} | {r['items']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
+        cpu = f"{r['loop_cpu_s']:.2f}" if r.get("loop_cpu_s") is not None else "–"
+        lines.append(f"| {r['concurrency']} | {r['items']} | {r['wall_s']:.2f} | {cpu} | "
                      f"{r['speedup']:.2f} | {r['efficiency']:.2f} |")
     s = result["single_task"]
     lines += ["", (f"Single task: {s['sequential_s']:.2f} s with `max_concurrency=1`, {s['concurrent_s']:.2f} s "
@@ -251,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.bench_batch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per model/tool call (default 0.2)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
+    parser.add_argument("--processes", type=int, default=1,
+                        help="worker processes that share the C items of a batch run (default 1: this one)")
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
     parser.add_argument("--model-path", choices=["lean", "langchain"], default="lean")
     parser.add_argument("--sequential-items", type=int, default=4, help="items of the sequential baseline")
@@ -259,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
     result = asyncio.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path == "lean",
-                                       args.sequential_items, args.waves, args.repeats))
+                                       args.sequential_items, args.waves, args.repeats, args.processes))
     print(markdown(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

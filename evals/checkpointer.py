@@ -22,6 +22,7 @@ import json
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -128,7 +129,14 @@ class BatchedSqliteSaver(SqliteSaver):
         await asyncio.to_thread(self._thread.join)
 
     def _prepare(self) -> None:
-        self.setup()  # tables and WAL mode
+        for wait in (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 0):  # another process may be creating the tables
+            try:
+                self.setup()  # tables and WAL mode
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or not wait:
+                    raise
+                time.sleep(wait)
         self.conn.execute("PRAGMA synchronous=NORMAL")
 
     # -- the async checkpointer interface ----------------------------------------------------------------------

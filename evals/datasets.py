@@ -3,7 +3,8 @@
 - ``gaia``: a local copy of the gated Hugging Face dataset ``gaia-benchmark/GAIA`` (``metadata.jsonl`` or
   ``metadata.parquet`` per split, attachments next to it); attachments are given to workflows as file paths.
 - ``simpleqa``: the public CSV (columns ``metadata, problem, answer``) from a local path.
-- ``cr-lt`` / ``colota``: registered by :mod:`evals.colota` (the ARK-V1 loaders) when that module exists.
+- ``cr-lt`` / ``colota``: registered by :mod:`evals.colota` (the ARK-V1 loaders) when that module exists; their
+  files ship with kgagents, so they load without a path.
 
 Other datasets plug in with :func:`register_dataset`.
 """
@@ -15,6 +16,7 @@ import csv
 import importlib
 import importlib.util
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +66,8 @@ class DatasetSpec:
     group_label: str
     how_to_get: str
     """Shown when the data is missing: where the files come from."""
+    default_data: Path | None = None
+    """Files that ship with kgagents, loaded when no path is given (see :func:`packaged_data`)."""
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -104,7 +108,9 @@ def load_dataset(name: str, path: str | Path | None, *, split: str | None = None
     if split not in spec.splits:
         raise DatasetError(f"dataset {name!r} has no split {split!r}; splits: {', '.join(spec.splits)}")
     if path is None:
-        raise DatasetError(f"dataset {name!r} needs --data PATH. {spec.how_to_get}")
+        path = packaged_data(spec)
+        if path is None:
+            raise DatasetError(f"dataset {name!r} needs --data PATH. {spec.how_to_get}")
     path = Path(path).expanduser()
     if not path.exists():
         raise DatasetError(f"{name}: {path} does not exist. {spec.how_to_get}")
@@ -120,6 +126,16 @@ def load_dataset(name: str, path: str | Path | None, *, split: str | None = None
     if limit is not None:
         items = items[:limit]
     return Dataset(name=name, split=split, items=items, scorer=spec.scorer, group_label=spec.group_label)
+
+
+def packaged_data(spec: DatasetSpec) -> Path | None:
+    """Where a dataset's files ship with kgagents: ``spec.default_data``, else the ``DATA_DIR`` folder of the
+    module that defines its loader (how :mod:`evals.colota` ships CR-LT and CoLoTa); None when they don't ship."""
+    if spec.default_data is not None:
+        return Path(spec.default_data)
+    module = sys.modules.get(getattr(spec.load, "__module__", "") or "")
+    data = getattr(module, "DATA_DIR", None)
+    return Path(data) if data is not None and Path(data).exists() else None
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -27,8 +27,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,11 +171,18 @@ class EvalOptions:
     progress: bool = True
     checkpointer: str | None = None
     """Checkpointer URL; default: ``checkpoints.sqlite`` in ``out_dir``."""
+    processes: int = 1
+    """Worker processes on this machine that share the ``concurrency`` items in flight (see evals.processes)."""
+    worker_setup: Callable[[], Any] | None = None
+    """Called once in every worker process before its first item (e.g. to register a tool the context names);
+    a module-level function (or a ``functools.partial`` of one), so that it can be sent to the process."""
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if self.processes < 1:
+            raise ValueError("processes must be at least 1")
         if self.runs < 1:
             raise ValueError("runs must be at least 1")
 
@@ -302,7 +308,11 @@ class ItemRunner:
     async def _stream(self, graph_input: Any, config: dict[str, Any], ctx: Any, node_s: dict[str, float]) -> None:
         """Run the graph, timing each node task (``stream_mode="tasks"``)."""
         starts: dict[str, tuple[str, float]] = {}
-        async for event in self.graph.astream(graph_input, config, context=ctx, stream_mode="tasks"):
+        # "async" durability (LangGraph's default, said here on purpose): a superstep's checkpoint and each task's
+        # writes are saved while the run goes on and the run's end waits for them; "exit" would save nothing
+        # before the end, so nothing could be resumed.
+        async for event in self.graph.astream(graph_input, config, context=ctx, stream_mode="tasks",
+                                              durability="async"):
             if not isinstance(event, dict) or "id" not in event:
                 continue
             now = time.perf_counter()
@@ -419,7 +429,8 @@ def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
 
 
 async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
-    """Run ``options.workflow`` over ``dataset`` in one process, ``options.concurrency`` items at a time."""
+    """Run ``options.workflow`` over ``dataset``, ``options.concurrency`` items at a time, in this process or
+    shared by ``options.processes`` worker processes."""
     out_dir = options.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_manifest(out_dir, make_manifest(options, dataset))
@@ -450,17 +461,22 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
                 write(await runner.run(item, run))
 
         try:
-            async with runner.opened():
-                with batch_collector():
-                    n_workers = min(options.concurrency, len(todo))
-                    workers = [asyncio.create_task(worker()) for _ in range(n_workers)]
-                    try:
-                        await asyncio.gather(*workers)
-                    except BaseException:
-                        for w in workers:
-                            w.cancel()
-                        await asyncio.gather(*workers, return_exceptions=True)
-                        raise
+            if options.processes > 1:
+                from evals.processes import run_in_processes
+
+                await run_in_processes(options, dataset, todo, write)
+            else:
+                async with runner.opened():
+                    with batch_collector():
+                        workers = [asyncio.create_task(worker())
+                                   for _ in range(min(options.concurrency, len(todo)))]
+                        try:
+                            await asyncio.gather(*workers)
+                        except BaseException:
+                            for w in workers:
+                                w.cancel()
+                            await asyncio.gather(*workers, return_exceptions=True)
+                            raise
         finally:
             progress.close()
 

@@ -29,7 +29,7 @@ from nodes.runtime import context_of
 NAME = "kgot"
 
 
-def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_forced"] | list[Send]:
+async def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_forced"] | list[Send]:
     """Paper step 2: at the iteration limit solve with what the KG holds; otherwise sample the next step."""
     if state.get("decision") == "FORCED_SOLVE":
         return "solve_forced"
@@ -37,45 +37,45 @@ def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_fo
     return [Send("sample_next_step", task) for task in n.vote_tasks(state, ctx)]
 
 
-def route_majority_vote(state: n.KGoTState, runtime: Any) -> Literal["merge_missing_information", "mitigate_noise",
+async def route_majority_vote(state: n.KGoTState, runtime: Any) -> Literal["merge_missing_information", "mitigate_noise",
                                                                      "solve_with_query", "solve_directly"]:
     """Paper step 3: ENHANCE (insert) or SOLVE (retrieve) by the majority of the samples."""
     if state.get("decision") == "ENHANCE":
         return "merge_missing_information"
     if context_of(runtime).cleanup:
         return "mitigate_noise"
-    return route_solve_mode(state, runtime)
+    return await route_solve_mode(state, runtime)
 
 
-def route_solve_mode(state: n.KGoTState, runtime: Any) -> Literal["solve_with_query", "solve_directly"]:
+async def route_solve_mode(state: n.KGoTState, runtime: Any) -> Literal["solve_with_query", "solve_directly"]:
     """Paper §2.3: query-based retrieval or Direct Retrieval, as the context's ``solve_mode`` says."""
     return "solve_directly" if context_of(runtime).solve_mode == "direct" else "solve_with_query"
 
 
-def route_tool_calls(state: n.KGoTState) -> Literal["integrate_new_information"] | list[Send]:
+async def route_tool_calls(state: n.KGoTState) -> Literal["integrate_new_information"] | list[Send]:
     """Paper step 5: run the defined tool calls concurrently (none: straight on to the next iteration)."""
     tasks = n.tool_tasks(state)
     return [Send("run_tool_call", t) for t in tasks] if tasks else "integrate_new_information"
 
 
-def route_integration(state: n.KGoTState) -> Literal["integrate_new_information", "check_iteration"]:
+async def route_integration(state: n.KGoTState) -> Literal["integrate_new_information", "check_iteration"]:
     """Paper step 6: one KG write per tool result, then back to the iteration check."""
     return "integrate_new_information" if n.results_to_integrate(state) else "check_iteration"
 
 
-def route_solution(state: n.KGoTState) -> Literal["check_need_for_math", "choose_solution"]:
+async def route_solution(state: n.KGoTState) -> Literal["check_need_for_math", "choose_solution"]:
     """Without any partial solution there is nothing to compute or parse."""
     return "check_need_for_math" if state.get("partial_solution") else "choose_solution"
 
 
-def route_need_for_math(state: n.KGoTState, runtime: Any) -> Literal["compute_math"] | list[Send]:
+async def route_need_for_math(state: n.KGoTState, runtime: Any) -> Literal["compute_math"] | list[Send]:
     """Paper step 8: compute with the Python tool if the partial solution needs math, then parse (step 9)."""
     if state.get("need_math"):
         return "compute_math"
-    return route_parse(state, runtime)
+    return await route_parse(state, runtime)
 
 
-def route_parse(state: n.KGoTState, runtime: Any) -> list[Send]:
+async def route_parse(state: n.KGoTState, runtime: Any) -> list[Send]:
     """Paper step 9: parse the final solution ``max_final_solution_parsing`` times, concurrently."""
     return [Send("parse_solution", t) for t in n.parse_tasks(state, context_of(runtime))]
 

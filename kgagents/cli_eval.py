@@ -1,12 +1,14 @@
 """The ``eval`` and ``report`` commands.
 
-    kgagents eval WORKFLOW --dataset NAME --data PATH [--split S] [--limit N] [--concurrency C] [--runs R]
-                  [--out DIR] [--model provider:model] [--grader-model provider:model] [--retry-failed]
-                  [--dask [SCHEDULER]] [--workers N]
+    kgagents eval WORKFLOW --dataset NAME [--data PATH] [--split S] [--limit N] [--concurrency C] [--runs R]
+                  [--temperature T] [--out DIR] [--model provider:model] [--grader-model provider:model]
+                  [--retry-failed] [--processes N] [--dask [SCHEDULER]] [--workers N]
     kgagents report DIR [DIR ...] [--out DIR] [--label NAME ...]
 
 Running the same ``eval`` command again resumes the evaluation: finished items are skipped, interrupted ones
-continue from their checkpoints.
+continue from their checkpoints. Datasets whose files ship with kgagents (``cr-lt``, ``colota``) need no
+``--data``; ``kgagents eval ark --dataset cr-lt --runs R --temperature T`` is the ARK-V1 paper's evaluation and
+prints its metrics (answer rate, conditional and overall accuracy as mean ± std over the runs, reliability).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev = sub.add_parser("eval", help="evaluate a workflow on a dataset (concurrent, resumable)")
     ev.add_argument("workflow", help="kgot, zeroshot, rag, ...")
     ev.add_argument("--dataset", required=True, help="gaia, simpleqa, ... (see docs/evals.md)")
-    ev.add_argument("--data", help="the dataset's local files (GAIA folder, SimpleQA CSV, ...)")
+    ev.add_argument("--data", help="the dataset's local files (GAIA folder, SimpleQA CSV, ...); "
+                                   "default for cr-lt and colota: the copy that ships with kgagents")
     ev.add_argument("--split", help="dataset split (GAIA: validation or test)")
     ev.add_argument("--limit", type=int, help="only the first N items")
     ev.add_argument("--ids", nargs="+", metavar="ID", help="only these item ids")
     ev.add_argument("--concurrency", "-c", type=int, default=4, help="items at a time (default 4)")
     ev.add_argument("--runs", type=int, default=1, help="repetitions of every item (default 1)")
+    ev.add_argument("--temperature", type=float, help="the models' sampling temperature (e.g. 0.7 for --runs > 1)")
     ev.add_argument("--out", help=f"results directory (default {DEFAULT_RESULTS_DIR}/WORKFLOW-DATASET-SPLIT)")
     ev.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
     ev.add_argument("--base-url", help="an OpenAI-compatible server for the model")
@@ -40,6 +44,8 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
     ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
                                            "postgresql://... for a cluster)")
+    ev.add_argument("--processes", type=int, default=1,
+                    help="worker processes on this machine sharing the --concurrency items (default 1)")
     ev.add_argument("--dask", nargs="?", const="local", metavar="SCHEDULER",
                     help="distribute items with Dask: a scheduler address, or nothing for a local cluster")
     ev.add_argument("--workers", type=int, default=2, help="processes of the local Dask cluster (default 2)")
@@ -64,12 +70,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     load_workflow(args.workflow)  # an unknown workflow is an error before anything else
     dataset = load_dataset(args.dataset, args.data, split=args.split, limit=args.limit, ids=args.ids)
+    if args.dask and args.processes > 1:
+        raise ValueError("--processes and --dask are two ways to use several processes: choose one")
     values = context_values_from_args(args)
+    if args.temperature is not None:
+        if args.temperature < 0:
+            raise ValueError("--temperature must be at least 0")
+        values["temperature"] = args.temperature
     _check_model(values)
-    out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / f"{args.workflow}-{dataset.name}-{dataset.split}"
+    out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / default_out_name(args.workflow, dataset.name,
+                                                                                 dataset.split, args.temperature)
     options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=args.runs,
                           context_values=values, grader_model=args.grader_model, retry_failed=args.retry_failed,
-                          progress=not args.no_progress, checkpointer=args.checkpointer)
+                          progress=not args.no_progress, checkpointer=args.checkpointer, processes=args.processes)
     if args.dask:
         from evals.distributed import evaluate_distributed
 
@@ -82,9 +95,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
           f"{result.skipped} skipped, {result.failed} failed)", file=sys.stderr)
     shown = {k: v for k, v in m.items() if k not in {"n"}}
     print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items()))
+    if dataset.scorer == "colota":
+        from evals.colota import colota_metrics, format_metrics, records_to_answers
+
+        print(format_metrics(colota_metrics(*records_to_answers(result.records))))
     if not args.no_report and result.records:
         print(f"report: {build_report([out])}", file=sys.stderr)
     return 0
+
+
+def default_out_name(workflow: str, dataset: str, split: str, temperature: float | None) -> str:
+    """``WORKFLOW-DATASET-SPLIT``, with ``-T<temperature>`` when one is given (runs at another temperature are
+    another evaluation, not a continuation of this one)."""
+    name = f"{workflow}-{dataset}-{split}"
+    return name if temperature is None else f"{name}-T{temperature:g}"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -78,6 +78,16 @@ class ScriptedChatModel(BaseChatModel):
     def model_post_init(self, __context: Any) -> None:
         self._validate()
 
+    def __getstate__(self) -> dict[Any, Any]:
+        """Picklable (for worker processes): the lock stays behind, the copy gets its own."""
+        state = super().__getstate__()
+        private = {k: v for k, v in (state.get("__pydantic_private__") or {}).items() if k != "_lock"}
+        return {**state, "__pydantic_private__": private}
+
+    def __setstate__(self, state: dict[Any, Any]) -> None:
+        super().__setstate__(state)
+        self._lock = threading.Lock()
+
     def _validate(self) -> None:
         for i, step in enumerate(self.steps):
             replies = [k for k in ("structured", "tool_calls", "content", "raise") if k in step]

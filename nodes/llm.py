@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from typing import Any, Sequence, TypeVar
 
 from langchain_core.exceptions import OutputParserException
@@ -107,7 +109,7 @@ class LLMCaller:
         kwargs: dict[str, Any] = {"include_raw": True}
         if self.context.structured_output_method != "function_calling" or not _is_base_impl(self.model):
             kwargs["method"] = self.context.structured_output_method
-        runnable = self.model.with_structured_output(schema, **kwargs)
+        runnable = structured_runnable(self.model, schema, kwargs)
         messages = as_messages(prompt, system)
         last_error = ""
         attempts = self.context.max_parse_retries + 1
@@ -141,6 +143,30 @@ class LLMCaller:
                 f"Reply again with a single valid {schema.__name__} object that follows the schema exactly."
             )]
         raise StructuredOutputError(schema, attempts, last_error)
+
+
+#: Structured-output runnables, per chat model, schema and options: building one converts the schema to a
+#: JSON schema and binds it as a tool (about a millisecond of CPU), which every call would otherwise repeat.
+#: A runnable is stateless (calls through it are independent), so sharing one is sharing its model.
+_STRUCTURED_CACHE_SIZE = 256
+_structured_cache: OrderedDict[tuple[Any, ...], tuple[BaseChatModel, Any]] = OrderedDict()
+_structured_lock = threading.Lock()
+
+
+def structured_runnable(model: BaseChatModel, schema: type[BaseModel], kwargs: dict[str, Any]) -> Any:
+    """``model.with_structured_output(schema, **kwargs)``, built once per model, schema and options."""
+    key = (id(model), schema, tuple(sorted(kwargs.items())))
+    with _structured_lock:
+        hit = _structured_cache.get(key)
+        if hit is not None and hit[0] is model:
+            _structured_cache.move_to_end(key)
+            return hit[1]
+    runnable = model.with_structured_output(schema, **kwargs)
+    with _structured_lock:
+        _structured_cache[key] = (model, runnable)  # the entry keeps the model alive, so its id stays its own
+        while len(_structured_cache) > _STRUCTURED_CACHE_SIZE:
+            _structured_cache.popitem(last=False)
+    return runnable
 
 
 #: Errors a chat model raises when it parses a reply itself and the reply does not fit the schema.

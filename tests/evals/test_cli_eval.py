@@ -67,3 +67,48 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     assert "unknown workflow 'nope'" in capsys.readouterr().err
     assert main(["report", str(tmp_path)]) == 2
     assert "not an evaluation directory" in capsys.readouterr().err
+
+
+def test_eval_ark_on_the_packaged_cr_lt_with_runs_and_temperature(tmp_path, capsys):
+    """The issue's command: no --data (CR-LT ships with kgagents), --temperature, the paper's metrics printed."""
+    from tests.ark import script as A
+
+    script = tmp_path / "any.json"  # any question: an anchor that is never valid, then "true" (C_max exit)
+    script.write_text(json.dumps({"name": "any", "steps": [*A.anchor("no such entity", times=0),
+                                                            *A.final(True, times=0)]}))
+    out = tmp_path / "ark"
+    args = ["eval", "ark", "--dataset", "cr-lt", "--limit", "3", "--runs", "2", "--temperature", "0.5",
+            "--model", f"scripted:{script}", "--set", "c_max=2", "--out", str(out), "--no-progress", "--no-report"]
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    # S1 and S3 are true, S2 is false; the model always says true
+    assert "questions: 3, runs: 2" in printed.out
+    assert "answer rate %:          100.00 ± 0.00" in printed.out
+    assert "conditional accuracy %: 66.67 ± 0.00" in printed.out
+    assert "overall accuracy %:     66.67 ± 0.00" in printed.out
+    assert "reliability:            1.00" in printed.out
+    assert "6 ran" in printed.err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["workflow"] == "ark" and manifest["context"]["temperature"] == 0.5
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["id"], r["run"]) for r in records) == [(f"S{i}", r) for i in (1, 2, 3) for r in (0, 1)]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["answer_rate"] == 1.0 and summary["overall_accuracy_std"] == 0.0 and summary["runs"] == 2
+
+    # the same command again: finished (question, run) pairs are skipped, the metrics are printed again
+    assert main(args) == 0
+    printed = capsys.readouterr()
+    assert "0 ran" in printed.err and "6 skipped" in printed.err and "questions: 3, runs: 2" in printed.out
+
+
+def test_eval_options_are_checked(tmp_path, capsys):
+    from kgagents.cli_eval import default_out_name
+
+    assert default_out_name("ark", "cr-lt", "qa", None) == "ark-cr-lt-qa"
+    assert default_out_name("ark", "cr-lt", "qa", 0.7) == "ark-cr-lt-qa-T0.7"
+    base = ["eval", "ark", "--dataset", "cr-lt", "--limit", "1", "--model", "scripted:/nonexistent.json",
+            "--out", str(tmp_path / "o")]
+    assert main([*base, "--temperature", "-1"]) == 2
+    assert "--temperature must be at least 0" in capsys.readouterr().err
+    assert main([*base, "--processes", "2", "--dask"]) == 2
+    assert "choose one" in capsys.readouterr().err

@@ -1,0 +1,79 @@
+"""The runner over several local worker processes (``processes=N``), and its garbage-collector settings."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import json
+import pickle
+
+import pytest
+
+from evals.processes import shares
+from evals.runner import EvalOptions, batch_collector, run_evaluation
+from kgagents.scripted import ScriptedChatModel
+from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
+
+ANSWERS = {f"Q{i}": str(2 * i) for i in range(6)}
+
+
+def fail_setup(message: str) -> None:
+    raise RuntimeError(message)
+
+
+def test_shares_split_the_concurrency():
+    assert shares(64, 2) == [32, 32]
+    assert shares(5, 2) == [3, 2]
+    assert shares(1, 4) == [1]
+
+
+@pytest.mark.slow
+def test_two_processes_share_the_items_and_the_checkpoints(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "scripted", "steps": kgot_direct_steps(ANSWERS)}))
+    options = EvalOptions(workflow="kgot", out_dir=tmp_path / "out", concurrency=4, processes=2, progress=False,
+                          context_values={"model": f"scripted:{script}", **FAST})
+    result = run_evaluation(options, tiny_gaia(6))
+    assert result.ran == 6 and result.failed == 0
+    assert all(r["correct"] for r in result.records)
+    assert len({r["worker"] for r in result.records}) == 2  # both processes ran items
+    assert all(r["usage"]["scripted"]["calls"] == 5 for r in result.records)
+    lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 6  # this process wrote every line, once
+
+    again = run_evaluation(options, tiny_gaia(6))
+    assert again.ran == 0 and again.skipped == 6
+
+
+def test_a_context_that_cannot_be_sent_is_a_clear_error(tmp_path):
+    from nodes.context import Context
+
+    class LocalModel(ScriptedChatModel):  # a class defined in a function: pickle cannot find it again
+        pass
+
+    context = Context(model=LocalModel(steps=kgot_direct_steps(ANSWERS)), tools=[], work_dir=str(tmp_path / "w"))
+    options = EvalOptions(workflow="kgot", out_dir=tmp_path / "out", processes=2, progress=False, context=context)
+    with pytest.raises(ValueError, match="can be pickled"):
+        run_evaluation(options, tiny_gaia(2))
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_start_is_reported(tmp_path):
+    options = EvalOptions(workflow="kgot", out_dir=tmp_path / "out", processes=2, concurrency=2, progress=False,
+                          context_values={"model": "scripted:/nonexistent.json", **FAST},
+                          worker_setup=functools.partial(fail_setup, "no tools here"))
+    with pytest.raises(RuntimeError, match="no tools here"):
+        run_evaluation(options, tiny_gaia(2))
+
+
+def test_a_scripted_model_can_be_pickled():
+    model = ScriptedChatModel(steps=[{"content": "hello", "times": 0}])
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy.invoke("hi").content == "hello" and copy.steps == model.steps
+
+
+def test_batch_collector_restores_the_collector():
+    threshold = gc.get_threshold()
+    with batch_collector():
+        assert gc.get_threshold()[0] >= 10_000 and gc.get_freeze_count() > 0
+    assert gc.get_threshold() == threshold and gc.get_freeze_count() == 0
