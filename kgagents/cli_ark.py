@@ -4,7 +4,7 @@
     kgagents ask --workflow ark "question" --attach graph.json
                                       a question over any graph file in ARK-V1 format (``{"question", "graph":
                                       [[head, tail, {"relation": r}], ...]}``, a list of them, or JSON lines)
-    kgagents eval ark --dataset cr-lt --data evals/data/colota --runs R --set temperature=T
+    kgagents eval ark --dataset cr-lt --runs R --temperature T
                                       the general evaluation command, through the CR-LT / CoLoTa plug-ins of
                                       :mod:`evals.colota` (answer rate, accuracies, reliability)
 
