@@ -65,13 +65,22 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+#: The test process's descendants when each work dir was made: long-lived helpers that other tests of the same
+#: session started (embedded database servers, multiprocessing's resource tracker) are not the sandbox's.
+_BASELINE: dict[Path, set[int]] = {}
+
+
+def _stray_children(work_dir: Path) -> list[int]:
+    return sorted(set(_descendants(os.getpid())) - _BASELINE.get(work_dir, set()))
+
+
 def assert_host_unharmed(work_dir: Path) -> None:
     """No sandbox process is left, the test process has no stray children, and the host can still spawn."""
     deadline = time.monotonic() + 3
-    while (_processes_mentioning(str(work_dir)) or _descendants(os.getpid())) and time.monotonic() < deadline:
+    while (_processes_mentioning(str(work_dir)) or _stray_children(work_dir)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _processes_mentioning(str(work_dir)) == []
-    assert _descendants(os.getpid()) == []
+    assert _stray_children(work_dir) == []
     assert subprocess.run(["true"], timeout=10).returncode == 0
     assert subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True,
                           timeout=30).stdout.strip() == "42"
@@ -85,6 +94,7 @@ def assert_host_unharmed(work_dir: Path) -> None:
 def work_dir(tmp_path: Path) -> Path:
     path = tmp_path / "work"
     path.mkdir()
+    _BASELINE[path] = set(_descendants(os.getpid()))
     return path
 
 
@@ -600,6 +610,7 @@ async def test_weak_mode_when_allowed(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0815")
     work_dir = tmp_path / "work"
+    _BASELINE[work_dir] = set(_descendants(os.getpid()))
     box = Sandbox(work_dir, SandboxLimits(timeout_s=2, memory_mb=256), allow_weak=True)
     r = await box.run("import os, networkx\nprint(os.getcwd())\nresult = os.environ.get('OPENAI_API_KEY')")
     assert r.ok, r.error
