@@ -194,11 +194,3 @@ def _describe_unparsed(raw: Any) -> str:
     if invalid:
         return f"the structured reply was not valid JSON: {invalid[0].get('error') or invalid[0].get('args')}"
     return "the reply contained no structured answer (no tool call / JSON object)"
-
-
-def merge_usages(*callers: LLMCaller) -> Usage:
-    """The summed usage of several callers (a node that used more than one role)."""
-    total: Usage = {}
-    for caller in callers:
-        total = merge_usage(total, caller.usage)
-    return total

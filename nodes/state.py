@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypedDict
 from kgagents.usage import Usage, merge_usage
 from tools.kg.base import KGSnapshot
 
-__all__ = ["UsageState", "Usage", "merge_usage", "KGSnapshot", "append", "TaskInput"]
+__all__ = ["UsageState", "Usage", "merge_usage", "KGSnapshot", "append"]
 
 #: Reducer for append-only logs (votes, tool calls, writes): nodes return the new entries only.
 append = operator.add
@@ -18,13 +18,6 @@ class UsageState(TypedDict, total=False):
     """Token usage and cost per model (reducer: summed), in every workflow's state."""
 
     usage: Annotated[Usage, merge_usage]
-
-
-class TaskInput(TypedDict, total=False):
-    """What a user submits: a question and optional attachment paths."""
-
-    question: str
-    attachments: list[str]
 
 
 def jsonable(value: Any) -> Any:

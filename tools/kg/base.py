@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 
@@ -138,21 +138,6 @@ class DatabaseStore:
 
     async def restore(self, snapshot: KGSnapshot) -> None:
         await asyncio.to_thread(self.restore_sync, snapshot)
-
-
-@dataclass
-class KGStats:
-    nodes: int = 0
-    relationships: int = 0
-    labels: dict[str, int] = field(default_factory=dict)
-
-
-def stats(snapshot: KGSnapshot) -> KGStats:
-    labels: dict[str, int] = {}
-    for node in snapshot["nodes"]:
-        for label in node["labels"] or ["(none)"]:
-            labels[label] = labels.get(label, 0) + 1
-    return KGStats(len(snapshot["nodes"]), len(snapshot["relationships"]), labels)
 
 
 def _fmt_value(value: Any) -> str:
