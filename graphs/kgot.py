@@ -2,14 +2,18 @@
 
     receive task → iteration check ─(limit reached)→ forced solve ─────────────────────┐
                         │                                                             │
-                        └→ next-step samples (×N, concurrent) → majority vote         │
+                        └→ next-step decision (×N samples, concurrent; majority vote)  │
                               ├─ ENHANCE → merge missing information → define tool calls
                               │            → tool calls (concurrent) → integrate results into the KG
                               │            (one write at a time, fixed or discarded) → iteration check
                               └─ SOLVE → (optional noise mitigation) →                 │
                                  query-based retrieval | Direct Retrieval ─────────────┤
                                                                                       ▼
-                              need for math? → (Python tool) → parse solution (×M) → choose solution
+                              need for math? → (Python tool) → parse solution (×M samples, concurrent;
+                                                               majority, LLM judge on a tie)
+
+The iteration check is a router (it reads the state and writes nothing); the tool calls are one ``Send`` task
+each; the samples of a decision run concurrently inside their node (see ``nodes/kgot.py``).
 """
 
 from __future__ import annotations
@@ -29,12 +33,9 @@ from nodes.runtime import context_of
 NAME = "kgot"
 
 
-async def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_forced"] | list[Send]:
-    """Paper step 2: at the iteration limit solve with what the KG holds; otherwise sample the next step."""
-    if state.get("decision") == "FORCED_SOLVE":
-        return "solve_forced"
-    ctx = context_of(runtime)
-    return [Send("sample_next_step", task) for task in n.vote_tasks(state, ctx)]
+async def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_forced", "decide_next_step"]:
+    """Paper step 2: at the iteration limit solve with what the KG holds; otherwise decide the next step."""
+    return "solve_forced" if n.iteration_limit_reached(state, context_of(runtime)) else "decide_next_step"
 
 
 async def route_majority_vote(state: n.KGoTState, runtime: Any) -> Literal["merge_missing_information", "mitigate_noise",
@@ -58,35 +59,29 @@ async def route_tool_calls(state: n.KGoTState) -> Literal["integrate_new_informa
     return [Send("run_tool_call", t) for t in tasks] if tasks else "integrate_new_information"
 
 
-async def route_integration(state: n.KGoTState) -> Literal["integrate_new_information", "check_iteration"]:
-    """Paper step 6: one KG write per tool result, then back to the iteration check."""
-    return "integrate_new_information" if n.results_to_integrate(state) else "check_iteration"
+async def route_integration(state: n.KGoTState, runtime: Any) -> Literal["integrate_new_information", "solve_forced",
+                                                                    "decide_next_step"]:
+    """Paper step 6: one KG write per tool result, then the iteration check."""
+    if n.results_to_integrate(state):
+        return "integrate_new_information"
+    return await route_iteration_check(state, runtime)
 
 
-async def route_solution(state: n.KGoTState) -> Literal["check_need_for_math", "choose_solution"]:
-    """Without any partial solution there is nothing to compute or parse."""
-    return "check_need_for_math" if state.get("partial_solution") else "choose_solution"
+async def route_solution(state: n.KGoTState) -> Literal["check_need_for_math", "parse_solution"]:
+    """Without any partial solution there is nothing to compute (parsing then says "No solution found")."""
+    return "check_need_for_math" if state.get("partial_solution") else "parse_solution"
 
 
-async def route_need_for_math(state: n.KGoTState, runtime: Any) -> Literal["compute_math"] | list[Send]:
+async def route_need_for_math(state: n.KGoTState) -> Literal["compute_math", "parse_solution"]:
     """Paper step 8: compute with the Python tool if the partial solution needs math, then parse (step 9)."""
-    if state.get("need_math"):
-        return "compute_math"
-    return await route_parse(state, runtime)
-
-
-async def route_parse(state: n.KGoTState, runtime: Any) -> list[Send]:
-    """Paper step 9: parse the final solution ``max_final_solution_parsing`` times, concurrently."""
-    return [Send("parse_solution", t) for t in n.parse_tasks(state, context_of(runtime))]
+    return "compute_math" if state.get("need_math") else "parse_solution"
 
 
 def build() -> StateGraph:
     """The uncompiled KGoT graph."""
     g = StateGraph(n.KGoTState, context_schema=Context)
     g.add_node("receive_task", n.receive_task)
-    g.add_node("check_iteration", n.check_iteration)
-    g.add_node("sample_next_step", n.sample_next_step)
-    g.add_node("tally_votes", n.tally_votes)
+    g.add_node("decide_next_step", n.decide_next_step)
     g.add_node("merge_missing_information", n.merge_missing_information)
     g.add_node("define_tool_calls", n.define_tool_calls)
     g.add_node("run_tool_call", n.run_tool_call)
@@ -98,13 +93,10 @@ def build() -> StateGraph:
     g.add_node("check_need_for_math", n.check_need_for_math)
     g.add_node("compute_math", n.compute_math)
     g.add_node("parse_solution", n.parse_solution)
-    g.add_node("choose_solution", n.choose_solution)
 
     g.add_edge(START, "receive_task")
-    g.add_edge("receive_task", "check_iteration")
-    g.add_conditional_edges("check_iteration", route_iteration_check, ["solve_forced", "sample_next_step"])
-    g.add_edge("sample_next_step", "tally_votes")
-    g.add_conditional_edges("tally_votes", route_majority_vote)
+    g.add_conditional_edges("receive_task", route_iteration_check)
+    g.add_conditional_edges("decide_next_step", route_majority_vote)
     g.add_edge("merge_missing_information", "define_tool_calls")
     g.add_conditional_edges("define_tool_calls", route_tool_calls, ["run_tool_call", "integrate_new_information"])
     g.add_edge("run_tool_call", "integrate_new_information")
@@ -112,10 +104,9 @@ def build() -> StateGraph:
     g.add_conditional_edges("mitigate_noise", route_solve_mode)
     for solve in ("solve_with_query", "solve_directly", "solve_forced"):
         g.add_conditional_edges(solve, route_solution)
-    g.add_conditional_edges("check_need_for_math", route_need_for_math, ["compute_math", "parse_solution"])
-    g.add_conditional_edges("compute_math", route_parse, ["parse_solution"])
-    g.add_edge("parse_solution", "choose_solution")
-    g.add_edge("choose_solution", END)
+    g.add_conditional_edges("check_need_for_math", route_need_for_math)
+    g.add_edge("compute_math", "parse_solution")
+    g.add_edge("parse_solution", END)
     return g
 
 

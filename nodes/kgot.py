@@ -1,13 +1,15 @@
 """The nodes of the KGoT workflow (paper §4, Figure 2; appendix B.2).
 
 Each node is ``(state, runtime, config) -> partial state``; the state type is :class:`KGoTState`.
-Fan-outs (the majority vote, tool calls, solution parsing) are LangGraph ``Send`` tasks whose payloads are
-the ``*Task`` dicts below; their results land in append-only logs tagged with the iteration.
+The tool calls are LangGraph ``Send`` tasks (payload :class:`ToolTask`), each its own step with its own
+checkpointed result. The samples of one decision (the next-step votes, the solution parses) are concurrent
+model calls inside one node: they share one prompt, finish together and are saved together, and a step per
+sample would cost LangGraph's per-task work for each (see docs/evals.md). Every result lands in an
+append-only log tagged with the iteration.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections import Counter
@@ -20,7 +22,7 @@ from pydantic import BaseModel, Field
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller, StructuredOutputError
-from nodes.runtime import context_of, open_task_kg, tool_env
+from nodes.runtime import context_of, gather_bounded, open_task_kg, run_work_dir, tool_env
 from nodes.state import append, jsonable
 from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
@@ -99,25 +101,10 @@ class KGoTState(TypedDict, total=False):
     usage: Annotated[Usage, merge_usage]
 
 
-class VoteTask(TypedDict):
-    question: str
-    attachments: list[str]
-    existing_data: str
-    tool_calls_made: str
-    iteration: int
-    sample: int
-
-
 class ToolTask(TypedDict):
     iteration: int
     call: dict[str, Any]
     cached: ToolCallRecord | None
-
-
-class ParseTask(TypedDict):
-    question: str
-    partial_solution: str
-    sample: int
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -200,7 +187,7 @@ def describe_attachments(paths: list[str] | None) -> str:
     return "\n".join(f"- {p}" for p in paths) if paths else "(none)"
 
 
-def problem_text(state: KGoTState | VoteTask) -> str:
+def problem_text(state: KGoTState) -> str:
     question = state.get("question", "")
     attachments = state.get("attachments") or []
     if attachments:
@@ -235,46 +222,40 @@ async def receive_task(state: KGoTState, runtime: Runtime[Context]) -> dict[str,
     return out
 
 
-async def check_iteration(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+def iteration_limit_reached(state: KGoTState, ctx: Context) -> bool:
     """At ``max_iterations`` the run stops gathering and solves with what the KG holds (forced solve)."""
-    ctx = context_of(runtime)
-    if state.get("iteration", 0) >= ctx.max_iterations:
-        return {"decision": "FORCED_SOLVE"}
-    return {}
-
-
-def vote_tasks(state: KGoTState, ctx: Context) -> list[VoteTask]:
-    """The payloads of the ``num_next_steps_decision`` concurrent next-step samples."""
-    existing = render_snapshot(state.get("kg") or empty_snapshot())
-    made = describe_tool_calls(state.get("tool_calls") or [])
-    return [VoteTask(question=state["question"], attachments=state.get("attachments") or [], existing_data=existing,
-                     tool_calls_made=made, iteration=state.get("iteration", 0), sample=i)
-            for i in range(ctx.num_next_steps_decision)]
+    return state.get("iteration", 0) >= ctx.max_iterations
 
 
 # --------------------------------------------------------------------------------------------------------------
 # 3. Majority vote
 # --------------------------------------------------------------------------------------------------------------
-async def sample_next_step(task: VoteTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """One sample of the next-step decision (run ``num_next_steps_decision`` times concurrently)."""
-    ctx = context_of(runtime)
-    llm = LLMCaller(ctx, "graph_executor")
-    prompt = P.render(P.NEXT_STEP, problem=problem_text(task), existing_data=task["existing_data"],
-                      tool_calls_made=task["tool_calls_made"])
+async def _sample_next_step(llm: LLMCaller, prompt: str, iteration: int, sample: int) -> Vote:
     try:
         step = await llm.structured(prompt, NextStep)
-        vote = Vote(iteration=task["iteration"], sample=task["sample"], query_type=step.query_type, reason=step.reason)
     except StructuredOutputError as exc:
-        vote = Vote(iteration=task["iteration"], sample=task["sample"], query_type="INVALID", reason=str(exc))
-    return {"votes": [vote], "usage": llm.usage}
+        return Vote(iteration=iteration, sample=sample, query_type="INVALID", reason=str(exc))
+    return Vote(iteration=iteration, sample=sample, query_type=step.query_type, reason=step.reason)
 
 
-async def tally_votes(state: KGoTState) -> dict[str, Any]:
-    """Majority over this iteration's votes; a tie (or no valid vote) means ENHANCE."""
-    votes = [v for v in state.get("votes", []) if v["iteration"] == state.get("iteration", 0)]
+def tally(votes: list[Vote]) -> Literal["ENHANCE", "SOLVE"]:
+    """Majority of RETRIEVE over INSERT means SOLVE; a tie (or no valid vote) means ENHANCE."""
     retrieve = sum(v["query_type"] == "RETRIEVE" for v in votes)
     insert = sum(v["query_type"] == "INSERT" for v in votes)
-    return {"decision": "SOLVE" if retrieve > insert else "ENHANCE"}
+    return "SOLVE" if retrieve > insert else "ENHANCE"
+
+
+async def decide_next_step(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """``num_next_steps_decision`` samples of the next-step decision, concurrently, then the majority vote."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    iteration = state.get("iteration", 0)
+    prompt = P.render(P.NEXT_STEP, problem=problem_text(state),
+                      existing_data=render_snapshot(state.get("kg") or empty_snapshot()),
+                      tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
+    votes = await gather_bounded(config, [_sample_next_step(llm, prompt, iteration, i)
+                                          for i in range(ctx.num_next_steps_decision)])
+    return {"votes": votes, "decision": tally(votes), "usage": llm.usage}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -296,8 +277,9 @@ async def merge_missing_information(state: KGoTState, runtime: Runtime[Context])
 
 
 async def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManager:
-    """The run's tools, built off the event loop (building them touches the filesystem and probes services)."""
-    return await asyncio.to_thread(lambda: ToolManager(tool_env(ctx, config), ctx.tools))
+    """The run's tools (built on the event loop once the run's work dir is prepared: tool factories do no I/O)."""
+    work_dir = await run_work_dir(ctx, config)
+    return ToolManager(tool_env(ctx, config, work_dir=work_dir / "tools"), ctx.tools)
 
 
 async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
@@ -484,7 +466,7 @@ async def solve_directly(state: KGoTState, runtime: Runtime[Context]) -> dict[st
 
 async def solve_forced(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
     """At the iteration limit: the best solution the KG supports, as it is."""
-    return await _solve_from_kg(state, runtime, P.FORCED_SOLUTION)
+    return {**await _solve_from_kg(state, runtime, P.FORCED_SOLUTION), "decision": "FORCED_SOLVE"}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -531,49 +513,47 @@ async def compute_math(state: KGoTState, runtime: Runtime[Context], config: Runn
 # --------------------------------------------------------------------------------------------------------------
 # 9. Parse the final solution (several samples), choose one
 # --------------------------------------------------------------------------------------------------------------
-def parse_tasks(state: KGoTState, ctx: Context) -> list[ParseTask]:
-    return [ParseTask(question=problem_text(state), partial_solution=state.get("partial_solution") or "", sample=i)
-            for i in range(ctx.max_final_solution_parsing)]
-
-
-async def parse_solution(task: ParseTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """One parse of the final solution with the chosen formatter."""
-    ctx = context_of(runtime)
-    llm = LLMCaller(ctx, "graph_executor")
-    prompt = P.render(P.PARSE_SOLUTION, format_rules=P.FORMATTERS[ctx.answer_formatter], problem=task["question"],
-                      partial_solution=task["partial_solution"])
+async def _parse_once(llm: LLMCaller, prompt: str, sample: int) -> dict[str, Any]:
     try:
         parsed = await llm.structured(prompt, ParsedSolution)
-        entry = {"sample": task["sample"], "answer": parsed.final_answer.strip(), "error": None}
     except StructuredOutputError as exc:
-        entry = {"sample": task["sample"], "answer": "", "error": str(exc)}
-    return {"parsed_solutions": [entry], "usage": llm.usage}
+        return {"sample": sample, "answer": "", "error": str(exc)}
+    return {"sample": sample, "answer": parsed.final_answer.strip(), "error": None}
 
 
-async def choose_solution(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Majority over the parsed candidates; the LLM judges a tie; none at all gives "No solution found"."""
+async def parse_solution(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """``max_final_solution_parsing`` parses of the partial solution with the chosen formatter, concurrently;
+    then the majority over the normalised answers, the LLM judging a tie; no candidate: "No solution found"."""
     ctx = context_of(runtime)
-    n = ctx.max_final_solution_parsing
-    recent = (state.get("parsed_solutions") or [])[-n:] if state.get("partial_solution") else []
-    candidates = [p["answer"] for p in recent if p["answer"]]
-    if not candidates:
+    partial = state.get("partial_solution")
+    if not partial:
         return {"candidates": [], "final_answer": NO_SOLUTION}
+    llm = LLMCaller(ctx, "graph_executor")
+    prompt = P.render(P.PARSE_SOLUTION, format_rules=P.FORMATTERS[ctx.answer_formatter],
+                      problem=problem_text(state), partial_solution=partial)
+    parsed = await gather_bounded(config, [_parse_once(llm, prompt, i)
+                                           for i in range(ctx.max_final_solution_parsing)])
+    candidates = [p["answer"] for p in parsed if p["answer"]]
+    answer = await choose_solution(state, llm, candidates) if candidates else NO_SOLUTION
+    return {"parsed_solutions": parsed, "candidates": candidates, "final_answer": answer, "usage": llm.usage}
+
+
+async def choose_solution(state: KGoTState, llm: LLMCaller, candidates: list[str]) -> str:
+    """The most frequent candidate (normalised); on a tie, the one the LLM picks (the first if it cannot)."""
     counts = Counter(normalise_answer(c) for c in candidates)
     ranked = counts.most_common()
     top = [norm for norm, count in ranked if count == ranked[0][1]]
-    first_form = {}
+    first_form: dict[str, str] = {}
     for c in candidates:
         first_form.setdefault(normalise_answer(c), c)
-    if len(top) == 1:
-        return {"candidates": candidates, "final_answer": first_form[top[0]]}
     options = [first_form[t] for t in top]
-    llm = LLMCaller(ctx, "graph_executor")
+    if len(options) == 1:
+        return options[0]
     listing = "\n".join(f"{i}: {o}" for i, o in enumerate(options))
     try:
         chosen = await llm.structured(P.render(P.CHOOSE_SOLUTION, problem=problem_text(state),
                                                partial_solution=state.get("partial_solution") or "",
                                                candidates=listing), ChosenSolution)
-        answer = options[chosen.index] if 0 <= chosen.index < len(options) else options[0]
     except StructuredOutputError:
-        answer = options[0]
-    return {"candidates": candidates, "final_answer": answer, "usage": llm.usage}
+        return options[0]
+    return options[chosen.index] if 0 <= chosen.index < len(options) else options[0]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +17,9 @@ from kgagents.config import get_settings
 from nodes.context import Context
 from nodes.models import resolve_model
 from tools.kg.base import KGSnapshot, KGStore, empty_snapshot
-from tools.kg.stores import open_store
+from tools.kg.stores import open_store, opens_without_io
 from tools.manager import ToolEnv
-from tools.sandbox import SandboxLimits
+from tools.sandbox import SandboxLimits, isolation_known, isolation_status, prepare_work_dir
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
@@ -45,8 +48,43 @@ def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:
             path = Path(tempfile.mkdtemp(prefix="kgagents-"))
         else:
             path = get_settings().runs_dir / "work" / thread
-    path.mkdir(parents=True, exist_ok=True)
-    return path.resolve()
+    return prepare_work_dir(path)
+
+
+#: The work dirs of recent runs, prepared: (Context.work_dir, thread id) -> the resolved folder.
+_run_dirs: OrderedDict[tuple[str, str], Path] = OrderedDict()
+_run_dirs_lock = threading.Lock()
+_RUN_DIRS_MAX = 4096
+
+
+def _prepare_run_dir(ctx: Context, config: RunnableConfig | None) -> Path:
+    path = work_dir_for(ctx, config)
+    isolation_status()  # probes the sandbox once per process
+    thread = thread_id_of(config)
+    if thread != "ephemeral":
+        key = (ctx.work_dir or "", thread)
+        with _run_dirs_lock:
+            _run_dirs[key] = path
+            _run_dirs.move_to_end(key)
+            while len(_run_dirs) > _RUN_DIRS_MAX:
+                _run_dirs.popitem(last=False)
+    return path
+
+
+async def run_work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
+    """:func:`work_dir_for`, ready for the run's sandboxes and tools to be built on the event loop.
+
+    The first call of a run creates the folder (and the first of the process probes the sandbox) in a worker
+    thread; later calls of the run find it prepared and stay on the loop: with many runs in flight a thread
+    hop per node costs more CPU than the node's own work (docs/evals.md).
+    """
+    thread = thread_id_of(config)
+    if thread != "ephemeral" and isolation_known():
+        with _run_dirs_lock:
+            path = _run_dirs.get((ctx.work_dir or "", thread))
+        if path is not None:
+            return path
+    return await asyncio.to_thread(_prepare_run_dir, ctx, config)
 
 
 def allow_weak(ctx: Context) -> bool:
@@ -60,12 +98,18 @@ def sandbox_limits(ctx: Context) -> SandboxLimits:
 async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KGSnapshot | None) -> KGStore:
     """The run's task KG, holding exactly the KG of the state (database backends restore it if needed).
 
-    Opening touches the filesystem (and, for database backends, the network), so it runs off the event loop.
+    Database backends open (and restore) over the network, so in a worker thread; the embedded NetworkX KG
+    opens on the event loop once the run's work dir is prepared.
     """
     thread_id = thread_id_of(config) + (f"/{ctx.kg_scope}" if ctx.kg_scope else "")
-    return await asyncio.to_thread(lambda: open_store(
-        ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir_for(ctx, config),
-        thread_id=thread_id, limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx), url=ctx.kg_url))
+    work_dir = await run_work_dir(ctx, config)
+
+    def open_() -> KGStore:
+        return open_store(ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir,
+                          thread_id=thread_id, limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx),
+                          url=ctx.kg_url)
+
+    return open_() if opens_without_io(ctx.backend) else await asyncio.to_thread(open_)
 
 
 def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | None = None) -> ToolEnv:
@@ -79,3 +123,33 @@ def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | No
                    sandbox_memory_mb=ctx.sandbox_memory_mb, allow_weak_sandbox=allow_weak(ctx),
                    max_retries=ctx.max_tool_retries, backoff_base_s=ctx.tool_backoff_base_s,
                    backoff_max_s=ctx.tool_backoff_max_s, extra={"context": ctx})
+
+
+async def gather_bounded[T](config: RunnableConfig | None, calls: Sequence[Awaitable[T]]) -> list[T]:
+    """The results of ``calls`` (the samples of one step), run concurrently, in order.
+
+    At most the run's ``max_concurrency`` run at a time, as LangGraph limits its own tasks. The first failure
+    cancels the others and is raised as it is.
+    """
+    limit = (config or {}).get("max_concurrency")
+    if limit and limit < len(calls):
+        semaphore = asyncio.Semaphore(limit)
+
+        async def bounded(call: Awaitable[T]) -> T:
+            try:
+                async with semaphore:
+                    return await call
+            except asyncio.CancelledError:
+                if asyncio.iscoroutine(call):
+                    call.close()  # cancelled before its turn: never started, never to be awaited
+                raise
+
+        calls = [bounded(c) for c in calls]
+    tasks = [asyncio.ensure_future(c) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

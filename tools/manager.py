@@ -129,12 +129,12 @@ def registered_names() -> list[str]:
     return list(_registry)
 
 
-def tool_statuses(settings: Settings | None = None) -> list[ToolStatus]:
-    """Status of every registered tool (available / missing key / missing service)."""
+def tool_statuses(settings: Settings | None = None, names: list[str] | None = None) -> list[ToolStatus]:
+    """Status of every registered tool, or of those in ``names`` (available / missing key / missing service)."""
     load_builtin_tools()
     settings = settings or get_settings()
     out = []
-    for reg in _registry.values():
+    for reg in _registry.values() if names is None else [_registry[n] for n in names if n in _registry]:
         if reg.check is None:
             out.append(ToolStatus(reg.name, True))
             continue
@@ -151,11 +151,11 @@ class ToolManager:
     def __init__(self, env: ToolEnv, names: list[str] | None = None) -> None:
         load_builtin_tools()
         self.env = env
-        self.statuses: dict[str, ToolStatus] = {s.name: s for s in tool_statuses(env.settings)}
         wanted = names if names is not None else list(_registry)
         unknown = [n for n in wanted if n not in _registry]
         if unknown:
             raise ValueError(f"unknown tool(s): {', '.join(unknown)}; registered: {', '.join(_registry)}")
+        self.statuses: dict[str, ToolStatus] = {s.name: s for s in tool_statuses(env.settings, wanted)}
         self._tools: dict[str, BaseTool] = {}
         for name in wanted:
             if not self.statuses[name].available:

@@ -35,9 +35,11 @@ network. :func:`isolation_status` says which of the two applies, for a start-up 
 
 Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
 writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
-folder there). :meth:`Sandbox.run` keeps file-system work off the event loop; the constructor probes
-bubblewrap once per process and so blocks briefly: build sandboxes outside the event loop (or in
-``asyncio.to_thread``). ``KGAGENTS_SANDBOX_NO_CGROUP=1`` turns the pids cgroup off.
+folder there). :meth:`Sandbox.run` keeps file-system work off the event loop. The constructor probes
+bubblewrap once per process and resolves the work dir unless it lies under a folder given to
+:func:`prepare_work_dir` before: once :func:`isolation_known` is true and the folder is prepared, building a
+sandbox touches no file and may happen on the event loop; otherwise build it in ``asyncio.to_thread``.
+``KGAGENTS_SANDBOX_NO_CGROUP=1`` turns the pids cgroup off.
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -462,7 +466,17 @@ def _weak_seccomp_loader() -> Callable[[], None] | None:
 
 def _find_bwrap() -> str | None:
     """Path of the bwrap executable, or None. (Tests replace this to simulate a host without bubblewrap.)"""
-    return shutil.which("bwrap") or next(
+    return _bwrap_on_path(_search_path())
+
+
+def _search_path() -> str:
+    return os.environ.get("PATH", os.defpath)
+
+
+@functools.lru_cache(maxsize=8)
+def _bwrap_on_path(search_path: str) -> str | None:
+    """``bwrap`` on ``search_path`` or in the usual places (cached per PATH: every run opens sandboxes)."""
+    return shutil.which("bwrap", path=search_path) or next(
         (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap") if os.access(p, os.X_OK)), None)
 
 
@@ -513,8 +527,19 @@ def _bwrap() -> _Bwrap | None:
     return _probe_bwrap(path) if path else None
 
 
+#: The PATH values for which :func:`isolation_status` has run: bubblewrap found and probed, layers checked.
+_isolation_checked: set[str] = set()
+
+
+def isolation_known() -> bool:
+    """Whether the isolation of this process is probed, so that :func:`isolation_status` and a new
+    :class:`Sandbox` need no file system or subprocess any more (they may then run on an event loop)."""
+    return _search_path() in _isolation_checked
+
+
 def isolation_status() -> tuple[str, str]:
     """``("bwrap", description)`` when LLM code runs in bubblewrap, else ``("none", why and what to do)``."""
+    _isolation_checked.add(_search_path())
     info = _bwrap()
     if info is None:
         return "none", f"bubblewrap not found: {_WEAK_HINT}"
@@ -887,6 +912,40 @@ class _Launch:
     started: float = field(default_factory=time.monotonic)
 
 
+# ---------------------------------------------------------------------------------------------------------
+# work dirs
+# ---------------------------------------------------------------------------------------------------------
+
+#: Folders resolved (and created) in this process: the path as given -> the resolved path; most recent last.
+_prepared: OrderedDict[str, Path] = OrderedDict()
+_prepared_lock = threading.Lock()
+_PREPARED_MAX = 4096
+
+
+def prepare_work_dir(path: str | Path) -> Path:
+    """``path`` created and resolved, and remembered: sandboxes for it or any folder under it then resolve
+    their work dir without touching the file system (:class:`Sandbox` creates it when it first runs)."""
+    resolved = Path(path).expanduser().resolve()
+    resolved.mkdir(parents=True, exist_ok=True)
+    with _prepared_lock:
+        for key in {os.fspath(path), os.fspath(resolved)}:
+            _prepared[key] = resolved
+            _prepared.move_to_end(key)
+        while len(_prepared) > _PREPARED_MAX:
+            _prepared.popitem(last=False)
+    return resolved
+
+
+def _known_work_dir(path: Path) -> Path | None:
+    """``path`` resolved through a prepared folder it lies in (the folders below it are ours: no links)."""
+    with _prepared_lock:
+        for base in (path, *path.parents):
+            resolved = _prepared.get(os.fspath(base))
+            if resolved is not None:
+                return resolved / path.relative_to(base)
+    return None
+
+
 class Sandbox:
     """Runs LLM-written Python in a fresh, isolated process per call (see the module documentation).
 
@@ -896,10 +955,13 @@ class Sandbox:
 
     def __init__(self, work_dir: str | Path, limits: SandboxLimits = SandboxLimits(), *,
                  allow_weak: bool = False) -> None:
-        self.work_dir = Path(work_dir).expanduser().resolve()
+        given = Path(work_dir).expanduser()
+        known = _known_work_dir(given) if given.is_absolute() else None
+        self.work_dir = known if known is not None else given.resolve()
         if self.work_dir == Path("/"):
             raise ValueError("the sandbox work dir cannot be /")
-        self.work_dir.mkdir(parents=True, exist_ok=True)
+        if known is None:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
         self.limits = limits
         info = _bwrap()
         if info is not None and info.usable:

@@ -42,7 +42,7 @@ async def test_every_item_gets_a_line_with_answer_score_usage_and_timing(tmp_pat
     assert r0["thread_id"] == "tiny-t0-run0" and r0["answer"] == "0" and r0["gold"] == "0"
     assert r0["usage"]["scripted"]["calls"] == 5  # 2 votes, solve, need-for-math, 1 parse
     assert r0["tokens"]["input_tokens"] > 0 and r0["error"] is None
-    assert {"sample_next_step", "solve_directly", "parse_solution"} <= set(r0["node_s"])
+    assert {"decide_next_step", "solve_directly", "parse_solution"} <= set(r0["node_s"])
     assert r0["wall_s"] > 0 and r0["iterations"] == 0 and r0["tool_calls"] == 0
     assert result.metrics["accuracy"] == 0.75
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["workflow"] == "kgot"

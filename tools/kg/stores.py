@@ -18,12 +18,27 @@ BackendFactory = Callable[..., KGStore]
 
 _backends: dict[str, BackendFactory] = {}
 _languages: dict[str, str] = {}
+_without_io: set[str] = set()
 
 
-def register_backend(name: str, factory: BackendFactory, query_language: str = "python") -> None:
-    """Make a backend available under ``name`` (``query_language`` selects its prompts)."""
+def register_backend(name: str, factory: BackendFactory, query_language: str = "python", *,
+                     opens_without_io: bool = False) -> None:
+    """Make a backend available under ``name`` (``query_language`` selects its prompts).
+
+    ``opens_without_io``: the factory touches no file, socket or subprocess once the run's work dir is
+    prepared (``tools.sandbox.prepare_work_dir``), so runs open it on the event loop; otherwise in a thread.
+    """
     _backends[name] = factory
     _languages[name] = query_language
+    if opens_without_io:
+        _without_io.add(name)
+    else:
+        _without_io.discard(name)
+
+
+def opens_without_io(name: str) -> bool:
+    """Whether backend ``name`` opens without blocking I/O (see :func:`register_backend`)."""
+    return name in _without_io
 
 
 def backend_language(name: str) -> str:
@@ -42,7 +57,7 @@ def _networkx(*, snapshot: KGSnapshot | None, work_dir: Path, limits: SandboxLim
     return NetworkXStore(snapshot, work_dir=work_dir / "kg", limits=limits, allow_weak_sandbox=allow_weak_sandbox)
 
 
-register_backend("networkx", _networkx)
+register_backend("networkx", _networkx, opens_without_io=True)
 
 
 # The database backends import their clients (and start an embedded server) only when a run opens them.
