@@ -3,17 +3,19 @@
     receive task → iteration check ─(limit reached)→ forced solve ─────────────────────┐
                         │                                                             │
                         └→ next-step decision (×N samples, concurrent; majority vote)  │
-                              ├─ ENHANCE → merge missing information → define tool calls
+                              ├─ ENHANCE → define tool calls (missing information merged, tools picked)
                               │            → tool calls (concurrent) → integrate results into the KG
                               │            (one write at a time, fixed or discarded) → iteration check
                               └─ SOLVE → (optional noise mitigation) →                 │
                                  query-based retrieval | Direct Retrieval ─────────────┤
                                                                                       ▼
-                              need for math? → (Python tool) → parse solution (×M samples, concurrent;
-                                                               majority, LLM judge on a tie)
+                              math processing (need for math? then the Python tool) → parse solution
+                              (×M samples, concurrent; majority, LLM judge on a tie)
 
-The iteration check is a router (it reads the state and writes nothing); the tool calls are one ``Send`` task
-each; the samples of a decision run concurrently inside their node (see ``nodes/kgot.py``).
+One node per numbered step of the paper's workflow: the iteration check (2) is a router (it reads the state
+and writes nothing); determining the tools (4) and the mathematical processing (8) are one node each; the tool
+calls (5) are one ``Send`` task each and every KG write (6) its own step; the samples of a decision run
+concurrently inside their node (see ``nodes/kgot.py``).
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ async def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["so
     return "solve_forced" if n.iteration_limit_reached(state, context_of(runtime)) else "decide_next_step"
 
 
-async def route_majority_vote(state: n.KGoTState, runtime: Any) -> Literal["merge_missing_information", "mitigate_noise",
+async def route_majority_vote(state: n.KGoTState, runtime: Any) -> Literal["define_tool_calls", "mitigate_noise",
                                                                      "solve_with_query", "solve_directly"]:
     """Paper step 3: ENHANCE (insert) or SOLVE (retrieve) by the majority of the samples."""
     if state.get("decision") == "ENHANCE":
-        return "merge_missing_information"
+        return "define_tool_calls"
     if context_of(runtime).cleanup:
         return "mitigate_noise"
     return await route_solve_mode(state, runtime)
@@ -67,14 +69,9 @@ async def route_integration(state: n.KGoTState, runtime: Any) -> Literal["integr
     return await route_iteration_check(state, runtime)
 
 
-async def route_solution(state: n.KGoTState) -> Literal["check_need_for_math", "parse_solution"]:
+async def route_solution(state: n.KGoTState) -> Literal["process_math", "parse_solution"]:
     """Without any partial solution there is nothing to compute (parsing then says "No solution found")."""
-    return "check_need_for_math" if state.get("partial_solution") else "parse_solution"
-
-
-async def route_need_for_math(state: n.KGoTState) -> Literal["compute_math", "parse_solution"]:
-    """Paper step 8: compute with the Python tool if the partial solution needs math, then parse (step 9)."""
-    return "compute_math" if state.get("need_math") else "parse_solution"
+    return "process_math" if state.get("partial_solution") else "parse_solution"
 
 
 def build() -> StateGraph:
@@ -82,7 +79,6 @@ def build() -> StateGraph:
     g = StateGraph(n.KGoTState, context_schema=Context)
     g.add_node("receive_task", n.receive_task)
     g.add_node("decide_next_step", n.decide_next_step)
-    g.add_node("merge_missing_information", n.merge_missing_information)
     g.add_node("define_tool_calls", n.define_tool_calls)
     g.add_node("run_tool_call", n.run_tool_call)
     g.add_node("integrate_new_information", n.integrate_new_information)
@@ -90,22 +86,19 @@ def build() -> StateGraph:
     g.add_node("solve_with_query", n.solve_with_query)
     g.add_node("solve_directly", n.solve_directly)
     g.add_node("solve_forced", n.solve_forced)
-    g.add_node("check_need_for_math", n.check_need_for_math)
-    g.add_node("compute_math", n.compute_math)
+    g.add_node("process_math", n.process_math)
     g.add_node("parse_solution", n.parse_solution)
 
     g.add_edge(START, "receive_task")
     g.add_conditional_edges("receive_task", route_iteration_check)
     g.add_conditional_edges("decide_next_step", route_majority_vote)
-    g.add_edge("merge_missing_information", "define_tool_calls")
     g.add_conditional_edges("define_tool_calls", route_tool_calls, ["run_tool_call", "integrate_new_information"])
     g.add_edge("run_tool_call", "integrate_new_information")
     g.add_conditional_edges("integrate_new_information", route_integration)
     g.add_conditional_edges("mitigate_noise", route_solve_mode)
     for solve in ("solve_with_query", "solve_directly", "solve_forced"):
         g.add_conditional_edges(solve, route_solution)
-    g.add_conditional_edges("check_need_for_math", route_need_for_math)
-    g.add_edge("compute_math", "parse_solution")
+    g.add_edge("process_math", "parse_solution")
     g.add_edge("parse_solution", END)
     return g
 

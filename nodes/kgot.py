@@ -261,19 +261,18 @@ async def decide_next_step(state: KGoTState, runtime: Runtime[Context], config: 
 # --------------------------------------------------------------------------------------------------------------
 # 4-6. Enhance: missing information, tool calls, KG writes
 # --------------------------------------------------------------------------------------------------------------
-async def merge_missing_information(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Merge the INSERT votes' reasons into one "missing information" text."""
-    ctx = context_of(runtime)
+async def merge_missing_information(state: KGoTState, ctx: Context) -> tuple[str, Usage]:
+    """The INSERT votes' reasons merged into one "missing information" text (an LLM call when there are several)."""
     reasons = [v["reason"] for v in state.get("votes", [])
                if v["iteration"] == state.get("iteration", 0) and v["query_type"] == "INSERT"]
     if len(reasons) <= 1:
-        return {"missing_information": reasons[0] if reasons else "The knowledge graph lacks the information "
-                                                                   "needed to solve the problem."}
+        return (reasons[0] if reasons else "The knowledge graph lacks the information needed to solve the "
+                                           "problem."), {}
     llm = LLMCaller(ctx, "graph_executor")
     listing = "\n".join(f"{i + 1}. {r}" for i, r in enumerate(reasons))
     merged = await llm.structured(P.render(P.MERGE_REASONS, problem=problem_text(state), reasons=listing),
                                   MissingInformation)
-    return {"missing_information": merged.missing_information, "usage": llm.usage}
+    return merged.missing_information, llm.usage
 
 
 async def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManager:
@@ -283,14 +282,16 @@ async def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManag
 
 
 async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
-    """The tool executor picks tool calls for the missing information (an LLM bound to the tools)."""
+    """Paper step 4, determining the tools: the INSERT reasons merged into the missing information, then the
+    tool executor (an LLM bound to the tools) picks tool calls for it."""
     ctx = context_of(runtime)
+    missing, merging = await merge_missing_information(state, ctx)
     manager = await tool_manager(ctx, config)
     llm = LLMCaller(ctx, "tool_executor")
     prompt = P.render(P.DEFINE_TOOL_CALLS, problem=state["question"],
                       attachments=describe_attachments(state.get("attachments")),
                       existing_data=render_snapshot(state.get("kg") or empty_snapshot()),
-                      missing_information=state.get("missing_information", ""),
+                      missing_information=missing,
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
     reply = await llm.message(prompt, tools=manager.get_tools())
     known = {t.name for t in manager.get_tools()}
@@ -302,7 +303,7 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
         seen.add(key)
         pending.append({"id": call.get("id") or f"call_{len(pending)}", "name": call["name"],
                         "args": jsonable(call.get("args") or {}), "known": call["name"] in known})
-    return {"pending_tool_calls": pending, "usage": llm.usage}
+    return {"missing_information": missing, "pending_tool_calls": pending, "usage": merge_usage(merging, llm.usage)}
 
 
 def tool_tasks(state: KGoTState) -> list[ToolTask]:
@@ -472,19 +473,20 @@ async def solve_forced(state: KGoTState, runtime: Runtime[Context]) -> dict[str,
 # --------------------------------------------------------------------------------------------------------------
 # 8. Need for math, math with the Python tool
 # --------------------------------------------------------------------------------------------------------------
-async def check_need_for_math(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Does the partial solution still need calculations?"""
+async def process_math(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """Paper step 8, the potential mathematical processing: does the partial solution still need calculations?
+    If so, the LLM writes Python for them, it runs in the sandbox, and errors go back to be fixed."""
     ctx = context_of(runtime)
     llm = LLMCaller(ctx, "graph_executor")
     reply = await llm.structured(P.render(P.NEED_FOR_MATH, problem=problem_text(state),
                                           partial_solution=state.get("partial_solution") or ""), NeedForMath)
-    return {"need_math": reply.need_math, "usage": llm.usage}
+    if not reply.need_math:
+        return {"need_math": False, "usage": llm.usage}
+    return {"need_math": True, **await compute_math(state, ctx, config, llm)}
 
 
-async def compute_math(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
-    """The LLM writes Python for the calculation; it runs in the sandbox; errors go back to be fixed."""
-    ctx = context_of(runtime)
-    llm = LLMCaller(ctx, "graph_executor")
+async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller) -> dict[str, Any]:
+    """The calculation with the Python tool: ``math_output``, the extended ``partial_solution`` and ``usage``."""
     manager = await tool_manager(ctx, config)
     python = manager.get("run_python_code")
     if python is None:
