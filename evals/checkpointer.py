@@ -189,19 +189,26 @@ def _settle(settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]]
 
 @asynccontextmanager
 async def batched_sqlite_saver(path: str | Path) -> AsyncIterator[BatchedSqliteSaver]:
-    """A :class:`BatchedSqliteSaver` on the SQLite file ``path`` (created if needed), closed on exit."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
-    except sqlite3.Error as exc:
-        raise ValueError(f"cannot open the checkpoint database {path}: {exc}") from exc
+    """A :class:`BatchedSqliteSaver` on the SQLite file ``path`` (created if needed), closed on exit.
+
+    Opening and closing touch the disk (closing the last connection folds the WAL into the file), so they run
+    in a worker thread, not on the event loop.
+    """
+    def connect() -> sqlite3.Connection:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+        except sqlite3.Error as exc:
+            raise ValueError(f"cannot open the checkpoint database {path}: {exc}") from exc
+
+    conn = await asyncio.to_thread(connect)
     saver = BatchedSqliteSaver(conn)
     try:
         await saver._submit(saver._prepare, writes=True)
         yield saver
     finally:
         await saver.aclose()
-        conn.close()
+        await asyncio.to_thread(conn.close)
 
 
 @asynccontextmanager

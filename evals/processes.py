@@ -28,6 +28,7 @@ from typing import Any
 from evals.checkpointer import open_checkpointer
 from evals.datasets import Dataset, Item
 from evals.runner import EvalOptions, ItemRunner, batch_collector, build_scorer
+from tools.sandbox import adopt_isolation_probe, isolation_probe
 
 #: How long the coordinator waits for a message before it checks that the workers are alive.
 POLL_S = 1.0
@@ -78,7 +79,8 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
         jobs.put(pair)
     for _ in sizes:
         jobs.put(None)  # one end mark per worker
-    procs = [ctx.Process(target=_worker, args=(options, dataset.name, dataset.scorer, size, jobs, results),
+    probe = await asyncio.to_thread(isolation_probe)  # probed once here, not once per worker
+    procs = [ctx.Process(target=_worker, args=(options, dataset.name, dataset.scorer, size, jobs, results, probe),
                          name=f"kgagents-eval-{i}", daemon=True) for i, size in enumerate(sizes)]
     for proc in procs:
         proc.start()
@@ -127,10 +129,12 @@ def _lost(pid: int | None, code: int | None, pairs: set[tuple[str, int]]) -> str
 
 
 def _worker(options: EvalOptions, dataset_name: str, scorer_name: str, concurrency: int, jobs: Any,
-            results: Any) -> None:
+            results: Any, probe: Any = None) -> None:
     """A worker process: run pairs from ``jobs``, ``concurrency`` at a time, until its end mark."""
     pid = os.getpid()
     try:
+        if probe is not None:
+            adopt_isolation_probe(probe)
         if options.worker_setup is not None:
             options.worker_setup()
         asyncio.run(_serve(options, dataset_name, scorer_name, concurrency, jobs, results))

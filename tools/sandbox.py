@@ -473,13 +473,6 @@ def _search_path() -> str:
     return os.environ.get("PATH", os.defpath)
 
 
-@functools.lru_cache(maxsize=8)
-def _bwrap_on_path(search_path: str) -> str | None:
-    """``bwrap`` on ``search_path`` or in the usual places (cached per PATH: every run opens sandboxes)."""
-    return shutil.which("bwrap", path=search_path) or next(
-        (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap") if os.access(p, os.X_OK)), None)
-
-
 @dataclass(frozen=True)
 class _Bwrap:
     path: str
@@ -489,9 +482,29 @@ class _Bwrap:
     problem: str = ""
 
 
-@functools.lru_cache(maxsize=8)
+#: What this process knows about bubblewrap: PATH value -> the bwrap found on it; bwrap path -> its probe.
+_found: dict[str, str | None] = {}
+_probes: dict[str, _Bwrap] = {}
+_probe_lock = threading.Lock()  # one probe at a time: many runs may start together
+
+
+def _bwrap_on_path(search_path: str) -> str | None:
+    """``bwrap`` on ``search_path`` or in the usual places (cached per PATH: every run opens sandboxes)."""
+    if search_path not in _found:
+        _found[search_path] = shutil.which("bwrap", path=search_path) or next(
+            (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap") if os.access(p, os.X_OK)), None)
+    return _found[search_path]
+
+
 def _probe_bwrap(path: str) -> _Bwrap:
     """Version, supported options and a trial run of ``path`` (cached per path)."""
+    with _probe_lock:
+        if path not in _probes:
+            _probes[path] = _run_probe(path)
+        return _probes[path]
+
+
+def _run_probe(path: str) -> _Bwrap:
     try:
         version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
                                  env=_host_env_for_bwrap()).stdout.strip() or "bubblewrap (unknown version)"
@@ -535,6 +548,28 @@ def isolation_known() -> bool:
     """Whether the isolation of this process is probed, so that :func:`isolation_status` and a new
     :class:`Sandbox` need no file system or subprocess any more (they may then run on an event loop)."""
     return _search_path() in _isolation_checked
+
+
+def isolation_probe() -> tuple[str, str | None, _Bwrap | None]:
+    """What this process found out about bubblewrap for its PATH (probing if it has not yet), to hand to
+    worker processes on the same machine with :func:`adopt_isolation_probe`: they then start without a probe
+    of their own (a probe runs bubblewrap three times: about 0.2 s)."""
+    isolation_status()
+    path = _find_bwrap()
+    return _search_path(), path, _probes.get(path) if path else None
+
+
+def adopt_isolation_probe(probe: tuple[str, str | None, _Bwrap | None]) -> None:
+    """Take the probe of another process of this machine (:func:`isolation_probe`); ignored if this process
+    has another PATH. The remaining checks (the pids cgroup) are cheap and run here."""
+    search_path, path, info = probe
+    if search_path != _search_path():
+        return
+    with _probe_lock:
+        _found.setdefault(search_path, path)
+        if path and info is not None and path == _found[search_path]:
+            _probes.setdefault(path, info)
+    isolation_status()
 
 
 def isolation_status() -> tuple[str, str]:

@@ -1,0 +1,133 @@
+"""The per-run plumbing the nodes share: concurrent samples, prepared work dirs, sandboxes and the task KG
+built on the event loop, the isolation probe handed to worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+import nodes.runtime as rt
+import tools.sandbox as sb
+from graphs.kgot import build
+from nodes.context import Context
+from tools.kg.stores import backend_names, opens_without_io
+
+
+async def test_samples_run_concurrently_in_order():
+    running, peak = 0, 0
+
+    async def sample(i: int) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01 * (5 - i))  # the last ones finish first
+        running -= 1
+        return i
+
+    assert await rt.gather_bounded(None, [sample(i) for i in range(5)]) == [0, 1, 2, 3, 4]
+    assert peak == 5
+    peak = 0
+    assert await rt.gather_bounded({"max_concurrency": 2}, [sample(i) for i in range(5)]) == [0, 1, 2, 3, 4]
+    assert peak == 2
+
+
+async def test_a_failing_sample_cancels_the_others_and_is_raised_as_it_is():
+    started, cancelled = [], []
+
+    async def slow(i: int) -> int:
+        started.append(i)
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(i)
+            raise
+        return i
+
+    async def fails() -> int:
+        await asyncio.sleep(0.01)
+        raise ValueError("bad sample")
+
+    with pytest.raises(ValueError, match="bad sample"):
+        await rt.gather_bounded(None, [slow(0), fails(), slow(2)])
+    assert sorted(cancelled) == [0, 2]
+    started.clear()
+    calls = [fails(), slow(1), slow(2), slow(3)]
+    with pytest.raises(ValueError, match="bad sample"):
+        await rt.gather_bounded({"max_concurrency": 2}, calls)
+    assert 3 not in started  # still waiting for its turn: never started
+    assert all(c.cr_frame is None for c in calls)  # none left suspended or unawaited
+
+
+def test_the_kgot_graph_has_one_node_per_step_of_the_paper():
+    nodes = set(build().compile().get_graph().nodes) - {"__start__", "__end__"}
+    assert nodes == {"receive_task", "decide_next_step", "define_tool_calls", "run_tool_call",
+                     "integrate_new_information", "mitigate_noise", "solve_with_query", "solve_directly",
+                     "solve_forced", "process_math", "parse_solution"}
+
+
+async def test_a_run_work_dir_is_prepared_once_then_found_without_a_thread(tmp_path, monkeypatch):
+    ctx = Context(work_dir=str(tmp_path / "work"))
+    config = {"configurable": {"thread_id": "prepared-once"}}
+    hops = []
+    real_to_thread = asyncio.to_thread
+
+    async def counting_to_thread(fn, *args, **kwargs):
+        hops.append(fn)
+        return await real_to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(rt.asyncio, "to_thread", counting_to_thread)
+    first = await rt.run_work_dir(ctx, config)
+    assert first == (tmp_path / "work").resolve() and first.is_dir() and len(hops) == 1
+    assert await rt.run_work_dir(ctx, config) == first and len(hops) == 1
+    other = await rt.run_work_dir(ctx, {"configurable": {"thread_id": "another-run"}})
+    assert other == first and len(hops) == 2  # another run prepares its own (here: the same folder)
+    # no thread id (no checkpointer): a fresh temporary folder each time, never cached
+    a, b = await rt.run_work_dir(Context(), None), await rt.run_work_dir(Context(), None)
+    assert a != b and len(hops) == 4
+
+
+async def test_sandboxes_and_the_networkx_kg_open_on_the_loop_without_touching_files(tmp_path, monkeypatch):
+    ctx = Context(work_dir=str(tmp_path / "run"))
+    config = {"configurable": {"thread_id": "no-io"}}
+    await rt.run_work_dir(ctx, config)  # prepared (in a thread)
+
+    def no_io(*args, **kwargs):
+        raise AssertionError("file-system access on the event loop")
+
+    for name in ("stat", "lstat", "mkdir", "getcwd"):
+        monkeypatch.setattr(os, name, no_io)
+    box = sb.Sandbox(Path(ctx.work_dir) / "tools" / "python")
+    store = await rt.open_task_kg(ctx, config, None)
+    monkeypatch.undo()
+    assert box.work_dir == (tmp_path / "run").resolve() / "tools" / "python"
+    assert not box.work_dir.exists()  # created when code first runs there
+    result = await box.run("print('hi')")
+    assert result.ok and result.stdout.strip() == "hi" and box.work_dir.is_dir()
+    assert (await store.write("G.add_node('a', label='Thing')")).ok
+
+
+def test_only_the_embedded_backend_opens_without_io():
+    assert opens_without_io("networkx")
+    assert not any(opens_without_io(name) for name in backend_names() if name != "networkx")
+
+
+def test_a_worker_process_adopts_the_probe_of_its_coordinator(monkeypatch):
+    probe = sb.isolation_probe()
+    search_path, path, info = probe
+    assert search_path == os.environ.get("PATH", os.defpath) and sb.isolation_known()
+    # a fresh process: nothing probed
+    monkeypatch.setattr(sb, "_found", {})
+    monkeypatch.setattr(sb, "_probes", {})
+    monkeypatch.setattr(sb, "_isolation_checked", set())
+    monkeypatch.setattr(sb, "_run_probe", lambda p: pytest.fail("probed again"))
+    assert not sb.isolation_known()
+    sb.adopt_isolation_probe(probe)
+    assert sb.isolation_known() and sb._probes.get(path) == info
+    assert sb.isolation_status()[0] == "bwrap"
+    # another PATH is another environment: not adopted
+    monkeypatch.setattr(sb, "_isolation_checked", set())
+    sb.adopt_isolation_probe(("/elsewhere/bin", path, info))
+    assert not sb.isolation_known()
