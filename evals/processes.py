@@ -9,7 +9,8 @@ stays the only writer of ``results.jsonl``, so resuming works as with one proces
 only the model calls it had in flight.
 
 Workers start from a fork server that has imported the runner and the workflow once (``spawn`` where there is
-no fork server), so a start costs a fraction of a second after the first.
+no fork server), so a start costs a fraction of a second after the first; they take this process's sandbox
+probe (:func:`tools.sandbox.isolation_probe`) instead of running bubblewrap to probe it again.
 """
 
 from __future__ import annotations
