@@ -26,7 +26,7 @@ from nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
 NAME = "ark"
 
 
-def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer", "retrieve_relations",
+async def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer", "retrieve_relations",
                                                            "prompt_select_anchor"]:
     """Eq. (3): the attempt limit first, then the anchor's validity (a head entity, eq. 2)."""
     current = state.get("current") or {}
@@ -37,14 +37,14 @@ def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer", "retr
     return "prompt_select_anchor"
 
 
-def route_relations(state: ArkState) -> Literal["prompt_select_anchor", "prompt_select_relation"]:
+async def route_relations(state: ArkState) -> Literal["prompt_select_anchor", "prompt_select_relation"]:
     """Eq. (5): an anchor without outgoing relations sends the agent back to anchor selection."""
     if not (state.get("current") or {}).get("relations"):
         return "prompt_select_anchor"
     return "prompt_select_relation"
 
 
-def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer", "select_anchor", "retrieve_triples",
+async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer", "select_anchor", "retrieve_triples",
                                                              "prompt_select_relation"]:
     """Eq. (7): the attempt limit, then giving up on the anchor (r = ∅ → step 4), then validity (eq. 6)."""
     current = state.get("current") or {}
@@ -57,7 +57,7 @@ def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer", "se
     return "prompt_select_relation"
 
 
-def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
+async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
     """Eq. (10): the attempt limit, then whether the selected triples are among the retrieved ones."""
     current = state.get("current") or {}
     if (current.get("c") or {}).get("reasoning", 0) >= ark_context_of(runtime).c_max:
@@ -67,7 +67,7 @@ def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "c
     return "retrieve_triples"
 
 
-def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer", "new_reasoning_step"]:
+async def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer", "new_reasoning_step"]:
     """Eq. (11): the step limit K_max first, then the model's continue flag f."""
     if state.get("k", 0) >= ark_context_of(runtime).k_max:
         return "final_answer"

@@ -38,14 +38,14 @@ def build_zeroshot() -> StateGraph:
     return g
 
 
-def route_iteration_check(state: n.BaselineState, runtime: Any) -> Literal["define_tool_calls", "retrieve_and_answer"]:
+async def route_iteration_check(state: n.BaselineState, runtime: Any) -> Literal["define_tool_calls", "retrieve_and_answer"]:
     """Gather more while iterations are left; then answer with what the store holds."""
     if state.get("iteration", 0) >= context_of(runtime).max_iterations:
         return "retrieve_and_answer"
     return "define_tool_calls"
 
 
-def route_tool_calls(state: n.BaselineState) -> Literal["retrieve_and_answer"] | list[Send]:
+async def route_tool_calls(state: n.BaselineState) -> Literal["retrieve_and_answer"] | list[Send]:
     """No tool call means the retrieved chunks suffice: answer. Otherwise run the calls concurrently."""
     tasks = n.tool_tasks(state)
     return [Send("run_tool_call", t) for t in tasks] if tasks else "retrieve_and_answer"

@@ -22,7 +22,7 @@ from nodes.context import Context
 NAME = "fusion"
 
 
-def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_answers"]:
+async def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_answers"]:
     """Run every variant that has no result yet, concurrently (all done: combine at once)."""
     tasks = f.variant_tasks(state)
     return [Send("run_variant", task) for task in tasks] if tasks else "combine_answers"

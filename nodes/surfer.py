@@ -230,7 +230,7 @@ def finish(state: SurferState) -> dict[str, Any]:
 
 
 # -- routers --------------------------------------------------------------------------------------------
-def route_after_think(state: SurferState) -> Literal["browse", "finish"]:
+async def route_after_think(state: SurferState) -> Literal["browse", "finish"]:
     """Browse when the model called tools; finish on final_answer, a plain reply or an error."""
     message = _last_ai(state)
     if state.get("error") or message is None or not message.tool_calls:
@@ -240,7 +240,7 @@ def route_after_think(state: SurferState) -> Literal["browse", "finish"]:
     return "browse"
 
 
-def route_after_browse(state: SurferState) -> Literal["think", "wrap_up"]:
+async def route_after_browse(state: SurferState) -> Literal["think", "wrap_up"]:
     """Another step while steps are left; otherwise write the answer."""
     return "wrap_up" if state.get("steps", 0) >= _max_steps(state) else "think"
 
