@@ -28,7 +28,7 @@ from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
 from tools.base import run_tool_with_retry, truncate
 from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
-from tools.manager import ToolManager
+from tools.manager import ToolManager, registered_names
 
 NO_SOLUTION = "No solution found"
 
@@ -275,10 +275,14 @@ async def merge_missing_information(state: KGoTState, ctx: Context) -> tuple[str
     return merged.missing_information, llm.usage
 
 
-async def tool_manager(ctx: Context, config: RunnableConfig | None) -> ToolManager:
-    """The run's tools (built on the event loop once the run's work dir is prepared: tool factories do no I/O)."""
+async def tool_manager(ctx: Context, config: RunnableConfig | None, only: str | None = None) -> ToolManager:
+    """The run's tools, or just the tool ``only`` if the run has it (none otherwise); built on the event loop once
+    the run's work dir is prepared (tool factories do no I/O)."""
     work_dir = await run_work_dir(ctx, config)
-    return ToolManager(tool_env(ctx, config, work_dir=work_dir / "tools"), ctx.tools)
+    names = ctx.tools
+    if only is not None:
+        names = [only] if only in (ctx.tools if ctx.tools is not None else registered_names()) else []
+    return ToolManager(tool_env(ctx, config, work_dir=work_dir / "tools"), names)
 
 
 async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
@@ -322,7 +326,7 @@ async def run_tool_call(task: ToolTask, runtime: Runtime[Context], config: Runna
     if task["cached"] is not None:
         cached = task["cached"]
         return {"tool_calls": [ToolCallRecord(**base, output=cached["output"], ok=True, attempts=0, cached=True)]}
-    manager = await tool_manager(ctx, config)
+    manager = await tool_manager(ctx, config, only=call["name"])
     tool = manager.get(call["name"])
     if tool is None:
         unavailable = {s.name: s.reason for s in manager.unavailable()}
@@ -487,7 +491,7 @@ async def process_math(state: KGoTState, runtime: Runtime[Context], config: Runn
 
 async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller) -> dict[str, Any]:
     """The calculation with the Python tool: ``math_output``, the extended ``partial_solution`` and ``usage``."""
-    manager = await tool_manager(ctx, config)
+    manager = await tool_manager(ctx, config, only="run_python_code")
     python = manager.get("run_python_code")
     if python is None:
         return {"math_output": "The Python tool is not available; the calculation was not done.", "usage": llm.usage}

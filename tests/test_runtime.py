@@ -131,3 +131,38 @@ def test_a_worker_process_adopts_the_probe_of_its_coordinator(monkeypatch):
     monkeypatch.setattr(sb, "_isolation_checked", set())
     sb.adopt_isolation_probe(("/elsewhere/bin", path, info))
     assert not sb.isolation_known()
+
+
+async def test_a_tool_call_builds_only_its_own_tool(tmp_path):
+    from langchain_core.tools import StructuredTool
+
+    from nodes.kgot import tool_manager
+    from tools.manager import register_tool, unregister_tool
+
+    built: list[str] = []
+
+    def factory(name: str):
+        def make(env):
+            built.append(name)
+
+            async def answer(query: str) -> str:
+                return name
+
+            return StructuredTool.from_function(coroutine=answer, name=name, description=f"The {name} tool.")
+        return make
+
+    for name in ("tool_a", "tool_b"):
+        register_tool(factory(name), name=name)
+    try:
+        ctx = Context(work_dir=str(tmp_path), tools=["tool_a", "tool_b"])
+        config = {"configurable": {"thread_id": "only-one"}}
+        everything = await tool_manager(ctx, config)
+        assert sorted(t.name for t in everything.get_tools()) == ["tool_a", "tool_b"] and len(built) == 2
+        built.clear()
+        one = await tool_manager(ctx, config, only="tool_b")
+        assert [t.name for t in one.get_tools()] == ["tool_b"] and built == ["tool_b"]
+        for other in ("no_such_tool", "run_python_code"):  # unknown, or not among the run's tools
+            assert (await tool_manager(ctx, config, only=other)).get(other) is None
+    finally:
+        for name in ("tool_a", "tool_b"):
+            unregister_tool(name)
