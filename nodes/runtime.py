@@ -51,10 +51,14 @@ def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:
     return prepare_work_dir(path)
 
 
-#: The work dirs of recent runs, prepared: (Context.work_dir, thread id) -> the resolved folder.
+#: The work dirs of recent runs, prepared: (Context.work_dir or the runs dir, thread id) -> the resolved folder.
 _run_dirs: OrderedDict[tuple[str, str], Path] = OrderedDict()
 _run_dirs_lock = threading.Lock()
 _RUN_DIRS_MAX = 4096
+
+
+def _run_dir_key(ctx: Context, thread: str) -> tuple[str, str]:
+    return (ctx.work_dir or f"runs:{get_settings().runs_dir}", thread)
 
 
 def _prepare_run_dir(ctx: Context, config: RunnableConfig | None) -> Path:
@@ -62,7 +66,7 @@ def _prepare_run_dir(ctx: Context, config: RunnableConfig | None) -> Path:
     isolation_status()  # probes the sandbox once per process
     thread = thread_id_of(config)
     if thread != "ephemeral":
-        key = (ctx.work_dir or "", thread)
+        key = _run_dir_key(ctx, thread)
         with _run_dirs_lock:
             _run_dirs[key] = path
             _run_dirs.move_to_end(key)
@@ -80,8 +84,9 @@ async def run_work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
     """
     thread = thread_id_of(config)
     if thread != "ephemeral" and isolation_known():
+        key = _run_dir_key(ctx, thread)
         with _run_dirs_lock:
-            path = _run_dirs.get((ctx.work_dir or "", thread))
+            path = _run_dirs.get(key)
         if path is not None:
             return path
     return await asyncio.to_thread(_prepare_run_dir, ctx, config)

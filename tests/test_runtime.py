@@ -166,3 +166,13 @@ async def test_a_tool_call_builds_only_its_own_tool(tmp_path):
     finally:
         for name in ("tool_a", "tool_b"):
             unregister_tool(name)
+
+
+async def test_a_thread_in_another_runs_dir_gets_its_own_work_dir(tmp_path, monkeypatch):
+    config = {"configurable": {"thread_id": "same-thread"}}
+    monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs-1"))
+    first = await rt.run_work_dir(Context(), config)
+    monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs-2"))
+    second = await rt.run_work_dir(Context(), config)
+    assert first == (tmp_path / "runs-1" / "work" / "same-thread").resolve()
+    assert second == (tmp_path / "runs-2" / "work" / "same-thread").resolve()

@@ -574,19 +574,22 @@ def adopt_isolation_probe(probe: tuple[str, str | None, _Bwrap | None]) -> None:
 
 def isolation_status() -> tuple[str, str]:
     """``("bwrap", description)`` when LLM code runs in bubblewrap, else ``("none", why and what to do)``."""
-    _isolation_checked.add(_search_path())
+    search_path = _search_path()
     info = _bwrap()
     if info is None:
-        return "none", f"bubblewrap not found: {_WEAK_HINT}"
-    if not info.usable:
-        return "none", f"{info.problem}; {_WEAK_HINT}"
-    layers = ["namespaces (user, pid, net, ipc, uts, cgroup, mount)"]
-    if _seccomp_program() is not None and "--seccomp" in info.options:
-        layers.append("seccomp (no child processes)")
-    layers.append("rlimits")
-    if _pids_cgroup_parent() is not None:
-        layers.append("pids cgroup")
-    return "bwrap", f"{info.version}: {' + '.join(layers)}"
+        status = "none", f"bubblewrap not found: {_WEAK_HINT}"
+    elif not info.usable:
+        status = "none", f"{info.problem}; {_WEAK_HINT}"
+    else:
+        layers = ["namespaces (user, pid, net, ipc, uts, cgroup, mount)"]
+        if _seccomp_program() is not None and "--seccomp" in info.options:
+            layers.append("seccomp (no child processes)")
+        layers.append("rlimits")
+        if _pids_cgroup_parent() is not None:
+            layers.append("pids cgroup")
+        status = "bwrap", f"{info.version}: {' + '.join(layers)}"
+    _isolation_checked.add(search_path)  # only now: a concurrent caller must not take a probe in progress
+    return status
 
 
 # ---------------------------------------------------------------------------------------------------------
