@@ -8,6 +8,10 @@ Adding a tool takes one line::
 
     register_tool(my_langchain_tool)                       # an instance, shared as it is
     register_tool(lambda env: MyTool(workdir=env.work_dir), name="my_tool", check=my_check)
+
+Workflows build their tools on the event loop (see ``nodes.runtime.run_work_dir``): a factory should only
+construct objects and leave file, network and subprocess work to the tool's call; checks run there too and
+should be cheap (a probe that is slow the first time caches its answer, as the sandbox's does).
 """
 
 from __future__ import annotations

@@ -498,6 +498,9 @@ def _bwrap_on_path(search_path: str) -> str | None:
 
 def _probe_bwrap(path: str) -> _Bwrap:
     """Version, supported options and a trial run of ``path`` (cached per path)."""
+    known = _probes.get(path)
+    if known is not None:
+        return known  # without the lock: another path may be being probed
     with _probe_lock:
         if path not in _probes:
             _probes[path] = _run_probe(path)
