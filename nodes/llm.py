@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from kgagents.retry import retry_async
 from kgagents.usage import Usage, merge_usage, usage_entry
 from nodes.context import Context
-from nodes.models import model_label, resolve_model
+from nodes.models import aresolve_model, model_label, resolve_model
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -59,9 +59,26 @@ class LLMCaller:
                  model: BaseChatModel | None = None) -> None:
         self.context = context
         self.role = role
-        self.model = model or resolve_model(context, role, temperature=temperature)
-        self.label = model_label(self.model)
+        self.temperature = temperature
+        given = context.model_for(role)
+        self._model: BaseChatModel | None = model or (given if isinstance(given, BaseChatModel) else None)
         self.usage: Usage = {}
+
+    @property
+    def model(self) -> BaseChatModel:
+        """The role's chat model (resolved on first use; the async methods resolve it off the event loop)."""
+        if self._model is None:
+            self._model = resolve_model(self.context, self.role, temperature=self.temperature)
+        return self._model
+
+    @property
+    def label(self) -> str:
+        return model_label(self.model)
+
+    async def _ready(self) -> BaseChatModel:
+        if self._model is None:
+            self._model = await aresolve_model(self.context, self.role, temperature=self.temperature)
+        return self._model
 
     # -- accounting -------------------------------------------------------------------------------
     def _record(self, message: Any) -> None:
@@ -96,7 +113,7 @@ class LLMCaller:
     async def message(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None,
                       tools: Sequence[Any] | None = None, tool_choice: str | None = None) -> AIMessage:
         """One reply as an ``AIMessage`` (with tool calls when ``tools`` are bound)."""
-        runnable: Any = self.model
+        runnable: Any = await self._ready()
         if tools:
             runnable = self.model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
         reply = await self._call(runnable, as_messages(prompt, system))
@@ -106,6 +123,7 @@ class LLMCaller:
     async def structured(self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
                          system: str | None = None) -> T:
         """A reply parsed into ``schema``; unparseable replies are sent back with the error, then re-asked."""
+        await self._ready()
         kwargs: dict[str, Any] = {"include_raw": True}
         if self.context.structured_output_method != "function_calling" or not _is_base_impl(self.model):
             kwargs["method"] = self.context.structured_output_method

@@ -11,6 +11,7 @@ server if one answers; otherwise :class:`~kgagents.config.ConfigurationError` na
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import urllib.request
@@ -24,6 +25,8 @@ from nodes.context import Context
 
 _cache: dict[tuple[Any, ...], BaseChatModel] = {}
 _cache_lock = threading.Lock()
+#: Ollama server URL -> the model string found there (found once per process: the probe opens sockets).
+_ollama_found: dict[str, str] = {}
 
 
 def _ollama_default_model(url: str) -> str | None:
@@ -48,19 +51,27 @@ def configured_model_string(role: str, context: Context | None = None) -> str:
     spec = settings.model_for(role)
     if spec:
         return spec
+    if settings.ollama_url in _ollama_found:
+        return _ollama_found[settings.ollama_url]
     if ollama_available(settings.ollama_url):
         name = _ollama_default_model(settings.ollama_url)
         if name:
+            _ollama_found[settings.ollama_url] = f"ollama:{name}"
             return f"ollama:{name}"
     raise ConfigurationError(MODEL_VARIABLES_HELP)
+
+
+def _cache_key(spec: str, base_url: str | None, temperature: float | None, timeout_s: float | None,
+               settings: Any) -> tuple[Any, ...]:
+    return (spec, base_url or settings.base_url, settings.api_key, settings.ollama_url, temperature, timeout_s)
 
 
 def build_chat_model(spec: str, *, base_url: str | None = None, temperature: float | None = None,
                      timeout_s: float | None = None) -> BaseChatModel:
     """Build a chat model from a model string (cached per process: chat-model clients are stateless)."""
     settings = get_settings()
+    key = _cache_key(spec, base_url, temperature, timeout_s, settings)
     base_url = base_url or settings.base_url
-    key = (spec, base_url, settings.api_key, settings.ollama_url, temperature, timeout_s)
     with _cache_lock:
         if key in _cache:
             return _cache[key]
@@ -130,6 +141,30 @@ def resolve_model(context: Context, role: str, *, temperature: float | None = No
     spec = configured_model_string(role, context)
     temp = temperature if temperature is not None else context.temperature
     return build_chat_model(spec, base_url=context.base_url, temperature=temp, timeout_s=context.llm_timeout_s)
+
+
+def _already_built(context: Context, role: str, temperature: float | None) -> BaseChatModel | None:
+    """The model :func:`resolve_model` would return, if it needs no I/O to find it (else None)."""
+    given = context.model_for(role)
+    if isinstance(given, BaseChatModel):
+        return given
+    settings = get_settings()
+    spec = given if isinstance(given, str) and given else settings.model_for(role)
+    spec = spec or _ollama_found.get(settings.ollama_url)
+    if not spec:
+        return None
+    temp = temperature if temperature is not None else context.temperature
+    with _cache_lock:
+        return _cache.get(_cache_key(spec, context.base_url, temp, context.llm_timeout_s, settings))
+
+
+async def aresolve_model(context: Context, role: str, *, temperature: float | None = None) -> BaseChatModel:
+    """:func:`resolve_model` for code on an event loop: a model built before (or given as an instance) at
+    once; otherwise the resolution, which may build a client or look for a local Ollama server, in a thread."""
+    model = _already_built(context, role, temperature)
+    if model is not None:
+        return model
+    return await asyncio.to_thread(resolve_model, context, role, temperature=temperature)
 
 
 def model_label(model: BaseChatModel) -> str:

@@ -323,3 +323,35 @@ def test_cli_ask_with_a_bare_model_and_no_base_url_exits_2(tmp_path: Path) -> No
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "KGAGENTS_BASE_URL" in proc.stderr
+
+
+async def test_a_node_finds_the_local_ollama_off_the_event_loop_once(monkeypatch: pytest.MonkeyPatch,
+                                                                    ollama_server: FakeOllamaServer) -> None:
+    import threading
+
+    import kgagents.config
+    import nodes.models
+
+    monkeypatch.setenv("OLLAMA_HOST", ollama_server.url)
+    ollama_server.replies.extend(["first", "second"])
+    probes: list[str] = []
+    real = kgagents.config.ollama_available
+
+    def probe(url: str, *args, **kwargs) -> bool:
+        probes.append(threading.current_thread().name)
+        return real(url, *args, **kwargs)
+
+    monkeypatch.setattr(nodes.models, "ollama_available", probe)
+    llm = LLMCaller(Context(), "graph_executor")  # resolves nothing yet
+    assert probes == []
+    assert await llm.text("hi") == "first"
+    assert len(probes) == 1 and probes[0] != threading.current_thread().name  # in a worker thread
+    again = LLMCaller(Context(), "tool_executor")
+    assert await again.text("hi") == "second" and len(probes) == 1  # found once per process
+    assert isinstance(again.model, ChatOllama) and again.label == "qwen2.5:7b"
+
+
+async def test_nothing_configured_fails_at_the_first_call_with_the_variables_to_set() -> None:
+    llm = LLMCaller(Context(), "graph_executor")
+    with pytest.raises(ConfigurationError, match="KGAGENTS_MODEL"):
+        await llm.text("hi")

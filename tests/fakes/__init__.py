@@ -33,6 +33,7 @@ def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.chdir(tmp_path)  # no .env in the working directory either
     monkeypatch.setattr(nodes.models, "_cache", {})
+    monkeypatch.setattr(nodes.models, "_ollama_found", {})
     monkeypatch.setattr(kgagents.usage, "_extra_prices", {})
     if hasattr(kgagents.usage, "_file_cache"):
         monkeypatch.setattr(kgagents.usage, "_file_cache", {})
