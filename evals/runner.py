@@ -38,6 +38,7 @@ from evals.datasets import Dataset, Item, load_plugins
 from evals.scorers import Score, Scorer, make_scorer
 from kgagents.usage import Usage, merge_usage, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
+from nodes.runtime import gather_bounded
 
 RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -468,15 +469,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
             else:
                 async with runner.opened():
                     with batch_collector():
-                        workers = [asyncio.create_task(worker())
-                                   for _ in range(min(options.concurrency, len(todo)))]
-                        try:
-                            await asyncio.gather(*workers)
-                        except BaseException:
-                            for w in workers:
-                                w.cancel()
-                            await asyncio.gather(*workers, return_exceptions=True)
-                            raise
+                        await gather_bounded(None, [worker() for _ in range(min(options.concurrency, len(todo)))])
         finally:
             progress.close()
 

@@ -60,8 +60,7 @@ class LLMCaller:
         self.context = context
         self.role = role
         self.temperature = temperature
-        given = context.model_for(role)
-        self._model: BaseChatModel | None = model or (given if isinstance(given, BaseChatModel) else None)
+        self._model: BaseChatModel | None = model
         self.usage: Usage = {}
 
     @property
@@ -113,9 +112,10 @@ class LLMCaller:
     async def message(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None,
                       tools: Sequence[Any] | None = None, tool_choice: str | None = None) -> AIMessage:
         """One reply as an ``AIMessage`` (with tool calls when ``tools`` are bound)."""
-        runnable: Any = await self._ready()
+        model = await self._ready()
+        runnable: Any = model
         if tools:
-            runnable = self.model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
+            runnable = model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
         reply = await self._call(runnable, as_messages(prompt, system))
         self._record(reply)
         return reply
@@ -123,11 +123,11 @@ class LLMCaller:
     async def structured(self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
                          system: str | None = None) -> T:
         """A reply parsed into ``schema``; unparseable replies are sent back with the error, then re-asked."""
-        await self._ready()
+        model = await self._ready()
         kwargs: dict[str, Any] = {"include_raw": True}
-        if self.context.structured_output_method != "function_calling" or not _is_base_impl(self.model):
+        if self.context.structured_output_method != "function_calling" or not _is_base_impl(model):
             kwargs["method"] = self.context.structured_output_method
-        runnable = structured_runnable(self.model, schema, kwargs)
+        runnable = structured_runnable(model, schema, kwargs)
         messages = as_messages(prompt, system)
         last_error = ""
         attempts = self.context.max_parse_retries + 1

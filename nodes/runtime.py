@@ -131,7 +131,7 @@ def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | No
 
 
 async def gather_bounded[T](config: RunnableConfig | None, calls: Sequence[Awaitable[T]]) -> list[T]:
-    """The results of ``calls`` (the samples of one step), run concurrently, in order.
+    """The results of ``calls`` (the samples of one step, the workers of a batch), run concurrently, in order.
 
     At most the run's ``max_concurrency`` run at a time, as LangGraph limits its own tasks. The first failure
     cancels the others and is raised as it is.
