@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller, StructuredOutputError
-from nodes.runtime import context_of, gather_bounded, open_task_kg, run_work_dir, tool_env
+from nodes.runtime import atool_env, context_of, gather_bounded, open_task_kg, run_work_dir
 from nodes.state import append, jsonable
 from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
@@ -282,7 +282,7 @@ async def tool_manager(ctx: Context, config: RunnableConfig | None, only: str | 
     names = ctx.tools
     if only is not None:
         names = [only] if only in (ctx.tools if ctx.tools is not None else registered_names()) else []
-    return ToolManager(tool_env(ctx, config, work_dir=work_dir / "tools"), names)
+    return ToolManager(await atool_env(ctx, work_dir / "tools"), names)
 
 
 async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:

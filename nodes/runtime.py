@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from kgagents.config import get_settings
 from nodes.context import Context
-from nodes.models import resolve_model
+from nodes.models import aresolve_model, resolve_model
 from tools.kg.base import KGSnapshot, KGStore, empty_snapshot
 from tools.kg.stores import open_store, opens_without_io
 from tools.manager import ToolEnv
@@ -118,12 +118,29 @@ async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KG
 
 
 def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | None = None) -> ToolEnv:
-    """The tools' environment for this run: its work dir, the tools' own model, limits and retries."""
+    """The tools' environment for this run: its work dir, the tools' own model, limits and retries.
+
+    It may build the tools' model client or look for a local Ollama server: code on an event loop uses
+    :func:`atool_env`."""
     try:
         llm = resolve_model(ctx, "tools")
     except Exception:  # noqa: BLE001 - tools that need no model still work; those that do say so
         llm = None
-    return ToolEnv(work_dir=work_dir or work_dir_for(ctx, config) / "tools", llm=llm,
+    return _tool_env(ctx, work_dir or work_dir_for(ctx, config) / "tools", llm)
+
+
+async def atool_env(ctx: Context, work_dir: Path) -> ToolEnv:
+    """:func:`tool_env` for a prepared work dir, on an event loop: the tools' model is resolved without
+    blocking it (:func:`~nodes.models.aresolve_model`)."""
+    try:
+        llm = await aresolve_model(ctx, "tools")
+    except Exception:  # noqa: BLE001 - as in tool_env
+        llm = None
+    return _tool_env(ctx, work_dir, llm)
+
+
+def _tool_env(ctx: Context, work_dir: Path, llm: Any) -> ToolEnv:
+    return ToolEnv(work_dir=work_dir, llm=llm,
                    max_output_chars=ctx.tool_output_chars, sandbox_timeout_s=ctx.sandbox_timeout_s,
                    sandbox_memory_mb=ctx.sandbox_memory_mb, allow_weak_sandbox=allow_weak(ctx),
                    max_retries=ctx.max_tool_retries, backoff_base_s=ctx.tool_backoff_base_s,

@@ -176,3 +176,33 @@ async def test_a_thread_in_another_runs_dir_gets_its_own_work_dir(tmp_path, monk
     second = await rt.run_work_dir(Context(), config)
     assert first == (tmp_path / "runs-1" / "work" / "same-thread").resolve()
     assert second == (tmp_path / "runs-2" / "work" / "same-thread").resolve()
+
+
+async def test_the_tools_model_is_built_off_the_event_loop(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """A tools model that was never built (its own KGAGENTS_TOOLS_MODEL) is resolved in a worker thread; the
+    next tool call of the process finds it built and stays on the loop."""
+    import threading
+
+    import nodes.models
+    from nodes.kgot import tool_manager
+
+    script = tmp_path / "tools-model.json"
+    script.write_text('{"name": "tools-model", "steps": []}', encoding="utf-8")
+    monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", f"scripted:{script}")
+    monkeypatch.setattr(nodes.models, "_cache", {})
+    threads: list[str] = []
+    real = nodes.models.resolve_model
+
+    def resolve(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nodes.models, "resolve_model", resolve)
+    ctx = Context(work_dir=str(tmp_path / "work"), tools=[])
+    config = {"configurable": {"thread_id": "tools-model"}}
+    first = await tool_manager(ctx, config)
+    assert first.env.llm is not None and first.env.llm.script_name == "tools-model"
+    assert threads and threading.current_thread().name not in threads
+    threads.clear()
+    second = await tool_manager(ctx, config)
+    assert second.env.llm is first.env.llm and threads == []  # built before: found on the loop
