@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from nodes import baselines as n
-from nodes.kgot import run_tool_call
+from nodes.kgot import run_tool_call, tool_tasks
 from nodes.runtime import context_of
 
 
@@ -47,7 +47,7 @@ async def route_iteration_check(state: n.BaselineState, runtime: Any) -> Literal
 
 async def route_tool_calls(state: n.BaselineState) -> Literal["retrieve_and_answer"] | list[Send]:
     """No tool call means the retrieved chunks suffice: answer. Otherwise run the calls concurrently."""
-    tasks = n.tool_tasks(state)
+    tasks = tool_tasks(state)
     return [Send("run_tool_call", t) for t in tasks] if tasks else "retrieve_and_answer"
 
 

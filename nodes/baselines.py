@@ -21,7 +21,6 @@ from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.kgot import (
     ToolCallRecord,
-    ToolTask,
     call_key,
     describe_attachments,
     describe_tool_calls,
@@ -29,7 +28,7 @@ from nodes.kgot import (
     tool_manager,
 )
 from nodes.llm import LLMCaller
-from nodes.runtime import context_of
+from nodes.runtime import context_of, for_run, new_run_key
 from nodes.state import append, jsonable
 from prompts import baselines as P
 
@@ -64,6 +63,7 @@ class BaselineState(TypedDict, total=False):
     reply: str
     final_answer: str
     usage: Annotated[Usage, merge_usage]
+    run_key: str  # a run without a checkpointer only (nodes.runtime.new_run_key)
 
 
 def final_answer_of(reply: str) -> str:
@@ -85,14 +85,16 @@ def _setting(ctx: Context, name: str, default: Any) -> Any:
 # ----------------------------------------------------------------------------------------------------------------
 # Zero-shot
 # ----------------------------------------------------------------------------------------------------------------
-async def receive_task(state: BaselineState) -> dict[str, Any]:
-    """Validate the task; a resumed thread keeps its counters."""
+async def receive_task(state: BaselineState, config: RunnableConfig) -> dict[str, Any]:
+    """Validate the task; a resumed thread keeps its counters, a run without a checkpointer gets its own key."""
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")
     out: dict[str, Any] = {"question": question, "attachments": [str(p) for p in state.get("attachments") or []]}
     if "iteration" not in state:
         out.update(iteration=0, indexed=0)
+    if "run_key" not in state:
+        out.update(new_run_key(config))
     return out
 
 
@@ -150,7 +152,7 @@ async def check_iteration(state: BaselineState) -> dict[str, Any]:
 async def define_tool_calls(state: BaselineState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """The tool executor sees the retrieved chunks and calls tools for what is missing (none: answer now)."""
     ctx = _ctx(runtime)
-    manager = await tool_manager(ctx, config)
+    manager = await tool_manager(ctx, for_run(config, state))
     retrieved = await asyncio.to_thread(retrieve, state.get("chunks") or [], state["question"], ctx)
     llm = LLMCaller(ctx, "tool_executor")
     prompt = P.render(P.RAG_TOOL_CALLS, problem=state["question"],
@@ -165,13 +167,6 @@ async def define_tool_calls(state: BaselineState, runtime: Runtime[Context], con
             pending.append({"id": call.get("id") or f"call_{len(pending)}", "name": call["name"],
                             "args": jsonable(call.get("args") or {})})
     return {"pending_tool_calls": pending, "retrieved": retrieved, "usage": llm.usage}
-
-
-def tool_tasks(state: BaselineState) -> list[ToolTask]:
-    """One task per pending call; a call made before in this run reuses its result."""
-    done = {call_key(c["name"], c["args"]): c for c in state.get("tool_calls", []) if c["ok"]}
-    return [ToolTask(iteration=state.get("iteration", 0), call=call, cached=done.get(call_key(call["name"], call["args"])))
-            for call in state.get("pending_tool_calls") or []]
 
 
 async def index_tool_outputs(state: BaselineState, runtime: Runtime[Context]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from nodes.context import Context
 from nodes.kgot import KGoTState, KGWrite, problem_text
 from nodes.llm import LLMCaller, StructuredOutputError
-from nodes.runtime import context_of, open_task_kg
+from nodes.runtime import context_of, for_run, open_task_kg
 from prompts import kgot as P
 from prompts.kgot_cleanup import NOISE_MITIGATION
 from tools.kg.base import KGSnapshot, empty_snapshot, render_snapshot
@@ -128,7 +128,7 @@ async def mitigate_noise(state: KGoTState, runtime: Runtime[Context], config: Ru
     nodes, rels = checked_proposal(proposal, kg)
     if not nodes and not rels:
         return {"noise_removals": [record], "usage": llm.usage}
-    store = await open_task_kg(ctx, config, kg)
+    store = await open_task_kg(ctx, for_run(config, state), kg)
     code = REMOVAL_CODE[store.query_language](nodes, rels)
     result = await store.write(code)
     out: dict[str, Any] = {"usage": llm.usage}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -22,7 +22,15 @@ from pydantic import BaseModel, Field
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller, StructuredOutputError
-from nodes.runtime import atool_env, context_of, gather_bounded, open_task_kg, run_work_dir
+from nodes.runtime import (
+    atool_env,
+    context_of,
+    for_run,
+    gather_bounded,
+    new_run_key,
+    open_task_kg,
+    run_work_dir,
+)
 from nodes.state import append, jsonable
 from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
@@ -99,12 +107,14 @@ class KGoTState(TypedDict, total=False):
     candidates: list[str]
     final_answer: str
     usage: Annotated[Usage, merge_usage]
+    run_key: str  # a run without a checkpointer only (nodes.runtime.new_run_key)
 
 
 class ToolTask(TypedDict):
     iteration: int
     call: dict[str, Any]
     cached: ToolCallRecord | None
+    run_key: NotRequired[str]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -211,14 +221,17 @@ def _result_text(result: ReadResult) -> str:
 # --------------------------------------------------------------------------------------------------------------
 # 1-2. Task arrival and the iteration check
 # --------------------------------------------------------------------------------------------------------------
-async def receive_task(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Validate the task and start with an empty KG (a resumed thread keeps its own)."""
+async def receive_task(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """Validate the task and start with an empty KG (a resumed thread keeps its own); a run without a checkpointer
+    gets its own key (its work dir and KG scope)."""
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")
     out: dict[str, Any] = {"question": question, "attachments": [str(p) for p in state.get("attachments") or []]}
     if "iteration" not in state:
         out.update(iteration=0, integrated=0, kg=empty_snapshot())
+    if "run_key" not in state:
+        out.update(new_run_key(config))
     return out
 
 
@@ -290,7 +303,7 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
     tool executor (an LLM bound to the tools) picks tool calls for it."""
     ctx = context_of(runtime)
     missing, merging = await merge_missing_information(state, ctx)
-    manager = await tool_manager(ctx, config)
+    manager = await tool_manager(ctx, for_run(config, state))
     llm = LLMCaller(ctx, "tool_executor")
     prompt = P.render(P.DEFINE_TOOL_CALLS, problem=state["question"],
                       attachments=describe_attachments(state.get("attachments")),
@@ -310,11 +323,12 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
     return {"missing_information": missing, "pending_tool_calls": pending, "usage": merge_usage(merging, llm.usage)}
 
 
-def tool_tasks(state: KGoTState) -> list[ToolTask]:
+def tool_tasks(state: Any) -> list[ToolTask]:
     """One task per pending tool call; a call made before in this run reuses its result (per-run cache)."""
     done = {call_key(c["name"], c["args"]): c for c in state.get("tool_calls", []) if c["ok"]}
+    key = {"run_key": state["run_key"]} if state.get("run_key") else {}
     return [ToolTask(iteration=state.get("iteration", 0), call=call,
-                     cached=done.get(call_key(call["name"], call["args"])))
+                     cached=done.get(call_key(call["name"], call["args"])), **key)
             for call in state.get("pending_tool_calls") or []]
 
 
@@ -326,7 +340,7 @@ async def run_tool_call(task: ToolTask, runtime: Runtime[Context], config: Runna
     if task["cached"] is not None:
         cached = task["cached"]
         return {"tool_calls": [ToolCallRecord(**base, output=cached["output"], ok=True, attempts=0, cached=True)]}
-    manager = await tool_manager(ctx, config, only=call["name"])
+    manager = await tool_manager(ctx, for_run(config, task), only=call["name"])
     tool = manager.get(call["name"])
     if tool is None:
         unavailable = {s.name: s.reason for s in manager.unavailable()}
@@ -375,7 +389,7 @@ async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
     out: dict[str, Any] = {}
     if pending:
         call = pending[0]
-        store = await open_task_kg(ctx, config, state.get("kg"))
+        store = await open_task_kg(ctx, for_run(config, state), state.get("kg"))
         lang = language_of(store)
         llm = LLMCaller(ctx, "graph_executor")
         new_info = (f"Tool call: {call['name']}({json.dumps(call['args'], ensure_ascii=False)})\n"
@@ -413,7 +427,7 @@ async def solve_with_query(state: KGoTState, runtime: Runtime[Context], config: 
     """Query-based retrieval: the LLM writes a read query; errors are fixed, errors or empty results
     make it regenerate the query from scratch, up to ``max_retrieve_query_retry`` times."""
     ctx = context_of(runtime)
-    store = await open_task_kg(ctx, config, state.get("kg"))
+    store = await open_task_kg(ctx, for_run(config, state), state.get("kg"))
     lang = language_of(store)
     llm = LLMCaller(ctx, "graph_executor")
     existing = await store.render()
@@ -491,7 +505,7 @@ async def process_math(state: KGoTState, runtime: Runtime[Context], config: Runn
 
 async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller) -> dict[str, Any]:
     """The calculation with the Python tool: ``math_output``, the extended ``partial_solution`` and ``usage``."""
-    manager = await tool_manager(ctx, config, only="run_python_code")
+    manager = await tool_manager(ctx, for_run(config, state), only="run_python_code")
     python = manager.get("run_python_code")
     if python is None:
         return {"math_output": "The Python tool is not available; the calculation was not done.", "usage": llm.usage}

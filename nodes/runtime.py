@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
@@ -32,20 +33,45 @@ def context_of(runtime: Runtime[Context] | None) -> Context:
     return ctx
 
 
+#: The thread id of a run without a checkpointer, until its first step gives it a ``run_key`` of its own.
+EPHEMERAL = "ephemeral"
+
+
 def thread_id_of(config: RunnableConfig | None) -> str:
-    """The thread id of the run ("ephemeral" without a checkpointer)."""
+    """The thread id of the run (``EPHEMERAL`` without a checkpointer)."""
     configurable = (config or {}).get("configurable", {}) or {}
-    return str(configurable.get("thread_id") or "ephemeral")
+    return str(configurable.get("thread_id") or EPHEMERAL)
+
+
+def new_run_key(config: RunnableConfig | None) -> dict[str, str]:
+    """The state update that gives a run without a thread (no checkpointer) a key of its own, once, in its first
+    step: its steps then share one work dir and one KG scope, which no other run shares."""
+    if thread_id_of(config) != EPHEMERAL:
+        return {}
+    return {"run_key": f"{EPHEMERAL}-{uuid.uuid4().hex[:16]}"}
+
+
+def for_run(config: RunnableConfig | None, state: Any) -> RunnableConfig | None:
+    """``config`` for this module's helpers: a run without a thread goes by its ``run_key`` (see
+    :func:`new_run_key`); a run with one is unchanged. Only the helpers see the result, never LangGraph."""
+    key = state.get("run_key") if isinstance(state, dict) else None
+    if not key or thread_id_of(config) != EPHEMERAL:
+        return config
+    configurable = {**((config or {}).get("configurable") or {}), "thread_id": key}
+    return {**(config or {}), "configurable": configurable}  # type: ignore[typeddict-item]
 
 
 def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:
-    """The run's own work directory: ``Context.work_dir`` or one per thread under the runs directory."""
+    """The run's own work directory: ``Context.work_dir``, else one per thread under the runs directory; a run
+    without a checkpointer works in the system's temporary folder (``kgagents-ephemeral-<key>``, left there)."""
     if ctx.work_dir:
         path = Path(ctx.work_dir)
     else:
         thread = thread_id_of(config)
-        if thread == "ephemeral":
+        if thread == EPHEMERAL:
             path = Path(tempfile.mkdtemp(prefix="kgagents-"))
+        elif thread.startswith(f"{EPHEMERAL}-"):
+            path = Path(tempfile.gettempdir()) / f"kgagents-{thread}"
         else:
             path = get_settings().runs_dir / "work" / thread
     return prepare_work_dir(path)
@@ -65,7 +91,7 @@ def _prepare_run_dir(ctx: Context, config: RunnableConfig | None) -> Path:
     path = work_dir_for(ctx, config)
     isolation_status()  # probes the sandbox once per process
     thread = thread_id_of(config)
-    if thread != "ephemeral":
+    if thread != EPHEMERAL:
         key = _run_dir_key(ctx, thread)
         with _run_dirs_lock:
             _run_dirs[key] = path
@@ -83,7 +109,7 @@ async def run_work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
     hop per node costs more CPU than the node's own work (docs/evals.md).
     """
     thread = thread_id_of(config)
-    if thread != "ephemeral" and isolation_known():
+    if thread != EPHEMERAL and isolation_known():
         key = _run_dir_key(ctx, thread)
         with _run_dirs_lock:
             path = _run_dirs.get(key)

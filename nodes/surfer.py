@@ -33,7 +33,7 @@ from kgagents.config import ConfigurationError
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller
-from nodes.runtime import context_of, thread_id_of, tool_env, work_dir_for
+from nodes.runtime import EPHEMERAL, context_of, thread_id_of, tool_env, work_dir_for
 from prompts import surfer as P
 from prompts.kgot import render
 from tools.base import run_tool_with_retry
@@ -106,7 +106,7 @@ def surfer_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
 
 
 def _work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
-    if ctx.work_dir or thread_id_of(config) != "ephemeral":
+    if ctx.work_dir or thread_id_of(config) != EPHEMERAL:
         return work_dir_for(ctx, config) / "tools"
     return Path(tempfile.gettempdir()) / "kgagents-surfer"  # never created: the surfer's tools write no files
 

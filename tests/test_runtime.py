@@ -206,3 +206,35 @@ async def test_the_tools_model_is_built_off_the_event_loop(tmp_path, monkeypatch
     threads.clear()
     second = await tool_manager(ctx, config)
     assert second.env.llm is first.env.llm and threads == []  # built before: found on the loop
+
+
+async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """The exported graph (no checkpointer, no thread id): every step of a run works in the same temporary
+    folder, and another run in another one (they used to get a new folder per step)."""
+    import tempfile
+
+    from graphs.kgot import graph
+    from kgagents.scripted import ScriptedChatModel
+    from tests import kgot_script as S
+    from tests.test_kgot_graph import QUESTION, READ_SORTED, enhance_once
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    keys = []
+    for _ in range(2):
+        steps = [*enhance_once(), *S.retrieve(READ_SORTED), *S.need_math(True), *S.math("print(23 + 42)"),
+                 *S.parse("65", "65", "65")]
+        ctx = Context(model=ScriptedChatModel(steps=steps), api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+        state = await graph.ainvoke({"question": QUESTION}, {"recursion_limit": 200}, context=ctx)
+        assert state["final_answer"] == "65" and state["math_output"].strip() == "65"
+        keys.append(state["run_key"])
+    assert len(set(keys)) == 2 and all(k.startswith(f"{rt.EPHEMERAL}-") for k in keys)
+    assert sorted(p.name for p in tmp_path.glob("kgagents-*")) == sorted(f"kgagents-{k}" for k in keys)
+
+
+def test_for_run_gives_helpers_the_run_key_only_without_a_thread():
+    state = {"run_key": "ephemeral-abc"}
+    assert rt.thread_id_of(rt.for_run(None, state)) == "ephemeral-abc"
+    assert rt.thread_id_of(rt.for_run({"max_concurrency": 2}, state)) == "ephemeral-abc"
+    threaded = {"configurable": {"thread_id": "t1"}}
+    assert rt.for_run(threaded, state) is threaded and rt.for_run(None, {}) is None
+    assert rt.new_run_key(threaded) == {} and rt.new_run_key(None)["run_key"].startswith("ephemeral-")
