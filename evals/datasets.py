@@ -171,13 +171,14 @@ def _read_gaia_rows(folder: Path) -> list[dict[str, Any]]:
                 raise DatasetError(f"gaia: {jsonl} line {lineno} is not valid JSON: {exc}") from exc
         return rows
     parquet = folder / "metadata.parquet"
-    try:
-        import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-        return pd.read_parquet(parquet).to_dict(orient="records")
-    except ImportError as exc:
-        raise DatasetError(f"gaia: reading {parquet} needs pyarrow (pip install pyarrow), "
-                           "or use a copy that has metadata.jsonl") from exc
+    try:
+        return pq.read_table(parquet).to_pylist()  # plain Python values: None for a missing field, dicts for structs
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise DatasetError(f"gaia: {parquet} is not a readable Parquet file ({type(exc).__name__}: {exc}); "
+                           "download it again") from exc
 
 
 def load_gaia(path: Path, split: str) -> list[Item]:

@@ -104,3 +104,32 @@ def test_simpleqa_errors(tmp_path):
 
 def test_registered_datasets():
     assert {"gaia", "simpleqa"} <= set(DATASETS)
+
+
+def test_gaia_from_a_parquet_metadata_file(tmp_path):
+    """The same records as metadata.parquet: plain values come back (None for a missing file name, a dict for the
+    annotator metadata), and the attachment is found next to it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "2023" / "validation"
+    folder.mkdir(parents=True)
+    rows = [
+        {"task_id": "a1", "Question": "How many legs has a spider?", "Level": "1", "Final answer": "8",
+         "file_name": "", "Annotator Metadata": {"Steps": "count", "Tools": "none"}},
+        {"task_id": "b2", "Question": "Sum the column in the attached sheet.", "Level": "2", "Final answer": "12",
+         "file_name": "b2.csv", "Annotator Metadata": None},
+        {"task_id": "c3", "Question": "Hard one", "Level": "3", "Final answer": "x, y", "file_name": None,
+         "Annotator Metadata": None},
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), folder / "metadata.parquet")
+    (folder / "b2.csv").write_text("n\n5\n7\n")
+    ds = load_dataset("gaia", tmp_path)
+    assert [(i.id, i.gold, i.group) for i in ds.items] == [("a1", "8", "Level 1"), ("b2", "12", "Level 2"),
+                                                           ("c3", "x, y", "Level 3")]
+    assert ds.items[1].attachments == [str((folder / "b2.csv").resolve())] and ds.items[2].attachments == []
+    assert ds.items[0].meta == {"annotator": {"Steps": "count", "Tools": "none"}} and ds.items[1].meta == {}
+
+    (folder / "metadata.parquet").write_bytes(b"PAR1 not really a parquet file")
+    with pytest.raises(DatasetError, match="metadata.parquet is not a readable Parquet file"):
+        load_dataset("gaia", tmp_path)
