@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -323,8 +324,9 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
     return {"missing_information": missing, "pending_tool_calls": pending, "usage": merge_usage(merging, llm.usage)}
 
 
-def tool_tasks(state: Any) -> list[ToolTask]:
-    """One task per pending tool call; a call made before in this run reuses its result (per-run cache)."""
+def tool_tasks(state: Mapping[str, Any]) -> list[ToolTask]:
+    """One task per pending tool call (of KGoT or the RAG baseline); a call made before in this run reuses its
+    result (per-run cache)."""
     done = {call_key(c["name"], c["args"]): c for c in state.get("tool_calls", []) if c["ok"]}
     key = {"run_key": state["run_key"]} if state.get("run_key") else {}
     return [ToolTask(iteration=state.get("iteration", 0), call=call,
