@@ -26,7 +26,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 import graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
-
 from nodes import cleanup
 from nodes import kgot as n
 from nodes.context import Context

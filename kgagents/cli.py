@@ -17,9 +17,10 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kgagents.config import ConfigurationError, get_settings
 
@@ -241,9 +242,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 @command("tools")
 def cmd_tools(args: argparse.Namespace) -> int:
-    from tools.manager import tool_statuses
-
     import graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
+    from tools.manager import tool_statuses
 
     for status in tool_statuses():
         print(f"{status.name:24} {'available' if status.available else 'unavailable':12} {status.reason}")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
-from datetime import datetime, timezone
-from typing import Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
 
 R = TypeVar("R")
 
@@ -49,7 +50,7 @@ def retry_after_s(exc: BaseException) -> float | None:
             return max(0.0, float(value))
         except ValueError:
             when = email.utils.parsedate_to_datetime(value)
-            return max(0.0, (when - datetime.now(when.tzinfo or timezone.utc)).total_seconds())
+            return max(0.0, (when - datetime.now(when.tzinfo or UTC)).total_seconds())
     except (TypeError, ValueError, AttributeError):
         return None
 

@@ -24,8 +24,9 @@ import json
 import re
 import threading
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -99,7 +100,7 @@ class ScriptedChatModel(BaseChatModel):
         self._uses = [0] * len(self.steps)
 
     @classmethod
-    def from_file(cls, path: str | Path, *, lazy: bool = False) -> "ScriptedChatModel":
+    def from_file(cls, path: str | Path, *, lazy: bool = False) -> ScriptedChatModel:
         """A model for the script file ``{"name": ..., "steps": [...]}``; errors name the file.
 
         With ``lazy=True`` the file is read on the first call rather than now.
@@ -153,9 +154,9 @@ class ScriptedChatModel(BaseChatModel):
                 times = step.get("times", 1)
                 if times and self._uses[i] >= times:
                     continue
-                if "when" in step and not re.search(step["when"], prompt, re.S):
+                if "when" in step and not re.search(step["when"], prompt, re.DOTALL):
                     continue
-                if "unless" in step and re.search(step["unless"], prompt, re.S):
+                if "unless" in step and re.search(step["unless"], prompt, re.DOTALL):
                     continue
                 self._uses[i] += 1
                 return step

@@ -6,9 +6,10 @@ import asyncio
 import dataclasses
 import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from kgagents.runs import RunRegistry, new_thread_id, sqlite_checkpointer
 

@@ -74,7 +74,7 @@ class Context:
     recursion_limit: int = 200
 
     @classmethod
-    def from_mapping(cls, data: dict[str, Any] | None) -> "Context":
+    def from_mapping(cls, data: dict[str, Any] | None) -> Context:
         """Build a context from a plain mapping, rejecting unknown keys with a clear error."""
         data = dict(data or {})
         known = {f.name for f in fields(cls)}

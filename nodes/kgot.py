@@ -171,7 +171,7 @@ class ChosenSolution(BaseModel):
 def strip_fences(code: str) -> str:
     """Remove markdown code fences an LLM may wrap code in."""
     text = code.strip()
-    match = re.match(r"^```[\w+-]*\s*\n(.*?)\n?```\s*$", text, re.S)
+    match = re.match(r"^```[\w+-]*\s*\n(.*?)\n?```\s*$", text, re.DOTALL)
     return match.group(1) if match else text
 
 

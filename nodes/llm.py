@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from typing import Any, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.chat_models import BaseChatModel

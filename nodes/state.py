@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypedDict
 from kgagents.usage import Usage, merge_usage
 from tools.kg.base import KGSnapshot
 
-__all__ = ["UsageState", "Usage", "merge_usage", "KGSnapshot", "append"]
+__all__ = ["KGSnapshot", "Usage", "UsageState", "append", "merge_usage"]
 
 #: Reducer for append-only logs (votes, tool calls, writes): nodes return the new entries only.
 append = operator.add

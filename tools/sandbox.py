@@ -64,9 +64,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = [
     "Sandbox",
@@ -400,7 +401,7 @@ def _machine() -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(m, m)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _seccomp_program() -> bytes | None:
     """The filter as ``struct sock_filter[]`` bytes, or None on an architecture this module does not know."""
     arch = _machine()
@@ -434,7 +435,7 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _weak_seccomp_loader() -> Callable[[], None] | None:
     """A function that loads the filter into the calling process (for the weak mode's preexec), or None."""
     program = _seccomp_program()
@@ -513,7 +514,7 @@ def _run_probe(path: str) -> _Bwrap:
                                  env=_host_env_for_bwrap()).stdout.strip() or "bubblewrap (unknown version)"
         help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10,
                                    env=_host_env_for_bwrap())
-        options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text.stdout + help_text.stderr, re.M))
+        options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text.stdout + help_text.stderr, re.MULTILINE))
     except (OSError, subprocess.SubprocessError) as exc:
         return _Bwrap(path, "bubblewrap", frozenset(), False, f"{path} cannot be run: {exc}")
     with tempfile.TemporaryDirectory(prefix="kgagents-sandbox-probe-") as tmp:

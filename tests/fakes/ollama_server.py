@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_HTTPServer"
+    server: _HTTPServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
@@ -79,7 +80,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
-    fake: "FakeOllamaServer"
+    fake: FakeOllamaServer
 
 
 class FakeOllamaServer:
@@ -102,7 +103,7 @@ class FakeOllamaServer:
         with self._lock:
             return self.replies.pop(0) if self.replies else "ok"
 
-    def start(self) -> "FakeOllamaServer":
+    def start(self) -> FakeOllamaServer:
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.fake = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -118,10 +119,10 @@ class FakeOllamaServer:
             self._thread.join(timeout=5)
         self._httpd = self._thread = None
 
-    def __enter__(self) -> "FakeOllamaServer":
+    def __enter__(self) -> FakeOllamaServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property

@@ -21,9 +21,10 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -73,7 +74,7 @@ class Step:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "_HTTPServer"
+    server: _HTTPServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
@@ -154,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
-    fake: "FakeOpenAIServer"
+    fake: FakeOpenAIServer
 
 
 class FakeOpenAIServer:
@@ -175,7 +176,7 @@ class FakeOpenAIServer:
         self._thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.fake = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -192,10 +193,10 @@ class FakeOpenAIServer:
             self._thread.join(timeout=5)
         self._httpd = self._thread = None
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property
@@ -209,43 +210,43 @@ class FakeOpenAIServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- scripting --------------------------------------------------------------------------------
-    def _push(self, step: Step) -> "FakeOpenAIServer":
+    def _push(self, step: Step) -> FakeOpenAIServer:
         with self.lock:
             self._steps.append(step)
         return self
 
     def reply(self, content: str, *, usage: tuple[int, int] | None = None,
-              model: str | None = None) -> "FakeOpenAIServer":
+              model: str | None = None) -> FakeOpenAIServer:
         """A plain assistant message."""
         return self._push(Step("reply", content=content, usage=usage, model=model))
 
     def tool_call(self, arguments: Any, *, name: str | None = None, content: str | None = None,
-                  usage: tuple[int, int] | None = None, model: str | None = None) -> "FakeOpenAIServer":
+                  usage: tuple[int, int] | None = None, model: str | None = None) -> FakeOpenAIServer:
         """One tool call. ``arguments``: a JSON-able value, or a string sent verbatim (e.g. malformed JSON).
         ``name`` defaults to the tool the request forces through ``tool_choice``, else its first tool."""
         return self._push(Step("tool_calls", content=content, tool_calls=[(name, arguments)], usage=usage,
                                model=model))
 
     def tool_calls(self, calls: list[tuple[str, Any]], *, usage: tuple[int, int] | None = None,
-                   model: str | None = None) -> "FakeOpenAIServer":
+                   model: str | None = None) -> FakeOpenAIServer:
         """Several tool calls in one reply: ``[(name, arguments), ...]``."""
         return self._push(Step("tool_calls", tool_calls=list(calls), usage=usage, model=model))
 
-    def error(self, status: int, message: str = "", *, headers: dict[str, str] | None = None) -> "FakeOpenAIServer":
+    def error(self, status: int, message: str = "", *, headers: dict[str, str] | None = None) -> FakeOpenAIServer:
         """An HTTP error with an OpenAI-style error body."""
         return self._push(Step("error", status=status, message=message, headers=dict(headers or {})))
 
-    def server_error(self, times: int = 1) -> "FakeOpenAIServer":
+    def server_error(self, times: int = 1) -> FakeOpenAIServer:
         for _ in range(times):
             self.error(500, "The server had an error while processing your request.")
         return self
 
-    def rate_limit(self, retry_after: float = 0) -> "FakeOpenAIServer":
+    def rate_limit(self, retry_after: float = 0) -> FakeOpenAIServer:
         """A 429 with a ``Retry-After`` header (seconds)."""
         value = str(int(retry_after)) if float(retry_after).is_integer() else str(retry_after)
         return self.error(429, "Rate limit reached for requests", headers={"Retry-After": value})
 
-    def hang(self, seconds: float = 30.0) -> "FakeOpenAIServer":
+    def hang(self, seconds: float = 30.0) -> FakeOpenAIServer:
         """Never answer this request (for ``seconds``, or until the server stops)."""
         return self._push(Step("hang", seconds=seconds))
 

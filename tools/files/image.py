@@ -14,8 +14,8 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgagents.config import Settings
-from tools.base import ToolFailure
 from prompts import files as P
+from tools.base import ToolFailure
 from tools.files.convert import kind_of
 from tools.files.sources import load
 from tools.manager import ToolEnv, ToolStatus

@@ -10,8 +10,8 @@ import asyncio
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from tools.base import ToolFailure
 from prompts import files as P
+from tools.base import ToolFailure
 from tools.manager import ToolEnv
 
 #: Characters of document per LLM call (about 15k tokens).

@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tools.kg.base import KGSnapshot, KGStore
 from tools.kg.networkx_store import NetworkXStore
