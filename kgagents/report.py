@@ -58,7 +58,11 @@ def _triple(t: dict[str, Any]) -> str:
 def format_ark(state: dict[str, Any]) -> list[str]:
     """ARK-V1: the graph, why the run ended, each reasoning step (anchor, relation, triples) and every attempt."""
     kg = state.get("kg_stats") or {}
-    source = state.get("kg_file", "inline edges") + (f" #{state['kg_id']}" if state.get("kg_id") else "")
+    ref = state.get("graph_ref") or {}
+    source = state.get("kg_file") or ref.get("name") or "inline edges"
+    source += f" #{state['kg_id']}" if state.get("kg_id") else ""
+    if ref.get("fingerprint"):
+        source += f", fingerprint {ref['fingerprint']}"
     graph = (f"Knowledge graph: {kg.get('edges', '?')} edges, {kg.get('entities', '?')} entities, "
              f"{kg.get('heads', '?')} head entities, {kg.get('relations', '?')} relations ({source})")
     lines = [graph,

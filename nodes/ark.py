@@ -1,9 +1,11 @@
 """The nodes of the ARK-V1 workflow (Klein & Ohnemus, §III, Figure 1): one function per numbered step.
 
-The state holds only JSON values and messages: the question, where its knowledge graph comes from (the edges
-themselves, or a file and record id), the message context, the reasoning step in progress, the finished steps and
-every attempt. The graph store and its embedding index are built from that per run (:func:`graph_of`), cached on
-the run's context object, and rebuilt from the state when a thread resumes.
+The state holds only JSON values and messages: the question, a reference to its knowledge graph (name, location
+and fingerprint, never the graph), the message context, the reasoning step in progress, the finished steps and
+every attempt. The graph is the static-KG store of :mod:`tools.pgraph`: built once per graph into the graphs
+directory, opened read-only and shared by every run of the process (:func:`graph_of`), reopened from the
+reference when a thread resumes. Edges given inline in the input are imported into that store by the first step
+and dropped from the state.
 
 Counters: ``k`` is the reasoning step (step 2 increments it); within step ``k`` each stage counts its attempts
 ``c`` (``current.c.anchor``, ``.relation``, ``.reasoning``), also across a return to anchor selection, so every
@@ -29,7 +31,18 @@ from nodes.context import Context
 from nodes.llm import LLMCaller, StructuredOutputError
 from nodes.state import append
 from prompts import ark as P
-from tools.pgraph import Edge, Embedder, LazyEmbedder, PropertyGraph, load_ark_record
+from tools.pgraph import (
+    Embedder,
+    GraphRef,
+    LazyEmbedder,
+    StaticKG,
+    Triple,
+    cached,
+    import_edges,
+    load_ark_record,
+    open_graph,
+    resolve,
+)
 
 ROLE = "graph_executor"
 Stage = Literal["anchor", "relation", "reasoning"]
@@ -138,13 +151,18 @@ class CurrentStep(TypedDict, total=False):
 
 
 class ArkInput(TypedDict, total=False):
-    """What a caller submits: the question and its knowledge graph (inline edges, a file, or an attachment)."""
+    """What a caller submits: the question and its knowledge graph (a graph by name or path, inline edges, a
+    file, or an attachment)."""
 
     question: str
     question_id: str
     question_type: QuestionType
-    kg: list[Any]
-    """The graph in ARK-V1 format ``[[head, tail, {"relation": r, ...}], ...]``."""
+    graph: str
+    """A graph by name (``kgagents graph import``) or path (a built graph, or a source file or folder)."""
+    kg: list[Any] | None
+    """The graph in ARK-V1 format ``[[head, tail, {"relation": r, ...}], ...]``; imported into the graph store
+    by the first step and removed from the state (only the input checkpoint holds it: pass ``graph`` to keep
+    it out of every checkpoint)."""
     kg_file: str
     """A graph file (``.json`` record(s) or ``.jsonl``); with ``kg_id`` for a file of many graphs."""
     kg_id: str
@@ -153,6 +171,8 @@ class ArkInput(TypedDict, total=False):
 
 
 class ArkState(ArkInput, total=False):
+    graph_ref: GraphRef
+    """Where the run's graph is (reopened from this on resume)."""
     kg_fingerprint: str
     kg_stats: dict[str, int]
     messages: Annotated[list[AnyMessage], add_messages]
@@ -235,7 +255,7 @@ class EntityListAnswer(BaseModel):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# The question's graph, per run
+# The question's graph
 # --------------------------------------------------------------------------------------------------------------
 _GRAPH_CACHE_SIZE = 4
 
@@ -250,14 +270,6 @@ def _embedder_for(ctx: ArkContext) -> Embedder | None:
     return LazyEmbedder(None if model is None else str(model), device=ctx.embedding_device)
 
 
-def _graph_cache(ctx: ArkContext) -> OrderedDict[str, PropertyGraph]:
-    cache = ctx.__dict__.get("_ark_graphs")
-    if cache is None:
-        cache = OrderedDict()
-        ctx.__dict__["_ark_graphs"] = cache
-    return cache
-
-
 def _graph_file(state: ArkInput) -> str | None:
     if state.get("kg_file"):
         return str(state["kg_file"])
@@ -267,35 +279,50 @@ def _graph_file(state: ArkInput) -> str | None:
     return None
 
 
-def build_graph(state: ArkInput, ctx: ArkContext) -> tuple[PropertyGraph, dict[str, Any]]:
-    """The question's graph from the state's source, and the record it came from (for a graph file)."""
-    embedder = _embedder_for(ctx)
+def locate_graph(state: ArkInput) -> tuple[GraphRef, dict[str, Any]]:
+    """The reference of the question's graph (built into the graph store when needed), and the record it came
+    from (for a graph file of ARK-V1 records: its question and id)."""
     if state.get("kg") is not None:
-        return PropertyGraph.from_ark(state["kg"], embedder=embedder, name="kg"), {}
+        return import_edges(state["kg"], name="inline edges"), {}
+    if state.get("graph"):
+        return resolve(str(state["graph"]), record=state.get("kg_id")), {}
     path = _graph_file(state)
     if path is None:
-        raise ValueError("ARK-V1 needs the question's knowledge graph: give 'kg' (edges in ARK-V1 format "
-                         "[[head, tail, {\"relation\": r}], ...]) or 'kg_file' (a .json / .jsonl graph file, with "
-                         "'kg_id' for a file of many graphs), or attach such a file")
+        raise ValueError("ARK-V1 needs the question's knowledge graph: give 'graph' (a graph name or path), 'kg' "
+                         "(edges in ARK-V1 format [[head, tail, {\"relation\": r}], ...]) or 'kg_file' (a .json / "
+                         ".jsonl graph file, with 'kg_id' for a file of many graphs), or attach such a file")
     record = load_ark_record(path, state.get("kg_id"), question=state.get("question"))
-    name = f"{path}#{record.get('id')}" if record.get("id") is not None else path
-    return PropertyGraph.from_ark(record["graph"], embedder=embedder, name=name), record
+    record_id = None if record.get("id") is None else str(record["id"])
+    return cached(path, format="ark", record=record_id), record
 
 
-async def graph_of(state: ArkState, ctx: ArkContext) -> PropertyGraph:
-    """The run's graph store: cached on the context object, rebuilt from the state (e.g. after a resume)."""
-    fingerprint = state.get("kg_fingerprint")
+def _graph_cache(ctx: ArkContext) -> OrderedDict[str, StaticKG]:
+    cache = ctx.__dict__.get("_ark_graphs")
+    if cache is None:
+        cache = OrderedDict()
+        ctx.__dict__["_ark_graphs"] = cache
+    return cache
+
+
+def _remember(ctx: ArkContext, graph: StaticKG) -> None:
     cache = _graph_cache(ctx)
-    if fingerprint and fingerprint in cache:
-        cache.move_to_end(fingerprint)
-        return cache[fingerprint]
-    graph, _ = await asyncio.to_thread(build_graph, state, ctx)  # file reads stay off the event loop
-    if fingerprint and graph.fingerprint() != fingerprint:
-        raise ValueError(f"the knowledge graph {graph.name} changed since this run started "
-                         f"(fingerprint {graph.fingerprint()}, expected {fingerprint})")
-    cache[graph.fingerprint()] = graph
+    cache[graph.ref["fingerprint"]] = graph
     while len(cache) > _GRAPH_CACHE_SIZE:
         cache.popitem(last=False)
+
+
+async def graph_of(state: ArkState, ctx: ArkContext) -> StaticKG:
+    """The run's graph: the process's shared instance, reopened from the state's reference (e.g. on resume)."""
+    ref = state.get("graph_ref")
+    if not ref:  # a thread started before graph references existed: locate its graph from its input
+        ref, _ = await asyncio.to_thread(locate_graph, state)
+    cache = _graph_cache(ctx)
+    graph = cache.get(ref["fingerprint"])
+    if graph is not None:
+        cache.move_to_end(ref["fingerprint"])
+        return graph
+    graph = await asyncio.to_thread(open_graph, ref)  # file reads stay off the event loop
+    _remember(ctx, graph)
     return graph
 
 
@@ -315,7 +342,7 @@ def infer_question_type(question: str) -> QuestionType:
     return "entity_list"
 
 
-def keyed(edge: Edge) -> KeyedTriple:
+def keyed(edge: Triple) -> KeyedTriple:
     return KeyedTriple(key=edge.key, head=edge.head, relation=edge.relation, tail=edge.tail,
                        qualifiers=dict(edge.qualifiers))
 
@@ -386,30 +413,32 @@ async def initialise_context(state: ArkState, runtime: Runtime[ArkContext]) -> d
                          "continue it without new input, or start a new thread for a new question")
     if state.get("question_type") not in (None, "yes_no", "entity_list"):
         raise ValueError(f"question_type must be 'yes_no' or 'entity_list', got {state.get('question_type')!r}")
-    graph, record = await asyncio.to_thread(build_graph, state, ctx)
+    ref, record = await asyncio.to_thread(locate_graph, state)
+    graph = await asyncio.to_thread(open_graph, ref)
     question = (state.get("question") or str(record.get("question") or "")).strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...', 'kg': [...]} (or a graph file whose "
                          "record has a question)")
-    if len(graph) == 0:
-        raise ValueError(f"the knowledge graph {graph.name} has no edges: ARK-V1 has nothing to explore")
-    cache = _graph_cache(ctx)
-    cache[graph.fingerprint()] = graph
-    while len(cache) > _GRAPH_CACHE_SIZE:
-        cache.popitem(last=False)
+    stats = graph.stats()
+    if stats.edges == 0:
+        raise ValueError(f"the knowledge graph {ref.get('name')} has no edges: ARK-V1 has nothing to explore")
+    _remember(ctx, graph)
     out: dict[str, Any] = {
         "question": question,
         "question_type": state.get("question_type") or infer_question_type(question),
-        "kg_fingerprint": graph.fingerprint(),
-        "kg_stats": {"edges": len(graph), "entities": len(graph.entities()), "heads": len(graph.heads()),
-                     "relations": len(graph.relations())},
+        "graph_ref": ref,
+        "kg_fingerprint": ref["fingerprint"],
+        "kg_stats": {"edges": stats.edges, "entities": stats.nodes, "heads": stats.heads,
+                     "relations": len(stats.relations)},
         "k": 0,
         "current": CurrentStep(),
         "summary": P.NO_STEPS,
         "stage": "initialise",
         "messages": _context_reset({"question": question}, None),
     }
-    if _graph_file(state) and state.get("kg") is None:
+    if state.get("kg") is not None:
+        out["kg"] = None  # the graph is in the store now; the state keeps its reference only
+    elif _graph_file(state) and not state.get("graph"):
         out["kg_file"] = str(Path(_graph_file(state) or "").resolve())
         if record.get("id") is not None:
             out["kg_id"] = str(record["id"])
@@ -454,14 +483,14 @@ async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[s
         return {"current": current, "stage": "anchor", "usage": llm.usage,
                 "attempts": [_attempt(k, "anchor", c, None, False, f"unparseable reply: {exc.last_error[:300]}")],
                 "messages": [AIMessage("(no usable anchor reply)")]}
-    is_valid = graph.is_head if ctx.anchor_scope == "head" else graph.has_entity
+    is_valid = graph.is_head if ctx.anchor_scope == "head" else graph.has_node
     candidate = _exact_or_unquoted(choice.anchor, is_valid)
     valid = is_valid(candidate)
     alternatives: list[str] = []
     feedback = ""
     if not valid:
-        near = await asyncio.to_thread(graph.nearest_entities, candidate, ctx.num_alternatives,
-                                       heads_only=ctx.anchor_scope == "head")
+        near = await asyncio.to_thread(graph.nearest_nodes, candidate, ctx.num_alternatives,
+                                       heads_only=ctx.anchor_scope == "head", embedder=_embedder_for(ctx))
         alternatives = [name for name, _ in near]
         feedback = P.render(P.ANCHOR_NOT_HEAD, candidate=candidate, alternatives=_quoted(alternatives))
     current.update(anchor=candidate, anchor_valid=valid, relations=[], relation=None, relation_valid=False,
@@ -532,7 +561,8 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
     alternatives: list[str] = []
     feedback = ""
     if not valid:
-        near = await asyncio.to_thread(graph.nearest_relations, candidate, ctx.num_alternatives, among=relations)
+        near = await asyncio.to_thread(graph.nearest_relations, candidate, ctx.num_alternatives, among=relations,
+                                       embedder=_embedder_for(ctx))
         alternatives = [name for name, _ in near]
         feedback = P.render(P.RELATION_INVALID, candidate=candidate, anchor=anchor,
                             alternatives=_quoted(alternatives))

@@ -21,6 +21,7 @@ def clean_environment(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KGAGENTS_NO_DOTENV", "1")
     monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("KGAGENTS_GRAPHS_DIR", str(tmp_path / "graphs"))
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # nothing listens on the discard port
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from tools.pgraph import PropertyGraph, load_embedder
+from tools.pgraph import StaticKG, graph_from_edges, load_embedder
 
 
 @pytest.fixture(scope="session")
@@ -23,5 +23,5 @@ def example() -> dict:
 
 
 @pytest.fixture()
-def example_graph(example, embedder) -> PropertyGraph:
-    return PropertyGraph.from_ark(example["graph"], embedder=embedder)
+def example_graph(example, embedder) -> StaticKG:
+    return graph_from_edges(example["graph"])

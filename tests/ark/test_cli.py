@@ -35,9 +35,9 @@ def test_demo_prints_false(capsys, embedder):
 def test_ask_with_an_attached_graph_then_show(tmp_path, capsys, example):
     graph = tmp_path / "example.json"
     graph.write_text(json.dumps(example), encoding="utf-8")
-    from tools.pgraph import PropertyGraph
+    from tools.pgraph import graph_from_edges
 
-    g = PropertyGraph.from_ark(example["graph"])
+    g = graph_from_edges(example["graph"])
     steps = [*S.anchor("Yui Yuigahama"), *S.relation("has pet"),
              *S.reasoning([g.triples("Yui Yuigahama", "has pet")[0].key], "Her pet is Sablé.", True),
              *S.anchor("Sablé"), *S.relation("animal breed"),

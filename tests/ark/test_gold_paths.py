@@ -19,7 +19,7 @@ from kgagents.report import format_run
 from kgagents.scripted import ScriptedChatModel
 from nodes.ark import ArkContext
 from tests.ark import script as S
-from tools.pgraph import PropertyGraph
+from tools.pgraph import StaticKG, graph_from_edges
 
 QUESTIONS = load_cr_lt()
 FOLLOWABLE = [q for q in QUESTIONS if q.gold_triples and all(t.found for t in resolve_gold_triples(q))]
@@ -34,7 +34,7 @@ def test_enough_questions_have_a_gold_path_in_their_subgraph():
     assert (first.head, first.relation, first.tail) == ("Horsens", "population", "+59449")
 
 
-def gold_script(question: KGQAQuestion, graph: PropertyGraph) -> tuple[list[dict], list[tuple[str, str, str, str]]]:
+def gold_script(question: KGQAQuestion, graph: StaticKG) -> tuple[list[dict], list[tuple[str, str, str, str]]]:
     """The scripted steps that walk the gold path, and the gold triples as (head, relation, tail, key)."""
     gold = resolve_gold_triples(question)
     groups = list(dict.fromkeys((t.head, t.relation) for t in gold))
@@ -58,7 +58,7 @@ def gold_script(question: KGQAQuestion, graph: PropertyGraph) -> tuple[list[dict
 
 @pytest.mark.parametrize("question", FOLLOWABLE, ids=[q.id for q in FOLLOWABLE])
 async def test_the_gold_path_is_retrieved_and_selected(question):
-    graph = PropertyGraph.from_ark(question.graph)
+    graph = graph_from_edges(question.graph)
     steps, expected = gold_script(question, graph)
     model = ScriptedChatModel(steps=steps)
     compiled = compile_graph(InMemorySaver())

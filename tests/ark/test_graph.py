@@ -14,7 +14,7 @@ from kgagents.scripted import ScriptedChatModel
 from nodes.ark import ArkContext
 from prompts import ark as P
 from tests.ark import script as S
-from tools.pgraph import PropertyGraph
+from tools.pgraph import graph_from_edges
 
 YUI, SABLE = "Yui Yuigahama", "Sablé"
 FIRST_STEP = ["initialise_context", "new_reasoning_step", "prompt_select_anchor", "select_anchor",
@@ -24,7 +24,7 @@ FIRST_STEP = ["initialise_context", "new_reasoning_step", "prompt_select_anchor"
 
 @pytest.fixture()
 def keys(example):
-    g = PropertyGraph.from_ark(example["graph"])
+    g = graph_from_edges(example["graph"])
     return {"pet": g.triples(YUI, "has pet")[0].key, "breed": g.triples(SABLE, "animal breed")[0].key}
 
 

@@ -9,14 +9,14 @@ from langgraph_sdk import get_client
 
 from tests.ark import script as S
 from tests.test_studio import server  # noqa: F401  (the module-scoped `langgraph dev` fixture)
-from tools.pgraph import PropertyGraph
+from tools.pgraph import graph_from_edges
 
 pytestmark = pytest.mark.slow
 
 
 async def test_langgraph_dev_runs_ark_with_a_scripted_model(server, example):  # noqa: F811
     url, tmp = server
-    g = PropertyGraph.from_ark(example["graph"])
+    g = graph_from_edges(example["graph"])
     steps = [*S.anchor("Yui Yuigahama"), *S.relation("has pet"),
              *S.reasoning([g.triples("Yui Yuigahama", "has pet")[0].key], "Her pet is Sablé.", True),
              *S.anchor("Sablé"), *S.relation("animal breed"),

@@ -1,4 +1,10 @@
-"""Static property-graph KGs that agents explore (ARK-V1, Graph-CoT, Agent-G), with fuzzy lookup."""
+"""Static knowledge graphs that agents explore (ARK-V1, grounded Graph-CoT/ToT/GoT, Agent-G).
+
+One read-only interface (:class:`StaticKG`), an embedded compact store built once per graph and shared by every
+run of a process (:mod:`tools.pgraph.compact`), Cypher databases for graphs beyond one machine
+(:mod:`tools.pgraph.cypher`), loaders for the benchmarks' formats (:mod:`tools.pgraph.loaders`) and persistent
+embedding indexes for fuzzy lookup (:mod:`tools.pgraph.vectors`). :func:`open_graph` is the way in.
+"""
 
 from tools.pgraph.embeddings import (
     Embedder,
@@ -7,13 +13,29 @@ from tools.pgraph.embeddings import (
     SentenceTransformerEmbedder,
     load_embedder,
 )
-from tools.pgraph.store import (
-    Edge,
+from tools.pgraph.loaders import FORMATS, load_ark_record, load_ark_records
+from tools.pgraph.model import (
+    EgoGraph,
     GraphFormatError,
-    PropertyGraph,
-    load_ark_record,
-    load_ark_records,
+    GraphRef,
+    GraphStats,
+    Node,
+    ReasoningPath,
+    StaticKG,
+    Triple,
+)
+from tools.pgraph.registry import (
+    cached,
+    graph_from_edges,
+    graphs_dir,
+    import_edges,
+    import_graph,
+    known_graphs,
+    open_graph,
+    resolve,
 )
 
-__all__ = ["Edge", "Embedder", "EmbeddingIndex", "GraphFormatError", "LazyEmbedder", "PropertyGraph",
-           "SentenceTransformerEmbedder", "load_ark_record", "load_ark_records", "load_embedder"]
+__all__ = ["FORMATS", "EgoGraph", "Embedder", "EmbeddingIndex", "GraphFormatError", "GraphRef", "GraphStats",
+           "LazyEmbedder", "Node", "ReasoningPath", "SentenceTransformerEmbedder", "StaticKG", "Triple", "cached",
+           "graph_from_edges", "graphs_dir", "import_edges", "import_graph", "known_graphs", "load_ark_record", "load_ark_records",
+           "load_embedder", "open_graph", "resolve"]
