@@ -161,8 +161,8 @@ class ArkInput(TypedDict, total=False):
     """A graph by name (``kgagents graph import``) or path (a built graph, or a source file or folder)."""
     kg: list[Any] | None
     """The graph in ARK-V1 format ``[[head, tail, {"relation": r, ...}], ...]``; imported into the graph store
-    by the first step and removed from the state (only the input checkpoint holds it: pass ``graph`` to keep
-    it out of every checkpoint)."""
+    by the first step and removed from the state (only the checkpoints of the input itself, before the first
+    step, hold it: pass ``graph`` or ``kg_file`` to keep it out of every checkpoint)."""
     kg_file: str
     """A graph file (``.json`` record(s) or ``.jsonl``); with ``kg_id`` for a file of many graphs."""
     kg_id: str

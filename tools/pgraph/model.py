@@ -23,9 +23,9 @@ import hashlib
 import json
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TextIO, TypedDict
 
-from tools.kg.base import KGSnapshot
+from tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 
 Direction = Literal["out", "in", "both"]
 
@@ -456,12 +456,26 @@ class StaticKG:
             nodes = [n for n in (self.node(i) for i in dict.fromkeys(str(i) for i in node_ids)) if n is not None]
             keep = {n.id for n in nodes}
             triples = [t for n in nodes for t in self.edges(n.id, limit=max_edges_per_node) if t.tail in keep]
-        return {
-            "nodes": [{"id": n.id, "labels": [n.type] if n.type else [],
-                       "properties": {"name": n.name, **self.features(n.id)}} for n in nodes],
-            "relationships": [{"type": t.relation, "source": t.head, "target": t.tail,
-                               "properties": dict(t.qualifiers)} for t in triples],
-        }
+        return {"nodes": [self._node_record(n) for n in nodes],
+                "relationships": [_edge_record(t) for t in triples]}
+
+    def export_jsonl(self, out: TextIO) -> int:
+        """Stream the whole graph as snapshot JSON lines (the format of :func:`tools.kg.base.snapshot_to_jsonl`);
+        returns the number of lines."""
+        lines = 0
+        for node in self.iter_nodes():
+            out.write(json.dumps({"kind": "node", **self._node_record(node)}, ensure_ascii=False, sort_keys=True)
+                      + "\n")
+            lines += 1
+        for triple in self.iter_triples():
+            out.write(json.dumps({"kind": "relationship", **_edge_record(triple)}, ensure_ascii=False,
+                                 sort_keys=True) + "\n")
+            lines += 1
+        return lines
+
+    def _node_record(self, node: Node) -> NodeRecord:
+        return {"id": node.id, "labels": [node.type] if node.type else [],
+                "properties": {"name": node.name, **self.features(node.id)}}
 
     def neighbourhood(self, node_id: str, *, radius: int = 1, max_nodes: int = 200) -> KGSnapshot:
         """The node and what lies within ``radius`` hops (both directions), as a snapshot (``graph show``)."""
@@ -484,6 +498,11 @@ class StaticKG:
                 more = f" … ({count - len(ends)} more)" if count > len(ends) else ""
                 lines.append(f"  {arrow} {relation} ({count}): " + ", ".join(self.display_name(e) for e in ends) + more)
         return "\n".join(lines)
+
+
+def _edge_record(triple: Triple) -> RelationshipRecord:
+    return {"type": triple.relation, "source": triple.head, "target": triple.tail,
+            "properties": dict(triple.qualifiers)}
 
 
 def _directions(direction: Direction) -> tuple[Literal["out", "in"], ...]:

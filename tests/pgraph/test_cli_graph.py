@@ -1,0 +1,70 @@
+"""``kgagents graph``: import (compact store, ARK-V1 files merged or by record), list, info, show (text, JSON
+lines, HTML), export, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from kgagents.cli import main
+from tools.kg.base import snapshot_from_jsonl
+
+CR_LT = resources.files("evals") / "data" / "colota" / "customized_dataset.jsonl"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_import_info_show_export(capsys, tmp_path):
+    code, out, err = run(capsys, "graph", "import", str(CR_LT), "--merge", "--name", "crlt")
+    assert code == 0 and out.strip() == "crlt" and "fingerprint" in err
+    code, out, _ = run(capsys, "graph", "list")
+    assert code == 0 and out.split()[:5] == ["crlt", "compact", "12253", "nodes", "15807"]
+    code, out, _ = run(capsys, "graph", "info", "crlt", "--json")
+    info = json.loads(out)
+    assert (info["nodes"], info["edges"], info["format"]) == (12253, 15807, "ark")
+    assert info["relations"]["has pet"] >= 1 and info["open_seconds"] < 5
+    code, out, _ = run(capsys, "graph", "info", "crlt")
+    assert "12253 nodes, 15807 edges" in out and "embedding indexes: none yet" in out
+    code, out, _ = run(capsys, "graph", "show", "crlt", "Sablé", "--html", str(tmp_path / "s.html"))
+    assert code == 0 and "→ animal breed (1): dachshund" in out and "← has pet (1): Yui Yuigahama" in out
+    page = (tmp_path / "s.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "dachshund" in page
+    code, out, _ = run(capsys, "graph", "show", "crlt", "Sablé", "--json")
+    snapshot = snapshot_from_jsonl(out)
+    assert {"Sablé", "dachshund", "Yui Yuigahama"} <= {n["id"] for n in snapshot["nodes"]}
+    code, out, err = run(capsys, "graph", "export", "crlt", "--out", str(tmp_path / "all.jsonl"))
+    exported = snapshot_from_jsonl((tmp_path / "all.jsonl").read_text(encoding="utf-8"))
+    assert len(exported["nodes"]) == 12253 and len(exported["relationships"]) == 15807
+
+
+def test_a_record_of_a_file_of_many_graphs(capsys, tmp_path):
+    code, out, _ = run(capsys, "graph", "import", str(CR_LT), "--record", "S2", "--to", str(tmp_path / "s2"))
+    assert code == 0 and out.strip() == str(tmp_path / "s2")
+    code, out, _ = run(capsys, "graph", "info", str(tmp_path / "s2"), "--json")
+    assert json.loads(out)["edges"] == 32
+
+
+def test_clear_errors(capsys, tmp_path):
+    code, _, err = run(capsys, "graph", "info", "nothing-here")
+    assert code == 2 and "no graph named or at 'nothing-here'" in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"graph": [["a", "b"]]}', encoding="utf-8")
+    code, _, err = run(capsys, "graph", "import", str(bad))
+    assert code == 2 and "edge 0: expected [head, tail" in err
+    code, _, err = run(capsys, "graph", "import", str(CR_LT))
+    assert code == 2 and "holds 200 graphs" in err
+    run(capsys, "graph", "import", str(CR_LT), "--record", "S2", "--name", "s2")
+    code, _, err = run(capsys, "graph", "show", "s2", "Sable")
+    assert code == 2 and "no node with id or name 'Sable'" in err and "Sablé" in err
+
+
+@pytest.mark.parametrize("argv", [["graph"], ["graph", "import"]])
+def test_usage_errors(argv, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
