@@ -132,6 +132,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         attachments.append(str(p.resolve()))
     task: dict[str, Any] = {"question": args.question, "attachments": attachments}
     workflow = args.workflow
+    if getattr(args, "graph", None):
+        from kgagents.workflows import load_workflow
+
+        if "graph" not in getattr(load_workflow(workflow).build(), "input_schema", dict).__annotations__:
+            raise ValueError(f"the {workflow} workflow does not read a static knowledge graph (--graph is for "
+                             "ark and the other graph-exploring workflows)")
+        task["graph"] = args.graph
     if getattr(args, "fusion", None):
         from nodes.fusion import parse_variants
 
@@ -258,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask = sub.add_parser("ask", help="answer a question")
     ask.add_argument("question")
     ask.add_argument("--attach", action="append", metavar="FILE", help="a file the question refers to")
+    ask.add_argument("--graph", metavar="NAME_OR_PATH",
+                     help="the static knowledge graph to explore (ark, ...): an imported graph's name or a path")
     ask.add_argument("--thread", help="thread id (default: a new one)")
     ask.add_argument("--workflow", default="kgot")
     ask.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")

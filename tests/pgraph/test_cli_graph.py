@@ -68,3 +68,24 @@ def test_clear_errors(capsys, tmp_path):
 def test_usage_errors(argv, capsys):
     with pytest.raises(SystemExit):
         main(argv)
+
+
+def test_ask_explores_an_imported_graph_by_name(capsys, tmp_path, ark_example):
+    from tests.ark import script as S
+    from tools.pgraph import open_graph
+
+    source = tmp_path / "yui.json"
+    source.write_text(json.dumps(ark_example), encoding="utf-8")
+    run(capsys, "graph", "import", str(source), "--name", "yui")
+    g = open_graph("yui")
+    steps = [*S.anchor("Yui Yuigahama"), *S.relation("has pet"),
+             *S.reasoning([g.triples("Yui Yuigahama", "has pet")[0].key], "Her pet is Sablé.", True),
+             *S.anchor("Sablé"), *S.relation("animal breed"),
+             *S.reasoning([g.triples("Sablé", "animal breed")[0].key], "A dachshund.", False), *S.final(False)]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "ark", "steps": steps}), encoding="utf-8")
+    code, out, _ = run(capsys, "ask", "--workflow", "ark", "--graph", "yui", "--model", f"scripted:{script}",
+                       "--quiet", ark_example["question"])
+    assert code == 0 and out.strip() == "False"
+    code, _, err = run(capsys, "ask", "--graph", "yui", "--model", f"scripted:{script}", "question?")
+    assert code == 2 and "does not read a static knowledge graph" in err

@@ -334,14 +334,16 @@ class StaticKG:
             return []
         out: list[str] = []
         for d in _directions(direction):
-            for rel, _ in self._runs(handle, d):
-                if relation is not None and rel != relation:
-                    continue
+            for rel in self._relations_to_read(handle, relation, d):
                 if limit is not None and len(out) >= limit:
                     return out
                 ends = self._run_edges(handle, rel, d, limit=None if limit is None else limit - len(out))
                 out += [self._id_of(h) for h, _ in ends]
         return out
+
+    def _relations_to_read(self, handle: Hashable, relation: str | None, direction: Literal["out", "in"]
+                           ) -> list[str]:
+        return [r for r, _ in self._runs(handle, direction)] if relation is None else [relation]
 
     def edges(self, node_id: str, relation: str | None = None, direction: Direction = "out", *,
               limit: int | None = None) -> list[Triple]:
@@ -359,9 +361,7 @@ class StaticKG:
             return []
         out: list[tuple[str, Triple]] = []
         for d in _directions(direction):
-            for rel, _ in self._runs(handle, d):
-                if relation is not None and rel != relation:
-                    continue
+            for rel in self._relations_to_read(handle, relation, d):
                 remaining = None if limit is None else limit - len(out)
                 if remaining is not None and remaining <= 0:
                     return out
