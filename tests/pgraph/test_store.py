@@ -296,3 +296,15 @@ def test_inline_edges_are_built_once_by_content(tmp_path, monkeypatch):
     registry.forget_open_graphs()
     assert import_edges(json.loads(json.dumps(edges))) == first and len(calls) == 1
     assert open_graph(first).triples("y", "s")[0].qualifiers == {"q": 1}
+
+
+def test_the_schema_and_the_graph_definition(papers):
+    g = papers
+    assert g.type_features() == {"paper": ["year", "title", "keywords"], "author": ["org"]}
+    assert set(g.schema()) == {("paper", "author", "author", 4), ("paper", "author", "", 1),
+                               ("paper", "venue", "venue", 1), ("author", "paper", "paper", 1),
+                               ("venue", "paper", "paper", 1), ("", "paper", "paper", 1)}
+    assert g.schema()[0] == ("paper", "author", "author", 4)
+    text = g.definition()
+    assert "paper nodes have a name and the features: year, title, keywords." in text
+    assert "  paper -[author]-> author" in text and "venue nodes have a name." in text

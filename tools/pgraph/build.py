@@ -198,6 +198,7 @@ class GraphBuilder:
         # features: CSR per node
         fnode = np.frombuffer(self._feat[0], dtype=np.int64) if len(self._feat[0]) else np.zeros(0, np.int64)
         order = np.argsort(fnode, kind="stable")
+        fnode_sorted = fnode[order]
         arrays["feat_ptr"] = np.concatenate([[0], np.cumsum(np.bincount(fnode, minlength=n))]).astype(np.int64)
         for field_name, column, dtype in (("feat_key", 1, np.int32), ("feat_kind", 2, np.int8),
                                           ("feat_off", 3, np.int64), ("feat_len", 4, np.int64)):
@@ -206,11 +207,23 @@ class GraphBuilder:
             arrays[field_name] = values[order].astype(np.int32 if field_name == "feat_len" else dtype)
         del fnode, order
 
-        # edges: runs of (node, relation) in order of first appearance, both directions
+        # the schema: which features each node type has, which (type, relation, type) patterns the edges form
+        fkeys = arrays["feat_key"]
+        type_features: dict[str, list[str]] = {}
+        if len(fkeys):
+            types, keys = list(self._types), list(self._feature_keys)
+            pairs = np.unique(np.stack([node_type[fnode_sorted].astype(np.int64), fkeys.astype(np.int64)], axis=1),
+                              axis=0)
+            for t, k in pairs.tolist():
+                type_features.setdefault(types[t] if t >= 0 else "", []).append(keys[k])
+        del fnode_sorted
         src = np.frombuffer(self._src, dtype=np.int64) if e else np.zeros(0, np.int64)
         rel = np.frombuffer(self._rel, dtype=np.int32) if e else np.zeros(0, np.int32)
         dst = np.frombuffer(self._dst, dtype=np.int64) if e else np.zeros(0, np.int64)
         r = max(1, len(self._relations))
+        schema = _schema(node_type, src, rel, dst, list(self._types), list(self._relations))
+
+        # edges: runs of (node, relation) in order of first appearance, both directions
         out_order, out_run_rel, out_run_start, out_ptr = _runs(src, rel, n, r)
         position = np.empty(e, dtype=np.int64)
         position[out_order] = np.arange(e, dtype=np.int64)
@@ -258,6 +271,8 @@ class GraphBuilder:
             "relations": list(self._relations),
             "feature_keys": list(self._feature_keys),
             "qualifier_keys": list(self._qualifier_keys),
+            "type_features": type_features,
+            "schema": schema,
             "arrays": layout,
             "bytes": {"arrays": (self.directory / "arrays.bin").stat().st_size,
                       "strings": (self.directory / "strings.bin").stat().st_size},
@@ -272,6 +287,26 @@ class GraphBuilder:
     def abort(self) -> None:
         """Close the files (the caller removes the directory)."""
         self._strings.close()
+
+
+#: The schema lists at most this many (head type, relation, tail type) patterns, the most frequent first.
+SCHEMA_LIMIT = 500
+
+
+def _schema(node_type: np.ndarray, src: np.ndarray, rel: np.ndarray, dst: np.ndarray, types: list[str],
+            relations: list[str]) -> list[list[Any]]:
+    """The (head type, relation, tail type, edge count) patterns of the edges, most frequent first."""
+    if not len(src):
+        return []
+    t = len(types) + 1
+    key = ((node_type[src].astype(np.int64) + 1) * len(relations) + rel) * t + (node_type[dst].astype(np.int64) + 1)
+    values, counts = np.unique(key, return_counts=True)
+    out = []
+    for value, count in sorted(zip(values.tolist(), counts.tolist()), key=lambda vc: -vc[1])[:SCHEMA_LIMIT]:
+        head_rel, tail = divmod(value, t)
+        head, relation = divmod(head_rel, len(relations))
+        out.append([types[head - 1] if head else "", relations[relation], types[tail - 1] if tail else "", count])
+    return out
 
 
 def _runs(node: np.ndarray, rel: np.ndarray, n: int, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -214,6 +214,12 @@ class CompactGraph(StaticKG):
                                  "bytes_on_disk": sum(self.manifest["bytes"].values()),
                                  "indexes": self.indexes.status()})
 
+    def schema(self) -> list[tuple[str, str, str, int]]:
+        return [tuple(p) for p in self.manifest.get("schema", [])]  # type: ignore[misc]
+
+    def type_features(self) -> dict[str, list[str]]:
+        return {t: list(keys) for t, keys in self.manifest.get("type_features", {}).items()}
+
     def type_counts(self) -> dict[str, int]:
         types = self._a["node_type"]
         counts = np.bincount(types[types >= 0], minlength=len(self._types)) if len(types) else []

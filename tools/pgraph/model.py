@@ -243,6 +243,14 @@ class StaticKG:
         """The ``k`` relation names closest to ``text`` (restricted to ``among``), with cosine scores."""
         raise NotImplementedError
 
+    def schema(self) -> list[tuple[str, str, str, int]]:
+        """The (head type, relation, tail type, edge count) patterns of the edges, most frequent first."""
+        raise NotImplementedError
+
+    def type_features(self) -> dict[str, list[str]]:
+        """The feature keys that nodes of each type have."""
+        raise NotImplementedError
+
     def iter_nodes(self) -> Iterator[Node]:
         raise NotImplementedError
 
@@ -299,6 +307,25 @@ class StaticKG:
                       for k, v in features.items() if not (isinstance(v, str) and v == node.name)]
             text = "; ".join(parts)
         return text[:max_chars]
+
+    def definition(self, *, max_patterns: int = 60) -> str:
+        """The graph's definition for a prompt: its node types with their features, and which relations link
+        which types (Graph-CoT's "graph definition", written from the graph itself)."""
+        stats = self.stats()
+        features = self.type_features()
+        lines = [f"The graph has {stats.nodes} nodes and {stats.edges} edges."]
+        types = [t for t in stats.types if t] or [""]
+        for t in types:
+            keys = features.get(t, [])
+            label = f"{t} nodes" if t else "Nodes"
+            lines.append(f"{label} have a name" + (f" and the features: {', '.join(keys)}." if keys else "."))
+        patterns = self.schema()
+        if patterns:
+            lines.append("Edges (head node type -[edge type]-> tail node type):")
+            lines += [f"  {h or 'node'} -[{r}]-> {t or 'node'}" for h, r, t, _ in patterns[:max_patterns]]
+            if len(patterns) > max_patterns:
+                lines.append(f"  … and {len(patterns) - max_patterns} more patterns")
+        return "\n".join(lines)
 
     # --- adjacency ---------------------------------------------------------------------------------------------
     def relations_of(self, node_id: str, direction: Direction = "out") -> list[str]:
