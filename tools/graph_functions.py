@@ -1,0 +1,193 @@
+"""Graph-CoT's graph functions as LangChain tools over a static KG (the grounded agent's actions).
+
+- ``RetrieveNode(keyword)``: the node whose text is closest to the keyword (semantic search over the store's
+  embedding index), with its id;
+- ``NodeFeature(node_id, feature)``: one feature of a node (its name counts as the feature ``name``);
+- ``NeighbourCheck(node_id, neighbor_type)``: the node's neighbours along one edge type;
+- ``NodeDegree(node_id, neighbor_type)``: how many such neighbours it has;
+- ``Finish(answer)``: the final answer.
+
+A wrong call never raises: an unknown node id, an unknown feature or edge type, or missing arguments become an
+observation that says what is wrong and what exists (the node's features or edge types), so the agent can
+correct itself. Observations longer than the run's limit are cut, with a note of how much was cut.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import BaseModel, Field
+
+from tools.pgraph import StaticKG
+
+FINISH = "Finish"
+
+
+class RetrieveNodeArgs(BaseModel):
+    keyword: str = Field(description="Text that describes the node to find, e.g. a title or a name")
+
+
+class NodeArgs(BaseModel):
+    node_id: str = Field(description="The ID of a node, as RetrieveNode or NeighbourCheck returned it")
+
+
+class NodeFeatureArgs(NodeArgs):
+    feature: str = Field(description="The feature (attribute) name, e.g. name, title, year")
+
+
+class NeighbourArgs(NodeArgs):
+    neighbor_type: str = Field(description="The edge type to follow, as in the graph definition")
+
+
+class FinishArgs(BaseModel):
+    answer: str = Field(description="The final answer: node names or values, not node IDs")
+
+
+@dataclass
+class Observation:
+    """What one call of a graph function returned."""
+
+    text: str
+    ok: bool = True
+    finished: bool = False
+    answer: str | None = None
+
+
+def cap(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with a note saying how much was cut."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    return text[:limit] + f" […] ({len(text) - limit} more characters cut; ask for less, e.g. NodeDegree first)"
+
+
+class GraphFunctions:
+    """The graph functions of one run over one graph (the graph is the process's shared read-only instance)."""
+
+    names = ("RetrieveNode", "NodeFeature", "NeighbourCheck", "NodeDegree", FINISH)
+
+    def __init__(self, graph: StaticKG, *, max_chars: int = 2000, retrieve_k: int = 1,
+                 retrieve_field: str = "name", embedder: Any = None) -> None:
+        self.graph = graph
+        self.max_chars = max_chars
+        self.retrieve_k = retrieve_k
+        self.retrieve_field = retrieve_field
+        self.embedder = embedder
+
+    # --- the functions -------------------------------------------------------------------------------------
+    def retrieve_node(self, keyword: str) -> Observation:
+        keyword = keyword.strip()
+        if not keyword:
+            return Observation("RetrieveNode needs a keyword.", ok=False)
+        exact = self.graph.nodes_named(keyword)
+        found = [n.id for n in exact][: self.retrieve_k] or \
+            [i for i, _ in self.graph.nearest_nodes(keyword, self.retrieve_k, field=self.retrieve_field,
+                                                    embedder=self.embedder)]
+        if not found:
+            return Observation("There is no information that can be matched in the database. Please try another "
+                               "query.", ok=False)
+        if len(found) == 1:
+            return Observation(f"The ID of this retrieval target node is {found[0]}.")
+        listed = "; ".join(f"{i} ({self.graph.display_name(i)})" for i in found)
+        return Observation(f"The IDs of the closest nodes, best first, are: {listed}.")
+
+    def _unknown_node(self, node_id: str) -> Observation:
+        return Observation(f"There is no node with ID {node_id!r} in the graph. Use RetrieveNode to find a node's "
+                           "ID.", ok=False)
+
+    def node_feature(self, node_id: str, feature: str) -> Observation:
+        node = self.graph.node(_clean(node_id))
+        if node is None:
+            return self._unknown_node(node_id)
+        features = self.graph.features(node.id)
+        key = _clean(feature)
+        if key in features:
+            value = features[key]
+        elif key == "name":
+            value = node.name
+        elif key == "type":
+            value = node.type
+        else:
+            known = ", ".join(["name", *[k for k in features if k != "name"]])
+            return Observation(f"Node {node.id} has no feature {key!r}; its features are: {known}.", ok=False)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        return Observation(cap(f"The {key} feature of {node.id} is: {text}.", self.max_chars))
+
+    def neighbour_check(self, node_id: str, neighbor_type: str) -> Observation:
+        node = self.graph.node(_clean(node_id))
+        if node is None:
+            return self._unknown_node(node_id)
+        relation = _clean(neighbor_type)
+        relations = self.graph.relations_of(node.id)
+        if relation not in relations:
+            return Observation(f"Node {node.id} has no {relation!r} neighbours; its neighbour types are: "
+                               f"{', '.join(relations) or '(none)'}.", ok=False)
+        neighbours = self.graph.neighbours(node.id, relation)
+        return Observation(cap(f"The {relation} neighbors of {node.id} are: {json.dumps(neighbours)}.",
+                               self.max_chars))
+
+    def node_degree(self, node_id: str, neighbor_type: str) -> Observation:
+        node = self.graph.node(_clean(node_id))
+        if node is None:
+            return self._unknown_node(node_id)
+        relation = _clean(neighbor_type)
+        relations = self.graph.relations_of(node.id)
+        if relation not in relations:
+            return Observation(f"Node {node.id} has no {relation!r} neighbours (degree 0); its neighbour types are: "
+                               f"{', '.join(relations) or '(none)'}.", ok=False)
+        return Observation(f"The {relation} neighbor node degree of {node.id} is: "
+                           f"{self.graph.degree(node.id, relation)}.")
+
+    def finish(self, answer: str) -> Observation:
+        return Observation(f"Finish: {answer}", finished=True, answer=str(answer).strip())
+
+    # --- dispatch ------------------------------------------------------------------------------------------
+    def call(self, name: str, args: dict[str, Any]) -> Observation:
+        """Run one function by name; wrong names or arguments become an observation."""
+        table: dict[str, tuple[Callable[..., Observation], tuple[str, ...]]] = {
+            "RetrieveNode": (self.retrieve_node, ("keyword",)),
+            "NodeFeature": (self.node_feature, ("node_id", "feature")),
+            "NeighbourCheck": (self.neighbour_check, ("node_id", "neighbor_type")),
+            "NeighborCheck": (self.neighbour_check, ("node_id", "neighbor_type")),
+            "NodeDegree": (self.node_degree, ("node_id", "neighbor_type")),
+            FINISH: (self.finish, ("answer",)),
+        }
+        if name not in table:
+            return Observation(f"Invalid action {name!r}. Valid actions are RetrieveNode[keyword], "
+                               "NodeFeature[node_id, feature], NeighbourCheck[node_id, neighbor_type], "
+                               "NodeDegree[node_id, neighbor_type] and Finish[answer].", ok=False)
+        function, params = table[name]
+        missing = [p for p in params if not isinstance(args.get(p), (str, int, float)) or str(args.get(p)).strip() == ""]
+        if missing:
+            return Observation(f"{name} needs {', '.join(params)}; missing or empty: {', '.join(missing)}.",
+                               ok=False)
+        return function(*(str(args[p]) for p in params))
+
+    def tools(self) -> list[BaseTool]:
+        """The functions as LangChain tools (names, descriptions and argument schemas the model sees)."""
+        def tool(name: str, schema: type[BaseModel], description: str, params: tuple[str, ...]) -> BaseTool:
+            return StructuredTool.from_function(
+                func=lambda **kw: self.call(name, kw).text, name=name, description=description, args_schema=schema)
+
+        return [
+            tool("RetrieveNode", RetrieveNodeArgs, "Retrieve the node of the graph that best matches the keyword "
+                 "(semantic search); returns its ID.", ("keyword",)),
+            tool("NodeFeature", NodeFeatureArgs, "Return the value of one feature (attribute) of a node.",
+                 ("node_id", "feature")),
+            tool("NeighbourCheck", NeighbourArgs, "List the IDs of the neighbours of a node along one edge type.",
+                 ("node_id", "neighbor_type")),
+            tool("NodeDegree", NeighbourArgs, "Count the neighbours of a node along one edge type.",
+                 ("node_id", "neighbor_type")),
+            tool(FINISH, FinishArgs, "Finish with the final answer (node names or values, not IDs).", ("answer",)),
+        ]
+
+
+def _clean(text: str) -> str:
+    """An argument without surrounding whitespace or quotes (models often quote ids)."""
+    value = str(text).strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'`":
+        value = value[1:-1].strip()
+    return value
