@@ -16,7 +16,9 @@ from kgagents.runs import RunRegistry, new_thread_id, sqlite_checkpointer
 #: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
 #: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
 WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot", "fusion": "graphs.fusion",
-                             "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag", "ark": "graphs.ark"}
+                             "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag", "ark": "graphs.ark",
+                             "grounded": "graphs.grounded", "text-rag": "graphs.kg_rag:text_rag",
+                             "graph-rag": "graphs.kg_rag:graph_rag"}
 
 
 def load_workflow(name: str) -> ModuleType:

@@ -29,12 +29,12 @@ from pydantic import BaseModel, Field, field_validator
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller, StructuredOutputError
+from nodes.runtime import context_as
 from nodes.state import append
 from prompts import ark as P
 from tools.pgraph import (
     Embedder,
     GraphRef,
-    LazyEmbedder,
     StaticKG,
     Triple,
     cached,
@@ -43,6 +43,7 @@ from tools.pgraph import (
     open_graph,
     resolve,
 )
+from tools.pgraph.embeddings import embedder_spec
 
 ROLE = "graph_executor"
 Stage = Literal["anchor", "relation", "reasoning"]
@@ -81,17 +82,7 @@ class ArkContext(Context):
 
 def ark_context_of(runtime: Runtime[ArkContext] | None) -> ArkContext:
     """The run's :class:`ArkContext` (defaults when none was given; a mapping is validated)."""
-    ctx: Any = getattr(runtime, "context", None)
-    if ctx is None:
-        return ArkContext()
-    if isinstance(ctx, dict):
-        return ArkContext.from_mapping(ctx)
-    if isinstance(ctx, ArkContext):
-        return ctx
-    if isinstance(ctx, Context):  # a plain Context: keep its settings, add ARK's defaults
-        values = {name: getattr(ctx, name) for name in Context.__dataclass_fields__}
-        return ArkContext(**values)
-    raise TypeError(f"ARK-V1 needs an ArkContext, got {type(ctx).__name__}")
+    return context_as(runtime, ArkContext)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -261,13 +252,8 @@ _GRAPH_CACHE_SIZE = 4
 
 
 def _embedder_for(ctx: ArkContext) -> Embedder | None:
-    """The context's embedder; a model path or a device is loaded when the first fuzzy lookup needs it."""
-    model = ctx.embedding_model
-    if model is not None and not isinstance(model, (str, Path)):
-        return model
-    if model is None and ctx.embedding_device is None:
-        return None  # the store loads the packaged model on first use
-    return LazyEmbedder(None if model is None else str(model), device=ctx.embedding_device)
+    """The context's embedder (see :func:`tools.pgraph.embeddings.embedder_spec`)."""
+    return embedder_spec(ctx.embedding_model, ctx.embedding_device)
 
 
 def _graph_file(state: ArkInput) -> str | None:

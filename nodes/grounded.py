@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.runtime import Runtime
@@ -30,10 +29,12 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller, LLMError
+from nodes.runtime import context_as
 from nodes.state import append
 from prompts import grounded as P
-from tools.graph_functions import FINISH, GraphFunctions
-from tools.pgraph import GraphRef, LazyEmbedder, StaticKG, open_graph, resolve
+from tools.graph_functions import GraphFunctions
+from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
+from tools.pgraph.embeddings import embedder_spec
 
 ROLE = "graph_executor"
 ROOT = "t0"
@@ -119,26 +120,13 @@ class GroundedContext(Context):
         return (1, 1) if self.strategy == "cot" else (self.branching, self.keep)
 
     def embedder(self) -> Any:
-        model = self.embedding_model
-        if model is not None and not isinstance(model, (str, Path)):
-            return model
-        if model is None and self.embedding_device is None:
-            return None
-        return LazyEmbedder(None if model is None else str(model), device=self.embedding_device)
+        """The embedder node search uses (see :func:`tools.pgraph.embeddings.embedder_spec`)."""
+        return embedder_spec(self.embedding_model, self.embedding_device)
 
 
 def grounded_context_of(runtime: Runtime[GroundedContext] | None) -> GroundedContext:
     """The run's :class:`GroundedContext` (defaults when none was given; a mapping is validated)."""
-    ctx: Any = getattr(runtime, "context", None)
-    if ctx is None:
-        return GroundedContext()
-    if isinstance(ctx, dict):
-        return GroundedContext.from_mapping(ctx)
-    if isinstance(ctx, GroundedContext):
-        return ctx
-    if isinstance(ctx, Context):
-        return GroundedContext(**{name: getattr(ctx, name) for name in Context.__dataclass_fields__})
-    raise TypeError(f"grounded reasoning needs a GroundedContext, got {type(ctx).__name__}")
+    return context_as(runtime, GroundedContext)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -485,7 +473,7 @@ async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, grap
               "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": step,
               "candidate": _candidate(task, ctx)}
     thought = (await llm.text(P.render(P.AGENT_THOUGHT, **values))).strip()
-    thought = re.sub(rf"^\s*Thought\s*{step}\s*:\s*", "", thought, flags=re.I).strip()
+    thought = re.sub(rf"^\s*Thought\s*{step}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
     record["thought"] = thought
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
                                retrieve_field=ctx.retrieve_field, embedder=ctx.embedder())
@@ -524,7 +512,7 @@ async def _explore_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, gr
         P.SEARCH_THOUGHT, step=step, candidate=_candidate(task, ctx), examples=P.EXPLORE_EXAMPLES, graph_definition=task["graph_definition"],
         question=task["question"], triples=_triples_of(chain), thoughts=_thoughts_of(chain),
         attributes=_attributes_of(chain)))).strip()
-    thought = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.I).strip()
+    thought = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
     record["thought"] = thought
     text = thought if chain else f"{task['question']}\n{thought}"  # the first step also reads the question
     extracted = await _structured(llm, P.render(P.ENTITY_EXTRACTION, text=text), EntityList)
@@ -718,7 +706,7 @@ async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> d
         text = await llm.text(P.render(P.MERGE, depth=task["depth"], question=task["question"],
                                        chain_1=render_chain(task["chain"]), chain_2=render_chain(task["chain_2"]),
                                        merged_chain=render_chain(merged_chain)))
-        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(), flags=re.I).strip()
+        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(), flags=re.IGNORECASE).strip()
     except LLMError as exc:
         record.update(thought="", error=str(exc)[:500])
     return {"thoughts": {record["id"]: record}, "usage": llm.usage}

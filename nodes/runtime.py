@@ -33,6 +33,21 @@ def context_of(runtime: Runtime[Context] | None) -> Context:
     return ctx
 
 
+def context_as[C: Context](runtime: Runtime[Any] | None, cls: type[C]) -> C:
+    """The run's context as the workflow's own ``Context`` subclass: defaults when none was given, a mapping
+    validated (unknown keys are an error), a plain :class:`Context` extended with the subclass's defaults."""
+    ctx: Any = getattr(runtime, "context", None)
+    if ctx is None:
+        return cls()
+    if isinstance(ctx, dict):
+        return cls.from_mapping(ctx)  # type: ignore[return-value]
+    if isinstance(ctx, cls):
+        return ctx
+    if isinstance(ctx, Context):
+        return cls(**{name: getattr(ctx, name) for name in Context.__dataclass_fields__})
+    raise TypeError(f"this workflow needs a {cls.__name__}, got {type(ctx).__name__}")
+
+
 #: The thread id of a run without a checkpointer, until its first step gives it a ``run_key`` of its own.
 EPHEMERAL = "ephemeral"
 

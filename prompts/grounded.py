@@ -13,7 +13,7 @@ from __future__ import annotations
 from prompts.kgot import placeholders, render
 
 __all__ = ["AGENT_ACTION", "AGENT_EXAMPLES", "AGENT_THOUGHT", "ENTITY_EXTRACTION", "EXPLORE_EXAMPLES",
-           "FINAL_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",
+           "FINAL_ANSWER", "KG_RAG_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",
            "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_VOTE", "placeholders", "render"]
 
 # --------------------------------------------------------------------------------------------------------------
@@ -276,3 +276,17 @@ Answer the question from the reasoning chain and what the knowledge graph return
 <reasoning_chain>
 {chain}
 </reasoning_chain>"""
+
+# --------------------------------------------------------------------------------------------------------------
+# Baselines (§5): Text-RAG (node texts retrieved by embedding) and Graph-RAG (plus their 1-hop neighbours)
+# --------------------------------------------------------------------------------------------------------------
+KG_RAG_ANSWER = """[stage: rag answer]
+<task>
+You are an AI assistant that answers questions. Use your own knowledge and the context retrieved from a knowledge
+graph. If you do not know the answer, give the most probable one. Reply with the answer only (names, titles or
+values), without explanation.
+</task>
+<question>{question}</question>
+<context>
+{context}
+</context>"""

@@ -10,8 +10,16 @@ import time
 
 import pytest
 
-from tools.pgraph import GraphFormatError, cached, graphs_dir, import_graph, known_graphs, open_graph, resolve
-from tools.pgraph import registry
+from tools.pgraph import (
+    GraphFormatError,
+    cached,
+    graphs_dir,
+    import_graph,
+    known_graphs,
+    open_graph,
+    registry,
+    resolve,
+)
 from tools.pgraph.build import GraphBuilder
 
 EDGES = [["Ada", "Bob", {"relation": "knows"}], ["Bob", "Paris", {"relation": "lives in"}]]

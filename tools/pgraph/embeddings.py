@@ -91,6 +91,17 @@ class LazyEmbedder:
         return load_embedder(self.model, device=self.device).encode(texts)
 
 
+def embedder_spec(model: Any = None, device: str | None = None) -> Any:
+    """What a run's settings ``embedding_model`` / ``embedding_device`` ask for, as the stores take it: an
+    embedder instance as given, ``None`` for the packaged model on the default device, else a
+    :class:`LazyEmbedder` that loads the model (by name or path) when it first encodes."""
+    if model is not None and not isinstance(model, (str, Path)):
+        return model
+    if model is None and device is None:
+        return None
+    return LazyEmbedder(None if model is None else str(model), device=device)
+
+
 class EmbeddingIndex:
     """A FAISS inner-product index over the embeddings of some texts (cosine similarity: vectors are normalised)."""
 

@@ -342,7 +342,7 @@ def load_grbench(builder: GraphBuilder, path: Path, *, progress: Progress | None
             stream = _JsonStream(f, str(path), progress)
             types = 0
             for type_key in stream.members():
-                node_type = type_key[:-len("_nodes")] if type_key.endswith("_nodes") else type_key
+                node_type = type_key.removesuffix("_nodes")
                 types += 1
                 for node_id in stream.members():
                     node = stream.value()
@@ -603,7 +603,7 @@ def parse_repr(text: str) -> Any:
     raise ValueError("not a Python literal, even cut short")
 
 
-_CALL = re.compile(r"^\s*(?:api\.)?(?P<fn>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)\s*$", re.S)
+_CALL = re.compile(r"^\s*(?:api\.)?(?P<fn>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)\s*$", re.DOTALL)
 #: Strings longer than this become features of their node rather than nodes of their own.
 LONG_TEXT = 120
 MAX_ITEMS = 50

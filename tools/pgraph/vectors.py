@@ -34,8 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from tools.pgraph.embeddings import Embedder, LazyEmbedder, SentenceTransformerEmbedder, load_embedder, \
-    packaged_model_path
+from tools.pgraph.embeddings import (
+    Embedder,
+    LazyEmbedder,
+    SentenceTransformerEmbedder,
+    load_embedder,
+    packaged_model_path,
+)
 
 #: Above this many vectors the index is an IVF index (approximate, see the module docstring).
 IVF_THRESHOLD = 1_000_000

@@ -1,0 +1,43 @@
+"""The retrieval baselines of grounded reasoning (paper 001, §5) over the same static-KG store::
+
+    text-rag:   retrieve_nodes    (the nodes closest to the question)          → answer_from_context
+    graph-rag:  retrieve_subgraph (the same nodes plus their 1-hop neighbours) → answer_from_context
+
+Zero-shot is the ``zeroshot`` workflow; Graph-CoT is ``grounded`` with ``strategy=cot, interaction=agent``.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs.baselines import Workflow
+from nodes import kg_rag as n
+
+
+def _build(hops: int) -> StateGraph:
+    g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
+    retrieve = n.retrieve_node(hops)
+    g.add_node(retrieve.__name__, retrieve)
+    g.add_node("answer_from_context", n.answer_from_context)
+    g.add_edge(START, retrieve.__name__)
+    g.add_edge(retrieve.__name__, "answer_from_context")
+    g.add_edge("answer_from_context", END)
+    return g
+
+
+def build_text_rag() -> StateGraph:
+    """Text-RAG: node texts retrieved by embedding, as context."""
+    return _build(0)
+
+
+def build_graph_rag() -> StateGraph:
+    """Graph-RAG: the retrieved nodes plus their 1-hop neighbours."""
+    return _build(1)
+
+
+text_rag = Workflow("text-rag", build_text_rag)
+graph_rag = Workflow("graph-rag", build_graph_rag)
+
+#: For ``langgraph.json``.
+text_rag_graph = text_rag.graph
+graph_rag_graph = graph_rag.graph

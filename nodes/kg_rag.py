@@ -1,0 +1,97 @@
+"""Retrieval-augmented baselines over a static KG (paper 001, §5): **Text-RAG** gives the model the texts of the
+nodes closest to the question (an embedding search over node texts), **Graph-RAG** adds each retrieved node's
+1-hop neighbours. Both answer in one LLM call; the retrieved context is in the state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypedDict
+
+from langgraph.runtime import Runtime
+
+from kgagents.usage import Usage, merge_usage
+from nodes.context import Context
+from nodes.grounded import graph_for
+from nodes.llm import LLMCaller
+from nodes.runtime import context_as
+from prompts import grounded as P
+from tools.pgraph import GraphRef, StaticKG, resolve
+from tools.pgraph.embeddings import embedder_spec
+
+
+@dataclass(kw_only=True)
+class KGRagContext(Context):
+    """Retrieval settings; the defaults follow Graph-CoT's baselines (the one closest node, ~3,000 tokens)."""
+
+    rag_top_k: int = 1
+    """How many nodes are retrieved."""
+    rag_field: Literal["name", "text"] = "text"
+    """What the search compares the question with: node names or whole node texts."""
+    context_chars: int = 12_000
+    neighbours_per_relation: int = 20
+    embedding_model: Any = None
+    embedding_device: str | None = None
+
+
+class KGRagInput(TypedDict, total=False):
+    question: str
+    question_id: str
+    graph: str
+
+
+class KGRagState(KGRagInput, total=False):
+    graph_ref: GraphRef
+    retrieved: list[str]
+    context: str
+    answer: str
+    final_answer: str
+    usage: Annotated[Usage, merge_usage]
+
+
+def _ctx(runtime: Runtime[KGRagContext] | None) -> KGRagContext:
+    return context_as(runtime, KGRagContext)
+
+
+def node_context(graph: StaticKG, node_id: str, *, hops: int, per_relation: int) -> str:
+    """A retrieved node as context: its text, and (``hops`` = 1) its neighbours per relation, both directions."""
+    lines = [f"{graph.display_name(node_id)}: {graph.node_text(node_id)}"]
+    if hops:
+        for direction, arrow in (("out", "→"), ("in", "←")):
+            for relation in graph.relations_of(node_id, direction):  # type: ignore[arg-type]
+                ends = graph.neighbours(node_id, relation, direction, limit=per_relation)  # type: ignore[arg-type]
+                total = graph.degree(node_id, relation, direction)  # type: ignore[arg-type]
+                more = f" … ({total - len(ends)} more)" if total > len(ends) else ""
+                lines.append(f"  {arrow} {relation}: " + "; ".join(graph.display_name(e) for e in ends) + more)
+    return "\n".join(lines)
+
+
+def retrieve_node(hops: int):
+    """The retrieval node: the closest nodes to the question, with their neighbours when ``hops`` is 1."""
+
+    async def retrieve(state: KGRagState, runtime: Runtime[KGRagContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        question = (state.get("question") or "").strip()
+        if not question or not state.get("graph"):
+            raise ValueError("give {'question': '...', 'graph': 'NAME or path'}")
+        ref = state.get("graph_ref") or await asyncio.to_thread(resolve, str(state["graph"]))
+        graph = await graph_for(ref)
+        found = await asyncio.to_thread(graph.nearest_nodes, question, ctx.rag_top_k, field=ctx.rag_field,
+                                        embedder=embedder_spec(ctx.embedding_model, ctx.embedding_device))
+        ids = [node_id for node_id, _ in found]
+        parts = [await asyncio.to_thread(node_context, graph, i, hops=hops, per_relation=ctx.neighbours_per_relation)
+                 for i in ids]
+        context = "\n\n".join(parts)[: ctx.context_chars] or "(nothing retrieved)"
+        return {"question": question, "graph_ref": ref, "retrieved": ids, "context": context}
+
+    retrieve.__name__ = "retrieve_subgraph" if hops else "retrieve_nodes"
+    return retrieve
+
+
+async def answer_from_context(state: KGRagState, runtime: Runtime[KGRagContext]) -> dict[str, Any]:
+    """One LLM call: the answer from the question and the retrieved context."""
+    llm = LLMCaller(_ctx(runtime), "graph_executor")
+    reply = (await llm.text(P.render(P.KG_RAG_ANSWER, question=state["question"],
+                                     context=state.get("context", "")))).strip()
+    return {"answer": reply, "final_answer": reply or "No answer found", "usage": llm.usage}
