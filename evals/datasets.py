@@ -79,22 +79,26 @@ def register_dataset(spec: DatasetSpec) -> None:
 
 
 _PLUGINS_LOADED = False
+#: Modules of this package that register datasets (each has ``register_datasets(register)``).
+PLUGINS = ("evals.colota", "evals.grbench")
 
 
 def load_plugins() -> None:
     """Let the dataset modules of this package register their datasets, scorers and workflow adapters (once).
 
-    :mod:`evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) plugs in through
-    ``register_datasets(register)``, which calls ``register(DatasetSpec(...))`` for each of its datasets.
+    :mod:`evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) and :mod:`evals.grbench` (GRBench, the grounded
+    workflows' adapters) plug in through ``register_datasets(register)``, which calls ``register(DatasetSpec(...))``
+    for each of their datasets.
     """
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:
         return
     _PLUGINS_LOADED = True
-    if importlib.util.find_spec("evals.colota") is not None:
-        register = getattr(importlib.import_module("evals.colota"), "register_datasets", None)
-        if callable(register):
-            register(register_dataset)
+    for module in PLUGINS:
+        if importlib.util.find_spec(module) is not None:
+            register = getattr(importlib.import_module(module), "register_datasets", None)
+            if callable(register):
+                register(register_dataset)
 
 
 def load_dataset(name: str, path: str | Path | None, *, split: str | None = None, limit: int | None = None,

@@ -248,6 +248,11 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     label = runsets[0].manifest.get("group_label", "Group")
     lines += ["", f"## Accuracy and cost per {label.lower()}", ""] + group_table(runsets)
     lines += ["", "## Metrics", ""] + metric_table(runsets)
+    from evals.grbench import table1
+
+    grbench = table1(runsets)
+    if grbench:
+        lines += ["", "## GRBench: Rouge-L (GPT4Score) per method and domain, as the paper's Table 1", ""] + grbench
     lines += ["", "## Runtime by node", ""] + runtime_table(runsets)
     if plots:
         plot_pareto(runsets, out_dir / "pareto.png")

@@ -297,7 +297,8 @@ class ItemRunner:
         score = Score(correct=False if error else None)
         if error is None:
             try:
-                score = await self.scorer.score(item, answer)
+                score_run = getattr(self.scorer, "score_run", None)
+                score = await (score_run(item, answer, state) if score_run else self.scorer.score(item, answer))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -345,6 +346,7 @@ class ItemRunner:
             "usage": usage,
             "tokens": total_tokens(usage),
             "cost_usd": total_cost(usage),
+            "details": _jsonable(getattr(score, "details", {}) or {}),
             "grader_usage": score.usage,
             "grader_cost_usd": total_cost(score.usage),
             "wall_s": round(wall_s, 4),

@@ -217,6 +217,8 @@ class Score:
     grade: str | None = None
     usage: Usage = field(default_factory=dict)
     """Token usage of the grading itself (an LLM grader), kept apart from the workflow's usage."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Per-item metrics beyond correct/incorrect (e.g. Rouge-L, an error type), written with the result."""
 
 
 class Scorer:
@@ -227,6 +229,10 @@ class Scorer:
 
     async def score(self, item: Any, answer: Any) -> Score:  # pragma: no cover - interface
         raise NotImplementedError
+
+    async def score_run(self, item: Any, answer: Any, state: dict[str, Any]) -> Score:
+        """Grade a finished run; scorers that read the run's trace (not only its answer) override this."""
+        return await self.score(item, answer)
 
     def metrics(self, records: Sequence[dict[str, Any]]) -> dict[str, float]:
         """Accuracy over every record (errors count as wrong) and over the records that could be scored."""

@@ -29,6 +29,15 @@ from nodes.grounded import GroundedContext, GroundedInput, GroundedState, ground
 
 NAME = "grounded"
 
+#: The paper's Table 1 / Table 2 rows as named contexts (``--preset``); n = 10, k = t = 3 are the defaults.
+PRESETS: dict[str, dict[str, Any]] = {
+    "graph-cot": {"strategy": "cot", "interaction": "agent"},
+    "graph-explore": {"strategy": "cot", "interaction": "explore"},
+    **{f"{strategy}-{interaction}-{evaluator}": {"strategy": strategy, "interaction": interaction,
+                                                   "evaluator": evaluator}
+       for strategy in ("tot", "got") for interaction in ("agent", "explore") for evaluator in ("select", "score")},
+}
+
 
 async def collect_candidates(state: GroundedState) -> dict[str, Any]:
     """Where this depth's candidate branches meet (one superstep after all of them)."""

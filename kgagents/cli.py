@@ -122,6 +122,10 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
 @command("ask")
 def cmd_ask(args: argparse.Namespace) -> int:
     values = context_values_from_args(args)
+    if getattr(args, "preset", None):
+        from kgagents.workflows import preset
+
+        values = {**preset(args.workflow, args.preset), **values}
     _check_model(values)
     _warn_isolation()
     attachments = []
@@ -188,12 +192,38 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     record = _known_run(args)
     state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread))
+    if args.kg and record.workflow == "grounded":
+        return _show_thought_graph(args, state)
     if args.kg:
         return _show_kg(args, state)
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
     else:
         print(format_run(record.workflow, args.thread, state, nxt))
+    return 0
+
+
+def _show_thought_graph(args: argparse.Namespace, state: dict[str, Any]) -> int:
+    """``show --kg`` of a grounded run: its thought graph (HTML page, or JSON lines with ``--format json``)."""
+    from kgagents.kgview import render_html
+    from nodes.grounded import thought_graph
+    from tools.kg.base import snapshot_to_jsonl
+
+    graph = thought_graph(state)  # type: ignore[arg-type]
+    if not graph["nodes"]:
+        raise ValueError(f"thread {args.thread} has no thought graph yet")
+    if args.format == "json":
+        text = snapshot_to_jsonl(graph)  # type: ignore[arg-type]
+        if args.out:
+            Path(args.out).write_text(text, encoding="utf-8")
+            print(args.out)
+        else:
+            sys.stdout.write(text)
+        return 0
+    out = Path(args.out or f"thoughts-{args.thread}.html")
+    out.write_text(render_html([("thought graph", graph)], title=f"Thought graph of thread {args.thread}",  # type: ignore[list-item]
+                               subtitle=state.get("question", "")), encoding="utf-8")
+    print(out)
     return 0
 
 
@@ -228,6 +258,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from kgagents.cli_ark import run_demo
 
         return run_demo(args)
+    if args.workflow == "grounded":
+        from kgagents.cli_grounded import run_demo as run_grounded_demo
+
+        return run_grounded_demo(args)
     if args.workflow != "kgot":
         raise ValueError(f"no demo for workflow {args.workflow!r}")
     from tools.kg.stores import backend_language
@@ -267,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--attach", action="append", metavar="FILE", help="a file the question refers to")
     ask.add_argument("--graph", metavar="NAME_OR_PATH",
                      help="the static knowledge graph to explore (ark, ...): an imported graph's name or a path")
+    ask.add_argument("--preset", help="a named context of the workflow (e.g. grounded: tot-agent-select)")
     ask.add_argument("--thread", help="thread id (default: a new one)")
     ask.add_argument("--workflow", default="kgot")
     ask.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
@@ -298,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="an offline, scripted run")
     demo.add_argument("--workflow", default="kgot")
     demo.add_argument("--backend", default="networkx")
+    demo.add_argument("--strategy", choices=["cot", "tot", "got"], help="grounded: the reasoning strategy (tot)")
+    demo.add_argument("--interaction", choices=["agent", "explore"], help="grounded: the interaction method (agent)")
     demo.add_argument("--quiet", action="store_true")
 
     sub.add_parser("tools", help="list the tools and whether they can be used here")

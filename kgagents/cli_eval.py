@@ -29,7 +29,10 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--dataset", required=True, help="gaia, simpleqa, ... (see docs/evals.md)")
     ev.add_argument("--data", help="the dataset's local files (GAIA folder, SimpleQA CSV, ...); "
                                    "default for cr-lt and colota: the copy that ships with kgagents")
-    ev.add_argument("--split", help="dataset split (GAIA: validation or test)")
+    ev.add_argument("--split", "--domain", dest="split",
+                    help="dataset split (GAIA: validation or test; GRBench: the domain, e.g. dblp)")
+    ev.add_argument("--preset", help="a named context of the workflow (e.g. grounded: graph-cot, tot-agent-select; "
+                                     "see docs/grounded.md); --set values override it")
     ev.add_argument("--limit", type=int, help="only the first N items")
     ev.add_argument("--ids", nargs="+", metavar="ID", help="only these item ids")
     ev.add_argument("--concurrency", "-c", type=int, default=4, help="items at a time (default 4)")
@@ -73,6 +76,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.dask and args.processes > 1:
         raise ValueError("--processes and --dask are two ways to use several processes: choose one")
     values = context_values_from_args(args)
+    if args.preset:
+        from kgagents.workflows import preset
+
+        values = {**preset(args.workflow, args.preset), **values}
     if args.temperature is not None:
         if args.temperature < 0:
             raise ValueError("--temperature must be at least 0")

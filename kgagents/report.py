@@ -96,7 +96,63 @@ def format_fusion(state: dict[str, Any]) -> list[str]:
     return lines
 
 
-FORMATTERS = {"kgot": format_kgot, "ark": format_ark, "fusion": format_fusion}
+def format_grounded(state: dict[str, Any]) -> list[str]:
+    """Grounded reasoning: the thought graph as a tree (merges under both parents), each thought's grounding, the
+    evaluator's decisions and where the answer came from."""
+    thoughts = state.get("thoughts") or {}
+    ref = state.get("graph_ref") or {}
+    lines = [f"Graph: {ref.get('name', '?')} (fingerprint {ref.get('fingerprint', '?')})",
+             f"Exit: {state.get('exit_reason', '(running)')}; answer from state {state.get('best', '–')}", "",
+             "Thought graph:"]
+    children: dict[str, list[str]] = {}
+    for t in thoughts.values():
+        for parent in t.get("parents") or []:
+            children.setdefault(parent, []).append(t["id"])
+    finals = set(state.get("finals") or [])
+
+    def show(node_id: str, indent: int, seen: set[str]) -> None:
+        t = thoughts.get(node_id, {})
+        mark = ("★ " if node_id == state.get("best") else "✓ " if node_id in finals else
+                "+ " if t.get("kept") else "✗ " if t.get("error") else "- ")
+        kind = " (merge of " + " + ".join(t.get("parents", [])) + ")" if t.get("kind") == "merge" else ""
+        score = f" [score {t['score']}, {t.get('votes', 0)} vote(s)]" if t.get("score") is not None else ""
+        lines.append(f"{'  ' * indent}{mark}{node_id}{kind}{score}: {str(t.get('thought', ''))[:160]}")
+        pad = "  " * (indent + 2)
+        for a in t.get("actions") or []:
+            args = ", ".join(str(v) for v in (a.get("args") or {}).values())
+            lines.append(f"{pad}{a.get('name')}[{args}] → {str(a.get('observation', ''))[:200]}")
+        if t.get("observation") and not t.get("actions"):
+            lines.append(f"{pad}{str(t['observation'])[:200]}")
+        for triple in t.get("triples") or []:
+            lines.append(f"{pad}{' -> '.join(triple)}")
+        for attribute in t.get("attributes") or []:
+            lines.append(f"{pad}{attribute[:200]}")
+        if t.get("answer"):
+            lines.append(f"{pad}Finish: {t['answer']}")
+        if t.get("error"):
+            lines.append(f"{pad}failed: {str(t['error'])[:200]}")
+        if node_id in seen:
+            return
+        seen.add(node_id)
+        for child in sorted(children.get(node_id, []), key=lambda c: (thoughts[c].get("kind") == "merge", c)):
+            show(child, indent + 1, seen)
+
+    if "t0" in thoughts:
+        show("t0", 0, set())
+    lines += ["", "(★ the answer's state, ✓ final, + kept, - pruned, ✗ failed)", "", "Evaluations:"]
+    for s in state.get("selections") or []:
+        lines.append(f"  depth {s['depth']} ({s['evaluator']}): kept {', '.join(s['kept']) or '(none)'} of "
+                     f"{len(s['candidates'])}; {str(s.get('reason', ''))[:240]}")
+    return lines
+
+
+def format_kg_rag(state: dict[str, Any]) -> list[str]:
+    return [f"Retrieved nodes: {', '.join(state.get('retrieved') or []) or '(none)'}", "", "Context:",
+            str(state.get("context", ""))[:4000]]
+
+
+FORMATTERS = {"kgot": format_kgot, "ark": format_ark, "fusion": format_fusion, "grounded": format_grounded,
+              "text-rag": format_kg_rag, "graph-rag": format_kg_rag}
 
 
 def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes: tuple[str, ...] = ()) -> str:

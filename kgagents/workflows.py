@@ -29,6 +29,15 @@ def load_workflow(name: str) -> ModuleType:
     return getattr(loaded, attribute) if attribute else loaded
 
 
+def preset(workflow: str, name: str) -> dict[str, Any]:
+    """The context values of a workflow's named preset (a module's ``PRESETS``); a clear error when unknown."""
+    presets = getattr(load_workflow(workflow), "PRESETS", {}) or {}
+    if name not in presets:
+        known = ", ".join(presets) or "none"
+        raise ValueError(f"the {workflow} workflow has no preset {name!r}; its presets: {known}")
+    return dict(presets[name])
+
+
 def make_context(module: ModuleType, values: dict[str, Any]) -> Any:
     """The workflow's context from plain values; unknown keys are a clear error."""
     schema = module.build().context_schema

@@ -69,12 +69,12 @@ class GroundedContext(Context):
     """``d``: breadth-first levels of automatic graph exploration per step (Algorithm 1)."""
     max_relations: int = 3
     """Exploration: relations kept per entity by relation pruning."""
-    max_neighbours: int = 5
+    max_neighbours: int = 10
     """Exploration: neighbours kept per relation by neighbour pruning."""
     neighbours_shown: int = 50
     """Exploration: at most this many tail entities are offered to neighbour pruning."""
-    max_actions: int = 5
-    """Agent: graph-function calls executed per step."""
+    max_actions: int = 20
+    """Agent: graph-function calls executed per step (Graph-CoT runs every call of an action step)."""
     observation_chars: int = 2000
     """Agent: observations are cut to this many characters (with a note of what was cut)."""
     retrieve_k: int = 1
@@ -870,3 +870,35 @@ def route_after_select(state: GroundedState, ctx: GroundedContext) -> bool:
     if not open_states or state.get("depth", 0) >= ctx.depth_limit:
         return False
     return not (ctx.stop_at_best_final and thoughts.get(frontier[0], {}).get("finished"))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The thought graph as a snapshot (``kgagents show THREAD --kg``)
+# --------------------------------------------------------------------------------------------------------------
+def thought_graph(state: GroundedState) -> dict[str, Any]:
+    """The run's thought graph in the project's snapshot format: one node per thought (labels: its kind and
+    whether it was kept, pruned, final or the answer's), an edge from each parent (``merged into`` for GoT's
+    merges)."""
+    thoughts = state.get("thoughts") or {}
+    finals = set(state.get("finals") or [])
+    best = state.get("best")
+    nodes, relationships = [], []
+    for t in ordered(thoughts.values()):
+        status = ("answer" if t["id"] == best else "final" if t["id"] in finals else "kept" if t.get("kept")
+                  else "failed" if t.get("error") else "pruned")
+        props: dict[str, Any] = {"depth": t.get("depth", 0), "thought": t.get("thought", "")}
+        for key in ("answer", "score", "votes", "error", "observation"):
+            if t.get(key) not in (None, ""):
+                props[key] = t[key]
+        if t.get("actions"):
+            props["actions"] = [f"{a['name']}[{', '.join(str(v) for v in a.get('args', {}).values())}] → "
+                                f"{str(a.get('observation', ''))[:300]}" for a in t["actions"]]
+        if t.get("triples"):
+            props["triples"] = [" -> ".join(x) for x in t["triples"]]
+        if t.get("attributes"):
+            props["attributes"] = list(t["attributes"])
+        nodes.append({"id": t["id"], "labels": [t.get("kind", "step"), status], "properties": props})
+        for parent in t.get("parents") or []:
+            relationships.append({"type": "merged into" if t.get("kind") == "merge" else "next", "source": parent,
+                                  "target": t["id"], "properties": {}})
+    return {"nodes": nodes, "relationships": relationships}

@@ -1,0 +1,302 @@
+"""GRBench (Graph-CoT's benchmark; paper 001, §5): datasets, the Rouge-L / GPT4Score scorer with the error taxonomy
+of §7, the grounded workflows' adapters, and the paper's Table 1 layout.
+
+- ``grbench``: one domain (``--domain`` / ``--split``: amazon, biomedical, dblp, goodreads, legal, maple_Biology,
+  ...) over the user's GRBench folder (``--data``: the domain's folder with ``graph.json``; its ``data.json``
+  questions if present, else the packaged copy of the questions). The graph is built into the graphs directory
+  once, by the first item, and shared by every item of the run.
+- ``grbench-fixture``: the GRBench-shaped fixture graphs that ship with kgagents (one-hop questions, real names;
+  see ``evals/data/grbench/PROVENANCE.md``), for offline runs.
+
+Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`evals.scorers.rouge_l`: the F-measure of the longest
+common subsequence of ``[a-z0-9]+`` tokens, no stemming) and GPT4Score, an LLM judge with Graph-CoT's prompt (the
+grader model: ``--grader-model``, default the run's model; the paper used GPT-4o; ``--grader-model none`` turns it
+off). A wrong answer is classified from the run's trace (§7): the gold answer appeared in the trace but was not
+returned; else the run reached its step limit; else a wrong reasoning step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evals.scorers import Score, rouge_l
+
+DATA_DIR = Path(__file__).parent / "data" / "grbench"
+QUESTIONS_DIR = DATA_DIR / "questions"
+FIXTURE_DIR = DATA_DIR / "fixture"
+DOMAINS = ("amazon", "biomedical", "dblp", "goodreads", "legal", "maple_Biology", "maple_Chemistry",
+           "maple_Materials_Science", "maple_Medicine", "maple_Physics")
+HOW_TO = ("GRBench's graphs are downloaded from the Graph-CoT authors (see evals/data/grbench/questions/PROVENANCE.md): "
+          "give --data the domain's folder (the one with graph.json) and --domain the domain.")
+GPT4SCORE_SYSTEM = "You are a generative language model evaluator."
+GPT4SCORE_PROMPT = (DATA_DIR / "gpt4score_prompt.txt")
+
+
+class GRBenchDataError(ValueError):
+    """GRBench files are missing or malformed; the message says what to give."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Datasets
+# ----------------------------------------------------------------------------------------------------------
+def read_questions(path: Path) -> list[dict[str, Any]]:
+    """GRBench's JSON-lines questions ``{"qid", "question", "answer"}``; malformed lines are errors."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GRBenchDataError(f"cannot read the GRBench questions {path}: {exc}") from exc
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise GRBenchDataError(f"{path}, line {number}: not valid JSON: {exc}") from exc
+        if not isinstance(row, dict) or not {"question", "answer"} <= set(row):
+            raise GRBenchDataError(f"{path}, line {number}: a question needs \"question\" and \"answer\"")
+        rows.append(row)
+    return rows
+
+
+def _domain_of(path: Path, split: str) -> str:
+    if split != "auto":
+        return split
+    parts = [p for p in (path.parent.name if path.is_file() else path.name, path.parent.name) if p]
+    for candidate in (parts[0], f"maple_{parts[0]}"):
+        if candidate in DOMAINS:
+            return candidate
+    raise GRBenchDataError(f"cannot tell the GRBench domain of {path}: give --domain ({', '.join(DOMAINS)})")
+
+
+def _group(qid: str) -> str:
+    """GRBench numbers its questions in blocks of ten per template."""
+    return f"template {int(qid) // 10}" if str(qid).isdigit() else "–"
+
+
+def load_grbench(path: Path, split: str) -> list[Any]:
+    """One domain's questions over the user's GRBench folder (or ``graph.json``)."""
+    from evals.datasets import Item
+
+    folder = path.parent if path.is_file() else path
+    graph = path if path.is_file() else folder / "graph.json"
+    if not graph.is_file() and not (folder / "graph.json.gz").is_file():
+        raise GRBenchDataError(f"{path}: no graph.json. {HOW_TO}")
+    domain = _domain_of(path, split)
+    questions = folder / "data.json"
+    if not questions.is_file():
+        questions = QUESTIONS_DIR / f"{domain}.jsonl"
+    rows = read_questions(questions)
+    return [Item(id=f"{domain}-{row.get('qid', i)}", question=str(row["question"]).strip(), gold=str(row["answer"]),
+                 group=_group(str(row.get("qid", i))), inputs={"graph": str(graph if graph.is_file() else folder)},
+                 meta={"domain": domain, "qid": str(row.get("qid", i))}) for i, row in enumerate(rows)]
+
+
+def fixture_questions(domain: str | None = None, folder: Path = FIXTURE_DIR) -> list[dict[str, Any]]:
+    """The fixture's question manifest (each with its start node and gold hop), for one domain or all."""
+    rows = [json.loads(line) for line in (folder / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    return [r for r in rows if domain in (None, "all", r["domain"])]
+
+
+def fixture_graph(domain: str, folder: Path = FIXTURE_DIR) -> Path:
+    """The folder of one domain's fixture graph (``maple`` holds Physics)."""
+    return folder / domain
+
+
+def load_fixture(path: Path, split: str) -> list[Any]:
+    from evals.datasets import Item
+
+    rows = fixture_questions(split, path)
+    if not rows:
+        raise GRBenchDataError(f"the fixture has no questions for {split!r}")
+    return [Item(id=f"{r['domain']}-{r['qid']}", question=r["question"], gold=r["answer"],
+                 group=f"{r['domain']} template {r['template']}",
+                 inputs={"graph": str(fixture_graph(r["domain"], path))},
+                 meta={"domain": r["domain"], "qid": r["qid"], "start": r["start"], "hop": r["hop"]}) for r in rows]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Scoring
+# ----------------------------------------------------------------------------------------------------------
+def gpt4score_prompt(question: str, prediction: str, truth: str) -> str:
+    """Graph-CoT's GPT4Score prompt (``evals/data/grbench/gpt4score_prompt.txt``)."""
+    template = GPT4SCORE_PROMPT.read_text(encoding="utf-8").rstrip("\n")
+    return template.format(question=question, prediction=prediction, truth=truth)
+
+
+def parse_judgement(reply: str) -> bool:
+    """Yes (correct) or anything else (not correct), ignoring case, spaces and final punctuation."""
+    return reply.strip().strip(".!\"'").strip().lower() == "yes"
+
+
+def trace_text(state: Mapping[str, Any]) -> str:
+    """What a run saw of the graph: the grounded workflows' observations, triples and attributes, a RAG
+    baseline's retrieved context."""
+    parts: list[str] = [str(state.get("context") or "")]
+    for t in (state.get("thoughts") or {}).values():
+        parts.append(str(t.get("observation") or ""))
+        parts += [str(a.get("observation") or "") for a in t.get("actions") or []]
+        parts += [" ".join(x) for x in t.get("triples") or []]
+        parts += list(t.get("attributes") or [])
+    return "\n".join(p for p in parts if p)
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def answer_in_trace(gold: str, trace: str) -> bool:
+    """Every comma-separated part of the gold answer occurs in the trace (compared as lower-case word tokens)."""
+    haystack = f" {_norm(trace)} "
+    parts = [_norm(p) for p in str(gold).split(",") if _norm(p)]
+    return bool(parts) and all(f" {p} " in haystack for p in parts)
+
+
+def error_type(correct: bool, gold: str, state: Mapping[str, Any]) -> str | None:
+    """§7's taxonomy for a wrong answer (None for a right one)."""
+    if correct:
+        return None
+    if answer_in_trace(gold, trace_text(state)):
+        return "answer found but not returned"
+    if "step limit" in str(state.get("exit_reason") or ""):
+        return "reached the step limit"
+    return "wrong reasoning step"
+
+
+class GRBenchScorer:
+    """Rouge-L and GPT4Score per answer, the error type per wrong answer, and their averages."""
+
+    name = "grbench"
+    needs_model = False
+
+    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0) -> None:
+        self.model = None if isinstance(model, str) and model.strip().lower() == "none" else model
+        self.max_api_retries = max_api_retries
+        self.api_backoff_base_s = api_backoff_base_s
+
+    async def _judge(self, question: str, prediction: str, truth: str) -> tuple[bool | None, Any]:
+        if self.model is None:
+            return None, {}
+        from nodes.context import Context
+        from nodes.llm import LLMCaller
+
+        ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
+                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
+        llm = LLMCaller(ctx, "graph_executor")
+        reply = await llm.text(gpt4score_prompt(question, prediction, truth), system=GPT4SCORE_SYSTEM)
+        return parse_judgement(reply), llm.usage
+
+    async def score(self, item: Any, answer: Any) -> Score:
+        return await self.score_run(item, answer, {})
+
+    async def score_run(self, item: Any, answer: Any, state: dict[str, Any]) -> Score:
+        prediction = "" if answer is None else str(answer)
+        truth = str(item.gold)
+        rouge = rouge_l(prediction, truth)["fmeasure"]
+        judged, usage = await self._judge(item.question, prediction, truth)
+        correct = judged if judged is not None else rouge >= 0.5  # for the error type only
+        details = {"rouge_l": round(rouge, 6), "gpt4score": None if judged is None else int(judged),
+                   "error_type": error_type(bool(correct), truth, state),
+                   "exit_reason": state.get("exit_reason")}
+        return Score(correct=judged, grade=None if judged is None else ("YES" if judged else "NO"), usage=usage,
+                     details=details)
+
+    def metrics(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Rouge-L and GPT4Score in percent (as the paper's tables), and how many wrong answers of each type."""
+        n = len(records)
+        rouge = [float((r.get("details") or {}).get("rouge_l") or 0.0) for r in records]
+        judged = [(r.get("details") or {}).get("gpt4score") for r in records]
+        judged = [j for j in judged if j is not None]
+        out: dict[str, Any] = {"n": n, "rouge_l": 100 * statistics.fmean(rouge) if rouge else 0.0,
+                               "gpt4score": 100 * statistics.fmean(judged) if judged else None}
+        for kind in ("answer found but not returned", "reached the step limit", "wrong reasoning step"):
+            out[kind] = sum(1 for r in records if (r.get("details") or {}).get("error_type") == kind)
+        out["failed runs"] = sum(1 for r in records if r.get("error"))
+        return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Table 1 (methods × domains)
+# ----------------------------------------------------------------------------------------------------------
+def method_label(manifest: Mapping[str, Any]) -> str:
+    """The paper's row name of a result directory: the workflow and, for grounded runs, strategy × interaction
+    × evaluator."""
+    workflow = str(manifest.get("workflow", "?"))
+    ctx = manifest.get("context") or {}
+    model = ctx.get("model")
+    if workflow == "grounded":
+        strategy = {"cot": "CoT", "tot": "ToT", "got": "GoT"}.get(str(ctx.get("strategy", "cot")), "CoT")
+        name = f"Graph-{strategy} {ctx.get('interaction', 'agent')}"
+        if strategy != "CoT":
+            name += f" ({ctx.get('evaluator', 'select')})"
+    else:
+        name = {"zeroshot": "Base (zero-shot)", "text-rag": "Text-RAG", "graph-rag": "Graph-RAG"}.get(workflow, workflow)
+    return f"{name}, {model}" if model else name
+
+
+def _domain_of_run(rs: Any) -> str:
+    """The domain of a result directory: its split, or (``auto``) the prefix of its item ids."""
+    split = str(rs.manifest.get("split", "?"))
+    if split not in ("auto", "all"):
+        return split
+    prefixes = sorted({str(r.get("id", "")).rsplit("-", 1)[0] for r in rs.records})
+    return "+".join(prefixes) or split
+
+
+def table1(runsets: Sequence[Any]) -> list[str]:
+    """The paper's Table 1 layout: one row per method, one column per domain (Rouge-L, with GPT4Score where
+    judged), and each method's cost and mean runtime per question."""
+    grb = [rs for rs in runsets if str(rs.manifest.get("dataset", "")).startswith("grbench")]
+    if not grb:
+        return []
+    scorer = GRBenchScorer()
+    domains = sorted({_domain_of_run(rs) for rs in grb})
+    rows: dict[str, dict[str, Any]] = {}
+    for rs in grb:
+        row = rows.setdefault(method_label(rs.manifest), {"cost": 0.0, "wall": [], "n": 0})
+        m = scorer.metrics(rs.records)
+        cell = f"{m['rouge_l']:.2f}" + (f" ({m['gpt4score']:.2f})" if m["gpt4score"] is not None else "")
+        row[_domain_of_run(rs)] = cell
+        row["cost"] += math.fsum(float(r.get("cost_usd") or 0.0) for r in rs.records)
+        row["wall"] += [float(r.get("wall_s") or 0.0) for r in rs.records]
+        row["n"] += len(rs.records)
+    header = ["method", *domains, "cost / question", "mean runtime (s)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for name, row in rows.items():
+        cost = f"${row['cost'] / row['n']:.4f}" if row["n"] else "–"
+        wall = f"{statistics.fmean(row['wall']):.1f}" if row["wall"] else "–"
+        lines.append("| " + " | ".join([name, *(row.get(d, "–") for d in domains), cost, wall]) + " |")
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Plugging in
+# ----------------------------------------------------------------------------------------------------------
+def _grounded_stats(state: dict[str, Any]) -> dict[str, Any]:
+    thoughts = state.get("thoughts") or {}
+    return {"iterations": int(state.get("depth") or 0),
+            "tool_calls": sum(len(t.get("actions") or []) for t in thoughts.values())}
+
+
+def register_datasets(register: Callable[[Any], None]) -> None:
+    """Plug GRBench and its fixture into :mod:`evals.datasets`, the scorer and the grounded adapters into the runner."""
+    from evals.datasets import DatasetSpec
+    from evals.runner import Adapter, register_adapter
+    from evals.scorers import register_scorer
+
+    register(DatasetSpec(name="grbench", load=load_grbench, scorer="grbench", splits=("auto", *DOMAINS),
+                         default_split="auto", group_label="Template", how_to_get=HOW_TO))
+    fixture_domains = sorted({r["domain"] for r in fixture_questions()}) if (FIXTURE_DIR / "questions.jsonl").is_file() \
+        else []
+    register(DatasetSpec(name="grbench-fixture", load=load_fixture, scorer="grbench",
+                         splits=("all", *fixture_domains), default_split="all", group_label="Domain and template",
+                         how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
+    register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw))
+    register_adapter("grounded", Adapter(stats=_grounded_stats))
