@@ -52,10 +52,15 @@ def _s(when: str, **reply: Any) -> dict[str, Any]:
 
 def _agent_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
     start, hop, entity = row["start"], row["hop"], row["entity"]
-    gold = r"\[stage: agent {stage}, step {step}, candidate 1 "
+    # every step names its question, so one script serves many questions at once
+    question = ".*" + re.escape(f"<question>{row['question'].strip()}</question>")
+
+    def gold(stage: str, step: int, *after: str) -> str:
+        return rf"\[stage: agent {stage}, step {step}, candidate 1 " + question + "".join(f".*{a}" for a in after)
+
     steps = [
-        _s(gold.format(stage="thought", step=1), content=f"I need the node of {entity}."),
-        _s(gold.format(stage="action", step=1) + ".*Thought 1: I need the node of",
+        _s(gold("thought", 1), content=f"I need the node of {entity}."),
+        _s(gold("action", 1, "Thought 1: I need the node of"),
            tool_calls=[{"name": "RetrieveNode", "args": {"keyword": entity}}]),
     ]
     found = re.escape(f"The ID of this retrieval target node is {start}.")
@@ -63,36 +68,29 @@ def _agent_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
         relation, feature = hop["relation"], hop.get("target_feature", "name")
         ends = graph.neighbours(start, relation)
         listed = re.escape(f"The {relation} neighbors of {start} are: {json.dumps(ends)}.")
-        names = "".join(f".*The {re.escape(feature)} feature of {re.escape(e)} is: " for e in ends)
+        names = [f"The {re.escape(feature)} feature of {re.escape(e)} is: " for e in ends]
         steps += [
-            _s(gold.format(stage="thought", step=2) + f".*{found}", content=f"Its {relation} neighbours answer it."),
-            _s(gold.format(stage="action", step=2) + ".*Thought 2: Its",
+            _s(gold("thought", 2, found), content=f"Its {relation} neighbours answer it."),
+            _s(gold("action", 2, found, "Thought 2: Its"),
                tool_calls=[{"name": "NeighbourCheck", "args": {"node_id": start, "neighbor_type": relation}}]),
-            _s(gold.format(stage="thought", step=3) + f".*{listed}", content=f"I need their {feature}."),
-            _s(gold.format(stage="action", step=3) + ".*Thought 3: I need their",
+            _s(gold("thought", 3, listed), content=f"I need their {feature}."),
+            _s(gold("action", 3, listed, "Thought 3: I need their"),
                tool_calls=[{"name": "NodeFeature", "args": {"node_id": e, "feature": feature}} for e in ends]),
-            _s(gold.format(stage="thought", step=4) + names, content="Now I know the answer."),
-            _s(gold.format(stage="action", step=4) + ".*Thought 4: Now I know",
+            _s(gold("thought", 4, *names), content="Now I know the answer."),
+            _s(gold("action", 4, *names, "Thought 4: Now I know"),
                tool_calls=[{"name": "Finish", "args": {"answer": gold_answer(row, graph)}}]),
         ]
     else:
         feature = hop["feature"]
         shown = re.escape(f"The {feature} feature of {start} is: ")
         steps += [
-            _s(gold.format(stage="thought", step=2) + f".*{found}", content=f"Its {feature} answers it."),
-            _s(gold.format(stage="action", step=2) + ".*Thought 2: Its",
+            _s(gold("thought", 2, found), content=f"Its {feature} answers it."),
+            _s(gold("action", 2, found, "Thought 2: Its"),
                tool_calls=[{"name": "NodeFeature", "args": {"node_id": start, "feature": feature}}]),
-            _s(gold.format(stage="thought", step=3) + f".*{shown}", content="Now I know the answer."),
-            _s(gold.format(stage="action", step=3) + ".*Thought 3: Now I know",
+            _s(gold("thought", 3, shown), content="Now I know the answer."),
+            _s(gold("action", 3, shown, "Thought 3: Now I know"),
                tool_calls=[{"name": "Finish", "args": {"answer": gold_answer(row, graph)}}]),
         ]
-    # the other candidates wander: they look the entity up again and count its edges
-    relation = hop.get("relation") or (graph.relations_of(start) or ["(none)"])[0]
-    steps += [
-        _s(r"\[stage: agent thought, step \d+, candidate \d+ ", content=f"Maybe how connected {entity} is matters."),
-        _s(r"\[stage: agent action, step \d+, candidate \d+ ",
-           tool_calls=[{"name": "NodeDegree", "args": {"node_id": start, "neighbor_type": relation}}]),
-    ]
     return steps
 
 
@@ -101,48 +99,59 @@ def _explore_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]
     node = graph.node(start)
     name = node.name if node is not None else entity
     wanted = hop.get("relation") or hop.get("feature")
+    question = ".*" + re.escape(f"<question>{row['question'].strip()}</question>")
+    head = ".*" + re.escape(f"<head_entity>{name}</head_entity>")
     steps = [
-        _s(r"\[stage: search thought, step 1, candidate 1 ", content=f"I need {name} and its {wanted}."),
+        _s(r"\[stage: search thought, step 1, candidate 1 " + question, content=f"I need {name} and its {wanted}."),
         _s(r"\[stage: entity extraction\].*" + re.escape(f"I need {name} and its"), structured={"entities": [name]}),
-        _s(r"\[stage: entity extraction\]", structured={"entities": []}),
-        _s(r"\[stage: search thought", content="Something else may matter."),
     ]
     if "relation" in hop:
         ends = graph.neighbours(start, hop["relation"])
         labels = [graph.node(e).name for e in dict.fromkeys(ends)]  # type: ignore[union-attr]
         steps += [
-            _s(r"\[stage: search attributes\]", structured={"attributes": []}),
-            _s(r"\[stage: prune relations\].*" + re.escape(f"<head_entity>{name}</head_entity>"),
-               structured={"relations": [hop["relation"]]}),
-            _s(r"\[stage: prune relations\]", structured={"relations": []}),
-            _s(r"\[stage: prune entities\].*" + re.escape(f"<relation>{hop['relation']}</relation>"),
+            _s(r"\[stage: prune relations\]" + head, structured={"relations": [hop["relation"]]}),
+            _s(r"\[stage: prune entities\]" + head + ".*" + re.escape(f"<relation>{hop['relation']}</relation>"),
                structured={"entities": labels}),
         ]
     else:
-        steps += [
-            _s(r"\[stage: search attributes\].*" + re.escape(f"<entity>{name}</entity>"),
-               structured={"attributes": [hop["feature"]]}),
-            _s(r"\[stage: search attributes\]", structured={"attributes": []}),
-            _s(r"\[stage: prune relations\]", structured={"relations": []}),
-        ]
-    steps += [_s(r"\[stage: search end\]", structured={"sufficient": True, "reason": "the fact is found"}),
-              _s(r"\[stage: final answer\]", structured={"answer": gold_answer(row, graph)})]
+        steps += [_s(r"\[stage: search attributes\]" + ".*" + re.escape(f"<entity>{name}</entity>"),
+                     structured={"attributes": [hop["feature"]]})]
+    steps += [_s(r"\[stage: final answer\]" + question, structured={"answer": gold_answer(row, graph)})]
     return steps
 
 
-def gold_path_steps(row: dict[str, Any], graph: StaticKG, *, interaction: str = "agent") -> list[dict[str, Any]]:
-    """A scripted model's steps for one fixture question (see the module docstring), with the evaluators' votes
-    that prefer the gold chains and GoT's merge thoughts."""
-    steps = _agent_steps(row, graph) if interaction == "agent" else _explore_steps(row, graph)
-    marker = "Its " if interaction == "agent" else "Triple: "
-    return [
-        _s(r"\[stage: selection vote", structured={"analysis": "the first choice follows the question's entity",
-                                                   "best": [1, 2, 3]}),
-        _s(r"\[stage: score vote.*" + re.escape(marker), structured={"score": 0.9}),
-        _s(r"\[stage: score vote", structured={"score": 0.2}),
-        _s(r"\[stage: merge thoughts", content="Both chains start from the question's entity; keep following it."),
-        *steps,
-    ]
+#: What every other decision gets: votes that prefer the first choice (the gold chain), scores that prefer
+#: chains that followed the graph, GoT's merge thoughts, wandering candidates, exploration's defaults, and
+#: GPT4Score's judgement (the judge sees the gold answer).
+GENERIC_STEPS: list[dict[str, Any]] = [
+    _s(r"\[stage: selection vote", structured={"analysis": "the first choice follows the question's entity",
+                                               "best": [1, 2, 3]}),
+    _s(r"\[stage: score vote.*(Its |Triple: )", structured={"score": 0.9}),
+    _s(r"\[stage: score vote", structured={"score": 0.2}),
+    _s(r"\[stage: merge thoughts", content="Both chains start from the question's entity; keep following it."),
+    _s(r"\[stage: agent thought", content="Maybe how connected the question's entity is matters."),
+    _s(r"\[stage: agent action", tool_calls=[{"name": "RetrieveNode", "args": {"keyword": "the question's entity"}}]),
+    _s(r"\[stage: search thought", content="Something else may matter."),
+    _s(r"\[stage: entity extraction\]", structured={"entities": []}),
+    _s(r"\[stage: search attributes\]", structured={"attributes": []}),
+    _s(r"\[stage: prune relations\]", structured={"relations": []}),
+    _s(r"\[stage: prune entities\]", structured={"entities": []}),
+    _s(r"\[stage: search end\]", structured={"sufficient": True, "reason": "nothing more to find"}),
+    _s(r"\[stage: final answer\]", structured={"answer": "unknown"}),
+    _s(r"Please help me judge if the model prediction is correct", content="Yes"),
+]
+
+
+def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[StaticKG] | StaticKG, *,
+                    interaction: str = "agent") -> list[dict[str, Any]]:
+    """A scripted model's steps for fixture questions (see the module docstring): each question's gold path, then
+    :data:`GENERIC_STEPS` for every other decision (one script can serve several questions)."""
+    rows = [rows] if isinstance(rows, dict) else rows
+    graphs = [graphs] * len(rows) if not isinstance(graphs, list) else graphs
+    steps: list[dict[str, Any]] = []
+    for row, graph in zip(rows, graphs):
+        steps += _agent_steps(row, graph) if interaction == "agent" else _explore_steps(row, graph)
+    return steps + GENERIC_STEPS
 
 
 def run_demo(args: argparse.Namespace) -> int:

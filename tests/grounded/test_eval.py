@@ -1,0 +1,115 @@
+"""``kgagents eval`` on GRBench: the fixture dataset through the grounded workflow (a preset) and the baselines,
+Rouge-L and GPT4Score, the error taxonomy from the trace, the user-folder loader, and the Table 1 report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evals.datasets import load_dataset
+from evals.grbench import (
+    GRBenchScorer,
+    answer_in_trace,
+    error_type,
+    gpt4score_prompt,
+    load_grbench,
+    parse_judgement,
+    read_questions,
+)
+from evals.scorers import rouge_l
+from kgagents.cli import main
+from kgagents.cli_grounded import gold_path_steps
+from tools.pgraph import open_graph
+
+IDS = ["dblp-0", "dblp-10", "dblp-20", "dblp-1"]
+
+
+def script_for(tmp_path, extra=()) -> str:
+    dataset = load_dataset("grbench-fixture", None, split="dblp", ids=IDS)
+    graph = open_graph(dataset.items[0].inputs["graph"])
+    rows = [{"question": i.question, "answer": i.gold, "start": i.meta["start"], "hop": i.meta["hop"],
+             "entity": graph.node(i.meta["start"]).name} for i in dataset.items]
+    steps = [*extra, *gold_path_steps(rows, graph)]
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"name": "eval", "steps": steps}), encoding="utf-8")
+    return str(path)
+
+
+def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
+    script = script_for(tmp_path, extra=[
+        {"when": r"\[stage: rag answer\].*Patient-Specific", "times": 0, "content": "Yang Yang"},
+        {"when": r"Model prediction: Yang Yang \n", "times": 0, "content": "No"},
+        {"when": r"\[stage: rag answer\]", "times": 0, "content": "I do not know"},
+        {"when": r"Model prediction: I do not know", "times": 0, "content": "No."},
+    ])
+    out = {}
+    for workflow, extra in (("grounded", ["--preset", "tot-agent-select"]), ("graph-rag", []), ("text-rag", [])):
+        out[workflow] = tmp_path / workflow
+        code = main(["eval", workflow, "--dataset", "grbench-fixture", "--domain", "dblp", "--ids", *IDS,
+                     "--model", f"scripted:{script}", "--out", str(out[workflow]), "--no-progress", *extra])
+        assert code == 0
+    capsys.readouterr()
+    records = [json.loads(line) for line in (out["grounded"] / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(r["correct"] is True for r in records)
+    assert [(r["details"]["rouge_l"], r["details"]["gpt4score"]) for r in records] == [(1.0, 1)] * 4, records
+    summary = json.loads((out["grounded"] / "summary.json").read_text())
+    assert summary["rouge_l"] == 100.0 and summary["gpt4score"] == 100.0
+    rag = [json.loads(line) for line in (out["graph-rag"] / "results.jsonl").read_text().splitlines()]
+    first = next(r for r in rag if r["id"] == "dblp-0")
+    assert first["correct"] is False and 0 < first["details"]["rouge_l"] < 1
+    assert first["details"]["error_type"] == "answer found but not returned"  # the authors were in the context
+    code = main(["report", str(out["grounded"]), str(out["graph-rag"]), str(out["text-rag"]), "--no-plots"])
+    report = (out["grounded"] / "report.md").read_text()
+    assert "as the paper's Table 1" in report
+    table = report.split("as the paper's Table 1")[1]
+    assert "| Graph-ToT agent (select), scripted" in table.replace(f":{script}", "") or "Graph-ToT agent (select)" in table
+    assert "| method | dblp | cost / question | mean runtime (s) |" in table
+    assert "100.00 (100.00)" in table and "Graph-RAG" in table and "Text-RAG" in table
+
+
+def test_the_scorer_without_a_judge_and_the_taxonomy():
+    scorer = GRBenchScorer("none")
+    assert scorer.model is None
+    state = {"exit_reason": "reached the step limit", "thoughts": {"t0.1": {"actions": [
+        {"observation": "The name feature of a1 is: Ann Lee."}]}}}
+    assert answer_in_trace("Ann Lee", "x The name feature of a1 is: Ann Lee.") and not answer_in_trace("Bo", "Ann")
+    assert error_type(False, "Ann Lee", state) == "answer found but not returned"
+    assert error_type(False, "Bo Chen", state) == "reached the step limit"
+    assert error_type(False, "Bo Chen", {"exit_reason": "finished"}) == "wrong reasoning step"
+    assert error_type(True, "Ann Lee", state) is None
+    m = scorer.metrics([{"details": {"rouge_l": 0.5, "gpt4score": None, "error_type": "wrong reasoning step"}},
+                        {"details": {"rouge_l": 1.0, "gpt4score": None}, "error": "x"}])
+    assert m["rouge_l"] == 75.0 and m["gpt4score"] is None and m["wrong reasoning step"] == 1 and m["failed runs"] == 1
+
+
+def test_gpt4score_prompt_and_parsing():
+    prompt = gpt4score_prompt("Who?", "Ann", "Ann Lee")
+    assert prompt.startswith("Question:Who? \nModel prediction: Ann \nGround truth: Ann Lee. \n")
+    assert prompt.endswith("Please use one word (Yes or No) to answer. Do not explain.")
+    assert parse_judgement(" Yes.") and parse_judgement("yes") and not parse_judgement("No") \
+        and not parse_judgement("Yes, because")
+
+
+def test_a_user_grbench_folder(tmp_path):
+    folder = tmp_path / "dblp"
+    folder.mkdir()
+    (folder / "graph.json").write_text(json.dumps({"paper_nodes": {"p1": {"features": {"title": "T"},
+                                                                          "neighbors": {}}}}))
+    items = load_grbench(folder, "auto")
+    assert items[0].id == "dblp-0" and items[0].inputs == {"graph": str(folder / "graph.json")}
+    assert items[0].group == "template 0" and len(items) == 150  # the packaged DBLP questions
+    (folder / "data.json").write_text('{"qid": "7", "question": "Q?", "answer": "A"}\n')
+    assert [i.id for i in load_grbench(folder, "auto")] == ["dblp-7"]
+    elsewhere = tmp_path / "my-graph"
+    elsewhere.mkdir()
+    (elsewhere / "graph.json").write_text("{}")
+    with pytest.raises(ValueError, match="cannot tell the GRBench domain"):
+        load_grbench(elsewhere, "auto")
+    assert load_grbench(elsewhere, "goodreads")[0].id == "goodreads-0"
+    with pytest.raises(ValueError, match="no graph.json"):
+        load_grbench(tmp_path / "empty", "dblp")
+    (folder / "data.json").write_text("{not json\n")
+    with pytest.raises(ValueError, match="line 1: not valid JSON"):
+        read_questions(folder / "data.json")
+    assert rouge_l("Ann Lee", "Ann Lee")["fmeasure"] == 1.0
