@@ -3,6 +3,7 @@ its checkpoint in a new process and finishes with the same thought graph as an u
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -62,8 +63,9 @@ async def test_a_killed_tot_run_resumes_to_the_same_thought_graph(tmp_path):
     script.write_text(json.dumps(steps), encoding="utf-8")
     db = tmp_path / "runs.sqlite"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", KILLER, str(db), str(script), row["question"], source,
-                           json.dumps(CONTEXT)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    proc = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", KILLER, str(db), str(script),
+                                                     row["question"], source, json.dumps(CONTEXT)],
+                                   cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == -9, proc.stderr[-2000:]
 
     config = {"configurable": {"thread_id": "killed"}}
