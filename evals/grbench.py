@@ -106,7 +106,7 @@ def fixture_questions(domain: str | None = None, folder: Path = FIXTURE_DIR) -> 
 
 
 def fixture_graph(domain: str, folder: Path = FIXTURE_DIR) -> Path:
-    """The folder of one domain's fixture graph (``maple`` holds Physics)."""
+    """The folder of one domain's fixture graph (domains as the manifest names them, e.g. ``maple/Physics``)."""
     return folder / domain
 
 

@@ -73,7 +73,7 @@ def detect_format(path: str | Path) -> str:
         return "triples"
     head = _peek(path)
     if head.startswith("["):
-        return "ark"
+        return "triples" if _triple_line(head.split("\n", 1)[0]) else "ark"
     if head.startswith("{"):
         if re.match(r'\{\s*"[^"]*_nodes"\s*:', head):
             return "grbench"
@@ -84,6 +84,16 @@ def detect_format(path: str | Path) -> str:
         return "ark"
     raise GraphFormatError(f"{path}: cannot tell the graph format from its first bytes; give --format "
                            f"({', '.join(FORMATS)})")
+
+
+def _triple_line(line: str) -> bool:
+    """Whether a line is a JSON triple ``[head, relation, tail(, qualifiers)]`` (not an ARK-V1 edge list)."""
+    try:
+        item = json.loads(line)
+    except ValueError:
+        return False
+    return (isinstance(item, list) and len(item) in (3, 4)
+            and not any(isinstance(v, (list, dict)) for v in item[:3]))
 
 
 def _open_text(path: Path) -> TextIO:
@@ -267,8 +277,9 @@ class _JsonStream:
             self.progress(self.consumed + len(self.buf))
         return True
 
-    def _fail(self, message: str) -> GraphFormatError:
-        return GraphFormatError(f"{self.name}: {message} (at character {self.consumed + self.pos})")
+    def _fail(self, message: str, at: int | None = None) -> GraphFormatError:
+        where = self.consumed + (self.pos if at is None else at)
+        return GraphFormatError(f"{self.name}: {message} (at character {where})")
 
     def skip_ws(self) -> str:
         """The next non-space character (not consumed); ``""`` at the end of the file."""
@@ -292,10 +303,13 @@ class _JsonStream:
             try:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
-                near_end = exc.pos >= len(self.buf) - 64
+                # the value may go on in the next chunk: the error is at the end of the buffer, or a string runs
+                # to it (its error points at the string's start, which may lie far back)
+                near_end = exc.pos >= len(self.buf) - 64 or exc.msg.startswith("Unterminated string")
+                offset = exc.pos - self.pos  # from the value's start, where a refill leaves the buffer's start
                 if near_end and self._more(len(self.buf)):
                     continue
-                raise self._fail(f"not valid JSON: {exc.msg}") from exc
+                raise self._fail(f"not valid JSON: {exc.msg}", self.pos + offset) from exc
             # a number at the very end of the buffer may continue in the next chunk
             if end >= len(self.buf) and not self.eof and isinstance(value, (int, float)) and self._more():
                 continue
@@ -587,6 +601,7 @@ def parse_repr(text: str) -> Any:
             quote = ch
         elif ch in closers:
             stack.append(closers[ch])
+            cuts.append((i + 1, "".join(reversed(stack))))  # an empty container: a value cut off at its start
         elif ch in "]})":
             if stack:
                 stack.pop()
