@@ -113,3 +113,24 @@ def test_a_user_grbench_folder(tmp_path):
     with pytest.raises(ValueError, match="line 1: not valid JSON"):
         read_questions(folder / "data.json")
     assert rouge_l("Ann Lee", "Ann Lee")["fmeasure"] == 1.0
+
+
+def test_ask_show_and_the_thought_graph_page(tmp_path, capsys):
+    from evals.grbench import fixture_graph, fixture_questions
+
+    row = next(r for r in fixture_questions("goodreads") if r["qid"] == "10")
+    source = str(fixture_graph("goodreads"))
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"steps": gold_path_steps(row, open_graph(source))}), encoding="utf-8")
+    code = main(["ask", "--workflow", "grounded", "--graph", source, "--preset", "got-agent-select", "--model",
+                 f"scripted:{script}", "--quiet", "--thread", "g1", row["question"]])
+    assert code == 0 and capsys.readouterr().out.strip() == row["answer"]
+    main(["show", "g1"])
+    shown = capsys.readouterr().out
+    assert "Thought graph:" in shown and "(merge of t0.1 + t0.2)" in shown and "★ t0.1.1.1" in shown
+    assert "depth 1 (select): kept t0.1, t0.2, t0.3 of 4" in shown
+    main(["show", "g1", "--kg", "--out", str(tmp_path / "t.html")])
+    page = (tmp_path / "t.html").read_text(encoding="utf-8")
+    assert "Thought graph of thread g1" in page and "merged into" in page
+    code = main(["ask", "--workflow", "grounded", "--graph", source, "--preset", "nope", "q?"])
+    assert code == 2 and "no preset 'nope'" in capsys.readouterr().err

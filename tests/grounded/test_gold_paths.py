@@ -58,11 +58,14 @@ async def test_graph_exploration_finds_the_gold_fact(row):
         assert any(f"— {row['hop']['feature']}: " in a for a in record["attributes"])
 
 
-@pytest.mark.parametrize("strategy, evaluator", [("tot", "select"), ("tot", "score"), ("got", "select")])
-async def test_tot_and_got_reach_the_gold_answer(strategy, evaluator):
+@pytest.mark.parametrize("strategy, evaluator, interaction", [
+    ("tot", "select", "agent"), ("tot", "score", "agent"), ("got", "select", "agent"), ("got", "score", "agent"),
+    ("tot", "select", "explore"), ("got", "score", "explore")])
+async def test_tot_and_got_reach_the_gold_answer(strategy, evaluator, interaction):
     row = next(r for r in ROWS if r["domain"] == "dblp" and r["qid"] == "0")
-    state, _ = await _run(row, strategy=strategy, interaction="agent", evaluator=evaluator)
+    state, _ = await _run(row, strategy=strategy, interaction=interaction, evaluator=evaluator, max_neighbours=50)
     assert state["final_answer"] == row["answer"] and state["exit_reason"] == "finished"
-    assert state["best"].startswith("t0.1.1.1")  # the gold path is the first candidate's chain
+    # the gold path is the first candidate's chain
+    assert state["best"] == ("t0.1.1.1.1" if interaction == "agent" else "t0.1")
     if strategy == "got":
         assert any(t.get("kind") == "merge" for t in state["thoughts"].values())
