@@ -22,6 +22,7 @@ from langgraph.graph import END, START, StateGraph
 
 from nodes import ark as n
 from nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
+from nodes.critic import verdict
 
 NAME = "ark"
 
@@ -30,11 +31,9 @@ async def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer",
                                                            "prompt_select_anchor"]:
     """Eq. (3): the attempt limit first, then the anchor's validity (a head entity, eq. 2)."""
     current = state.get("current") or {}
-    if (current.get("c") or {}).get("anchor", 0) >= ark_context_of(runtime).c_max:
-        return "final_answer"
-    if current.get("anchor_valid"):
-        return "retrieve_relations"
-    return "prompt_select_anchor"
+    decision = verdict(bool(current.get("anchor_valid")), (current.get("c") or {}).get("anchor", 0),
+                       ark_context_of(runtime).c_max, limit_first=True)
+    return {"stop": "final_answer", "accept": "retrieve_relations", "retry": "prompt_select_anchor"}[decision]
 
 
 async def route_relations(state: ArkState) -> Literal["prompt_select_anchor", "prompt_select_relation"]:
@@ -48,23 +47,21 @@ async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer
                                                              "prompt_select_relation"]:
     """Eq. (7): the attempt limit, then giving up on the anchor (r = ∅ → step 4), then validity (eq. 6)."""
     current = state.get("current") or {}
-    if (current.get("c") or {}).get("relation", 0) >= ark_context_of(runtime).c_max:
+    attempts, limit = (current.get("c") or {}).get("relation", 0), ark_context_of(runtime).c_max
+    if attempts >= limit:
         return "final_answer"
     if current.get("gave_up"):
         return "select_anchor"
-    if current.get("relation_valid"):
-        return "retrieve_triples"
-    return "prompt_select_relation"
+    decision = verdict(bool(current.get("relation_valid")), attempts, limit, limit_first=True)
+    return {"stop": "final_answer", "accept": "retrieve_triples", "retry": "prompt_select_relation"}[decision]
 
 
 async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
     """Eq. (10): the attempt limit, then whether the selected triples are among the retrieved ones."""
     current = state.get("current") or {}
-    if (current.get("c") or {}).get("reasoning", 0) >= ark_context_of(runtime).c_max:
-        return "final_answer"
-    if current.get("reasoning_valid"):
-        return "clean_up"
-    return "retrieve_triples"
+    decision = verdict(bool(current.get("reasoning_valid")), (current.get("c") or {}).get("reasoning", 0),
+                       ark_context_of(runtime).c_max, limit_first=True)
+    return {"stop": "final_answer", "accept": "clean_up", "retry": "retrieve_triples"}[decision]
 
 
 async def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer", "new_reasoning_step"]:

@@ -18,7 +18,7 @@ from kgagents.runs import RunRegistry, new_thread_id, sqlite_checkpointer
 WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot", "fusion": "graphs.fusion",
                              "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag", "ark": "graphs.ark",
                              "grounded": "graphs.grounded", "text-rag": "graphs.kg_rag:text_rag",
-                             "graph-rag": "graphs.kg_rag:graph_rag"}
+                             "graph-rag": "graphs.kg_rag:graph_rag", "agent-g": "graphs.agent_g"}
 
 
 def load_workflow(name: str) -> ModuleType:

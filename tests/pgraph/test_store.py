@@ -175,7 +175,8 @@ def test_ego_graphs_intersections_and_paths(papers):
     assert g.intersection([ann, kdd]) == ["p1"]
     assert g.intersection([ann, g.ego_graph(["nobody"])]) == []
     paths = g.reasoning_paths(["a2", "v1"], None, radius=1, targets=["p1"])
-    assert [g.verbalise(p) for p in paths] == ["Ann Lee [a2] ← author ← Deep Graphs [p1]",
+    assert [g.verbalise(p) for p in paths] == ["Ann Lee ← author ← Deep Graphs", "KDD → paper → Deep Graphs"]
+    assert [g.verbalise(p, ids=True) for p in paths] == ["Ann Lee [a2] ← author ← Deep Graphs [p1]",
                                                "KDD [v1] → paper → Deep Graphs [p1]"]
     capped = g.ego_graph(["p1"], radius=2, max_nodes=3)
     assert capped.truncated and len(capped.hops) == 3

@@ -461,9 +461,14 @@ class StaticKG:
             out += [ego.paths[n] for n in ego.reached() if wanted is None or n in wanted]
         return out
 
-    def verbalise(self, path: ReasoningPath) -> str:
-        """A path with node names instead of ids (``{e} → {r} → … → {n}``)."""
-        return path.text(self.display_name)
+    def verbalise(self, path: ReasoningPath, *, ids: bool = False) -> str:
+        """A path with node names instead of ids (``{e} → {r} → … → {n}``); ``ids`` adds each node's id where it
+        differs from its name."""
+        return path.text(self.display_name if ids else self._name)
+
+    def _name(self, node_id: str) -> str:
+        node = self.node(node_id)
+        return node_id if node is None else node.name
 
     def display_name(self, node_id: str) -> str:
         node = self.node(node_id)

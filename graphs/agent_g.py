@@ -1,0 +1,58 @@
+"""Agent-G (paper 004): Algorithm 1 as a LangGraph::
+
+    initialise → agent (a_t) → retriever_bank (X_t) → generator (ŷ_t) → validator (C_val)
+        validator ─ accepted → finish
+                  ─ rejected, t < T → commentor (f_t) → agent
+                  ─ rejected, t = T → finish (the last answer)
+
+The task mode (``generation`` for CRAG-style questions, ``retrieval`` for STaRK-style ones) and T come from the
+context; the baselines of the paper's §4 are in :mod:`graphs.agent_g_baselines`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes import agent_g as n
+from nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
+
+NAME = "agent-g"
+
+
+async def route_critic(state: AgentGState, runtime: Any) -> Literal["finish", "commentor"]:
+    """Lines 7–12 of Algorithm 1: an accepted answer ends the run; a rejected one gets feedback while
+    iterations are left."""
+    decision = n.route_verdict(state, agent_g_context_of(runtime))
+    return "commentor" if decision == "retry" else "finish"
+
+
+def build() -> StateGraph:
+    """The uncompiled Agent-G graph."""
+    g = StateGraph(AgentGState, input_schema=AgentGInput, context_schema=AgentGContext)
+    g.add_node("initialise", n.initialise)
+    g.add_node("agent", n.agent)
+    g.add_node("retriever_bank", n.retriever_bank)
+    g.add_node("generator", n.generator)
+    g.add_node("validator", n.validator)
+    g.add_node("commentor", n.commentor)
+    g.add_node("finish", n.finish)
+    g.add_edge(START, "initialise")
+    g.add_edge("initialise", "agent")
+    g.add_edge("agent", "retriever_bank")
+    g.add_edge("retriever_bank", "generator")
+    g.add_edge("generator", "validator")
+    g.add_conditional_edges("validator", route_critic)
+    g.add_edge("commentor", "agent")
+    g.add_edge("finish", END)
+    return g
+
+
+def compile_graph(checkpointer: Any = None, **kwargs: Any):
+    """The compiled graph, with a checkpointer for Python callers, tests and the CLI."""
+    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+
+
+#: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
+graph = build().compile(name=NAME)

@@ -1,0 +1,541 @@
+"""The nodes of Agent-G (paper 004, Algorithm 1): agent → retriever bank → generator → validator, and on a
+rejection the commentor's corrective feedback for the next action; at most T iterations.
+
+Two task modes (the paper's two benchmark designs):
+
+- ``generation`` (CRAG): the output is an answer ("I don't know" allowed); the agent also decides the question's
+  domain, type and dynamism; the text module reads the question's web pages in batches; the graph module returns
+  reasoning paths; the validator judges the answer against the retrieved references.
+- ``retrieval`` (STaRK): the output is a ranked list of node ids; the text module ranks the nodes' documents; the
+  graph module ranks the documents of the entities its ego-graphs reach; the validator judges the top document
+  with its reasoning paths.
+
+Every iteration's action, references, answer, verdict and feedback are in the state (``iterations``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypedDict
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field, field_validator
+
+from kgagents.usage import Usage, merge_usage
+from nodes.context import Context
+from nodes.critic import Verdict, verdict
+from nodes.grounded import graph_for
+from nodes.llm import LLMCaller, LLMError, StructuredOutputError
+from nodes.retriever_bank import (
+    Retrieval,
+    TopicEntity,
+    describe_retrieval,
+    document_retrieval,
+    graph_retrieval,
+    page_batch,
+    rank_texts,
+    render_references,
+)
+from nodes.runtime import context_as
+from prompts import agent_g as P
+from tools.pgraph import GraphRef, StaticKG, resolve
+from tools.pgraph.embeddings import embedder_spec
+
+ROLE = "graph_executor"
+Task = Literal["generation", "retrieval"]
+CRAG_DOMAINS = ("music", "movie", "finance", "sports", "encyclopedia")
+IDK = "I don't know"
+
+
+@dataclass(kw_only=True)
+class AgentGContext(Context):
+    """Agent-G's task mode and limits, with the paper's defaults (appendix A.2: T = 1 + 4 reflections, ego-graph
+    radius ≤ 2, batches of 5 pages)."""
+
+    task: Task = "generation"
+    max_iterations: int = 5
+    """T: iterations of Algorithm 1 (the first action and four reflections)."""
+    radius: int = 2
+    batch_size: int = 5
+    """Web pages per batch of the text module (CRAG)."""
+    top_k: int = 20
+    """References the generator reads (paths, documents); the retrieval task ranks up to ``ranked_k`` ids."""
+    ranked_k: int = 100
+    page_chars: int = 3000
+    """Characters of each web page the generator reads."""
+    max_nodes: int = 20_000
+    """Upper bound on an ego-graph's nodes (hubs)."""
+    domains: list[str] = field(default_factory=lambda: list(CRAG_DOMAINS))
+    entity_types: list[str] | None = None
+    """The entity types the agent chooses from; default: the graph's node types."""
+    relation_types: list[str] | None = None
+    """The relations the agent chooses from; default: the graph's relations (CRAG API: its functions)."""
+    candidate_types: list[str] | None = None
+    """Retrieval task: the node types that can be answers (e.g. STaRK-MAG's papers); default: every type."""
+    crag_api_url: str | None = None
+    """CRAG's mock KG API (the graph module of the generation task without a static KG); default: CRAG_SERVER."""
+    embedding_model: Any = None
+    embedding_device: str | None = None
+    recursion_limit: int = 100
+
+    def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        if self.task not in ("generation", "retrieval"):
+            raise ValueError(f"task must be generation or retrieval, not {self.task!r}")
+        if self.max_iterations < 1:
+            raise ValueError("max_iterations must be at least 1")
+        if not 0 < self.radius <= 3:
+            raise ValueError("radius must be 1, 2 or 3 (the paper uses at most 2)")
+        self.recursion_limit = max(self.recursion_limit, 6 * self.max_iterations + 10)
+
+    def embedder(self) -> Any:
+        return embedder_spec(self.embedding_model, self.embedding_device)
+
+
+def agent_g_context_of(runtime: Runtime[AgentGContext] | None) -> AgentGContext:
+    return context_as(runtime, AgentGContext)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------------------------
+class Action(TypedDict, total=False):
+    """``a_t = {d_t, E_t, R_t, s_t}`` (plus CRAG's question type and dynamism, and the page batch)."""
+
+    domain: str
+    question_type: str
+    dynamism: str
+    entities: list[TopicEntity]
+    relations: list[str]
+    module: Literal["graph", "text"]
+    batch: int
+
+
+class Iteration(TypedDict, total=False):
+    t: int
+    action: Action
+    retrieval: Retrieval
+    answer: str
+    reasoning: str
+    ranked_ids: list[str]
+    accepted: bool
+    validator_reply: str
+    error_type: str
+    feedback: str
+    error: str
+
+
+class Page(TypedDict, total=False):
+    name: str
+    url: str
+    snippet: str
+    html: str
+    text: str
+
+
+class AgentGInput(TypedDict, total=False):
+    question: str
+    question_id: str
+    query_time: str
+    graph: str
+    """A static KG by name or path (STaRK's SKB; any graph); CRAG's graph module can use its API instead."""
+    pages: list[Page]
+    """CRAG: the question's pre-fetched web pages (HTML or text)."""
+
+
+def merge_iterations(old: list[Iteration] | None, new: list[Iteration] | None) -> list[Iteration]:
+    """Iterations by ``t``: a record for a known iteration updates it (the commentor adds its feedback)."""
+    out = [dict(i) for i in old or []]
+    for record in new or []:
+        for existing in out:
+            if existing.get("t") == record.get("t"):
+                existing.update(record)
+                break
+        else:
+            out.append(dict(record))
+    return out  # type: ignore[return-value]
+
+
+class AgentGState(AgentGInput, total=False):
+    graph_ref: GraphRef
+    page_order: list[list[float]]
+    """The pages ranked by similarity to the question: ``[index, score]``, best first."""
+    t: int
+    action: Action
+    retrieval: Retrieval
+    iterations: Annotated[list[Iteration], merge_iterations]
+    feedback: str
+    answer: str
+    reasoning: str
+    ranked_ids: list[str]
+    final_answer: str
+    exit_reason: str
+    usage: Annotated[Usage, merge_usage]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Structured replies
+# --------------------------------------------------------------------------------------------------------------
+class EntityChoice(BaseModel):
+    name: str = Field(description="The entity as written in the question")
+    type: str = Field("", description="Its type, one of the entity types")
+
+
+class AgentDecision(BaseModel):
+    """The agent's action."""
+
+    domain: str = Field("", description="The question's domain (generation task)")
+    question_type: str = Field("", description="The question's type (generation task)")
+    dynamism: str = Field("", description="The question's dynamism (generation task)")
+    entities: list[EntityChoice] = Field(default_factory=list, description="Topic entities with their types")
+    relations: list[str] = Field(default_factory=list, description="Useful relations, from the relation types")
+    source: Literal["knowledge graph", "text documents"] = Field(description="The reference source")
+    next_batch: bool = Field(False, description="Text documents: read the next batch instead of the same one")
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, value: Any) -> Any:
+        text = str(value).strip().lower()
+        if "graph" in text or text in ("kg", "graph"):
+            return "knowledge graph"
+        if "text" in text or "document" in text or "web" in text:
+            return "text documents"
+        return value
+
+    @field_validator("entities", mode="before")
+    @classmethod
+    def _entities(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [v for v in re.split(r"[;\n]", value) if v.strip()]
+        out = []
+        for item in value or []:
+            if isinstance(item, str):
+                match = re.match(r"\s*(.+?)\s*\(([^()]*)\)\s*$", item)
+                out.append({"name": match.group(1), "type": match.group(2)} if match else {"name": item.strip()})
+            else:
+                out.append(item)
+        return out
+
+    @field_validator("relations", mode="before")
+    @classmethod
+    def _relations(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in re.split(r"[;,\n]", value) if v.strip()]
+        return value
+
+
+class CommentorReply(BaseModel):
+    """The error in the action, as one of the error types."""
+
+    error_type: str = Field(description="Exactly one of the error types")
+    reason: str = Field("", description="What was wrong, in one sentence")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Initialise
+# --------------------------------------------------------------------------------------------------------------
+def page_text(page: Page, max_chars: int) -> str:
+    """A page as text: its converted HTML (the project's HTML converter), else its snippet."""
+    if page.get("text"):
+        return str(page["text"])[:max_chars * 4]
+    html = page.get("html") or ""
+    if html.strip():
+        from tools.files.convert import convert_bytes
+
+        try:
+            return convert_bytes(str(html).encode("utf-8"), filename="page.html").text[:max_chars * 4]
+        except Exception:  # noqa: BLE001 - an unconvertible page falls back to its snippet
+            pass
+    return str(page.get("snippet") or "")
+
+
+async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
+    """Check the input, resolve the graph, convert the pages to text and rank them by similarity (once)."""
+    ctx = agent_g_context_of(runtime)
+    if state.get("t"):
+        raise ValueError("this thread already holds an Agent-G run; continue it without new input, or start a new "
+                         "thread for a new question")
+    question = (state.get("question") or "").strip()
+    if not question:
+        raise ValueError("the task has no question: give {'question': '...', 'graph': ..., 'pages': [...]}")
+    if ctx.task == "retrieval" and not state.get("graph"):
+        raise ValueError("the retrieval task needs a knowledge base: give 'graph' (a name or path)")
+    out: dict[str, Any] = {"question": question, "t": 0, "feedback": ""}
+    if state.get("graph"):
+        out["graph_ref"] = await asyncio.to_thread(resolve, str(state["graph"]))
+    pages = list(state.get("pages") or [])
+    if pages:
+        texts = await asyncio.to_thread(lambda: [page_text(p, ctx.page_chars) for p in pages])
+        pages = [Page(name=str(p.get("name", "")), url=str(p.get("url", "")), snippet=str(p.get("snippet", "")),
+                      text=t) for p, t in zip(pages, texts)]
+        order = await asyncio.to_thread(rank_texts, question, [f"{p['name']}\n{p['text']}" for p in pages],
+                                        ctx.embedder())
+        out.update(pages=pages, page_order=[[i, s] for i, s in order])
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Agent
+# --------------------------------------------------------------------------------------------------------------
+async def _vocabulary(state: AgentGState, ctx: AgentGContext) -> tuple[list[str], list[str]]:
+    """The entity and relation types the agent chooses from."""
+    entity_types, relation_types = ctx.entity_types, ctx.relation_types
+    if (entity_types is None or relation_types is None) and state.get("graph_ref"):
+        stats = (await graph_for(state["graph_ref"])).stats()
+        entity_types = entity_types if entity_types is not None else [t for t in stats.types if t]
+        relation_types = relation_types if relation_types is not None else list(stats.relations)
+    if relation_types is None and ctx.task == "generation":
+        from tools.crag_api import relation_types as crag_relations
+
+        relation_types = crag_relations()
+    return list(entity_types or []), list(relation_types or [])
+
+
+def describe_action(action: Action) -> str:
+    entities = ", ".join(f"{e['name']} ({e.get('type') or '?'})" for e in action.get("entities") or []) or "(none)"
+    parts = [f"source: {'knowledge graph' if action.get('module') == 'graph' else 'text documents'}"]
+    if action.get("module") == "text":
+        parts[-1] += f", batch {action.get('batch', 0) + 1}"
+    for key in ("domain", "question_type", "dynamism"):
+        if action.get(key):
+            parts.append(f"{key.replace('_', ' ')}: {action[key]}")
+    parts += [f"entities: {entities}", f"relations: {', '.join(action.get('relations') or []) or '(none)'}"]
+    return "; ".join(parts)
+
+
+async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
+    """``a_t = Agent(q, f_{t-1})``: extract the domain, topic entities and useful relations, select the module."""
+    ctx = agent_g_context_of(runtime)
+    t = state.get("t", 0) + 1
+    entity_types, relation_types = await _vocabulary(state, ctx)
+    previous = "\n".join(f"iteration {i['t']}: {describe_action(i['action'])} → {i.get('error_type') or 'rejected'}"
+                         for i in state.get("iterations") or []) or "(none)"
+    generation = ctx.task == "generation"
+    prompt = P.render(P.AGENT, iteration=t, question=state["question"], query_time=state.get("query_time") or "(not given)",
+                      decisions=(P.DECISIONS_GENERATION.format(domains=", ".join(ctx.domains)) if generation
+                                 else P.DECISIONS_RETRIEVAL),
+                      examples=P.AGENT_EXAMPLES_GENERATION if generation else P.AGENT_EXAMPLES_RETRIEVAL,
+                      entity_types=", ".join(entity_types) or "(any)",
+                      relation_types=", ".join(relation_types[:400]) or "(any)", previous=previous,
+                      feedback=state.get("feedback") or "(none: this is the first attempt)")
+    llm = LLMCaller(ctx, ROLE)
+    last = state.get("action") or {}
+    try:
+        decision = await llm.structured(prompt, AgentDecision)
+    except (StructuredOutputError, LLMError) as exc:  # no usable action: the text module (no entity needed)
+        why = exc.last_error if isinstance(exc, StructuredOutputError) else str(exc)
+        action = Action(entities=[], relations=[], module="text", batch=_next_batch(last, True))
+        return {"t": t, "action": action, "usage": llm.usage,
+                "feedback": f"(the agent's reply could not be used: {why[:200]})"}
+    module: Literal["graph", "text"] = "graph" if decision.source == "knowledge graph" else "text"
+    action = Action(domain=decision.domain.strip().lower(), question_type=decision.question_type.strip().lower(),
+                    dynamism=decision.dynamism.strip().lower(),
+                    entities=[TopicEntity(name=e.name.strip(), type=e.type.strip()) for e in decision.entities
+                              if e.name.strip()],
+                    relations=list(dict.fromkeys(r.strip() for r in decision.relations if r.strip())), module=module)
+    if module == "text":
+        action["batch"] = _next_batch(last, decision.next_batch)
+    return {"t": t, "action": action, "usage": llm.usage}
+
+
+def _next_batch(last: Action, wanted: bool) -> int:
+    """The page batch: the next one when asked for after a text retrieval, else the first."""
+    if last.get("module") == "text" and wanted:
+        return int(last.get("batch", 0)) + 1
+    return int(last.get("batch", 0)) if last.get("module") == "text" else 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Retriever bank
+# --------------------------------------------------------------------------------------------------------------
+async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
+    """``X_t = RetrieverBank(q, a_t, D)``: run the selected module."""
+    ctx = agent_g_context_of(runtime)
+    action = state.get("action") or Action(module="text")
+    question = state["question"]
+    embedder = ctx.embedder()
+    retrieval: Retrieval
+    if action.get("module") == "text":
+        if state.get("pages"):
+            order = [(int(i), float(s)) for i, s in state.get("page_order") or []]
+            retrieval = page_batch(state["pages"], order, int(action.get("batch", 0)), ctx.batch_size,
+                                   ctx.page_chars)
+        elif state.get("graph_ref"):
+            graph = await graph_for(state["graph_ref"])
+            retrieval = await asyncio.to_thread(document_retrieval, graph, question, ctx.ranked_k,
+                                                types=ctx.candidate_types, embedder=embedder)
+        else:
+            retrieval = Retrieval(module="text", references=[], ranked_ids=[], paths=[], linked={}, batch=0,
+                                  notes=["there are no text documents for this question"])
+    elif state.get("graph_ref"):
+        graph = await graph_for(state["graph_ref"])
+        retrieval = await asyncio.to_thread(
+            graph_retrieval, graph, question, action.get("entities") or [], action.get("relations") or [],
+            output="documents" if ctx.task == "retrieval" else "paths",
+            k=ctx.ranked_k if ctx.task == "retrieval" else ctx.top_k, radius=ctx.radius, max_nodes=ctx.max_nodes,
+            embedder=embedder)
+    else:
+        from nodes.crag_paths import crag_graph_retrieval
+
+        retrieval = await crag_graph_retrieval(question, action, ctx)
+    return {"retrieval": retrieval}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Generator
+# --------------------------------------------------------------------------------------------------------------
+_FINAL = re.compile(r"final answer\s*[:：]\s*(.+)", re.IGNORECASE)
+
+
+def final_answer_of(reply: str) -> str:
+    """The text after the last ``Final answer:``; the reply's last line when there is none."""
+    matches = list(_FINAL.finditer(reply))
+    text = matches[-1].group(1) if matches else (reply.strip().splitlines() or [""])[-1]
+    return text.strip().strip("*`").strip() or IDK
+
+
+async def generator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
+    """``ŷ_t = Generator(q, X_t)``: an answer from the top-K references with chain-of-thought (generation task);
+    the retrieval task's output is the ranked list itself."""
+    ctx = agent_g_context_of(runtime)
+    retrieval = state.get("retrieval") or Retrieval()
+    if ctx.task == "retrieval":
+        ranked = list(retrieval.get("ranked_ids") or [])[: ctx.ranked_k]
+        return {"answer": ranked[0] if ranked else "", "ranked_ids": ranked}
+    action = state.get("action") or Action()
+    references = {**retrieval, "references": (retrieval.get("references") or [])[: ctx.top_k]}
+    prompt = P.render(P.GENERATOR, iteration=state.get("t", 1), example=P.GENERATOR_EXAMPLE,
+                      source="knowledge graph" if retrieval.get("module") == "graph" else "text documents",
+                      references=render_references(references), question=state["question"],
+                      query_time=state.get("query_time") or "(not given)",
+                      question_type=action.get("question_type") or "(unknown)",
+                      dynamism=action.get("dynamism") or "(unknown)", domain=action.get("domain") or "(unknown)")
+    llm = LLMCaller(ctx, ROLE)
+    try:
+        reply = await llm.text(prompt)
+    except LLMError as exc:
+        return {"answer": IDK, "usage": llm.usage, "ranked_ids": [],
+                "feedback": f"(the generator failed: {str(exc)[:200]})"}
+    return {"answer": final_answer_of(reply), "usage": llm.usage, "ranked_ids": [], "reasoning": reply}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Critic: validator and commentor
+# --------------------------------------------------------------------------------------------------------------
+def _yes(reply: str) -> bool:
+    words = re.findall(r"[a-z]+", reply.lower())
+    return bool(words) and words[0] == "yes"
+
+
+async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
+    """``C_val(q, ŷ_t, X_t)``: yes or no, with the task's validation context (§2.3): the retrieved references for
+    an answer, the top document with its reasoning paths for a ranking."""
+    ctx = agent_g_context_of(runtime)
+    retrieval = state.get("retrieval") or Retrieval()
+    t = state.get("t", 1)
+    answer = state.get("answer") or ""
+    llm = LLMCaller(ctx, ROLE)
+    if ctx.task == "retrieval":
+        refs = retrieval.get("references") or []
+        if not refs:
+            accepted, reply = False, "(no document retrieved)"
+        else:
+            context = refs[0]["text"] + "\nReasoning paths:\n" + ("\n".join(retrieval.get("paths") or [])
+                                                                  or "(none: the text module)")
+            reply = await _ask(llm, P.render(P.VALIDATOR_RETRIEVAL, iteration=t, question=state["question"],
+                                             context=context))
+            accepted = _yes(reply)
+    else:
+        references = {**retrieval, "references": (retrieval.get("references") or [])[: ctx.top_k]}
+        reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION, iteration=t, context=render_references(references),
+                                         answer=answer, question=state["question"],
+                                         query_time=state.get("query_time") or "(not given)"))
+        accepted = _yes(reply)
+    record = Iteration(t=t, action=state.get("action") or Action(), retrieval=retrieval, answer=answer,
+                       ranked_ids=list(state.get("ranked_ids") or []), accepted=accepted, validator_reply=reply[:500])
+    return {"usage": llm.usage, "iterations": [record]}
+
+
+async def _ask(llm: LLMCaller, prompt: str) -> str:
+    """A text reply; a call that fails for good counts as a rejection (the loop goes on)."""
+    try:
+        return await llm.text(prompt)
+    except LLMError as exc:
+        return f"(no reply: {str(exc)[:200]})"
+
+
+def route_verdict(state: AgentGState, ctx: AgentGContext) -> Verdict:
+    """Algorithm 1, lines 7–12: accept a validated answer; after a rejection reflect while iterations are left."""
+    last = (state.get("iterations") or [{}])[-1]
+    return verdict(bool(last.get("accepted")), int(state.get("t", 0)), ctx.max_iterations, limit_first=False)
+
+
+async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
+    """``f_t = C_com(q, a_t)``: the error in the action, from the task's error taxonomy (Table 3), as corrective
+    feedback; in-context examples of (action, feedback) pairs; no ground truth is used."""
+    ctx = agent_g_context_of(runtime)
+    taxonomy = P.ERROR_TYPES_GENERATION if ctx.task == "generation" else P.ERROR_TYPES_RETRIEVAL
+    examples = P.COMMENTOR_EXAMPLES_GENERATION if ctx.task == "generation" else P.COMMENTOR_EXAMPLES_RETRIEVAL
+    retrieval = state.get("retrieval") or Retrieval()
+    action = state.get("action") or Action()
+    llm = LLMCaller(ctx, ROLE)
+    prompt = P.render(P.COMMENTOR, iteration=state.get("t", 1), error_types="\n".join(f"- {k}" for k in taxonomy),
+                      examples=examples, question=state["question"],
+                      query_time=state.get("query_time") or "(not given)", action=describe_action(action),
+                      retrieval=describe_retrieval(retrieval) + (f"\nanswer: {state.get('answer')}"
+                                                                 if ctx.task == "generation" else ""))
+    try:
+        reply = await llm.structured(prompt, CommentorReply)
+        error = _match_error(reply.error_type, taxonomy) or default_error(action, retrieval, ctx.task)
+        reason = reply.reason
+    except (StructuredOutputError, LLMError) as exc:
+        error, reason = default_error(action, retrieval, ctx.task), f"(commentor unavailable: {str(exc)[:160]})"
+    feedback = taxonomy[error] + (f" ({reason})" if reason else "")
+    return {"feedback": feedback, "usage": llm.usage,
+            "iterations": [Iteration(t=state.get("t", 1), error_type=error, feedback=feedback)]}
+
+
+def _match_error(text: str, taxonomy: dict[str, str]) -> str | None:
+    key = text.strip().strip(".").lower()
+    if key in taxonomy:
+        return key
+    for name in taxonomy:
+        if name in key or key in name:
+            return name
+    return None
+
+
+def default_error(action: Action, retrieval: Retrieval, task: Task) -> str:
+    """The error a rejection most likely came from when the commentor gives none: what the retrieval notes say."""
+    notes = " ".join(retrieval.get("notes") or [])
+    if task == "retrieval":
+        if "no intersection" in notes:
+            return "no intersection"
+        if action.get("module") == "text":
+            return "incorrect document"
+        if len(action.get("entities") or []) == 1:
+            return "missing entity"
+        return "incorrect entity/relation"
+    if action.get("module") == "text":
+        return "incorrect retrieval module"
+    return "incorrect entity and relation"
+
+
+async def finish(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
+    """The answer: the accepted one, or the last one after T iterations (line 12)."""
+    ctx = agent_g_context_of(runtime)
+    iterations = state.get("iterations") or []
+    last = iterations[-1] if iterations else Iteration()
+    accepted = bool(last.get("accepted"))
+    reason = f"accepted at iteration {last.get('t')}" if accepted else \
+        f"{ctx.max_iterations} iteration(s) without an accepted answer: the last answer"
+    if ctx.task == "retrieval":
+        ranked = list(last.get("ranked_ids") or [])
+        return {"ranked_ids": ranked, "final_answer": json.dumps(ranked), "exit_reason": reason}
+    answer = str(last.get("answer") or IDK)
+    return {"final_answer": answer, "exit_reason": reason}
