@@ -80,7 +80,7 @@ def register_dataset(spec: DatasetSpec) -> None:
 
 _PLUGINS_LOADED = False
 #: Modules of this package that register datasets (each has ``register_datasets(register)``).
-PLUGINS = ("evals.colota", "evals.grbench")
+PLUGINS = ("evals.colota", "evals.grbench", "evals.stark", "evals.crag")
 
 
 def load_plugins() -> None:
