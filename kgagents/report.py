@@ -146,13 +146,39 @@ def format_grounded(state: dict[str, Any]) -> list[str]:
     return lines
 
 
+def format_agent_g(state: dict[str, Any]) -> list[str]:
+    """Agent-G: every iteration's action, references, answer, the validator's verdict and the feedback."""
+    from nodes.agent_g import describe_action
+
+    lines = [f"Exit: {state.get('exit_reason', '(running)')}"]
+    if state.get("ranked_ids"):
+        lines.append(f"Ranking: {', '.join(state['ranked_ids'][:20])}" + (" …" if len(state["ranked_ids"]) > 20 else ""))
+    for it in state.get("iterations") or []:
+        retrieval = it.get("retrieval") or {}
+        lines += ["", f"Iteration {it.get('t')}:", f"  action: {describe_action(it.get('action') or {})}",
+                  f"  retrieval ({retrieval.get('module', '?')}): {len(retrieval.get('references') or [])} "
+                  f"reference(s)" + (f"; linked {retrieval['linked']}" if retrieval.get("linked") else "")]
+        lines += [f"    note: {note}" for note in retrieval.get("notes") or []]
+        for ref in (retrieval.get("references") or [])[:5]:
+            lines.append(f"    [{ref['kind']} {ref['id']}] {str(ref['text'])[:160]!r}")
+        if it.get("answer"):
+            lines.append(f"  answer: {it['answer']}")
+        verdict = "accepted" if it.get("accepted") else "rejected"
+        lines.append(f"  validator: {verdict} ({str(it.get('validator_reply', ''))[:80]!r})")
+        if it.get("feedback"):
+            lines.append(f"  feedback [{it.get('error_type')}]: {it['feedback']}")
+    return lines
+
+
 def format_kg_rag(state: dict[str, Any]) -> list[str]:
     return [f"Retrieved nodes: {', '.join(state.get('retrieved') or []) or '(none)'}", "", "Context:",
             str(state.get("context", ""))[:4000]]
 
 
 FORMATTERS = {"kgot": format_kgot, "ark": format_ark, "fusion": format_fusion, "grounded": format_grounded,
-              "text-rag": format_kg_rag, "graph-rag": format_kg_rag}
+              "text-rag": format_kg_rag, "graph-rag": format_kg_rag, "agent-g": format_agent_g,
+              **{f"agent-g-{b}": format_agent_g for b in ("cot", "text-rag", "graph-rag", "hybrid-rag",
+                                                            "corrective-rag", "react")}}
 
 
 def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes: tuple[str, ...] = ()) -> str:

@@ -18,7 +18,9 @@ from kgagents.runs import RunRegistry, new_thread_id, sqlite_checkpointer
 WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot", "fusion": "graphs.fusion",
                              "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag", "ark": "graphs.ark",
                              "grounded": "graphs.grounded", "text-rag": "graphs.kg_rag:text_rag",
-                             "graph-rag": "graphs.kg_rag:graph_rag", "agent-g": "graphs.agent_g"}
+                             "graph-rag": "graphs.kg_rag:graph_rag", "agent-g": "graphs.agent_g",
+                             **{f"agent-g-{b}": f"graphs.agent_g_baselines:{b.replace('-', '_')}"
+                                for b in ("cot", "text-rag", "graph-rag", "hybrid-rag", "corrective-rag", "react")}}
 
 
 def load_workflow(name: str) -> ModuleType:

@@ -186,6 +186,20 @@ class EntityChoice(BaseModel):
     type: str = Field("", description="Its type, one of the entity types")
 
 
+def parse_entities(value: Any) -> Any:
+    """Entities written as text (``"maroon 5 (band); adele (artist)"``) as ``{name, type}`` objects."""
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[;\n]", value) if v.strip()]
+    out = []
+    for item in value or []:
+        if isinstance(item, str):
+            match = re.match(r"\s*(.+?)\s*\(([^()]*)\)\s*$", item)
+            out.append({"name": match.group(1), "type": match.group(2)} if match else {"name": item.strip()})
+        else:
+            out.append(item)
+    return out
+
+
 class AgentDecision(BaseModel):
     """The agent's action."""
 
@@ -210,16 +224,7 @@ class AgentDecision(BaseModel):
     @field_validator("entities", mode="before")
     @classmethod
     def _entities(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [v for v in re.split(r"[;\n]", value) if v.strip()]
-        out = []
-        for item in value or []:
-            if isinstance(item, str):
-                match = re.match(r"\s*(.+?)\s*\(([^()]*)\)\s*$", item)
-                out.append({"name": match.group(1), "type": match.group(2)} if match else {"name": item.strip()})
-            else:
-                out.append(item)
-        return out
+        return parse_entities(value)
 
     @field_validator("relations", mode="before")
     @classmethod

@@ -1,0 +1,118 @@
+"""Agent-G's baselines (paper 004, §4) as graphs on the same retriever bank, generator and runner::
+
+    agent-g-cot:             no_retrieval → generator → record → finish            (the LLM alone, CoT prompting)
+    agent-g-text-rag:        text_action → retriever_bank → generator → record → finish
+    agent-g-graph-rag:       extract → retriever_bank → generator → record → finish
+    agent-g-hybrid-rag:      extract → retrieve_both → generator → record → finish  (references concatenated)
+    agent-g-corrective-rag:  text_action → retriever_bank → evaluate_retrieval
+                               ─ correct → generator; otherwise → extract → retriever_bank (graph) → generator
+    agent-g-react:           react_step ⟲ (search_web / search_kg / extract) → finish, or generator at the limit
+
+Each starts with Agent-G's ``initialise`` (pages converted and ranked) and ends with its ``finish``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs.baselines import Workflow
+from nodes import agent_g as n
+from nodes import agent_g_baselines as b
+from nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
+
+
+def _graph() -> StateGraph:
+    g = StateGraph(AgentGState, input_schema=AgentGInput, context_schema=AgentGContext)
+    g.add_node("initialise", n.initialise)
+    g.add_node("generator", n.generator)
+    g.add_node("record", b.record)
+    g.add_node("finish", n.finish)
+    g.add_edge(START, "initialise")
+    g.add_edge("generator", "record")
+    g.add_edge("record", "finish")
+    g.add_edge("finish", END)
+    return g
+
+
+def build_cot() -> StateGraph:
+    g = _graph()
+    g.add_node("no_retrieval", b.fixed_action("none"))
+    g.add_edge("initialise", "no_retrieval")
+    g.add_edge("no_retrieval", "generator")
+    return g
+
+
+def build_text_rag() -> StateGraph:
+    g = _graph()
+    g.add_node("text_action", b.fixed_action("text"))
+    g.add_node("retriever_bank", n.retriever_bank)
+    g.add_edge("initialise", "text_action")
+    g.add_edge("text_action", "retriever_bank")
+    g.add_edge("retriever_bank", "generator")
+    return g
+
+
+def build_graph_rag() -> StateGraph:
+    g = _graph()
+    g.add_node("extract", b.extract)
+    g.add_node("retriever_bank", n.retriever_bank)
+    g.add_edge("initialise", "extract")
+    g.add_edge("extract", "retriever_bank")
+    g.add_edge("retriever_bank", "generator")
+    return g
+
+
+def build_hybrid_rag() -> StateGraph:
+    g = _graph()
+    g.add_node("extract", b.extract)
+    g.add_node("retrieve_both", b.retrieve_both)
+    g.add_edge("initialise", "extract")
+    g.add_edge("extract", "retrieve_both")
+    g.add_edge("retrieve_both", "generator")
+    return g
+
+
+async def route_corrective(state: AgentGState) -> Literal["evaluate_retrieval", "generator"]:
+    """The text module's references go to the retrieval evaluator; the graph module's to the generator."""
+    return "generator" if state.get("action", {}).get("module") == "graph" else "evaluate_retrieval"
+
+
+def build_corrective_rag() -> StateGraph:
+    g = _graph()
+    g.add_node("text_action", b.fixed_action("text"))
+    g.add_node("retriever_bank", n.retriever_bank)
+    g.add_node("evaluate_retrieval", b.evaluate_retrieval)
+    g.add_node("extract", b.extract)
+    g.add_edge("initialise", "text_action")
+    g.add_edge("text_action", "retriever_bank")
+    g.add_conditional_edges("retriever_bank", route_corrective)
+    g.add_conditional_edges("evaluate_retrieval", _corrective_judgement)
+    g.add_edge("extract", "retriever_bank")
+    return g
+
+
+async def _corrective_judgement(state: AgentGState) -> Literal["generator", "extract"]:
+    """Correct references are used; ambiguous or incorrect ones send the question to the graph module."""
+    return b.corrective_route(state)
+
+
+async def route_react(state: AgentGState, runtime: Any) -> Literal["react_step", "generator", "finish"]:
+    return b.react_route(state, agent_g_context_of(runtime))
+
+
+def build_react() -> StateGraph:
+    g = _graph()
+    g.add_node("react_step", b.react_step)
+    g.add_edge("initialise", "react_step")
+    g.add_conditional_edges("react_step", route_react)
+    return g
+
+
+cot = Workflow("agent-g-cot", build_cot)
+text_rag = Workflow("agent-g-text-rag", build_text_rag)
+graph_rag = Workflow("agent-g-graph-rag", build_graph_rag)
+hybrid_rag = Workflow("agent-g-hybrid-rag", build_hybrid_rag)
+corrective_rag = Workflow("agent-g-corrective-rag", build_corrective_rag)
+react = Workflow("agent-g-react", build_react)
