@@ -116,3 +116,11 @@ graph_rag = Workflow("agent-g-graph-rag", build_graph_rag)
 hybrid_rag = Workflow("agent-g-hybrid-rag", build_hybrid_rag)
 corrective_rag = Workflow("agent-g-corrective-rag", build_corrective_rag)
 react = Workflow("agent-g-react", build_react)
+
+#: For ``langgraph.json``: no checkpointer (the server brings its own).
+cot_graph = cot.graph
+text_rag_graph = text_rag.graph
+graph_rag_graph = graph_rag.graph
+hybrid_rag_graph = hybrid_rag.graph
+corrective_rag_graph = corrective_rag.graph
+react_graph = react.graph

@@ -144,6 +144,7 @@ def _info(args: argparse.Namespace) -> int:
             "format": graph.ref.get("format"), "nodes": stats.nodes, "edges": stats.edges, "heads": stats.heads,
             "types": types, "relations": relations, "feature_keys": stats.feature_keys,
             "qualifier_keys": stats.qualifier_keys, "open_seconds": round(opened, 4),
+            "indexes": graph.indexes.status() if hasattr(graph, "indexes") else {},
             "rss_mb_after_open": None if after is None or before is None else round(after - before, 1),
             **stats.extra}
     if args.json:
@@ -165,7 +166,7 @@ def _info(args: argparse.Namespace) -> int:
     if "bytes_on_disk" in stats.extra:
         print(f"on disk: {stats.extra['bytes_on_disk'] / 1e6:.1f} MB; opened in {opened * 1000:.0f} ms"
               + (f", {info['rss_mb_after_open']} MB resident" if info["rss_mb_after_open"] is not None else ""))
-    indexes = stats.extra.get("indexes") or {}
+    indexes = info["indexes"]
     print("embedding indexes: " + (", ".join(f"{k} ({v.get('kind')}, {v.get('count')})" for k, v in indexes.items())
                                    or "none yet (built on the first fuzzy lookup)"))
     return 0

@@ -62,7 +62,7 @@ def server(tmp_path_factory):
 async def test_langgraph_dev_runs_kgot_with_a_scripted_model(server):
     url, tmp = server
     client = get_client(url=url)
-    assistants = await client.assistants.search()
+    assistants = await client.assistants.search(limit=100)
     assert {"kgot"} <= {a["graph_id"] for a in assistants}
     with resources.as_file(resources.files("kgagents") / "data" / "demo_kgot_figure9.json") as script:
         context = {"model": f"scripted:{script}", "work_dir": str(tmp / "work")}

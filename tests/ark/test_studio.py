@@ -24,7 +24,7 @@ async def test_langgraph_dev_runs_ark_with_a_scripted_model(server, example):  #
     script = tmp / "ark_script.json"
     script.write_text(json.dumps({"name": "ark", "steps": steps}), encoding="utf-8")
     client = get_client(url=url)
-    assert {"kgot", "ark"} <= {a["graph_id"] for a in await client.assistants.search()}
+    assert {"kgot", "ark"} <= {a["graph_id"] for a in await client.assistants.search(limit=100)}
     thread = await client.threads.create()
     result = await client.runs.wait(thread["thread_id"], "ark",
                                     input={"question": example["question"], "kg": example["graph"]},

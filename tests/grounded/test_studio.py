@@ -24,7 +24,7 @@ async def test_langgraph_dev_runs_grounded_reasoning(server):  # noqa: F811
     script.write_text(json.dumps({"name": "grounded", "steps": gold_path_steps(row, open_graph(source))}),
                       encoding="utf-8")
     client = get_client(url=url)
-    assert {"grounded", "text-rag", "graph-rag"} <= {a["graph_id"] for a in await client.assistants.search()}
+    assert {"grounded", "text-rag", "graph-rag"} <= {a["graph_id"] for a in await client.assistants.search(limit=100)}
     thread = await client.threads.create()
     result = await client.runs.wait(thread["thread_id"], "grounded",
                                     input={"question": row["question"], "graph": source},

@@ -63,7 +63,7 @@ async def test_surfer_runs_in_langgraph_dev(dev_server, tmp_path, web):
     script = tmp_path / "surfer.json"
     script.write_text(json.dumps({"name": "surfer", "steps": research_script(web)}))
     client = get_client(url=url)
-    assert "surfer" in {a["graph_id"] for a in await client.assistants.search()}
+    assert "surfer" in {a["graph_id"] for a in await client.assistants.search(limit=100)}
     thread = await client.threads.create()
     context = {"model": f"scripted:{script}", "work_dir": str(tmp_path / "work")}
     result = await client.runs.wait(thread["thread_id"], "surfer", input={"question": QUESTION}, context=context)

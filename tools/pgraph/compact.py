@@ -206,13 +206,14 @@ class CompactGraph(StaticKG):
 
     # --- whole graph ------------------------------------------------------------------------------------------
     def stats(self) -> GraphStats:
+        """Counts and vocabularies, from memory (no I/O: nodes on the event loop call it); the embedding
+        indexes on disk are listed by ``self.indexes.status()``."""
         c = self.manifest["counts"]
         return GraphStats(nodes=c["nodes"], edges=c["edges"], heads=c["heads"], relations=list(self._relations),
                           types=list(self._types), feature_keys=list(self._feature_keys),
                           qualifier_keys=list(self._qualifier_keys),
                           extra={"backend": "compact", "location": str(self.directory),
-                                 "bytes_on_disk": sum(self.manifest["bytes"].values()),
-                                 "indexes": self.indexes.status()})
+                                 "bytes_on_disk": sum(self.manifest["bytes"].values())})
 
     def schema(self) -> list[tuple[str, str, str, int]]:
         return [tuple(p) for p in self.manifest.get("schema", [])]  # type: ignore[misc]
