@@ -4,7 +4,7 @@
     kgagents resume THREAD                                      continue an interrupted run
     kgagents runs                                               list threads with their status
     kgagents show THREAD                                        the final KG, votes, tool calls, writes, usage
-    kgagents demo                                               an offline, scripted run of the paper's example
+    kgagents demo [--workflow W]                                an offline, scripted run of the paper's example
     kgagents tools                                              every tool with its status
 """
 
@@ -143,6 +143,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
             raise ValueError(f"the {workflow} workflow does not read a static knowledge graph (--graph is for "
                              "ark and the other graph-exploring workflows)")
         task["graph"] = args.graph
+    if getattr(args, "page", None) or getattr(args, "query_time", None):
+        if not workflow.startswith("agent-g"):
+            raise ValueError("--page and --query-time are for the agent-g workflows (web pages for their text "
+                             "module)")
+        from kgagents.cli_agent_g import pages_from_files
+
+        task["pages"] = pages_from_files(args.page or [])
+        if args.query_time:
+            task["query_time"] = args.query_time
     if getattr(args, "fusion", None):
         from nodes.fusion import parse_variants
 
@@ -262,6 +271,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from kgagents.cli_grounded import run_demo as run_grounded_demo
 
         return run_grounded_demo(args)
+    if args.workflow == "agent-g":
+        from kgagents.cli_agent_g import run_demo as run_agent_g_demo
+
+        return run_agent_g_demo(args)
     if args.workflow != "kgot":
         raise ValueError(f"no demo for workflow {args.workflow!r}")
     from tools.kg.stores import backend_language
@@ -301,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--attach", action="append", metavar="FILE", help="a file the question refers to")
     ask.add_argument("--graph", metavar="NAME_OR_PATH",
                      help="the static knowledge graph to explore (ark, ...): an imported graph's name or a path")
+    ask.add_argument("--page", action="append", metavar="FILE",
+                     help="agent-g: a web page (HTML or text file) for the text module; repeat for more")
+    ask.add_argument("--query-time", help="agent-g: when the question is asked (CRAG: mm/dd/yyyy, hh:mm:ss PT)")
     ask.add_argument("--preset", help="a named context of the workflow (e.g. grounded: tot-agent-select)")
     ask.add_argument("--thread", help="thread id (default: a new one)")
     ask.add_argument("--workflow", default="kgot")

@@ -1,0 +1,127 @@
+"""Agent-G on the command line.
+
+    kgagents ask "question" --workflow agent-g --page a.html --page b.txt [--query-time "03/10/2024, 23:34:42 PT"]
+        a question answered from the given web pages (the text module) and, with --set crag_api_url=URL, CRAG's
+        knowledge graphs (the graph module)
+    kgagents ask "question" --workflow agent-g --graph NAME --set task=retrieval
+        STaRK-style retrieval over a knowledge base whose nodes have documents: the answer is a ranked id list
+    kgagents demo --workflow agent-g
+        an offline, scripted run of a CRAG sample question through the real retriever bank (the question's real
+        web pages, the mock KG API serving CRAG's saved calls): one rejection, corrective feedback, an accepted
+        second answer
+
+The demo's script makes the decisions a model would make, but every answer in it is conditioned on what the real
+retriever bank returned (the generator's second answer is only given when the ranked pages that reach it hold the
+fact), so the run gets to the gold answer only if the retrieval, the critic loop and the checkpoints behave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: The demo's question, one of the CRAG sample's ten (found by its text).
+DEMO_QUERY = "is dreamworks animation owned by time warner or universal pictures?"
+
+PAGE_SUFFIXES_HTML = (".html", ".htm", ".xhtml")
+
+
+def pages_from_files(paths: list[str]) -> list[dict[str, Any]]:
+    """Web pages for Agent-G's text module from local files: HTML (converted to text by the run) or text; the
+    page's name is its HTML title, else the file name. A missing or unreadable file is a clear error."""
+    pages = []
+    for path in paths:
+        p = Path(path)
+        if not p.is_file():
+            raise ValueError(f"page not found: {path}")
+        try:
+            content = p.read_bytes().decode("utf-8", errors="replace")
+        except OSError as exc:
+            raise ValueError(f"cannot read the page {path}: {exc}") from exc
+        page: dict[str, Any] = {"name": p.name, "url": p.resolve().as_uri()}
+        if p.suffix.lower() in PAGE_SUFFIXES_HTML or content.lstrip()[:15].lower().startswith(("<!doctype", "<html")):
+            title = re.search(r"<title[^>]*>(.*?)</title>", content, re.IGNORECASE | re.DOTALL)
+            if title and title.group(1).strip():
+                page["name"] = " ".join(title.group(1).split())
+            page["html"] = content
+        else:
+            page["text"] = content
+        pages.append(page)
+    return pages
+
+
+def _s(when: str, **reply: Any) -> dict[str, Any]:
+    return {"when": when, "times": 1, **reply}
+
+
+def demo_steps() -> list[dict[str, Any]]:
+    """The scripted decisions of the demo (see the module docstring)."""
+    question = re.escape(f"<question>{DEMO_QUERY}</question>")
+    return [
+        # iteration 1: the agent reads the question as a relational one about a film company
+        _s(r"\[stage: agent, iteration 1\].*" + question,
+           structured={"domain": "movie", "question_type": "comparison", "dynamism": "static",
+                       "entities": [{"name": "dreamworks animation", "type": "movie"}],
+                       "relations": ["movie_get_movie_info"], "source": "knowledge graph"}),
+        # the knowledge graph has no record of it: nothing to answer from
+        _s(r"\[stage: generator, iteration 1\].*<references>\s*\(no reference",
+           content="1. Which company owns DreamWorks Animation? The references give nothing about it.\n"
+                   "Final answer: I don't know"),
+        _s(r"\[stage: validator, iteration 1\]", content="no"),
+        _s(r"\[stage: commentor, iteration 1\].*movie_get_movie_info",
+           structured={"error_type": "incorrect retrieval module",
+                       "reason": "the knowledge graph holds films, not the owners of studios; the web pages "
+                                 "describe the company"}),
+        # iteration 2: the feedback sends the agent to the question's web pages
+        _s(r"\[stage: agent, iteration 2\].*reference does not contain useful information",
+           structured={"domain": "movie", "question_type": "comparison", "dynamism": "static",
+                       "entities": [{"name": "dreamworks animation", "type": "company"}], "relations": [],
+                       "source": "text documents"}),
+        # answered only when the ranked pages that reach the generator name Universal as the owner
+        _s(r"\[stage: generator, iteration 2\].*<references>.*Universal Pictures \| Dreamworks Animation Wiki"
+           r".*</references>",
+           content="1. Who owns DreamWorks Animation? The pages list it under Universal Pictures (NBCUniversal "
+                   "bought it in 2016).\n2. Is that Time Warner or Universal Pictures? Universal Pictures.\n"
+                   "Final answer: universal pictures"),
+        _s(r"\[stage: validator, iteration 2\].*<prediction>universal pictures</prediction>", content="yes"),
+    ]
+
+
+def _demo_item() -> Any:
+    from evals.datasets import load_dataset
+
+    for item in load_dataset("crag", None).items:
+        if item.question.strip().lower() == DEMO_QUERY:
+            return item
+    raise ValueError("the demo's CRAG sample question is missing from the packaged CRAG data")
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """``kgagents demo --workflow agent-g``: a CRAG sample question, scripted decisions, real retrieval."""
+    from kgagents.cli import _run
+    from kgagents.report import format_agent_g
+    from nodes.agent_g import AgentGContext
+    from tools.crag_api import CragMockServer
+
+    item = _demo_item()
+    print("Scripted demo: a CRAG sample question with its five real web pages and the mock KG API (CRAG's saved "
+          "calls on a loopback server), through the real Agent-G graph, retriever bank and SQLite checkpoints "
+          "with a scripted chat model (no LLM is called).", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, CragMockServer() as server:
+        script = Path(tmp) / "script.json"
+        script.write_text(json.dumps({"name": "agent-g-demo", "steps": demo_steps()}), encoding="utf-8")
+        values = {"model": f"scripted:{script}", "task": "generation", "crag_api_url": server.url}
+        args.runs_dir = args.runs_dir or tmp
+        task = {"question": item.question, **{k: v for k, v in item.inputs.items() if k != "question"}}
+        _, state = _run("agent-g", args, task, None, values, context_override=AgentGContext.from_mapping(values))
+        if not getattr(args, "quiet", False):
+            print("\n".join(format_agent_g(state)), file=sys.stderr)
+            print(f"gold answer: {item.gold if isinstance(item.gold, str) else json.dumps(item.gold)}",
+                  file=sys.stderr)
+        print(state.get("final_answer", "(no answer)"))
+    return 0
