@@ -83,7 +83,8 @@ def _import(args: argparse.Namespace) -> int:
         url = (args.neo4j if backend == "neo4j" else args.falkordb) or None
         name = args.name or _default_name(args.source, args.record)
         ref = import_to_cypher(args.source, backend=backend, url=url, name=name, format=args.format,
-                               record=args.record, batch_size=args.batch_size, progress=progress)
+                               record=args.record, merge=args.merge, batch_size=args.batch_size,
+                               progress=progress)
     else:
         ref = import_graph(args.source, format=args.format, name=args.name, to=args.to, record=args.record,
                            merge=args.merge, progress=progress)

@@ -64,11 +64,13 @@ def ark_source(tmp_path, ark_example) -> Path:
 
 def pair(source: Path, database: Any, name: str, **kw: Any) -> tuple[CompactGraph, CypherGraph]:
     """The compact store of ``source`` and its import into ``database``, opened by name."""
-    compact = CompactGraph(import_graph(source, name=f"{name}-compact")["location"])
+    compact_ref = import_graph(source, name=f"{name}-compact")
+    assert isinstance(open_graph(f"{name}-compact"), CompactGraph)
     ref = import_to_cypher(source, backend=database.backend, url=database.url, name=name, **kw)
-    forget_open_graphs()  # both have the same fingerprint: open the database-backed one, not the compact one
-    graph = open_graph(name)
-    assert isinstance(graph, CypherGraph) and ref["fingerprint"] == compact.fingerprint
+    graph = open_graph(name)  # the same fingerprint as the compact build, another instance
+    assert isinstance(graph, CypherGraph) and ref["fingerprint"] == compact_ref["fingerprint"]
+    compact = open_graph(f"{name}-compact")
+    assert isinstance(compact, CompactGraph)
     return compact, graph
 
 
@@ -203,7 +205,7 @@ def test_nearest_nodes_and_relations(cypher_database, embedder):
     forget_open_graphs()
     again = open_graph("dblp")
     again.nearest_nodes("graphs", 1, embedder=embedder)
-    assert again.indexes.builds == 0 and "name--all-MiniLM-L6-v2" in again.stats().extra["indexes"]
+    assert again.indexes.builds == 0 and "name--all-MiniLM-L6-v2" in again.indexes.status()
     with pytest.raises(ValueError, match="unknown embedding field"):
         g.nearest_nodes("x", field="title")
 

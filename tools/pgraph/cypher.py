@@ -599,8 +599,7 @@ class CypherGraph(StaticKG):
                           types=list(m["types"]), feature_keys=list(m["feature_keys"]),
                           qualifier_keys=list(m["qualifier_keys"]),
                           extra={"backend": self.db.backend, "location": str(self.directory),
-                                 "database": self.db.describes, "namespace": self.namespace,
-                                 "indexes": self.indexes.status()})
+                                 "database": self.db.describes, "namespace": self.namespace})
 
     def type_counts(self) -> dict[str, int]:
         return dict(self.manifest.get("type_counts", {}))

@@ -50,6 +50,8 @@ class GraphRef(TypedDict, total=False):
     record: str
     fingerprint: str
     """The graph's identity: a hash of its source content and build options."""
+    backend: str
+    """``neo4j`` or ``falkordb`` for a graph held in a database; absent for the compact store."""
 
 
 @dataclass(frozen=True, slots=True)

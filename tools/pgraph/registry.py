@@ -84,6 +84,8 @@ def _read_manifest(directory: Path) -> dict[str, Any] | None:
 def _ref_of(directory: Path, manifest: Mapping[str, Any]) -> GraphRef:
     ref = GraphRef(name=str(manifest.get("name") or directory.name), location=str(directory.resolve()),
                    fingerprint=str(manifest["fingerprint"]))
+    if manifest.get("backend", "compact") != "compact":
+        ref["backend"] = str(manifest["backend"])
     source = manifest.get("source") or {}
     for key in ("source", "format", "record"):
         value = source.get("path" if key == "source" else key)
@@ -318,9 +320,13 @@ _open_locks: dict[str, threading.Lock] = {}
 
 def open_graph(ref: str | Path | Mapping[str, Any], *, format: str | None = None,  # noqa: A002
                record: str | None = None) -> StaticKG:
-    """The process's one instance of the graph ``ref`` resolves to (opened on first use)."""
+    """The process's one instance of the graph ``ref`` resolves to (opened on first use), keyed by its
+    fingerprint: compact builds of one source share an instance wherever they lie; a database-backed import of
+    the same source (the same fingerprint) is another instance."""
     resolved = resolve(ref, format=format, record=record)
     fingerprint = resolved["fingerprint"]
+    if resolved.get("backend", "compact") != "compact":
+        fingerprint += f"@{resolved['location']}"
     with _open_lock:
         graph = _open.get(fingerprint)
         if graph is not None:
