@@ -68,6 +68,9 @@ class DatasetSpec:
     """Shown when the data is missing: where the files come from."""
     default_data: Path | None = None
     """Files that ship with kgagents, loaded when no path is given (see :func:`packaged_data`)."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """Context values a run on this dataset needs (e.g. Agent-G's ``task``): applied to every workflow whose
+    context has the field, under the values the user sets (see :func:`dataset_context`)."""
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -99,6 +102,14 @@ def load_plugins() -> None:
             register = getattr(importlib.import_module(module), "register_datasets", None)
             if callable(register):
                 register(register_dataset)
+
+
+def dataset_context(name: str) -> dict[str, Any]:
+    """The context values the dataset ``name`` asks of a run (its :attr:`DatasetSpec.context`; none for a
+    dataset that is not registered)."""
+    load_plugins()
+    spec = DATASETS.get(name)
+    return dict(spec.context) if spec is not None else {}
 
 
 def load_dataset(name: str, path: str | Path | None, *, split: str | None = None, limit: int | None = None,

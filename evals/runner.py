@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.checkpointer import open_checkpointer
-from evals.datasets import Dataset, Item, load_plugins
+from evals.datasets import Dataset, Item, dataset_context, load_plugins
 from evals.scorers import Score, Scorer, make_scorer
 from kgagents.usage import Usage, merge_usage, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
@@ -233,6 +233,35 @@ class _Progress:
             self.bar.close()
 
 
+def workflow_defaults(module: Any, dataset_name: str) -> dict[str, Any]:
+    """The dataset's context values (:func:`evals.datasets.dataset_context`) that the workflow's context
+    has."""
+    values = dataset_context(dataset_name)
+    if not values:
+        return {}
+    schema = module.build().context_schema
+    known = {f.name for f in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else set()
+    return {k: v for k, v in values.items() if k in known}
+
+
+def with_defaults(context: Any, defaults: dict[str, Any]) -> Any:
+    """A ready context with the dataset's values for the fields its maker left at their defaults."""
+    if not defaults or not dataclasses.is_dataclass(context):
+        return context
+    fields = {f.name: f for f in dataclasses.fields(context)}
+    changes = {}
+    for name, value in defaults.items():
+        spec = fields.get(name)
+        if spec is None:
+            continue
+        default = spec.default
+        if default is dataclasses.MISSING and spec.default_factory is not dataclasses.MISSING:
+            default = spec.default_factory()
+        if getattr(context, name) == default:
+            changes[name] = value
+    return dataclasses.replace(context, **changes) if changes else context
+
+
 class ItemRunner:
     """Runs (item, run) pairs of one evaluation on one checkpointer; shared by the local and the Dask runner."""
 
@@ -243,8 +272,9 @@ class ItemRunner:
         self.scorer = scorer
         self.module = load_workflow(options.workflow)
         self.adapter = adapter_for(options.workflow)
-        self.base_context = options.context if options.context is not None else make_context(
-            self.module, dict(options.context_values))
+        defaults = workflow_defaults(self.module, dataset_name)
+        self.base_context = with_defaults(options.context, defaults) if options.context is not None else \
+            make_context(self.module, {**defaults, **options.context_values})
         self.graph: Any = None
 
     def context_for(self, thread_id: str) -> Any:

@@ -145,7 +145,8 @@ def register_datasets(register: Callable[[Any], None]) -> None:
     from evals.scorers import register_scorer
 
     register(DatasetSpec(name="stark", load=load_stark, scorer="stark", splits=("test", "val", "train", "human"),
-                         default_split="test", group_label="Split", how_to_get=HOW_TO))
+                         default_split="test", group_label="Split", how_to_get=HOW_TO,
+                         context={"task": "retrieval"}))
     register_scorer("stark", lambda grader_model=None, **_: StarkScorer())
     from evals.runner import Adapter, register_adapter
 
