@@ -36,7 +36,7 @@ from nodes.retriever_bank import (
     document_retrieval,
     graph_retrieval,
     page_batch,
-    rank_texts,
+    rank_pages,
     render_references,
 )
 from nodes.runtime import context_as
@@ -65,7 +65,7 @@ class AgentGContext(Context):
     """References the generator reads (paths, documents); the retrieval task ranks up to ``ranked_k`` ids."""
     ranked_k: int = 100
     page_chars: int = 3000
-    """Characters of each web page the generator reads."""
+    """Characters of each web page the generator reads: the page's passages most similar to the question."""
     max_nodes: int = 20_000
     """Upper bound on an ego-graph's nodes (hubs)."""
     domains: list[str] = field(default_factory=lambda: list(CRAG_DOMAINS))
@@ -244,23 +244,34 @@ class CommentorReply(BaseModel):
 # --------------------------------------------------------------------------------------------------------------
 # Initialise
 # --------------------------------------------------------------------------------------------------------------
-def page_text(page: Page, max_chars: int) -> str:
+#: Characters of a page's text that its passages are chosen from (the rest of a very long page is not read).
+PAGE_TEXT_LIMIT = 60_000
+#: A Markdown link or image (``[text](target)``), read as its text alone.
+_MARKDOWN_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+
+
+def page_text(page: Page, max_chars: int = PAGE_TEXT_LIMIT) -> str:
     """A page as text: its converted HTML (the project's HTML converter), else its snippet."""
     if page.get("text"):
-        return str(page["text"])[:max_chars * 4]
+        return str(page["text"])[:max_chars]
     html = page.get("html") or ""
     if html.strip():
         from tools.files.convert import convert_bytes
 
         try:
-            return convert_bytes(str(html).encode("utf-8"), filename="page.html").text[:max_chars * 4]
+            text = convert_bytes(str(html).encode("utf-8"), filename="page.html").text
         except Exception:  # noqa: BLE001 - an unconvertible page falls back to its snippet
-            pass
+            text = ""
+        if text.strip():
+            for _ in range(2):  # a linked image is a link around an image
+                text = _MARKDOWN_LINK.sub(r"\1", text)
+            return text[:max_chars]
     return str(page.get("snippet") or "")
 
 
 async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """Check the input, resolve the graph, convert the pages to text and rank them by similarity (once)."""
+    """Check the input, resolve the graph, convert the pages to text, keep each page's passages that speak to
+    the question and rank the pages by similarity (once)."""
     ctx = agent_g_context_of(runtime)
     if state.get("t"):
         raise ValueError("this thread already holds an Agent-G run; continue it without new input, or start a new "
@@ -275,11 +286,12 @@ async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
         out["graph_ref"] = await asyncio.to_thread(resolve, str(state["graph"]))
     pages = list(state.get("pages") or [])
     if pages:
-        texts = await asyncio.to_thread(lambda: [page_text(p, ctx.page_chars) for p in pages])
+        texts = await asyncio.to_thread(lambda: [page_text(p) for p in pages])
+        kept, order = await asyncio.to_thread(rank_pages, question,
+                                              [(str(p.get("name", "")), t) for p, t in zip(pages, texts)],
+                                              ctx.embedder(), max_chars=ctx.page_chars)
         pages = [Page(name=str(p.get("name", "")), url=str(p.get("url", "")), snippet=str(p.get("snippet", "")),
-                      text=t) for p, t in zip(pages, texts)]
-        order = await asyncio.to_thread(rank_texts, question, [f"{p['name']}\n{p['text']}" for p in pages],
-                                        ctx.embedder())
+                      text=t) for p, t in zip(pages, kept)]
         out.update(pages=pages, page_order=[[i, s] for i, s in order])
     return out
 

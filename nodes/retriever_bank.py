@@ -16,6 +16,7 @@ the commentor reads it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
@@ -60,18 +61,76 @@ def _note_join(notes: list[str]) -> str:
 # --------------------------------------------------------------------------------------------------------------
 # Text module
 # --------------------------------------------------------------------------------------------------------------
+def _embed(texts: Sequence[str], embedder: Any) -> np.ndarray:
+    """Unit-length embeddings of ``texts`` (rows of zeros stay zero)."""
+    vectors = np.asarray(resolve_embedder(embedder).encode(list(texts)), dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms == 0, 1.0, norms)
+
+
 def rank_texts(question: str, texts: Sequence[str], embedder: Any = None, *, max_chars: int = 2000
                ) -> list[tuple[int, float]]:
     """The texts' indices ranked by vector similarity to the question (the VSS ranker), with cosine scores."""
     if not texts:
         return []
-    model = resolve_embedder(embedder)
-    vectors = np.asarray(model.encode([t[:max_chars] for t in texts]), dtype=np.float32)
-    query = np.asarray(model.encode([question]), dtype=np.float32)[0]
-    norms = np.linalg.norm(vectors, axis=1) * (np.linalg.norm(query) or 1.0)
-    scores = vectors @ query / np.where(norms == 0, 1.0, norms)
+    vectors = _embed([question, *(t[:max_chars] for t in texts)], embedder)
+    scores = vectors[1:] @ vectors[0]
     order = np.argsort(-scores, kind="stable")
     return [(int(i), round(float(scores[i]), 4)) for i in order]
+
+
+def passages(text: str, size: int = 500) -> list[str]:
+    """A page's text cut into passages of about ``size`` characters at paragraph, line or sentence ends."""
+    parts = [p.strip() for p in re.split(r"\n\s*\n|\n(?=[#*\-|])", text) if p.strip()]
+    out: list[str] = []
+    for part in parts:
+        while len(part) > size:
+            cut = max(part.rfind(". ", 0, size), part.rfind("\n", 0, size))
+            cut = cut + 1 if cut > size // 3 else size
+            out.append(part[:cut].strip())
+            part = part[cut:].strip()
+        if out and len(out[-1]) + len(part) < size // 2:
+            out[-1] += "\n" + part
+        elif part:
+            out.append(part)
+    return out
+
+
+def rank_pages(question: str, pages: Sequence[tuple[str, str]], embedder: Any = None, *, max_chars: int = 3000,
+               size: int = 500) -> tuple[list[str], list[tuple[int, float]]]:
+    """What the generator reads of each page, and the pages ranked by similarity to the question (VSS).
+
+    A page (``(name, text)``) is cut into passages; a page's score is its best passage's cosine similarity to
+    the question, and what is kept of it are its best passages, in page order, up to ``max_chars`` — the
+    parts of a long page that speak to the question, not its navigation. All passages are embedded in one
+    batch, each distinct passage once (result pages often repeat one another).
+    """
+    if not pages:
+        return [], []
+    cut = [[name.strip(), *passages(text, size)] if name.strip() else passages(text, size) or [""]
+           for name, text in pages]
+    flat = [p for chunks in cut for p in chunks]
+    distinct = list(dict.fromkeys(flat))
+    vectors = _embed([question, *distinct], embedder)
+    by_text = dict(zip(distinct, (vectors[1:] @ vectors[0]).tolist()))
+    scores = np.asarray([by_text[p] for p in flat], dtype=np.float32)
+    kept: list[str] = []
+    best: list[float] = []
+    start = 0
+    for chunks in cut:
+        own = scores[start:start + len(chunks)]
+        start += len(chunks)
+        chosen: list[int] = []
+        used = 0
+        for i in np.argsort(-own, kind="stable"):
+            if used + len(chunks[i]) > max_chars and chosen:
+                continue
+            chosen.append(int(i))
+            used += len(chunks[i])
+        kept.append("\n…\n".join(chunks[i] for i in sorted(chosen))[:max_chars])
+        best.append(float(own.max()) if len(own) else 0.0)
+    order = sorted(range(len(pages)), key=lambda i: -best[i])
+    return kept, [(i, round(best[i], 4)) for i in order]
 
 
 def page_batch(pages: Sequence[dict[str, Any]], order: Sequence[tuple[int, float]], batch: int, size: int,

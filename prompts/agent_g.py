@@ -54,7 +54,7 @@ with a document. Decide: the topic entities with their types and the useful rela
 knowledge graph or the text documents narrow the search space down."""
 
 AGENT_EXAMPLES_GENERATION = """Question: who are the members of the band maroon 5?
-Action: domain music; type set; dynamism slow-changing; entities: maroon 5 (band); relations: get_members;
+Action: domain music; type set; dynamism slow-changing; entities: maroon 5 (band); relations: music_get_members;
 source: knowledge graph
 
 Question: what did the reviewers say about the new phone's battery life?
@@ -63,7 +63,7 @@ source: text documents
 
 Question: what was meta's closing price yesterday?
 Action: domain finance; type simple_w_condition; dynamism real-time; entities: meta (ticker_symbol);
-relations: get_ticker_close_price; source: knowledge graph"""
+relations: finance_get_price_history; source: knowledge graph"""
 
 AGENT_EXAMPLES_RETRIEVAL = """Question: Which papers by Maria Ortiz study graph neural networks for drug design?
 Action: entities: Maria Ortiz (author), graph neural networks (field_of_study); relations: author___writes___paper,
@@ -76,7 +76,7 @@ Action: entities: (none); relations: (none); source: text documents"""
 # The generator (CRAG, appendix A.1.2)
 # --------------------------------------------------------------------------------------------------------------
 GENERATOR_EXAMPLE = """Question: how many grammy awards has adele won?
-Reference: Adele -> grammy_get_award_count_by_artist -> 16
+Reference: Adele → music_grammy_get_award_count_by_artist → 16
 Problems to solve: 1. Which artist is asked about? Adele. 2. How many Grammy awards does the reference give? 16.
 Final answer: 16"""
 
@@ -156,7 +156,8 @@ ERROR_TYPES_RETRIEVAL = {
                           "narrow down the search space.",
 }
 
-COMMENTOR_EXAMPLES_GENERATION = """Action: source knowledge graph; domain movie; entities: maroon 5 (movie); relations: has_crew
+COMMENTOR_EXAMPLES_GENERATION = """Action: source knowledge graph; domain movie; entities: maroon 5 (movie);
+relations: movie_get_movie_info
 Retrieval: the knowledge graph returned nothing for the entities
 Feedback: incorrect question domain (the question is about a band: music)
 
@@ -164,11 +165,13 @@ Action: source text documents, batch 1; domain finance
 Retrieval: 5 web pages about the company's history, none with a price
 Feedback: incorrect retrieval module (a price is a knowledge-graph fact)
 
-Action: source knowledge graph; domain music; entities: adele (song); relations: get_song_author
+Action: source knowledge graph; domain music; entities: adele (song); relations: music_get_song_author
 Retrieval: no reasoning path
-Feedback: incorrect entity and relation (adele is an artist; the relation is grammy_get_award_count_by_artist)"""
+Feedback: incorrect entity and relation (adele is an artist; the relation is
+music_grammy_get_award_count_by_artist)"""
 
-COMMENTOR_EXAMPLES_RETRIEVAL = """Action: entities: optical TALU implementations (field_of_study), Netaji Subhash Engineering College (institution);
+COMMENTOR_EXAMPLES_RETRIEVAL = """Action: entities: optical TALU implementations (field_of_study),
+Netaji Subhash Engineering College (institution);
 relations: paper___has_topic___field_of_study, author___affiliated_with___institution
 Retrieval: the ego-graphs of the two entities do not intersect
 Feedback: no intersection (the field is a textual aspect of the question, not an entity)

@@ -199,3 +199,22 @@ async def test_the_served_graph(prime, tmp_path):
     state = await agent_g_graph.graph.ainvoke({"question": QUESTION, "graph": prime}, {"recursion_limit": 60},
                                               context={"model": f"scripted:{script}", "task": "retrieval"})
     assert state["ranked_ids"] == ["0"] and agent_g_graph.graph.checkpointer is None
+
+
+def test_pages_are_read_where_they_speak_to_the_question():
+    """A long page is cut into passages; the generator reads its passages most similar to the question (not
+    its navigation), and pages rank by their best passage; repeated passages are embedded once."""
+    from nodes.agent_g import page_text
+    from nodes.retriever_bank import passages, rank_pages
+
+    navigation = "\n\n".join(f"* [Menu item {i}](/wiki/item_{i})" for i in range(400))
+    html = (f"<html><body><nav>{navigation}</nav><h1>Maroon 5</h1><p>Maroon 5 is an American pop rock band. "
+            "Its members are Adam Levine, James Valentine and PJ Morton, who plays keyboards.</p></body></html>")
+    text = page_text({"html": html})
+    assert "](/wiki" not in text and "Menu item 3" in text  # links read as their text
+    assert all(len(p) <= 500 for p in passages(text))
+    kept, order = rank_pages("who plays keyboards in maroon 5?",
+                             [("Band page", text), ("Weather", "It rains in Paris in spring."), ("Copy", text)],
+                             max_chars=300)
+    assert "PJ Morton, who plays keyboards" in kept[0] and len(kept[0]) <= 300
+    assert [i for i, _ in order][2] == 1 and order[0][1] == order[1][1]  # the copy scores like the original
