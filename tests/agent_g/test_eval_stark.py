@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kgagents.cli import main
 from tests.agent_g.conftest import QUESTION, decide, validate
 
@@ -63,3 +65,17 @@ def test_eval_agent_g_and_text_rag_on_stark(tmp_path, capsys):
                  "--no-plots"]) == 0
     report = (tmp_path / "rep" / "report.md").read_text()
     assert "hit@1" in report and "agent-g-text-rag" in report
+
+
+def test_stark_metrics_by_rank():
+    from evals.stark import ranking_metrics, ranked_of
+
+    assert ranking_metrics(["a", "b", "c"], ["a"]) == {"hit@1": 1.0, "hit@5": 1.0, "recall@20": 1.0, "mrr": 1.0}
+    got = ranking_metrics(["x", "y", "a", "x"], ["a", "z"])  # a repeated id counts once; z was never ranked
+    assert got == {"hit@1": 0.0, "hit@5": 1.0, "recall@20": 0.5, "mrr": pytest.approx(1 / 3)}
+    deep = [f"n{i}" for i in range(30)]
+    got = ranking_metrics(deep, ["n6", "n25"])
+    assert got["hit@5"] == 0.0 and got["recall@20"] == 0.5 and got["mrr"] == pytest.approx(1 / 7)
+    assert ranking_metrics([], ["a"]) == {"hit@1": 0.0, "hit@5": 0.0, "recall@20": 0.0, "mrr": 0.0}
+    assert ranked_of('["3", 4]', {}) == ["3", "4"] and ranked_of("7", {}) == ["7"]
+    assert ranked_of("ignored", {"ranked_ids": [1, 2]}) == ["1", "2"]
