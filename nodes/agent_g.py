@@ -19,6 +19,7 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.runtime import Runtime
@@ -75,6 +76,11 @@ class AgentGContext(Context):
     """The relations the agent chooses from; default: the graph's relations (CRAG API: its functions)."""
     candidate_types: list[str] | None = None
     """Retrieval task: the node types that can be answers (e.g. STaRK-MAG's papers); default: every type."""
+    agent_examples: str | None = None
+    """A text file of the agent's in-context examples (question → action), instead of the built-in ones."""
+    commentor_examples: str | None = None
+    """A text file of the commentor's in-context examples (action, retrieval → feedback), instead of the
+    built-in ones (the paper collects them from a training split, verified by its ground truth)."""
     crag_api_url: str | None = None
     """CRAG's mock KG API (the graph module of the generation task without a static KG); default: CRAG_SERVER."""
     embedding_model: Any = None
@@ -95,6 +101,20 @@ class AgentGContext(Context):
 
     def embedder(self) -> Any:
         return embedder_spec(self.embedding_model, self.embedding_device)
+
+    def examples(self, which: Literal["agent", "commentor"]) -> str:
+        """The in-context examples of the agent or the commentor for this task: the user's file, else the
+        built-in ones; an unreadable file is a clear error."""
+        path = self.agent_examples if which == "agent" else self.commentor_examples
+        if path:
+            try:
+                return Path(path).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"cannot read the {which}'s examples file {path}: {exc}") from exc
+        generation = self.task == "generation"
+        if which == "agent":
+            return P.AGENT_EXAMPLES_GENERATION if generation else P.AGENT_EXAMPLES_RETRIEVAL
+        return P.COMMENTOR_EXAMPLES_GENERATION if generation else P.COMMENTOR_EXAMPLES_RETRIEVAL
 
 
 def agent_g_context_of(runtime: Runtime[AgentGContext] | None) -> AgentGContext:
@@ -336,7 +356,7 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
     prompt = P.render(P.AGENT, iteration=t, question=state["question"], query_time=state.get("query_time") or "(not given)",
                       decisions=(P.DECISIONS_GENERATION.format(domains=", ".join(ctx.domains)) if generation
                                  else P.DECISIONS_RETRIEVAL),
-                      examples=P.AGENT_EXAMPLES_GENERATION if generation else P.AGENT_EXAMPLES_RETRIEVAL,
+                      examples=await asyncio.to_thread(ctx.examples, "agent"),
                       entity_types=", ".join(entity_types) or "(any)",
                       relation_types=", ".join(relation_types[:400]) or "(any)", previous=previous,
                       feedback=state.get("feedback") or "(none: this is the first attempt)")
@@ -497,7 +517,7 @@ async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
     feedback; in-context examples of (action, feedback) pairs; no ground truth is used."""
     ctx = agent_g_context_of(runtime)
     taxonomy = P.ERROR_TYPES_GENERATION if ctx.task == "generation" else P.ERROR_TYPES_RETRIEVAL
-    examples = P.COMMENTOR_EXAMPLES_GENERATION if ctx.task == "generation" else P.COMMENTOR_EXAMPLES_RETRIEVAL
+    examples = await asyncio.to_thread(ctx.examples, "commentor")
     retrieval = state.get("retrieval") or Retrieval()
     action = state.get("action") or Action()
     llm = LLMCaller(ctx, ROLE)

@@ -218,3 +218,18 @@ def test_pages_are_read_where_they_speak_to_the_question():
                              max_chars=300)
     assert "PJ Morton, who plays keyboards" in kept[0] and len(kept[0]) <= 300
     assert [i for i, _ in order][2] == 1 and order[0][1] == order[1][1]  # the copy scores like the original
+
+
+async def test_in_context_examples_from_files(prime, tmp_path):
+    agent_file, commentor_file = tmp_path / "agent.txt", tmp_path / "commentor.txt"
+    agent_file.write_text("Question: Which drug treats malaria?\nAction: entities: malaria (disease)\n")
+    commentor_file.write_text("Action: entities: aspirin (drug)\nFeedback: missing entity\n")
+    steps = [decide(1, entities=[BOTH[0]], relations=["enzyme"], context=".*Which drug treats malaria"),
+             validate(1, "no"), comment(1, "missing entity").copy(), decide(2, entities=BOTH), validate(2, "yes")]
+    steps[2]["when"] += r".*Feedback: missing entity"
+    state, model, _ = await run({"question": QUESTION, "graph": prime}, steps, task="retrieval",
+                                agent_examples=str(agent_file), commentor_examples=str(commentor_file))
+    assert [i["accepted"] for i in state["iterations"]] == [False, True]
+    assert "Maria Ortiz" not in model.calls[0]  # the built-in examples were replaced
+    with pytest.raises(ValueError, match="cannot read the commentor's examples file"):
+        AgentGContext(commentor_examples=str(tmp_path / "missing.txt")).examples("commentor")
