@@ -556,13 +556,16 @@ def test_crag_calls_file_errors(tmp_path):
     with pytest.raises(GraphFormatError, match=r'expected \{"calls"'):
         load(write_json(tmp_path / "a.json", {"calls": "none"}), format="crag")
     no_output = {"calls": [{"call": "api.music_get_members('Maroon 5')"}]}
-    with pytest.raises(GraphFormatError, match=r"call 0 \(api.music_get_members\('Maroon 5'\)\) has no out"):
+    with pytest.raises(GraphFormatError, match=r"call 0 \(api.music_get_members\('Maroon 5'\)\): no output"):
         load(write_json(tmp_path / "b.json", no_output), format="crag")
-    with pytest.raises(GraphFormatError, match=r"call 0: cannot read 'members of Maroon 5'"):
+    with pytest.raises(GraphFormatError, match=r"call 0 \(members of Maroon 5\): not a call"):
         load(write_json(tmp_path / "c.json", {"calls": [{"call": "members of Maroon 5", "output": "{}"}]}),
              format="crag")
-    not_a_literal = {"calls": [{"call": "api.music_get_members()", "output": "<html>"}]}
-    with pytest.raises(GraphFormatError, match=r"call 0 \(api.music_get_members\(\)\): not a Python literal"):
+    with pytest.raises(GraphFormatError, match=r"call 0 \(api.music_get_members\(\)\): .*band_name is required"):
+        load(write_json(tmp_path / "e.json", {"calls": [{"call": "api.music_get_members()", "output": "{}"}]}),
+             format="crag")
+    not_a_literal = {"calls": [{"call": "api.music_get_members('Maroon 5')", "output": "<html>"}]}
+    with pytest.raises(GraphFormatError, match=r"call 0 \(api.music_get_members\('Maroon 5'\)\): not a Python lit"):
         load(write_json(tmp_path / "d.json", not_a_literal), format="crag")
 
 

@@ -618,7 +618,6 @@ def parse_repr(text: str) -> Any:
     raise ValueError("not a Python literal, even cut short")
 
 
-_CALL = re.compile(r"^\s*(?:api\.)?(?P<fn>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*)\)\s*$", re.DOTALL)
 #: Strings longer than this become features of their node rather than nodes of their own.
 LONG_TEXT = 120
 MAX_ITEMS = 50
@@ -647,30 +646,14 @@ def load_crag(builder: GraphBuilder, path: Path, *, progress: Progress | None = 
     subject (a dict of dicts: one edge per key with the inner values as qualifiers); a list of values one
     edge per value. Node ids are ``domain:name`` (records with an id: ``domain:id``).
     """
+    from tools.crag_api import load_calls
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise GraphFormatError(f"cannot read the CRAG calls file {path}: {exc}") from exc
-    calls = data.get("calls") if isinstance(data, dict) else data
-    if not isinstance(calls, list):
-        raise GraphFormatError(f"{path}: expected {{\"calls\": [{{\"call\": ..., \"output...\": ...}}]}}")
-    for n, entry in enumerate(calls):
-        if not isinstance(entry, dict) or "call" not in entry:
-            raise GraphFormatError(f"{path}: call {n} has no \"call\"")
-        output = next((v for k, v in entry.items() if k.startswith("output") and isinstance(v, str)), None)
-        if output is None:
-            raise GraphFormatError(f"{path}: call {n} ({entry['call'][:80]}) has no output")
-        match = _CALL.match(entry["call"])
-        if match is None:
-            raise GraphFormatError(f"{path}: call {n}: cannot read {entry['call'][:80]!r} as api.function(args)")
-        fn = match.group("fn")
-        try:
-            args = ast.literal_eval(f"({match.group('args')},)") if match.group("args").strip() else ()
-            answer = parse_repr(output)
-        except (ValueError, SyntaxError) as exc:
-            raise GraphFormatError(f"{path}: call {n} ({entry['call'][:80]}): {exc}") from exc
-        _add_call(builder, fn, list(args), answer.get("result") if isinstance(answer, dict) and "result" in answer
-                  else answer)
+        calls = load_calls(path)  # one reader of saved calls: the mock KG API serves the same file
+    except ValueError as exc:
+        raise GraphFormatError(str(exc)) from exc
+    for call in calls:
+        _add_call(builder, call.function, list(call.payload.values()), call.result)
 
 
 def _crag_node(builder: GraphBuilder, domain: str, value: Any, *, type_: str = "") -> str:
