@@ -68,6 +68,9 @@ class Settings:
     wayback_api_base: str | None = None
     transcription_model: str = "whisper-1"
     ollama_url: str = OLLAMA_DEFAULT_URL
+    file_roots: tuple[Path, ...] = ()
+    """Folders the file tools may read besides the task's attachments and the run's work directory
+    (``KGAGENTS_FILE_ROOTS``, ``os.pathsep``-separated)."""
 
     def model_for(self, role: str) -> str | None:
         """The ``provider:model`` string configured for ``role`` (role override, then the default)."""
@@ -99,7 +102,13 @@ def get_settings() -> Settings:
         wayback_api_base=_env("KGAGENTS_WAYBACK_API_BASE"),
         transcription_model=_env("KGAGENTS_TRANSCRIPTION_MODEL", "whisper-1") or "whisper-1",
         ollama_url=ollama_url(_env("OLLAMA_HOST", OLLAMA_DEFAULT_URL) or OLLAMA_DEFAULT_URL),
+        file_roots=file_roots(_env("KGAGENTS_FILE_ROOTS")),
     )
+
+
+def file_roots(value: str | None) -> tuple[Path, ...]:
+    """The folders of ``KGAGENTS_FILE_ROOTS``: ``os.pathsep``-separated, ``~`` expanded, blanks ignored."""
+    return tuple(Path(part.strip()).expanduser() for part in (value or "").split(os.pathsep) if part.strip())
 
 
 load_env()

@@ -152,7 +152,7 @@ async def check_iteration(state: BaselineState) -> dict[str, Any]:
 async def define_tool_calls(state: BaselineState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """The tool executor sees the retrieved chunks and calls tools for what is missing (none: answer now)."""
     ctx = _ctx(runtime)
-    manager = await tool_manager(ctx, for_run(config, state))
+    manager = await tool_manager(ctx, for_run(config, state), attachments=state.get("attachments") or ())
     retrieved = await asyncio.to_thread(retrieve, state.get("chunks") or [], state["question"], ctx)
     llm = LLMCaller(ctx, "tool_executor")
     prompt = P.render(P.RAG_TOOL_CALLS, problem=state["question"],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.runnables import RunnableConfig
@@ -116,6 +116,8 @@ class ToolTask(TypedDict):
     call: dict[str, Any]
     cached: ToolCallRecord | None
     run_key: NotRequired[str]
+    attachments: NotRequired[list[str]]
+    """The task's attachments: the only local files, with the run's work dir, that file tools may read."""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -289,14 +291,16 @@ async def merge_missing_information(state: KGoTState, ctx: Context) -> tuple[str
     return merged.missing_information, llm.usage
 
 
-async def tool_manager(ctx: Context, config: RunnableConfig | None, only: str | None = None) -> ToolManager:
+async def tool_manager(ctx: Context, config: RunnableConfig | None, only: str | None = None, *,
+                       attachments: Sequence[str] = ()) -> ToolManager:
     """The run's tools, or just the tool ``only`` if the run has it (none otherwise); built on the event loop once
-    the run's work dir is prepared (tool factories do no I/O)."""
+    the run's work dir is prepared (tool factories do no I/O). Their file tools may read the task's
+    ``attachments`` and the work dir only."""
     work_dir = await run_work_dir(ctx, config)
     names = ctx.tools
     if only is not None:
         names = [only] if only in (ctx.tools if ctx.tools is not None else registered_names()) else []
-    return ToolManager(await atool_env(ctx, work_dir / "tools"), names)
+    return ToolManager(await atool_env(ctx, work_dir / "tools", attachments), names)
 
 
 async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
@@ -304,7 +308,7 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
     tool executor (an LLM bound to the tools) picks tool calls for it."""
     ctx = context_of(runtime)
     missing, merging = await merge_missing_information(state, ctx)
-    manager = await tool_manager(ctx, for_run(config, state))
+    manager = await tool_manager(ctx, for_run(config, state), attachments=state.get("attachments") or ())
     llm = LLMCaller(ctx, "tool_executor")
     prompt = P.render(P.DEFINE_TOOL_CALLS, problem=state["question"],
                       attachments=describe_attachments(state.get("attachments")),
@@ -329,8 +333,9 @@ def tool_tasks(state: Mapping[str, Any]) -> list[ToolTask]:
     result (per-run cache)."""
     done = {call_key(c["name"], c["args"]): c for c in state.get("tool_calls", []) if c["ok"]}
     key = {"run_key": state["run_key"]} if state.get("run_key") else {}
+    files = {"attachments": list(state["attachments"])} if state.get("attachments") else {}
     return [ToolTask(iteration=state.get("iteration", 0), call=call,
-                     cached=done.get(call_key(call["name"], call["args"])), **key)
+                     cached=done.get(call_key(call["name"], call["args"])), **key, **files)
             for call in state.get("pending_tool_calls") or []]
 
 
@@ -342,7 +347,8 @@ async def run_tool_call(task: ToolTask, runtime: Runtime[Context], config: Runna
     if task["cached"] is not None:
         cached = task["cached"]
         return {"tool_calls": [ToolCallRecord(**base, output=cached["output"], ok=True, attempts=0, cached=True)]}
-    manager = await tool_manager(ctx, for_run(config, task), only=call["name"])
+    manager = await tool_manager(ctx, for_run(config, task), only=call["name"],
+                                 attachments=task.get("attachments") or ())
     tool = manager.get(call["name"])
     if tool is None:
         unavailable = {s.name: s.reason for s in manager.unavailable()}

@@ -167,21 +167,22 @@ def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | No
         llm = resolve_model(ctx, "tools")
     except Exception:  # noqa: BLE001 - tools that need no model still work; those that do say so
         llm = None
-    return _tool_env(ctx, work_dir or work_dir_for(ctx, config) / "tools", llm)
+    return _tool_env(ctx, work_dir or work_dir_for(ctx, config) / "tools", llm, ())
 
 
-async def atool_env(ctx: Context, work_dir: Path) -> ToolEnv:
+async def atool_env(ctx: Context, work_dir: Path, attachments: Sequence[str] = ()) -> ToolEnv:
     """:func:`tool_env` for a prepared work dir, on an event loop: the tools' model is resolved without
-    blocking it (:func:`~nodes.models.aresolve_model`)."""
+    blocking it (:func:`~nodes.models.aresolve_model`); the task's ``attachments`` are, with the work dir, the
+    only local files the file tools may read."""
     try:
         llm = await aresolve_model(ctx, "tools")
     except Exception:  # noqa: BLE001 - as in tool_env
         llm = None
-    return _tool_env(ctx, work_dir, llm)
+    return _tool_env(ctx, work_dir, llm, attachments)
 
 
-def _tool_env(ctx: Context, work_dir: Path, llm: Any) -> ToolEnv:
-    return ToolEnv(work_dir=work_dir, llm=llm,
+def _tool_env(ctx: Context, work_dir: Path, llm: Any, attachments: Sequence[str]) -> ToolEnv:
+    return ToolEnv(work_dir=work_dir, llm=llm, attachments=tuple(str(a) for a in attachments),
                    max_output_chars=ctx.tool_output_chars, sandbox_timeout_s=ctx.sandbox_timeout_s,
                    sandbox_memory_mb=ctx.sandbox_memory_mb, allow_weak_sandbox=allow_weak(ctx),
                    max_retries=ctx.max_tool_retries, backoff_base_s=ctx.tool_backoff_base_s,

@@ -43,7 +43,8 @@ class ToolStatus:
 
 @dataclass
 class ToolEnv:
-    """What a tool factory gets: the run's work dir, the tools' own chat model, settings and limits."""
+    """What a tool factory gets: the run's work dir and attachments, the tools' own chat model, settings and
+    limits."""
 
     work_dir: Path
     llm: BaseChatModel | None = None
@@ -59,6 +60,9 @@ class ToolEnv:
     """Token usage of the tools' own LLM calls; the node that ran the tools adds it to the state."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Workflow-specific objects (e.g. ``"context"``: the run's ``Context`` for tools that run subgraphs)."""
+    attachments: tuple[str, ...] = ()
+    """The task's attached files: with the work dir (and ``KGAGENTS_FILE_ROOTS``), the only local files the
+    file tools may read (``tools.files.access``)."""
 
     def record_usage(self, message: Any, model: str | None = None) -> None:
         """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage`."""

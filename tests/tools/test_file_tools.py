@@ -80,8 +80,10 @@ async def test_hostile_and_missing_files(env):
     bad = write(env, "broken.pdf", F.corrupt_pdf())
     result = await run(tool, {"file_path": str(bad)}, env)
     assert not result.ok and result.attempts == 1 and "could not read the PDF" in result.output
-    result = await run(tool, {"file_path": "/no/such/file.pdf"}, env)
+    result = await run(tool, {"file_path": "no-such-file.pdf"}, env)
     assert not result.ok and "file not found" in result.output
+    result = await run(tool, {"file_path": "/no/such/file.pdf"}, env)
+    assert not result.ok and "outside the files this task may read" in result.output
     result = await run(tool, {"file_path": str(write(env, "pic.png", F.make_png()))}, env)
     assert not result.ok and "image_inspector" in result.output
     result = await run(tool, {"file_path": str(env.work_dir)}, env)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import mimetypes
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -18,6 +19,7 @@ from urllib.parse import unquote, urlparse
 import charset_normalizer
 
 from tools.base import ToolFailure
+from tools.files.zip import ZipBombError, ZipLimits, check_limits
 
 #: Files larger than this are not converted (the converters hold the whole file in memory).
 MAX_CONVERT_BYTES = 100 * 1024 * 1024
@@ -33,6 +35,10 @@ AUDIO_EXTENSIONS = {".mp3", ".wav", ".m4a", ".flac", ".ogg", ".oga", ".opus", ".
 ARCHIVE_EXTENSIONS = {".zip"}
 #: Office formats are zip files too; they are documents, not archives.
 OFFICE_EXTENSIONS = {".docx", ".xlsx", ".pptx", ".xls", ".epub"}
+
+
+#: Zip-bomb limits for office files and EPUBs (their XML parts compress well, so a higher ratio is normal).
+PACKAGE_LIMITS = ZipLimits(max_files=10_000, max_total_bytes=2 * MAX_CONVERT_BYTES, max_ratio=500.0)
 
 
 class ConversionError(ToolFailure):
@@ -166,6 +172,8 @@ def convert_bytes(data: bytes, *, filename: str | None = None, mimetype: str | N
     if _is_text(ext, mime):
         # Plain text needs no converter, only a robust decoding (a JSON or XML file stays as it is).
         return Document(text=decode_text(data, charset), title=name, kind=ext or mime)
+    if data.startswith(b"PK\x03\x04"):
+        _check_packaged(data)
     info = StreamInfo(mimetype=mime or None, extension=ext or None, charset=charset, filename=name, url=url)
     if ext == ".pdf" or mime == "application/pdf":
         return _convert_pdf(data, info, name)
@@ -181,6 +189,20 @@ def convert_bytes(data: bytes, *, filename: str | None = None, mimetype: str | N
         raise ConversionError(f"could not convert the {ext or mime or 'file'}: {type(exc).__name__}: {exc}") from exc
     text = result.markdown if hasattr(result, "markdown") else result.text_content
     return Document(text=text, title=result.title or name, kind=ext or mime)
+
+
+def _check_packaged(data: bytes) -> None:
+    """Office files and EPUBs are zip archives that their converters expand in memory: refuse zip bombs first
+    (declared sizes are what ``zipfile`` lets a reader expand, so checking them suffices)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise ConversionError(f"the file is a damaged zip package: {exc}") from exc
+    try:
+        check_limits(infos, PACKAGE_LIMITS)
+    except ZipBombError as exc:
+        raise ConversionError(f"refused: {exc}") from exc
 
 
 def _convert_pdf(data: bytes, info: Any, name: str | None) -> Document:
@@ -217,7 +239,8 @@ def _first_cause(exc: Exception) -> str:
 
 
 def convert_path(path: str | Path) -> Document:
-    """Convert a local file to Markdown (see :func:`convert_bytes`)."""
+    """Convert a local file to Markdown (see :func:`convert_bytes`). It opens ``path`` as it is: tools that
+    read a path the model chose go through :mod:`tools.files.access` instead."""
     path = Path(path)
     size = path.stat().st_size
     if size > MAX_CONVERT_BYTES:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import math
+from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
@@ -23,18 +25,48 @@ from tools.manager import ToolEnv, ToolStatus
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 #: Longest side sent to the model (larger images are scaled down; providers downscale anyway).
 MAX_SIDE = 2048
+#: Largest canvas an SVG is rendered on (larger ones are scaled down), in pixels.
+MAX_SVG_PIXELS = 4 * MAX_SIDE * MAX_SIDE
+#: Raster images with more pixels are refused before they are decoded (a small file can declare a huge image:
+#: decoding it would take gigabytes). Pillow only warns below twice its own limit of 89 M pixels.
+MAX_PIXELS = 64 * 1024 * 1024
 PROVIDER_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+
+
+class _TooLarge(Exception):
+    def __init__(self, width: float, height: float) -> None:
+        super().__init__(f"{width:.0f}x{height:.0f}")
+        self.width, self.height = width, height
+
+
+def _bounded_png_surface() -> type:
+    """cairosvg's PNG surface that refuses to allocate more than :data:`MAX_SVG_PIXELS` (an SVG can declare
+    any size: ``width="30000"`` would make a 3.6 GB canvas)."""
+    from cairosvg.surface import PNGSurface
+
+    class BoundedPNGSurface(PNGSurface):
+        def _create_surface(self, width: float, height: float) -> Any:
+            if width * height > MAX_SVG_PIXELS:
+                raise _TooLarge(width, height)
+            return super()._create_surface(width, height)
+
+    return BoundedPNGSurface
 
 
 def svg_to_png(data: bytes) -> bytes:
     """Render an SVG to PNG; linked files and URLs are not fetched and XML entities are refused
-    (``unsafe=False``: only ``data:`` URLs are read)."""
-    import cairosvg
-
-    try:
-        return cairosvg.svg2png(bytestring=data, unsafe=False)
-    except Exception as exc:
-        raise ToolFailure(f"cannot render the SVG image: {type(exc).__name__}: {exc}") from exc
+    (``unsafe=False``: only ``data:`` URLs are read). An SVG that declares a larger canvas than
+    :data:`MAX_SVG_PIXELS` is rendered scaled down to it."""
+    surface = _bounded_png_surface()
+    scale = 1.0
+    for _ in range(3):
+        try:
+            return surface.convert(bytestring=data, unsafe=False, scale=scale)
+        except _TooLarge as big:
+            scale *= 0.99 * math.sqrt(MAX_SVG_PIXELS / (big.width * big.height))
+        except Exception as exc:
+            raise ToolFailure(f"cannot render the SVG image: {type(exc).__name__}: {exc}") from exc
+    raise ToolFailure("cannot render the SVG image within the size limit")
 
 
 def prepare_image(data: bytes, name: str = "image", mimetype: str | None = None) -> tuple[str, str]:
@@ -48,6 +80,10 @@ def prepare_image(data: bytes, name: str = "image", mimetype: str | None = None)
         data = svg_to_png(data)
     try:
         with Image.open(io.BytesIO(data)) as img:
+            width, height = img.size
+            if width * height > MAX_PIXELS:
+                raise ToolFailure(f"{name} declares {width}x{height} pixels; images up to "
+                                  f"{MAX_PIXELS / 1e6:.0f} M pixels are read (refused before decoding)")
             img.load()
             fmt = (img.format or "").upper()
             if fmt in PROVIDER_FORMATS and max(img.size) <= MAX_SIDE:

@@ -18,7 +18,8 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
 from tools.base import ToolFailure, truncate
-from tools.files.convert import ConversionError, convert_bytes, convert_path, kind_of
+from tools.files.access import FileRoots, read_allowed, roots_of
+from tools.files.convert import MAX_CONVERT_BYTES, ConversionError, convert_bytes, kind_of
 from tools.files.media import transcribe, youtube_transcript, youtube_video_id
 from tools.files.qa import answer_about_text
 from tools.files.sources import Loaded, is_url, load
@@ -79,12 +80,15 @@ class _Read:
     note: str | None
 
 
-def _read_extracted(result: Extraction, path: Path) -> _Read:
-    """One extracted file as text, or a note saying which tool reads it (blocking: run in a thread)."""
+def _read_extracted(env: ToolEnv, roots: FileRoots, result: Extraction, path: Path) -> _Read:
+    """One extracted file as text, or a note saying which tool reads it (blocking: run in a thread). It is read
+    through the same access check as any other file (:mod:`tools.files.access`)."""
     rel = result.relative(path)
-    with open(path, "rb") as fh:
-        head = fh.read(4096)
-    kind = kind_of(head, filename=path.name)
+    try:
+        data, _ = read_allowed(env, str(path), MAX_CONVERT_BYTES, roots)
+    except ToolFailure as exc:
+        return _Read(rel, None, f"unreadable: {exc}")
+    kind = kind_of(data[:4096], filename=path.name)
     if kind in {"image", "svg"}:
         return _Read(rel, None, f"image: ask image_inspector about {path}")
     if kind == "audio":
@@ -92,8 +96,8 @@ def _read_extracted(result: Extraction, path: Path) -> _Read:
     if kind == "archive":
         return _Read(rel, None, f"nested archive: extract_zip on {path} extracts it")
     try:
-        doc = convert_path(path)
-    except (ConversionError, OSError) as exc:
+        doc = convert_bytes(data, filename=path.name)
+    except ConversionError as exc:
         return _Read(rel, None, f"unreadable: {exc}")
     return _Read(rel, doc.text, None)
 
@@ -101,9 +105,13 @@ def _read_extracted(result: Extraction, path: Path) -> _Read:
 async def extract_and_inspect(env: ToolEnv, loaded: Loaded, question: str | None = None) -> str:
     """Extract an archive into ``work_dir/extracted`` and read (or answer a question about) its files."""
     dest = Path(env.work_dir) / "extracted"
-    source = loaded.path if loaded.path is not None else loaded.data
-    result = await asyncio.to_thread(extract, source, dest, name=loaded.name, limits=zip_limits(env))
-    reads = await asyncio.to_thread(lambda: [_read_extracted(result, p) for p in result.files[:MAX_INSPECTED_FILES]])
+    result = await asyncio.to_thread(extract, loaded.data, dest, name=loaded.name, limits=zip_limits(env))
+
+    def read_all() -> list[_Read]:
+        roots = roots_of(env)
+        return [_read_extracted(env, roots, result, p) for p in result.files[:MAX_INSPECTED_FILES]]
+
+    reads = await asyncio.to_thread(read_all)
     lines = [f"Extracted {len(result.files)} file(s) from {loaded.name} into {result.target}:"]
     for r in reads:
         lines.append(f"- {r.rel}" + (f" ({r.note})" if r.note else ""))

@@ -1,13 +1,15 @@
-"""Where the file tools read from: a local path (a task attachment, a file in the run's work dir) or a URL."""
+"""Where the file tools read from: a local path (a task attachment, a file in the run's work dir; see
+:mod:`tools.files.access`) or a URL."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from tools.base import ToolFailure
+from tools.files.access import read_allowed
 from tools.files.convert import MAX_CONVERT_BYTES
 from tools.manager import ToolEnv
 from tools.web.http import download, limits_of
@@ -32,26 +34,9 @@ def is_url(source: str) -> bool:
     return urlparse(source.strip()).scheme.lower() in {"http", "https"}
 
 
-def local_path(env: ToolEnv, source: str) -> Path:
-    """The local file ``source`` names: absolute, ``file://``, or relative to the work dir or the current
-    directory. :class:`ToolFailure` when there is no such file."""
-    raw = source.strip()
-    if raw.lower().startswith("file://"):
-        raw = unquote(urlparse(raw).path)
-    path = Path(raw).expanduser()
-    candidates = [path] if path.is_absolute() else [Path(env.work_dir) / path, Path.cwd() / path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-        if candidate.exists():
-            raise ToolFailure(f"{source} is not a file")
-    looked = ", ".join(str(c) for c in candidates)
-    raise ToolFailure(f"file not found: {source} (looked at {looked})")
-
-
 async def load(env: ToolEnv, source: str, *, max_bytes: int = MAX_CONVERT_BYTES) -> Loaded:
-    """Read a local file (in a worker thread: file I/O never blocks the event loop) or download a URL
-    (within the run's fetch limits)."""
+    """Read a local file the run may read (``tools.files.access``; in a worker thread: file I/O never blocks the
+    event loop) or download a URL (within the run's fetch limits)."""
     if not source or not source.strip():
         raise ToolFailure("no file path or URL was given")
     if is_url(source):
@@ -63,8 +48,5 @@ async def load(env: ToolEnv, source: str, *, max_bytes: int = MAX_CONVERT_BYTES)
 
 
 def _read_local(env: ToolEnv, source: str, max_bytes: int) -> Loaded:
-    path = local_path(env, source)
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise ToolFailure(f"{path.name} is {size / 2**20:.1f} MB; the limit is {max_bytes / 2**20:.0f} MB")
-    return Loaded(data=path.read_bytes(), name=path.name, source=str(path), path=path)
+    data, path = read_allowed(env, source, max_bytes)
+    return Loaded(data=data, name=path.name, source=str(path), path=path)
