@@ -29,7 +29,7 @@ _commands: dict[str, Command] = {}
 
 #: Modules that add sub-commands: each has ``add_commands(subparsers, command)`` which adds its parsers and
 #: registers their handlers with the ``command(name)`` decorator.
-COMMAND_MODULES: list[str] = ["kgagents.cli_eval", "kgagents.cli_graph"]
+COMMAND_MODULES: list[str] = ["kgagents.cli_eval", "kgagents.cli_graph", "kgagents.cli_clean"]
 
 
 def command(name: str) -> Callable[[Command], Command]:

@@ -67,6 +67,12 @@ class Context:
     """Directory for the run's files (sandbox work dir, extracted archives); default: a temp dir per run."""
     sandbox_timeout_s: float = 30.0
     sandbox_memory_mb: int = 1024
+    sandbox_call_quota_mb: int = 256
+    """Disk quota of one sandboxed call: what it may write into its work dir (``tools.sandbox.DiskQuota``)."""
+    sandbox_call_quota_files: int = 2_000
+    sandbox_run_quota_mb: int = 1024
+    """Disk quota of a run: what each of its sandbox work dirs (the KG's, the Python tool's) may hold."""
+    sandbox_run_quota_files: int = 10_000
     allow_weak_sandbox: bool | None = None
     """Run LLM code with resource limits only when bubblewrap is missing (``None``: from the environment)."""
     tool_output_chars: int = 12_000

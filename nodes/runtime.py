@@ -15,12 +15,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from kgagents.config import get_settings
+from kgagents.tempdirs import process_dir
 from nodes.context import Context
 from nodes.models import aresolve_model, resolve_model
 from tools.kg.base import KGSnapshot, KGStore, empty_snapshot
 from tools.kg.stores import open_store, opens_without_io
 from tools.manager import ToolEnv
-from tools.sandbox import SandboxLimits, isolation_known, isolation_status, prepare_work_dir
+from tools.sandbox import DiskQuota, SandboxLimits, isolation_known, isolation_status, prepare_work_dir
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
@@ -78,15 +79,18 @@ def for_run(config: RunnableConfig | None, state: Any) -> RunnableConfig | None:
 
 def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:
     """The run's own work directory: ``Context.work_dir``, else one per thread under the runs directory; a run
-    without a checkpointer works in the system's temporary folder (``kgagents-ephemeral-<key>``, left there)."""
+    without a checkpointer works in this process's temporary folder (``<kgagents-proc-…>/runs/<run key>``,
+    kept while the process lives and removed when it exits: see :mod:`kgagents.tempdirs`)."""
     if ctx.work_dir:
         path = Path(ctx.work_dir)
     else:
         thread = thread_id_of(config)
         if thread == EPHEMERAL:
-            path = Path(tempfile.mkdtemp(prefix="kgagents-"))
+            runs = process_dir() / "runs"
+            runs.mkdir(exist_ok=True)
+            path = Path(tempfile.mkdtemp(prefix="run-", dir=runs))
         elif thread.startswith(f"{EPHEMERAL}-"):
-            path = Path(tempfile.gettempdir()) / f"kgagents-{thread}"
+            path = process_dir() / "runs" / thread
         else:
             path = get_settings().runs_dir / "work" / thread
     return prepare_work_dir(path)
@@ -138,7 +142,13 @@ def allow_weak(ctx: Context) -> bool:
 
 
 def sandbox_limits(ctx: Context) -> SandboxLimits:
-    return SandboxLimits(timeout_s=ctx.sandbox_timeout_s, memory_mb=ctx.sandbox_memory_mb)
+    return SandboxLimits(timeout_s=ctx.sandbox_timeout_s, memory_mb=ctx.sandbox_memory_mb,
+                         quota=sandbox_quota(ctx))
+
+
+def sandbox_quota(ctx: Context) -> DiskQuota:
+    return DiskQuota(call_mb=ctx.sandbox_call_quota_mb, call_files=ctx.sandbox_call_quota_files,
+                     run_mb=ctx.sandbox_run_quota_mb, run_files=ctx.sandbox_run_quota_files)
 
 
 async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KGSnapshot | None) -> KGStore:
@@ -184,7 +194,8 @@ async def atool_env(ctx: Context, work_dir: Path, attachments: Sequence[str] = (
 def _tool_env(ctx: Context, work_dir: Path, llm: Any, attachments: Sequence[str]) -> ToolEnv:
     return ToolEnv(work_dir=work_dir, llm=llm, attachments=tuple(str(a) for a in attachments),
                    max_output_chars=ctx.tool_output_chars, sandbox_timeout_s=ctx.sandbox_timeout_s,
-                   sandbox_memory_mb=ctx.sandbox_memory_mb, allow_weak_sandbox=allow_weak(ctx),
+                   sandbox_memory_mb=ctx.sandbox_memory_mb, sandbox_quota=sandbox_quota(ctx),
+                   allow_weak_sandbox=allow_weak(ctx),
                    max_retries=ctx.max_tool_retries, backoff_base_s=ctx.tool_backoff_base_s,
                    backoff_max_s=ctx.tool_backoff_max_s, extra={"context": ctx})
 

@@ -109,6 +109,22 @@ async def test_sandboxes_and_the_networkx_kg_open_on_the_loop_without_touching_f
     assert (await store.write("G.add_node('a', label='Thing')")).ok
 
 
+@pytest.mark.skipif(sb.isolation_status()[0] != "bwrap", reason="no bubblewrap here")
+async def test_the_context_sets_the_disk_quota_of_the_runs_sandboxes(tmp_path):
+    from tools.python_tool import make_python_tool
+
+    ctx = Context(work_dir=str(tmp_path / "run"), sandbox_call_quota_mb=1, sandbox_call_quota_files=50,
+                  sandbox_run_quota_mb=2, sandbox_run_quota_files=100)
+    quota = sb.DiskQuota(call_mb=1, call_files=50, run_mb=2, run_files=100)
+    assert rt.sandbox_limits(ctx).quota == quota  # the task KG's sandbox
+    work = await rt.run_work_dir(ctx, {"configurable": {"thread_id": "quota"}})
+    tool = make_python_tool(await rt.atool_env(ctx, work / "tools"))
+    assert tool.sandbox.limits.quota == quota
+    out = await tool.ainvoke({"code": "open('big', 'wb').write(b'x' * 2_000_000)"})
+    assert out.startswith("Error: disk quota exceeded: the code wrote 1.9 MB into its work dir (a call may write 1 MB)")
+    assert list((work / "tools" / "python").iterdir()) == []
+
+
 def test_only_the_embedded_backend_opens_without_io():
     assert opens_without_io("networkx")
     assert not any(opens_without_io(name) for name in backend_names() if name != "networkx")
@@ -210,15 +226,18 @@ async def test_the_tools_model_is_built_off_the_event_loop(tmp_path, monkeypatch
 
 async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_path, monkeypatch: pytest.MonkeyPatch):
     """The exported graph (no checkpointer, no thread id): every step of a run works in the same temporary
-    folder, and another run in another one (they used to get a new folder per step)."""
+    folder, and another run in another one (they used to get a new folder per step), both in the process's
+    own temporary folder (removed when the process exits: tests/test_tempdirs.py)."""
     import tempfile
 
     from graphs.kgot import graph
+    from kgagents import tempdirs
     from kgagents.scripted import ScriptedChatModel
     from tests import kgot_script as S
     from tests.test_kgot_graph import QUESTION, READ_SORTED, enhance_once
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempdirs, "_current", None)
     keys = []
     for _ in range(2):
         steps = [*enhance_once(), *S.retrieve(READ_SORTED), *S.need_math(True), *S.math("print(23 + 42)"),
@@ -228,7 +247,8 @@ async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_pa
         assert state["final_answer"] == "65" and state["math_output"].strip() == "65"
         keys.append(state["run_key"])
     assert len(set(keys)) == 2 and all(k.startswith(f"{rt.EPHEMERAL}-") for k in keys)
-    assert sorted(p.name for p in tmp_path.glob("kgagents-*")) == sorted(f"kgagents-{k}" for k in keys)
+    assert list(tmp_path.glob("kgagents-*")) == [tempdirs.process_dir()]
+    assert sorted(p.name for p in (tempdirs.process_dir() / "runs").iterdir()) == sorted(keys)
 
 
 def test_for_run_gives_helpers_the_run_key_only_without_a_thread():

@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from tools import sandbox as sb
-from tools.sandbox import Sandbox, SandboxLimits, SandboxResult, SandboxUnavailable, isolation_status
+from tools.sandbox import (
+    DiskQuota,
+    Sandbox,
+    SandboxLimits,
+    SandboxResult,
+    SandboxUnavailable,
+    isolation_status,
+)
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 HAVE_BWRAP = isolation_status()[0] == "bwrap"
@@ -580,6 +587,66 @@ result = outcome
     assert r.result["runpy pip"] == "ImportError"
     assert r.result["subprocess pip"] == "PermissionError"
     assert r.result["site-packages"] == "OSError"  # read-only file system
+    assert_host_unharmed(work_dir)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# disk quota: what the code writes into the work dir, per call and per run
+# ---------------------------------------------------------------------------------------------------------
+
+QUOTA = SandboxLimits(timeout_s=10, memory_mb=512,
+                      quota=DiskQuota(call_mb=4, call_files=200, run_mb=6, run_files=300))
+#: 100 files of 1 MB (each far under the file-size limit) at some 50 MB/s: 4 MB are crossed within a tenth of a
+#: second; without a quota it writes all of them (100 MB) and ends well.
+WRITE_LOOP = """
+import os, time
+os.makedirs("out/deep", exist_ok=True)
+for i in range(100):
+    with open(f"out/deep/part-{i}", "wb") as f:
+        f.write(b"x" * 1_000_000)
+    time.sleep(0.02)
+print("wrote everything")
+"""
+
+
+@requires_bwrap
+async def test_disk_quota_stops_a_call_while_it_writes(work_dir: Path) -> None:
+    (work_dir / "notes.txt").write_text("there before")
+    started = time.monotonic()
+    r = await Sandbox(work_dir, QUOTA).run(WRITE_LOOP)
+    assert not r.ok and r.error.startswith("disk quota exceeded: the code wrote ")
+    assert "MB into its work dir (a call may write 4 MB); it was stopped and what it made there was removed (" \
+        in r.error
+    assert "wrote everything" not in r.stdout and time.monotonic() - started < 3  # stopped, not timed out
+    assert sorted(os.listdir(work_dir)) == ["notes.txt"]  # what the call made is gone, the rest is kept
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+def test_disk_quota_counts_files_and_folders(work_dir: Path) -> None:
+    code = "import os\nfor i in range(3000):\n    os.mkdir(f'd{i}')\n    open(f'd{i}/empty', 'w').close()\n"
+    r = Sandbox(work_dir, QUOTA).run_sync(code + "print('made them all')")
+    assert not r.ok and "files and folders (a call may make 200)" in r.error, r.error
+    assert "made them all" not in r.stdout and os.listdir(work_dir) == []
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_disk_quota_of_a_run_adds_up_its_calls(work_dir: Path) -> None:
+    box = Sandbox(work_dir, QUOTA)
+    write = "open(inputs['name'], 'wb').write(b'x' * 3_500_000)"
+    first = await box.run(write, inputs={"name": "first"})
+    assert first.ok, first.error  # 3.3 MB: within a call's 4 MB and the run's 6 MB
+    r = await box.run(write, inputs={"name": "second"})  # as much again: within the call's quota, not the run's
+    assert not r.ok and r.error.startswith("disk quota exceeded: its work dir came to ")
+    assert "MB (a run may keep 6 MB)" in r.error and "(1 files and folders)" in r.error
+    assert sorted(os.listdir(work_dir)) == ["first"]
+    (work_dir / "big").write_bytes(b"x" * 4_000_000)  # the host put more there: the run is over its quota
+    r = await box.run("open('tiny', 'w').write('x')")
+    assert not r.ok and "(a run may keep 6 MB)" in r.error and not (work_dir / "tiny").exists()
+    r = await box.run("import os\nos.remove('big')\nopen('tiny', 'w').write('x')")  # a call may free room
+    assert r.ok, r.error
+    assert sorted(os.listdir(work_dir)) == ["first", "tiny"]
     assert_host_unharmed(work_dir)
 
 

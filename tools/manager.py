@@ -28,6 +28,7 @@ from langchain_core.tools import BaseTool
 from kgagents.config import Settings, get_settings
 from kgagents.retry import retry_async
 from kgagents.usage import Usage, merge_usage, usage_entry
+from tools.sandbox import DiskQuota
 
 MAX_DESCRIPTION_CHARS = 1024
 
@@ -52,6 +53,8 @@ class ToolEnv:
     max_output_chars: int = 12_000
     sandbox_timeout_s: float = 30.0
     sandbox_memory_mb: int = 1024
+    sandbox_quota: DiskQuota = field(default_factory=DiskQuota)
+    """What sandboxed code may write into its work dir, per call and per run."""
     allow_weak_sandbox: bool = False
     max_retries: int = 6
     backoff_base_s: float = 1.0

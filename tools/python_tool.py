@@ -54,7 +54,8 @@ class RunPythonCodeTool(BaseTool):
 
 def make_python_tool(env: ToolEnv) -> RunPythonCodeTool:
     """The tool for one run, with a sandbox in the run's work directory."""
-    limits = SandboxLimits(timeout_s=env.sandbox_timeout_s, memory_mb=env.sandbox_memory_mb)
+    limits = SandboxLimits(timeout_s=env.sandbox_timeout_s, memory_mb=env.sandbox_memory_mb,
+                           quota=env.sandbox_quota)
     sandbox = Sandbox(Path(env.work_dir) / "python", limits, allow_weak=env.allow_weak_sandbox)
     return RunPythonCodeTool(sandbox=sandbox)
 

@@ -6,14 +6,15 @@ isolated with operating-system mechanisms:
 * **bubblewrap** (``bwrap``, Debian package ``bubblewrap``) puts the child into new user, pid, network, ipc,
   uts, cgroup and mount namespaces. The child sees a read-only view of what Python needs (``/usr``, the
   ``/lib*`` and ``/bin`` links, the Python installation and the virtual environment), a synthetic ``/etc``
-  with only the loader cache, time zone and a passwd/group/hosts that name nobody real, a private ``/tmp``,
-  its own ``/proc`` and a minimal ``/dev``, and the work dir read-write. Nothing else of the host file system
-  exists inside (no ``/root``, ``/home``, ``~/.ssh``, project ``.env``, ``/run`` sockets). The network
-  namespace has no interfaces besides a loopback that is down, so even ``127.0.0.1`` of the host is out of
-  reach. It runs as uid/gid 65534 without capabilities, cannot create further user namespaces, and a seccomp
-  filter stops it from starting child processes (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``;
-  threads are allowed) and from using the kernel keyring, ``ptrace``, ``bpf``, ``perf_event_open``,
-  ``userfaultfd`` and ``io_uring``.
+  with only the loader cache, time zone and a passwd/group/hosts that name nobody real (handed to bubblewrap
+  through pipes, so no host folder holds them), a private ``/tmp`` (a size-limited tmpfs), its own ``/proc``
+  and a minimal ``/dev``, and the work dir read-write. Nothing else of the host file system exists inside
+  (no ``/root``, ``/home``, ``~/.ssh``, project ``.env``, ``/run`` sockets). The network namespace has no
+  interfaces besides a loopback that is down, so even ``127.0.0.1`` of the host is out of reach. It runs as
+  uid/gid 65534 without capabilities, cannot create further user namespaces, and a seccomp filter stops it
+  from starting child processes (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``; threads are
+  allowed) and from using the kernel keyring, ``ptrace``, ``bpf``, ``perf_event_open``, ``userfaultfd`` and
+  ``io_uring``.
 * **resource limits** (``setrlimit`` before the exec): address space (memory), CPU seconds, file size, number
   of processes, open files, no core dumps; and, where the host lets us create one, a ``pids`` cgroup per call
   that caps processes *and threads*. (``RLIMIT_NPROC`` is not enforced for root, and the sandbox user is
@@ -21,6 +22,10 @@ isolated with operating-system mechanisms:
   stop a fork bomb there. The runner also refuses to start more than ``max_processes`` Python threads.)
   A wall-clock timeout kills the whole process group; bubblewrap's pid 1 dies with it (``--die-with-parent``)
   and takes the pid namespace and everything in it along.
+* **a disk quota** (:class:`DiskQuota`): ``RLIMIT_FSIZE`` caps each file, not their number or sum, so a thread
+  of the parent counts the work dir's bytes and entries while a call runs (every ``QUOTA_POLL_S``) and stops
+  the call when it adds more than a call may, or the work dir holds more than a run may; what the call made
+  there is then removed. The work dir can thus hold at most the quota plus what fast code writes in one poll.
 * **a cleared environment**: the child gets only ``PATH``, ``HOME`` (the work dir), ``LANG``, ``TMPDIR`` and a
   few ``PYTHON*``/thread-count variables; API keys and other secrets of the application never reach it.
 * **only the installed packages**: the interpreter is the application's own (``sys.executable``) with the
@@ -69,7 +74,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.tempdirs import process_dir, remove_tree
+
 __all__ = [
+    "DiskQuota",
     "Sandbox",
     "SandboxLimits",
     "SandboxResult",
@@ -86,6 +94,8 @@ RUN_DIR_NAME = ".sandbox"
 LLM_FILENAME = "<llm-code>"
 #: Past this multiple of ``max_output_bytes`` on one stream the process is stopped (a print loop).
 OUTPUT_KILL_FACTOR = 10
+#: How often the work dir's size and entries are counted while a call runs (see :class:`DiskQuota`).
+QUOTA_POLL_S = 0.05
 #: Traceback frames of the LLM code shown with an error (the innermost ones).
 MAX_TRACEBACK_FRAMES = 6
 _WEAK_HINT = ("install the Debian package `bubblewrap` (apt-get install bubblewrap), or opt in to weak "
@@ -98,6 +108,23 @@ _WEAK_HINT = ("install the Debian package `bubblewrap` (apt-get install bubblewr
 
 
 @dataclass(frozen=True)
+class DiskQuota:
+    """How much sandboxed code may write into its work dir, the one host folder it can write to.
+
+    One call may add ``call_mb`` megabytes and ``call_files`` entries (files, folders, links) to the work dir;
+    the work dir may hold ``run_mb`` and ``run_files`` in all (it belongs to one run, so the files its calls
+    leave add up). The work dir is polled while a call runs (every ``QUOTA_POLL_S``) and once more when it
+    ends: a call that crosses a quota is stopped, fails with a clear error, and what it created in the work
+    dir is removed. A call that finds the work dir over the run's quota may delete files there, not add any.
+    """
+
+    call_mb: int = 256
+    call_files: int = 2_000
+    run_mb: int = 1024
+    run_files: int = 10_000
+
+
+@dataclass(frozen=True)
 class SandboxLimits:
     """Limits of one sandboxed call."""
 
@@ -107,6 +134,7 @@ class SandboxLimits:
     max_processes: int = 64  # processes and threads (pids cgroup where available, RLIMIT_NPROC)
     max_output_bytes: int = 1_000_000  # stdout/stderr each are cut to this
     max_file_mb: int = 64  # largest file the code may write (RLIMIT_FSIZE); also the size of /tmp
+    quota: DiskQuota = DiskQuota()  # what the code may write into the work dir, per call and per run
 
     @property
     def cpu_seconds(self) -> int:
@@ -517,7 +545,7 @@ def _run_probe(path: str) -> _Bwrap:
         options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text.stdout + help_text.stderr, re.MULTILINE))
     except (OSError, subprocess.SubprocessError) as exc:
         return _Bwrap(path, "bubblewrap", frozenset(), False, f"{path} cannot be run: {exc}")
-    with tempfile.TemporaryDirectory(prefix="kgagents-sandbox-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="probe-", dir=process_dir()) as tmp:
         info = _Bwrap(path, version, options, True)
         work = Path(tmp).resolve()
         fds: list[int] = []
@@ -762,24 +790,52 @@ def _python_dirs() -> list[Path]:
     return kept
 
 
-@functools.lru_cache(maxsize=1)
-def _etc_dir() -> Path:
-    """A private folder with the synthetic /etc files (passwd, group, hosts, nsswitch.conf)."""
-    path = Path(tempfile.mkdtemp(prefix="kgagents-sandbox-etc-"))
-    files = {
-        "passwd": f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}:sandbox:/nonexistent:/usr/sbin/nologin\n",
-        "group": f"sandbox:x:{SANDBOX_GID}:\n",
-        "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n",
-        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
-    }
-    for name, text in files.items():
+#: The synthetic /etc files: a passwd, group and hosts that name nobody real, and an nsswitch.conf for them.
+_ETC_FILES = {
+    "passwd": f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}:sandbox:/nonexistent:/usr/sbin/nologin\n",
+    "group": f"sandbox:x:{SANDBOX_GID}:\n",
+    "hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+}
+
+
+def _etc_args(opts: frozenset[str], fds: list[int]) -> list[str]:
+    """bwrap arguments that put the synthetic files into the sandbox's /etc: through pipes (bubblewrap 0.4 and
+    later copy them from there, so no host folder is needed), else bound from this process's folder."""
+    argv: list[str] = []
+    if "--ro-bind-data" in opts:
+        for name, text in _ETC_FILES.items():
+            fds.append(_pipe_with(text.encode()))
+            if "--perms" in opts:
+                argv += ["--perms", "0444"]
+            argv += ["--ro-bind-data", str(fds[-1]), f"/etc/{name}"]
+        return argv
+    etc = _etc_dir(os.getpid())
+    for name in _ETC_FILES:
+        argv += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    return argv
+
+
+@functools.cache
+def _etc_dir(pid: int) -> Path:
+    """The synthetic /etc files in the folder of process ``pid``, this one (:mod:`kgagents.tempdirs`: removed
+    at exit; a forked child makes its own)."""
+    path = process_dir() / "etc"
+    path.mkdir(mode=0o755, exist_ok=True)
+    for name, text in _ETC_FILES.items():
         (path / name).write_text(text)
         os.chmod(path / name, 0o444)
-    os.chmod(path, 0o755)
-    import atexit
-
-    atexit.register(shutil.rmtree, path, True)
     return path
+
+
+def _pipe_with(data: bytes) -> int:
+    """The read end of a pipe that holds ``data`` (at most a pipe buffer: 4 KiB at the least)."""
+    r, w = os.pipe()
+    try:
+        os.write(w, data)
+    finally:
+        os.close(w)
+    return r
 
 
 #: Host files the child may read under /etc (when they exist): loader cache, time zone, MIME types.
@@ -810,9 +866,7 @@ def _bwrap_argv(info: _Bwrap, work_dir: Path, env: dict[str, str], fds: list[int
     argv += ["--dir", "/etc"]
     for name in _ETC_PASSTHROUGH:
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    etc = _etc_dir()
-    for name in ("passwd", "group", "hosts", "nsswitch.conf"):
-        argv += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    argv += _etc_args(opts, fds)
     argv += ["--proc", "/proc", "--dev", "/dev"]
     size = str((limits.max_file_mb if limits else 64) * 1024 * 1024)
     for tmpfs in ("/tmp", "/dev/shm"):
@@ -839,13 +893,8 @@ def _bwrap_argv(info: _Bwrap, work_dir: Path, env: dict[str, str], fds: list[int
         argv += ["--setenv", key, value]
     program = _seccomp_program()
     if program is not None and "--seccomp" in opts:
-        r, w = os.pipe()
-        try:
-            os.write(w, program)  # a few hundred bytes: fits the pipe buffer
-        finally:
-            os.close(w)
-        fds.append(r)
-        argv += ["--seccomp", str(r)]
+        fds.append(_pipe_with(program))  # a few hundred bytes
+        argv += ["--seccomp", str(fds[-1])]
     argv.append("--")
     return argv
 
@@ -937,6 +986,134 @@ class _Capture:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Disk quota: what a call writes into the work dir, counted while it runs
+# ---------------------------------------------------------------------------------------------------------
+
+_MB = 1024 * 1024
+
+
+def _disk_usage(work_dir: Path, own_run: Path, *, stop_after: tuple[int, int] | None = None,
+                paths: set[str] | None = None) -> tuple[int, int]:
+    """``(bytes, entries)`` in ``work_dir``: the sizes of its files and the number of its files, folders and
+    links, without following links. Of the calls' job folders (``.sandbox/run-*``) only ``own_run`` counts:
+    every call counts its own. Stops early once ``stop_after`` is passed; adds every path it sees to
+    ``paths``."""
+    root = os.fspath(work_dir)
+    size = entries = 0
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        try:
+            scan = os.scandir(folder)
+        except OSError:  # removed meanwhile, or made unreadable by the code: what it holds is not counted
+            continue
+        with scan:
+            for entry in scan:
+                if folder == root and entry.name == RUN_DIR_NAME:
+                    todo.append(os.fspath(own_run))
+                    continue
+                entries += 1
+                if paths is not None:
+                    paths.add(entry.path)
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                    else:
+                        size += entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                if stop_after is not None and (size > stop_after[0] or entries > stop_after[1]):
+                    return size, entries
+    return size, entries
+
+
+class _QuotaWatch:
+    """Counts what one call adds to its work dir against the :class:`DiskQuota`: in a thread that polls while
+    the call runs (and stops the call when the quota is crossed), and once more when the call has ended."""
+
+    def __init__(self, work_dir: Path, run_dir: Path, quota: DiskQuota) -> None:
+        self.work_dir, self.run_dir, self.quota = work_dir, run_dir, quota
+        self.before: set[str] = set()
+        self.initial = _disk_usage(work_dir, run_dir, paths=self.before)
+        size, entries = self.initial
+        #: The most the work dir may hold while the call runs: the call's share, within the run's quota (a
+        #: work dir already over the run's quota may not grow).
+        self.limit = (min(max(quota.run_mb * _MB, size), size + quota.call_mb * _MB),
+                      min(max(quota.run_files, entries), entries + quota.call_files))
+        self.stopped = False
+        self._crossed = False
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, stop_call: Callable[[], None]) -> None:
+        """Poll every ``QUOTA_POLL_S`` until :meth:`finish`; call ``stop_call`` when the quota is crossed."""
+
+        def poll() -> None:
+            while not self._done.wait(QUOTA_POLL_S):
+                if self._over():
+                    self.stopped = True
+                    stop_call()
+                    return
+
+        self._thread = threading.Thread(target=poll, name="kgagents-sandbox-quota", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling (idempotent)."""
+        self._done.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _over(self) -> bool:
+        size, entries = _disk_usage(self.work_dir, self.run_dir, stop_after=self.limit)
+        self._crossed = self._crossed or size > self.limit[0] or entries > self.limit[1]
+        return self._crossed
+
+    def finish(self) -> str | None:
+        """After the call (its processes are gone): stop polling and count once more. When the call crossed
+        the quota, remove what it created in the work dir and return the error message; else None."""
+        self.stop()
+        if not self._crossed and not self._over():
+            return None
+        after: set[str] = set()
+        size, entries = _disk_usage(self.work_dir, self.run_dir, paths=after)
+        removed = self._remove(after - self.before)
+        return self._message(size, entries, removed)
+
+    def _remove(self, created: set[str]) -> int:
+        """Remove what the call created outside its job folder (which goes anyway); returns how much."""
+        job = os.fspath(self.run_dir) + os.sep
+        created = {path for path in created if not path.startswith(job)}
+        for path in created:
+            if os.path.dirname(path) in created:
+                continue  # goes with its folder
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    remove_tree(Path(path))
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+        return len(created)
+
+    def _message(self, size: int, entries: int, removed: int) -> str:
+        q, (size0, entries0) = self.quota, self.initial
+        added, made = (size - size0) / _MB, entries - entries0
+        if added > q.call_mb:
+            what = f"the code wrote {added:,.1f} MB into its work dir (a call may write {q.call_mb:,} MB)"
+        elif made > q.call_files:
+            what = f"the code made {made:,} files and folders (a call may make {q.call_files:,})"
+        elif size > self.limit[0]:
+            what = f"its work dir came to {size / _MB:,.1f} MB (a run may keep {q.run_mb:,} MB)"
+        else:
+            what = f"its work dir came to {entries:,} files and folders (a run may keep {q.run_files:,})"
+        steps = ["it was stopped"] if self.stopped else []
+        if removed:
+            steps.append(f"what it made there was removed ({removed:,} files and folders)")
+        return f"disk quota exceeded: {what}" + (f"; {' and '.join(steps)}" if steps else "")
+
+
+# ---------------------------------------------------------------------------------------------------------
 # The sandbox
 # ---------------------------------------------------------------------------------------------------------
 
@@ -951,6 +1128,7 @@ class _Launch:
     pass_fds: list[int]
     preexec: Callable[[], None]
     cgroup: _PidsCgroup
+    quota: _QuotaWatch
     started: float = field(default_factory=time.monotonic)
 
 
@@ -1035,6 +1213,7 @@ class Sandbox:
         job_path = run_dir / "job.json"
         job_path.write_text(text, encoding="utf-8")
         status_path = run_dir / "result.json"
+        quota = _QuotaWatch(self.work_dir, run_dir, self.limits.quota)
         python = [sys.executable, "-s", "-P", "-B", "-u", "-X", "utf8", "-c", _RUNNER, str(job_path),
                   str(status_path)]
         fds: list[int] = []
@@ -1058,11 +1237,12 @@ class Sandbox:
             raise
         cgroup = _PidsCgroup(self.limits.max_processes + 3)  # + bwrap, its pid 1 and the interpreter
         preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp, nproc)
-        return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, preexec, cgroup)
+        return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, preexec, cgroup, quota)
 
     def _finish(self, launch: _Launch, exit_code: int | None, out: _Capture, err: _Capture,
                 timed_out: bool, overflow: str | None) -> SandboxResult:
         launch.cgroup.remove()
+        over_quota = launch.quota.finish()
         status: dict[str, Any] | None = None
         try:
             limit = self.limits.max_file_mb * 1024 * 1024 + 1024
@@ -1077,8 +1257,10 @@ class Sandbox:
         stdout, stderr = out.text(), err.text()
         notes = [str(n) for n in (status or {}).get("notes") or []]
         signum = self._signal_of(exit_code)
-        if timed_out:
-            error: str | None = f"timed out after {self.limits.timeout_s:g} s"
+        if over_quota:
+            error: str | None = over_quota
+        elif timed_out:
+            error = f"timed out after {self.limits.timeout_s:g} s"
         elif overflow:
             error = (f"output limit exceeded: the code wrote more than {out.kill_at} bytes to {overflow} "
                      f"and was stopped")
@@ -1142,6 +1324,7 @@ class Sandbox:
             pass
 
     def _cleanup(self, launch: _Launch) -> None:
+        launch.quota.stop()
         launch.cgroup.remove()
         self._remove_run_dir(launch)
 
@@ -1185,6 +1368,7 @@ class Sandbox:
                 preexec_fn=launch.preexec, pass_fds=launch.pass_fds)
             self._close_fds(launch)
             running = proc
+            launch.quota.start(lambda: self._kill(running.pid))
 
             async def pump(stream: asyncio.StreamReader, capture: _Capture, name: str) -> None:
                 nonlocal overflow
@@ -1251,6 +1435,7 @@ class Sandbox:
                                     start_new_session=True, preexec_fn=launch.preexec,
                                     pass_fds=launch.pass_fds)
             self._close_fds(launch)
+            launch.quota.start(functools.partial(self._kill, proc.pid))
             assert proc.stdout is not None and proc.stderr is not None
             deadline = time.monotonic() + self.limits.timeout_s
             captures = {proc.stdout.fileno(): (out, "stdout"), proc.stderr.fileno(): (err, "stderr")}
