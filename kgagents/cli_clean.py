@@ -2,15 +2,17 @@
 
     kgagents clean [--dry-run]
 
-Every process keeps its scratch files (the work dirs of runs without a checkpointer, the sandbox's probe) in one
-folder of the system's temporary directory, ``kgagents-proc-<pid>-<random>``, and removes it when it exits; a
-process that was killed cannot. This command removes such folders once their process is gone (and the folders
-earlier versions left), never one in use, a folder the user named, the runs directory or a static graph.
+Every process keeps its scratch files (the work dirs of runs without a checkpointer, the sandbox's probe) in
+one folder of the system's temporary directory, ``kgagents-proc-<pid>-<random>``, and removes it when it
+exits; a process that was killed cannot. This command removes such folders once their process is gone (and
+the folders earlier versions left), never one in use, a folder the user named, the runs directory or a static
+graph.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +30,8 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
     stale = clean(dry_run=args.dry_run)
     for item in stale:
-        print(f"{'would remove' if args.dry_run else 'removed'} {item.path} ({_size(item.size)}; {item.why})")
+        done = "removed" if not os.path.lexists(item.path) else "could not remove"  # another user's, say
+        print(f"{'would remove' if args.dry_run else done} {item.path} ({_size(item.size)}; {item.why})")
     if not stale:
         print(f"nothing to clean in {tempfile.gettempdir()}")
     return 0

@@ -9,13 +9,13 @@ temporary directory (``tempfile.gettempdir()``: ``$TMPDIR``, else ``/tmp``) the 
 * ``probe-*``: the sandbox's trial run of bubblewrap, removed at once.
 
 The folder is removed when the process exits (normally, or as a ``multiprocessing`` worker, which skips
-``atexit``). A process that is killed leaves it behind: :func:`stale_dirs` finds such folders and ``kgagents
-clean`` removes them. A folder is in use while its process lives or while anyone holds the shared ``flock``
-its process takes on it (a process in another pid namespace that shares the temporary directory). Folders
-that earlier versions made without a pid (``kgagents-sandbox-etc-*``, ``kgagents-ephemeral-*``) count as
-stale once nothing has changed in them for a day (no sign tells whether a process of an earlier version still
-uses one, and a long-lived one would fail without it). Folders the user names (``Context.work_dir``,
-``KGAGENTS_RUNS_DIR``) are never made or removed here.
+``atexit``). A process that is killed (a signal, ``os._exit``) leaves it behind: :func:`stale_dirs` finds
+such folders and ``kgagents clean`` removes them. A folder is in use while its process lives or while anyone
+holds the shared ``flock`` its process takes on it (a process in another pid namespace that shares the
+temporary directory). Folders that earlier versions made without a pid (``kgagents-sandbox-etc-*``,
+``kgagents-ephemeral-*``) count as stale once nothing has changed in them for a day (no sign tells whether a
+process of an earlier version still uses one, and a long-lived one would fail without it). Folders the user
+names (``Context.work_dir``, ``KGAGENTS_RUNS_DIR``) are never made or removed here.
 
 This module is a leaf, like :mod:`kgagents.config`: the tools may import it.
 """
