@@ -121,7 +121,8 @@ async def test_the_context_sets_the_disk_quota_of_the_runs_sandboxes(tmp_path):
     tool = make_python_tool(await rt.atool_env(ctx, work / "tools"))
     assert tool.sandbox.limits.quota == quota
     out = await tool.ainvoke({"code": "open('big', 'wb').write(b'x' * 2_000_000)"})
-    assert out.startswith("Error: disk quota exceeded: the code wrote 1.9 MB into its work dir (a call may write 1 MB)")
+    assert out.startswith("Error: disk quota exceeded: the code wrote 1.9 MB into its work dir "
+                          "(a call may write 1 MB)")
     assert list((work / "tools" / "python").iterdir()) == []
 
 

@@ -4,6 +4,7 @@ ordinary code gets its output, result, inputs, prelude and postlude."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kgagents.tempdirs import process_dir
 from tools import sandbox as sb
 from tools.sandbox import (
     DiskQuota,
@@ -454,6 +456,17 @@ result = seen
 
 
 @requires_bwrap
+def test_etc_files_come_from_this_process_s_folder_where_bubblewrap_takes_no_pipes(
+        work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    info = sb._bwrap()
+    old = dataclasses.replace(info, options=info.options - {"--ro-bind-data", "--perms"})  # bubblewrap < 0.4
+    monkeypatch.setitem(sb._probes, info.path, old)
+    r = Sandbox(work_dir, FAST).run_sync("result = open('/etc/passwd').read()")
+    assert r.ok and r.result.startswith("sandbox:x:65534:65534:"), r.error
+    assert (process_dir() / "etc" / "passwd").read_text() == r.result  # removed with the folder at exit
+
+
+@requires_bwrap
 async def test_environment_secrets_are_not_inherited(
         hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0815")
@@ -596,8 +609,8 @@ result = outcome
 
 QUOTA = SandboxLimits(timeout_s=10, memory_mb=512,
                       quota=DiskQuota(call_mb=4, call_files=200, run_mb=6, run_files=300))
-#: 100 files of 1 MB (each far under the file-size limit) at some 50 MB/s: 4 MB are crossed within a tenth of a
-#: second; without a quota it writes all of them (100 MB) and ends well.
+#: 100 files of 1 MB (each far under the file-size limit) at some 50 MB/s: 4 MB are crossed within a tenth of
+#: a second; without a quota it writes all of them (100 MB) and ends well.
 WRITE_LOOP = """
 import os, time
 os.makedirs("out/deep", exist_ok=True)
@@ -615,8 +628,8 @@ async def test_disk_quota_stops_a_call_while_it_writes(work_dir: Path) -> None:
     started = time.monotonic()
     r = await Sandbox(work_dir, QUOTA).run(WRITE_LOOP)
     assert not r.ok and r.error.startswith("disk quota exceeded: the code wrote ")
-    assert "MB into its work dir (a call may write 4 MB); it was stopped and what it made there was removed (" \
-        in r.error
+    assert "MB into its work dir (a call may write 4 MB); it was stopped and what it made there was removed" \
+           " (" in r.error
     assert "wrote everything" not in r.stdout and time.monotonic() - started < 3  # stopped, not timed out
     assert sorted(os.listdir(work_dir)) == ["notes.txt"]  # what the call made is gone, the rest is kept
     assert_host_unharmed(work_dir)
@@ -637,7 +650,7 @@ async def test_disk_quota_of_a_run_adds_up_its_calls(work_dir: Path) -> None:
     write = "open(inputs['name'], 'wb').write(b'x' * 3_500_000)"
     first = await box.run(write, inputs={"name": "first"})
     assert first.ok, first.error  # 3.3 MB: within a call's 4 MB and the run's 6 MB
-    r = await box.run(write, inputs={"name": "second"})  # as much again: within the call's quota, not the run's
+    r = await box.run(write, inputs={"name": "second"})  # as much again: within a call's quota, not the run's
     assert not r.ok and r.error.startswith("disk quota exceeded: its work dir came to ")
     assert "MB (a run may keep 6 MB)" in r.error and "(1 files and folders)" in r.error
     assert sorted(os.listdir(work_dir)) == ["first"]

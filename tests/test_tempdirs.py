@@ -31,7 +31,8 @@ from tools.sandbox import Sandbox
 
 def run():
     work = work_dir_for(Context(), for_run(None, new_run_key(None)))
-    result = Sandbox(work / "kg").run_sync("open('out.txt', 'w').write('x')\\nresult = open('/etc/passwd').read()")
+    result = Sandbox(work / "kg").run_sync("open('out.txt', 'w').write('x')\\n"
+                                           "result = open('/etc/passwd').read()")
     assert result.ok and result.result.startswith("sandbox:"), result.error
     (work / "tools").mkdir()
     (work / "tools" / "notes.txt").write_text("a tool's file")
@@ -48,8 +49,8 @@ if __name__ == "__main__":
 
 def _run_python(script: Path, temp_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TMPDIR": str(temp_dir)}
-    return subprocess.run([sys.executable, str(script)], env=env, cwd=PROJECT_DIR, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run([sys.executable, str(script)], env=env, cwd=PROJECT_DIR, capture_output=True,
+                          text=True, timeout=120, check=False)
 
 
 @requires_bwrap
@@ -70,14 +71,15 @@ def test_clean_removes_what_ended_processes_left_and_nothing_else(
     monkeypatch.setattr(tempfile, "tempdir", str(temp_dir))
     # a process that was killed (os._exit: no clean-up) with a run's files, a read-only folder among them
     script = tmp_path / "killed.py"
-    script.write_text("import os\nfrom kgagents.tempdirs import process_dir\nrun = process_dir() / 'runs' / 'r1'\n"
-                      "(run / 'ro').mkdir(parents=True)\n(run / 'ro' / 'out.txt').write_text('x' * 5000)\n"
-                      "os.chmod(run / 'ro', 0o500)\nprint(os.getpid(), flush=True)\nos._exit(0)\n")
+    script.write_text("import os\nfrom kgagents.tempdirs import process_dir\n"
+                      "run = process_dir() / 'runs' / 'r1'\n(run / 'ro').mkdir(parents=True)\n"
+                      "(run / 'ro' / 'out.txt').write_text('x' * 5000)\nos.chmod(run / 'ro', 0o500)\n"
+                      "print(os.getpid(), flush=True)\nos._exit(0)\n")
     done = _run_python(script, temp_dir)
     assert done.returncode == 0, done.stderr
     dead_pid = int(done.stdout)
     [killed] = temp_dir.glob(f"{tempdirs.PREFIX}{dead_pid}-*")
-    # in use: this process's folder, and one that a process of another pid namespace (a pid unknown here) holds
+    # in use: this process's folder, and one held by a process of another pid namespace (its pid unknown here)
     monkeypatch.setattr(tempdirs, "_current", None)
     mine = tempdirs.process_dir()
     elsewhere = temp_dir / f"{tempdirs.PREFIX}{dead_pid}-held"
