@@ -637,7 +637,7 @@ async def test_disk_quota_stops_a_call_while_it_writes(work_dir: Path) -> None:
 
 @requires_bwrap
 def test_disk_quota_counts_files_and_folders(work_dir: Path) -> None:
-    code = "import os\nfor i in range(3000):\n    os.mkdir(f'd{i}')\n    open(f'd{i}/empty', 'w').close()\n"
+    code = "import os\nfor i in range(20_000):\n    os.mkdir(f'd{i}')\n    open(f'd{i}/empty', 'w').close()\n"
     r = Sandbox(work_dir, QUOTA).run_sync(code + "print('made them all')")
     assert not r.ok and "files and folders (a call may make 200)" in r.error, r.error
     assert "made them all" not in r.stdout and os.listdir(work_dir) == []
