@@ -2,9 +2,10 @@
 
     kgagents clean [--dry-run]
 
-Every process keeps its scratch files (the work dirs of runs without a checkpointer, the sandbox's probe) in
-one folder of the system's temporary directory, ``kgagents-proc-<pid>-<random>``, and removes it when it
-exits; a process that was killed cannot. This command removes such folders once their process is gone (and
+Every process keeps its scratch files (the work dirs of runs without a checkpointer) in one folder of the
+system's temporary directory, ``kgagents-proc-<pid>-<random>``, and removes it when it exits (and
+shorter-lived folders, ``kgagents-proc-<pid>-<kind>-<random>``, when it is done with them); a process that
+was killed cannot. This command removes such folders once their process is gone (and
 the folders earlier versions left), never one in use, a folder the user named, the runs directory or a static
 graph.
 """

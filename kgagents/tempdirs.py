@@ -5,8 +5,11 @@ temporary directory (``tempfile.gettempdir()``: ``$TMPDIR``, else ``/tmp``) the 
 
 * ``runs/<run key>/``: the work dir of each run without a checkpointer and without ``Context.work_dir`` (its
   sandboxes, the tools' files), kept while the process lives, so a caller can still look at it after the run;
-* ``etc/``: the sandbox's synthetic ``/etc`` files, only where bubblewrap is too old to take them from a pipe;
-* ``probe-*``: the sandbox's trial run of bubblewrap, removed at once.
+* ``etc/``: the sandbox's synthetic ``/etc`` files, only where bubblewrap is too old to take them from a pipe.
+
+A folder that lives shorter than its process (the sandbox's trial run of bubblewrap) is named the same way,
+``kgagents-proc-<pid>-<kind>-<random>`` (:func:`short_lived_prefix`), so that a process which needs no folder
+of its own makes none, and what it leaves when it is killed meanwhile is found all the same.
 
 The folder is removed when the process exits (normally, or as a ``multiprocessing`` worker, which skips
 ``atexit``). A process that is killed (a signal, ``os._exit``) leaves it behind: :func:`stale_dirs` finds
@@ -36,7 +39,7 @@ from pathlib import Path
 
 #: The start of the name of every process's folder: ``kgagents-proc-<pid>-<random>``.
 PREFIX = "kgagents-proc-"
-_PROCESS_DIR = re.compile(re.escape(PREFIX) + r"(\d+)-[A-Za-z0-9_]+")
+_PROCESS_DIR = re.compile(re.escape(PREFIX) + r"(\d+)-[-A-Za-z0-9_]+")
 #: Folders of earlier versions (no pid in the name): what may be in them, and their name.
 _LEGACY = {
     "sandbox /etc": (re.compile(r"kgagents-sandbox-etc-[a-z0-9_]{8}"),
@@ -60,6 +63,13 @@ def process_dir() -> Path:
         if _current is None or _current[0] != os.getpid():
             _current = _make_process_dir()
         return _current[1]
+
+
+def short_lived_prefix(kind: str) -> str:
+    """The prefix of a temporary folder of this process that it removes itself, e.g. with
+    ``tempfile.TemporaryDirectory(prefix=short_lived_prefix("probe"))``: ``kgagents clean`` removes it once
+    the process is gone."""
+    return f"{PREFIX}{os.getpid()}-{kind}-"
 
 
 def _make_process_dir() -> tuple[int, Path, int]:

@@ -62,6 +62,12 @@ def test_processes_leave_nothing_in_the_temporary_directory(tmp_path: Path) -> N
     done = _run_python(script, temp_dir)
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(temp_dir)) == []
+    # a process that runs code in a work dir of its own and is then killed: it had nothing in the temp dir
+    script.write_text("import os\nfrom tools.sandbox import Sandbox\n"
+                      f"assert Sandbox({str(tmp_path / 'work')!r}).run_sync('result = 1').ok\nos._exit(0)\n")
+    done = _run_python(script, temp_dir)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(temp_dir)) == []
 
 
 def test_clean_removes_what_ended_processes_left_and_nothing_else(
@@ -79,6 +85,8 @@ def test_clean_removes_what_ended_processes_left_and_nothing_else(
     assert done.returncode == 0, done.stderr
     dead_pid = int(done.stdout)
     [killed] = temp_dir.glob(f"{tempdirs.PREFIX}{dead_pid}-*")
+    probe = temp_dir / f"{tempdirs.PREFIX}{dead_pid}-sandbox-probe-x1y2z3"  # killed while probing bubblewrap
+    probe.mkdir()
     # in use: this process's folder, and one held by a process of another pid namespace (its pid unknown here)
     monkeypatch.setattr(tempdirs, "_current", None)
     mine = tempdirs.process_dir()
@@ -101,9 +109,10 @@ def test_clean_removes_what_ended_processes_left_and_nothing_else(
         listed = capsys.readouterr().out
         assert f"would remove {killed} (4.9 KB; process {dead_pid} has ended)" in listed
         assert f"would remove {old_etc} (22 bytes; sandbox /etc of an earlier kgagents version" in listed
-        assert len(listed.splitlines()) == 2 and killed.exists() and old_etc.exists()
+        assert f"would remove {probe} (0 bytes; process {dead_pid} has ended)" in listed
+        assert len(listed.splitlines()) == 3 and killed.exists() and old_etc.exists() and probe.exists()
         assert cli.main(["clean"]) == 0
-        assert capsys.readouterr().out.count("removed ") == 2
+        assert capsys.readouterr().out.count("removed ") == 3
         assert sorted(temp_dir.iterdir()) == sorted([mine, elsewhere, new_etc, *users])
         assert cli.main(["clean"]) == 0
         assert capsys.readouterr().out == f"nothing to clean in {temp_dir}\n"

@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgagents.tempdirs import process_dir, remove_tree
+from kgagents.tempdirs import process_dir, remove_tree, short_lived_prefix
 
 __all__ = [
     "DiskQuota",
@@ -545,7 +545,7 @@ def _run_probe(path: str) -> _Bwrap:
         options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text.stdout + help_text.stderr, re.MULTILINE))
     except (OSError, subprocess.SubprocessError) as exc:
         return _Bwrap(path, "bubblewrap", frozenset(), False, f"{path} cannot be run: {exc}")
-    with tempfile.TemporaryDirectory(prefix="probe-", dir=process_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix=short_lived_prefix("sandbox-probe")) as tmp:
         info = _Bwrap(path, version, options, True)
         work = Path(tmp).resolve()
         fds: list[int] = []
