@@ -34,8 +34,10 @@ demo: $(STAMP)
 tools: $(STAMP)
 	@$(BIN)/kgagents tools
 
+# langgraph dev runs one run at a time unless told otherwise: DEV_JOBS runs at once (e.g. make dev DEV_JOBS=10).
+DEV_JOBS ?= 50
 dev: $(STAMP)
-	$(BIN)/langgraph dev --no-browser
+	$(BIN)/langgraph dev --no-browser --n-jobs-per-worker $(DEV_JOBS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

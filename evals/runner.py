@@ -36,6 +36,7 @@ from typing import Any
 from evals.checkpointer import open_checkpointer
 from evals.datasets import Dataset, Item, dataset_context, load_plugins
 from evals.scorers import Score, Scorer, make_scorer
+from kgagents.runs import is_finished
 from kgagents.usage import Usage, merge_usage, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
 from nodes.runtime import gather_bounded
@@ -308,7 +309,7 @@ class ItemRunner:
         try:
             snapshot = await self.graph.aget_state(config)
             has_checkpoint = snapshot.created_at is not None
-            if has_checkpoint and not snapshot.next:
+            if has_checkpoint and is_finished(snapshot):
                 state = dict(snapshot.values)  # the graph had finished; only the line was missing
             else:
                 resumed = has_checkpoint

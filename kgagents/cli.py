@@ -102,7 +102,8 @@ class RunFailed(RuntimeError):
 
 
 def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
-         values: dict[str, Any], context_override: Any = None) -> tuple[str, dict[str, Any]]:
+         values: dict[str, Any], context_override: Any = None,
+         checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
     from kgagents.runs import new_thread_id
     from kgagents.workflows import run_thread, stderr_progress
 
@@ -111,7 +112,8 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
     try:
         return asyncio.run(run_thread(workflow, runs_dir=_runs_dir(args), thread_id=thread, task=task,
                                       context_values=values, context_override=context_override,
-                                      progress=None if getattr(args, "quiet", False) else stderr_progress))
+                                      progress=None if getattr(args, "quiet", False) else stderr_progress,
+                                      checkpointer=checkpointer))
     except (ConfigurationError, ValueError, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001 - any failure inside the graph: the checkpoints survive
@@ -121,6 +123,7 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
 
 @command("ask")
 def cmd_ask(args: argparse.Namespace) -> int:
+    checkpointer = _checkpointer(args)
     values = context_values_from_args(args)
     if getattr(args, "preset", None):
         from kgagents.workflows import preset
@@ -156,9 +159,20 @@ def cmd_ask(args: argparse.Namespace) -> int:
         from nodes.fusion import parse_variants
 
         workflow, task["variants"] = "fusion", parse_variants(args.fusion)
-    thread_id, state = _run(workflow, args, task, args.thread, values)
+    thread_id, state = _run(workflow, args, task, args.thread, values, checkpointer=checkpointer)
     _print_answer(thread_id, state)
     return 0
+
+
+def _checkpointer(args: argparse.Namespace) -> str | None:
+    """``--checkpointer`` or ``KGAGENTS_CHECKPOINTER``: a PostgreSQL URL (None: SQLite in the runs dir)."""
+    from kgagents.runs import configured_checkpointer, is_postgres_url
+
+    url = getattr(args, "checkpointer", None) or configured_checkpointer()
+    if url and not is_postgres_url(url):
+        raise ValueError(f"--checkpointer / KGAGENTS_CHECKPOINTER takes a postgresql:// URL, got {url!r} "
+                         "(runs without one are checkpointed in SQLite in the runs directory)")
+    return url
 
 
 def _known_run(args: argparse.Namespace) -> Any:
@@ -174,7 +188,8 @@ def _known_run(args: argparse.Namespace) -> Any:
 @command("resume")
 def cmd_resume(args: argparse.Namespace) -> int:
     record = _known_run(args)
-    thread_id, state = _run(record.workflow, args, None, record.thread_id, record.context)
+    thread_id, state = _run(record.workflow, args, None, record.thread_id, record.context,
+                            checkpointer=_checkpointer(args))
     _print_answer(thread_id, state)
     return 0
 
@@ -200,7 +215,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     from kgagents.workflows import thread_state
 
     record = _known_run(args)
-    state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread))
+    state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread, _checkpointer(args)))
     if args.kg and record.workflow == "grounded":
         return _show_thought_graph(args, state)
     if args.kg:
@@ -328,12 +343,18 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-iterations", type=int)
     ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
+    ask.add_argument("--checkpointer", metavar="URL",
+                     help="keep the checkpoints in PostgreSQL (postgresql://user:password@host/db; default: "
+                          "KGAGENTS_CHECKPOINTER, else SQLite in the runs directory)")
     ask.add_argument("--fusion", metavar="BACKEND:MODE,...",
                      help="run several KGoT variants and combine their answers, e.g. networkx:query,falkordb:direct")
 
     resume = sub.add_parser("resume", help="continue an interrupted run")
     resume.add_argument("thread")
     resume.add_argument("--quiet", action="store_true")
+    resume.add_argument("--checkpointer", metavar="URL",
+                        help="the PostgreSQL URL the run was started with, when its password is needed (the "
+                             "run registry keeps the URL without it)")
 
     sub.add_parser("runs", help="list runs")
 

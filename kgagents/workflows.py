@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kgagents.runs import RunRegistry, new_thread_id, sqlite_checkpointer
+from kgagents.runs import RunRegistry, is_finished, new_thread_id, open_checkpointer
 
 #: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
 #: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
@@ -68,28 +68,34 @@ def stderr_progress(node: str, update: dict[str, Any]) -> None:
 
 async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, task: dict[str, Any] | None,
                      context_values: dict[str, Any], context_override: Any = None,
-                     progress: ProgressFn | None = None) -> tuple[str, dict[str, Any]]:
+                     progress: ProgressFn | None = None,
+                     checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
     """Start (``task`` given) or resume (``task`` None) a thread; returns ``(thread_id, final state)``.
 
     ``context_values`` are JSON values, recorded so that ``resume`` can pass the same context again;
     ``context_override`` (e.g. a context holding a chat-model instance) is used instead when given.
+    ``checkpointer`` is a ``postgresql://`` URL for the checkpoints (default: SQLite in ``runs_dir``); a
+    resumed thread uses the place recorded when it started (see :meth:`RunRegistry.checkpointer_for`).
     """
     module = load_workflow(workflow)
     registry = RunRegistry(runs_dir)
     thread_id = thread_id or new_thread_id()
     context = context_override if context_override is not None else make_context(module, context_values)
     if task is not None:
-        registry.record(thread_id, workflow, str(task.get("question", "")), context_values)
+        registry.record(thread_id, workflow, str(task.get("question", "")), context_values, checkpointer)
+        location = checkpointer or registry.checkpoints_path
     else:
         registry.mark_running(thread_id)
-    async with sqlite_checkpointer(registry.checkpoints_path) as saver:
+        location = registry.checkpointer_for(thread_id, checkpointer)
+    async with open_checkpointer(location) as saver:
         graph = module.compile_graph(saver)
         config = run_config(thread_id, context)
         if task is None:
             snapshot = await graph.aget_state(config)
             if not snapshot.values:
                 raise ValueError(f"thread {thread_id} has no checkpoint to resume")
-            if not snapshot.next:
+            if is_finished(snapshot):  # only the news of it was lost
+                registry.finish(thread_id, "done", str(snapshot.values.get("final_answer", "")))
                 return thread_id, dict(snapshot.values)
         try:
             async for chunk in graph.astream(task, config, context=context, stream_mode="updates"):
@@ -105,11 +111,17 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
     return thread_id, final
 
 
-async def thread_state(workflow: str, runs_dir: Path, thread_id: str) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The latest checkpointed state of a thread and the nodes it would run next."""
+async def thread_state(workflow: str, runs_dir: Path, thread_id: str,
+                       checkpointer: str | None = None) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The latest checkpointed state of a thread and the nodes it would run next (``checkpointer``: as in
+    :func:`run_thread`, a URL that may bring the password of the recorded PostgreSQL checkpointer).
+
+    When every task of the pending superstep has its result saved (the process died before the checkpoint that
+    applies them), those tasks are named: the thread is not finished, ``resume`` goes on from their results.
+    """
     module = load_workflow(workflow)
     registry = RunRegistry(runs_dir)
-    async with sqlite_checkpointer(registry.checkpoints_path) as saver:
+    async with open_checkpointer(registry.checkpointer_for(thread_id, checkpointer)) as saver:
         graph = module.compile_graph(saver)
         snap = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-    return dict(snap.values), tuple(snap.next)
+    return dict(snap.values), tuple(snap.next) or tuple(task.name for task in snap.tasks)

@@ -26,3 +26,24 @@ def clean_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     yield
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """The URL of a PostgreSQL server started for this session (see tests/postgres.py), stopped at its end.
+
+    Without Debian's ``postgresql`` binaries the tests that need it are skipped, except in CI (``CI`` set),
+    where ``.ci/run`` installs them and their absence is a failure.
+    """
+    from tests.postgres import PostgresServer, binaries
+
+    bin_dir = binaries()
+    if bin_dir is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs PostgreSQL's binaries (`apt-get install postgresql`, done by .ci/run)")
+        pytest.skip("PostgreSQL is not installed (`apt-get install postgresql` gives initdb and pg_ctl)")
+    server = PostgresServer(bin_dir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()

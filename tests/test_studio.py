@@ -1,7 +1,9 @@
-"""`langgraph dev` serves the workflows: start it on a free loopback port, drive a run through langgraph-sdk."""
+"""`langgraph dev` serves the workflows: start it on a free loopback port, drive runs through langgraph-sdk:
+one, and 50 at once (all finish, each with its own answer, while the server answers health requests)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -16,6 +18,8 @@ import pytest
 from langgraph_sdk import get_client
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Runs the server executes at once (``langgraph dev`` runs one at a time unless told otherwise).
+JOBS = 50
 
 
 def free_port() -> int:
@@ -35,7 +39,8 @@ def server(tmp_path_factory):
     log = open(tmp / "server.log", "w")
     langgraph = Path(sys.executable).with_name("langgraph")
     proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
-                             "--no-reload", "--config", str(ROOT / "langgraph.json")],
+                             "--no-reload", "--n-jobs-per-worker", str(JOBS),
+                             "--config", str(ROOT / "langgraph.json")],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -74,3 +79,78 @@ async def test_langgraph_dev_runs_kgot_with_a_scripted_model(server):
     state = await client.threads.get_state(thread["thread_id"])
     assert state["values"]["usage"]["scripted"]["calls"] > 10
     assert len(state["values"]["kg"]["nodes"]) == 2
+
+
+LOAD_RUNS = 50
+#: The longest a health request may wait during the load. The runs share the server's event loop, and on a
+#: 2-core machine 50 KGoT runs (each starting sandbox processes) keep it busy: answers take up to seconds.
+HEALTH_BOUND_S = 10.0
+KGOT_QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of "
+                 "the third and fifth integers of the sorted list.")
+
+
+def load_script(path: Path, runs: int) -> None:
+    """The KGoT demo script, whose final parse answers each run by the number its question carries."""
+    demo = resources.files("kgagents") / "data" / "demo_kgot_figure9.json"
+    steps = json.loads(demo.read_text("utf-8"))["steps"]
+    steps = [s for s in steps if s["when"] != "formatter and extractor"]
+    steps += [{"when": rf"formatter and extractor.*\(load run {i}\)", "times": 0,
+               "structured": {"final_answer": str(1000 + i)}} for i in range(runs)]
+    path.write_text(json.dumps({"name": "studio-load", "steps": steps}), encoding="utf-8")
+
+
+async def test_fifty_concurrent_runs_all_finish_unmixed_while_the_server_answers(server):
+    url, tmp = server
+    client = get_client(url=url)
+    script = tmp / "load.json"
+    load_script(script, LOAD_RUNS)
+    threads = await asyncio.gather(*(client.threads.create() for _ in range(LOAD_RUNS)))
+    question = {i: f"{KGOT_QUESTION} (load run {i})" for i in range(LOAD_RUNS)}
+    runs = await asyncio.gather(*(
+        client.runs.create(t["thread_id"], "kgot", input={"question": question[i]},
+                           context={"model": f"scripted:{script}", "work_dir": str(tmp / f"load-{i}")})
+        for i, t in enumerate(threads)))
+
+    health: list[tuple[float, int, int]] = []  # (seconds to answer, status, runs not joined yet when asked)
+    busy: list[int] = []  # threads running at once, as the server reports them
+    done: set[int] = set()
+
+    async def probe() -> None:
+        async with httpx.AsyncClient(base_url=url) as http:
+            while len(done) < LOAD_RUNS:
+                going = LOAD_RUNS - len(done)
+                started = time.monotonic()
+                status = (await http.get("/ok", timeout=HEALTH_BOUND_S * 4)).status_code
+                health.append((time.monotonic() - started, status, going))
+                busy.append(len(await client.threads.search(status="busy", limit=LOAD_RUNS)))
+                await asyncio.sleep(0.25)
+
+    async def join(i: int) -> dict:
+        result = await client.runs.join(threads[i]["thread_id"], runs[i]["run_id"])
+        done.add(i)
+        return result
+
+    prober = asyncio.create_task(probe())
+    started = time.monotonic()
+    try:
+        results = await asyncio.wait_for(asyncio.gather(*(join(i) for i in range(LOAD_RUNS))), timeout=240)
+    finally:
+        prober.cancel()
+    wall = time.monotonic() - started
+
+    finished = [await client.runs.get(t["thread_id"], r["run_id"])
+                for t, r in zip(threads, runs, strict=True)]
+    assert [r["status"] for r in finished] == ["success"] * LOAD_RUNS
+    assert [r.get("final_answer") for r in results] == [str(1000 + i) for i in range(LOAD_RUNS)], results[:3]
+    for i, t in enumerate(threads):  # each thread holds its own run: its question, its KG
+        values = (await client.threads.get_state(t["thread_id"]))["values"]
+        assert values["question"] == question[i] and values["final_answer"] == str(1000 + i)
+        assert sorted(n["id"] for n in values["kg"]["nodes"]) == ["array", "sorted_array"]
+    assert max(busy, default=0) > JOBS // 2, f"the runs did not run concurrently (busy threads: {busy})"
+    under_load = [h for h in health if h[2] > 1]
+    assert len(under_load) >= 3, f"too few health requests during the load ({health}, {wall:.1f} s)"
+    assert all(status == 200 for _, status, _ in health)
+    seconds = sorted(s for s, _, _ in health)
+    median = seconds[len(seconds) // 2]
+    assert seconds[-1] < HEALTH_BOUND_S, (f"GET /ok took up to {seconds[-1]:.2f} s (median {median:.2f} s) "
+                                          f"under the load ({wall:.1f} s for {LOAD_RUNS} runs)")

@@ -3,6 +3,7 @@ script builders for the scripted model."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,12 @@ QUESTION = "What drugs target the CYP3A4 enzyme and are used to treat strongyloi
 def prime(tmp_path) -> str:
     """Ivermectin is the one drug with enzyme CYP3A4 and indication strongyloidiasis; Rifampin shares the enzyme,
     Albendazole the indication; Aspirin shares nothing."""
-    b = GraphBuilder(tmp_path / "prime")
+    return build_prime(tmp_path / "prime")
+
+
+def build_prime(folder: Path) -> str:
+    """The knowledge base of the :func:`prime` fixture, built in ``folder``; returns its path."""
+    b = GraphBuilder(folder)
 
     def node(node_id: str, kind: str, name: str, text: str) -> None:
         b.add_node(node_id, type=kind, name=name, features={"text": f"- name: {name}\n- type: {kind}\n{text}"})
@@ -35,7 +41,7 @@ def prime(tmp_path) -> str:
         b.add_edge(drug, "indication", disease)
         b.add_edge(disease, "indication", drug)
     b.finish(name="prime", fingerprint="pr" * 8, source={"path": "test"})
-    return str(tmp_path / "prime")
+    return str(folder)
 
 
 def step(when: str, *, times: int = 1, **reply: Any) -> dict[str, Any]:
