@@ -34,7 +34,7 @@ Each measurement runs in a fresh process, so memory is that store's alone (``VmR
   two CPU cores). The baselines search the same embeddings, held in memory as Graph-CoT's retriever does.
   Every store's answers are hashed; the run checks that all stores gave the same neighbours and ego-graphs.
 
-``--ivf-vectors`` measures the recall of the store's IVF index (``IVF<4·√N>,SQ8``, ``nprobe`` 32 by default:
+``--ivf-vectors`` measures the recall of the store's IVF index (``IVF<4·√N>,SQ8``, ``nprobe`` 128 by default:
 what :mod:`tools.pgraph.vectors` builds above 1 M vectors) against exact search, built through the store's own
 ``VectorIndex.build``: on synthetic unit vectors (``clustered``: a Gaussian mixture with the cluster structure
 of sentence embeddings; ``uniform``: uniform on the sphere, the worst case) and, with ``names``, on the real
