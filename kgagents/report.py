@@ -21,6 +21,18 @@ def _usage_lines(usage: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _failure_lines(failures: list[dict[str, Any]]) -> list[str]:
+    """The model calls that failed for good, each with what the workflow did instead."""
+    if not failures:
+        return []
+    lines = [f"Failures ({len(failures)} model call(s) failed for good; the run went on):"]
+    for f in failures:
+        lines.append(f"  [{f.get('node') or '?'}] {f.get('role') or '-'}, {f.get('kind', 'api')}: "
+                     f"{str(f.get('error', '')).splitlines()[0][:200] if f.get('error') else ''}")
+        lines.append(f"      then: {f.get('outcome', '')}")
+    return lines
+
+
 def format_kgot(state: dict[str, Any]) -> list[str]:
     from tools.kg.base import empty_snapshot, render_snapshot
 
@@ -188,5 +200,8 @@ def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes:
     formatter = FORMATTERS.get(workflow)
     if formatter:
         lines += formatter(state)
+    failures = _failure_lines(state.get("failures") or [])
+    if failures:
+        lines += ["", *failures]
     lines += [""] + _usage_lines(state.get("usage") or {})
     return "\n".join(lines)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import random
+import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -12,21 +14,51 @@ from typing import TypeVar
 R = TypeVar("R")
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
+#: Statuses that say a request can never succeed as configured: a rejected key, no access, an unknown model or
+#: endpoint. Retrying cannot help, and neither can going on without the model.
+FATAL_STATUS = {401, 403, 404}
 _TRANSIENT_NAMES = ("RateLimit", "Timeout", "APIConnection", "ConnectError", "ConnectionError", "InternalServer",
                     "ServiceUnavailable", "Overloaded", "RemoteProtocolError", "ReadError")
+#: Packages whose responses decode their own JSON body: a JSON error raised there is a broken body.
+_HTTP_CLIENTS = ("httpx", "httpx2", "requests", "aiohttp")
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an API error carries (on itself or on its response), if any."""
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_unreadable_body(exc: BaseException) -> bool:
+    """Whether ``exc`` is a JSON error raised while an HTTP client decoded a response body: the body was cut
+    short or is not JSON at all. That is a transport fault, like a dropped connection, not a bad reply of the
+    model (which the model's own parser reports)."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return False
+    decoder = ""  # the innermost module outside the json package: the one that asked for the decoding
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.split(".")[0] != "json":
+            decoder = module
+    return decoder.split(".")[0] in _HTTP_CLIENTS
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether an exception from a model or web API call is worth retrying (rate limits, 5xx, timeouts)."""
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)):
+    """Whether an exception from a model or web API call is worth retrying: rate limits, 5xx, timeouts, dropped
+    connections and bodies that arrived cut short or garbled."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)) or is_unreadable_body(exc):
         return True
-    status = getattr(exc, "status_code", None)
-    if status is None:
-        response = getattr(exc, "response", None)
-        status = getattr(response, "status_code", None)
-    if isinstance(status, int):
+    status = status_of(exc)
+    if status is not None:
         return status in TRANSIENT_STATUS
     return any(name in type(exc).__name__ for name in _TRANSIENT_NAMES)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """Whether an API error says the request can never succeed as configured (:data:`FATAL_STATUS`)."""
+    return status_of(exc) in FATAL_STATUS
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:

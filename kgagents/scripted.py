@@ -145,7 +145,8 @@ class ScriptedChatModel(BaseChatModel):
         """Steps with uses left (``times`` > 0 and not exhausted)."""
         return [s for s, used in zip(self.steps, self._uses) if s.get("times", 1) and used < s.get("times", 1)]
 
-    def _pick(self, prompt: str) -> dict[str, Any]:
+    def pick(self, prompt: str) -> dict[str, Any]:
+        """The step that answers ``prompt`` (its use counted, the prompt recorded in :attr:`calls`)."""
         with self._lock:
             if self.script_path:
                 self._load()
@@ -166,7 +167,7 @@ class ScriptedChatModel(BaseChatModel):
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         prompt = "\n".join(_message_text(m) for m in messages)
-        step = self._pick(prompt)
+        step = self.pick(prompt)
         if "raise" in step:
             raise ScriptedAPIError(str(step["raise"]), step.get("status"))
         tool_calls: list[dict[str, Any]] = []

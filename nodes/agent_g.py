@@ -11,6 +11,10 @@ Two task modes (the paper's two benchmark designs):
   with its reasoning paths.
 
 Every iteration's action, references, answer, verdict and feedback are in the state (``iterations``).
+
+A model call that fails for good (after its API retries and parse re-asks) never ends the run: a failed agent
+call falls back to the text module, a failed generator answers "I don't know", a failed validator call rejects,
+a failed commentor gives the feedback the retrieval notes suggest. Each is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.critic import Verdict, verdict
 from nodes.grounded import graph_for
-from nodes.llm import LLMCaller, LLMError, StructuredOutputError
+from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.retriever_bank import (
     Retrieval,
     TopicEntity,
@@ -41,6 +45,7 @@ from nodes.retriever_bank import (
     render_references,
 )
 from nodes.runtime import context_as
+from nodes.state import Failure, append
 from prompts import agent_g as P
 from tools.pgraph import GraphRef, StaticKG, resolve
 from tools.pgraph.embeddings import embedder_spec
@@ -196,6 +201,7 @@ class AgentGState(AgentGInput, total=False):
     final_answer: str
     exit_reason: str
     usage: Annotated[Usage, merge_usage]
+    failures: Annotated[list[Failure], append]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -364,11 +370,11 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
     last = state.get("action") or {}
     try:
         decision = await llm.structured(prompt, AgentDecision)
-    except (StructuredOutputError, LLMError) as exc:  # no usable action: the text module (no entity needed)
-        why = exc.last_error if isinstance(exc, StructuredOutputError) else str(exc)
+    except LLMError as exc:  # no usable action: the text module (no entity needed)
+        llm.failed(exc, "the text module retrieves")
         action = Action(entities=[], relations=[], module="text", batch=_next_batch(last, True))
-        return {"t": t, "action": action, "usage": llm.usage,
-                "feedback": f"(the agent's reply could not be used: {why[:200]})"}
+        return {"t": t, "action": action, **accounting(llm),
+                "feedback": f"(the agent's reply could not be used: {exc.reason[:200]})"}
     module: Literal["graph", "text"] = "graph" if decision.source == "knowledge graph" else "text"
     action = Action(domain=decision.domain.strip().lower(), question_type=decision.question_type.strip().lower(),
                     dynamism=decision.dynamism.strip().lower(),
@@ -456,7 +462,8 @@ async def generator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
     try:
         reply = await llm.text(prompt)
     except LLMError as exc:
-        return {"answer": IDK, "usage": llm.usage, "ranked_ids": [],
+        llm.failed(exc, f"the answer is {IDK!r}")
+        return {"answer": IDK, **accounting(llm), "ranked_ids": [],
                 "feedback": f"(the generator failed: {str(exc)[:200]})"}
     return {"answer": final_answer_of(reply), "usage": llm.usage, "ranked_ids": [], "reasoning": reply}
 
@@ -495,7 +502,7 @@ async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
         accepted = _yes(reply)
     record = Iteration(t=t, action=state.get("action") or Action(), retrieval=retrieval, answer=answer,
                        ranked_ids=list(state.get("ranked_ids") or []), accepted=accepted, validator_reply=reply[:500])
-    return {"usage": llm.usage, "iterations": [record]}
+    return {**accounting(llm), "iterations": [record]}
 
 
 async def _ask(llm: LLMCaller, prompt: str) -> str:
@@ -503,6 +510,7 @@ async def _ask(llm: LLMCaller, prompt: str) -> str:
     try:
         return await llm.text(prompt)
     except LLMError as exc:
+        llm.failed(exc, "the validator rejects")
         return f"(no reply: {str(exc)[:200]})"
 
 
@@ -530,10 +538,11 @@ async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
         reply = await llm.structured(prompt, CommentorReply)
         error = _match_error(reply.error_type, taxonomy) or default_error(action, retrieval, ctx.task)
         reason = reply.reason
-    except (StructuredOutputError, LLMError) as exc:
+    except LLMError as exc:
+        llm.failed(exc, "the feedback is the error the retrieval notes suggest")
         error, reason = default_error(action, retrieval, ctx.task), f"(commentor unavailable: {str(exc)[:160]})"
     feedback = taxonomy[error] + (f" ({reason})" if reason else "")
-    return {"feedback": feedback, "usage": llm.usage,
+    return {"feedback": feedback, **accounting(llm),
             "iterations": [Iteration(t=state.get("t", 1), error_type=error, feedback=feedback)]}
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from nodes import agent_g as ag
 from nodes.agent_g import Action, AgentGContext, AgentGState, agent_g_context_of
-from nodes.llm import LLMCaller, LLMError, StructuredOutputError
+from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.retriever_bank import Retrieval, TopicEntity, render_references
 from prompts import agent_g as P
 
@@ -87,9 +87,10 @@ async def evaluate_retrieval(state: AgentGState, runtime: Runtime[AgentGContext]
                       references=render_references(state.get("retrieval") or Retrieval()))
     try:
         judgement = (await llm.structured(prompt, RetrievalJudgement)).judgement
-    except (StructuredOutputError, LLMError):
+    except LLMError as exc:
+        llm.failed(exc, "the references count as ambiguous")
         judgement = "ambiguous"
-    return {"usage": llm.usage, "feedback": f"retrieval evaluator: {judgement}"}
+    return {**accounting(llm), "feedback": f"retrieval evaluator: {judgement}"}
 
 
 def corrective_route(state: AgentGState) -> Literal["generator", "extract"]:
@@ -129,10 +130,11 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     action = dict(state.get("action") or Action(entities=[], relations=[]))
     try:
         step = await llm.structured(prompt, ReactStep)
-    except (StructuredOutputError, LLMError) as exc:
+    except LLMError as exc:
+        llm.failed(exc, "the step searches the web")
         step = ReactStep(thought=f"(no usable step: {str(exc)[:120]})", action="search_web")
     retrieval = state.get("retrieval") or Retrieval()
-    update: dict[str, Any] = {"t": t, "usage": llm.usage}
+    update: dict[str, Any] = {"t": t, **accounting(llm)}
     if step.action == "extract":
         action.update(domain=step.domain, entities=[TopicEntity(name=e.name, type=e.type) for e in step.entities],
                       relations=step.relations)

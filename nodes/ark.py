@@ -10,6 +10,9 @@ and dropped from the state.
 Counters: ``k`` is the reasoning step (step 2 increments it); within step ``k`` each stage counts its attempts
 ``c`` (``current.c.anchor``, ``.relation``, ``.reasoning``), also across a return to anchor selection, so every
 loop is bounded by ``C_max`` and the run by ``K_max`` steps.
+
+A model call that fails for good (after its API retries and parse re-asks) is a failed attempt of its stage, like
+an invalid reply, so ``C_max`` bounds it too; a failed final answer abstains. Each is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
-from nodes.llm import LLMCaller, StructuredOutputError
+from nodes.llm import LLMCaller, LLMError, StructuredOutputError, accounting
 from nodes.runtime import context_as
-from nodes.state import append
+from nodes.state import Failure, append
 from prompts import ark as P
 from tools.pgraph import (
     Embedder,
@@ -179,6 +182,7 @@ class ArkState(ArkInput, total=False):
     final_answer: str
     justification: str
     usage: Annotated[Usage, merge_usage]
+    failures: Annotated[list[Failure], append]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -373,6 +377,14 @@ def _bump(current: CurrentStep, stage: Stage) -> tuple[CurrentStep, int]:
     return CurrentStep(**{**current, "c": counters}), counters[stage]
 
 
+def _failed_attempt(llm: LLMCaller, exc: LLMError, stage: str) -> str:
+    """Note a stage's model call that failed for good (the attempt counts as failed; ``C_max`` bounds them);
+    returns the attempt's outcome."""
+    llm.failed(exc, f"the {stage} attempt counts as failed")
+    what = "unparseable reply" if isinstance(exc, StructuredOutputError) else "no reply"
+    return f"{what}: {exc.reason[:300]}"
+
+
 def _attempt(k: int, stage: Stage, c: int, candidate: str | None, valid: bool, outcome: str, *,
              keys: list[str] | None = None, alternatives: list[str] | None = None,
              justification: str = "") -> Attempt:
@@ -463,11 +475,12 @@ async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[s
     llm = LLMCaller(ctx, ROLE)
     try:
         choice = await llm.structured(list(state.get("messages") or []), AnchorChoice)
-    except StructuredOutputError as exc:
+    except LLMError as exc:
+        outcome = _failed_attempt(llm, exc, "anchor")
         current.update(anchor=None, anchor_valid=False, relations=[], relation=None, gave_up=False,
-                       feedback=P.render(P.REPLY_UNPARSED, error=exc.last_error[:300]))
-        return {"current": current, "stage": "anchor", "usage": llm.usage,
-                "attempts": [_attempt(k, "anchor", c, None, False, f"unparseable reply: {exc.last_error[:300]}")],
+                       feedback=P.render(P.REPLY_UNPARSED, error=exc.reason[:300]))
+        return {"current": current, "stage": "anchor", **accounting(llm),
+                "attempts": [_attempt(k, "anchor", c, None, False, outcome)],
                 "messages": [AIMessage("(no usable anchor reply)")]}
     is_valid = graph.is_head if ctx.anchor_scope == "head" else graph.has_node
     candidate = _exact_or_unquoted(choice.anchor, is_valid)
@@ -528,11 +541,12 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
     llm = LLMCaller(ctx, ROLE)
     try:
         choice = await llm.structured(list(state.get("messages") or []), RelationChoice)
-    except StructuredOutputError as exc:
+    except LLMError as exc:
+        outcome = _failed_attempt(llm, exc, "relation")
         current.update(relation=None, relation_valid=False, gave_up=False,
-                       feedback=P.render(P.REPLY_UNPARSED, error=exc.last_error[:300]))
-        return {"current": current, "stage": "relation", "usage": llm.usage,
-                "attempts": [_attempt(k, "relation", c, None, False, f"unparseable reply: {exc.last_error[:300]}")],
+                       feedback=P.render(P.REPLY_UNPARSED, error=exc.reason[:300]))
+        return {"current": current, "stage": "relation", **accounting(llm),
+                "attempts": [_attempt(k, "relation", c, None, False, outcome)],
                 "messages": [AIMessage("(no usable relation reply)")]}
     candidate = _exact_or_unquoted(choice.relation, lambda r: r in relations)
     messages: list[Any] = [AIMessage(f"Relation: {candidate or '(none: give up on this anchor)'}\n"
@@ -587,11 +601,12 @@ async def reasoning_step(state: ArkState, runtime: Runtime[ArkContext]) -> dict[
     llm = LLMCaller(ctx, ROLE)
     try:
         reply = await llm.structured([*(state.get("messages") or []), prompt], ReasoningReply)
-    except StructuredOutputError as exc:
+    except LLMError as exc:
+        outcome = _failed_attempt(llm, exc, "reasoning")
         current.update(reasoning_valid=False, reply={},
-                       feedback=P.render(P.REPLY_UNPARSED, error=exc.last_error[:300]))
-        return {"current": current, "stage": "reasoning", "usage": llm.usage,
-                "attempts": [_attempt(k, "reasoning", c, None, False, f"unparseable reply: {exc.last_error[:300]}")],
+                       feedback=P.render(P.REPLY_UNPARSED, error=exc.reason[:300]))
+        return {"current": current, "stage": "reasoning", **accounting(llm),
+                "attempts": [_attempt(k, "reasoning", c, None, False, outcome)],
                 "messages": [prompt, AIMessage("(no usable reasoning reply)")]}
     keys = [key.strip().strip("[]") for key in reply.triple_keys]
     invalid = [key for key in keys if key not in allowed]
@@ -669,12 +684,13 @@ async def final_answer(state: ArkState, runtime: Runtime[ArkContext]) -> dict[st
         reply: Any = await llm.structured([*(state.get("messages") or []), prompt], schema)
         answer = reply.answer
         justification = reply.justification
-    except StructuredOutputError as exc:
+    except LLMError as exc:
+        llm.failed(exc, "the answer abstains")
         answer = None if qtype == "yes_no" else []
-        justification = f"no usable final answer (abstained): {exc.last_error[:300]}"
+        justification = f"no usable final answer (abstained): {exc.reason[:300]}"
     if isinstance(answer, list):
         answer = [str(a).strip() for a in answer if str(a).strip()]
     text = format_answer(answer)
     return {"answer": answer, "final_answer": text, "justification": justification, "exit_reason": reason,
-            "stage": "final", "usage": llm.usage,
+            "stage": "final", **accounting(llm),
             "messages": [prompt, AIMessage(f"Answer: {text}\nJustification: {justification}")]}

@@ -4,6 +4,9 @@ Simple RAG keeps KGoT's tool loop but replaces the knowledge graph by a vector s
 cut into chunks, the chunks are embedded with the packaged sentence-transformers model and searched with FAISS,
 and the model answers from the chunks closest to the question. The chunks live in the state (so checkpoints
 hold them); the FAISS index is rebuilt from them when needed.
+
+As in KGoT, a model call that fails for good never ends the run: a failed tool-call step makes no calls, a failed
+answer is "No solution found"; each failure is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -27,9 +30,9 @@ from nodes.kgot import (
     problem_text,
     tool_manager,
 )
-from nodes.llm import LLMCaller
+from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_of, for_run, new_run_key
-from nodes.state import append, jsonable
+from nodes.state import NO_SOLUTION, Failure, append, jsonable
 from prompts import baselines as P
 
 
@@ -63,6 +66,7 @@ class BaselineState(TypedDict, total=False):
     reply: str
     final_answer: str
     usage: Annotated[Usage, merge_usage]
+    failures: Annotated[list[Failure], append]
     run_key: str  # a run without a checkpointer only (nodes.runtime.new_run_key)
 
 
@@ -104,8 +108,17 @@ async def answer_zero_shot(state: BaselineState, runtime: Runtime[Context]) -> d
     llm = LLMCaller(ctx, "graph_executor")
     prompt = P.render(P.ZERO_SHOT, format_rules=P.FORMATTERS[ctx.answer_formatter], problem=state["question"],
                       attachments=describe_attachments(state.get("attachments")))
-    reply = await llm.text(prompt)
-    return {"reply": reply, "final_answer": final_answer_of(reply), "usage": llm.usage}
+    return await _answer(llm, prompt)
+
+
+async def _answer(llm: LLMCaller, prompt: str) -> dict[str, Any]:
+    """The model's reply and the final answer in it (``NO_SOLUTION`` when the call fails for good)."""
+    try:
+        reply = await llm.text(prompt)
+    except LLMError as exc:
+        llm.failed(exc, f"the answer is {NO_SOLUTION!r}")
+        return {"reply": "", "final_answer": NO_SOLUTION, **accounting(llm)}
+    return {"reply": reply, "final_answer": final_answer_of(reply), **accounting(llm)}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -158,7 +171,11 @@ async def define_tool_calls(state: BaselineState, runtime: Runtime[Context], con
     prompt = P.render(P.RAG_TOOL_CALLS, problem=state["question"],
                       attachments=describe_attachments(state.get("attachments")), retrieved=describe_chunks(retrieved),
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
-    reply = await llm.message(prompt, tools=manager.get_tools())
+    try:
+        reply = await llm.message(prompt, tools=manager.get_tools())
+    except LLMError as exc:
+        llm.failed(exc, "no tool calls: the answer comes from the chunks so far")
+        return {"pending_tool_calls": [], "retrieved": retrieved, **accounting(llm)}
     pending, seen = [], set()
     for call in reply.tool_calls:
         key = call_key(call["name"], call.get("args") or {})
@@ -192,5 +209,4 @@ async def retrieve_and_answer(state: BaselineState, runtime: Runtime[Context]) -
     llm = LLMCaller(ctx, "graph_executor")
     prompt = P.render(P.RAG_ANSWER, format_rules=P.FORMATTERS[ctx.answer_formatter], problem=problem_text(state),
                       retrieved=describe_chunks(retrieved))
-    reply = await llm.text(prompt)
-    return {"retrieved": retrieved, "reply": reply, "final_answer": final_answer_of(reply), "usage": llm.usage}
+    return {"retrieved": retrieved, **await _answer(llm, prompt)}

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from nodes.context import Context
 from nodes.kgot import KGoTState, KGWrite, problem_text
-from nodes.llm import LLMCaller, StructuredOutputError
+from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_of, for_run, open_task_kg
 from prompts import kgot as P
 from prompts.kgot_cleanup import NOISE_MITIGATION
@@ -119,9 +119,10 @@ async def mitigate_noise(state: KGoTState, runtime: Runtime[Context], config: Ru
     try:
         proposal = await llm.structured(P.render(NOISE_MITIGATION, problem=problem_text(state),
                                                  existing_data=render_snapshot(kg)), NoiseRemoval)
-    except StructuredOutputError as exc:
+    except LLMError as exc:
+        llm.failed(exc, "nothing is removed from the KG")
         record.update(status="invalid reply", error=str(exc))
-        return {"noise_removals": [record], "usage": llm.usage}
+        return {"noise_removals": [record], **accounting(llm)}
     record.update(proposed_nodes=list(proposal.remove_nodes),
                   proposed_relationships=[r.model_dump() for r in proposal.remove_relationships],
                   reason=proposal.reason)

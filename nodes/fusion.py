@@ -3,7 +3,9 @@
 Each variant is a whole KGoT run with a derived context (``backend``, ``solve_mode``, and ``kg_scope`` so that
 its task KG is its own), run as a subgraph of the fusion run, concurrently with the others (one ``Send`` per
 variant). The answers are combined by a majority over normalised answers; a tie is judged by the LLM. Every
-variant's answer, partial solution and final KG stay in the state.
+variant's answer, partial solution and final KG stay in the state, and its failures join the run's
+(``variant › node``). A variant that fails counts as no solution; only a fault that leaves no way forward
+(:data:`nodes.llm.FATAL_ERRORS`) stops the fusion run.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from langgraph.runtime import Runtime
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
-from nodes.llm import LLMCaller, StructuredOutputError
+from nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting
 from nodes.runtime import context_of
-from nodes.state import append
+from nodes.state import Failure, append
 from prompts import kgot as P
 from tools.kg.base import KGSnapshot
 from tools.kg.stores import backend_names
@@ -49,6 +51,7 @@ class FusionState(TypedDict, total=False):
     tally: dict[str, int]
     final_answer: str
     usage: Annotated[Usage, merge_usage]
+    failures: Annotated[list[Failure], append]
 
 
 class VariantTask(TypedDict):
@@ -117,14 +120,20 @@ def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
         try:
             final = await kgot_graph.ainvoke({"question": task["question"], "attachments": task["attachments"]},
                                              config, context=variant_ctx)
+        except FATAL_ERRORS:
+            raise
         except Exception as exc:  # noqa: BLE001 - one failing variant does not stop the others
             result["error"] = f"{type(exc).__name__}: {exc}"
+            out["failures"] = [Failure(node=task["variant"], role="", kind="error", error=result["error"][:1000],
+                                       outcome=f"the variant counts as {NO_SOLUTION!r}")]
         else:
             result.update(final_answer=final.get("final_answer") or NO_SOLUTION,
                           partial_solution=final.get("partial_solution"), iterations=final.get("iteration", 0),
                           kg=final.get("kg"))
             if final.get("usage"):
                 out["usage"] = final["usage"]
+            if final.get("failures"):
+                out["failures"] = [{**f, "node": f"{task['variant']} › {f['node']}"} for f in final["failures"]]
         out["results"] = [result]
         return out
 
@@ -156,6 +165,7 @@ async def combine_answers(state: FusionState, runtime: Runtime[Context]) -> dict
         chosen = await llm.structured(P.render(P.CHOOSE_SOLUTION, problem=state["question"], partial_solution=partial,
                                                candidates=listing), ChosenSolution)
         answer = options[chosen.index] if 0 <= chosen.index < len(options) else options[0]
-    except StructuredOutputError:
+    except LLMError as exc:
+        llm.failed(exc, "the first of the tied answers is the answer")
         answer = options[0]
-    return {"tally": tally, "final_answer": answer, "usage": llm.usage}
+    return {"tally": tally, "final_answer": answer, **accounting(llm)}

@@ -14,6 +14,11 @@ observations, or exploration's entities, pruning decisions, triples and attribut
 
 Ids are deterministic (``t0.2.1`` is the first candidate grown from the second candidate of the root), so a run
 resumed from a checkpoint grows the same thought graph as an uninterrupted one.
+
+A model call that fails for good (after its API retries and parse re-asks) fails its candidate step or merge (the
+other branches and the evaluator go on), skips an exploration decision, scores a state 0, keeps the candidates
+in id order when the selection vote fails, and leaves the answer at "No solution found" when the final answer
+fails. Each is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError
+from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_as
-from nodes.state import append
+from nodes.state import NO_SOLUTION, Failure, append
 from prompts import grounded as P
 from tools.graph_functions import GraphFunctions
 from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
@@ -209,6 +214,7 @@ class GroundedState(GroundedInput, total=False):
     final_answer: str
     exit_reason: str
     usage: Annotated[Usage, merge_usage]
+    failures: Annotated[list[Failure], append]
 
 
 class StepTask(TypedDict):
@@ -448,9 +454,10 @@ async def generate_step(task: StepTask, runtime: Runtime[GroundedContext]) -> di
         else:
             await _explore_step(task, ctx, llm, graph, record)
     except LLMError as exc:  # the step is recorded as failed; the evaluator and the other branches go on
+        llm.failed(exc, f"candidate step {record['id']} fails; the other candidates go on")
         record["error"] = str(exc)[:500]
         record.setdefault("thought", "")
-    return {"thoughts": {record["id"]: record}, "usage": llm.usage}
+    return {"thoughts": {record["id"]: record}, **accounting(llm)}
 
 
 def _candidate(task: StepTask, ctx: GroundedContext) -> str:
@@ -575,13 +582,13 @@ def _link(graph: StaticKG, entity: str, embedder: Any) -> str | None:
     return near[0][0] if near else None
 
 
-async def _structured(llm: LLMCaller, prompt: str, schema: type[BaseModel]) -> Any:
-    """A structured reply, or ``None`` when the model never gave a usable one (the decision is skipped)."""
-    from nodes.llm import StructuredOutputError
-
+async def _structured(llm: LLMCaller, prompt: str, schema: type[BaseModel],
+                      outcome: str = "the decision is skipped") -> Any:
+    """A structured reply, or ``None`` when the call failed for good (noted with what is done instead)."""
     try:
         return await llm.structured(prompt, schema)
-    except StructuredOutputError:
+    except LLMError as exc:
+        llm.failed(exc, outcome)
         return None
 
 
@@ -708,8 +715,9 @@ async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> d
                                        merged_chain=render_chain(merged_chain)))
         record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(), flags=re.IGNORECASE).strip()
     except LLMError as exc:
+        llm.failed(exc, f"merge {record['id']} fails; the candidates go on unmerged")
         record.update(thought="", error=str(exc)[:500])
-    return {"thoughts": {record["id"]: record}, "usage": llm.usage}
+    return {"thoughts": {record["id"]: record}, **accounting(llm)}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -742,14 +750,11 @@ async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict
     prompt = P.render(P.SCORE_VOTE, state=task["id"], question=task["question"], chain=render_chain(task["chain"]))
 
     async def one() -> float:
-        vote = await _structured(llm, prompt, ScoreVote)
+        vote = await _structured(llm, prompt, ScoreVote, f"the vote scores {task['id']} 0")
         return min(1.0, max(0.0, float(vote.score))) if vote is not None else 0.0
 
-    try:
-        scores = list(await asyncio.gather(*(one() for _ in range(ctx.score_samples))))
-    except LLMError:
-        scores = [0.0] * ctx.score_samples
-    return {"scores": {task["id"]: scores}, "usage": llm.usage}
+    scores = list(await asyncio.gather(*(one() for _ in range(ctx.score_samples))))
+    return {"scores": {task["id"]: scores}, **accounting(llm)}
 
 
 def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> list[tuple[str, int, float]]:
@@ -779,7 +784,7 @@ async def select_states(state: GroundedState, runtime: Runtime[GroundedContext])
     depth = state.get("depth", 0) + 1
     candidates = candidates_of(state)
     thoughts = state.get("thoughts") or {}
-    usage: Usage = {}
+    llm = LLMCaller(ctx, ROLE)  # the selection vote's, if there is one
     updates: dict[str, Thought] = {}
     reason = ""
     if ctx.strategy == "cot" or not candidates:
@@ -795,31 +800,27 @@ async def select_states(state: GroundedState, runtime: Runtime[GroundedContext])
         kept = candidates
         reason = f"{len(candidates)} candidate(s), at most {keep} kept: no vote needed"
     else:
-        kept, reason, usage = await _selection_vote(state, ctx, candidates, keep, depth)
+        kept, reason = await _selection_vote(state, llm, candidates, keep, depth)
     for c in candidates:
         updates[c] = {**updates.get(c, {}), "kept": c in kept}  # type: ignore[typeddict-item]
     finals = [c for c in kept if thoughts.get(c, {}).get("finished")]
     selection = Selection(depth=depth, evaluator="chain" if ctx.strategy == "cot" else ctx.evaluator,
                           candidates=candidates, kept=kept, reason=reason)
     return {"depth": depth, "frontier": kept, "finals": finals, "thoughts": updates, "selections": [selection],
-            "usage": usage}
+            **accounting(llm)}
 
 
-async def _selection_vote(state: GroundedState, ctx: GroundedContext, candidates: list[str], keep: int,
-                          depth: int) -> tuple[list[str], str, Usage]:
+async def _selection_vote(state: GroundedState, llm: LLMCaller, candidates: list[str], keep: int,
+                          depth: int) -> tuple[list[str], str]:
     thoughts = state.get("thoughts") or {}
     choices = "\n\n".join(f"Choice {i}:\n{render_chain(chain_of(thoughts, c))}" for i, c in enumerate(candidates, 1))
-    llm = LLMCaller(ctx, ROLE)
-    try:
-        vote = await _structured(llm, P.render(P.SELECTION_VOTE, depth=depth, keep=keep, question=state["question"],
-                                               choices=choices), SelectionVote)
-    except LLMError:
-        vote = None
+    vote = await _structured(llm, P.render(P.SELECTION_VOTE, depth=depth, keep=keep, question=state["question"],
+                                           choices=choices), SelectionVote, "the candidates are kept in id order")
     picked = [candidates[i - 1] for i in (vote.best if vote else []) if 1 <= i <= len(candidates)]
     picked = list(dict.fromkeys(picked))
     filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in id order
     reason = (vote.analysis[:1000] if vote else "no usable selection vote: kept in id order")
-    return filled[:keep], reason, llm.usage
+    return filled[:keep], reason
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -849,16 +850,14 @@ async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dic
     if record.get("answer"):
         text = str(record["answer"])
     else:
-        chain = chain_of(thoughts, best)
-        try:
-            reply = await _structured(llm, P.render(P.FINAL_ANSWER, question=state["question"],
-                                                    chain=render_chain(chain)), FinalAnswer)
-            text = reply.answer.strip() if reply else ""
-        except LLMError as exc:
-            text = ""
-            why += f"; the final answer failed: {str(exc)[:200]}"
-    return {"best": best, "answer": text, "final_answer": text or "No answer found", "exit_reason": why,
-            "usage": llm.usage}
+        reply = await _structured(llm, P.render(P.FINAL_ANSWER, question=state["question"],
+                                                chain=render_chain(chain_of(thoughts, best))), FinalAnswer,
+                                  f"the answer is {NO_SOLUTION!r}")
+        text = reply.answer.strip() if reply else ""
+        if llm.failures:
+            why += f"; the final answer failed: {llm.failures[-1]['error'][:200]}"
+    return {"best": best, "answer": text, "final_answer": text or NO_SOLUTION, "exit_reason": why,
+            **accounting(llm)}
 
 
 def route_after_select(state: GroundedState, ctx: GroundedContext) -> bool:

@@ -1,6 +1,7 @@
 """Retrieval-augmented baselines over a static KG (paper 001, §5): **Text-RAG** gives the model the texts of the
 nodes closest to the question (an embedding search over node texts), **Graph-RAG** adds each retrieved node's
-1-hop neighbours. Both answer in one LLM call; the retrieved context is in the state.
+1-hop neighbours. Both answer in one LLM call; the retrieved context is in the state. If that call fails for
+good, the answer is "No solution found" and the failure is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from langgraph.runtime import Runtime
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
 from nodes.grounded import graph_for
-from nodes.llm import LLMCaller
+from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_as
+from nodes.state import NO_SOLUTION, Failure, append
 from prompts import grounded as P
 from tools.pgraph import GraphRef, StaticKG, resolve
 from tools.pgraph.embeddings import embedder_spec
@@ -48,6 +50,7 @@ class KGRagState(KGRagInput, total=False):
     answer: str
     final_answer: str
     usage: Annotated[Usage, merge_usage]
+    failures: Annotated[list[Failure], append]
 
 
 def _ctx(runtime: Runtime[KGRagContext] | None) -> KGRagContext:
@@ -92,6 +95,10 @@ def retrieve_node(hops: int):
 async def answer_from_context(state: KGRagState, runtime: Runtime[KGRagContext]) -> dict[str, Any]:
     """One LLM call: the answer from the question and the retrieved context."""
     llm = LLMCaller(_ctx(runtime), "graph_executor")
-    reply = (await llm.text(P.render(P.KG_RAG_ANSWER, question=state["question"],
-                                     context=state.get("context", "")))).strip()
-    return {"answer": reply, "final_answer": reply or "No answer found", "usage": llm.usage}
+    try:
+        reply = (await llm.text(P.render(P.KG_RAG_ANSWER, question=state["question"],
+                                         context=state.get("context", "")))).strip()
+    except LLMError as exc:
+        llm.failed(exc, f"the answer is {NO_SOLUTION!r}")
+        reply = ""
+    return {"answer": reply, "final_answer": reply or NO_SOLUTION, **accounting(llm)}

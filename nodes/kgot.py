@@ -6,6 +6,12 @@ checkpointed result. The samples of one decision (the next-step votes, the solut
 model calls inside one node: they share one prompt, finish together and are saved together, and a step per
 sample would cost LangGraph's per-task work for each (see docs/evals.md). Every result lands in an
 append-only log tagged with the iteration.
+
+A model call that fails for good (after its API retries and parse re-asks) never ends the run (appendix B.3–B.4:
+log the error, skip the failing query, go on): a vote counts as invalid, a step makes no tool calls, a write is
+discarded, a failed query-based solve falls back to the forced solution, math is skipped, a parse is no
+candidate. Each such failure is logged in the state's ``failures``. Only a fault that leaves no way forward
+(:data:`nodes.llm.FATAL_ERRORS`) stops the run, resumable from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
-from nodes.llm import LLMCaller, StructuredOutputError
+from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import (
     atool_env,
     context_of,
@@ -32,14 +38,12 @@ from nodes.runtime import (
     open_task_kg,
     run_work_dir,
 )
-from nodes.state import append, jsonable
+from nodes.state import NO_SOLUTION, Failure, append, jsonable
 from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
 from tools.base import run_tool_with_retry, truncate
 from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
 from tools.manager import ToolManager, registered_names
-
-NO_SOLUTION = "No solution found"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -108,6 +112,7 @@ class KGoTState(TypedDict, total=False):
     candidates: list[str]
     final_answer: str
     usage: Annotated[Usage, merge_usage]
+    failures: Annotated[list[Failure], append]  # model calls that failed for good, and what was done instead
     run_key: str  # a run without a checkpointer only (nodes.runtime.new_run_key)
 
 
@@ -249,7 +254,8 @@ def iteration_limit_reached(state: KGoTState, ctx: Context) -> bool:
 async def _sample_next_step(llm: LLMCaller, prompt: str, iteration: int, sample: int) -> Vote:
     try:
         step = await llm.structured(prompt, NextStep)
-    except StructuredOutputError as exc:
+    except LLMError as exc:
+        llm.failed(exc, f"vote {sample} counts as INVALID")
         return Vote(iteration=iteration, sample=sample, query_type="INVALID", reason=str(exc))
     return Vote(iteration=iteration, sample=sample, query_type=step.query_type, reason=step.reason)
 
@@ -271,24 +277,27 @@ async def decide_next_step(state: KGoTState, runtime: Runtime[Context], config: 
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
     votes = await gather_bounded(config, [_sample_next_step(llm, prompt, iteration, i)
                                           for i in range(ctx.num_next_steps_decision)])
-    return {"votes": votes, "decision": tally(votes), "usage": llm.usage}
+    return {"votes": votes, "decision": tally(votes), **accounting(llm)}
 
 
 # --------------------------------------------------------------------------------------------------------------
 # 4-6. Enhance: missing information, tool calls, KG writes
 # --------------------------------------------------------------------------------------------------------------
-async def merge_missing_information(state: KGoTState, ctx: Context) -> tuple[str, Usage]:
-    """The INSERT votes' reasons merged into one "missing information" text (an LLM call when there are several)."""
+async def merge_missing_information(state: KGoTState, llm: LLMCaller) -> str:
+    """The INSERT votes' reasons merged into one "missing information" text (an LLM call when there are several;
+    if it fails, the reasons listed as they are)."""
     reasons = [v["reason"] for v in state.get("votes", [])
                if v["iteration"] == state.get("iteration", 0) and v["query_type"] == "INSERT"]
     if len(reasons) <= 1:
-        return (reasons[0] if reasons else "The knowledge graph lacks the information needed to solve the "
-                                           "problem."), {}
-    llm = LLMCaller(ctx, "graph_executor")
+        return reasons[0] if reasons else "The knowledge graph lacks the information needed to solve the problem."
     listing = "\n".join(f"{i + 1}. {r}" for i, r in enumerate(reasons))
-    merged = await llm.structured(P.render(P.MERGE_REASONS, problem=problem_text(state), reasons=listing),
-                                  MissingInformation)
-    return merged.missing_information, llm.usage
+    try:
+        merged = await llm.structured(P.render(P.MERGE_REASONS, problem=problem_text(state), reasons=listing),
+                                      MissingInformation)
+    except LLMError as exc:
+        llm.failed(exc, "the INSERT reasons are listed unmerged")
+        return listing
+    return merged.missing_information
 
 
 async def tool_manager(ctx: Context, config: RunnableConfig | None, only: str | None = None, *,
@@ -307,7 +316,8 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
     """Paper step 4, determining the tools: the INSERT reasons merged into the missing information, then the
     tool executor (an LLM bound to the tools) picks tool calls for it."""
     ctx = context_of(runtime)
-    missing, merging = await merge_missing_information(state, ctx)
+    merging = LLMCaller(ctx, "graph_executor")
+    missing = await merge_missing_information(state, merging)
     manager = await tool_manager(ctx, for_run(config, state), attachments=state.get("attachments") or ())
     llm = LLMCaller(ctx, "tool_executor")
     prompt = P.render(P.DEFINE_TOOL_CALLS, problem=state["question"],
@@ -315,7 +325,11 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
                       existing_data=render_snapshot(state.get("kg") or empty_snapshot()),
                       missing_information=missing,
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
-    reply = await llm.message(prompt, tools=manager.get_tools())
+    try:
+        reply = await llm.message(prompt, tools=manager.get_tools())
+    except LLMError as exc:
+        llm.failed(exc, "no tool calls in this iteration")
+        return {"missing_information": missing, "pending_tool_calls": [], **accounting(merging, llm)}
     known = {t.name for t in manager.get_tools()}
     pending, seen = [], set()
     for call in reply.tool_calls:
@@ -325,7 +339,7 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
         seen.add(key)
         pending.append({"id": call.get("id") or f"call_{len(pending)}", "name": call["name"],
                         "args": jsonable(call.get("args") or {}), "known": call["name"] in known})
-    return {"missing_information": missing, "pending_tool_calls": pending, "usage": merge_usage(merging, llm.usage)}
+    return {"missing_information": missing, "pending_tool_calls": pending, **accounting(merging, llm)}
 
 
 def tool_tasks(state: Mapping[str, Any]) -> list[ToolTask]:
@@ -367,7 +381,8 @@ def results_to_integrate(state: KGoTState) -> list[ToolCallRecord]:
 
 
 async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Context) -> tuple[str, str, int, list[str]]:
-    """Execute a KG write; send errors back to the LLM to fix, up to ``max_cypher_fixing_retry`` times.
+    """Execute a KG write; send errors back to the LLM to fix, up to ``max_cypher_fixing_retry`` times (a fix
+    call that fails for good discards the write).
 
     Returns ``(status, final code, attempts, errors)`` with status ``applied``, ``fixed`` or ``discarded``.
     """
@@ -380,8 +395,13 @@ async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Conte
         errors.append(result.error or "unknown error")
         if attempt == ctx.max_cypher_fixing_retry:
             break
-        fixed = await llm.structured(P.render(P.FIX_CODE, language_name=lang.name, language_guide=lang.write_guide,
-                                              code=code, error=errors[-1]), Code)
+        try:
+            fixed = await llm.structured(P.render(P.FIX_CODE, language_name=lang.name,
+                                                  language_guide=lang.write_guide, code=code, error=errors[-1]), Code)
+        except LLMError as exc:
+            llm.failed(exc, "the KG write is discarded")
+            errors.append(str(exc))
+            return "discarded", code, attempt + 1, errors
         code = strip_fences(fixed.code)
     return "discarded", code, ctx.max_cypher_fixing_retry + 1, errors
 
@@ -408,7 +428,8 @@ async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
                           missing_information=state.get("missing_information", ""), new_information=new_info)
         try:
             code = strip_fences((await llm.structured(prompt, Code)).code)
-        except StructuredOutputError as exc:
+        except LLMError as exc:
+            llm.failed(exc, "the tool result is not written into the KG")
             code, status, attempts, errors = "", "discarded", 0, [str(exc)]
         else:
             if code.strip():
@@ -421,7 +442,7 @@ async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
         if snapshot is not None:
             out["kg"] = snapshot
         out["integrated"] = state.get("integrated", 0) + 1
-        out["usage"] = llm.usage
+        out.update(accounting(llm))
     if len(pending) <= 1:
         out["iteration"] = state.get("iteration", 0) + 1
         out["pending_tool_calls"] = []
@@ -433,15 +454,29 @@ async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
 # --------------------------------------------------------------------------------------------------------------
 async def solve_with_query(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """Query-based retrieval: the LLM writes a read query; errors are fixed, errors or empty results
-    make it regenerate the query from scratch, up to ``max_retrieve_query_retry`` times."""
+    make it regenerate the query from scratch, up to ``max_retrieve_query_retry`` times. When a model call fails
+    for good on the way, the forced solution answers from the KG instead."""
     ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    attempts: list[SolveAttempt] = []
+    try:
+        partial = await _query_the_kg(state, ctx, config, llm, attempts)
+    except LLMError as exc:
+        llm.failed(exc, "query-based retrieval gave up: the forced solution answers from the KG")
+        return {"solve_attempts": attempts, "decision": "FORCED_SOLVE",
+                "partial_solution": await _solve_from_kg(state, llm, P.FORCED_SOLUTION), **accounting(llm)}
+    return {"solve_attempts": attempts, "partial_solution": partial, **accounting(llm)}
+
+
+async def _query_the_kg(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller,
+                        attempts: list[SolveAttempt]) -> str | None:
+    """The loop of :func:`solve_with_query`: the partial solution (``None`` if no query found one); every query
+    run is logged in ``attempts``."""
     store = await open_task_kg(ctx, for_run(config, state), state.get("kg"))
     lang = language_of(store)
-    llm = LLMCaller(ctx, "graph_executor")
     existing = await store.render()
     problem = problem_text(state)
     iteration = state.get("iteration", 0)
-    attempts: list[SolveAttempt] = []
 
     def log(query: str, kind: str, result: ReadResult) -> None:
         attempts.append(SolveAttempt(iteration=iteration, query=query, kind=kind, ok=result.ok, empty=result.empty,
@@ -472,28 +507,32 @@ async def solve_with_query(state: KGoTState, runtime: Runtime[Context], config: 
             P.render(P.REGENERATE_QUERY, language_name=lang.name, language_guide=lang.read_guide,
                      examples=lang.read_examples, problem=problem, existing_data=existing, wrong_query=query,
                      error=error), Code)).code)
-    if partial is not None:
-        partial = f"Query:\n{query}\nResult:\n{partial}"
-    return {"solve_attempts": attempts, "partial_solution": partial, "usage": llm.usage}
+    return f"Query:\n{query}\nResult:\n{partial}" if partial is not None else None
 
 
-async def _solve_from_kg(state: KGoTState, runtime: Runtime[Context], template: str) -> dict[str, Any]:
-    ctx = context_of(runtime)
-    llm = LLMCaller(ctx, "graph_executor")
-    reply = await llm.structured(P.render(template, problem=problem_text(state),
-                                          existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
-                                 DirectSolution)
-    return {"partial_solution": reply.solution.strip() or None, "usage": llm.usage}
+async def _solve_from_kg(state: KGoTState, llm: LLMCaller, template: str) -> str | None:
+    """The solution the LLM states from the whole KG (``None`` when it states none or its call fails)."""
+    try:
+        reply = await llm.structured(P.render(template, problem=problem_text(state),
+                                              existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
+                                     DirectSolution)
+    except LLMError as exc:
+        llm.failed(exc, f"no partial solution: the answer is {NO_SOLUTION!r}")
+        return None
+    return reply.solution.strip() or None
 
 
 async def solve_directly(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
     """Direct Retrieval: the whole KG goes to the LLM, which states the solution."""
-    return await _solve_from_kg(state, runtime, P.DIRECT_RETRIEVAL)
+    llm = LLMCaller(context_of(runtime), "graph_executor")
+    return {"partial_solution": await _solve_from_kg(state, llm, P.DIRECT_RETRIEVAL), **accounting(llm)}
 
 
 async def solve_forced(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
     """At the iteration limit: the best solution the KG supports, as it is."""
-    return {**await _solve_from_kg(state, runtime, P.FORCED_SOLUTION), "decision": "FORCED_SOLVE"}
+    llm = LLMCaller(context_of(runtime), "graph_executor")
+    return {"partial_solution": await _solve_from_kg(state, llm, P.FORCED_SOLUTION), "decision": "FORCED_SOLVE",
+            **accounting(llm)}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -504,25 +543,34 @@ async def process_math(state: KGoTState, runtime: Runtime[Context], config: Runn
     If so, the LLM writes Python for them, it runs in the sandbox, and errors go back to be fixed."""
     ctx = context_of(runtime)
     llm = LLMCaller(ctx, "graph_executor")
-    reply = await llm.structured(P.render(P.NEED_FOR_MATH, problem=problem_text(state),
-                                          partial_solution=state.get("partial_solution") or ""), NeedForMath)
+    try:
+        reply = await llm.structured(P.render(P.NEED_FOR_MATH, problem=problem_text(state),
+                                              partial_solution=state.get("partial_solution") or ""), NeedForMath)
+    except LLMError as exc:
+        llm.failed(exc, "no calculation: the partial solution is parsed as it is")
+        return {"need_math": False, **accounting(llm)}
     if not reply.need_math:
-        return {"need_math": False, "usage": llm.usage}
+        return {"need_math": False, **accounting(llm)}
     return {"need_math": True, **await compute_math(state, ctx, config, llm)}
 
 
 async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller) -> dict[str, Any]:
-    """The calculation with the Python tool: ``math_output``, the extended ``partial_solution`` and ``usage``."""
+    """The calculation with the Python tool: ``math_output``, the extended ``partial_solution`` and the
+    accounting of ``llm`` (a model call that fails for good skips the calculation or ends its fixing)."""
     manager = await tool_manager(ctx, for_run(config, state), only="run_python_code")
     python = manager.get("run_python_code")
     if python is None:
-        return {"math_output": "The Python tool is not available; the calculation was not done.", "usage": llm.usage}
-    reply = await llm.message(P.render(P.MATH_WITH_PYTHON, problem=problem_text(state),
-                                       partial_solution=state.get("partial_solution") or ""),
-                              tools=[python], tool_choice="run_python_code")
+        return {"math_output": "The Python tool is not available; the calculation was not done.", **accounting(llm)}
+    try:
+        reply = await llm.message(P.render(P.MATH_WITH_PYTHON, problem=problem_text(state),
+                                           partial_solution=state.get("partial_solution") or ""),
+                                  tools=[python], tool_choice="run_python_code")
+    except LLMError as exc:
+        llm.failed(exc, "no calculation: the partial solution is parsed as it is")
+        return {"math_output": None, **accounting(llm)}
     calls = [c for c in reply.tool_calls if c["name"] == "run_python_code"]
     if not calls:
-        return {"math_output": None, "usage": llm.usage}
+        return {"math_output": None, **accounting(llm)}
     code = strip_fences(str(calls[0]["args"].get("code", "")))
     output = ""
     for attempt in range(ctx.max_cypher_fixing_retry + 1):
@@ -531,11 +579,15 @@ async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, l
             break
         if attempt == ctx.max_cypher_fixing_retry:
             break
-        fixed = await llm.structured(P.render(P.FIX_CODE, language_name="Python", code=code, error=output,
-                                              language_guide="Print the final answer."), Code)
+        try:
+            fixed = await llm.structured(P.render(P.FIX_CODE, language_name="Python", code=code, error=output,
+                                                  language_guide="Print the final answer."), Code)
+        except LLMError as exc:
+            llm.failed(exc, "the calculation's error is kept as its output")
+            break
         code = strip_fences(fixed.code)
     partial = (state.get("partial_solution") or "") + f"\n\nCalculation (Python):\n{code}\nOutput:\n{output}"
-    return {"math_output": output, "partial_solution": partial, "usage": llm.usage}
+    return {"math_output": output, "partial_solution": partial, **accounting(llm)}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -544,7 +596,8 @@ async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, l
 async def _parse_once(llm: LLMCaller, prompt: str, sample: int) -> dict[str, Any]:
     try:
         parsed = await llm.structured(prompt, ParsedSolution)
-    except StructuredOutputError as exc:
+    except LLMError as exc:
+        llm.failed(exc, f"parse {sample} gives no candidate")
         return {"sample": sample, "answer": "", "error": str(exc)}
     return {"sample": sample, "answer": parsed.final_answer.strip(), "error": None}
 
@@ -563,7 +616,7 @@ async def parse_solution(state: KGoTState, runtime: Runtime[Context], config: Ru
                                            for i in range(ctx.max_final_solution_parsing)])
     candidates = [p["answer"] for p in parsed if p["answer"]]
     answer = await choose_solution(state, llm, candidates) if candidates else NO_SOLUTION
-    return {"parsed_solutions": parsed, "candidates": candidates, "final_answer": answer, "usage": llm.usage}
+    return {"parsed_solutions": parsed, "candidates": candidates, "final_answer": answer, **accounting(llm)}
 
 
 async def choose_solution(state: KGoTState, llm: LLMCaller, candidates: list[str]) -> str:
@@ -582,6 +635,7 @@ async def choose_solution(state: KGoTState, llm: LLMCaller, candidates: list[str
         chosen = await llm.structured(P.render(P.CHOOSE_SOLUTION, problem=problem_text(state),
                                                partial_solution=state.get("partial_solution") or "",
                                                candidates=listing), ChosenSolution)
-    except StructuredOutputError:
+    except LLMError as exc:
+        llm.failed(exc, "the first of the tied candidates is the answer")
         return options[0]
     return options[chosen.index] if 0 <= chosen.index < len(options) else options[0]

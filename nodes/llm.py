@@ -8,11 +8,18 @@
   backoff and jitter (``Context.max_api_retries``, ``api_backoff_base_s`` .. ``api_backoff_max_s``);
 - token usage per model accumulates in :attr:`LLMCaller.usage`, which the node returns into the state's
   ``usage`` channel (reducer :func:`kgagents.usage.merge_usage`), so usage and cost survive checkpoints.
+
+A call that fails for good raises :class:`LLMError` (:class:`StructuredOutputError` when the replies never
+parsed): the node degrades as its paper's error handling says, notes it with :meth:`LLMCaller.failed` and
+returns :attr:`LLMCaller.failures` into the state's ``failures`` channel. A fault that leaves no way forward
+(a rejected key, an unknown model) raises :class:`ModelUnavailableError` instead, which no node catches: the
+run stops with its checkpoints, to be resumed once the configuration is fixed.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -21,18 +28,28 @@ from typing import Any, TypeVar
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.config import get_config
 from pydantic import BaseModel, ValidationError
 
-from kgagents.retry import retry_async
+from kgagents.config import ConfigurationError
+from kgagents.retry import is_fatal, is_transient, retry_async
 from kgagents.usage import Usage, merge_usage, usage_entry
 from nodes.context import Context
 from nodes.models import aresolve_model, model_label, resolve_model
+from nodes.state import Failure
 
 T = TypeVar("T", bound=BaseModel)
 
+log = logging.getLogger("kgagents.llm")
+
 
 class LLMError(RuntimeError):
-    """An LLM call failed for good (after its retries)."""
+    """An LLM call failed for good (after its retries): the node goes on without its reply."""
+
+    @property
+    def reason(self) -> str:
+        """What went wrong, in a line."""
+        return str(self)
 
 
 class StructuredOutputError(LLMError):
@@ -43,6 +60,22 @@ class StructuredOutputError(LLMError):
         self.schema = schema
         self.attempts = attempts
         self.last_error = last_error
+
+    @property
+    def reason(self) -> str:
+        return self.last_error
+
+
+class ModelUnavailableError(RuntimeError):
+    """The model cannot be used at all: the server rejected the key, or knows no such model or endpoint.
+
+    Not an :class:`LLMError`: no node degrades around it. The run stops (its checkpoints are kept) and is
+    resumed once the configuration is fixed.
+    """
+
+
+#: Faults that leave a run no way forward: code that catches broadly lets these through.
+FATAL_ERRORS: tuple[type[Exception], ...] = (ModelUnavailableError, ConfigurationError)
 
 
 def as_messages(prompt: str | Sequence[BaseMessage], system: str | None = None) -> list[BaseMessage]:
@@ -63,6 +96,7 @@ class LLMCaller:
         self.temperature = temperature
         self._model: BaseChatModel | None = model
         self.usage: Usage = {}
+        self.failures: list[Failure] = []
 
     @property
     def model(self) -> BaseChatModel:
@@ -87,6 +121,16 @@ class LLMCaller:
         self.usage = merge_usage(self.usage, usage_entry(str(name), meta.get("input_tokens", 0),
                                                          meta.get("output_tokens", 0)))
 
+    def failed(self, exc: LLMError, outcome: str) -> Failure:
+        """Note that a call failed for good and what the node does instead (``outcome``); the node returns
+        :attr:`failures` into the state's ``failures`` channel."""
+        node = _current_node()
+        failure = Failure(node=node, role=self.role, kind="parse" if isinstance(exc, StructuredOutputError) else "api",
+                          error=str(exc)[:1000], outcome=outcome)
+        self.failures.append(failure)
+        log.warning("%s: %s; %s", node or "(no node)", str(exc)[:300], outcome)
+        return failure
+
     # -- transport --------------------------------------------------------------------------------
     async def _call(self, runnable: Any, messages: list[BaseMessage]) -> Any:
         ctx = self.context
@@ -101,8 +145,14 @@ class LLMCaller:
             return await retry_async(once, max_retries=ctx.max_api_retries, base_s=ctx.api_backoff_base_s,
                                      cap_s=ctx.api_backoff_max_s, timeout_s=ctx.llm_timeout_s)
         except Exception as exc:  # noqa: BLE001 - reported as one clear error
+            if is_fatal(exc):
+                raise ModelUnavailableError(
+                    f"the {self.role} model ({self.label}) cannot be used ({type(exc).__name__}: {exc}); check the "
+                    "model name, the API key and the base URL, then resume the run (its checkpoints are kept)"
+                ) from exc
+            why = str(exc) or (f"no reply within {ctx.llm_timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
             raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
-                           f"{type(exc).__name__}: {exc}") from exc
+                           f"{type(exc).__name__}: {why}") from exc
 
     # -- public API -------------------------------------------------------------------------------
     async def text(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None) -> str:
@@ -137,8 +187,8 @@ class LLMCaller:
                 result = await self._call(runnable, messages)
             except LLMError as exc:
                 # Clients that parse the reply themselves (OpenAI's json_schema method) raise on a bad one:
-                # that is a parse failure to re-ask, not an API error.
-                if not isinstance(exc.__cause__, _PARSE_ERRORS):
+                # that is a parse failure to re-ask, not an API error (a body that kept arriving broken is).
+                if not isinstance(exc.__cause__, _PARSE_ERRORS) or is_transient(exc.__cause__):
                     raise
                 result = {"raw": None, "parsed": None, "parsing_error": exc.__cause__}
             raw = result.get("raw") if isinstance(result, dict) else None
@@ -162,6 +212,16 @@ class LLMCaller:
                 f"Reply again with a single valid {schema.__name__} object that follows the schema exactly."
             )]
         raise StructuredOutputError(schema, attempts, last_error)
+
+
+def accounting(*callers: LLMCaller) -> dict[str, Any]:
+    """The state update that records the calls of ``callers``: their ``usage`` and (if any) their ``failures``."""
+    usage: Usage = {}
+    failures: list[Failure] = []
+    for caller in callers:
+        usage = merge_usage(usage, caller.usage)
+        failures += caller.failures
+    return {"usage": usage, "failures": failures} if failures else {"usage": usage}
 
 
 #: Structured-output runnables, per chat model, schema and options: building one converts the schema to a
@@ -190,6 +250,14 @@ def structured_runnable(model: BaseChatModel, schema: type[BaseModel], kwargs: d
 
 #: Errors a chat model raises when it parses a reply itself and the reply does not fit the schema.
 _PARSE_ERRORS = (ValidationError, OutputParserException, json.JSONDecodeError)
+
+
+def _current_node() -> str:
+    """The graph node running this code ("" outside a LangGraph run)."""
+    try:
+        return str((get_config().get("metadata") or {}).get("langgraph_node", ""))
+    except RuntimeError:
+        return ""
 
 
 def _is_base_impl(model: BaseChatModel) -> bool:

@@ -1,7 +1,9 @@
 """The LLM layer (nodes.llm.LLMCaller) with the real langchain-openai client against a scripted fake server.
 
-Covers structured output with parse-retry, API retries with backoff (500, 429 + Retry-After, timeouts),
-non-transient errors, tool calls, usage and cost per model, and usage surviving SQLite checkpoints.
+Covers structured output with parse-retry, API retries with backoff (500, 429 + Retry-After, timeouts, bodies
+cut short or not JSON), non-transient errors, faults that leave no way forward (a rejected key, an unknown
+model), tool calls, usage and cost per model, usage surviving SQLite checkpoints, and the fake server's seeded
+fault policy.
 """
 
 from __future__ import annotations
@@ -24,10 +26,17 @@ import kgagents.usage as usage_mod
 from kgagents.retry import is_transient, retry_after_s
 from kgagents.usage import register_price
 from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError, StructuredOutputError
+from nodes.llm import LLMCaller, LLMError, ModelUnavailableError, StructuredOutputError
 from nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import (  # noqa: F401 - fixture
+    FAULT_KINDS,
+    FakeOpenAIServer,
+    FaultPolicy,
+    RecordedRequest,
+    Step,
+    openai_server,
+)
 
 GPT4O_MINI = {"input": 0.15, "output": 0.60}
 
@@ -241,7 +250,7 @@ async def test_persistent_timeouts_fail_after_all_retries(openai_server: FakeOpe
     assert len(openai_server.chat_requests) == 2
 
 
-@pytest.mark.parametrize("status", [400, 404, 422])
+@pytest.mark.parametrize("status", [400, 422])
 async def test_non_transient_http_error_fails_at_once(openai_server: FakeOpenAIServer, status: int) -> None:
     openai_server.error(status, "bad request: something is wrong").reply("never sent")
     llm = caller(openai_server)
@@ -257,10 +266,78 @@ async def test_wrong_api_key_fails_at_once(openai_server: FakeOpenAIServer) -> N
     openai_server.reply("never sent")
     llm = LLMCaller(context(model=chat_model(openai_server, api_key="wrong")), "graph_executor")
 
-    with pytest.raises(LLMError, match="AuthenticationError"):
+    with pytest.raises(ModelUnavailableError, match="AuthenticationError") as info:
         await llm.structured("q", Answer)
+    assert "cannot be used" in str(info.value) and "resume the run" in str(info.value)
     assert len(openai_server.chat_requests) == 1
     assert openai_server.pending == 1
+
+
+@pytest.mark.parametrize("status", [401, 403, 404])
+async def test_a_fault_that_leaves_no_way_forward_is_no_llm_error(openai_server: FakeOpenAIServer,
+                                                                  status: int) -> None:
+    """A rejected key, no access or an unknown model: not retried, and not an LLMError (which nodes degrade
+    around), so the run stops with a message that says what to check."""
+    openai_server.error(status, "The model `gpt-5-nano-x` does not exist or you do not have access to it.")
+    openai_server.reply("never sent")
+    llm = caller(openai_server)
+
+    with pytest.raises(ModelUnavailableError) as info:
+        await llm.text("q")
+    assert not isinstance(info.value, LLMError)
+    message = str(info.value)
+    assert "graph_executor model (gpt-4o-mini) cannot be used" in message and "does not exist" in message
+    assert "API key" in message and "base URL" in message
+    assert len(openai_server.chat_requests) == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# broken bodies: transport faults, retried like a dropped connection
+
+
+@pytest.mark.parametrize("fault", ["truncated", "not_json"])
+async def test_a_broken_body_is_retried(openai_server: FakeOpenAIServer, fault: str) -> None:
+    getattr(openai_server, fault)()
+    openai_server.reply("whole").tool_call({"name": "x"})
+    llm = caller(openai_server)
+
+    assert await llm.text("q") == "whole"
+    assert len(openai_server.chat_requests) == 2
+    assert llm.usage["gpt-4o-mini"]["calls"] == 1
+
+
+@pytest.mark.parametrize("fault", ["truncated", "not_json"])
+async def test_a_broken_body_of_a_structured_call_is_sent_again_unchanged(openai_server: FakeOpenAIServer,
+                                                                          fault: str) -> None:
+    """A retry of the same request, not a re-ask: the model never saw the body that broke."""
+    getattr(openai_server, fault)()
+    openai_server.tool_call({"answer": "ok", "confidence": 1})
+    llm = caller(openai_server)
+
+    assert (await llm.structured("q", Answer)).answer == "ok"
+    first, second = openai_server.chat_requests
+    assert first.body == second.body
+
+
+async def test_bodies_that_keep_breaking_fail_after_the_api_retries(openai_server: FakeOpenAIServer) -> None:
+    openai_server.truncated().not_json().truncated().tool_call({"answer": "late", "confidence": 1})
+    llm = caller(openai_server, max_api_retries=2)
+
+    with pytest.raises(LLMError) as info:
+        await llm.structured("q", Answer)
+    assert not isinstance(info.value, StructuredOutputError)
+    assert "3 attempt(s)" in str(info.value) and "JSONDecodeError" in str(info.value)
+    assert len(openai_server.chat_requests) == 3 and openai_server.pending == 1
+
+
+def test_json_errors_of_http_bodies_are_transient_and_other_json_errors_are_not() -> None:
+    def error_of(decode: Any) -> json.JSONDecodeError:
+        with pytest.raises(json.JSONDecodeError) as info:
+            decode()
+        return info.value
+
+    assert is_transient(error_of(lambda: httpx.Response(200, content=b'{"choices": [').json()))
+    assert not is_transient(error_of(lambda: json.loads('{"answer": ')))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -586,6 +663,34 @@ def test_fake_server_contract(openai_server: FakeOpenAIServer) -> None:
     assert body["model"] == "m" and body["choices"][0]["message"]["content"] == "hello"
     assert body["usage"] == {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
     assert len(openai_server.chat_requests) == 3
+
+
+def test_the_fault_policy_is_seeded_by_the_request() -> None:
+    """About the share of faults asked for, of every kind in turn; the same requests meet them for the same seed
+    and request history, whatever the order the requests come in."""
+    def request(i: int) -> RecordedRequest:
+        return RecordedRequest("POST", "/v1/chat/completions", {}, {"model": "m", "messages": [
+            {"role": "user", "content": f"question {i % 50}"}], "tools": [{"type": "function", "function": {
+                "name": "Answer", "parameters": {}}}]})
+
+    def run(seed: int, order: list[int]) -> dict[int, list[str]]:
+        policy = FaultPolicy(lambda r: Step("reply", content="fine"), seed=seed)
+        seen: dict[int, list[str]] = {}
+        for i in order:
+            step = policy.step_for(request(i))
+            seen.setdefault(i % 50, []).append("ok" if step.content == "fine" else "fault")
+        return seen
+
+    order = list(range(1000))
+    first = run(7, order)
+    assert run(7, order[::-1]) == first
+    assert run(8, order) != first
+    policy = FaultPolicy(lambda r: Step("reply", content="fine"), seed=7)
+    for i in order:
+        policy.step_for(request(i))
+    assert 0.25 < policy.faults / 1000 < 0.35
+    assert set(policy.injected) == {*FAULT_KINDS, "ok"}
+    assert max(policy.injected[k] for k in FAULT_KINDS) - min(policy.injected[k] for k in FAULT_KINDS) <= 1
 
 
 def test_fake_server_stops_while_a_request_hangs() -> None:

@@ -7,26 +7,35 @@ Tests queue what the next requests get, in order:
     server.tool_call('{"answer": ', name="Foo")   a string is sent as the raw ``arguments`` (malformed JSON)
     server.error(500) / server.rate_limit(2)      an HTTP error (429 carries ``Retry-After``)
     server.hang(30)                               no answer until the client gives up (or the server stops)
+    server.truncated() / server.not_json()        a 200 whose JSON body is cut in half / is not JSON at all
 
 Each POST /v1/chat/completions takes the next step; when none is left the server answers 400 with a message
-that says so (not a 5xx, which the client would retry). Every successful reply carries ``model`` and
-``usage``. Every request is recorded in :attr:`FakeOpenAIServer.requests` (method, path, headers, JSON body).
-GET /v1/models lists :attr:`FakeOpenAIServer.models`. Streaming requests are refused with a 400.
+that says so (not a 5xx, which the client would retry), unless a :class:`FaultPolicy` answers it
+(:meth:`FakeOpenAIServer.answer_with`): a seeded share of faults of every kind (500, 429, a stall, a cut or
+non-JSON body, a reply that breaks the requested schema), otherwise what a *responder* says, e.g.
+:func:`script_responder`, which answers from a :class:`~kgagents.scripted.ScriptedChatModel` script. Every
+successful reply carries ``model`` and ``usage``. Every request is recorded in
+:attr:`FakeOpenAIServer.requests` (method, path, headers, JSON body). GET /v1/models lists
+:attr:`FakeOpenAIServer.models`. Streaming requests are refused with a 400.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import random
+import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from kgagents.scripted import ScriptedChatModel, ScriptExhausted
 
 
 @dataclass
@@ -51,18 +60,27 @@ class RecordedRequest:
         """The text of the last user message (what a corrective follow-up looks like)."""
         for message in reversed(self.messages):
             if message.get("role") == "user":
-                content = message.get("content")
-                if isinstance(content, str):
-                    return content
-                return " ".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+                return _text_of(message)
         return ""
+
+    @property
+    def prompt(self) -> str:
+        """Every message's text, joined by newlines: what a scripted model's ``when`` patterns match."""
+        return "\n".join(_text_of(message) for message in self.messages)
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return " ".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
 
 
 @dataclass
 class Step:
     """What one chat-completions request gets."""
 
-    kind: str  # "reply" | "tool_calls" | "error" | "hang"
+    kind: str  # "reply" | "tool_calls" | "error" | "hang" | "truncated" | "not_json"
     content: str | None = None
     tool_calls: list[tuple[str | None, Any]] = field(default_factory=list)
     status: int = 200
@@ -82,7 +100,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- plumbing ---------------------------------------------------------------------------------
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode("utf-8")
+        self._send_body(status, json.dumps(payload).encode("utf-8"), headers)
+
+    def _send_body(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        """``data`` as a JSON response, whatever it holds (a cut or garbled body is a fault to send)."""
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -124,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(raw.decode("utf-8", "replace"))
             self._error(400, "the request body is not JSON")
             return
-        self._record(body)
+        request = self._record(body)
         fake = self.server.fake
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._error(404, f"no route POST {self.path}")
@@ -138,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             self._error(400, "this fake server does not stream; send stream=false")
             return
-        step = fake.next_step()
+        step = fake.next_step(request)
         if step is None:
             self._error(400, "fake server: no scripted reply left for this request")
             return
@@ -148,6 +169,11 @@ class _Handler(BaseHTTPRequestHandler):
             # Hold the request without answering until the client gives up; stop() ends the wait.
             fake.stopping.wait(step.seconds)
             self.close_connection = True
+        elif step.kind == "truncated":  # a complete Content-Length for half a body: the JSON ends mid-way
+            data = json.dumps(fake.completion(body, Step("reply", content=step.content or "cut short"))).encode()
+            self._send_body(200, data[: len(data) // 2])
+        elif step.kind == "not_json":  # what a proxy in front of the model may send
+            self._send_body(200, b"upstream connect error or disconnect/reset before headers")
         else:
             self._send_json(200, fake.completion(body, step))
 
@@ -156,6 +182,11 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     fake: FakeOpenAIServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that gave up (a timeout, a cancelled call) is no error of the server's."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class FakeOpenAIServer:
@@ -171,6 +202,8 @@ class FakeOpenAIServer:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._steps: deque[Step] = deque()
+        self.policy: FaultPolicy | None = None
+        """Answers the requests no queued step is left for (see :meth:`answer_with`)."""
         self._ids = itertools.count(1)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -250,15 +283,31 @@ class FakeOpenAIServer:
         """Never answer this request (for ``seconds``, or until the server stops)."""
         return self._push(Step("hang", seconds=seconds))
 
+    def truncated(self) -> FakeOpenAIServer:
+        """A 200 whose JSON body stops half-way (its ``Content-Length`` says the body is complete)."""
+        return self._push(Step("truncated"))
+
+    def not_json(self) -> FakeOpenAIServer:
+        """A 200 with a ``Content-Type: application/json`` body that is not JSON."""
+        return self._push(Step("not_json"))
+
+    def answer_with(self, policy: FaultPolicy) -> FakeOpenAIServer:
+        """Answer every request that finds no queued step with ``policy``."""
+        self.policy = policy
+        return self
+
     @property
     def pending(self) -> int:
         """Scripted steps not used yet."""
         with self.lock:
             return len(self._steps)
 
-    def next_step(self) -> Step | None:
+    def next_step(self, request: RecordedRequest) -> Step | None:
+        """What ``request`` gets: the next queued step, else the policy's answer, else nothing."""
         with self.lock:
-            return self._steps.popleft() if self._steps else None
+            if self._steps:
+                return self._steps.popleft()
+        return self.policy.step_for(request) if self.policy is not None else None
 
     # -- inspection -------------------------------------------------------------------------------
     @property
@@ -295,6 +344,94 @@ class FakeOpenAIServer:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
+
+
+#: Every kind of fault a :class:`FaultPolicy` injects.
+FAULT_KINDS = ("500", "429", "stall", "truncated", "not_json", "schema")
+
+Responder = Callable[[RecordedRequest], Step]
+
+
+@dataclass
+class FaultPolicy:
+    """Answers each request with a fault (probability ``rate``) or, otherwise, with what ``responder`` says.
+
+    Whether a request meets a fault is drawn with a seed made of ``seed``, the request's body and how often that
+    same body came before, so the same requests meet faults however concurrent calls interleave. The faults take
+    the ``kinds`` in turn, so a handful of them covers every kind. A stall holds the request for ``stall_s``
+    seconds (the client's timeout ends it sooner); a 429 asks to wait 0 s; a schema fault is a reply that breaks
+    what the request asks for (a tool call with unparseable or wrong arguments, a garbled text).
+    """
+
+    responder: Responder
+    rate: float = 0.3
+    seed: int = 0
+    kinds: tuple[str, ...] = FAULT_KINDS
+    stall_s: float = 5.0
+    injected: Counter[str] = field(default_factory=Counter)
+    """Faults sent so far, per kind; ``"ok"`` counts the responder's replies."""
+    _seen: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def step_for(self, request: RecordedRequest) -> Step:
+        body = json.dumps(request.body, sort_keys=True)
+        with self._lock:
+            occurrence = self._seen[body]
+            self._seen[body] += 1
+        rng = random.Random(f"{self.seed}:{occurrence}:{body}")
+        faulty = rng.random() < self.rate
+        with self._lock:
+            kind = self.kinds[self.faults % len(self.kinds)] if faulty else "ok"
+            self.injected[kind] += 1
+        if kind == "ok":
+            return self.responder(request)
+        if kind in ("500", "429"):
+            return Step("error", status=int(kind), message=f"injected fault: HTTP {kind}",
+                        headers={"Retry-After": "0"} if kind == "429" else {})
+        if kind == "stall":
+            return Step("hang", seconds=self.stall_s)
+        if kind == "schema":
+            return _schema_breaking(request.body or {}, rng)
+        return Step(kind)
+
+    @property
+    def faults(self) -> int:
+        """How many faults were sent."""
+        return sum(n for kind, n in self.injected.items() if kind != "ok")
+
+
+def _schema_breaking(body: dict[str, Any], rng: random.Random) -> Step:
+    """A well-formed reply whose content breaks what ``body`` asks for."""
+    if body.get("tools"):
+        arguments = rng.choice(['{"unfinished": "', {"not_a_field": True}])
+        return Step("tool_calls", tool_calls=[(_forced_tool(body), arguments)])
+    return Step("reply", content=rng.choice(['{"answer": ', "\ufffd\ufffd garbled \ufffd"]))
+
+
+def script_responder(steps: list[dict[str, Any]]) -> Responder:
+    """A responder that answers as :class:`~kgagents.scripted.ScriptedChatModel` with ``steps`` would: the first
+    step (with uses left) whose ``when`` matches the request's messages; ``structured`` as a call of the forced
+    tool (or as JSON content for ``response_format`` requests); no matching step: a 400 that says so. The
+    model, whose ``calls`` lists the prompts answered, is the responder's ``model`` attribute."""
+    model = ScriptedChatModel(steps=steps)
+
+    def respond(request: RecordedRequest) -> Step:
+        try:
+            step = model.pick(request.prompt)
+        except ScriptExhausted as exc:
+            return Step("error", status=400, message=str(exc))
+        if "raise" in step:
+            return Step("error", status=int(step.get("status") or 500), message=str(step["raise"]))
+        if "structured" in step:
+            if (request.body or {}).get("response_format"):
+                return Step("reply", content=json.dumps(step["structured"]))
+            return Step("tool_calls", tool_calls=[(None, step["structured"])])
+        if "tool_calls" in step:
+            return Step("tool_calls", tool_calls=[(c["name"], c.get("args", {})) for c in step["tool_calls"]])
+        return Step("reply", content=str(step["content"]))
+
+    respond.model = model  # type: ignore[attr-defined]
+    return respond
 
 
 def _forced_tool(body: dict[str, Any]) -> str:
