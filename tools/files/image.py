@@ -26,7 +26,7 @@ MAX_IMAGE_BYTES = 20 * 1024 * 1024
 #: Longest side sent to the model (larger images are scaled down; providers downscale anyway).
 MAX_SIDE = 2048
 #: Largest canvas an SVG is rendered on (larger ones are scaled down), in pixels.
-MAX_SVG_PIXELS = 4 * MAX_SIDE * MAX_SIDE
+MAX_SVG_PIXELS = MAX_SIDE * MAX_SIDE
 #: Raster images with more pixels are refused before they are decoded (a small file can declare a huge image:
 #: decoding it would take gigabytes). Pillow only warns below twice its own limit of 89 M pixels.
 MAX_PIXELS = 64 * 1024 * 1024
