@@ -164,6 +164,29 @@ def test_grbench_graph_answers_as_the_compact_store(cypher_database):
 
 
 @pytest.mark.slow
+def test_names_with_cypher_metacharacters_are_data(cypher_database, ark_source, ark_example, tmp_path):
+    """Ids, names, relations and qualifier keys from a source go into parameters, never into the query text:
+    every method answers as the compact store, and another graph in the database stays as it was."""
+    from tests.kg.test_hostile_names import HOSTILE
+
+    where = {"backend": cypher_database.backend, "url": cypher_database.url}
+    import_to_cypher(ark_source, name="yui", **where)
+    before = list(open_graph("yui").iter_triples())
+    triples = [[HOSTILE[i], HOSTILE[(i + 1) % len(HOSTILE)], {"relation": HOSTILE[i - 1], HOSTILE[i]: HOSTILE[i]}]
+               for i in range(len(HOSTILE))]
+    source = tmp_path / "hostile.json"
+    source.write_text(json.dumps({**ark_example, "graph": triples}), encoding="utf-8")
+    compact, g = pair(source, cypher_database, "hostile")
+    assert_same(g, compact)
+    for i, name in enumerate(HOSTILE):
+        assert g.node(name).id == name and g.nodes_named(name) == [g.node(name)]
+        assert g.neighbours(name, HOSTILE[i - 1]) == [HOSTILE[(i + 1) % len(HOSTILE)]]
+        assert dict(g.triples(name, HOSTILE[i - 1])[0].qualifiers) == {name: name}
+    forget_open_graphs()
+    assert list(open_graph("yui").iter_triples()) == before and len(before) == 37
+
+
+@pytest.mark.slow
 def test_imports_run_in_batches(cypher_database, ark_source, monkeypatch):
     batches: list[tuple[str, int]] = []
     run = cypher_module.Database.run
