@@ -154,3 +154,39 @@ async def test_entries_that_leave_the_folder_in_other_spellings_are_skipped(env)
     assert "skipped 'inside-link': symbolic link" in out
     written = sorted(p.relative_to(env.work_dir).as_posix() for p in env.work_dir.rglob("*") if p.is_file())
     assert written == ["extracted/t/good.txt", "t.zip"]
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+async def test_a_kgot_run_goes_on_past_hostile_attachments(tmp_path):
+    """The tool calls of a run hit a 2 GB PDF, a cut PDF, a gigapixel PNG and a Word zip bomb: each is a clear
+    error in the run's state, and the run answers."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graphs.kgot import compile_graph
+    from kgagents.scripted import ScriptedChatModel
+    from nodes.context import Context
+    from tests import kgot_script as S
+
+    folder = tmp_path / "attachments"
+    folder.mkdir()
+    (folder / "scan.pdf").touch()
+    os.truncate(folder / "scan.pdf", 2 * GB)
+    (folder / "cut.pdf").write_bytes(F.make_pdf(["A report that was cut."])[:300])
+    (folder / "bomb.png").write_bytes(png(11_000, 11_000))
+    (folder / "bomb.docx").write_bytes(docx_bomb())
+    calls = [("inspect_file_as_text", {"file_path": "scan.pdf"}), ("inspect_file_as_text", {"file_path": "cut.pdf"}),
+             ("image_inspector", {"image_path": "bomb.png", "question": "What does it show?"}),
+             ("inspect_file_as_text", {"file_path": "bomb.docx"})]
+    model = ScriptedChatModel(steps=[
+        *S.votes("INSERT", 1), *S.votes("RETRIEVE", 1), *S.tool_calls(*calls), *S.write("", times=0),
+        *S.direct("The attachments could not be read; the answer is 42."), *S.need_math(False), *S.parse("42")])
+    ctx = Context(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=1,
+                  max_final_solution_parsing=1, solve_mode="direct", tool_backoff_base_s=0.001)
+    state = await compile_graph(InMemorySaver()).ainvoke(
+        {"question": "What do the attachments say?", "attachments": [str(p) for p in sorted(folder.iterdir())]},
+        {"configurable": {"thread_id": "hostile-attachments"}, "recursion_limit": 100}, context=ctx)
+    assert state["final_answer"] == "42"
+    errors = {c["args"].get("file_path") or c["args"]["image_path"]: c["output"] for c in state["tool_calls"]}
+    assert not any(c["ok"] for c in state["tool_calls"]) and all(c["attempts"] == 1 for c in state["tool_calls"])
+    assert "2048.0 MB; the limit is" in errors["scan.pdf"] and "could not read the PDF" in errors["cut.pdf"]
+    assert "refused before decoding" in errors["bomb.png"] and "likely zip bomb" in errors["bomb.docx"]
