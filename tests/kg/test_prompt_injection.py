@@ -149,3 +149,27 @@ async def test_an_obeyed_injection_is_contained(backend: Backend, tmp_path, site
     [attack] = [w for w in state["kg_writes"] if w["code"] == code["attack"]]
     assert attack["status"] in {"applied", "fixed"} and state["kg"]["nodes"] == []
     assert backend.db_snapshot(victim) == kept
+
+
+@pytest.mark.slow
+async def test_the_embedded_bolt_server_takes_no_password_anyone_knows(arcadedb_server, tmp_path):
+    """The web tools can reach loopback addresses (docs/security.md), and the embedded ArcadeDB also answers HTTP
+    there, with basic auth: its root password is random and never on a command line."""
+    import neo4j
+
+    from tools.base import run_tool_with_retry
+    from tools.files.inspector import make_text_inspector
+    from tools.manager import ToolEnv
+
+    password = arcadedb_server.extra["password"]
+    assert len(password) >= 24 and password not in {"kgagents-local", "root", "playwithdata"}
+    assert password.encode() not in Path(f"/proc/{arcadedb_server.proc.pid}/cmdline").read_bytes()
+    with neo4j.GraphDatabase.driver(arcadedb_server.url, auth=("root", "kgagents-local")) as driver, \
+            pytest.raises(neo4j.exceptions.AuthError):
+        driver.verify_connectivity()
+    tool = make_text_inspector(ToolEnv(work_dir=tmp_path))
+    query = f"127.0.0.1:{arcadedb_server.extra['http_port']}/api/v1/query/kgagents/sql/select%2042%20as%20answer"
+    guessed = await run_tool_with_retry(tool, {"file_path": f"http://root:kgagents-local@{query}"}, max_retries=1)
+    assert not guessed.ok and "403 Forbidden" in guessed.output
+    known = await run_tool_with_retry(tool, {"file_path": f"http://root:{password}@{query}"}, max_retries=1)
+    assert known.ok and '"answer":42' in known.output  # the channel is real: only the password closes it

@@ -15,7 +15,7 @@ forked the child ends.
 Run one by hand (it stays in the foreground until interrupted)::
 
     python -m tools.kg.servers falkordb --port 6379
-    python -m tools.kg.servers arcadedb --port 7687 --password secret-pass
+    python -m tools.kg.servers arcadedb --port 7687 --password secret-pass   # default: a random one, printed
     python -m tools.kg.servers oxigraph --port 7878
 """
 
@@ -25,6 +25,7 @@ import argparse
 import atexit
 import ctypes
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -45,7 +46,9 @@ from tools.kg.base import KGError
 #: The database the Bolt test/embedded server creates (a Bolt session names it).
 ARCADEDB_DATABASE = "kgagents"
 ARCADEDB_USER = "root"
-ARCADEDB_DEFAULT_PASSWORD = "kgagents-local"  # loopback only; ArcadeDB needs >= 8 characters
+#: The environment variable that hands the root password to the ArcadeDB child (never on its command line, which
+#: every local user can read).
+ARCADEDB_PASSWORD_VARIABLE = "KGAGENTS_ARCADEDB_PASSWORD"
 
 _PR_SET_PDEATHSIG = 1
 
@@ -234,9 +237,12 @@ def start_oxigraph(*, port: int | None = None, location: str | Path | None = Non
 # ------------------------------------------------------------------------------------------------------------
 # ArcadeDB with its Bolt plugin (a Bolt server the neo4j driver talks to)
 # ------------------------------------------------------------------------------------------------------------
-def start_arcadedb_bolt(*, port: int | None = None, password: str = ARCADEDB_DEFAULT_PASSWORD,
+def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
                         timeout: float = 180.0) -> ServerProcess:
-    """An ArcadeDB server with the Bolt plugin on a loopback port, holding the database ``kgagents``."""
+    """An ArcadeDB server with the Bolt plugin on a loopback port, holding the database ``kgagents``.
+
+    Its root password is ``password`` or, by default, a random one (in ``extra["password"]``): the server also
+    answers HTTP on loopback, which any local process, and the web tools of a hijacked run, could reach."""
     import importlib.util
 
     if importlib.util.find_spec("arcadedb_embedded") is None:
@@ -246,14 +252,16 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str = ARCADEDB_DEF
     tmp = tempfile.TemporaryDirectory(prefix="kgagents-arcadedb-")
     ready_file = Path(tmp.name) / "ready"
     cmd = [sys.executable, "-m", "tools.kg.servers", "arcadedb", "--port", str(port), "--http-port", str(http_port),
-           "--root", str(Path(tmp.name) / "root"), "--password", password, "--ready-file", str(ready_file)]
-    env = dict(os.environ)
+           "--root", str(Path(tmp.name) / "root"), "--ready-file", str(ready_file)]
+    password = password or secrets.token_urlsafe(24)
+    env = {**os.environ, ARCADEDB_PASSWORD_VARIABLE: password}
     project_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = project_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     log = Path(tmp.name) / "server.log"
     server = ServerProcess("arcadedb", _spawn(cmd, log=log, env=env, cwd=tmp.name), log, port=port,
                            url=f"bolt://127.0.0.1:{port}",
-                           extra={"user": ARCADEDB_USER, "password": password, "database": ARCADEDB_DATABASE},
+                           extra={"user": ARCADEDB_USER, "password": password, "database": ARCADEDB_DATABASE,
+                                  "http_port": http_port},
                            _tmp=tmp)
     return _wait(server, lambda: ready_file.exists() and port_open("127.0.0.1", port), timeout,
                  "the ArcadeDB Bolt server")
@@ -316,11 +324,16 @@ def main(argv: list[str] | None = None) -> int:
     arc.add_argument("--port", type=int, default=7687)
     arc.add_argument("--http-port", type=int, default=0)
     arc.add_argument("--root", default="./arcadedb")
-    arc.add_argument("--password", default=ARCADEDB_DEFAULT_PASSWORD)
+    arc.add_argument("--password", help=f"the root password (default: ${ARCADEDB_PASSWORD_VARIABLE}, else a random "
+                                        "one, printed)")
     arc.add_argument("--ready-file")
     args = parser.parse_args(argv)
     if args.kind == "arcadedb":
         args.http_port = args.http_port or free_port()
+        if not args.password:
+            args.password = os.environ.get(ARCADEDB_PASSWORD_VARIABLE) or secrets.token_urlsafe(24)
+            if not os.environ.get(ARCADEDB_PASSWORD_VARIABLE):
+                print(f"ArcadeDB root password: {args.password}", flush=True)
         _serve_arcadedb(args)
         return 0
     server = start_falkordb(port=args.port) if args.kind == "falkordb" else start_oxigraph(port=args.port,
