@@ -19,11 +19,12 @@ def kgot_direct_steps(answers: dict[str, str], *, fail: dict[str, str] | None = 
     """KGoT through its shortest route (vote RETRIEVE, solve directly, no math, parse) for each marker.
 
     ``answers`` maps a marker that occurs in a question to the answer; ``fail`` maps a marker to an error
-    that the solve step raises once (before answering normally).
+    that the solve step raises once (before answering normally): a 401, a fault that stops the run (a
+    transient one would only degrade its step).
     """
     steps: list[dict[str, Any]] = []
     for marker, message in (fail or {}).items():
-        steps.append(S.step(both(S.DIRECT, re.escape(marker)), times=1, **{"raise": message}))
+        steps.append(S.step(both(S.DIRECT, re.escape(marker)), times=1, **{"raise": message, "status": 401}))
     steps += S.votes("RETRIEVE", 0)
     for marker, answer in answers.items():
         steps.append(S.step(both(S.DIRECT, re.escape(marker)), times=0, structured={"solution": answer}))

@@ -30,7 +30,7 @@ async def two_evaluations(tmp_path):
     await evaluate(EvalOptions(workflow="kgot", out_dir=tmp_path / "kgot", progress=False,
                                context=Context(model=kgot_model, **FAST), concurrency=4), tiny_gaia(4))
     zs_steps = [S.step("Q0:", content="FINAL ANSWER: 0"), S.step("Q1:", content="FINAL ANSWER: 3"),
-                S.step("Q2:", content="FINAL ANSWER: 4"), S.step("Q3:", **{"raise": "boom"})]
+                S.step("Q2:", content="FINAL ANSWER: 4"), S.step("Q3:", **{"raise": "boom", "status": 401})]
     zs_model = ScriptedChatModel(steps=zs_steps, model_name="scripted-zs")
     await evaluate(EvalOptions(workflow="zeroshot", out_dir=tmp_path / "zs", progress=False,
                                context=BaselineContext(model=zs_model, max_api_retries=0), concurrency=2),
