@@ -52,7 +52,8 @@ def tools_of(env: ToolEnv) -> list[tuple[object, str]]:
 
 def refused_paths(secret: Path) -> list[str]:
     return [str(secret), f"file://{secret}", f"../{secret.parent.name}/.env", "/etc/passwd", "~/.env",
-            "/proc/self/environ", "/proc/self/cmdline", "/sys/kernel/osrelease", "/dev/null", "/dev/shm"]
+            "/proc/self/environ", "/proc/self/cmdline", "/sys/kernel/osrelease", "/dev/null", "/dev/shm",
+            "notes.txt\0/../../etc/passwd"]
 
 
 async def test_every_file_tool_refuses_paths_outside_the_task(tool_env, secret):
@@ -60,7 +61,8 @@ async def test_every_file_tool_refuses_paths_outside_the_task(tool_env, secret):
         for path in refused_paths(secret):
             result = await run(tool, {arg: path}, tool_env)
             assert not result.ok and result.attempts == 1, (tool.name, path, result.output)
-            assert OUTSIDE in result.output or "which the file tools never read" in result.output, result.output
+            assert any(why in result.output for why in (OUTSIDE, "which the file tools never read", "NUL")), \
+                result.output
             assert SECRET not in result.output and "root:" not in result.output
     assert not any(SECRET in prompt for prompt in tool_env.llm.calls)
 

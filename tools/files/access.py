@@ -103,6 +103,8 @@ def allowed_path(env: ToolEnv, source: str, roots: FileRoots | None = None) -> P
     :class:`FileAccessError` otherwise. The file need not exist."""
     if not source or not source.strip():
         raise ToolFailure("no file path was given")
+    if "\0" in source:
+        raise FileAccessError(f"{source!r} holds a NUL character: it is no file path")
     roots = roots or roots_of(env)
     path = _resolved(_requested(env, source))
     if not roots.allows(path):
