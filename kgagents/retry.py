@@ -21,6 +21,9 @@ _TRANSIENT_NAMES = ("RateLimit", "Timeout", "APIConnection", "ConnectError", "Co
                     "ServiceUnavailable", "Overloaded", "RemoteProtocolError", "ReadError")
 #: Packages whose responses decode their own JSON body: a JSON error raised there is a broken body.
 _HTTP_CLIENTS = ("httpx", "httpx2", "requests", "aiohttp")
+#: How langchain-openai reports a 200 response that is not JSON at all (an HTML page from a proxy or a captive
+#: portal): the OpenAI client hands it the body as text.
+_NOT_AN_API_RESPONSE = "Unexpected response type from OpenAI-compatible endpoint"
 
 
 def status_of(exc: BaseException) -> int | None:
@@ -32,9 +35,11 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def is_unreadable_body(exc: BaseException) -> bool:
-    """Whether ``exc`` is a JSON error raised while an HTTP client decoded a response body: the body was cut
-    short or is not JSON at all. That is a transport fault, like a dropped connection, not a bad reply of the
+    """Whether ``exc`` is a JSON error raised while an HTTP client decoded a response body, or a client's report
+    of a response that is not JSON at all (an HTML page): the body was cut short or is not an API answer. That is a transport fault, like a dropped connection, not a bad reply of the
     model (which the model's own parser reports)."""
+    if isinstance(exc, ValueError) and str(exc).startswith(_NOT_AN_API_RESPONSE):
+        return True
     if not isinstance(exc, json.JSONDecodeError):
         return False
     decoder = ""  # the innermost module outside the json package: the one that asked for the decoding

@@ -319,6 +319,14 @@ async def test_a_broken_body_of_a_structured_call_is_sent_again_unchanged(openai
     assert first.body == second.body
 
 
+async def test_an_html_page_instead_of_an_answer_is_retried(openai_server: FakeOpenAIServer) -> None:
+    openai_server.html_page().reply("fine")
+    llm = caller(openai_server, max_api_retries=2)
+
+    assert await llm.text("q") == "fine"
+    assert len(openai_server.chat_requests) == 2
+
+
 async def test_bodies_that_keep_breaking_fail_after_the_api_retries(openai_server: FakeOpenAIServer) -> None:
     openai_server.truncated().not_json().truncated().tool_call({"answer": "late", "confidence": 1})
     llm = caller(openai_server, max_api_retries=2)

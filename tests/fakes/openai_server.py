@@ -80,7 +80,7 @@ def _text_of(message: dict[str, Any]) -> str:
 class Step:
     """What one chat-completions request gets."""
 
-    kind: str  # "reply" | "tool_calls" | "error" | "hang" | "truncated" | "not_json"
+    kind: str  # "reply" | "tool_calls" | "error" | "hang" | "truncated" | "not_json" | "html"
     content: str | None = None
     tool_calls: list[tuple[str | None, Any]] = field(default_factory=list)
     status: int = 200
@@ -102,10 +102,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         self._send_body(status, json.dumps(payload).encode("utf-8"), headers)
 
-    def _send_body(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+    def _send_body(self, status: int, data: bytes, headers: dict[str, str] | None = None, *,
+                   content_type: str = "application/json") -> None:
         """``data`` as a JSON response, whatever it holds (a cut or garbled body is a fault to send)."""
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Connection", "close")
         for key, value in (headers or {}).items():
@@ -174,6 +175,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_body(200, data[: len(data) // 2])
         elif step.kind == "not_json":  # what a proxy in front of the model may send
             self._send_body(200, b"upstream connect error or disconnect/reset before headers")
+        elif step.kind == "html":  # a proxy's or a captive portal's page, served with a 200
+            self._send_body(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                            content_type="text/html; charset=utf-8")
         else:
             self._send_json(200, fake.completion(body, step))
 
@@ -290,6 +294,10 @@ class FakeOpenAIServer:
     def not_json(self) -> FakeOpenAIServer:
         """A 200 with a ``Content-Type: application/json`` body that is not JSON."""
         return self._push(Step("not_json"))
+
+    def html_page(self) -> FakeOpenAIServer:
+        """A 200 with an HTML page (``Content-Type: text/html``) instead of an API answer."""
+        return self._push(Step("html"))
 
     def answer_with(self, policy: FaultPolicy) -> FakeOpenAIServer:
         """Answer every request that finds no queued step with ``policy``."""
