@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from tests.kg.conftest import CODE, Backend
-from tools.kg.base import KGSnapshot
+from tools.kg.base import KGSnapshot, KGStore
 from tools.kg.cypher import snapshot_digest
 
 HOSTILE = [
@@ -48,13 +49,17 @@ def values(snapshot: KGSnapshot) -> list[str]:
     return sorted(n["properties"]["text"] for n in snapshot["nodes"])
 
 
-@pytest.mark.slow
-async def test_hostile_names_restore_as_data_and_stay_in_their_run(backend: Backend, tmp_path):
-    code = CODE[backend.language]
+async def victim_of(backend: Backend, tmp_path: Path) -> tuple[str, KGStore, KGSnapshot]:
+    """A suffix for this test's thread ids, and another run's KG with what it holds."""
     suffix = uuid.uuid4().hex[:6]
     victim = backend.open(f"victim-{suffix}", None, tmp_path / "v")
-    assert (await victim.write(code["write_array"])).ok
-    kept = backend.db_snapshot(victim)
+    assert (await victim.write(CODE[backend.language]["write_array"])).ok
+    return suffix, victim, backend.db_snapshot(victim)
+
+
+@pytest.mark.slow
+async def test_hostile_names_restore_as_data_and_stay_in_their_run(backend: Backend, tmp_path):
+    suffix, victim, kept = await victim_of(backend, tmp_path)
     names = HOSTILE
     snapshot = hostile_snapshot(names, identifiers_of(backend))
     for thread in HOSTILE[::3]:  # thread ids with metacharacters too: each gets its own graph / scope
@@ -87,11 +92,7 @@ def quoted(name: str, language: str) -> str:
 @pytest.mark.slow
 async def test_string_literals_with_metacharacters_in_llm_writes_are_kept_as_written(backend: Backend, tmp_path):
     """The scope rewrite (Bolt) and the statement splitting read string literals as literals."""
-    code = CODE[backend.language]
-    suffix = uuid.uuid4().hex[:6]
-    victim = backend.open(f"victim-{suffix}", None, tmp_path / "v")
-    assert (await victim.write(code["write_array"])).ok
-    kept = backend.db_snapshot(victim)
+    suffix, victim, kept = await victim_of(backend, tmp_path)
     for name in HOSTILE:
         writer = backend.open(f"writer-{suffix}-{HOSTILE.index(name)}", None, tmp_path / "w")
         text = QUOTED_WRITES[backend.language].format(name=quoted(name, backend.language))
