@@ -71,6 +71,12 @@ class Settings:
     file_roots: tuple[Path, ...] = ()
     """Folders the file tools may read besides the task's attachments and the run's work directory
     (``KGAGENTS_FILE_ROOTS``, ``os.pathsep``-separated)."""
+    allow_private_urls: bool = False
+    """Whether the web tools may fetch loopback, private and link-local addresses
+    (``KGAGENTS_ALLOW_PRIVATE_URLS``)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Hosts (``host`` or ``host:port``) the web tools may fetch whatever their address: ``KGAGENTS_ALLOWED_HOSTS``
+    (comma-separated) and the hosts of the API bases configured here."""
 
     def model_for(self, role: str) -> str | None:
         """The ``provider:model`` string configured for ``role`` (role override, then the default)."""
@@ -103,12 +109,27 @@ def get_settings() -> Settings:
         transcription_model=_env("KGAGENTS_TRANSCRIPTION_MODEL", "whisper-1") or "whisper-1",
         ollama_url=ollama_url(_env("OLLAMA_HOST", OLLAMA_DEFAULT_URL) or OLLAMA_DEFAULT_URL),
         file_roots=file_roots(_env("KGAGENTS_FILE_ROOTS")),
+        allow_private_urls=(_env("KGAGENTS_ALLOW_PRIVATE_URLS", "0") or "0").lower() in {"1", "true", "yes"},
+        allowed_hosts=allowed_hosts(_env("KGAGENTS_ALLOWED_HOSTS"),
+                                    *(_env(f"KGAGENTS_{api}_API_BASE") for api in ("SEARCH", "WIKIPEDIA", "WAYBACK"))),
     )
 
 
 def file_roots(value: str | None) -> tuple[Path, ...]:
     """The folders of ``KGAGENTS_FILE_ROOTS``: ``os.pathsep``-separated, ``~`` expanded, blanks ignored."""
     return tuple(Path(part.strip()).expanduser() for part in (value or "").split(os.pathsep) if part.strip())
+
+
+def allowed_hosts(listed: str | None, *api_bases: str | None) -> tuple[str, ...]:
+    """``KGAGENTS_ALLOWED_HOSTS`` (comma-separated ``host`` or ``host:port``) plus the ``host:port`` of each API
+    base the user configured (a local search or Wikipedia mirror is the user's choice, not the model's)."""
+    hosts = [part.strip().lower() for part in (listed or "").split(",") if part.strip()]
+    for base in api_bases:
+        parsed = urlparse(base or "")
+        if parsed.hostname:
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+            hosts.append(f"{parsed.hostname.lower()}:{port}")
+    return tuple(dict.fromkeys(hosts))
 
 
 load_env()

@@ -24,6 +24,9 @@ def clean_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("KGAGENTS_GRAPHS_DIR", str(tmp_path / "graphs"))
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # nothing listens on the discard port
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the tests' web servers are on loopback, which the web tools refuse by default (tests/tools/test_url_guard.py
+    # and the prompt-injection tests take this away again)
+    monkeypatch.setenv("KGAGENTS_ALLOW_PRIVATE_URLS", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     yield
 

@@ -152,9 +152,9 @@ async def test_an_obeyed_injection_is_contained(backend: Backend, tmp_path, site
 
 
 @pytest.mark.slow
-async def test_the_embedded_bolt_server_takes_no_password_anyone_knows(arcadedb_server, tmp_path):
-    """The web tools can reach loopback addresses (docs/security.md), and the embedded ArcadeDB also answers HTTP
-    there, with basic auth: its root password is random and never on a command line."""
+async def test_the_embedded_bolt_server_takes_no_password_anyone_knows(arcadedb_server, tmp_path, monkeypatch):
+    """The web tools refuse loopback addresses by default; where a user allows them, the embedded ArcadeDB
+    also answers HTTP there, with basic auth: its root password is random and never on a command line."""
     import neo4j
 
     from tools.base import run_tool_with_retry
@@ -169,6 +169,10 @@ async def test_the_embedded_bolt_server_takes_no_password_anyone_knows(arcadedb_
         driver.verify_connectivity()
     tool = make_text_inspector(ToolEnv(work_dir=tmp_path))
     query = f"127.0.0.1:{arcadedb_server.extra['http_port']}/api/v1/query/kgagents/sql/select%2042%20as%20answer"
+    monkeypatch.delenv("KGAGENTS_ALLOW_PRIVATE_URLS")
+    refused = await run_tool_with_retry(tool, {"file_path": f"http://root:{password}@{query}"}, max_retries=1)
+    assert not refused.ok and "refused to fetch" in refused.output  # public addresses only, by default
+    monkeypatch.setenv("KGAGENTS_ALLOW_PRIVATE_URLS", "1")  # a user who opened loopback to the web tools
     guessed = await run_tool_with_retry(tool, {"file_path": f"http://root:kgagents-local@{query}"}, max_retries=1)
     assert not guessed.ok and "403 Forbidden" in guessed.output
     known = await run_tool_with_retry(tool, {"file_path": f"http://root:{password}@{query}"}, max_retries=1)

@@ -30,8 +30,10 @@ def settings(web: FixtureServer) -> Settings:
                     wayback_api_base=web.url("/wayback/available"))
 
 
-#: Fast limits for tests (a 1 MB download limit, a 2 s total time limit).
-TEST_LIMITS = FetchLimits(max_bytes=1024 * 1024, connect_timeout_s=2.0, read_timeout_s=2.0, total_timeout_s=2.0)
+#: Fast limits for tests (a 1 MB download limit, a 2 s total time limit), and loopback allowed: the fixture
+#: server is there (tests/tools/test_url_guard.py checks the refusal).
+TEST_LIMITS = FetchLimits(max_bytes=1024 * 1024, connect_timeout_s=2.0, read_timeout_s=2.0, total_timeout_s=2.0,
+                          allow_private=True)
 
 
 def make_env(tmp_path: Path, settings: Settings, llm: Any = None, **extra: Any) -> ToolEnv:

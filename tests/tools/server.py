@@ -176,6 +176,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, data, ctype)
         if path == "/redirect":
             return self._send(302, b"", headers={"Location": "/files/article.html"})
+        if path == "/redirect-to":  # wherever the query says: another host, another port
+            return self._send(302, b"", headers={"Location": query["url"][0]})
         if path == "/redirect-loop":
             return self._send(302, b"", headers={"Location": "/redirect-loop"})
         if path.startswith("/status/"):

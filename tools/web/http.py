@@ -1,4 +1,13 @@
-"""Downloading a URL the way every web tool does: redirects followed (bounded), timeouts, a size limit.
+"""Downloading a URL the way every web tool does: redirects followed (bounded), timeouts, a size limit, and
+public addresses only.
+
+Every request — the first and each redirect — is checked before it is sent: a host that resolves to a loopback,
+private, link-local, multicast or otherwise non-global address (``localhost``, ``10.0.0.5``, ``169.254.169.254``,
+``[::1]``, ``0.0.0.0``, …) is refused with a :class:`FetchError`, so a model steered by a web page cannot reach
+the machine's own services (a graph database's HTTP port, a cloud metadata endpoint) through the web tools.
+``KGAGENTS_ALLOW_PRIVATE_URLS=1`` lifts the check, ``KGAGENTS_ALLOWED_HOSTS`` lifts it for some hosts, and the
+hosts of the API bases the user configured are always allowed (:class:`FetchLimits`). The address is resolved
+for the check and again by the connection, so a DNS server that changes its answer in between is not stopped.
 
 A page larger than the limit is refused when the server says so up front (``Content-Length``) and cut at the
 limit otherwise; a page that never ends stops at the limit or at the total time limit, keeping what arrived.
@@ -9,8 +18,10 @@ Failures that retrying may fix (connection errors, 429 and 5xx answers, a server
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import re
+import socket
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -20,6 +31,7 @@ from urllib.parse import unquote, urlparse
 
 import httpx
 
+from kgagents.config import get_settings
 from kgagents.retry import TRANSIENT_STATUS
 from tools.base import ToolFailure
 
@@ -38,6 +50,11 @@ class FetchLimits:
     max_redirects: int = 10
     user_agent: str = DEFAULT_USER_AGENT
     headers: dict[str, str] = field(default_factory=dict)
+    allow_private: bool = field(default_factory=lambda: get_settings().allow_private_urls)
+    """Fetch loopback, private and link-local addresses too (``KGAGENTS_ALLOW_PRIVATE_URLS``)."""
+    allowed_hosts: tuple[str, ...] = field(default_factory=lambda: get_settings().allowed_hosts)
+    """``host`` or ``host:port`` entries fetched whatever their address (``KGAGENTS_ALLOWED_HOSTS`` and the
+    configured API bases)."""
 
 
 def limits_of(extra: dict[str, Any] | None) -> FetchLimits:
@@ -102,6 +119,31 @@ def check_web_url(url: str) -> str:
     return url
 
 
+def _non_global(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return not ip.is_global or ip.is_multicast
+
+
+async def check_public(url: httpx.URL, limits: FetchLimits) -> None:
+    """Refuse (:class:`FetchError`) a request to a host that resolves to a non-public address, unless the limits
+    allow it (see the module docstring). A host that does not resolve is left to the connection to report."""
+    host = (url.host or "").lower()
+    port = url.port or (443 if url.scheme == "https" else 80)
+    if limits.allow_private or host in limits.allowed_hosts or f"{host}:{port}" in limits.allowed_hosts:
+        return
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return
+    blocked = sorted({str(info[4][0]) for info in infos if _non_global(str(info[4][0]))})
+    if blocked:
+        raise FetchError(f"refused to fetch {url}: {host} is a loopback, private or link-local address "
+                         f"({', '.join(blocked)}); the web tools fetch public addresses only "
+                         "(KGAGENTS_ALLOWED_HOSTS or KGAGENTS_ALLOW_PRIVATE_URLS=1 allow more)")
+
+
 def _content_type(headers: httpx.Headers) -> tuple[str, str | None]:
     raw = headers.get("content-type", "")
     if not raw:
@@ -130,9 +172,13 @@ async def fetch(url: str, limits: FetchLimits | None = None, *, params: dict[str
     timeout = httpx.Timeout(limits.read_timeout_s, connect=limits.connect_timeout_s)
     all_headers = {"User-Agent": limits.user_agent, "Accept-Encoding": "gzip, deflate", **limits.headers,
                    **(headers or {})}
+
+    async def guard(request: httpx.Request) -> None:  # the first request and every redirect
+        await check_public(request.url, limits)
+
     try:
         async with httpx.AsyncClient(follow_redirects=True, max_redirects=limits.max_redirects, timeout=timeout,
-                                     headers=all_headers) as client, \
+                                     headers=all_headers, event_hooks={"request": [guard]}) as client, \
                 client.stream("GET", url, params=params) as response:
             return await _read(response, limits)
     except httpx.TooManyRedirects as exc:
