@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -283,6 +284,90 @@ async def test_run_does_not_block_the_event_loop(box: Sandbox, work_dir: Path) -
             await task
     finally:
         bb.deactivate()
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_processes_start_in_worker_threads_while_the_loop_runs(
+        box: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a process started on the event loop's thread stops the loop until the child has exec'd; with a
+    # preexec_fn CPython cannot use vfork and copies this process's page tables while it holds the GIL
+    loop, loop_thread = asyncio.get_running_loop(), threading.get_ident()
+    starts: list[tuple[bool, object, bool]] = []
+
+    class RecordingPopen(subprocess.Popen):
+        def __init__(self, *args, **kwargs) -> None:
+            off_loop = threading.get_ident() != loop_thread
+            loop_ran = threading.Event()
+            loop.call_soon_threadsafe(loop_ran.set)  # run by the loop while this process starts, if it can
+            starts.append((off_loop, kwargs.get("preexec_fn"), off_loop and loop_ran.wait(60)))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", RecordingPopen)
+    results = await asyncio.gather(*(box.run(f"result = {i}") for i in range(10)))
+    monkeypatch.undo()
+    assert [r.result for r in results] == list(range(10))
+    assert starts == [(True, None, True)] * 10
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_the_process_gets_its_resource_limits(hostile: Sandbox, work_dir: Path) -> None:
+    import resource
+
+    def expected(kind: int, soft: int, hard: int) -> list[int]:
+        ceiling = resource.getrlimit(kind)[1]
+        return [soft, hard] if ceiling == resource.RLIM_INFINITY else [min(soft, ceiling), min(hard, ceiling)]
+
+    mb, cpu = 1024 * 1024, HOSTILE.cpu_seconds
+    names = {"AS": (HOSTILE.memory_mb * mb,) * 2, "CPU": (cpu, cpu + 1),
+             "FSIZE": (HOSTILE.max_file_mb * mb,) * 2, "NOFILE": (512, 512), "CORE": (0, 0)}
+    code = ("import resource\n"
+            f"result = {{n: resource.getrlimit(getattr(resource, 'RLIMIT_' + n)) for n in {list(names)}}}")
+    for r in (await hostile.run(code), hostile.run_sync(code)):
+        assert r.ok, r.error
+        assert r.result == {n: expected(getattr(resource, "RLIMIT_" + n), *v) for n, v in names.items()}
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+@pytest.mark.parametrize("cancellations", [1, 2])
+async def test_cancelling_a_run_while_its_process_starts_leaves_nothing(
+        hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch, cancellations: int) -> None:
+    held, release = threading.Event(), threading.Event()
+    confine = sb._confine
+
+    def slow_confine(*args) -> None:  # the process exists and waits at the gate until this returns
+        held.set()
+        release.wait(60)
+        confine(*args)
+
+    monkeypatch.setattr(sb, "_confine", slow_confine)
+    task = asyncio.ensure_future(hostile.run("open('ran', 'w').close()\nwhile True:\n    pass\n"))
+    assert await asyncio.to_thread(held.wait, 60)
+    for _ in range(cancellations):
+        task.cancel()
+        await asyncio.sleep(0.1)
+    assert task.done() == (cancellations == 2)  # once: the run waits for the start, then stops the process
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.gather(*sb._background)  # after a second cancellation the stopping goes on without the run
+    assert_host_unharmed(work_dir)
+
+
+@requires_bwrap
+async def test_a_process_that_cannot_be_confined_never_runs_the_code(
+        box: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args) -> None:
+        raise RuntimeError("cannot confine")
+
+    monkeypatch.setattr(sb, "_confine", refuse)
+    with pytest.raises(RuntimeError, match="cannot confine"):
+        await box.run("open('ran', 'w').close()")
+    with pytest.raises(RuntimeError, match="cannot confine"):
+        box.run_sync("open('ran', 'w').close()")
+    assert not (work_dir / "ran").exists()
     assert_host_unharmed(work_dir)
 
 
@@ -700,7 +785,7 @@ async def test_weak_mode_when_allowed(tmp_path: Path, monkeypatch: pytest.Monkey
     assert r.error.startswith("memory limit of 256 MB exceeded")
     r = box.run_sync("result = 1 + 1")
     assert r.ok and r.result == 2 and r.isolation == "weak"
-    if sb._weak_seccomp_loader() is not None:  # the seccomp filter still keeps it from starting processes
+    if sb._weak_seccomp_program() is not None:  # the seccomp filter still keeps it from starting processes
         r = await box.run("import os\nos.fork()")
         assert "PermissionError" in r.error
     assert_host_unharmed(work_dir)

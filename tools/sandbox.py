@@ -15,13 +15,13 @@ isolated with operating-system mechanisms:
   from starting child processes (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``; threads are
   allowed) and from using the kernel keyring, ``ptrace``, ``bpf``, ``perf_event_open``, ``userfaultfd`` and
   ``io_uring``.
-* **resource limits** (``setrlimit`` before the exec): address space (memory), CPU seconds, file size, number
-  of processes, open files, no core dumps; and, where the host lets us create one, a ``pids`` cgroup per call
-  that caps processes *and threads*. (``RLIMIT_NPROC`` is not enforced for root, and the sandbox user is
-  mapped to the application's own uid, root in a container; so the seccomp filter and the cgroup are what
-  stop a fork bomb there. The runner also refuses to start more than ``max_processes`` Python threads.)
-  A wall-clock timeout kills the whole process group; bubblewrap's pid 1 dies with it (``--die-with-parent``)
-  and takes the pid namespace and everything in it along.
+* **resource limits** (set on the call's process before it starts bubblewrap, see below): address space
+  (memory), CPU seconds, file size, number of processes, open files, no core dumps; and, where the host lets
+  us create one, a ``pids`` cgroup per call that caps processes *and threads*. (``RLIMIT_NPROC`` is not
+  enforced for root, and the sandbox user is mapped to the application's own uid, root in a container; so
+  the seccomp filter and the cgroup are what stop a fork bomb there. The runner also refuses to start more
+  than ``max_processes`` Python threads.) A wall-clock timeout kills the whole process group; bubblewrap's
+  pid 1 dies with it (``--die-with-parent``) and takes the pid namespace and everything in it along.
 * **a disk quota** (:class:`DiskQuota`): ``RLIMIT_FSIZE`` caps each file, not their number or sum, so a thread
   of the parent counts the work dir's bytes and entries while a call runs (every ``QUOTA_POLL_S``) and stops
   the call when it adds more than a call may, or the work dir holds more than a run may; what the call made
@@ -34,23 +34,28 @@ isolated with operating-system mechanisms:
 
 Where bubblewrap is missing or unusable, :class:`Sandbox` refuses to start (:class:`SandboxUnavailable`)
 unless the caller opts in with ``allow_weak=True`` (setting ``KGAGENTS_ALLOW_WEAK_SANDBOX=1``): the code then
-runs with the resource limits, the cleared environment, the seccomp filter (if it can be loaded) and the
-work dir as its current directory, but it can read whatever the application's user can read, and reach the
-network. :func:`isolation_status` says which of the two applies, for a start-up message.
+runs with the resource limits, the cleared environment, the seccomp filter (loaded by the runner before the
+code runs) and the work dir as its current directory, but it can read whatever the application's user can
+read, and reach the network. :func:`isolation_status` says which of the two applies, for a start-up message.
 
 Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
 writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
-folder there). :meth:`Sandbox.run` keeps file-system work off the event loop. The constructor probes
-bubblewrap once per process and resolves the work dir unless it lies under a folder given to
-:func:`prepare_work_dir` before: once :func:`isolation_known` is true and the folder is prepared, building a
-sandbox touches no file and may happen on the event loop; otherwise build it in ``asyncio.to_thread``.
-``KGAGENTS_SANDBOX_NO_CGROUP=1`` turns the pids cgroup off.
+folder there). The constructor probes bubblewrap once per process and resolves the work dir unless it lies
+under a folder given to :func:`prepare_work_dir` before: once :func:`isolation_known` is true and the folder
+is prepared, building a sandbox touches no file and may happen on the event loop; otherwise build it in
+``asyncio.to_thread``. ``KGAGENTS_SANDBOX_NO_CGROUP=1`` turns the pids cgroup off.
+
+:meth:`Sandbox.run` keeps file-system work and process starts off the event loop. A call's process is started
+in a worker thread and without a ``preexec_fn`` (no Python code runs between fork and exec), so CPython starts
+it with ``vfork`` instead of copying the page tables of this large process (torch, FAISS) while it holds the
+GIL. The process begins as ``/bin/sh`` waiting at a gate (its stdin) while this process moves it into the
+call's cgroup and sets its rlimits (``prlimit``); then the shell execs bubblewrap. The event loop watches the
+output pipes and a pidfd of the process; a cancelled call kills the process group and waits for it to end.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import json
 import math
@@ -69,7 +74,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,7 +146,7 @@ class SandboxLimits:
         """The CPU-time limit in effect."""
         if self.cpu_s is not None:
             return max(1, int(self.cpu_s))
-        return int(math.ceil(self.timeout_s)) + 1
+        return math.ceil(self.timeout_s) + 1
 
 
 @dataclass
@@ -260,6 +265,25 @@ def _llm_error(exc, memory_mb):
     return head
 
 
+def _load_seccomp(program):
+    """Weak isolation: load the filter that bubblewrap loads otherwise into this process, before any code of
+    the job runs (``program``: the ``struct sock_filter`` array)."""
+    import ctypes
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    for call in ((pr_set_no_new_privs, 1, 0, 0, 0),
+                 (pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0)):
+        if libc.prctl(*call) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, "prctl(%d): %s" % (call[0], os.strerror(errno)))
+
+
 def _trusted_error(phase, exc):
     head = "sandbox %s failed: %s: %s" % (phase, _type_name(exc), _message(exc))
     if type(exc).__module__ == "__main__":  # an error class of the prelude/postlude: a deliberate message
@@ -355,6 +379,12 @@ def _main():
                 f.write(dumps(status))
         _exit(0 if status["ok"] else 1)
 
+    if job["seccomp"]:
+        try:
+            _load_seccomp(bytes.fromhex(job["seccomp"]))
+        except BaseException as exc:
+            status.update(ok=False, error=_trusted_error("seccomp setup", exc))
+            finish()
     try:
         if job["prelude"]:
             exec(compile(job["prelude"], "<sandbox-prelude>", "exec"), g)
@@ -459,33 +489,13 @@ def _seccomp_program() -> bytes | None:
     return bytes(out)
 
 
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-@functools.cache
-def _weak_seccomp_loader() -> Callable[[], None] | None:
-    """A function that loads the filter into the calling process (for the weak mode's preexec), or None."""
+def _weak_seccomp_program() -> str | None:
+    """The filter for the weak mode's runner to load (hex), or None where this module has none for the
+    platform."""
     program = _seccomp_program()
     if program is None or not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    buf = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
-
-    def load() -> None:
-        _keep = buf  # noqa: F841 - the buffer must outlive the call
-        if prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-        if prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
-
-    return load
+    return program.hex()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -538,11 +548,12 @@ def _probe_bwrap(path: str) -> _Bwrap:
 
 def _run_probe(path: str) -> _Bwrap:
     try:
-        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10,
+        version = subprocess.run([path, "--version"], check=False, capture_output=True, text=True, timeout=10,
                                  env=_host_env_for_bwrap()).stdout.strip() or "bubblewrap (unknown version)"
-        help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10,
+        help_text = subprocess.run([path, "--help"], check=False, capture_output=True, text=True, timeout=10,
                                    env=_host_env_for_bwrap())
-        options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text.stdout + help_text.stderr, re.MULTILINE))
+        options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text.stdout + help_text.stderr,
+                                       re.MULTILINE))
     except (OSError, subprocess.SubprocessError) as exc:
         return _Bwrap(path, "bubblewrap", frozenset(), False, f"{path} cannot be run: {exc}")
     with tempfile.TemporaryDirectory(prefix=short_lived_prefix("sandbox-probe")) as tmp:
@@ -552,8 +563,8 @@ def _run_probe(path: str) -> _Bwrap:
         try:
             argv = _bwrap_argv(info, work, _child_env(work, work), fds) + [
                 sys.executable, "-s", "-P", "-c", "import json"]
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_host_env_for_bwrap(),
-                                  pass_fds=fds, cwd=work, start_new_session=True)
+            proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60,
+                                  env=_host_env_for_bwrap(), pass_fds=fds, cwd=work, start_new_session=True)
         except (OSError, subprocess.SubprocessError) as exc:
             return _Bwrap(path, version, options, False, f"{version} cannot be run: {exc}")
         finally:
@@ -673,7 +684,8 @@ def _pids_cgroup_parent() -> Path | None:
 
 
 class _PidsCgroup:
-    """One call's cgroup: ``pids.max`` processes/threads; joined by the child before the exec."""
+    """One call's cgroup: ``pids.max`` processes/threads; the call's process is moved into it before it starts
+    bubblewrap (:func:`_confine`)."""
 
     def __init__(self, limit: int) -> None:
         self.path: Path | None = None
@@ -899,43 +911,38 @@ def _bwrap_argv(info: _Bwrap, work_dir: Path, env: dict[str, str], fds: list[int
     return argv
 
 
-def _preexec(limits: SandboxLimits, cgroup_procs: str | None, weak_seccomp: Callable[[], None] | None,
-             nproc: int) -> Callable[[], None]:
-    """The function run in the child between fork and exec: join the cgroup, set the rlimits."""
+#: Every call's process starts as this shell: it waits for a line on its stdin (the gate), then execs the
+#: call's command in its place, with stdin from /dev/null. Without that line (stdin closed) it exits with 1.
+_GATE = ("/bin/sh", "-c", 'read -r go && exec "$@" </dev/null', "kgagents-sandbox-gate")
+
+
+def _rlimits(limits: SandboxLimits, nproc: int) -> list[tuple[int, int, int]]:
+    """The resource limits of a call's process: ``(resource, soft, hard)``."""
     mem = limits.memory_mb * 1024 * 1024
     cpu = limits.cpu_seconds
     fsize = limits.max_file_mb * 1024 * 1024
+    return [(resource.RLIMIT_AS, mem, mem), (resource.RLIMIT_CPU, cpu, cpu + 1),
+            (resource.RLIMIT_FSIZE, fsize, fsize), (resource.RLIMIT_NPROC, nproc, nproc),
+            (resource.RLIMIT_NOFILE, 512, 512), (resource.RLIMIT_CORE, 0, 0)]
 
-    def _set(kind: int, soft: int, hard: int | None = None) -> None:
-        hard = soft if hard is None else hard
+
+def _confine(pid: int, rlimits: list[tuple[int, int, int]], cgroup_procs: str | None) -> None:
+    """Move process ``pid`` (a call's, held at the gate) into the call's pids cgroup and give it ``rlimits``,
+    each no higher than the hard limit it has (this process's). A limit the kernel refuses stays as it is."""
+    if cgroup_procs:
         try:
-            _, cur_hard = resource.getrlimit(kind)
-            if cur_hard != resource.RLIM_INFINITY:
-                soft, hard = min(soft, cur_hard), min(hard, cur_hard)
-            resource.setrlimit(kind, (soft, hard))
+            with open(cgroup_procs, "w") as f:
+                f.write(str(pid))
+        except OSError:
+            pass
+    for kind, soft, hard in rlimits:
+        try:
+            _, current_hard = resource.prlimit(pid, kind)
+            if current_hard != resource.RLIM_INFINITY:
+                soft, hard = min(soft, current_hard), min(hard, current_hard)
+            resource.prlimit(pid, kind, (soft, hard))
         except (ValueError, OSError):
             pass
-
-    def preexec() -> None:
-        # this runs in the forked child, which has no event loop: say so, or tools that watch the loop
-        # thread for blocking calls (langgraph dev's blockbuster) would object to the writes below
-        asyncio._set_running_loop(None)
-        if cgroup_procs:
-            try:
-                with open(cgroup_procs, "w") as f:
-                    f.write(str(os.getpid()))
-            except OSError:
-                pass
-        _set(resource.RLIMIT_AS, mem)
-        _set(resource.RLIMIT_CPU, cpu, cpu + 1)
-        _set(resource.RLIMIT_FSIZE, fsize)
-        _set(resource.RLIMIT_NPROC, nproc)
-        _set(resource.RLIMIT_NOFILE, 512)
-        _set(resource.RLIMIT_CORE, 0)
-        if weak_seccomp is not None:
-            weak_seccomp()
-
-    return preexec
 
 
 def _nproc_limit(max_processes: int) -> int:
@@ -1120,16 +1127,100 @@ class _QuotaWatch:
 
 @dataclass
 class _Launch:
+    """What a call's process is started with (see :meth:`Sandbox._start`)."""
+
     argv: list[str]
     env: dict[str, str]
     cwd: Path
     run_dir: Path
     status_path: Path
     pass_fds: list[int]
-    preexec: Callable[[], None]
+    rlimits: list[tuple[int, int, int]]
     cgroup: _PidsCgroup
     quota: _QuotaWatch
     started: float = field(default_factory=time.monotonic)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A started process, watched by the event loop
+# ---------------------------------------------------------------------------------------------------------
+
+#: How much of a process's output is read at a time.
+_READ_SIZE = 65536
+#: Tasks that must run to their end although the call that started them was cancelled (see :func:`_outlast`).
+_background: set[asyncio.Future[None]] = set()
+
+
+class _Child:
+    """A call's started process as the event loop sees it: its exit as a future (a pidfd the loop watches;
+    where the kernel has no pidfds, a thread that waits), its stdout and stderr as streams (read pipe
+    transports). Nothing here blocks the loop."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self._loop = asyncio.get_running_loop()
+        self._transports: list[asyncio.BaseTransport] = []
+        #: The exit status, set once the process has ended and is reaped.
+        self.exited: asyncio.Future[int | None] = self._loop.create_future()
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # Linux before 5.3, or not Linux
+            threading.Thread(target=self._wait_in_thread, name="kgagents-sandbox-wait", daemon=True).start()
+        else:
+            self._loop.add_reader(pidfd, self._ended, pidfd)
+
+    def _ended(self, pidfd: int) -> None:
+        self._loop.remove_reader(pidfd)
+        os.close(pidfd)
+        self._settle(self.proc.poll())  # the process has ended: poll() reaps it
+
+    def _wait_in_thread(self) -> None:
+        code = self.proc.wait()
+        try:
+            self._loop.call_soon_threadsafe(self._settle, code)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    def _settle(self, code: int | None) -> None:
+        if not self.exited.done():
+            self.exited.set_result(code)
+
+    async def streams(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
+        """The process's stdout and stderr as streams (:meth:`stop` closes their pipes)."""
+        readers = []
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            reader = asyncio.StreamReader(limit=_READ_SIZE, loop=self._loop)
+            transport, _ = await self._loop.connect_read_pipe(
+                functools.partial(asyncio.StreamReaderProtocol, reader, loop=self._loop), pipe)
+            self._transports.append(transport)
+            readers.append(reader)
+        return readers[0], readers[1]
+
+    async def stop(self) -> None:
+        """Kill the process group unless the process has ended, wait for the end, close the output pipes."""
+        if not self.exited.done():
+            Sandbox._kill(self.proc.pid)
+        try:
+            await asyncio.shield(self.exited)
+        finally:
+            for transport in self._transports:
+                transport.close()
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+
+
+async def _outlast(work: Coroutine[Any, Any, None]) -> None:
+    """Run the coroutine ``work`` to its end in a task of its own and wait for it; a cancellation of the
+    caller (a second one, in a ``finally``) ends the wait, not the work. Its errors are not raised: the
+    caller is on its way out with an exception already."""
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    try:
+        await asyncio.shield(task)
+    except BaseException:  # noqa: BLE001, S110 - cancelled again or failed: the work goes on or is done
+        pass
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1204,7 +1295,8 @@ class Sandbox:
         run_dir.mkdir(parents=True)
         job = {"inputs": inputs if inputs is not None else {}, "prelude": prelude or "", "code": code,
                "postlude": postlude or "", "result_var": result_var, "memory_mb": self.limits.memory_mb,
-               "max_threads": max(1, self.limits.max_processes)}
+               "max_threads": max(1, self.limits.max_processes),
+               "seccomp": None if self._bwrap is not None else _weak_seccomp_program()}
         try:
             text = json.dumps(job, default=_input_default, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
@@ -1221,14 +1313,12 @@ class Sandbox:
             if self._bwrap is not None:
                 env = _child_env(self.work_dir, "/tmp")
                 argv = _bwrap_argv(self._bwrap, self.work_dir, env, fds, self.limits, run_dir) + python
-                weak_seccomp = None
                 host_env = _host_env_for_bwrap()
             else:
                 tmp = run_dir / "tmp"
                 tmp.mkdir()
                 host_env = _child_env(self.work_dir, tmp)
                 argv = python
-                weak_seccomp = _weak_seccomp_loader()
             nproc = _nproc_limit(self.limits.max_processes)
         except BaseException:
             for fd in fds:
@@ -1236,8 +1326,8 @@ class Sandbox:
             shutil.rmtree(run_dir, ignore_errors=True)
             raise
         cgroup = _PidsCgroup(self.limits.max_processes + 3)  # + bwrap, its pid 1 and the interpreter
-        preexec = _preexec(self.limits, cgroup.procs_file, weak_seccomp, nproc)
-        return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, preexec, cgroup, quota)
+        return _Launch(argv, host_env, self.work_dir, run_dir, status_path, fds, _rlimits(self.limits, nproc),
+                       cgroup, quota)
 
     def _finish(self, launch: _Launch, exit_code: int | None, out: _Capture, err: _Capture,
                 timed_out: bool, overflow: str | None) -> SandboxResult:
@@ -1345,6 +1435,43 @@ class Sandbox:
                 pass
         launch.pass_fds.clear()
 
+    # -- starting the process ------------------------------------------------------------------------------
+
+    def _start(self, launch: _Launch) -> subprocess.Popen[bytes]:
+        """Start the call's process, confined, and its disk-quota watcher; blocks until the process runs
+        (:meth:`run` calls this in a worker thread).
+
+        No Python code runs in the child between fork and exec, so CPython starts it with ``vfork``, which
+        does not copy the page tables of this process (large, with torch and FAISS loaded) and keeps the GIL
+        only for a moment. The process starts as the gate (``_GATE``), a shell that waits on its stdin; this
+        process moves it into the call's cgroup and sets its resource limits (:func:`_confine`), then opens
+        the gate, and the shell execs the command in its place (same pid: the cgroup and the limits stay).
+        The inherited fds (``pass_fds``) are closed here, once the child has them.
+        """
+        try:
+            proc = subprocess.Popen([*_GATE, *launch.argv], bufsize=0, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=launch.env,
+                                    cwd=launch.cwd, start_new_session=True, pass_fds=launch.pass_fds)
+        finally:
+            self._close_fds(launch)
+        assert proc.stdin is not None
+        try:
+            _confine(proc.pid, launch.rlimits, launch.cgroup.procs_file)
+            launch.quota.start(functools.partial(self._kill, proc.pid))
+            proc.stdin.write(b"go\n")
+        except BrokenPipeError:
+            pass  # the gate is gone (killed): its exit status tells
+        except BaseException:
+            self._kill(proc.pid)
+            proc.wait()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            raise
+        finally:
+            proc.stdin.close()
+        return proc
+
     # -- async ---------------------------------------------------------------------------------------------
 
     async def run(self, code: str, *, inputs: dict | None = None, prelude: str = "", postlude: str = "",
@@ -1353,68 +1480,65 @@ class Sandbox:
 
         ``inputs`` (JSON values) is the global dict ``inputs``; ``prelude`` and ``postlude`` are trusted code
         run before and after ``code`` in the same globals (the postlude only when ``code`` succeeded); the
-        JSON value of the global ``result_var`` comes back as ``result``. File-system work runs in a worker
-        thread, so the event loop is never blocked.
+        JSON value of the global ``result_var`` comes back as ``result``. File-system work and starting the
+        process run in worker threads, the process's output and exit are watched by the event loop, so the
+        loop is never blocked. A cancelled call kills its process group and waits for it to end (a start
+        in progress is waited for, then killed); its files are removed in a thread.
         """
         launch = await asyncio.to_thread(self._prepare, code, inputs, prelude, postlude, result_var)
-        out, err = _Capture(self.limits.max_output_bytes), _Capture(self.limits.max_output_bytes)
-        timed_out, overflow = False, None
-        proc: asyncio.subprocess.Process | None = None
+        # shielded: a start once asked for completes in its thread, and a cancelled call stops what it started
+        starting = asyncio.ensure_future(asyncio.to_thread(self._start, launch))
+        child: _Child | None = None
         finished = False
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *launch.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=launch.env, cwd=launch.cwd, start_new_session=True,
-                preexec_fn=launch.preexec, pass_fds=launch.pass_fds)
-            self._close_fds(launch)
-            running = proc
-            launch.quota.start(lambda: self._kill(running.pid))
-
-            async def pump(stream: asyncio.StreamReader, capture: _Capture, name: str) -> None:
-                nonlocal overflow
-                while True:
-                    chunk = await stream.read(65536)
-                    if not chunk:
-                        return
-                    if capture.add(chunk) and overflow is None:
-                        overflow = name
-                        self._kill(running.pid)
-
-            assert proc.stdout is not None and proc.stderr is not None
-            tasks = {asyncio.ensure_future(pump(proc.stdout, out, "stdout")),
-                     asyncio.ensure_future(pump(proc.stderr, err, "stderr")),
-                     asyncio.ensure_future(proc.wait())}
-            try:
-                _, pending = await asyncio.wait(tasks, timeout=self.limits.timeout_s)
-                if pending:
-                    timed_out = overflow is None
-                    self._kill(proc.pid)
-                    _, pending = await asyncio.wait(pending, timeout=5)
-            finally:
-                for task in tasks:
-                    if not task.done():
-                        task.cancel()
-            if proc.returncode is None:
-                self._kill(proc.pid)
-                await proc.wait()
-            result = await asyncio.to_thread(self._finish, launch, proc.returncode, out, err, timed_out,
-                                             overflow)
+            child = _Child(await asyncio.shield(starting))
+            result = await self._watch(launch, child)
             finished = True
             return result
         finally:
-            self._close_fds(launch)
-            if proc is not None and proc.returncode is None:  # cancelled: leave nothing behind
-                self._kill(proc.pid)
-                try:
-                    await asyncio.shield(proc.wait())
-                except BaseException:  # noqa: BLE001 - cancelled again: the kill above still stands
-                    pass
             if not finished:
-                cleanup = asyncio.ensure_future(asyncio.to_thread(self._cleanup, launch))
-                try:
-                    await asyncio.shield(cleanup)
-                except BaseException:  # noqa: BLE001 - the cleanup goes on in its thread
-                    pass
+                await _outlast(self._abandon(launch, starting, child))
+
+    async def _watch(self, launch: _Launch, child: _Child) -> SandboxResult:
+        """Collect the running call's output within the limits, stop it on overflow or timeout (the quota
+        watcher stops it on its own) and wait for it to end; then read its result (in a thread)."""
+        out, err = _Capture(self.limits.max_output_bytes), _Capture(self.limits.max_output_bytes)
+        timed_out, overflow = False, None
+        pid = child.proc.pid
+
+        async def pump(stream: asyncio.StreamReader, capture: _Capture, name: str) -> None:
+            nonlocal overflow
+            while chunk := await stream.read(_READ_SIZE):
+                if capture.add(chunk) and overflow is None:
+                    overflow = name
+                    self._kill(pid)
+
+        stdout, stderr = await child.streams()
+        pumps = {asyncio.ensure_future(pump(stdout, out, "stdout")),
+                 asyncio.ensure_future(pump(stderr, err, "stderr"))}
+        try:
+            _, pending = await asyncio.wait({*pumps, child.exited}, timeout=self.limits.timeout_s)
+            if pending:
+                timed_out = overflow is None
+                self._kill(pid)
+                await asyncio.wait(pending, timeout=5)
+        finally:
+            for task in pumps:
+                task.cancel()
+        await child.stop()
+        return await asyncio.to_thread(self._finish, launch, child.proc.returncode, out, err, timed_out,
+                                       overflow)
+
+    async def _abandon(self, launch: _Launch, starting: asyncio.Future[subprocess.Popen[bytes]],
+                       child: _Child | None) -> None:
+        """End a call that did not finish (cancelled, or failed): stop its process, once started, and wait for
+        it; then remove the call's files and cgroup in a thread."""
+        try:
+            if child is None:
+                child = _Child(await starting)
+            await child.stop()
+        finally:
+            await asyncio.to_thread(self._cleanup, launch)
 
     # -- sync ----------------------------------------------------------------------------------------------
 
@@ -1430,12 +1554,7 @@ class Sandbox:
         timed_out, overflow = False, None
         proc: subprocess.Popen[bytes] | None = None
         try:
-            proc = subprocess.Popen(launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=launch.env, cwd=launch.cwd,
-                                    start_new_session=True, preexec_fn=launch.preexec,
-                                    pass_fds=launch.pass_fds)
-            self._close_fds(launch)
-            launch.quota.start(functools.partial(self._kill, proc.pid))
+            proc = self._start(launch)
             assert proc.stdout is not None and proc.stderr is not None
             deadline = time.monotonic() + self.limits.timeout_s
             captures = {proc.stdout.fileno(): (out, "stdout"), proc.stderr.fileno(): (err, "stderr")}
@@ -1453,7 +1572,7 @@ class Sandbox:
                         break
                     wait = (deadline - now) if killed_at is None else 0.1
                     for key, _ in sel.select(timeout=max(0.0, min(wait, 1.0))):
-                        chunk = os.read(key.fd, 65536)
+                        chunk = os.read(key.fd, _READ_SIZE)
                         if not chunk:
                             sel.unregister(key.fd)
                             continue
@@ -1471,7 +1590,6 @@ class Sandbox:
                 proc.wait()
             return self._finish(launch, proc.returncode, out, err, timed_out, overflow)
         finally:
-            self._close_fds(launch)
             if proc is not None:
                 if proc.returncode is None:
                     self._kill(proc.pid)
