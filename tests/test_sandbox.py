@@ -795,3 +795,44 @@ def test_result_type() -> None:
     r = SandboxResult(ok=True, stdout="", stderr="", error=None)
     assert r.result is None and r.exit_code is None and r.timed_out is False and r.isolation == "bwrap"
     assert SandboxLimits().cpu_seconds == 31 and SandboxLimits(timeout_s=2.5).cpu_seconds == 4
+
+
+def test_output_pipes_are_closed_once_under_uvloop(work_dir):
+    """Under uvloop (what ``langgraph dev`` runs), concurrent calls while the process opens and closes many
+    sockets: every call's output arrives and every connection works. A pipe fd closed twice (by the loop and
+    again through its file object) closes whatever got that number in between; under ``langgraph dev``'s load
+    that broke runs (tests/test_studio.py's fifty concurrent runs show it)."""
+    import uvloop
+
+    box = Sandbox(work_dir, FAST)
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(await reader.readline())
+        await writer.drain()
+        writer.close()
+
+    async def main() -> tuple[list[str], int]:
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+
+        async def talk(i: int) -> bool:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(f"hello {i}\n".encode())
+            await writer.drain()
+            ok = await reader.readline() == f"hello {i}\n".encode()
+            writer.close()
+            return ok
+
+        async def chatter() -> int:
+            done = 0
+            for round_ in range(40):
+                done += sum(await asyncio.gather(*(talk(round_ * 10 + i) for i in range(10))))
+            return done
+
+        calls = asyncio.gather(*(box.run(f"print('call {i}')", result_var=None) for i in range(16)))
+        results, talked = await asyncio.gather(calls, chatter())
+        server.close()
+        return [r.stdout.strip() for r in results], talked
+
+    outputs, talked = uvloop.run(main())
+    assert outputs == [f"call {i}" for i in range(16)] and talked == 400

@@ -1153,13 +1153,13 @@ _background: set[asyncio.Future[None]] = set()
 
 class _Child:
     """A call's started process as the event loop sees it: its exit as a future (a pidfd the loop watches;
-    where the kernel has no pidfds, a thread that waits), its stdout and stderr as streams (read pipe
-    transports). Nothing here blocks the loop."""
+    where the kernel has no pidfds, a thread that waits), its stdout and stderr as streams (fds the loop
+    watches). Nothing here blocks the loop."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
         self._loop = asyncio.get_running_loop()
-        self._transports: list[asyncio.BaseTransport] = []
+        self._readers: dict[int, asyncio.StreamReader] = {}
         #: The exit status, set once the process has ended and is reaped.
         self.exited: asyncio.Future[int | None] = self._loop.create_future()
         try:
@@ -1186,25 +1186,55 @@ class _Child:
             self.exited.set_result(code)
 
     async def streams(self) -> tuple[asyncio.StreamReader, asyncio.StreamReader]:
-        """The process's stdout and stderr as streams (:meth:`stop` closes their pipes)."""
+        """The process's stdout and stderr as streams, fed by the loop from pipe fds this object owns alone.
+
+        Not ``loop.connect_read_pipe``: uvloop's pipe transport closes the fd in libuv *and* again through the
+        file object, and a number closed twice may by then belong to another connection of the process (seen
+        under load in ``langgraph dev``: sockets closed under uvicorn). Here each fd is a private duplicate,
+        read when readable and closed exactly once, at its end of file or by :meth:`stop`."""
         readers = []
         for pipe in (self.proc.stdout, self.proc.stderr):
             reader = asyncio.StreamReader(limit=_READ_SIZE, loop=self._loop)
-            transport, _ = await self._loop.connect_read_pipe(
-                functools.partial(asyncio.StreamReaderProtocol, reader, loop=self._loop), pipe)
-            self._transports.append(transport)
+            if pipe is None:
+                reader.feed_eof()
+            else:
+                fd = os.dup(pipe.fileno())
+                pipe.close()
+                os.set_blocking(fd, False)
+                self._readers[fd] = reader
+                self._loop.add_reader(fd, self._readable, fd)
             readers.append(reader)
         return readers[0], readers[1]
 
+    def _readable(self, fd: int) -> None:
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._readers[fd].feed_data(data)
+        else:
+            self._release(fd)
+
+    def _release(self, fd: int) -> None:
+        reader = self._readers.pop(fd, None)
+        if reader is None:
+            return
+        self._loop.remove_reader(fd)
+        os.close(fd)
+        reader.feed_eof()
+
     async def stop(self) -> None:
-        """Kill the process group unless the process has ended, wait for the end, close the output pipes."""
+        """Kill the process group unless the process has ended, wait for the end, release the output pipes."""
         if not self.exited.done():
             Sandbox._kill(self.proc.pid)
         try:
             await asyncio.shield(self.exited)
         finally:
-            for transport in self._transports:
-                transport.close()
+            for fd in list(self._readers):
+                self._release(fd)
             for pipe in (self.proc.stdout, self.proc.stderr):
                 if pipe is not None:
                     pipe.close()
