@@ -43,6 +43,7 @@ from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
 from tools.base import run_tool_with_retry, truncate
 from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
+from tools.kg.cypher import split_statements
 from tools.manager import ToolManager, registered_names
 
 
@@ -70,7 +71,7 @@ class ToolCallRecord(TypedDict):
 class KGWrite(TypedDict):
     iteration: int
     tool_call_id: str
-    status: Literal["applied", "fixed", "discarded", "skipped"]
+    status: Literal["applied", "fixed", "partial", "discarded", "skipped"]
     code: str
     attempts: int
     errors: list[str]
@@ -183,10 +184,13 @@ def strip_fences(code: str) -> str:
 
 
 def language_of(store: KGStore) -> P.QueryLanguage:
+    """The prompt parts for the store's query language, as its server's dialect speaks it (Neo4j's Cypher is not
+    FalkorDB's)."""
     try:
-        return P.LANGUAGES[store.query_language]
+        language = P.LANGUAGES[store.query_language]
     except KeyError as exc:
         raise ValueError(f"no prompts for the query language {store.query_language!r}") from exc
+    return language.for_dialect(getattr(store, "dialect", None))
 
 
 def describe_tool_calls(calls: list[ToolCallRecord]) -> str:
@@ -380,30 +384,57 @@ def results_to_integrate(state: KGoTState) -> list[ToolCallRecord]:
     return list(state.get("tool_calls") or [])[state.get("integrated", 0):]
 
 
-async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Context) -> tuple[str, str, int, list[str]]:
-    """Execute a KG write; send errors back to the LLM to fix, up to ``max_cypher_fixing_retry`` times (a fix
-    call that fails for good discards the write).
+def write_statements(store: KGStore, code: str) -> list[str]:
+    """The parts of LLM-written KG code that run, and are fixed, one at a time: Cypher queries separated by `;`
+    (the authors' Neo4j controller runs each insert query on its own); Python and SPARQL code is one part."""
+    if store.query_language != "cypher":
+        return [code]
+    try:
+        return split_statements(code) or [code]
+    except ValueError:  # an unterminated string or comment: the server's error goes to the fix loop
+        return [code]
 
-    Returns ``(status, final code, attempts, errors)`` with status ``applied``, ``fixed`` or ``discarded``.
+
+async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Context) -> tuple[str, str, int, list[str]]:
+    """Execute a KG write statement by statement (:func:`write_statements`); a failing statement goes back to the
+    LLM with its error, up to ``max_cypher_fixing_retry`` times, and is discarded alone if it still fails (paper
+    §4 step 6, appendix B.4; a fix call that fails for good discards the rest of the write).
+
+    Returns ``(status, final code, attempts, errors)``: ``applied`` (every statement ran at once), ``fixed`` (every
+    statement ran, some after fixes), ``partial`` (some statements were discarded) or ``discarded`` (none ran).
     """
     lang = language_of(store)
     errors: list[str] = []
-    for attempt in range(ctx.max_cypher_fixing_retry + 1):
-        result = await store.write(code)
-        if result.ok:
-            return ("applied" if attempt == 0 else "fixed"), code, attempt + 1, errors
-        errors.append(result.error or "unknown error")
-        if attempt == ctx.max_cypher_fixing_retry:
-            break
-        try:
-            fixed = await llm.structured(P.render(P.FIX_CODE, language_name=lang.name,
-                                                  language_guide=lang.write_guide, code=code, error=errors[-1]), Code)
-        except LLMError as exc:
-            llm.failed(exc, "the KG write is discarded")
-            errors.append(str(exc))
-            return "discarded", code, attempt + 1, errors
-        code = strip_fences(fixed.code)
-    return "discarded", code, ctx.max_cypher_fixing_retry + 1, errors
+    final: list[str] = []
+    attempts = applied = fixed = 0
+    statements = write_statements(store, code)
+    for number, statement in enumerate(statements):
+        for attempt in range(ctx.max_cypher_fixing_retry + 1):
+            attempts += 1
+            result = await store.write(statement)
+            if result.ok:
+                applied += 1
+                fixed += attempt > 0
+                break
+            errors.append(result.error or "unknown error")
+            if attempt == ctx.max_cypher_fixing_retry:
+                break
+            try:
+                reply = await llm.structured(P.render(P.FIX_CODE, language_name=lang.name,
+                                                      language_guide=lang.write_guide, code=statement,
+                                                      error=errors[-1]), Code)
+            except LLMError as exc:
+                llm.failed(exc, "the KG write's remaining statements are discarded")
+                errors.append(str(exc))
+                final += [statement, *statements[number + 1:]]
+                return ("partial" if applied else "discarded"), ";\n".join(final), attempts, errors
+            statement = strip_fences(reply.code)
+        final.append(statement)
+    if applied == len(statements):
+        status = "fixed" if fixed else "applied"
+    else:
+        status = "partial" if applied else "discarded"
+    return status, ";\n".join(final), attempts, errors
 
 
 async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
@@ -436,7 +467,7 @@ async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
                 status, code, attempts, errors = await write_with_fixes(store, code, llm, ctx)
             else:
                 status, attempts, errors = "skipped", 0, []
-        snapshot = await store.snapshot() if status in {"applied", "fixed"} else None
+        snapshot = await store.snapshot() if status in {"applied", "fixed", "partial"} else None
         out["kg_writes"] = [KGWrite(iteration=state.get("iteration", 0), tool_call_id=call["id"], status=status,
                                     code=code, attempts=attempts, errors=errors, snapshot=snapshot)]
         if snapshot is not None:

@@ -36,6 +36,11 @@ class QueryLanguage:
     read_guide: str
     read_examples: str
 
+    def for_dialect(self, dialect: object | None) -> QueryLanguage:
+        """The language as one server speaks it (a store's ``dialect``, e.g. Neo4j's Cypher or FalkorDB's);
+        languages without dialects are the same everywhere."""
+        return self
+
 
 PYTHON_NETWORKX = QueryLanguage(
     name="Python (NetworkX)",

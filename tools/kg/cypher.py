@@ -4,6 +4,9 @@
   nodes written without one get a readable id (``person_1``) right after the write, in a deterministic way;
 - the snapshot export and restore queries, written in the Cypher subset that Neo4j, Memgraph, ArcadeDB and
   FalkorDB all accept (no APOC, no ``elementId()`` on FalkorDB, no ``EXISTS {}``);
+- the **dialects** (:class:`CypherDialect`): what each server accepts beyond that subset -- Neo4j the whole
+  language the KGoT paper's prompts allow (subqueries, ``CALL {}``, APOC functions where installed), ArcadeDB and
+  FalkorDB their subsets; a Bolt server is recognised by the agent string it announces (:func:`bolt_dialect`);
 - the **scope rewrite** that confines LLM-written Cypher to one run's KG on a shared Bolt database
   (:func:`scope_query`);
 - turning driver values (nodes, relationships, paths, temporal values) into compact JSON for the LLM.
@@ -28,6 +31,7 @@ node of another scope, so none can connect two scopes either.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -44,6 +48,62 @@ MAX_RESULT_ROWS = 200
 
 class CypherScopeError(ValueError):
     """An LLM-written statement uses something the scoped backend does not allow (the message says what)."""
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Dialects
+# ------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CypherDialect:
+    """What one Cypher server accepts beyond the subset all of them share (the prompts describe it per server)."""
+
+    server: str
+    subqueries: bool = False
+    """``EXISTS { }``, ``COUNT { }`` and ``COLLECT { }`` subqueries."""
+    call_subqueries: bool = False
+    """``CALL { WITH x ... }`` subqueries."""
+    call_variable_scope: bool = False
+    """``CALL (x) { ... }``, the subquery form with a variable scope clause."""
+    apoc: bool = False
+    """APOC's pure functions (``apoc.text.join``, ``apoc.coll.sum``, ...)."""
+    notes: tuple[str, ...] = ()
+    """Further rules of this server, for the prompts."""
+
+
+#: The subset every supported server shares (Memgraph and Bolt servers that are not recognised).
+COMMON_CYPHER = CypherDialect("a Cypher server")
+#: Neo4j 5: the paper's dialect ("You can use ALL Cypher/Neo4j functionalities"); ``apoc`` where the plugin is in.
+NEO4J = CypherDialect("Neo4j", subqueries=True, call_subqueries=True, call_variable_scope=True)
+#: ArcadeDB's native Cypher engine over Bolt (measured on 26.10: subqueries and ``CALL {}`` work; only some APOC
+#: functions exist, so the prompts offer none).
+ARCADEDB = CypherDialect("ArcadeDB", subqueries=True, call_subqueries=True, call_variable_scope=True)
+#: FalkorDB 4 (measured with falkordblite 0.11): no ``EXISTS``/``COUNT``/``COLLECT`` subqueries, no APOC,
+#: ``CALL {}`` only with an importing ``WITH``.
+FALKORDB = CypherDialect("FalkorDB", call_subqueries=True, notes=(
+    "shortestPath() is allowed only in WITH and RETURN clauses, not in MATCH",
+    "elementId() does not exist; nodes are told apart by their properties"))
+
+#: APOC namespaces whose functions only compute on their arguments: allowed where the server has APOC. Namespaces
+#: that run Cypher (``apoc.cypher``), load or export data, or change the schema stay rejected.
+APOC_NAMESPACES = frozenset({"agg", "any", "bitwise", "coll", "convert", "date", "hashing", "json", "label", "map",
+                             "math", "meta", "node", "nodes", "number", "path", "rel", "scoring", "temporal", "text",
+                             "util"})
+
+
+def bolt_dialect(agent: str, *, apoc: bool = False) -> CypherDialect:
+    """The dialect of a Bolt server, from the agent string it announces on connecting.
+
+    Neo4j says ``Neo4j/5.26.0``; servers that speak Bolt in Neo4j's stead say so (``Neo4j/5.26.0 compatible
+    (ArcadeDB 26.10.2)``, ``Neo4j/v5.11.0 compatible graph database server - Memgraph``). ``CALL
+    dbms.components()`` cannot tell them apart: ArcadeDB answers it as "Neo4j Kernel". ``apoc``: the server
+    answered ``apoc.version()`` (Neo4j only).
+    """
+    text = agent.strip()
+    if "arcadedb" in text.lower():
+        return ARCADEDB
+    if text.lower().startswith("neo4j/") and "compatible" not in text.lower():
+        return dataclasses.replace(NEO4J, apoc=apoc) if apoc else NEO4J
+    return COMMON_CYPHER
 
 
 def scope_label_for(thread_id: str) -> str:
@@ -143,14 +203,17 @@ class _Frame:
     scope: bool  # variables bound in here are local to this frame
     bound: set[str]
     foreach_var: bool = False
+    call: bool = False  # a CALL { } body: sees only what it imports; what it RETURNs is bound after it
+    returns: set[str] = dataclasses.field(default_factory=set)
 
 
 def _significant(tokens: list[Token]) -> list[Token]:
     return [t for t in tokens if t.kind not in ("ws", "comment")]
 
 
-def scope_query(statement: str, scope_label: str) -> str:
-    """Rewrite one Cypher statement so that it only sees and changes nodes carrying ``scope_label``."""
+def scope_query(statement: str, scope_label: str, dialect: CypherDialect = COMMON_CYPHER) -> str:
+    """Rewrite one Cypher statement so that it only sees and changes nodes carrying ``scope_label``; what the
+    server's ``dialect`` adds (``CALL {}`` subqueries, APOC functions) is allowed and scoped too."""
     tokens = _significant(tokenize(statement))
     if not tokens:
         raise CypherScopeError("the statement is empty")
@@ -158,7 +221,7 @@ def scope_query(statement: str, scope_label: str) -> str:
         if tok.kind in ("ident", "qident") and tok.name.lower().startswith(SCOPE_PREFIX.lower()):
             raise CypherScopeError(f"names starting with {SCOPE_PREFIX!r} are reserved")
     first = tokens[0].upper
-    if first not in _FIRST:
+    if first not in _FIRST and not (first == "CALL" and dialect.call_subqueries):
         raise CypherScopeError(
             f"the statement starts with {tokens[0].text!r}: only MATCH, OPTIONAL MATCH, CREATE, MERGE, WITH, "
             "UNWIND, RETURN and FOREACH statements are allowed (no administration commands)")
@@ -175,7 +238,12 @@ def scope_query(statement: str, scope_label: str) -> str:
         return tokens[k].text if 0 <= k < n else ""
 
     def is_bound(name: str) -> bool:
-        return any(name in f.bound for f in frames)
+        for f in reversed(frames):
+            if name in f.bound:
+                return True
+            if f.call:  # a subquery body sees only what it imported
+                return False
+        return False
 
     def bind(name: str) -> None:
         for f in reversed(frames):
@@ -196,7 +264,8 @@ def scope_query(statement: str, scope_label: str) -> str:
                 and not (up == "WITH" and upper(i - 1) in ("STARTS", "ENDS")):
             prev = upper(i - 1)
             if up == "CALL":
-                raise CypherScopeError("CALL (procedures and subqueries) is not allowed in this knowledge graph")
+                i = _open_subquery(tokens, i, frames, dialect)
+                continue
             if up in ("LOAD", "USE"):
                 raise CypherScopeError(f"{up} is not allowed in this knowledge graph")
             if up == "CREATE" and prev == "ON" or up == "MATCH" and prev == "ON":
@@ -211,6 +280,9 @@ def scope_query(statement: str, scope_label: str) -> str:
             elif up == "WITH":
                 _project_with(tokens, i, frames)
                 set_clause("WITH")
+            elif up == "RETURN" and frames[-1].call:
+                frames[-1].returns.update(_projection(tokens, i)[0])
+                set_clause("RETURN")
             elif up == "UNION":
                 top.bound.clear()
                 set_clause("UNION")
@@ -230,9 +302,10 @@ def scope_query(statement: str, scope_label: str) -> str:
             k = i
             while text(k + 1) == "." and k + 2 < n and tokens[k + 2].kind in ("ident", "qident"):
                 k += 2
-            if text(k + 1) == "(" and tok.name.lower() not in _ALLOWED_NAMESPACES:
-                name = "".join(t.text for t in tokens[i:k + 1])
-                raise CypherScopeError(f"the function {name}() is not allowed (no APOC or database procedures)")
+            name = "".join(t.text for t in tokens[i:k + 1])
+            if text(k + 1) == "(" and not _function_allowed(name, dialect):
+                raise CypherScopeError(f"the function {name}() is not allowed (no database procedures"
+                                       f"{'; APOC only for its pure functions' if dialect.apoc else ' or APOC'})")
         if tok.kind == "punct" and tok.text == ":" and text(i + 1).startswith("$"):
             raise CypherScopeError("dynamic labels (:$(...)) are not allowed")
         if tok.kind == "punct" and tok.text == "(":
@@ -288,7 +361,9 @@ def scope_query(statement: str, scope_label: str) -> str:
             continue
         if tok.kind == "punct" and tok.text in (")", "]", "}"):
             if len(frames) > 1:
-                frames.pop()
+                closed = frames.pop()
+                for name in closed.returns if closed.call else ():
+                    bind(name)
             i += 1
             continue
         if tok.kind == "punct" and tok.text == "|" and frames[-1].foreach_var:
@@ -385,9 +460,40 @@ def _unwind_alias(tokens: list[Token], i: int) -> str | None:
     return None
 
 
-def _project_with(tokens: list[Token], i: int, frames: list[_Frame]) -> None:
-    """``WITH a, b AS c, *``: the frame's bound variables become the projected names."""
-    scope = next(f for f in reversed(frames) if f.scope)
+def _function_allowed(name: str, dialect: CypherDialect) -> bool:
+    """A namespaced function: temporal and spatial ones everywhere, APOC's pure ones where the server has APOC."""
+    parts = [p.strip("`").lower() for p in name.split(".")]
+    if parts[0] in _ALLOWED_NAMESPACES:
+        return True
+    return dialect.apoc and parts[0] == "apoc" and len(parts) > 2 and parts[1] in APOC_NAMESPACES
+
+
+def _open_subquery(tokens: list[Token], i: int, frames: list[_Frame], dialect: CypherDialect) -> int:
+    """``CALL { ... }`` or ``CALL (a, b) { ... }`` at ``tokens[i]``: open the body's frame (it sees ``a, b`` or what
+    its own ``WITH`` imports) and return the index after its ``{``. Procedure calls are rejected."""
+    k = i + 1
+    imported: set[str] = set()
+    if k < len(tokens) and tokens[k].text == "(" and dialect.call_variable_scope:
+        while k + 1 < len(tokens) and tokens[k + 1].text != ")":
+            k += 1
+            if tokens[k].kind in ("ident", "qident"):
+                imported.add(tokens[k].name)
+            elif tokens[k].text not in (",", "*"):
+                break
+        k += 2
+    if not dialect.call_subqueries or k >= len(tokens) or tokens[k].text != "{":
+        raise CypherScopeError("CALL is not allowed here: no procedures"
+                               + ("; subqueries are written CALL { WITH x ... }" if dialect.call_subqueries else
+                                  f", and {dialect.server} has no CALL {{}} subqueries"))
+    if any(t.text == "*" for t in tokens[i + 1:k]):
+        imported = {n for f in frames for n in f.bound}
+    frames.append(_Frame("{", None, False, True, imported, call=True))
+    return k + 1
+
+
+def _projection(tokens: list[Token], i: int) -> tuple[set[str], bool]:
+    """The names a ``WITH`` or ``RETURN`` at ``tokens[i]`` projects (``a, b AS c``), and whether it keeps all
+    (``*``)."""
     names: set[str] = set()
     keep_all = False
     item: list[Token] = []
@@ -420,6 +526,13 @@ def _project_with(tokens: list[Token], i: int, frames: list[_Frame]) -> None:
             names.add(it[-1].name)
         elif len(it) == 1 and it[0].kind in ("ident", "qident"):
             names.add(it[0].name)
+    return names, keep_all
+
+
+def _project_with(tokens: list[Token], i: int, frames: list[_Frame]) -> None:
+    """``WITH a, b AS c, *``: the frame's bound variables become the projected names."""
+    scope = next(f for f in reversed(frames) if f.scope)
+    names, keep_all = _projection(tokens, i)
     if not keep_all:
         scope.bound.clear()
     scope.bound.update(names)

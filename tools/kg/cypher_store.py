@@ -13,6 +13,11 @@ deleted nodes outside its scope is rolled back); reads run in a transaction that
 
 On open, the scope is compared with the snapshot the graph state holds and restored from it when they differ
 (e.g. after a crash between a database write and the checkpoint): a resumed run never sees a duplicate.
+
+The server's dialect (:func:`tools.kg.cypher.bolt_dialect`) comes from the agent string it announces, once per
+server and process: Neo4j gets the whole language of the KGoT paper's prompts (subqueries, ``CALL {}``, APOC's
+pure functions when ``apoc.version()`` answers), ArcadeDB and unrecognised servers their subsets. It selects the
+prompts (``store.dialect``) and what the scope rewrite lets through.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from typing import Any
 
 from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import (
+    CypherDialect,
     CypherScopeError,
     NodeRow,
     RelRow,
+    bolt_dialect,
     build_snapshot,
     compact_result,
     plain_value,
@@ -82,6 +89,36 @@ def close_drivers() -> None:
         for drv in _drivers.values():
             drv.close()
         _drivers.clear()
+        _dialects.clear()
+
+
+_dialects: dict[BoltConfig, CypherDialect] = {}
+
+
+def dialect_for(config: BoltConfig) -> CypherDialect:
+    """The Cypher dialect of the server (asked once per server and process): its agent string names it, and a
+    Neo4j server is asked whether APOC is installed."""
+    with _drivers_lock:
+        known = _dialects.get(config)
+    if known is not None:
+        return known
+    import neo4j.exceptions
+
+    drv = driver_for(config)
+    agent = drv.get_server_info().agent or ""
+    apoc = False
+    if bolt_dialect(agent).server == "Neo4j":
+        session = drv.session(database=config.database) if config.database else drv.session()
+        with session:
+            try:
+                session.run("RETURN apoc.version() AS version").consume()
+                apoc = True
+            except neo4j.exceptions.Neo4jError:
+                apoc = False
+    dialect = bolt_dialect(agent, apoc=apoc)
+    with _drivers_lock:
+        _dialects[config] = dialect
+    return dialect
 
 
 def _error_text(exc: Exception) -> str:
@@ -104,6 +141,7 @@ class Neo4jStore(DatabaseStore):
         self._driver = driver_for(config)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
         try:
+            self.dialect = dialect_for(config)
             if sync:
                 self._sync()
         except Exception as exc:
@@ -167,7 +205,7 @@ class Neo4jStore(DatabaseStore):
         import neo4j.exceptions
 
         try:
-            statements = [scope_query(s, self.scope_label) for s in split_statements(code)]
+            statements = [scope_query(s, self.scope_label, self.dialect) for s in split_statements(code)]
         except CypherScopeError as exc:
             return WriteResult(False, f"Rejected: {exc}")
         if not statements:
@@ -204,7 +242,7 @@ class Neo4jStore(DatabaseStore):
         import neo4j.exceptions
 
         try:
-            statements = [scope_query(s, self.scope_label) for s in split_statements(query)]
+            statements = [scope_query(s, self.scope_label, self.dialect) for s in split_statements(query)]
         except CypherScopeError as exc:
             return ReadResult(False, None, f"Rejected: {exc}")
         if not statements:

@@ -10,8 +10,9 @@ FalkorDB runs each query atomically but has no multi-query transactions, so a wr
 earlier statement of the same code succeeded, or whose result breaks the id rules, is undone by restoring
 the KG from the snapshot taken before it. Reads run with ``GRAPH.RO_QUERY``, which refuses to change the graph.
 
-FalkorDB's dialect has no ``elementId()``, no APOC and no ``EXISTS {}`` subqueries, and property values are
-scalars or arrays of scalars; the Cypher prompts keep to that subset.
+FalkorDB's dialect (:data:`tools.kg.cypher.FALKORDB`) has no ``elementId()``, no APOC and no ``EXISTS {}``
+subqueries, ``CALL {}`` subqueries only with an importing ``WITH``, and property values are scalars or arrays of
+scalars; the Cypher prompts for this store keep to that subset.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import urlparse
 
 from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import (
+    FALKORDB,
     NodeRow,
     RelRow,
     build_snapshot,
@@ -94,6 +96,7 @@ class FalkorDBStore(DatabaseStore):
 
     name = "falkordb"
     query_language = "cypher"
+    dialect = FALKORDB
 
     def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str, url: str, sync: bool = True) -> None:
         self.url = url
