@@ -18,7 +18,6 @@ returned; else the run reached its step limit; else a wrong reasoning step.
 from __future__ import annotations
 
 import json
-import math
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.scorers import Score, rouge_l
+from kgagents.usage import format_cost, sum_costs
 
 DATA_DIR = Path(__file__).parent / "data" / "grbench"
 QUESTIONS_DIR = DATA_DIR / "questions"
@@ -260,17 +260,18 @@ def table1(runsets: Sequence[Any]) -> list[str]:
     domains = sorted({_domain_of_run(rs) for rs in grb})
     rows: dict[str, dict[str, Any]] = {}
     for rs in grb:
-        row = rows.setdefault(method_label(rs.manifest), {"cost": 0.0, "wall": [], "n": 0})
+        row = rows.setdefault(method_label(rs.manifest), {"costs": [], "wall": [], "n": 0})
         m = scorer.metrics(rs.records)
         cell = f"{m['rouge_l']:.2f}" + (f" ({m['gpt4score']:.2f})" if m["gpt4score"] is not None else "")
         row[_domain_of_run(rs)] = cell
-        row["cost"] += math.fsum(float(r.get("cost_usd") or 0.0) for r in rs.records)
+        row["costs"] += [r.get("cost_usd", 0.0) for r in rs.records]
         row["wall"] += [float(r.get("wall_s") or 0.0) for r in rs.records]
         row["n"] += len(rs.records)
     header = ["method", *domains, "cost / question", "mean runtime (s)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for name, row in rows.items():
-        cost = f"${row['cost'] / row['n']:.4f}" if row["n"] else "–"
+        total = sum_costs(row["costs"])
+        cost = format_cost(None if total.unknown else total.known_usd / row["n"]) if row["n"] else "–"
         wall = f"{statistics.fmean(row['wall']):.1f}" if row["wall"] else "–"
         lines.append("| " + " | ".join([name, *(row.get(d, "–") for d in domains), cost, wall]) + " |")
     return lines

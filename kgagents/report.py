@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kgagents.usage import total_cost, total_tokens
+from kgagents.usage import format_cost, sum_costs, total_tokens
 
 
 def _usage_lines(usage: dict[str, Any]) -> list[str]:
+    """Calls, tokens and cost per model and in total; a model without a price shows its cost as unknown."""
     lines = ["Usage:"]
     if not usage:
         return lines + ["  (no LLM calls)"]
     for model, u in usage.items():
-        lines.append(f"  {model}: {u['calls']} calls, {u['input_tokens']} in / {u['output_tokens']} out tokens, "
-                     f"${u['cost_usd']:.6f}")
+        audio = f", {u['audio_seconds']:.1f} s of audio" if u.get("audio_seconds") else ""
+        lines.append(f"  {model}: {u['calls']} calls, {u['input_tokens']} in / {u['output_tokens']} out tokens"
+                     f"{audio}, {format_cost(u.get('cost_usd', 0.0), digits=6)}")
     t = total_tokens(usage)
+    cost = sum_costs(u.get("cost_usd", 0.0) for u in usage.values())
     lines.append(f"  total: {t['calls']} calls, {t['input_tokens']} in / {t['output_tokens']} out tokens, "
-                 f"${total_cost(usage):.6f}")
+                 f"{format_cost(cost, digits=6, unit='model')}")
     return lines
 
 

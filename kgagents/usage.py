@@ -1,17 +1,24 @@
 """Token usage and cost, kept in the graph state through a reducer so that it survives checkpoints.
 
-``usage`` in a workflow's state maps a model name to ``{"calls", "input_tokens", "output_tokens", "cost_usd"}``.
-Nodes return only the *delta* of the calls they made; :func:`merge_usage` adds it up.
-Prices (USD per million tokens) come from :data:`DEFAULT_PRICES`, extended by a JSON file named in
-``KGAGENTS_PRICES_FILE`` (``{"model-name": {"input": 0.15, "output": 0.6}}``) or by :func:`register_price`.
+``usage`` in a workflow's state maps a model name to ``{"calls", "input_tokens", "output_tokens", "cost_usd"}``
+(plus ``audio_seconds`` for a transcription model priced by the minute). Nodes return only the *delta* of the
+calls they made; :func:`merge_usage` adds it up.
+Prices (USD per million tokens, or per minute of audio) come from :data:`DEFAULT_PRICES`, extended by a JSON file
+named in ``KGAGENTS_PRICES_FILE`` (``{"model-name": {"input": 0.15, "output": 0.6}}``, ``{"per_minute": 0.006}``)
+or by :func:`register_price`. A model missing from the table has an **unknown** cost, ``None``, never 0: its
+calls and tokens are counted, and every total that includes it says that it is incomplete (:class:`CostTotal`,
+:func:`format_cost`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from kgagents.config import load_env
 
@@ -20,7 +27,10 @@ class ModelUsage(TypedDict):
     calls: int
     input_tokens: int
     output_tokens: int
-    cost_usd: float
+    cost_usd: float | None
+    """``None`` when the model has no price: the cost is unknown."""
+    audio_seconds: NotRequired[float]
+    """Audio sent to a transcription model (priced per minute, e.g. ``whisper-1``)."""
 
 
 Usage = dict[str, ModelUsage]
@@ -40,6 +50,11 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-sonnet-4-5": {"input": 3.00, "output": 15.00},
     "claude-haiku-4-5": {"input": 1.00, "output": 5.00},
     "claude-opus-4-1": {"input": 15.00, "output": 75.00},
+    # audio transcription (tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by token,
+    # with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
+    "whisper-1": {"per_minute": 0.006},
+    "gpt-4o-transcribe": {"input": 6.00, "output": 10.00},
+    "gpt-4o-mini-transcribe": {"input": 3.00, "output": 5.00},
 }
 
 _extra_prices: dict[str, dict[str, float]] = {}
@@ -77,10 +92,14 @@ def _read_prices(path: Path) -> dict[str, dict[str, float]]:
     prices: dict[str, dict[str, float]] = {}
     for model, price in data.items():
         try:
-            prices[str(model)] = {"input": float(price["input"]), "output": float(price["output"])}
+            if isinstance(price, dict) and set(price) == {"per_minute"}:
+                prices[str(model)] = {"per_minute": float(price["per_minute"])}
+            else:
+                prices[str(model)] = {"input": float(price["input"]), "output": float(price["output"])}
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"the price table {path}: {model!r} needs numbers for both \"input\" and "
-                             f"\"output\" (USD per million tokens), got {price!r}") from exc
+                             f"\"output\" (USD per million tokens), or a \"per_minute\" price of audio, "
+                             f"got {price!r}") from exc
     return prices
 
 
@@ -100,41 +119,81 @@ def price_for(model: str, table: dict[str, dict[str, float]] | None = None) -> d
 
 
 def cost_of(model: str, input_tokens: int, output_tokens: int,
-            table: dict[str, dict[str, float]] | None = None) -> float:
-    """Cost in USD of one call; unknown models cost 0 (and show as such in reports)."""
+            table: dict[str, dict[str, float]] | None = None, *, audio_seconds: float = 0.0) -> float | None:
+    """Cost in USD of one call; ``None`` (unknown) when the table has no price for what the call used."""
     price = price_for(model, table)
     if not price:
-        return 0.0
-    return (input_tokens * price["input"] + output_tokens * price["output"]) / 1_000_000
+        return None
+    cost = 0.0
+    if input_tokens or output_tokens or not audio_seconds:
+        if "input" not in price or "output" not in price:
+            return None
+        cost += (input_tokens * price["input"] + output_tokens * price["output"]) / 1_000_000
+    if audio_seconds:
+        if "per_minute" not in price:
+            return None
+        cost += audio_seconds / 60 * price["per_minute"]
+    return cost
 
 
-def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 1) -> Usage:
-    """A one-model usage delta with its cost."""
-    return {
-        model: {
-            "calls": calls,
-            "input_tokens": int(input_tokens),
-            "output_tokens": int(output_tokens),
-            "cost_usd": round(cost_of(model, input_tokens, output_tokens), 10),  # as merge_usage rounds
-        }
+def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 1, *, audio_seconds: float = 0.0,
+                measured: bool = True) -> Usage:
+    """A one-model usage delta with its cost.
+
+    ``measured=False`` records calls whose usage the provider did not report: they count, their cost is unknown.
+    """
+    cost = cost_of(model, input_tokens, output_tokens, audio_seconds=audio_seconds) if measured else None
+    entry: ModelUsage = {
+        "calls": calls,
+        "input_tokens": int(input_tokens),
+        "output_tokens": int(output_tokens),
+        "cost_usd": None if cost is None else round(cost, 10),  # as merge_usage rounds
     }
+    if audio_seconds:
+        entry["audio_seconds"] = float(audio_seconds)
+    return {model: entry}
+
+
+def _add_costs(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a + b, 10)
 
 
 def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
-    """Reducer: add two usage maps model by model."""
+    """Reducer: add two usage maps model by model (an unknown cost stays unknown)."""
     out: Usage = {k: dict(v) for k, v in (left or {}).items()}  # type: ignore[misc]
     for model, u in (right or {}).items():
         cur = out.setdefault(model, {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0})
         cur["calls"] += int(u.get("calls", 0))
         cur["input_tokens"] += int(u.get("input_tokens", 0))
         cur["output_tokens"] += int(u.get("output_tokens", 0))
-        cur["cost_usd"] = round(cur["cost_usd"] + float(u.get("cost_usd", 0.0)), 10)
+        cost = u.get("cost_usd", 0.0)
+        cur["cost_usd"] = _add_costs(cur["cost_usd"], None if cost is None else float(cost))
+        if u.get("audio_seconds") or cur.get("audio_seconds"):
+            cur["audio_seconds"] = round(float(cur.get("audio_seconds", 0.0)) + float(u.get("audio_seconds", 0.0)), 6)
     return out
 
 
-def total_cost(usage: Usage | None) -> float:
-    """Total cost in USD over every model."""
-    return round(sum(u.get("cost_usd", 0.0) for u in (usage or {}).values()), 10)
+def subtract_usage(total: Usage | None, before: Usage | None) -> Usage:
+    """What ``total`` holds beyond ``before`` (a run's own usage in a state that already held some), per model
+    with any calls, tokens or audio."""
+    out: Usage = {}
+    for model, u in (total or {}).items():
+        b = (before or {}).get(model) or {}
+        delta: dict[str, Any] = {k: u.get(k, 0) - b.get(k, 0) for k in ("calls", "input_tokens", "output_tokens")}
+        seconds = float(u.get("audio_seconds", 0.0)) - float(b.get("audio_seconds", 0.0))
+        if not (delta["calls"] > 0 or delta["input_tokens"] > 0 or delta["output_tokens"] > 0 or seconds > 0):
+            continue
+        cost, spent = u.get("cost_usd", 0.0), b.get("cost_usd", 0.0)
+        delta["cost_usd"] = None if cost is None or spent is None else round(float(cost) - float(spent), 10)
+        if seconds > 0:
+            delta["audio_seconds"] = round(seconds, 6)
+        out[model] = delta  # type: ignore[assignment]
+    return out
+
+
+def total_cost(usage: Usage | None) -> float | None:
+    """Total cost in USD over every model; ``None`` when any model's cost is unknown."""
+    return sum_costs(u.get("cost_usd", 0.0) for u in (usage or {}).values()).usd
 
 
 def total_tokens(usage: Usage | None) -> dict[str, Any]:
@@ -145,3 +204,42 @@ def total_tokens(usage: Usage | None) -> dict[str, Any]:
         "input_tokens": sum(u.get("input_tokens", 0) for u in usage.values()),
         "output_tokens": sum(u.get("output_tokens", 0) for u in usage.values()),
     }
+
+
+@dataclass(frozen=True)
+class CostTotal:
+    """A sum of costs some of which may be unknown: the known part and how many were unknown."""
+
+    known_usd: float = 0.0
+    unknown: int = 0
+    """How many of the summed costs were unknown (models, items, ... whatever was summed)."""
+
+    @property
+    def usd(self) -> float | None:
+        """The total, or ``None`` when any part of it is unknown."""
+        return None if self.unknown else self.known_usd
+
+
+def sum_costs(costs: Iterable[float | None]) -> CostTotal:
+    """Add costs, keeping count of the unknown ones (``None``) instead of counting them as 0."""
+    known: list[float] = []
+    unknown = 0
+    for cost in costs:
+        if cost is None:
+            unknown += 1
+        else:
+            known.append(float(cost))
+    return CostTotal(round(math.fsum(known), 10), unknown)
+
+
+def format_cost(cost: float | CostTotal | None, *, digits: int = 4, unit: str = "item") -> str:
+    """A cost for people: ``$0.0123`` (``$1,234.56`` from $100 on), ``unknown`` for an unknown cost, and for a
+    total with unknown parts ``$0.0123 + unknown (2 items without a price)`` (``unit`` names what was summed)."""
+    if isinstance(cost, CostTotal):
+        if not cost.unknown:
+            return format_cost(cost.known_usd, digits=digits)
+        plural = "" if cost.unknown == 1 else "s"
+        return f"{format_cost(cost.known_usd, digits=digits)} + unknown ({cost.unknown} {unit}{plural} without a price)"
+    if cost is None:
+        return "unknown"
+    return f"${cost:.{digits}f}" if cost < 100 else f"${cost:,.2f}"

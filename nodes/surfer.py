@@ -30,7 +30,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from kgagents.config import ConfigurationError
-from kgagents.usage import Usage, merge_usage
+from kgagents.usage import Usage, merge_usage, subtract_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller
 from nodes.runtime import EPHEMERAL, context_of, thread_id_of, tool_env, work_dir_for
@@ -254,13 +254,4 @@ def report(result: dict[str, Any]) -> str:
 
 def usage_of_run(result: dict[str, Any]) -> Usage:
     """The usage of this run alone (the state's usage minus what it held when the run started)."""
-    total = result.get("usage") or {}
-    before = result.get("usage_before") or {}
-    out: Usage = {}
-    for model, u in total.items():
-        b = before.get(model) or {}
-        delta = {k: u.get(k, 0) - b.get(k, 0) for k in ("calls", "input_tokens", "output_tokens", "cost_usd")}
-        if delta["calls"] > 0 or delta["input_tokens"] > 0 or delta["output_tokens"] > 0:
-            delta["cost_usd"] = round(float(delta["cost_usd"]), 10)
-            out[model] = delta  # type: ignore[assignment]
-    return out
+    return subtract_usage(result.get("usage"), result.get("usage_before"))

@@ -471,11 +471,11 @@ async def test_failed_parses_are_counted(openai_server: FakeOpenAIServer) -> Non
     assert llm.usage["gpt-4o-mini"]["output_tokens"] == 30
 
 
-async def test_unknown_model_costs_nothing_but_counts_tokens(openai_server: FakeOpenAIServer) -> None:
+async def test_unknown_model_has_an_unknown_cost_but_counts_tokens(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply("x", usage=(10, 20), model="my-local-llama")
     llm = caller(openai_server)
     await llm.text("q")
-    assert llm.usage == {"my-local-llama": {"calls": 1, "input_tokens": 10, "output_tokens": 20, "cost_usd": 0.0}}
+    assert llm.usage == {"my-local-llama": {"calls": 1, "input_tokens": 10, "output_tokens": 20, "cost_usd": None}}
 
 
 async def test_custom_price_from_the_prices_file(openai_server: FakeOpenAIServer, tmp_path: Path,

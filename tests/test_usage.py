@@ -11,11 +11,15 @@ import pytest
 
 from kgagents.usage import (
     DEFAULT_PRICES,
+    CostTotal,
     cost_of,
+    format_cost,
     merge_usage,
     price_for,
     price_table,
     register_price,
+    subtract_usage,
+    sum_costs,
     total_cost,
     total_tokens,
     usage_entry,
@@ -56,11 +60,51 @@ def test_dated_and_prefixed_names_fall_back_to_their_family(model: str, family: 
     assert price_for(model) == DEFAULT_PRICES[family]
 
 
-def test_unknown_model_costs_nothing() -> None:
+def test_an_unknown_model_has_an_unknown_cost_not_zero() -> None:
     assert price_for("my-local-llama") is None
-    assert cost_of("my-local-llama", 1_000_000, 1_000_000) == 0.0
+    assert cost_of("my-local-llama", 1_000_000, 1_000_000) is None
     assert usage_entry("qwen2.5:7b", 100, 50) == {
-        "qwen2.5:7b": {"calls": 1, "input_tokens": 100, "output_tokens": 50, "cost_usd": 0.0}}
+        "qwen2.5:7b": {"calls": 1, "input_tokens": 100, "output_tokens": 50, "cost_usd": None}}
+
+
+def test_unknown_costs_stay_unknown_in_sums_and_say_so() -> None:
+    usage = merge_usage(usage_entry("gpt-4o-mini", 1_000_000, 0), usage_entry("my-local-llama", 10, 10))
+    usage = merge_usage(usage, usage_entry("my-local-llama", 5, 5))
+    assert usage["my-local-llama"] == {"calls": 2, "input_tokens": 15, "output_tokens": 15, "cost_usd": None}
+    assert total_cost(usage) is None
+    assert sum_costs(u["cost_usd"] for u in usage.values()) == CostTotal(0.15, 1)
+    assert format_cost(None) == "unknown" and format_cost(0.0) == "$0.0000" and format_cost(1234.5) == "$1,234.50"
+    assert format_cost(CostTotal(0.15, 1), unit="model") == "$0.1500 + unknown (1 model without a price)"
+    assert format_cost(sum_costs([0.1, None, None])) == "$0.1000 + unknown (2 items without a price)"
+    assert format_cost(sum_costs([0.1, 0.2])) == "$0.3000" and sum_costs([]).usd == 0.0
+
+
+def test_kgagents_show_prints_an_unknown_cost_as_unknown() -> None:
+    from kgagents.report import format_run
+
+    usage = merge_usage(usage_entry("gpt-4o-mini", 1_000_000, 0), usage_entry("my-local-llama", 10, 20))
+    text = format_run("kgot", "t1", {"question": "q", "final_answer": "a", "usage": usage})
+    assert "my-local-llama: 1 calls, 10 in / 20 out tokens, unknown" in text
+    assert "gpt-4o-mini: 1 calls, 1000000 in / 0 out tokens, $0.150000" in text
+    assert "total: 2 calls, 1000010 in / 20 out tokens, $0.150000 + unknown (1 model without a price)" in text
+
+
+def test_audio_priced_by_the_minute() -> None:
+    assert cost_of("whisper-1", 0, 0, audio_seconds=120) == pytest.approx(0.012)
+    assert cost_of("whisper-1", 0, 0) is None                          # a duration price, but no duration
+    assert cost_of("gpt-4o-mini", 0, 0, audio_seconds=10) is None      # a token price, but audio
+    a = usage_entry("whisper-1", 0, 0, audio_seconds=30)
+    b = usage_entry("whisper-1", 0, 0, audio_seconds=90)
+    merged = merge_usage(a, b)["whisper-1"]
+    assert merged["audio_seconds"] == 120 and merged["cost_usd"] == pytest.approx(0.012)
+    assert usage_entry("whisper-1", 0, 0, measured=False)["whisper-1"]["cost_usd"] is None
+    assert subtract_usage(merge_usage(a, b), a) == {"whisper-1": {
+        "calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": pytest.approx(0.009), "audio_seconds": 90}}
+
+
+def test_a_prices_file_may_price_audio_by_the_minute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_prices(tmp_path, monkeypatch, json.dumps({"my-whisper": {"per_minute": 0.01}}))
+    assert cost_of("my-whisper", 0, 0, audio_seconds=60) == pytest.approx(0.01)
 
 
 def test_cost_is_per_million_tokens() -> None:
@@ -74,7 +118,7 @@ def test_cost_is_per_million_tokens() -> None:
 def test_an_explicit_table_is_used_as_given() -> None:
     table = {"a": {"input": 1.0, "output": 1.0}}
     assert cost_of("a", 1_000_000, 0, table) == 1.0
-    assert cost_of("gpt-4o-mini", 1_000_000, 0, table) == 0.0
+    assert cost_of("gpt-4o-mini", 1_000_000, 0, table) is None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -67,12 +67,15 @@ class ToolEnv:
     """The task's attached files: with the work dir (and ``KGAGENTS_FILE_ROOTS``), the only local files the
     file tools may read (``tools.files.access``)."""
 
+    def add_usage(self, delta: Usage) -> None:
+        """Add the usage of a model call made by a tool (a chat reply, a transcription) to :attr:`usage`."""
+        self.usage = merge_usage(self.usage, delta)
+
     def record_usage(self, message: Any, model: str | None = None) -> None:
         """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage`."""
         meta = getattr(message, "usage_metadata", None) or {}
         name = (getattr(message, "response_metadata", None) or {}).get("model_name") or model or "unknown"
-        self.usage = merge_usage(self.usage, usage_entry(str(name), meta.get("input_tokens", 0),
-                                                         meta.get("output_tokens", 0)))
+        self.add_usage(usage_entry(str(name), meta.get("input_tokens", 0), meta.get("output_tokens", 0)))
 
     async def ask_llm(self, messages: Any, *, tools: list[Any] | None = None) -> Any:
         """Call the tools' model with retries on transient errors; records usage; returns the ``AIMessage``."""

@@ -48,6 +48,8 @@ class FixtureServer:
         self.requests: list[tuple[str, str, dict[str, list[str]]]] = []
         self.flaky_count = 0
         self.transcriptions: list[dict[str, Any]] = []
+        self.transcription_usage: dict[str, Any] | None = None
+        """The ``usage`` the transcription endpoint reports (none, as older servers, when None)."""
         self.files: dict[str, tuple[bytes, str]] = {}
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -291,5 +293,8 @@ class _Handler(BaseHTTPRequestHandler):
         if parsed.path.endswith("/audio/transcriptions"):
             self.fixture.transcriptions.append({"content_type": self.headers.get("Content-Type", ""),
                                                 "size": len(body), "body": body[:4000]})
-            return self._json({"text": "The meeting starts at nine o'clock."})
+            reply: dict[str, Any] = {"text": "The meeting starts at nine o'clock."}
+            if self.fixture.transcription_usage is not None:
+                reply["usage"] = self.fixture.transcription_usage
+            return self._json(reply)
         return self._send(404, b"not found")

@@ -4,6 +4,7 @@ model without the raw text going back, audio transcription and YouTube transcrip
 from __future__ import annotations
 
 import base64
+import dataclasses
 
 import pytest
 
@@ -105,17 +106,47 @@ async def test_zip_through_the_inspector(env):
 
 
 # -- audio --------------------------------------------------------------------------------------------------
-async def test_audio_is_transcribed_through_an_openai_compatible_provider(tmp_path, settings, web):
+def transcribing_env(tmp_path, settings, web):
     from langchain_openai import ChatOpenAI
 
     llm = ChatOpenAI(model="gpt-4o-mini", base_url=web.url("/v1"), api_key="test", max_retries=0)
-    env = make_env(tmp_path, settings, llm=llm)
+    return make_env(tmp_path, settings, llm=llm)
+
+
+async def test_audio_is_transcribed_through_an_openai_compatible_provider(tmp_path, settings, web):
+    env = transcribing_env(tmp_path, settings, web)
     path = write(env, "memo.wav", F.make_wav())
     web.transcriptions.clear()
     out = (await run(make_text_inspector(env), {"file_path": str(path)}, env)).output
     assert "The meeting starts at nine o'clock." in out
     (request,) = web.transcriptions
     assert request["content_type"].startswith("multipart/form-data") and b"whisper-1" in request["body"]
+
+
+@pytest.mark.parametrize("reported,expected", [
+    # whisper-1 reports the seconds of audio and costs $0.006 a minute
+    ({"type": "duration", "seconds": 90.0},
+     {"calls": 1, "input_tokens": 0, "output_tokens": 0, "audio_seconds": 90.0, "cost_usd": pytest.approx(0.009)}),
+    # an older server reports nothing: the call counts, its cost is unknown (not 0)
+    (None, {"calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None}),
+])
+async def test_a_transcription_counts_in_the_run_usage(tmp_path, settings, web, monkeypatch, reported, expected):
+    env = transcribing_env(tmp_path, settings, web)
+    monkeypatch.setattr(web, "transcription_usage", reported)
+    path = write(env, "memo.wav", F.make_wav())
+    assert (await run(make_text_inspector(env), {"file_path": str(path)}, env)).ok
+    assert env.usage == {"whisper-1": expected}
+
+
+async def test_a_transcription_priced_by_token(tmp_path, settings, web, monkeypatch):
+    settings = dataclasses.replace(settings, transcription_model="gpt-4o-mini-transcribe")
+    env = transcribing_env(tmp_path, settings, web)
+    monkeypatch.setattr(web, "transcription_usage", {"type": "tokens", "input_tokens": 1000, "output_tokens": 100,
+                                                     "total_tokens": 1100})
+    path = write(env, "memo.wav", F.make_wav())
+    assert (await run(make_text_inspector(env), {"file_path": str(path)}, env)).ok
+    assert env.usage == {"gpt-4o-mini-transcribe": {"calls": 1, "input_tokens": 1000, "output_tokens": 100,
+                                                    "cost_usd": pytest.approx((1000 * 3.00 + 100 * 5.00) / 1e6)}}
 
 
 async def test_audio_without_a_transcribing_provider_is_unavailable(tmp_path, settings):

@@ -1,4 +1,8 @@
-"""Audio transcription (through the tools' model provider, when it offers one) and YouTube transcripts."""
+"""Audio transcription (through the tools' model provider, when it offers one) and YouTube transcripts.
+
+A transcription is a paid model call like any other: its usage (tokens, or seconds of audio for ``whisper-1``) goes
+into the run's usage through the tool environment, priced by :mod:`kgagents.usage`.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from kgagents.retry import is_transient
+from kgagents.usage import Usage, usage_entry
 from tools.base import ToolFailure
 from tools.manager import ToolEnv
 
@@ -47,12 +52,25 @@ async def transcribe(env: ToolEnv, data: bytes, filename: str) -> str:
         if is_transient(exc):
             raise
         raise ToolFailure(f"transcription of {filename} failed: {type(exc).__name__}: {exc}") from exc
+    env.add_usage(transcription_usage(model, result))
     text = getattr(result, "text", None)
     if text is None and isinstance(result, str):
         text = result
     if not text or not str(text).strip():
         return "[The transcription is empty: the audio may contain no speech.]"
     return str(text).strip()
+
+
+def transcription_usage(model: str, result: Any) -> Usage:
+    """The usage of one transcription as the provider reports it: tokens (``gpt-4o-transcribe``) or seconds of
+    audio (``whisper-1``); a reply without usage (an older server) still counts the call, at an unknown cost."""
+    usage = getattr(result, "usage", None)
+    kind = getattr(usage, "type", None)
+    if kind == "tokens":
+        return usage_entry(model, int(usage.input_tokens or 0), int(usage.output_tokens or 0))
+    if kind == "duration":
+        return usage_entry(model, 0, 0, audio_seconds=float(usage.seconds or 0.0))
+    return usage_entry(model, 0, 0, measured=False)
 
 
 _YOUTUBE_HOSTS = {"youtube.com", "www.youtube.com", "m.youtube.com", "music.youtube.com", "youtu.be",
