@@ -27,7 +27,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -412,7 +412,8 @@ def _mean_std(values: list[float]) -> dict[str, Any]:
     return {"mean": mean, "std": std, "per_run": values}
 
 
-def colota_metrics(answers: Mapping[str, Sequence[Any]], gold: Mapping[str, bool | None]) -> dict[str, Any]:
+def colota_metrics(answers: Mapping[str, Sequence[Any]], gold: Mapping[str, bool | None],
+                   failed: Mapping[str, Collection[int]] | None = None) -> dict[str, Any]:
     """The ARK-V1 paper's metrics for answers ``{question id: [answer of run 1, run 2, …]}``.
 
     Per run: answer rate = answered / all, conditional accuracy = correct / answered, overall accuracy =
@@ -420,6 +421,11 @@ def colota_metrics(answers: Mapping[str, Sequence[Any]], gold: Mapping[str, bool
     mean ± sample standard deviation over the runs (``std`` 0 for one run). Reliability: ``1 − H / log2 3`` per
     question over its runs, averaged over the questions. Questions without a gold answer are left out and
     listed; every question needs the same number of runs.
+
+    ``failed`` names the runs that ended without an answer of the agent (``{question id: {run index, ...}}``:
+    an API that kept failing, a crash). They are no abstention, so they are left out of every metric: run ``r``
+    is scored over the questions whose run ``r`` finished, a question's reliability over its finished runs. The
+    result counts and lists them (``failed_runs``, ``failed``).
     """
     scored = {qid: list(runs) for qid, runs in answers.items() if gold.get(qid) is not None}
     skipped = sorted(qid for qid in answers if gold.get(qid) is None)
@@ -427,45 +433,101 @@ def colota_metrics(answers: Mapping[str, Sequence[Any]], gold: Mapping[str, bool
     if len(lengths) > 1:
         raise ValueError(f"every question needs the same number of runs, got {sorted(lengths)}")
     runs = lengths.pop() if lengths else 0
-    n = len(scored)
+    lost = {qid: set((failed or {}).get(qid, ())) for qid in scored}
     rate, cond, overall = [], [], []
     for r in range(runs):
-        given = {qid: normalise_answer(v[r]) for qid, v in scored.items()}
+        given = {qid: normalise_answer(v[r]) for qid, v in scored.items() if r not in lost[qid]}
         answered = [qid for qid, a in given.items() if a is not None]
         correct = sum(1 for qid in answered if given[qid] == gold[qid])
-        rate.append(len(answered) / n if n else float("nan"))
+        rate.append(len(answered) / len(given) if given else float("nan"))
         cond.append(correct / len(answered) if answered else float("nan"))
-        overall.append(correct / n if n else float("nan"))
-    per_question = {qid: reliability(v) for qid, v in scored.items()}
+        overall.append(correct / len(given) if given else float("nan"))
+    per_question = {qid: reliability([a for r, a in enumerate(v) if r not in lost[qid]]) for qid, v in scored.items()}
     rel = [v for v in per_question.values() if not math.isnan(v)]
+    failures = sorted((qid, r) for qid, runs_lost in lost.items() for r in runs_lost if r < runs)
     return {
-        "questions": n,
+        "questions": len(scored),
         "runs": runs,
         "answer_rate": _mean_std(rate),
         "conditional_accuracy": _mean_std(cond),
         "overall_accuracy": _mean_std(overall),
         "reliability": math.fsum(rel) / len(rel) if rel else float("nan"),
         "reliability_per_question": per_question,
+        "failed_runs": len(failures),
+        "failed": [f"{qid} run {r}" for qid, r in failures],
         "skipped_no_gold": skipped,
     }
 
 
-def format_metrics(metrics: Mapping[str, Any]) -> str:
-    """The metrics as the paper's Table III row."""
-    def pct(key: str) -> str:
-        m = metrics[key]
-        if math.isnan(m["mean"]):
-            return "n/a"
-        return f"{100 * m['mean']:.2f} ± {100 * m['std']:.2f}" if metrics["runs"] > 1 else f"{100 * m['mean']:.2f}"
+def _percent(metric: Mapping[str, Any], runs: int) -> str:
+    """A metric's mean (± std over several runs) in percent, as Table III prints it."""
+    if math.isnan(metric["mean"]):
+        return "n/a"
+    return f"{100 * metric['mean']:.2f} ± {100 * metric['std']:.2f}" if runs > 1 else f"{100 * metric['mean']:.2f}"
 
-    lines = [f"questions: {metrics['questions']}, runs: {metrics['runs']}",
-             f"answer rate %:          {pct('answer_rate')}",
-             f"conditional accuracy %: {pct('conditional_accuracy')}",
-             f"overall accuracy %:     {pct('overall_accuracy')}",
-             f"reliability:            {metrics['reliability']:.2f}"]
+
+def _failure_note(metrics: Mapping[str, Any]) -> str | None:
+    """How many runs failed and were left out of the metrics (None when none did)."""
+    if not metrics.get("failed_runs"):
+        return None
+    shown = metrics["failed"][:10]
+    more = f", … ({len(metrics['failed']) - len(shown)} more)" if len(metrics["failed"]) > len(shown) else ""
+    total = metrics["questions"] * metrics["runs"]
+    return (f"failed runs, left out of the metrics: {metrics['failed_runs']} of {total} "
+            f"({', '.join(shown)}{more})")
+
+
+def format_metrics(metrics: Mapping[str, Any]) -> str:
+    """The metrics as the paper's Table III row, with the failed runs left out of them."""
+    runs = metrics["runs"]
+    reliability_text = "n/a" if math.isnan(metrics["reliability"]) else f"{metrics['reliability']:.2f}"
+    lines = [f"questions: {metrics['questions']}, runs: {runs}",
+             f"answer rate %:          {_percent(metrics['answer_rate'], runs)}",
+             f"conditional accuracy %: {_percent(metrics['conditional_accuracy'], runs)}",
+             f"overall accuracy %:     {_percent(metrics['overall_accuracy'], runs)}",
+             f"reliability:            {reliability_text}"]
+    note = _failure_note(metrics)
+    if note:
+        lines.append(note)
     if metrics.get("skipped_no_gold"):
         lines.append(f"left out (no gold answer): {', '.join(metrics['skipped_no_gold'])}")
     return "\n".join(lines)
+
+
+def paper_table(label: str, legs: Sequence[tuple[Any, Sequence[Mapping[str, Any]]]]) -> str:
+    """The results of the ARK-V1 paper's protocol laid out as its Table III: one row for the model, per leg
+    (temperature × runs) answer rate, conditional and overall accuracy, and reliability for legs of several runs.
+
+    ``legs`` holds each :class:`~evals.datasets.ProtocolLeg` with its result records; failed runs are left out of
+    the metrics and counted below the table.
+    """
+    from evals.report import _table
+
+    header, cells, notes = ["Model"], [label], []
+    for leg, records in legs:
+        m = colota_metrics(*records_to_answers(records))
+        title = f"T = {leg.temperature:g}; {leg.runs} runs" if leg.runs > 1 else f"T = {leg.temperature:g}; single run"
+        names = ["answer rate %", "conditional accuracy %", "overall accuracy %"]
+        keys = ["answer_rate", "conditional_accuracy", "overall_accuracy"]
+        header += [f"{title}: {name}" for name in names]
+        cells += [_percent(m[key], m["runs"]) for key in keys]
+        if leg.runs > 1:
+            header.append(f"{title}: reliability")
+            cells.append("n/a" if math.isnan(m["reliability"]) else f"{m['reliability']:.2f}")
+        note = _failure_note(m)
+        notes.append(f"- {title}: {m['questions']} questions" + (f"; {note}" if note else ""))
+    explained = ("Several runs: mean ± sample standard deviation over the runs; reliability 1 − H / log2 3 per "
+                 "question (H: entropy of its True / False / None answers), averaged.")
+    return "\n".join([*_table(header, [cells]), "", explained, *notes])
+
+
+def paper_protocol() -> Any:
+    """ARK-V1's protocol (§V, Table III): temperature 0.7 with 30 runs, and temperature 0 with one run; run r
+    gets the seed 42 + r where the provider takes a seed (42: the seed of the authors' experiment script)."""
+    from evals.datasets import Protocol, ProtocolLeg
+
+    return Protocol(legs=(ProtocolLeg(0.7, 30), ProtocolLeg(0.0, 1)), table=paper_table, seed=42,
+                    description="ARK-V1's Table III: T = 0.7 × 30 runs and T = 0 × 1 run")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -514,29 +576,56 @@ class CoLoTaScorer:
         return Score(correct=given == item.gold, grade="CORRECT" if given == item.gold else "INCORRECT")
 
     def metrics(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """:func:`colota_metrics` over the runner's records (a failed run counts as an abstention)."""
-        answers, gold = records_to_answers(records)
-        m = colota_metrics(answers, gold)
-        n = len(records)
-        correct = sum(1 for r in records if r.get("correct") is True)
-        flat: dict[str, Any] = {"n": n, "correct": correct, "accuracy": correct / n if n else 0.0,
-                                "questions": m["questions"], "runs": m["runs"]}
+        """:func:`colota_metrics` over the runner's records; failed runs are counted apart and left out."""
+        m = colota_metrics(*records_to_answers(records))
+        finished = [r for r in records if not r.get("error")]
+        correct = sum(1 for r in finished if r.get("correct") is True)
+        flat: dict[str, Any] = {"n": len(records), "correct": correct,
+                                "accuracy": correct / len(finished) if finished else None,
+                                "questions": m["questions"], "runs": m["runs"], "failed_runs": m["failed_runs"]}
         for key in ("answer_rate", "conditional_accuracy", "overall_accuracy"):
             flat[key], flat[f"{key}_std"] = m[key]["mean"], m[key]["std"]
         flat["reliability"] = m["reliability"]
         return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in flat.items()}
 
 
-def records_to_answers(records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-    """``{id: [answer per run]}`` and ``{id: gold}`` from result records; missing runs count as abstentions."""
+def records_to_answers(records: Sequence[Mapping[str, Any]]
+                       ) -> tuple[dict[str, list[Any]], dict[str, Any], dict[str, set[int]]]:
+    """``{id: [answer per run]}``, ``{id: gold}`` and ``{id: {failed run, ...}}`` from result records.
+
+    A run whose record has an ``error``, or that has no record, failed: its answer is ``None`` in the list and
+    its index is in the third mapping, so that :func:`colota_metrics` leaves it out rather than count an
+    abstention.
+    """
     runs = 1 + max((int(r.get("run", 0)) for r in records), default=-1)
     answers: dict[str, list[Any]] = {}
     gold: dict[str, Any] = {}
+    finished: dict[str, set[int]] = {}
     for r in records:
-        qid = str(r["id"])
-        answers.setdefault(qid, [None] * runs)[int(r.get("run", 0))] = None if r.get("error") else r.get("answer")
+        qid, run = str(r["id"]), int(r.get("run", 0))
+        answers.setdefault(qid, [None] * runs)
         gold[qid] = _as_bool(r.get("gold"))
-    return answers, gold
+        if not r.get("error"):
+            answers[qid][run] = r.get("answer")
+            finished.setdefault(qid, set()).add(run)
+    failed = {qid: set(range(runs)) - finished.get(qid, set()) for qid in answers}
+    return answers, gold, {qid: lost for qid, lost in failed.items() if lost}
+
+
+def check_ark_dataset(dataset: Any) -> None:
+    """Refuse a dataset whose questions come without their knowledge graph: ARK-V1 walks a given graph, so every
+    run would fail (the CoLoTa question files hold no graph; CR-LT has the same 200 questions with theirs)."""
+    from evals.datasets import DatasetError
+    from evals.runner import default_input
+    from nodes.ark import has_graph
+
+    missing = [item.id for item in dataset.items if not has_graph(default_input(item))]
+    if missing:
+        hint = " Use --dataset cr-lt: the same seed questions with their Wikidata subgraphs." if (
+            dataset.name == "colota" and dataset.split == "qa") else ""
+        raise DatasetError(f"ARK-V1 needs each question's knowledge graph, and {len(missing)} of the "
+                           f"{len(dataset.items)} questions of {dataset.name!r} ({dataset.split}) have none "
+                           f"(e.g. {', '.join(missing[:3])}).{hint}")
 
 
 def _ark_answer(state: dict[str, Any]) -> Any:
@@ -560,11 +649,12 @@ def register_datasets(register: Callable[[Any], None]) -> None:
         return to_items(load_colota(split, path))
 
     register(DatasetSpec(name="cr-lt", load=cr_lt, scorer="colota", splits=("qa",), default_split="qa",
-                         group_label="Reasoning strategy", how_to_get=HOW_TO_GET))
+                         group_label="Reasoning strategy", how_to_get=HOW_TO_GET,
+                         protocols={"paper": paper_protocol()}))
     register(DatasetSpec(name="colota", load=colota, scorer="colota", splits=("qa", "cv"), default_split="qa",
                          group_label="Reasoning strategy", how_to_get=HOW_TO_GET))
     register_scorer("colota", lambda grader_model=None, **_: CoLoTaScorer())
-    register_adapter("ark", Adapter(to_answer=_ark_answer, stats=_ark_stats))
+    register_adapter("ark", Adapter(to_answer=_ark_answer, stats=_ark_stats, check=check_ark_dataset))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -600,8 +690,8 @@ async def evaluate_ark(*, out_dir: str | Path, runs: int = 1, temperature: float
     options = EvalOptions(workflow="ark", out_dir=Path(out_dir), runs=runs, context_values=values, context=context,
                           concurrency=concurrency, progress=progress)
     result = await evaluate(options, dataset)
-    answers, gold = records_to_answers(result.records)
-    metrics = colota_metrics(answers, gold)
+    answers, gold, failed = records_to_answers(result.records)
+    metrics = colota_metrics(answers, gold, failed)
     return {"metrics": metrics, "answers": answers, "gold": gold, "errors": result.metrics.get("errors", 0),
             "cost_usd": result.metrics.get("cost_usd", 0.0), "out_dir": str(result.out_dir),
             "data_issues": data_issues(questions)}

@@ -16,6 +16,7 @@ import csv
 import importlib
 import importlib.util
 import json
+import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,31 @@ class Dataset:
 Loader = Callable[[Path, str], list[Item]]
 
 
+@dataclass(frozen=True)
+class ProtocolLeg:
+    """One part of a paper's protocol: every item ``runs`` times at ``temperature``."""
+
+    temperature: float
+    runs: int
+
+    @property
+    def name(self) -> str:
+        """The leg's result folder inside the protocol's, e.g. ``T0.7-R30``."""
+        return f"T{self.temperature:g}-R{self.runs}"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A paper's evaluation protocol on a dataset (``kgagents eval --protocol NAME``): its legs, the base seed of
+    their runs (run r gets ``seed + r`` where the provider takes a seed), and its results table."""
+
+    legs: tuple[ProtocolLeg, ...]
+    table: Callable[[str, list[tuple[ProtocolLeg, list[dict[str, Any]]]]], str]
+    """``table(model label, [(leg, its result records), ...])``: the results laid out as the paper's table."""
+    seed: int = 0
+    description: str = ""
+
+
 @dataclass
 class DatasetSpec:
     """How to load one benchmark. ``load(path, split)`` returns its items."""
@@ -71,6 +97,9 @@ class DatasetSpec:
     context: dict[str, Any] = field(default_factory=dict)
     """Context values a run on this dataset needs (e.g. Agent-G's ``task``): applied to every workflow whose
     context has the field, under the values the user sets (see :func:`dataset_context`)."""
+    protocols: dict[str, Protocol] = field(default_factory=dict)
+    """Named evaluation protocols of the papers that use this dataset (e.g. ``paper`` for CR-LT: ARK-V1's
+    Table III), run by ``kgagents eval --protocol NAME`` (see :func:`dataset_protocol`)."""
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -112,9 +141,38 @@ def dataset_context(name: str) -> dict[str, Any]:
     return dict(spec.context) if spec is not None else {}
 
 
+def dataset_protocol(name: str, protocol: str) -> Protocol:
+    """The evaluation protocol ``protocol`` of the dataset ``name``; a clear error when it has none such."""
+    load_plugins()
+    spec = DATASETS.get(name)
+    if spec is None:
+        raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(sorted(DATASETS))}")
+    if protocol not in spec.protocols:
+        known = ", ".join(sorted(spec.protocols)) or "none"
+        raise DatasetError(f"dataset {name!r} has no protocol {protocol!r} (its protocols: {known})")
+    return spec.protocols[protocol]
+
+
+def sample_items(items: list[Item], fraction: float, seed: int = 0) -> list[Item]:
+    """A seeded random sample of ``fraction`` of the items (``round(fraction * n)``, at least one), in their
+    dataset order: the same fraction and seed give the same items on every machine.
+
+    The KGoT paper evaluates on "10% ... for budgetary reasons" of SimpleQA's 4,326 questions (433 tasks) without
+    publishing which ones: ``fraction=0.1`` gives a sample of that size, not the authors' own.
+    """
+    if not 0 < fraction <= 1:
+        raise DatasetError(f"a sample is a fraction of the items, above 0 and at most 1 (got {fraction})")
+    if not items:
+        return []
+    k = max(1, round(fraction * len(items)))
+    chosen = sorted(random.Random(seed).sample(range(len(items)), k))
+    return [items[i] for i in chosen]
+
+
 def load_dataset(name: str, path: str | Path | None, *, split: str | None = None, limit: int | None = None,
-                 ids: list[str] | None = None) -> Dataset:
-    """Load ``name`` from ``path``; ``limit`` keeps the first N items, ``ids`` only the given ones."""
+                 ids: list[str] | None = None, sample: float | None = None, sample_seed: int = 0) -> Dataset:
+    """Load ``name`` from ``path``; ``ids`` keeps only the given items, ``sample`` a seeded random fraction of them
+    (:func:`sample_items`), ``limit`` the first N of what is left."""
     load_plugins()
     if name not in DATASETS:
         raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(sorted(DATASETS))}")
@@ -138,6 +196,8 @@ def load_dataset(name: str, path: str | Path | None, *, split: str | None = None
     if ids:
         wanted = set(ids)
         items = [i for i in items if i.id in wanted]
+    if sample is not None:
+        items = sample_items(items, sample, sample_seed)
     if limit is not None:
         items = items[:limit]
     return Dataset(name=name, split=split, items=items, scorer=spec.scorer, group_label=spec.group_label)

@@ -32,6 +32,7 @@ from evals.runner import (
     _check_manifest,
     _Progress,
     build_scorer,
+    check_dataset,
     make_manifest,
     pending_work,
     read_results,
@@ -74,6 +75,7 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
     if options.context is not None:
         raise ValueError("a distributed evaluation takes the context as plain values (context_values), "
                          "so that every worker can rebuild it")
+    check_dataset(options.workflow, dataset)
     out_dir = Path(options.out_dir).resolve()
     options = dataclasses.replace(options, out_dir=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

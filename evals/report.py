@@ -4,12 +4,18 @@
 - accuracy per level / domain, side by side;
 - the dataset's own metrics (SimpleQA: correct, not attempted, incorrect, correct given attempted, F-score);
 - the runtime breakdown by node;
-- ``pareto.png``: solved tasks against total cost with the Pareto front (the KGoT paper's Figure 11);
+- fusion (KGoT §5.1, Figures 3 and 13, Table 1): the live combiner's accuracy beside the *ideal* fusion (a task
+  solved when any variant solved it) of every combination of the variants, overall and per level; with
+  ``ideal_fusion=True``, also the ideal fusion of the directories themselves (separate runs of the same items,
+  as the paper simulates fusion from single runs);
+- ``pareto.png``: solved tasks against total cost with the Pareto front (the KGoT paper's Figure 11), ideal
+  fusions included;
 - ``runtime_by_node.png``: where the time goes, per directory.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -20,7 +26,8 @@ from typing import Any
 
 from evals.datasets import load_plugins
 from evals.runner import read_manifest, read_results
-from evals.scorers import make_scorer
+from evals.scorers import ideal_correct, make_scorer
+from kgagents.usage import CostTotal, format_cost, sum_costs
 
 
 @dataclass
@@ -37,8 +44,19 @@ class RunSet:
         return sum(1 for r in self.records if r.get("correct") is True)
 
     @property
+    def cost_total(self) -> CostTotal:
+        """The items' cost, with how many are unknown (a model without a price)."""
+        return sum_costs(r.get("cost_usd", 0.0) for r in self.records)
+
+    @property
     def cost(self) -> float:
-        return math.fsum(float(r.get("cost_usd") or 0.0) for r in self.records)
+        """The known part of the cost (what the plots place; :attr:`cost_total` says what is unknown)."""
+        return self.cost_total.known_usd
+
+    @property
+    def variants(self) -> list[str]:
+        """The variants of a fusion run, in their order (none for other workflows)."""
+        return list(dict.fromkeys(v for r in self.records for v in r.get("variants") or {}))
 
 
 def load_runset(path: str | Path, label: str | None = None) -> RunSet:
@@ -65,8 +83,8 @@ def _unique_labels(runsets: list[RunSet]) -> None:
             rs.label = f"{rs.label} [{rs.path.name}]"
 
 
-def _fmt_money(value: float) -> str:
-    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+def _fmt_money(value: float | CostTotal | None) -> str:
+    return format_cost(value)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -83,10 +101,11 @@ def summary_rows(runsets: list[RunSet]) -> list[list[Any]]:
         wall = [float(r.get("wall_s") or 0.0) for r in rs.records]
         tokens_in = sum(int((r.get("tokens") or {}).get("input_tokens", 0)) for r in rs.records)
         tokens_out = sum(int((r.get("tokens") or {}).get("output_tokens", 0)) for r in rs.records)
-        grader = math.fsum(float(r.get("grader_cost_usd") or 0.0) for r in rs.records)
-        per_solved = _fmt_money(rs.cost / solved) if solved else "–"
+        grader = sum_costs(r.get("grader_cost_usd", 0.0) for r in rs.records)
+        cost = rs.cost_total
+        per_solved = _fmt_money(None if cost.unknown else cost.known_usd / solved) if solved else "–"
         rows.append([rs.label, rs.manifest.get("dataset", "?"), n, solved, f"{solved / n:.1%}" if n else "–",
-                     _fmt_money(rs.cost), per_solved, f"{tokens_in:,} / {tokens_out:,}",
+                     _fmt_money(cost), per_solved, f"{tokens_in:,} / {tokens_out:,}",
                      f"{statistics.fmean(wall):.1f}" if wall else "–", f"{sum(wall):.0f}",
                      sum(1 for r in rs.records if r.get("error")), _fmt_money(grader)])
     return rows
@@ -117,7 +136,7 @@ def group_table(runsets: list[RunSet]) -> list[str]:
         for rs in runsets:
             recs = [r for r in rs.records if str(r.get("group") or "–") == g]
             solved = sum(1 for r in recs if r.get("correct") is True)
-            cost = math.fsum(float(r.get("cost_usd") or 0.0) for r in recs)
+            cost = sum_costs(r.get("cost_usd", 0.0) for r in recs)
             row.append(f"{solved}/{len(recs)} ({solved / len(recs):.1%}), {_fmt_money(cost)}" if recs else "–")
         rows.append(row)
     return _table(header, rows)
@@ -141,6 +160,60 @@ def metric_table(runsets: list[RunSet]) -> list[str]:
             row.append(f"{v:.3f}" if isinstance(v, float) else ("–" if v is None else v))
         rows.append(row)
     return _table(["metric"] + [rs.label for rs in runsets], rows)
+
+
+def _solved(records: Sequence[dict[str, Any]], solved: Any) -> str:
+    n = len(records)
+    count = sum(1 for r in records if solved(r))
+    return f"{count}/{n} ({count / n:.1%})" if n else "–"
+
+
+def variant_combinations(variants: Sequence[str]) -> list[tuple[str, ...]]:
+    """Every combination of the variants, largest first (all of them, then each leave-one-out, ..., singles)."""
+    return [c for size in range(len(variants), 0, -1) for c in itertools.combinations(variants, size)]
+
+
+def fusion_tables(runsets: list[RunSet]) -> list[str]:
+    """The live combiner beside the ideal fusion of each combination of variants (Figure 13), and per level
+    (Table 1's fusion row); empty when no directory is a fusion run."""
+    fused = [rs for rs in runsets if rs.variants]
+    if not fused:
+        return []
+    rows: list[list[Any]] = [["majority vote (the run's answer)"] + [_solved(rs.records, lambda r: r.get("correct")
+                                                                          is True) for rs in fused]]
+    combos = list(dict.fromkeys(c for rs in fused for c in variant_combinations(rs.variants)))
+    for combo in combos:
+        name = ("ideal fusion: " if len(combo) > 1 else "variant alone: ") + " + ".join(combo)
+        rows.append([name] + [_solved(rs.records, lambda r, c=combo: ideal_correct(r, c))
+                              if set(combo) <= set(rs.variants) else "–" for rs in fused])
+    lines = _table(["answer"] + [rs.label for rs in fused], rows)
+    groups = sorted({str(r.get("group") or "–") for rs in fused for r in rs.records})
+    label = fused[0].manifest.get("group_label", "Group")
+    per_group = []
+    for g in groups:
+        row: list[Any] = [g]
+        for rs in fused:
+            recs = [r for r in rs.records if str(r.get("group") or "–") == g]
+            row += [_solved(recs, lambda r: r.get("correct") is True), _solved(recs, ideal_correct)]
+        per_group.append(row)
+    header = [label] + [f"{rs.label}: {kind}" for rs in fused for kind in ("majority", "ideal")]
+    return lines + ["", f"Per {label.lower()}:", ""] + _table(header, per_group)
+
+
+def ideal_across(runsets: list[RunSet]) -> list[str]:
+    """The ideal fusion of the directories (KGoT §5: fusion simulated from single runs): an item (id, run) counts
+    as solved when any directory solved it; its cost is the sum of the directories' costs."""
+    keyed = [{(str(r.get("id")), int(r.get("run", 0))): r for r in rs.records} for rs in runsets]
+    common = sorted(set.intersection(*(set(k) for k in keyed))) if keyed else []
+    rows = []
+    for size in range(len(runsets), 1, -1):
+        for combo in itertools.combinations(range(len(runsets)), size):
+            solved = sum(1 for key in common if any(keyed[i][key].get("correct") is True for i in combo))
+            cost = math.fsum(float(keyed[i][key].get("cost_usd") or 0.0) for key in common for i in combo)
+            n = len(common)
+            rows.append([" + ".join(runsets[i].label for i in combo), n, solved, f"{solved / n:.1%}" if n else "–",
+                         _fmt_money(cost), _fmt_money(cost / solved) if solved else "–"])
+    return _table(["ideal fusion of", "items in all", "solved", "accuracy", "cost", "cost / solved"], rows)
 
 
 def node_times(rs: RunSet) -> dict[str, float]:
@@ -182,12 +255,17 @@ def plot_pareto(runsets: list[RunSet], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    labels = [rs.label + (" (cost partly unknown)" if rs.cost_total.unknown else "") for rs in runsets]
     points = [(rs.cost, float(rs.solved)) for rs in runsets]
+    for rs in runsets:  # a fusion run's ideal fusion costs what the run cost (all variants ran)
+        if rs.variants:
+            labels.append(f"{rs.label} (ideal fusion)")
+            points.append((rs.cost, float(sum(ideal_correct(r) for r in rs.records))))
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (rs, (cost, solved)) in enumerate(zip(runsets, points)):
+    for i, (label, (cost, solved)) in enumerate(zip(labels, points)):
         ax.scatter([cost], [solved], s=60, zorder=3, marker="o" if i in front else "x")
-        ax.annotate(rs.label, (cost, solved), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        ax.annotate(label, (cost, solved), textcoords="offset points", xytext=(6, 4), fontsize=8)
     if len(front) > 1:
         ax.plot([points[i][0] for i in front], [points[i][1] for i in front], "--", color="grey", zorder=2,
                 label="Pareto front")
@@ -230,8 +308,9 @@ def plot_runtime(runsets: list[RunSet], path: Path) -> Path:
 
 
 def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labels: Sequence[str] | None = None,
-                 plots: bool = True) -> Path:
-    """Write ``report.md`` (and the plots) comparing ``dirs`` into ``out`` (default: the first directory)."""
+                 plots: bool = True, ideal_fusion: bool = False) -> Path:
+    """Write ``report.md`` (and the plots) comparing ``dirs`` into ``out`` (default: the first directory);
+    ``ideal_fusion``: also the ideal fusion of the directories (runs of the same items)."""
     if not dirs:
         raise ValueError("name at least one result directory")
     runsets = [load_runset(d, labels[i] if labels and i < len(labels) else None) for i, d in enumerate(dirs)]
@@ -248,6 +327,13 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     label = runsets[0].manifest.get("group_label", "Group")
     lines += ["", f"## Accuracy and cost per {label.lower()}", ""] + group_table(runsets)
     lines += ["", "## Metrics", ""] + metric_table(runsets)
+    fusion = fusion_tables(runsets)
+    if fusion:
+        lines += ["", "## Fusion: the majority vote and the ideal fusion (KGoT §5.1, Figure 13)", "",
+                  "A task counts as solved by an ideal fusion when any of its variants solved it.", ""] + fusion
+    if ideal_fusion and len(runsets) > 1:
+        lines += ["", "## Ideal fusion of the directories (KGoT §5: fusion simulated from single runs)", ""]
+        lines += ideal_across(runsets)
     from evals.grbench import table1
 
     grbench = table1(runsets)
@@ -259,7 +345,9 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
         plot_runtime(runsets, out_dir / "runtime_by_node.png")
         lines += ["", "![solved vs cost](pareto.png)", "", "![runtime by node](runtime_by_node.png)"]
     lines += ["", ("Cost is the workflow's own LLM usage (prices from `kgagents.usage`); an LLM grader's cost is "
-                   "listed apart. Node time sums each node task's time, so concurrent tasks add up.")]
+                   "listed apart. A model without a price makes a cost unknown, never $0: totals then say how "
+                   "many items are unknown, and the plot places such a directory at its known cost. Node time "
+                   "sums each node task's time, so concurrent tasks add up.")]
     path = out_dir / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -14,7 +14,9 @@ for again) and starts the rest. A failing item writes a line with its ``error`` 
 
 Workflows plug in through an :class:`Adapter` (item -> graph input, final state -> answer and statistics);
 the default fits every workflow whose input is ``{"question", "attachments"}`` and whose state has
-``final_answer``, ``usage``, ``iteration`` and ``tool_calls``.
+``final_answer``, ``usage``, ``iteration`` and ``tool_calls``. A workflow that answers with several variants
+(KGoT fusion) names their answers too: each is scored like the answer, so that the report can show the paper's
+*ideal* fusion (a task counts as solved when any variant solved it, KGoT §5.1) beside the live combiner.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import asyncio
 import dataclasses
 import gc
 import json
-import math
 import re
 import sys
 import time
@@ -35,9 +36,9 @@ from typing import Any
 
 from evals.checkpointer import open_checkpointer
 from evals.datasets import Dataset, Item, dataset_context, load_plugins
-from evals.scorers import Score, Scorer, make_scorer
+from evals.scorers import Score, Scorer, fusion_metrics, make_scorer
 from kgagents.runs import is_finished
-from kgagents.usage import Usage, merge_usage, total_cost, total_tokens
+from kgagents.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
 from nodes.runtime import gather_bounded
 
@@ -72,10 +73,27 @@ class Adapter:
     to_input: Callable[[Item], dict[str, Any]] = default_input
     to_answer: Callable[[dict[str, Any]], Any] = default_answer
     stats: Callable[[dict[str, Any]], dict[str, Any]] = default_stats
+    variant_answers: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """The answer of every variant of a run that combines several (fusion), by variant name; each is scored."""
+    check: Callable[[Dataset], None] | None = None
+    """Refuses a dataset the workflow cannot run (raises :class:`~evals.datasets.DatasetError` saying why),
+    before anything is written or paid for."""
+
+
+def fusion_variant_answers(state: dict[str, Any]) -> dict[str, Any]:
+    """The answer of every variant of a fusion run (its ``results``), in the order of its ``variants``."""
+    order = {v: i for i, v in enumerate(state.get("variants") or [])}
+    results = sorted(state.get("results") or [], key=lambda r: order.get(r["variant"], len(order)))
+    return {r["variant"]: r.get("final_answer") for r in results}
+
+
+def fusion_stats(state: dict[str, Any]) -> dict[str, Any]:
+    """Iterations of a fusion run: those of all its variants together."""
+    return {"iterations": sum(int(r.get("iterations") or 0) for r in state.get("results") or []), "tool_calls": 0}
 
 
 #: workflow name -> adapter; workflows not listed use ``Adapter()``.
-ADAPTERS: dict[str, Adapter] = {}
+ADAPTERS: dict[str, Adapter] = {"fusion": Adapter(stats=fusion_stats, variant_answers=fusion_variant_answers)}
 
 
 def register_adapter(workflow: str, adapter: Adapter) -> None:
@@ -85,6 +103,14 @@ def register_adapter(workflow: str, adapter: Adapter) -> None:
 
 def adapter_for(workflow: str) -> Adapter:
     return ADAPTERS.get(workflow, Adapter())
+
+
+def check_dataset(workflow: str, dataset: Dataset) -> None:
+    """Refuse ``dataset`` when ``workflow`` cannot run it (its adapter's :attr:`Adapter.check`)."""
+    load_plugins()
+    check = adapter_for(workflow).check
+    if check is not None:
+        check(dataset)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -167,6 +193,9 @@ class EvalOptions:
     """JSON values of the workflow's context (recorded in the manifest; what workers rebuild it from)."""
     context: Any = None
     """A ready context object (e.g. holding chat-model instances); used instead of ``context_values``."""
+    seed: int | None = None
+    """Base sampling seed: run ``r`` of every item gets ``seed + r`` as its context's ``seed`` (passed to the
+    providers that take one, see :data:`nodes.models.SEED_PARAMETERS`); ``None`` leaves the context's own."""
     grader_model: Any = None
     """Chat model (instance or ``provider:model``) of an LLM grader; default: the workflow's ``model``."""
     retry_failed: bool = False
@@ -212,7 +241,7 @@ class _Progress:
     def __init__(self, total: int, enabled: bool, desc: str) -> None:
         self.correct = 0
         self.scored = 0
-        self.cost = 0.0
+        self.costs: list[float | None] = []
         self.bar = None
         if enabled and total:
             from tqdm import tqdm
@@ -223,10 +252,11 @@ class _Progress:
         if record.get("correct") is not None:
             self.scored += 1
             self.correct += bool(record["correct"])
-        self.cost += float(record.get("cost_usd") or 0.0) + float(record.get("grader_cost_usd") or 0.0)
+        self.costs += [record.get("cost_usd", 0.0), record.get("grader_cost_usd", 0.0)]
         if self.bar is not None:
             acc = f"{self.correct / self.scored:.1%}" if self.scored else "-"
-            self.bar.set_postfix_str(f"acc {acc} ({self.correct}/{self.scored}) cost ${self.cost:.4f}", refresh=False)
+            cost = format_cost(sum_costs(self.costs), unit="cost")
+            self.bar.set_postfix_str(f"acc {acc} ({self.correct}/{self.scored}) cost {cost}", refresh=False)
             self.bar.update(1)
 
     def close(self) -> None:
@@ -278,13 +308,19 @@ class ItemRunner:
             make_context(self.module, {**defaults, **options.context_values})
         self.graph: Any = None
 
-    def context_for(self, thread_id: str) -> Any:
-        """The run's context, with a work directory of the item's own when the context has none."""
+    def context_for(self, thread_id: str, run: int) -> Any:
+        """The run's context: a work directory of the item's own when the context has none, and run ``run``'s
+        seed (``options.seed + run``) when the evaluation has a seed."""
         ctx = self.base_context
-        has_work_dir = dataclasses.is_dataclass(ctx) and any(f.name == "work_dir" for f in dataclasses.fields(ctx))
-        if has_work_dir and not getattr(ctx, "work_dir", None):
-            ctx = dataclasses.replace(ctx, work_dir=str((self.options.out_dir / "work" / thread_id).resolve()))
-        return ctx
+        if not dataclasses.is_dataclass(ctx):
+            return ctx
+        names = {f.name for f in dataclasses.fields(ctx)}
+        changes: dict[str, Any] = {}
+        if "work_dir" in names and not getattr(ctx, "work_dir", None):
+            changes["work_dir"] = str((self.options.out_dir / "work" / thread_id).resolve())
+        if "seed" in names and self.options.seed is not None:
+            changes["seed"] = self.options.seed + run
+        return dataclasses.replace(ctx, **changes) if changes else ctx
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[ItemRunner]:
@@ -298,7 +334,7 @@ class ItemRunner:
     async def run(self, item: Item, run: int) -> dict[str, Any]:
         """Run (or resume, or just re-score) one item; never raises except on cancellation."""
         thread_id = thread_id_for(self.dataset_name, item.id, run)
-        ctx = self.context_for(thread_id)
+        ctx = self.context_for(thread_id, run)
         limit = getattr(ctx, "recursion_limit", 200)
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": limit}
         started = time.perf_counter()
@@ -326,17 +362,44 @@ class ItemRunner:
                 state = {}
         answer = None if error else self.adapter.to_answer(state)
         score = Score(correct=False if error else None)
+        variants: dict[str, dict[str, Any]] = {}
         if error is None:
             try:
                 score_run = getattr(self.scorer, "score_run", None)
                 score = await (score_run(item, answer, state) if score_run else self.scorer.score(item, answer))
+                variants = await self._score_variants(item, answer, score, state)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001
                 error = f"scoring failed: {type(exc).__name__}: {exc}"
                 score = Score(correct=None)
-        return self._record(item, run, thread_id, state, answer, score, error, resumed,
-                            time.perf_counter() - started, node_s)
+        record = self._record(item, run, thread_id, state, answer, score, error, resumed,
+                              time.perf_counter() - started, node_s)
+        if self.adapter.variant_answers is not None:
+            for graded in variants.values():
+                record["grader_usage"] = merge_usage(record["grader_usage"], graded.pop("usage"))
+            record["grader_cost_usd"] = total_cost(record["grader_usage"])
+            record["variants"] = variants
+        return record
+
+    async def _score_variants(self, item: Item, answer: Any, score: Score, state: dict[str, Any]
+                              ) -> dict[str, dict[str, Any]]:
+        """Every variant's answer graded like the answer (an answer graded once per item: the same text is not
+        graded again, so an LLM grader is not paid twice for it)."""
+        if self.adapter.variant_answers is None:
+            return {}
+        graded: dict[str, Score] = {str(answer): dataclasses.replace(score, usage={})}
+        out: dict[str, dict[str, Any]] = {}
+        for name, variant_answer in self.adapter.variant_answers(state).items():
+            key = str(variant_answer)
+            if key not in graded:
+                graded[key] = await self.scorer.score(item, variant_answer)
+                usage = graded[key].usage
+            else:
+                usage = {}
+            out[name] = {"answer": _jsonable(variant_answer), "correct": graded[key].correct,
+                         "grade": graded[key].grade, "usage": usage}
+        return out
 
     async def _stream(self, graph_input: Any, config: dict[str, Any], ctx: Any, node_s: dict[str, float]) -> None:
         """Run the graph, timing each node task (``stream_mode="tasks"``)."""
@@ -425,7 +488,7 @@ def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], re
 
 def make_manifest(options: EvalOptions, dataset: Dataset) -> dict[str, Any]:
     return {"workflow": options.workflow, "dataset": dataset.name, "split": dataset.split, "runs": options.runs,
-            "items": len(dataset.items), "scorer": dataset.scorer, "group_label": dataset.group_label,
+            "seed": options.seed, "items": len(dataset.items), "scorer": dataset.scorer, "group_label": dataset.group_label,
             "context": _jsonable(options.context_values if options.context is None else _context_summary(options)),
             "grader_model": _jsonable(_model_name(options.grader_model)), "created": time.time()}
 
@@ -453,18 +516,29 @@ def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
     return make_scorer(dataset.scorer, grader_model=grader)
 
 
+def cost_totals(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The records' ``key`` cost in total: ``None`` when some item's cost is unknown (a model without a price),
+    then also its known part (``<key>_known``) and how many items are unknown (``<key>_unknown_items``)."""
+    total = sum_costs(r.get(key, 0.0) for r in records)
+    if not total.unknown:
+        return {key: total.usd}
+    return {key: None, f"{key}_known": total.known_usd, f"{key}_unknown_items": total.unknown}
+
+
 def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
     """Metrics of the whole evaluation (the scorer's) with cost and time."""
     metrics = dict(scorer.metrics(records))
-    metrics["cost_usd"] = round(math.fsum(r.get("cost_usd") or 0.0 for r in records), 10)
-    metrics["grader_cost_usd"] = round(math.fsum(r.get("grader_cost_usd") or 0.0 for r in records), 10)
+    metrics.update(cost_totals(records, "cost_usd"))
+    metrics.update(cost_totals(records, "grader_cost_usd"))
     metrics["errors"] = sum(1 for r in records if r.get("error"))
+    metrics.update(fusion_metrics(records))
     return metrics
 
 
 async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     """Run ``options.workflow`` over ``dataset``, ``options.concurrency`` items at a time, in this process or
     shared by ``options.processes`` worker processes."""
+    check_dataset(options.workflow, dataset)
     out_dir = options.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_manifest(out_dir, make_manifest(options, dataset))

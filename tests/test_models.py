@@ -146,7 +146,7 @@ async def test_ollama_is_used_when_nothing_else_is_configured(monkeypatch: pytes
 
     llm = LLMCaller(Context(), "tool_executor")
     assert await llm.text("hi") == "hello from ollama"
-    assert llm.usage == {"qwen2.5:7b": {"calls": 1, "input_tokens": 9, "output_tokens": 3, "cost_usd": 0.0}}
+    assert llm.usage == {"qwen2.5:7b": {"calls": 1, "input_tokens": 9, "output_tokens": 3, "cost_usd": None}}
     chat = [body for method, path, body in ollama_server.requests if path == "/api/chat"]
     assert chat and chat[0]["model"] == "qwen2.5:7b"
     assert chat[0]["messages"][-1]["content"] == "hi"
@@ -250,6 +250,29 @@ def test_models_are_shared_within_a_process_but_not_across_settings(monkeypatch:
     assert build_chat_model("openai:gpt-4o-mini", timeout_s=5) is a
     assert build_chat_model("openai:gpt-4o-mini", timeout_s=6) is not a
     assert build_chat_model("openai:gpt-4o-mini", timeout_s=5, temperature=0.0) is not a
+
+
+async def test_the_context_seed_reaches_providers_that_take_one(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    server = FakeOpenAIServer()
+    server.start()
+    try:
+        server.reply("a")
+        server.reply("b")
+        seeded = resolve_model(Context(model="gpt-4o-mini", base_url=server.base_url, seed=7), "graph_executor")
+        assert seeded.seed == 7  # type: ignore[attr-defined]
+        assert resolve_model(Context(model="gpt-4o-mini", base_url=server.base_url, seed=8), "tools") is not seeded
+        await LLMCaller(Context(model="gpt-4o-mini", base_url=server.base_url, seed=7), "tools").text("hi")
+        await LLMCaller(Context(model="gpt-4o-mini", base_url=server.base_url), "tools").text("hi")
+        assert [r.body.get("seed") for r in server.requests if r.path.endswith("/chat/completions")] == [7, None]
+    finally:
+        server.stop()
+    assert isinstance(build_chat_model("ollama:qwen2.5:7b", seed=3), ChatOllama)
+    assert build_chat_model("ollama:qwen2.5:7b", seed=3).seed == 3  # type: ignore[attr-defined]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with caplog.at_level("WARNING", logger="nodes.models"):
+        build_chat_model("anthropic:claude-sonnet-4-5", seed=3)   # no seed parameter: built without, and said
+    assert "'anthropic' takes no sampling seed" in caplog.text
 
 
 def test_provider_without_its_key_is_a_configuration_error() -> None:

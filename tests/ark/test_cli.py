@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from evals.datasets import DatasetError
+
 from kgagents.cli import main
 from kgagents.cli_ark import add_eval_arguments, run_eval
 from tests.ark import script as S
@@ -105,3 +107,58 @@ def test_the_general_eval_command_runs_ark_on_cr_lt(tmp_path, any_question_scrip
     assert "answer_rate 1.0" in printed and "reliability 1.0" in printed
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in records) == ["S1", "S2"] and all(r["iterations"] == 1 for r in records)
+
+
+@pytest.mark.parametrize("split", ["qa", "cv"])
+def test_a_dataset_without_graphs_is_refused_before_anything_runs(tmp_path, any_question_script, capsys, split):
+    """CoLoTa's question files hold no graphs: every run would fail, so the evaluation is refused with a reason."""
+    out = tmp_path / "colota"
+    code = main(["eval", "ark", "--dataset", "colota", "--split", split, "--limit", "2",
+                 "--model", f"scripted:{any_question_script}", "--out", str(out), "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"ARK-V1 needs each question's knowledge graph, and 2 of the 2 questions of 'colota' ({split})" in err
+    assert ("Use --dataset cr-lt" in err) == (split == "qa")
+    assert not out.exists()
+
+
+def test_the_papers_protocol_is_table_iii():
+    from evals.datasets import dataset_protocol
+
+    protocol = dataset_protocol("cr-lt", "paper")
+    assert [(leg.temperature, leg.runs) for leg in protocol.legs] == [(0.7, 30), (0.0, 1)]
+    with pytest.raises(DatasetError, match="no protocol 'paper'"):
+        dataset_protocol("colota", "paper")
+
+
+def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_question_script, capsys, embedder,
+                                                                monkeypatch):
+    """The paper's protocol, with 2 runs instead of 30 in its first leg: each leg in its own folder at its
+    temperature, run r seeded with seed + r, then the table in the paper's layout."""
+    import dataclasses
+
+    from evals.colota import DATA_DIR
+    from evals.datasets import DATASETS, ProtocolLeg, dataset_protocol
+
+    small = dataclasses.replace(dataset_protocol("cr-lt", "paper"), legs=(ProtocolLeg(0.7, 2), ProtocolLeg(0.0, 1)))
+    monkeypatch.setitem(DATASETS["cr-lt"].protocols, "paper", small)
+    out = tmp_path / "protocol"
+    common = ["eval", "ark", "--dataset", "cr-lt", "--data", str(DATA_DIR), "--limit", "2",
+              "--model", f"scripted:{any_question_script}", "--set", "c_max=2", "--out", str(out),
+              "--no-progress", "--no-report", "--concurrency", "2"]
+    assert main([*common, "--protocol", "paper", "--runs", "3"]) == 2
+    assert "sets the runs and temperatures itself" in capsys.readouterr().err and not out.exists()
+    assert main([*common, "--protocol", "paper"]) == 0
+    printed = capsys.readouterr().out
+    for leg, temperature, runs in (("T0.7-R2", 0.7, 2), ("T0-R1", 0.0, 1)):
+        manifest = json.loads((out / leg / "manifest.json").read_text())
+        assert manifest["seed"] == 42 and manifest["runs"] == runs
+        assert manifest["context"]["temperature"] == temperature
+        records = [json.loads(line) for line in (out / leg / "results.jsonl").read_text().splitlines()]
+        assert sorted((r["id"], r["run"]) for r in records) == sorted(
+            (q, r) for q in ("S1", "S2") for r in range(runs))
+    table = (out / "table.md").read_text()
+    assert "| Model | T = 0.7; 2 runs: answer rate % | T = 0.7; 2 runs: conditional accuracy % |" in table
+    assert "T = 0.7; 2 runs: reliability | T = 0; single run: answer rate % |" in table
+    assert "T = 0; single run: reliability" not in table
+    assert "100.00 ± 0.00" in table and table.split("\n", 2)[2] in printed

@@ -154,8 +154,30 @@ async def test_scorer_and_records():
     records = [{"id": "a", "run": 0, "answer": True, "gold": True, "correct": True},
                {"id": "a", "run": 1, "answer": None, "gold": True, "correct": False, "error": "boom"},
                {"id": "b", "run": 0, "answer": False, "gold": True, "correct": False}]
-    answers, gold = records_to_answers(records)
+    answers, gold, failed = records_to_answers(records)
     assert answers == {"a": [True, None], "b": [False, None]} and gold == {"a": True, "b": True}
+    assert failed == {"a": {1}, "b": {1}}   # an error and a missing record: no answer of the agent
     flat = scorer.metrics(records)
-    assert flat["runs"] == 2 and flat["answer_rate"] == pytest.approx(0.5) and flat["reliability"] is not None
+    assert flat["runs"] == 2 and flat["failed_runs"] == 2 and flat["answer_rate"] == 1.0
+    assert flat["reliability"] == 1.0 and flat["accuracy"] == 0.5
     json.dumps(flat, allow_nan=False)
+
+
+def test_failed_runs_are_left_out_of_the_metrics_not_counted_as_abstentions():
+    """A run that failed says nothing about the agent: it neither lowers the answer rate nor steadies the answers."""
+    gold = {"a": True, "b": False}
+    m = colota_metrics({"a": [True, None, True], "b": [None, False, None]}, gold, {"a": {1}, "b": {2}})
+    assert m["answer_rate"]["per_run"] == pytest.approx([0.5, 1.0, 1.0])   # b's run 0 is a real abstention
+    assert m["overall_accuracy"]["per_run"] == pytest.approx([0.5, 1.0, 1.0])
+    assert m["reliability_per_question"]["a"] == 1.0      # [True, True]: the failed run is not a third answer
+    assert m["reliability_per_question"]["b"] == pytest.approx(1 - 1 / math.log2(3))   # [None, False]
+    assert m["failed_runs"] == 2 and m["failed"] == ["a run 1", "b run 2"]
+    text = format_metrics(m)
+    assert "failed runs, left out of the metrics: 2 of 6 (a run 1, b run 2)" in text
+
+    # every run failed (e.g. a dataset without graphs): nothing to measure, not "answer rate 0, reliability 1"
+    everything = colota_metrics({"a": [None, None]}, {"a": True}, {"a": {0, 1}})
+    assert math.isnan(everything["answer_rate"]["mean"]) and math.isnan(everything["reliability"])
+    text = format_metrics(everything)
+    assert "answer rate %:          n/a" in text and "reliability:            n/a" in text
+    assert "failed runs, left out of the metrics: 2 of 2" in text

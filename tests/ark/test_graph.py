@@ -77,6 +77,17 @@ async def test_valid_path_continues_then_stops(example, keys):
     assert state["usage"]["scripted"]["calls"] == len(model.calls) == 7
 
 
+async def test_the_final_answer_offers_abstention_neutrally_unless_told_otherwise(example, keys):
+    """The paper's True / False / None alike by default; the wording that leans to an answer only on request."""
+    _, model, _ = await run(example, two_steps(keys))
+    final = model.calls[-1]
+    assert "[final answer]" in final and P.ANSWER_YES_NO.splitlines()[0] in final
+    assert "or to null (abstain) if they" in final and "only if" not in final
+    _, model, _ = await run(example, two_steps(keys), abstention="last_resort")
+    final = model.calls[-1]
+    assert "Set answer to null (abstain)\nonly if the steps do not support either answer" in final
+
+
 async def test_invalid_anchor_is_retried_with_the_nearest_head_entities(example, keys, embedder):
     steps = [*S.anchor("Yui"), *S.anchor(YUI), *S.relation("has pet"),
              *S.reasoning([keys["pet"]], "Her pet is Sablé, a dachshund.", False), *S.final(False)]
@@ -340,7 +351,8 @@ EXPECTED = {
     "RELATION_INVALID": {"candidate", "anchor", "alternatives"}, "GAVE_UP": {"k", "anchor"},
     "TRIPLES": {"k", "anchor", "relation", "count", "triples"}, "REASONING": {"k", "attempt", "keys", "feedback"},
     "KEYS_INVALID": {"invalid"}, "REPLY_UNPARSED": {"error"}, "FINAL_ANSWER": {"question", "steps", "answer_rules"},
-    "SYSTEM": set(), "NO_STEPS": set(), "ANSWER_YES_NO": set(), "ANSWER_ENTITY_LIST": set(),
+    "SYSTEM": set(), "NO_STEPS": set(), "ANSWER_YES_NO": set(), "ANSWER_YES_NO_LAST_RESORT": set(),
+    "ANSWER_ENTITY_LIST": set(),
 }
 
 

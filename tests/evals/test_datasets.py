@@ -102,6 +102,24 @@ def test_simpleqa_errors(tmp_path):
         load_dataset("simpleqa", tmp_path)
 
 
+def test_a_seeded_sample_of_the_items(tmp_path):
+    """The KGoT paper's 10 % of SimpleQA: 433 of its 4,326 questions, the same ones for the same seed, in order."""
+    rows = [["{}", f"Question {i}?", f"answer {i}"] for i in range(4326)]
+    path = simpleqa_csv(tmp_path / "simple_qa_test_set.csv", rows)
+    sample = load_dataset("simpleqa", path, sample=0.1).items
+    assert len(sample) == 433
+    ids = [int(i.id) for i in sample]
+    assert ids == sorted(ids) and len(set(ids)) == 433 and ids != list(range(433))
+    assert [i.id for i in load_dataset("simpleqa", path, sample=0.1).items] == [i.id for i in sample]
+    other = [i.id for i in load_dataset("simpleqa", path, sample=0.1, sample_seed=1).items]
+    assert len(other) == 433 and other != [i.id for i in sample]
+    assert len(load_dataset("simpleqa", path, sample=0.1, limit=5).items) == 5
+    assert [i.id for i in load_dataset("simpleqa", path, sample=1.0).items] == [str(i) for i in range(4326)]
+    for bad in (0, -0.1, 1.5):
+        with pytest.raises(DatasetError, match="fraction"):
+            load_dataset("simpleqa", path, sample=bad)
+
+
 def test_registered_datasets():
     assert {"gaia", "simpleqa"} <= set(DATASETS)
 
