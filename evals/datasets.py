@@ -112,7 +112,7 @@ def register_dataset(spec: DatasetSpec) -> None:
 
 _PLUGINS_LOADED = False
 #: Modules of this package that register datasets (each has ``register_datasets(register)``).
-PLUGINS = ("evals.colota", "evals.grbench", "evals.stark", "evals.crag")
+PLUGINS = ("evals.colota", "evals.grbench", "evals.stark", "evals.crag", "evals.kgot_baselines")
 
 
 def load_plugins() -> None:

@@ -75,7 +75,7 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
     if options.context is not None:
         raise ValueError("a distributed evaluation takes the context as plain values (context_values), "
                          "so that every worker can rebuild it")
-    check_dataset(options.workflow, dataset)
+    check_dataset(options.workflow, dataset, options)
     out_dir = Path(options.out_dir).resolve()
     options = dataclasses.replace(options, out_dir=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

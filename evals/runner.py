@@ -78,6 +78,9 @@ class Adapter:
     check: Callable[[Dataset], None] | None = None
     """Refuses a dataset the workflow cannot run (raises :class:`~evals.datasets.DatasetError` saying why),
     before anything is written or paid for."""
+    check_options: Callable[[Dataset, EvalOptions], None] | None = None
+    """Like :attr:`check`, given the evaluation's options too (its context values, its runs): e.g. the KGoT
+    paper's RAG baselines refuse the items that the KGoT evaluation they read did not finish."""
 
 
 def fusion_variant_answers(state: dict[str, Any]) -> dict[str, Any]:
@@ -105,12 +108,15 @@ def adapter_for(workflow: str) -> Adapter:
     return ADAPTERS.get(workflow, Adapter())
 
 
-def check_dataset(workflow: str, dataset: Dataset) -> None:
-    """Refuse ``dataset`` when ``workflow`` cannot run it (its adapter's :attr:`Adapter.check`)."""
+def check_dataset(workflow: str, dataset: Dataset, options: EvalOptions | None = None) -> None:
+    """Refuse ``dataset`` when ``workflow`` cannot run it (its adapter's :attr:`Adapter.check`, and
+    :attr:`Adapter.check_options` when the evaluation's ``options`` are given)."""
     load_plugins()
-    check = adapter_for(workflow).check
-    if check is not None:
-        check(dataset)
+    adapter = adapter_for(workflow)
+    if adapter.check is not None:
+        adapter.check(dataset)
+    if adapter.check_options is not None and options is not None:
+        adapter.check_options(dataset, options)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -538,7 +544,7 @@ def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
 async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     """Run ``options.workflow`` over ``dataset``, ``options.concurrency`` items at a time, in this process or
     shared by ``options.processes`` worker processes."""
-    check_dataset(options.workflow, dataset)
+    check_dataset(options.workflow, dataset, options)
     out_dir = options.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_manifest(out_dir, make_manifest(options, dataset))

@@ -1,16 +1,31 @@
-"""The KGoT paper's baselines as graphs, so that a report can put KGoT beside them on the same data and model.
+"""The KGoT paper's baselines as graphs (§5, Figure 5), so that a report puts KGoT beside them on the same data
+and model.
 
-Zero-shot — the model alone::
+Zero-shot (``zeroshot``) — the model alone::
 
     receive task → answer zero-shot
 
-Simple RAG — KGoT's tool loop with a vector store of tool outputs instead of a knowledge graph::
+Simple RAG (``rag``) — a vector store of KGoT's tool outputs of the same task, one chunk per tool call, no tool
+call of its own::
 
-    receive task → iteration check ─(limit reached)──────────────────────────────┐
-                        └→ define tool calls (sees the retrieved chunks) ─(none)─→ retrieve and answer
-                              └→ tool calls (concurrent) → index tool outputs → iteration check
+    load KGoT's tool outputs → retrieve (FAISS) and answer
 
-Each is a :class:`Workflow` (``build``, ``compile_graph``, ``graph``), registered as ``zeroshot`` and ``rag``.
+GraphRAG (``kgot-graphrag``) — the same tool outputs as a static KG of entities and relations::
+
+    load KGoT's tool outputs → extract entities and relations (one task per chunk, concurrent) → build the graph
+    → retrieve by traversal and answer
+
+No KG (``kgot-nokg``) — KGoT's loop with the tool outputs as the task state instead of a knowledge graph::
+
+    receive task → iteration check ─(limit reached)→ forced solve from the outputs ──┐
+                        └→ vote (×N, majority) ─ SOLVE → solve from the outputs ───────┤
+                              └─ ENHANCE → define tool calls → tool calls (concurrent) │
+                                 → collect the outputs → iteration check               ▼
+                                                     math processing → parse solution (×M, majority)
+
+The tool executor, the tool calls, the math step and the parser are KGoT's own nodes.
+
+Each is a :class:`Workflow` (``build``, ``compile_graph``, ``graph``).
 """
 
 from __future__ import annotations
@@ -23,13 +38,21 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from nodes import baselines as n
-from nodes.kgot import run_tool_call, tool_tasks
+from nodes.context import Context
+from nodes.kgot import (
+    define_tool_calls,
+    iteration_limit_reached,
+    parse_solution,
+    process_math,
+    run_tool_call,
+    tool_tasks,
+)
 from nodes.runtime import context_of
 
 
 def build_zeroshot() -> StateGraph:
     """The uncompiled zero-shot graph."""
-    g = StateGraph(n.BaselineState, context_schema=n.BaselineContext)
+    g = StateGraph(n.BaselineState, input_schema=n.TaskInput, context_schema=n.BaselineContext)
     g.add_node("receive_task", n.receive_task)
     g.add_node("answer_zero_shot", n.answer_zero_shot)
     g.add_edge(START, "receive_task")
@@ -38,35 +61,84 @@ def build_zeroshot() -> StateGraph:
     return g
 
 
-async def route_iteration_check(state: n.BaselineState, runtime: Any) -> Literal["define_tool_calls", "retrieve_and_answer"]:
-    """Gather more while iterations are left; then answer with what the store holds."""
-    if state.get("iteration", 0) >= context_of(runtime).max_iterations:
-        return "retrieve_and_answer"
-    return "define_tool_calls"
-
-
-async def route_tool_calls(state: n.BaselineState) -> Literal["retrieve_and_answer"] | list[Send]:
-    """No tool call means the retrieved chunks suffice: answer. Otherwise run the calls concurrently."""
-    tasks = tool_tasks(state)
-    return [Send("run_tool_call", t) for t in tasks] if tasks else "retrieve_and_answer"
-
-
 def build_rag() -> StateGraph:
     """The uncompiled simple-RAG graph."""
-    g = StateGraph(n.BaselineState, context_schema=n.BaselineContext)
-    g.add_node("receive_task", n.receive_task)
-    g.add_node("check_iteration", n.check_iteration)
-    g.add_node("define_tool_calls", n.define_tool_calls)
-    g.add_node("run_tool_call", run_tool_call)
-    g.add_node("index_tool_outputs", n.index_tool_outputs)
+    g = StateGraph(n.BaselineState, input_schema=n.BaselineInput, context_schema=n.BaselineContext)
+    g.add_node("load_tool_outputs", n.load_tool_outputs)
     g.add_node("retrieve_and_answer", n.retrieve_and_answer)
-    g.add_edge(START, "receive_task")
-    g.add_edge("receive_task", "check_iteration")
-    g.add_conditional_edges("check_iteration", route_iteration_check)
-    g.add_conditional_edges("define_tool_calls", route_tool_calls, ["run_tool_call", "retrieve_and_answer"])
-    g.add_edge("run_tool_call", "index_tool_outputs")
-    g.add_edge("index_tool_outputs", "check_iteration")
+    g.add_edge(START, "load_tool_outputs")
+    g.add_edge("load_tool_outputs", "retrieve_and_answer")
     g.add_edge("retrieve_and_answer", END)
+    return g
+
+
+async def route_extraction(state: n.BaselineState) -> Literal["build_graph"] | list[Send]:
+    """One extraction task per chunk, run concurrently (none left: build the graph)."""
+    tasks = n.chunk_tasks(state)
+    return [Send("extract_chunk", t) for t in tasks] if tasks else "build_graph"
+
+
+def build_graphrag() -> StateGraph:
+    """The uncompiled GraphRAG graph."""
+    g = StateGraph(n.BaselineState, input_schema=n.BaselineInput, context_schema=n.BaselineContext)
+    g.add_node("load_tool_outputs", n.load_tool_outputs)
+    g.add_node("extract_chunk", n.extract_chunk)
+    g.add_node("build_graph", n.build_graph)
+    g.add_node("answer_from_graph", n.answer_from_graph)
+    g.add_edge(START, "load_tool_outputs")
+    g.add_conditional_edges("load_tool_outputs", route_extraction, ["extract_chunk", "build_graph"])
+    g.add_edge("extract_chunk", "build_graph")
+    g.add_edge("build_graph", "answer_from_graph")
+    g.add_edge("answer_from_graph", END)
+    return g
+
+
+async def route_nokg_iteration(state: n.NoKGState, runtime: Any) -> Literal["solve_forced_from_tool_outputs",
+                                                                            "decide_from_tool_outputs"]:
+    """KGoT's iteration check: at the limit, solve with the outputs gathered; otherwise vote."""
+    if iteration_limit_reached(state, context_of(runtime)):  # type: ignore[arg-type]
+        return "solve_forced_from_tool_outputs"
+    return "decide_from_tool_outputs"
+
+
+async def route_nokg_vote(state: n.NoKGState) -> Literal["define_tool_calls", "solve_from_tool_outputs"]:
+    """KGoT's majority vote: ENHANCE gathers more, SOLVE answers from the outputs."""
+    return "define_tool_calls" if state.get("decision") == "ENHANCE" else "solve_from_tool_outputs"
+
+
+async def route_nokg_tool_calls(state: n.NoKGState) -> Literal["collect_tool_outputs"] | list[Send]:
+    """Run the defined tool calls concurrently (none: straight on to the next iteration)."""
+    tasks = tool_tasks(state)
+    return [Send("run_tool_call", t) for t in tasks] if tasks else "collect_tool_outputs"
+
+
+async def route_nokg_solution(state: n.NoKGState) -> Literal["process_math", "parse_solution"]:
+    """A partial solution goes to KGoT's math step; without one, parsing says "No solution found"."""
+    return "process_math" if state.get("partial_solution") else "parse_solution"
+
+
+def build_nokg() -> StateGraph:
+    """The uncompiled "no KG" graph."""
+    g = StateGraph(n.NoKGState, input_schema=n.TaskInput, context_schema=Context)
+    g.add_node("receive_task", n.receive_nokg_task)
+    g.add_node("decide_from_tool_outputs", n.decide_from_tool_outputs)
+    g.add_node("define_tool_calls", define_tool_calls)
+    g.add_node("run_tool_call", run_tool_call)
+    g.add_node("collect_tool_outputs", n.collect_tool_outputs)
+    g.add_node("solve_from_tool_outputs", n.solve_from_tool_outputs)
+    g.add_node("solve_forced_from_tool_outputs", n.solve_forced_from_tool_outputs)
+    g.add_node("process_math", process_math)
+    g.add_node("parse_solution", parse_solution)
+    g.add_edge(START, "receive_task")
+    g.add_conditional_edges("receive_task", route_nokg_iteration)
+    g.add_conditional_edges("decide_from_tool_outputs", route_nokg_vote)
+    g.add_conditional_edges("define_tool_calls", route_nokg_tool_calls, ["run_tool_call", "collect_tool_outputs"])
+    g.add_edge("run_tool_call", "collect_tool_outputs")
+    g.add_conditional_edges("collect_tool_outputs", route_nokg_iteration)
+    for solve in ("solve_from_tool_outputs", "solve_forced_from_tool_outputs"):
+        g.add_conditional_edges(solve, route_nokg_solution)
+    g.add_edge("process_math", "parse_solution")
+    g.add_edge("parse_solution", END)
     return g
 
 
@@ -89,7 +161,11 @@ class Workflow:
 
 zeroshot = Workflow("zeroshot", build_zeroshot)
 rag = Workflow("rag", build_rag)
+graphrag = Workflow("kgot-graphrag", build_graphrag)
+nokg = Workflow("kgot-nokg", build_nokg)
 
 #: For ``langgraph.json``.
 zeroshot_graph = zeroshot.graph
 rag_graph = rag.graph
+graphrag_graph = graphrag.graph
+nokg_graph = nokg.graph

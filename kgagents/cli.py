@@ -155,6 +155,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
         task["pages"] = pages_from_files(args.page or [])
         if args.query_time:
             task["query_time"] = args.query_time
+    if getattr(args, "kgot_thread", None):
+        if workflow not in ("rag", "kgot-graphrag"):
+            raise ValueError("--kgot-thread is for the rag and kgot-graphrag baselines (their corpus is that KGoT "
+                             "run's tool outputs)")
+        from kgagents.runs import RunRegistry
+
+        task["kgot_thread"] = args.kgot_thread
+        values.setdefault("kgot_checkpointer", RunRegistry(_runs_dir(args)).checkpointer_for(args.kgot_thread,
+                                                                                               checkpointer))
     if getattr(args, "fusion", None):
         from nodes.fusion import parse_variants
 
@@ -346,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--checkpointer", metavar="URL",
                      help="keep the checkpoints in PostgreSQL (postgresql://user:password@host/db; default: "
                           "KGAGENTS_CHECKPOINTER, else SQLite in the runs directory)")
+    ask.add_argument("--kgot-thread", metavar="THREAD",
+                     help="rag, kgot-graphrag: the finished KGoT run whose tool outputs are the corpus")
     ask.add_argument("--fusion", metavar="BACKEND:MODE,...",
                      help="run several KGoT variants and combine their answers, e.g. networkx:query,falkordb:direct")
 

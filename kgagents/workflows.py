@@ -16,7 +16,9 @@ from kgagents.runs import RunRegistry, is_finished, new_thread_id, open_checkpoi
 #: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
 #: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
 WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot", "fusion": "graphs.fusion",
-                             "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag", "ark": "graphs.ark",
+                             "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag",
+                             "kgot-graphrag": "graphs.baselines:graphrag", "kgot-nokg": "graphs.baselines:nokg",
+                             "ark": "graphs.ark",
                              "grounded": "graphs.grounded", "text-rag": "graphs.kg_rag:text_rag",
                              "graph-rag": "graphs.kg_rag:graph_rag", "agent-g": "graphs.agent_g",
                              **{f"agent-g-{b}": f"graphs.agent_g_baselines:{b.replace('-', '_')}"
