@@ -329,6 +329,19 @@ async def test_graphrag_with_no_tool_output_answers_from_an_empty_graph():
     assert state["final_answer"] == "unknown" and state["graph"]["nodes"] == []
 
 
+async def test_graphrag_answer_failure_is_no_solution_and_logged():
+    steps = [*graphrag_steps("never")[:2], S.step(EXTRACT, structured=extraction([])),
+             S.step(GRAPH_ANSWER, **{"raise": "overloaded", "status": 500})]
+    model = ScriptedChatModel(steps=steps)
+    state = await build_graphrag().compile(checkpointer=InMemorySaver()).ainvoke(
+        {"question": "Where was Gustave Eiffel born?", "tool_calls": GRAPH_CALLS}, config(),
+        context=BaselineContext(model=model, **FAST_API))
+    assert state["final_answer"] == NO_SOLUTION and state["reply"] == ""
+    [failure] = state["failures"]
+    assert failure["node"] == "answer_from_graph" and "overloaded" in failure["error"]
+    assert state["usage"]["scripted"]["calls"] == 3  # the three extractions are paid for and counted
+
+
 def test_relations_name_entities_that_no_extraction_listed():
     graph = build_knowledge_graph([{"chunk": 3, "entities": [],
                                     "relations": [{"source": "A", "relation": "R", "target": "B"}]}])
