@@ -27,6 +27,7 @@ a failed answer is "No solution found"; each failure is logged in ``failures``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections import Counter
@@ -254,14 +255,31 @@ def kgot_checkpointer_for(ctx: BaselineContext, thread_id: str) -> str:
     return RunRegistry(get_settings().runs_dir).checkpointer_for(thread_id, configured_checkpointer())
 
 
+def _holds_checkpoints(path: Path) -> bool:
+    """Whether the SQLite file ``path`` has LangGraph's checkpoints table (read-only: a file that is not a
+    checkpoint database is left as it is, not given the tables)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+                              ).fetchone() is not None
+    except sqlite3.DatabaseError:
+        return False
+
+
 async def read_kgot_tool_calls(thread_id: str, location: str) -> list[ToolCallRecord]:
     """The tool calls of the finished KGoT thread ``thread_id`` in the checkpointer at ``location``."""
     from graphs import kgot as kgot_graph
     from kgagents.runs import is_finished, is_postgres_url, open_checkpointer, without_password
 
     where = without_password(location) if is_postgres_url(location) else location
-    if not is_postgres_url(location) and not Path(location.removeprefix("sqlite:///")).is_file():
-        raise ValueError(f"no KGoT checkpoints at {where}: run KGoT on the task first (or give its tool_calls)")
+    if not is_postgres_url(location):
+        path = Path(location.removeprefix("sqlite:///"))
+        if not path.is_file():
+            raise ValueError(f"no KGoT checkpoints at {where}: run KGoT on the task first (or give its tool_calls)")
+        if not await asyncio.to_thread(_holds_checkpoints, path):
+            raise ValueError(f"{where} is not a checkpoint database (it has no checkpoints table)")
     async with open_checkpointer(location) as saver:
         snapshot = await kgot_graph.compile_graph(saver).aget_state({"configurable": {"thread_id": thread_id}})
     if not snapshot.values:

@@ -185,6 +185,12 @@ async def test_rag_reads_the_tool_outputs_of_a_finished_kgot_thread(tmp_path):
     assert [c["text"] for c in state["chunks"]] == [output]
     with pytest.raises(ValueError, match="no KGoT thread 'nope'"):
         await graph.ainvoke({"question": "Q?", "kgot_thread": "nope"}, config("t2"), context=rag_ctx)
+    other = tmp_path / "other.sqlite"
+    other.write_bytes(b"not a database")
+    with pytest.raises(ValueError, match="is not a checkpoint database"):
+        await graph.ainvoke({"question": "Q?", "kgot_thread": "k1"}, config("t4"),
+                            context=BaselineContext(model=model, kgot_checkpointer=str(other)))
+    assert other.read_bytes() == b"not a database"
     with pytest.raises(ValueError, match="no KGoT checkpoints at"):
         await graph.ainvoke({"question": "Q?", "kgot_thread": "k1"}, config("t3"),
                             context=BaselineContext(model=model, kgot_checkpointer=str(tmp_path / "none.sqlite")))
