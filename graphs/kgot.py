@@ -1,21 +1,27 @@
 """Knowledge Graph of Thoughts (Besta et al.): the workflow of the paper's Figure 2 as a LangGraph.
 
-    receive task → iteration check ─(limit reached)→ forced solve ─────────────────────┐
-                        │                                                             │
-                        └→ next-step decision (×N samples, concurrent; majority vote)  │
+    receive task → iteration check ─(limit reached)→ forced retrieval | forced solution ─┐
+                        │                                                               │
+                        └→ next-step decision (×N samples, concurrent; majority vote)    │
                               ├─ ENHANCE → define tool calls (missing information merged, tools picked)
                               │            → tool calls (concurrent) → integrate results into the KG
                               │            (one write at a time, fixed or discarded) → iteration check
-                              └─ SOLVE → (optional noise mitigation) →                 │
-                                 query-based retrieval | Direct Retrieval ─────────────┤
-                                                                                      ▼
-                              math processing (need for math? then the Python tool) → parse solution
-                              (×M samples, concurrent; majority, LLM judge on a tie)
+                              └─ SOLVE → (optional noise mitigation) →                   │
+                                 the RETRIEVE votes' solve operations: their read queries ┤
+                                 | their answers (Direct Retrieval)                       │
+                                                                                        ▼
+                  (no partial solution) → generate forced solution ──→ math processing, per partial solution
+                           ▲                                          (need for math? then the Python tool)
+                           └──── (no answer parsed, once) ─────────── parse solution (×M samples per partial
+                                                                      solution, concurrent; weighted majority,
+                                                                      LLM judge on a tie)
 
 One node per numbered step of the paper's workflow: the iteration check (2) is a router (it reads the state
 and writes nothing); determining the tools (4) and the mathematical processing (8) are one node each; the tool
 calls (5) are one ``Send`` task each and every KG write (6) its own step; the samples of a decision run
-concurrently inside their node (see ``nodes/kgot.py``).
+concurrently inside their node (see ``nodes/kgot.py``). The solve step (7) executes every solve operation the
+RETRIEVE votes brought (appendix C.1, C.3.1); at the iteration limit it defines forced retrieve queries, and when
+no partial solution or no parsed answer comes out, the forced solution is generated once (appendix D.5).
 """
 
 from __future__ import annotations
@@ -68,9 +74,18 @@ async def route_integration(state: n.KGoTState, runtime: Any) -> Literal["integr
     return await route_iteration_check(state, runtime)
 
 
-async def route_solution(state: n.KGoTState) -> Literal["process_math", "parse_solution"]:
-    """Without any partial solution there is nothing to compute (parsing then says "No solution found")."""
-    return "process_math" if state.get("partial_solution") else "parse_solution"
+async def route_solution(state: n.KGoTState) -> Literal["process_math", "generate_forced_solution",
+                                                         "parse_solution"]:
+    """Partial solutions go to the math step; without any, the forced solution (once; after it, parsing says
+    "No solution found")."""
+    if n.current_partials(state):
+        return "process_math"
+    return "generate_forced_solution" if n.needs_forced_solution(state) else "parse_solution"
+
+
+async def route_parsed(state: n.KGoTState) -> Literal["generate_forced_solution", "__end__"]:
+    """Appendix D.5: when no parse gave an answer, the forced solution (once); otherwise the run is done."""
+    return "generate_forced_solution" if n.needs_forced_solution(state) else END
 
 
 def build() -> StateGraph:
@@ -85,6 +100,7 @@ def build() -> StateGraph:
     g.add_node("solve_with_query", n.solve_with_query)
     g.add_node("solve_directly", n.solve_directly)
     g.add_node("solve_forced", n.solve_forced)
+    g.add_node("generate_forced_solution", n.generate_forced_solution)
     g.add_node("process_math", n.process_math)
     g.add_node("parse_solution", n.parse_solution)
 
@@ -95,10 +111,10 @@ def build() -> StateGraph:
     g.add_edge("run_tool_call", "integrate_new_information")
     g.add_conditional_edges("integrate_new_information", route_integration)
     g.add_conditional_edges("mitigate_noise", route_solve_mode)
-    for solve in ("solve_with_query", "solve_directly", "solve_forced"):
+    for solve in ("solve_with_query", "solve_directly", "solve_forced", "generate_forced_solution"):
         g.add_conditional_edges(solve, route_solution)
     g.add_edge("process_math", "parse_solution")
-    g.add_edge("parse_solution", END)
+    g.add_conditional_edges("parse_solution", route_parsed)
     return g
 
 

@@ -55,6 +55,8 @@ class Vote(TypedDict):
     sample: int
     query_type: Literal["RETRIEVE", "INSERT", "INVALID"]
     reason: str
+    solve_operation: NotRequired[str]
+    """A RETRIEVE vote's solve operation (appendix C.1): the read query (query mode) or the answer (direct mode)."""
 
 
 class ToolCallRecord(TypedDict):
@@ -86,6 +88,40 @@ class SolveAttempt(TypedDict):
     empty: bool
     error: str | None
     result: str | None
+    operation: NotRequired[int]
+    """The index in ``solve_operations`` of the solve operation this query ran for."""
+
+
+class SolveOperation(TypedDict):
+    """One solve operation and what it gave (paper §4 step 7, appendices C.3.1 and D.5).
+
+    ``vote``: a RETRIEVE vote's read query or answer (identical ones are one operation, ``votes`` names their
+    samples); ``forced_retrieve``: a read query written at the iteration limit; ``forced_solution``: the solution
+    stated from the whole KG when nothing else gave one."""
+
+    iteration: int
+    kind: Literal["vote", "forced_retrieve", "forced_solution"]
+    votes: list[int]
+    operation: str
+    """As proposed: the read query, or the answer; empty when the vote gave none (then the RETRIEVE or Direct
+    Retrieval prompt wrote it)."""
+    query: str | None
+    """The read query that was last run (after fixes and regenerations); ``None`` without one."""
+    partial_solution: str | None
+    error: str | None
+    """Why the operation gave no partial solution."""
+
+
+class PartialSolution(TypedDict):
+    """A partial solution on its way to the final answer: after the math step, with its calculation."""
+
+    operation: int
+    """Its index in ``solve_operations``."""
+    weight: int
+    """How many votes proposed its solve operation (at least 1): its parses count that many times."""
+    text: str
+    need_math: bool | None
+    math_output: str | None
 
 
 class KGoTState(TypedDict, total=False):
@@ -106,7 +142,9 @@ class KGoTState(TypedDict, total=False):
     noise_removals: Annotated[list[dict[str, Any]], append]  # clean-up passes before solving (nodes.cleanup)
     # solving
     solve_attempts: Annotated[list[SolveAttempt], append]
-    partial_solution: str | None
+    solve_operations: Annotated[list[SolveOperation], append]
+    partial_solutions: list[PartialSolution]  # those of the current solve step, each parsed on its own
+    partial_solution: str | None  # the one the final answer came from (before that: the first)
     need_math: bool
     math_output: str | None
     parsed_solutions: Annotated[list[dict[str, Any]], append]
@@ -133,7 +171,9 @@ class NextStep(BaseModel):
     """Decide whether the KG suffices (RETRIEVE) or needs more information (INSERT)."""
 
     query_type: Literal["RETRIEVE", "INSERT"] = Field(description="RETRIEVE to solve now, INSERT to gather more")
-    reason: str = Field(description="For RETRIEVE, the answer the data supports; for INSERT, what is missing and why")
+    reason: str = Field(description="For RETRIEVE, why the data suffices; for INSERT, what is missing and why")
+    solve_operation: str = Field(default="", description="For RETRIEVE, the solve operation the instructions ask "
+                                                         "for (a read query or the answer); empty for INSERT")
 
 
 class MissingInformation(BaseModel):
@@ -176,6 +216,17 @@ class ChosenSolution(BaseModel):
 # --------------------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------------------
+async def ask[S: BaseModel](llm: LLMCaller, prompt: str, schema: type[S], outcome: str) -> S | None:
+    """``llm.structured`` for a step that goes on without the reply (appendix B.4.1: log the error, bypass the
+    failing query, continue): a call that fails for good, an API fault or replies that never parse, is noted
+    in the state's failures with ``outcome`` (what the step does instead) and gives ``None``."""
+    try:
+        return await llm.structured(prompt, schema)
+    except LLMError as exc:
+        llm.failed(exc, outcome)
+        return None
+
+
 def strip_fences(code: str) -> str:
     """Remove markdown code fences an LLM may wrap code in."""
     text = code.strip()
@@ -261,7 +312,9 @@ async def _sample_next_step(llm: LLMCaller, prompt: str, iteration: int, sample:
     except LLMError as exc:
         llm.failed(exc, f"vote {sample} counts as INVALID")
         return Vote(iteration=iteration, sample=sample, query_type="INVALID", reason=str(exc))
-    return Vote(iteration=iteration, sample=sample, query_type=step.query_type, reason=step.reason)
+    operation = strip_fences(step.solve_operation) if step.query_type == "RETRIEVE" else ""
+    return Vote(iteration=iteration, sample=sample, query_type=step.query_type, reason=step.reason,
+                solve_operation=operation)
 
 
 def tally(votes: list[Vote]) -> Literal["ENHANCE", "SOLVE"]:
@@ -272,13 +325,20 @@ def tally(votes: list[Vote]) -> Literal["ENHANCE", "SOLVE"]:
 
 
 async def decide_next_step(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
-    """``num_next_steps_decision`` samples of the next-step decision, concurrently, then the majority vote."""
+    """``num_next_steps_decision`` samples of the next-step decision, concurrently, then the majority vote.
+
+    A RETRIEVE vote brings its solve operation (appendix C.1): in query mode the read query, in Direct Retrieval
+    the answer; the solve step executes them (:func:`solve_with_query`, :func:`solve_directly`)."""
     ctx = context_of(runtime)
     llm = LLMCaller(ctx, "graph_executor")
     iteration = state.get("iteration", 0)
+    if ctx.solve_mode == "direct":
+        mode = P.NEXT_STEP_DIRECT
+    else:
+        mode = P.next_step_query_mode(language_of(await open_task_kg(ctx, for_run(config, state), state.get("kg"))))
     prompt = P.render(P.NEXT_STEP, problem=problem_text(state),
                       existing_data=render_snapshot(state.get("kg") or empty_snapshot()),
-                      tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
+                      tool_calls_made=describe_tool_calls(state.get("tool_calls") or []), **mode)
     votes = await gather_bounded(config, [_sample_next_step(llm, prompt, iteration, i)
                                           for i in range(ctx.num_next_steps_decision)])
     return {"votes": votes, "decision": tally(votes), **accounting(llm)}
@@ -295,13 +355,9 @@ async def merge_missing_information(state: KGoTState, llm: LLMCaller) -> str:
     if len(reasons) <= 1:
         return reasons[0] if reasons else "The knowledge graph lacks the information needed to solve the problem."
     listing = "\n".join(f"{i + 1}. {r}" for i, r in enumerate(reasons))
-    try:
-        merged = await llm.structured(P.render(P.MERGE_REASONS, problem=problem_text(state), reasons=listing),
-                                      MissingInformation)
-    except LLMError as exc:
-        llm.failed(exc, "the INSERT reasons are listed unmerged")
-        return listing
-    return merged.missing_information
+    merged = await ask(llm, P.render(P.MERGE_REASONS, problem=problem_text(state), reasons=listing),
+                       MissingInformation, "the INSERT reasons are listed unmerged")
+    return listing if merged is None else merged.missing_information
 
 
 async def tool_manager(ctx: Context, config: RunnableConfig | None, only: str | None = None, *,
@@ -330,7 +386,8 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
                       missing_information=missing,
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
     try:
-        reply = await llm.message(prompt, tools=manager.get_tools())
+        # forced to call a tool, as the authors bind the tool executor (an answer in prose would be lost)
+        reply = await llm.message(prompt, tools=manager.get_tools(), tool_choice="required")
     except LLMError as exc:
         llm.failed(exc, "no tool calls in this iteration")
         return {"missing_information": missing, "pending_tool_calls": [], **accounting(merging, llm)}
@@ -398,7 +455,7 @@ def write_statements(store: KGStore, code: str) -> list[str]:
 async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Context) -> tuple[str, str, int, list[str]]:
     """Execute a KG write statement by statement (:func:`write_statements`); a failing statement goes back to the
     LLM with its error, up to ``max_cypher_fixing_retry`` times, and is discarded alone if it still fails (paper
-    §4 step 6, appendix B.4; a fix call that fails for good discards the rest of the write).
+    §4 step 6, appendix B.4; a fix call that fails for good discards that statement alone, appendix B.4.1).
 
     Returns ``(status, final code, attempts, errors)``: ``applied`` (every statement ran at once), ``fixed`` (every
     statement ran, some after fixes), ``partial`` (some statements were discarded) or ``discarded`` (none ran).
@@ -408,7 +465,7 @@ async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Conte
     final: list[str] = []
     attempts = applied = fixed = 0
     statements = write_statements(store, code)
-    for number, statement in enumerate(statements):
+    for statement in statements:
         for attempt in range(ctx.max_cypher_fixing_retry + 1):
             attempts += 1
             result = await store.write(statement)
@@ -424,10 +481,9 @@ async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Conte
                                                       language_guide=lang.write_guide, code=statement,
                                                       error=errors[-1]), Code)
             except LLMError as exc:
-                llm.failed(exc, "the KG write's remaining statements are discarded")
+                llm.failed(exc, "the failing statement of the KG write is discarded; the others run")
                 errors.append(str(exc))
-                final += [statement, *statements[number + 1:]]
-                return ("partial" if applied else "discarded"), ";\n".join(final), attempts, errors
+                break
             statement = strip_fences(reply.code)
         final.append(statement)
     if applied == len(statements):
@@ -481,192 +537,355 @@ async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 7. Solve: query-based retrieval, Direct Retrieval, forced solution
+# 7. Solve: the solve operations of the vote, forced retrieval, forced solution
 # --------------------------------------------------------------------------------------------------------------
-async def solve_with_query(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
-    """Query-based retrieval: the LLM writes a read query; errors are fixed, errors or empty results
-    make it regenerate the query from scratch, up to ``max_retrieve_query_retry`` times. When a model call fails
-    for good on the way, the forced solution answers from the KG instead."""
-    ctx = context_of(runtime)
-    llm = LLMCaller(ctx, "graph_executor")
-    attempts: list[SolveAttempt] = []
-    try:
-        partial = await _query_the_kg(state, ctx, config, llm, attempts)
-    except LLMError as exc:
-        llm.failed(exc, "query-based retrieval gave up: the forced solution answers from the KG")
-        return {"solve_attempts": attempts, "decision": "FORCED_SOLVE",
-                "partial_solution": await _solve_from_kg(state, llm, P.FORCED_SOLUTION), **accounting(llm)}
-    return {"solve_attempts": attempts, "partial_solution": partial, **accounting(llm)}
-
-
-async def _query_the_kg(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller,
-                        attempts: list[SolveAttempt]) -> str | None:
-    """The loop of :func:`solve_with_query`: the partial solution (``None`` if no query found one); every query
-    run is logged in ``attempts``."""
-    store = await open_task_kg(ctx, for_run(config, state), state.get("kg"))
-    lang = language_of(store)
-    existing = await store.render()
-    problem = problem_text(state)
+def vote_operations(state: KGoTState) -> list[tuple[str, list[int]]]:
+    """The solve operations of this iteration's RETRIEVE votes, in vote order, each with the samples that proposed
+    it; identical operations (up to whitespace) are one, executed once (a read query gives the same result every
+    time) and weighted by their votes when the answers are counted."""
     iteration = state.get("iteration", 0)
+    groups: dict[str, tuple[str, list[int]]] = {}
+    for vote in state.get("votes") or []:
+        if vote["iteration"] == iteration and vote["query_type"] == "RETRIEVE":
+            operation = (vote.get("solve_operation") or "").strip()
+            groups.setdefault(" ".join(operation.split()), (operation, []))[1].append(vote["sample"])
+    return list(groups.values())
 
-    def log(query: str, kind: str, result: ReadResult) -> None:
-        attempts.append(SolveAttempt(iteration=iteration, query=query, kind=kind, ok=result.ok, empty=result.empty,
-                                     error=result.error, result=None if not result.ok else _result_text(result)))
 
-    query = strip_fences((await llm.structured(
-        P.render(P.RETRIEVE, language_name=lang.name, language_guide=lang.read_guide, examples=lang.read_examples,
-                 problem=problem, existing_data=existing), Code)).code)
-    partial: str | None = None
+def solutions_update(partials: list[PartialSolution]) -> dict[str, Any]:
+    """The state update of a solve step: its partial solutions (replacing those of an earlier one)."""
+    return {"partial_solutions": partials, "partial_solution": partials[0]["text"] if partials else None}
+
+
+def current_partials(state: KGoTState) -> list[PartialSolution]:
+    """The partial solutions to compute and parse (a thread checkpointed before they were a list has one)."""
+    if "partial_solutions" in state:
+        return list(state["partial_solutions"] or [])
+    text = state.get("partial_solution")
+    return [PartialSolution(operation=-1, weight=1, text=text, need_math=None, math_output=None)] if text else []
+
+
+def forced_solution_tried(state: KGoTState) -> bool:
+    """Whether this iteration's solve has already asked for the forced solution (it is asked at most once)."""
+    iteration = state.get("iteration", 0)
+    return any(op["kind"] == "forced_solution" and op["iteration"] == iteration
+               for op in state.get("solve_operations") or [])
+
+
+def needs_forced_solution(state: KGoTState) -> bool:
+    """Appendix D.5: no solve operation gave a partial solution, or no parse of them gave an answer, and the
+    forced solution has not been asked for yet."""
+    return not state.get("candidates") and not forced_solution_tried(state)
+
+
+class _Solving:
+    """The records of one solve step: its solve operations, the queries they ran, their partial solutions."""
+
+    def __init__(self, state: KGoTState, llm: LLMCaller) -> None:
+        self.state = state
+        self.llm = llm
+        self.iteration = state.get("iteration", 0)
+        self.base = len(state.get("solve_operations") or [])
+        self.operations: list[SolveOperation] = []
+        self.attempts: list[SolveAttempt] = []
+        self.partials: list[PartialSolution] = []
+
+    @property
+    def index(self) -> int:
+        """The ``solve_operations`` index of the operation being recorded next."""
+        return self.base + len(self.operations)
+
+    def log_query(self, query: str, kind: str, result: ReadResult) -> None:
+        self.attempts.append(SolveAttempt(iteration=self.iteration, query=query, kind=kind, ok=result.ok,
+                                          empty=result.empty, error=result.error,
+                                          result=None if not result.ok else _result_text(result),
+                                          operation=self.index))
+
+    def record(self, kind: str, samples: list[int], operation: str, *, query: str | None = None,
+               partial: str | None = None, error: str | None = None) -> None:
+        if partial:
+            self.partials.append(PartialSolution(operation=self.index, weight=max(1, len(samples)), text=partial,
+                                                 need_math=None, math_output=None))
+        self.operations.append(SolveOperation(iteration=self.iteration, kind=kind, votes=samples,
+                                              operation=operation, query=query, partial_solution=partial or None,
+                                              error=None if partial else (error or "no partial solution")))
+
+    def update(self, *callers: LLMCaller) -> dict[str, Any]:
+        out: dict[str, Any] = {"solve_operations": self.operations, **solutions_update(self.partials),
+                               "candidates": [], **accounting(*(callers or (self.llm,)))}
+        if self.attempts:
+            out["solve_attempts"] = self.attempts
+        return out
+
+
+class _Reader:
+    """The task KG opened for reading, with its language and the rendering its query prompts show."""
+
+    def __init__(self, store: KGStore, existing: str, problem: str) -> None:
+        self.store = store
+        self.lang = language_of(store)
+        self.existing = existing
+        self.problem = problem
+
+    @classmethod
+    async def open(cls, state: KGoTState, ctx: Context, config: RunnableConfig) -> _Reader:
+        store = await open_task_kg(ctx, for_run(config, state), state.get("kg"))
+        return cls(store, await store.render(), problem_text(state))
+
+    def prompt(self, template: str) -> str:
+        """A query-writing prompt (RETRIEVE, FORCED_RETRIEVE) for this KG."""
+        return P.render(template, language_name=self.lang.name, language_guide=self.lang.read_guide,
+                        examples=self.lang.read_examples, problem=self.problem, existing_data=self.existing)
+
+
+async def run_read_query(reader: _Reader, query: str, ctx: Context, llm: LLMCaller,
+                         solving: _Solving) -> tuple[str | None, str, str | None]:
+    """Run one read query (paper §4 step 7): an error goes back to the LLM to fix, up to
+    ``max_cypher_fixing_retry`` times; an error that stays, or an empty result, makes the LLM regenerate the query
+    from scratch, up to ``max_retrieve_query_retry`` times. A fix or regeneration whose reply fails for good is
+    bypassed (the fixing stops; no more regeneration). Returns ``(partial solution or None, last query, why
+    none)``; every query run is logged."""
+    error: str | None = None
     for round_ in range(ctx.max_retrieve_query_retry + 1):
-        result = await store.read(query)
-        log(query, "initial" if round_ == 0 else "regenerate", result)
+        result = await reader.store.read(query)
+        solving.log_query(query, "initial" if round_ == 0 else "regenerate", result)
         fixes = 0
         while not result.ok and fixes < ctx.max_cypher_fixing_retry:
             fixes += 1
-            query = strip_fences((await llm.structured(
-                P.render(P.FIX_CODE, language_name=lang.name, language_guide=lang.read_guide, code=query,
-                         error=result.error or ""), Code)).code)
-            result = await store.read(query)
-            log(query, "fix", result)
+            reply = await ask(llm, P.render(P.FIX_CODE, language_name=reader.lang.name,
+                                            language_guide=reader.lang.read_guide, code=query,
+                                            error=result.error or ""), Code,
+                              "the read query is not fixed further")
+            if reply is None:
+                break
+            query = strip_fences(reply.code)
+            result = await reader.store.read(query)
+            solving.log_query(query, "fix", result)
         if result.ok and not result.empty:
-            partial = _result_text(result)
-            break
+            return f"Query:\n{query}\nResult:\n{_result_text(result)}", query, None
+        error = result.error or "the query returned an empty result"
         if round_ == ctx.max_retrieve_query_retry:
             break
-        error = result.error or "the query returned an empty result"
-        query = strip_fences((await llm.structured(
-            P.render(P.REGENERATE_QUERY, language_name=lang.name, language_guide=lang.read_guide,
-                     examples=lang.read_examples, problem=problem, existing_data=existing, wrong_query=query,
-                     error=error), Code)).code)
-    return f"Query:\n{query}\nResult:\n{partial}" if partial is not None else None
+        reply = await ask(llm, P.render(P.REGENERATE_QUERY, language_name=reader.lang.name,
+                                        language_guide=reader.lang.read_guide, examples=reader.lang.read_examples,
+                                        problem=reader.problem, existing_data=reader.existing, wrong_query=query,
+                                        error=error), Code,
+                          "the read query is bypassed: its solve operation gives no partial solution")
+        if reply is None:
+            break
+        query = strip_fences(reply.code)
+    return None, query, error
 
 
-async def _solve_from_kg(state: KGoTState, llm: LLMCaller, template: str) -> str | None:
+async def solve_with_query(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """Query-based retrieval (appendix C.3.1): the read queries of the RETRIEVE votes run one after the other,
+    each with the fix / regenerate loop of :func:`run_read_query`; each result is a partial solution. A vote that
+    gave no query gets one from the RETRIEVE prompt; one that fails for good is bypassed."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    solving = _Solving(state, llm)
+    reader = await _Reader.open(state, ctx, config)
+    for operation, samples in vote_operations(state):
+        query = operation
+        if not query:
+            reply = await ask(llm, reader.prompt(P.RETRIEVE), Code,
+                              "a RETRIEVE vote without a read query is bypassed")
+            query = strip_fences(reply.code) if reply is not None else ""
+        if not query.strip():
+            solving.record("vote", samples, operation, error="no read query")
+            continue
+        partial, last, error = await run_read_query(reader, query, ctx, llm, solving)
+        solving.record("vote", samples, operation, query=last, partial=partial, error=error)
+    return solving.update()
+
+
+async def _solve_from_kg(state: KGoTState, llm: LLMCaller, template: str, outcome: str) -> str | None:
     """The solution the LLM states from the whole KG (``None`` when it states none or its call fails)."""
-    try:
-        reply = await llm.structured(P.render(template, problem=problem_text(state),
-                                              existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
-                                     DirectSolution)
-    except LLMError as exc:
-        llm.failed(exc, f"no partial solution: the answer is {NO_SOLUTION!r}")
-        return None
-    return reply.solution.strip() or None
+    reply = await ask(llm, P.render(template, problem=problem_text(state),
+                                    existing_data=render_snapshot(state.get("kg") or empty_snapshot())),
+                      DirectSolution, outcome)
+    return (reply.solution.strip() or None) if reply is not None else None
 
 
 async def solve_directly(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Direct Retrieval: the whole KG goes to the LLM, which states the solution."""
+    """Direct Retrieval: each RETRIEVE vote's answer is a partial solution (appendix C.1); votes that gave none
+    share one answer from the Direct Retrieval prompt (the whole KG goes to the LLM, which states the solution)."""
     llm = LLMCaller(context_of(runtime), "graph_executor")
-    return {"partial_solution": await _solve_from_kg(state, llm, P.DIRECT_RETRIEVAL), **accounting(llm)}
+    solving = _Solving(state, llm)
+    for operation, samples in vote_operations(state):
+        answer = operation or await _solve_from_kg(state, llm, P.DIRECT_RETRIEVAL,
+                                                   "the RETRIEVE votes without an answer give no partial solution")
+        solving.record("vote", samples, operation, partial=answer)
+    return solving.update()
 
 
-async def solve_forced(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
-    """At the iteration limit: the best solution the KG supports, as it is."""
+async def _forced_query(llm: LLMCaller, prompt: str, sample: int) -> str:
+    reply = await ask(llm, prompt, Code, f"forced retrieve query {sample} is not written")
+    return strip_fences(reply.code) if reply is not None else ""
+
+
+async def solve_forced(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """At the iteration limit (appendix D.5): in query mode, ``num_next_steps_decision`` forced retrieve queries
+    are written concurrently and run like the votes' queries; in Direct Retrieval, the forced solution states the
+    best answer the KG supports. When none gives a partial solution, the forced solution follows
+    (:func:`generate_forced_solution`)."""
+    ctx = context_of(runtime)
+    llm = LLMCaller(ctx, "graph_executor")
+    solving = _Solving(state, llm)
+    if ctx.solve_mode == "direct":
+        solving.record("forced_solution", [], "", partial=await _solve_from_kg(
+            state, llm, P.FORCED_SOLUTION, f"no partial solution: the answer is {NO_SOLUTION!r}"))
+        return {**solving.update(), "decision": "FORCED_SOLVE"}
+    reader = await _Reader.open(state, ctx, config)
+    prompt = reader.prompt(P.FORCED_RETRIEVE)
+    queries = await gather_bounded(config, [_forced_query(llm, prompt, i)
+                                            for i in range(max(1, ctx.num_next_steps_decision))])
+    groups: dict[str, tuple[str, list[int]]] = {}
+    for sample, query in enumerate(queries):
+        groups.setdefault(" ".join(query.split()), (query, []))[1].append(sample)
+    for query, samples in groups.values():
+        if not query.strip():
+            solving.record("forced_retrieve", samples, "", error="no forced retrieve query")
+            continue
+        partial, last, error = await run_read_query(reader, query, ctx, llm, solving)
+        solving.record("forced_retrieve", samples, query, query=last, partial=partial, error=error)
+    return {**solving.update(), "decision": "FORCED_SOLVE"}
+
+
+async def generate_forced_solution(state: KGoTState, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Appendix D.5, "generate forced solution": when no solve operation gave a partial solution, or none of
+    their parses gave an answer, the LLM states the best solution the whole KG supports. Asked once per solve;
+    when even this gives nothing, the answer is "No solution found"."""
     llm = LLMCaller(context_of(runtime), "graph_executor")
-    return {"partial_solution": await _solve_from_kg(state, llm, P.FORCED_SOLUTION), "decision": "FORCED_SOLVE",
-            **accounting(llm)}
+    solving = _Solving(state, llm)
+    solving.record("forced_solution", [], "", partial=await _solve_from_kg(
+        state, llm, P.FORCED_SOLUTION, f"no partial solution: the answer is {NO_SOLUTION!r}"))
+    return solving.update()
 
 
 # --------------------------------------------------------------------------------------------------------------
 # 8. Need for math, math with the Python tool
 # --------------------------------------------------------------------------------------------------------------
 async def process_math(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
-    """Paper step 8, the potential mathematical processing: does the partial solution still need calculations?
-    If so, the LLM writes Python for them, it runs in the sandbox, and errors go back to be fixed."""
+    """Paper step 8, the potential mathematical processing, for each partial solution (concurrently): does it
+    still need calculations? If so, the LLM writes Python for them, it runs in the sandbox, and errors go back to
+    be fixed; the calculation and its output extend that partial solution."""
     ctx = context_of(runtime)
     llm = LLMCaller(ctx, "graph_executor")
-    try:
-        reply = await llm.structured(P.render(P.NEED_FOR_MATH, problem=problem_text(state),
-                                              partial_solution=state.get("partial_solution") or ""), NeedForMath)
-    except LLMError as exc:
-        llm.failed(exc, "no calculation: the partial solution is parsed as it is")
-        return {"need_math": False, **accounting(llm)}
-    if not reply.need_math:
-        return {"need_math": False, **accounting(llm)}
-    return {"need_math": True, **await compute_math(state, ctx, config, llm)}
+    partials = current_partials(state)
+    done = await gather_bounded(config, [_math_for(state, ctx, config, llm, p["text"]) for p in partials])
+    updated = [PartialSolution(operation=p["operation"], weight=p["weight"], text=text, need_math=need,
+                               math_output=output) for p, (need, output, text) in zip(partials, done, strict=True)]
+    outputs = [p["math_output"] for p in updated if p["math_output"] is not None]
+    return {"partial_solutions": updated, "partial_solution": updated[0]["text"] if updated else None,
+            "need_math": any(p["need_math"] for p in updated), "math_output": outputs[0] if outputs else None,
+            **accounting(llm)}
 
 
-async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller) -> dict[str, Any]:
-    """The calculation with the Python tool: ``math_output``, the extended ``partial_solution`` and the
-    accounting of ``llm`` (a model call that fails for good skips the calculation or ends its fixing)."""
+async def _math_for(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller,
+                    partial: str) -> tuple[bool, str | None, str]:
+    """``(need for math, calculation output, partial solution with the calculation)`` of one partial solution."""
+    reply = await ask(llm, P.render(P.NEED_FOR_MATH, problem=problem_text(state), partial_solution=partial),
+                      NeedForMath, "no calculation: the partial solution is parsed as it is")
+    if reply is None or not reply.need_math:
+        return False, None, partial
+    output, extended = await compute_math(state, ctx, config, llm, partial)
+    return True, output, extended
+
+
+async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, llm: LLMCaller,
+                       partial: str) -> tuple[str | None, str]:
+    """The calculation with the Python tool: ``(its output, the partial solution extended with it)`` (a model
+    call that fails for good skips the calculation or ends its fixing)."""
     manager = await tool_manager(ctx, for_run(config, state), only="run_python_code")
     python = manager.get("run_python_code")
     if python is None:
-        return {"math_output": "The Python tool is not available; the calculation was not done.", **accounting(llm)}
+        return "The Python tool is not available; the calculation was not done.", partial
     try:
-        reply = await llm.message(P.render(P.MATH_WITH_PYTHON, problem=problem_text(state),
-                                           partial_solution=state.get("partial_solution") or ""),
+        reply = await llm.message(P.render(P.MATH_WITH_PYTHON, problem=problem_text(state), partial_solution=partial),
                                   tools=[python], tool_choice="run_python_code")
     except LLMError as exc:
         llm.failed(exc, "no calculation: the partial solution is parsed as it is")
-        return {"math_output": None, **accounting(llm)}
+        return None, partial
     calls = [c for c in reply.tool_calls if c["name"] == "run_python_code"]
     if not calls:
-        return {"math_output": None, **accounting(llm)}
+        return None, partial
     code = strip_fences(str(calls[0]["args"].get("code", "")))
     output = ""
     for attempt in range(ctx.max_cypher_fixing_retry + 1):
         output = await python.ainvoke({"code": code})
-        if not output.startswith("Error:"):
+        if not output.startswith("Error:") or attempt == ctx.max_cypher_fixing_retry:
             break
-        if attempt == ctx.max_cypher_fixing_retry:
-            break
-        try:
-            fixed = await llm.structured(P.render(P.FIX_CODE, language_name="Python", code=code, error=output,
-                                                  language_guide="Print the final answer."), Code)
-        except LLMError as exc:
-            llm.failed(exc, "the calculation's error is kept as its output")
+        fixed = await ask(llm, P.render(P.FIX_CODE, language_name="Python", code=code, error=output,
+                                        language_guide="Print the final answer."), Code,
+                          "the calculation's error is kept as its output")
+        if fixed is None:
             break
         code = strip_fences(fixed.code)
-    partial = (state.get("partial_solution") or "") + f"\n\nCalculation (Python):\n{code}\nOutput:\n{output}"
-    return {"math_output": output, "partial_solution": partial, **accounting(llm)}
+    return output, partial + f"\n\nCalculation (Python):\n{code}\nOutput:\n{output}"
 
 
 # --------------------------------------------------------------------------------------------------------------
-# 9. Parse the final solution (several samples), choose one
+# 9. Parse the final solution (several samples per partial solution), choose one
 # --------------------------------------------------------------------------------------------------------------
-async def _parse_once(llm: LLMCaller, prompt: str, sample: int) -> dict[str, Any]:
-    try:
-        parsed = await llm.structured(prompt, ParsedSolution)
-    except LLMError as exc:
-        llm.failed(exc, f"parse {sample} gives no candidate")
-        return {"sample": sample, "answer": "", "error": str(exc)}
-    return {"sample": sample, "answer": parsed.final_answer.strip(), "error": None}
+async def _parse_once(llm: LLMCaller, prompt: str, sample: int, partial: int) -> dict[str, Any]:
+    parsed = await ask(llm, prompt, ParsedSolution, f"parse {sample} gives no candidate")
+    if parsed is None:
+        return {"sample": sample, "partial": partial, "answer": "", "error": llm.failures[-1]["error"]}
+    return {"sample": sample, "partial": partial, "answer": parsed.final_answer.strip(), "error": None}
 
 
 async def parse_solution(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
-    """``max_final_solution_parsing`` parses of the partial solution with the chosen formatter, concurrently;
-    then the majority over the normalised answers, the LLM judging a tie; no candidate: "No solution found"."""
+    """``max_final_solution_parsing`` parses of each partial solution with the chosen formatter, all concurrently;
+    then the majority over the normalised answers (each parse counting once per vote of its solve operation), the
+    LLM judging a tie. No candidate: the forced solution, if not yet tried, else "No solution found"."""
     ctx = context_of(runtime)
-    partial = state.get("partial_solution")
-    if not partial:
+    partials = current_partials(state)
+    if not partials:
         return {"candidates": [], "final_answer": NO_SOLUTION}
     llm = LLMCaller(ctx, "graph_executor")
-    prompt = P.render(P.PARSE_SOLUTION, format_rules=P.FORMATTERS[ctx.answer_formatter],
-                      problem=problem_text(state), partial_solution=partial)
-    parsed = await gather_bounded(config, [_parse_once(llm, prompt, i)
-                                           for i in range(ctx.max_final_solution_parsing)])
-    candidates = [p["answer"] for p in parsed if p["answer"]]
-    answer = await choose_solution(state, llm, candidates) if candidates else NO_SOLUTION
-    return {"parsed_solutions": parsed, "candidates": candidates, "final_answer": answer, **accounting(llm)}
+    jobs = []
+    for number, partial in enumerate(partials):
+        prompt = P.render(P.PARSE_SOLUTION, format_rules=P.FORMATTERS[ctx.answer_formatter],
+                          problem=problem_text(state), partial_solution=partial["text"])
+        jobs += [_parse_once(llm, prompt, len(jobs) + i, number) for i in range(ctx.max_final_solution_parsing)]
+    parsed = await gather_bounded(config, jobs)
+    answered = [p for p in parsed if p["answer"]]
+    out: dict[str, Any] = {"parsed_solutions": parsed, "candidates": [p["answer"] for p in answered]}
+    if not answered:
+        return {**out, "final_answer": NO_SOLUTION, **accounting(llm)}
+    answer = await choose_solution(state, llm, [(p["answer"], partials[p["partial"]]["weight"]) for p in answered],
+                                   partials)
+    source = next((partials[p["partial"]] for p in answered
+                   if normalise_answer(p["answer"]) == normalise_answer(answer)), partials[0])
+    return {**out, "final_answer": answer, "partial_solution": source["text"], **accounting(llm)}
 
 
-async def choose_solution(state: KGoTState, llm: LLMCaller, candidates: list[str]) -> str:
-    """The most frequent candidate (normalised); on a tie, the one the LLM picks (the first if it cannot)."""
-    counts = Counter(normalise_answer(c) for c in candidates)
-    ranked = counts.most_common()
-    top = [norm for norm, count in ranked if count == ranked[0][1]]
+def _listing(partials: Sequence[PartialSolution]) -> str:
+    if len(partials) == 1:
+        return partials[0]["text"]
+    return "\n\n".join(f"Partial solution {i + 1}:\n{p['text']}" for i, p in enumerate(partials))
+
+
+async def choose_solution(state: KGoTState, llm: LLMCaller, candidates: Sequence[tuple[str, int]],
+                          partials: Sequence[PartialSolution] = ()) -> str:
+    """The most frequent candidate (normalised; each ``(answer, weight)`` counts ``weight`` times); on a tie, the
+    one the LLM picks (the first if it cannot)."""
+    counts: Counter[str] = Counter()
     first_form: dict[str, str] = {}
-    for c in candidates:
-        first_form.setdefault(normalise_answer(c), c)
-    options = [first_form[t] for t in top]
+    for answer, weight in candidates:
+        norm = normalise_answer(answer)
+        counts[norm] += weight
+        first_form.setdefault(norm, answer)
+    ranked = counts.most_common()
+    options = [first_form[norm] for norm, count in ranked if count == ranked[0][1]]
     if len(options) == 1:
         return options[0]
     listing = "\n".join(f"{i}: {o}" for i, o in enumerate(options))
-    try:
-        chosen = await llm.structured(P.render(P.CHOOSE_SOLUTION, problem=problem_text(state),
-                                               partial_solution=state.get("partial_solution") or "",
-                                               candidates=listing), ChosenSolution)
-    except LLMError as exc:
-        llm.failed(exc, "the first of the tied candidates is the answer")
+    chosen = await ask(llm, P.render(P.CHOOSE_SOLUTION, problem=problem_text(state),
+                                     partial_solution=_listing(partials) if partials else "",
+                                     candidates=listing), ChosenSolution,
+                       "the first of the tied candidates is the answer")
+    if chosen is None:
         return options[0]
     return options[chosen.index] if 0 <= chosen.index < len(options) else options[0]

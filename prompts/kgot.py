@@ -95,23 +95,20 @@ You are a problem solver using a knowledge graph to solve a given problem. The k
 <instructions>
 Understand the initial problem, its nuances, ALL the existing data in the knowledge graph and the tools already
 called. Can you solve the initial problem using the existing data?
-- If the existing data is sufficient to solve the problem in a zero-shot manner, set query_type to RETRIEVE and
-  give the answer you would derive in `reason`.
-- If the existing data is insufficient, set query_type to INSERT and explain in `reason` why you cannot solve the
-  problem and exactly which information is missing.
+- If the existing data is sufficient to solve the problem in a zero-shot manner, set query_type to RETRIEVE, say
+  in `reason` why it suffices, and {solve_operation}
+- If the existing data is insufficient, set query_type to INSERT, explain in `reason` why you cannot solve the
+  problem and exactly which information is missing, and leave `solve_operation` empty.
+- Do not make up data and do not assume anything: if a piece of information is missing, choose INSERT.
 - If you only have part of the information (for example some calculations or lookups are still needed on data
   that is not in the graph), choose INSERT.
 - The problem's attachments (if any) are not in the graph until a tool has read them.
+{solve_guide}
 </instructions>
 
 <examples>
 <examples_retrieve>
-<example_retrieve_1>
-Initial problem: How many studio albums did the band release between 2000 and 2009?
-Existing data: nodes Album(title, year, type) for every album of the band, with type 'studio' or 'live'.
-query_type: RETRIEVE
-reason: The graph lists every album with its year and type; counting the studio albums from 2000-2009 answers it.
-</example_retrieve_1>
+{retrieve_examples}
 </examples_retrieve>
 <examples_insert>
 <example_insert_1>
@@ -119,6 +116,7 @@ Initial problem: What is the population of the capital of the country that won t
 Existing data: a node Tournament(name: '2010 FIFA World Cup', winner: 'Spain').
 query_type: INSERT
 reason: The winner (Spain) is known, but the graph holds neither Spain's capital nor its population.
+solve_operation: (empty)
 </example_insert_1>
 </examples_insert>
 </examples>
@@ -135,6 +133,32 @@ reason: The winner (Spain) is known, but the graph holds neither Spain's capital
 {tool_calls_made}
 </tool_calls_made>
 """
+
+#: NEXT_STEP's RETRIEVE rule and examples when the solve operation is the answer itself (Direct Retrieval).
+NEXT_STEP_DIRECT = {
+    "solve_operation": "give in `solve_operation` the solution you derive from the existing data, with the values "
+                       "it rests on.",
+    "solve_guide": "",
+    "retrieve_examples": """<example_retrieve_1>
+Initial problem: How many studio albums did the band release between 2000 and 2009?
+Existing data: Album(title 'A', year 2001, type 'studio'), Album(title 'B', year 2004, type 'live'),
+Album(title 'C', year 2008, type 'studio'), and no other album of the band.
+query_type: RETRIEVE
+reason: The graph lists every album with its year and type.
+solve_operation: 2 (the studio albums A, 2001, and C, 2008)
+</example_retrieve_1>""",
+}
+
+
+def next_step_query_mode(language: QueryLanguage) -> dict[str, str]:
+    """NEXT_STEP's RETRIEVE rule, guide and examples when the solve operation is a read query in ``language``."""
+    return {
+        "solve_operation": f"write in `solve_operation` the {language.name} code that reads from the graph the data "
+                           "that solves the problem (it is run on the graph as it is).",
+        "solve_guide": f"When you write the {language.name} code:\n{language.read_guide}",
+        "retrieve_examples": language.read_examples,
+    }
+
 
 MERGE_REASONS = """<task>
 You are a logic expert. Your task is to determine why a given problem cannot be solved with the existing data in
@@ -366,6 +390,32 @@ knowledge graph supports, even if it is incomplete.
 2. Derive the most likely solution from the existing data; do not invent facts that contradict it.
 3. If the data gives no basis for any answer at all, say so plainly.
 </instructions>
+
+<initial_problem>
+{problem}
+</initial_problem>
+
+<existing_data>
+{existing_data}
+</existing_data>
+"""
+
+FORCED_RETRIEVE = """<task>
+You are a problem solver using a knowledge graph ({language_name}). No more information will be collected: write
+code that reads from the graph the data that comes closest to solving the initial problem, even if the graph is
+incomplete.
+</task>
+
+<instructions>
+1. Understand the initial problem, its nuances and ALL the existing data.
+2. Write one piece of code that returns the data most relevant to the answer; prefer returning related values to
+   returning nothing.
+{language_guide}
+</instructions>
+
+<examples>
+{examples}
+</examples>
 
 <initial_problem>
 {problem}

@@ -16,6 +16,7 @@ RETRIEVE = r"retrieves from the graph the\s+information"
 REGENERATE = "<wrong_query>"
 DIRECT = "Solve the initial problem using only the data"
 FORCED = "budget for collecting more information is spent"
+FORCED_RETRIEVE = "No more information will be collected"
 NEED_MATH = "need_math"
 MATH = "math and Python expert"
 PARSE = "formatter and extractor"
@@ -29,10 +30,14 @@ def step(when: str, *, unless: str | None = None, times: int = 1, **reply: Any) 
     return s
 
 
-def votes(query_type: str, n: int, *, reason: str = "", when_extra: str = "", unless: str | None = None):
+def votes(query_type: str, n: int, *, reason: str = "", when_extra: str = "", unless: str | None = None,
+          solve: str | None = None):
+    """``n`` votes of ``query_type``; ``solve`` is a RETRIEVE vote's solve operation (the read query or the
+    answer; without it the vote brings none, and the RETRIEVE / Direct Retrieval prompt writes it)."""
     reason = reason or ("The data answers it." if query_type == "RETRIEVE" else "The needed facts are missing.")
     when = VOTE + (f".*{when_extra}" if when_extra else "")
-    return [step(when, unless=unless, times=n, structured={"query_type": query_type, "reason": reason})]
+    reply = {"query_type": query_type, "reason": reason, **({"solve_operation": solve} if solve is not None else {})}
+    return [step(when, unless=unless, times=n, structured=reply)]
 
 
 def merge(text: str = "The facts are missing.", times: int = 1):
@@ -66,6 +71,15 @@ def direct(solution: str):
 
 def forced(solution: str):
     return [step(FORCED, structured={"solution": solution})]
+
+
+def forced_retrieve(code: str, times: int = 1):
+    return [step(FORCED_RETRIEVE, times=times, structured={"code": code})]
+
+
+def unparseable(when: str, times: int = 0):
+    """A reply for the prompt ``when`` that never fits its schema (every re-ask gets it again)."""
+    return [step(when, times=times, structured={"wrong_field": 1})]
 
 
 def need_math(needed: bool, times: int = 1):

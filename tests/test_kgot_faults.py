@@ -12,9 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from graphs import kgot
 from kgagents.cli import main
+from kgagents.scripted import ScriptedChatModel
 from nodes.context import Context
 from nodes.kgot import NO_SOLUTION
 from tests import kgot_script as S
@@ -37,6 +39,7 @@ STEPS = [
     S.step("self-contained questions", times=0, content="65"),
     *S.write(ARRAY_WRITE, times=0), *S.fix(ARRAY_WRITE, times=0),
     S.step(S.RETRIEVE, times=0, structured={"code": READ_SORTED}), *S.regenerate(READ_SORTED, times=0),
+    S.step(S.FORCED_RETRIEVE, times=0, structured={"code": READ_SORTED}),
     S.step(S.FORCED, times=0, structured={"solution": "third 23, fifth 42"}),
     *S.need_math(True, times=0),
     S.step(S.MATH, times=0, tool_calls=[{"name": "run_python_code", "args": {"code": "print(23 + 42)"}}]),
@@ -67,8 +70,8 @@ def cli(tmp_path: Path, server: FakeOpenAIServer, *args: str) -> int:
 
 def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAIServer, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """Every call meets a 500: each step degrades (invalid votes, no tool calls, a forced solve without a
-    solution) and the run ends with "No solution found"; ``kgagents show`` lists the failures."""
+    """Every call meets a 500: each step degrades (invalid votes, no tool calls, no forced retrieve query, no
+    forced solution) and the run ends with "No solution found"; ``kgagents show`` lists the failures."""
     fault_server.answer_with(FaultPolicy(script_responder(STEPS), rate=1.0, kinds=("500",)))
 
     assert cli(tmp_path, fault_server, "--thread", "always-500", "--max-iterations", "1") == 0
@@ -79,7 +82,8 @@ def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAISe
     assert f"Answer: {NO_SOLUTION}" in shown
     assert "model call(s) failed for good; the run went on" in shown
     for node, outcome in (("decide_next_step", "counts as INVALID"), ("define_tool_calls", "no tool calls"),
-                          ("solve_forced", "no partial solution")):
+                          ("solve_forced", "forced retrieve query 0 is not written"),
+                          ("generate_forced_solution", "no partial solution")):
         assert f"[{node}] " in shown and outcome in shown
     assert "Error code: 500 - injected fault" in shown
 
@@ -102,3 +106,81 @@ def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: Fa
     assert capsys.readouterr().out.strip() == "65"
     assert main(["--runs-dir", str(tmp_path / "runs"), "runs"]) == 0
     assert "done" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Unparseable replies (appendix B.4.1): each is logged, its query bypassed, and the run goes on
+# --------------------------------------------------------------------------------------------------------------
+async def scripted_run(tmp_path: Path, steps: list[dict], **ctx: object) -> dict:
+    model = ScriptedChatModel(steps=steps)
+    context = Context(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
+                      tool_backoff_base_s=0.001, max_parse_retries=0, **ctx)
+    config = {"configurable": {"thread_id": "unparseable"}, "recursion_limit": 200}
+    return await kgot.compile_graph(InMemorySaver()).ainvoke({"question": QUESTION}, config, context=context)
+
+
+def failed(state: dict) -> list[tuple[str, str]]:
+    """``(node, outcome)`` of each failure, every one of them a reply that never parsed."""
+    assert all(f["kind"] == "parse" and "no valid" in f["error"] for f in state["failures"])
+    return [(f["node"], f["outcome"]) for f in state["failures"]]
+
+
+async def test_unparseable_replies_in_query_mode_are_bypassed(tmp_path: Path) -> None:
+    """The merge, the write's fix, the read query's fix and regeneration, a vote's missing read query written by
+    the RETRIEVE prompt, and the need for math: each reply breaks its schema. Each failure is logged and bypassed,
+    the forced solution answers, and the run ends with the answer."""
+    failing = "result = G.nodes['missing']['values']"
+    steps = [*S.votes("INSERT", 3, unless="iteration 0: run_python_code"),
+             *S.votes("RETRIEVE", 2, when_extra="iteration 0: run_python_code", solve=failing),
+             *S.votes("RETRIEVE", 1, when_extra="iteration 0: run_python_code"),
+             *S.unparseable(S.MERGE), *S.tool_calls(("run_python_code", {"code": "print(sorted([42, 23]))"})),
+             *S.write("G.add_node('x')  # no label"), *S.unparseable(S.FIX), *S.unparseable(S.REGENERATE),
+             *S.unparseable(S.RETRIEVE), *S.forced("sorted [2, 15, 23, 37, 42, 88]: 23 + 42 = 65"),
+             *S.unparseable(S.NEED_MATH), *S.parse("65", "65", "65")]
+    state = await scripted_run(tmp_path, steps, num_next_steps_decision=3)
+
+    assert state["final_answer"] == "65"
+    assert failed(state) == [
+        ("define_tool_calls", "the INSERT reasons are listed unmerged"),
+        ("integrate_new_information", "the failing statement of the KG write is discarded; the others run"),
+        ("solve_with_query", "the read query is not fixed further"),
+        ("solve_with_query", "the read query is bypassed: its solve operation gives no partial solution"),
+        ("solve_with_query", "a RETRIEVE vote without a read query is bypassed"),
+        ("process_math", "no calculation: the partial solution is parsed as it is"),
+    ]
+    [write] = state["kg_writes"]
+    assert write["status"] == "discarded"
+    assert [(op["kind"], op["partial_solution"] is None) for op in state["solve_operations"]] == [
+        ("vote", True), ("vote", True), ("forced_solution", False)]
+
+
+async def test_unparseable_replies_in_direct_mode_are_bypassed(tmp_path: Path) -> None:
+    """Direct Retrieval's answer, the math code's fix and the tie judge break their schemas: the forced solution,
+    the calculation's error as its output and the first tied candidate take their places."""
+    steps = [*S.votes("RETRIEVE", 3), *S.unparseable(S.DIRECT), *S.forced("sorted [2, 15, 23, 37, 42, 88]"),
+             *S.need_math(True), *S.math("print(undefined_name)"), *S.unparseable(S.FIX),
+             *S.parse("65", "66"), *S.unparseable(S.CHOOSE)]
+    state = await scripted_run(tmp_path, steps, num_next_steps_decision=3, solve_mode="direct",
+                               max_final_solution_parsing=2)
+
+    assert state["final_answer"] == "65"
+    assert failed(state) == [
+        ("solve_directly", "the RETRIEVE votes without an answer give no partial solution"),
+        ("process_math", "the calculation's error is kept as its output"),
+        ("parse_solution", "the first of the tied candidates is the answer"),
+    ]
+    assert "NameError" in state["math_output"]
+
+
+async def test_unparseable_forced_replies_end_with_no_solution(tmp_path: Path) -> None:
+    """At the limit every forced retrieve query and the forced solution break their schemas: nothing is left, so
+    the run ends with "No solution found", each failure logged."""
+    steps = [*S.unparseable(S.FORCED_RETRIEVE), *S.unparseable(S.FORCED)]
+    state = await scripted_run(tmp_path, steps, max_iterations=0, num_next_steps_decision=2)
+
+    assert state["final_answer"] == NO_SOLUTION
+    assert failed(state) == [
+        ("solve_forced", "forced retrieve query 0 is not written"),
+        ("solve_forced", "forced retrieve query 1 is not written"),
+        ("generate_forced_solution", f"no partial solution: the answer is {NO_SOLUTION!r}"),
+    ]

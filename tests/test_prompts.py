@@ -9,7 +9,8 @@ import pytest
 from prompts import kgot as P
 
 EXPECTED = {
-    "NEXT_STEP": {"problem", "existing_data", "tool_calls_made"},
+    "NEXT_STEP": {"problem", "existing_data", "tool_calls_made", "solve_operation", "solve_guide",
+                  "retrieve_examples"},
     "MERGE_REASONS": {"problem", "reasons"},
     "DEFINE_TOOL_CALLS": {"problem", "attachments", "existing_data", "missing_information", "tool_calls_made"},
     "WRITE_KG": {"language_name", "language_guide", "examples", "problem", "existing_data", "missing_information",
@@ -20,6 +21,7 @@ EXPECTED = {
                          "error"},
     "DIRECT_RETRIEVAL": {"problem", "existing_data"},
     "FORCED_SOLUTION": {"problem", "existing_data"},
+    "FORCED_RETRIEVE": {"language_name", "language_guide", "examples", "problem", "existing_data"},
     "NEED_FOR_MATH": {"problem", "partial_solution"},
     "MATH_WITH_PYTHON": {"problem", "partial_solution"},
     "PARSE_SOLUTION": {"format_rules", "problem", "partial_solution"},

@@ -51,7 +51,7 @@ async def test_report_compares_directories(tmp_path):
     assert f"${kgot.cost / 4:.4f}" in text  # cost per solved task
     assert "## Accuracy and cost per level" in text
     assert "| Level 1 | 2/2 (100.0%)" in text and "| Level 2 | 2/2 (100.0%)" in text
-    assert "| Level 2 | 2/2 (100.0%), $0.0044 | 0/2 (0.0%)" in text  # zero-shot: one wrong, one failed
+    assert "| Level 2 | 2/2 (100.0%), $0.0048 | 0/2 (0.0%)" in text  # zero-shot: one wrong, one failed
     assert "## Runtime by node" in text and "| decide_next_step |" in text and "| answer_zero_shot |" in text
     zs_row = next(line for line in text.splitlines() if line.startswith("| Zero-shot | tiny"))
     assert zs_row.split("|")[11].strip() == "1"  # errors column

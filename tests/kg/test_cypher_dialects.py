@@ -171,3 +171,18 @@ async def test_a_statement_that_cannot_be_fixed_is_dropped_alone(cypher_backend:
     assert write["snapshot"] == state["kg"] and state["final_answer"] == "Lewis Carroll, 1865"
     store = cypher_backend.open(state.get("run_key") or "", state["kg"], tmp_path)
     assert cypher_backend.db_snapshot(store) == state["kg"]
+
+
+async def test_a_fix_that_never_parses_drops_its_statement_alone(cypher_backend: Backend, tmp_path):
+    """Appendix B.4.1: the fix's reply breaks its schema; that is logged, the broken statement is bypassed and
+    the statement after it still runs."""
+    code = f"{AUTHOR};\n{BROKEN};\n{YEAR}"
+    steps = [*statement_steps(code, []), *S.unparseable(S.FIX)]
+    state, _ = await run(cypher_backend, tmp_path, steps, question=QUESTION, thread=f"unp-{uuid.uuid4().hex[:6]}",
+                         solve_mode="direct", max_parse_retries=0)
+    [write] = state["kg_writes"]
+    assert write["status"] == "partial" and write["attempts"] == 3 and "no valid Code" in write["errors"][-1]
+    assert sorted(n["labels"][0] for n in state["kg"]["nodes"]) == ["Author", "Year"]
+    [failure] = state["failures"]
+    assert failure["node"] == "integrate_new_information" and failure["kind"] == "parse"
+    assert state["final_answer"] == "Lewis Carroll, 1865"
