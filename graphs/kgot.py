@@ -39,6 +39,12 @@ from nodes.runtime import context_of
 
 NAME = "kgot"
 
+#: Named contexts (``--preset``). ``paper``: the temperatures of the authors' runs, the controller's two models at
+#: 0.0 and the tools' own model at 0.5; the limits are the paper's, which are the defaults (appendix B.2).
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"temperature": 0.0, "tools_temperature": 0.5},
+}
+
 
 async def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_forced", "decide_next_step"]:
     """Paper step 2: at the iteration limit solve with what the KG holds; otherwise decide the next step."""

@@ -28,6 +28,9 @@ class Context:
     base_url: str | None = None
     """OpenAI-compatible server (vLLM, Ollama, llama.cpp) used for string models without a provider."""
     temperature: float | None = None
+    tools_temperature: float | None = None
+    """The temperature of the tools' own model (``None``: ``temperature``); the KGoT authors ran the controller at
+    0.0 and the tools at 0.5 (``--preset paper``)."""
     seed: int | None = None
     """Sampling seed, passed to the providers that take one (OpenAI and OpenAI-compatible servers, Ollama; see
     ``nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``

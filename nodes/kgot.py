@@ -386,8 +386,9 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
                       missing_information=missing,
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
     try:
-        # forced to call a tool, as the authors bind the tool executor (an answer in prose would be lost)
-        reply = await llm.message(prompt, tools=manager.get_tools(), tool_choice="required")
+        # Forced to call a tool, as the authors bind the tool executor (a reply in prose would be lost). "any" is
+        # LangChain's portable spelling: OpenAI-compatible clients send "required", Anthropic's {"type": "any"}.
+        reply = await llm.message(prompt, tools=manager.get_tools(), tool_choice="any")
     except LLMError as exc:
         llm.failed(exc, "no tool calls in this iteration")
         return {"missing_information": missing, "pending_tool_calls": [], **accounting(merging, llm)}

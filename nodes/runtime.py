@@ -174,7 +174,7 @@ def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | No
     It may build the tools' model client or look for a local Ollama server: code on an event loop uses
     :func:`atool_env`."""
     try:
-        llm = resolve_model(ctx, "tools")
+        llm = resolve_model(ctx, "tools", temperature=ctx.tools_temperature)
     except Exception:  # noqa: BLE001 - tools that need no model still work; those that do say so
         llm = None
     return _tool_env(ctx, work_dir or work_dir_for(ctx, config) / "tools", llm, ())
@@ -185,7 +185,7 @@ async def atool_env(ctx: Context, work_dir: Path, attachments: Sequence[str] = (
     blocking it (:func:`~nodes.models.aresolve_model`); the task's ``attachments`` are, with the work dir, the
     only local files the file tools may read."""
     try:
-        llm = await aresolve_model(ctx, "tools")
+        llm = await aresolve_model(ctx, "tools", temperature=ctx.tools_temperature)
     except Exception:  # noqa: BLE001 - as in tool_env
         llm = None
     return _tool_env(ctx, work_dir, llm, attachments)

@@ -88,6 +88,30 @@ def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAISe
     assert "Error code: 500 - injected fault" in shown
 
 
+def test_the_tool_executor_is_forced_to_call_a_tool(fault_server: FakeOpenAIServer, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Through langchain-openai, the tool executor's request says ``tool_choice: "required"`` (as the authors bind
+    it); the other requests force their own schema's tool."""
+    fault_server.answer_with(FaultPolicy(script_responder(STEPS), rate=0.0))
+    assert cli(tmp_path, fault_server, "--thread", "required", "--max-iterations", "2") == 0
+    assert capsys.readouterr().out.strip() == "65"
+    bodies = [r.body for r in fault_server.chat_requests if S.DEFINE_TOOLS in r.prompt]
+    assert bodies and all(b["tool_choice"] == "required" for b in bodies)
+    assert {t["function"]["name"] for t in bodies[0]["tools"]} >= {"run_python_code", "llm_query"}
+
+
+def test_the_paper_preset_runs_the_controller_at_0_and_the_tools_at_0_5(fault_server: FakeOpenAIServer,
+                                                                        tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    fault_server.answer_with(FaultPolicy(script_responder(STEPS), rate=0.0))
+    assert cli(tmp_path, fault_server, "--thread", "paper", "--max-iterations", "2", "--preset", "paper") == 0
+    assert capsys.readouterr().out.strip() == "65"
+    tools = [r.body for r in fault_server.chat_requests if "self-contained questions" in r.prompt]
+    controller = [r.body for r in fault_server.chat_requests if "self-contained questions" not in r.prompt]
+    assert tools and {b.get("temperature") for b in tools} == {0.5}
+    assert {b.get("temperature") for b in controller} == {0.0}
+
+
 def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: FakeOpenAIServer, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
