@@ -59,6 +59,13 @@ def format_kgot(state: dict[str, Any]) -> list[str]:
         for a in state["solve_attempts"]:
             what = "error: " + (a["error"] or "") if not a["ok"] else ("empty" if a["empty"] else "ok")
             lines.append(f"  {a['kind']}: {what[:200]}")
+    if state.get("solve_operations"):
+        lines += ["", "Solve operations:"]
+        for op in state["solve_operations"]:
+            votes = f" (votes {', '.join(map(str, op['votes']))})" if op.get("votes") else ""
+            what = (op.get("query") or op.get("operation") or "").replace("\n", " ")[:120]
+            outcome = "a partial solution" if op.get("partial_solution") else f"none: {op.get('error')}"
+            lines.append(f"  [it {op['iteration']}] {op['kind']}{votes}: {what!r} -> {outcome[:200]}")
     lines += ["", "Partial solution:", f"  {state.get('partial_solution')}", "",
               f"Candidates: {state.get('candidates', [])}", "", "Final knowledge graph:",
               render_snapshot(state.get("kg") or empty_snapshot())]

@@ -86,6 +86,7 @@ def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAISe
                           ("generate_forced_solution", "no partial solution")):
         assert f"[{node}] " in shown and outcome in shown
     assert "Error code: 500 - injected fault" in shown
+    assert "Solve operations:" in shown and "forced_retrieve (votes 0" in shown and "forced_solution: ''" in shown
 
 
 def test_the_tool_executor_is_forced_to_call_a_tool(fault_server: FakeOpenAIServer, tmp_path: Path,
