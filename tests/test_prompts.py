@@ -7,6 +7,7 @@ import re
 import pytest
 
 from prompts import kgot as P
+from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL languages)
 
 EXPECTED = {
     "NEXT_STEP": {"problem", "existing_data", "tool_calls_made", "solve_operation", "solve_guide",
@@ -58,3 +59,15 @@ def test_every_query_language_has_guides_and_examples():
                             examples=lang.write_examples, problem="p", existing_data="d", missing_information="m",
                             new_information="n")
         assert lang.write_examples in rendered
+
+
+def test_next_step_asks_each_mode_for_its_solve_operation():
+    """Query mode: the read query in the KG's language, with its read guide and examples (inserted verbatim, so
+    their braces stay); Direct Retrieval: the answer."""
+    for lang in P.LANGUAGES.values():
+        rendered = P.render(P.NEXT_STEP, problem="p", existing_data="d", tool_calls_made="t",
+                            **P.next_step_query_mode(lang))
+        assert f"the {lang.name} code that reads from the graph" in rendered
+        assert lang.read_guide in rendered and lang.read_examples in rendered
+    direct = P.render(P.NEXT_STEP, problem="p", existing_data="d", tool_calls_made="t", **P.NEXT_STEP_DIRECT)
+    assert "give in `solve_operation` the solution you derive" in direct and "code" not in direct.split("<examples>")[0]
