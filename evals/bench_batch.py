@@ -1,7 +1,7 @@
 """Benchmark (not a test): how much concurrency buys, with a chat model that answers after a fixed latency.
 
-    python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1]
-                                [--route enhance|direct] [--model-path lean|langchain] [--json FILE]
+    python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1|auto]
+                                [--route enhance|direct] [--model-path http|lean|langchain] [--json FILE]
 
 Two measurements, both on the real KGoT graph:
 
@@ -11,9 +11,12 @@ Two measurements, both on the real KGoT graph:
 - **single-task speedup**: one task with its concurrent fan-outs (5 vote samples, tool calls, 3 parses) against
   the same graph run with ``max_concurrency=1`` (every LLM and tool call one after the other).
 
-The simulated model (:class:`LatencyChatModel`) sleeps ``latency`` seconds per call, then answers from a script.
-Its ``lean`` path answers structured-output and tool-binding calls directly; the ``langchain`` path goes through
-LangChain's generic structured-output chain like a real provider client, which costs more CPU per call. The
+The model answers every call after ``latency`` seconds, from a script. The ``http`` model path (the default) is
+the one users run: the real ``langchain-openai`` client (built from a model string by ``nodes.models``, as for
+any OpenAI-compatible server) over HTTP to :mod:`evals.latency_server`, which waits and answers in a process of
+its own. The two in-process paths use :class:`LatencyChatModel` instead: ``lean`` answers structured-output and
+tool-binding calls directly (no client, no chain: the graph's own cost), ``langchain`` goes through LangChain's
+generic structured-output chain. The
 ``enhance`` route is one ENHANCE iteration (votes, merge, tool definition, two concurrent simulated tool calls,
 two KG integrations) followed by a SOLVE iteration; ``direct`` is the shortest route (votes, direct solve,
 need-for-math, parses).
@@ -41,6 +44,7 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from evals.datasets import Dataset, Item
+from evals.latency_server import LatencyServer
 from evals.runner import EvalOptions, evaluate
 from kgagents.scripted import ScriptedChatModel
 
@@ -150,11 +154,28 @@ def register_simulated_tool(latency: float) -> None:
                                                description="Look a fact up (simulated, fixed latency)."))
 
 
-def context_for(model: LatencyChatModel, work_dir: Path) -> Any:
+#: The model paths (see the module docstring).
+MODEL_PATHS = ("http", "lean", "langchain")
+#: The model name the ``http`` path asks the latency server for.
+HTTP_MODEL = "bench-model"
+
+
+def model_spec(model_path: str, route: str, latency: float, base_url: str | None = None) -> dict[str, Any]:
+    """The context's model fields for ``model_path``: a model string and server, or a :class:`LatencyChatModel`."""
+    if model_path == "http":
+        if not base_url:
+            raise ValueError("the http model path needs the latency server's base_url")
+        return {"model": HTTP_MODEL, "base_url": base_url}
+    if model_path not in MODEL_PATHS:
+        raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
+    return {"model": LatencyChatModel(steps=script(route), latency=latency, lean=model_path == "lean")}
+
+
+def context_for(model: dict[str, Any], work_dir: Path) -> Any:
     from nodes.context import Context
 
-    return Context(model=model, solve_mode="direct", tools=[TOOL_NAME], work_dir=str(work_dir),
-                   max_api_retries=0, llm_timeout_s=60)
+    return Context(**model, solve_mode="direct", tools=[TOOL_NAME], work_dir=str(work_dir), max_api_retries=0,
+                   llm_timeout_s=60)
 
 
 def items(n: int) -> Dataset:
@@ -163,19 +184,20 @@ def items(n: int) -> Dataset:
                           for i in range(n)])
 
 
-async def batch_time(n: int, concurrency: int, latency: float, route: str, lean: bool, root: Path,
-                     processes: int = 1) -> dict[str, Any]:
+async def batch_time(n: int, concurrency: int, latency: float, route: str, model: dict[str, Any], root: Path,
+                     processes: int = 1, server: LatencyServer | None = None) -> dict[str, Any]:
     """Wall time of ``n`` items at ``concurrency`` through the runner (fresh output directory).
 
     ``cpu_s`` is this process's CPU time and ``loop_cpu_s`` that of its event-loop thread (with one process:
     the Python of every item); with worker processes both are left out (the work is done elsewhere).
+    ``server_cpu_s``: the latency server's CPU time (``http`` path).
     """
     out = root / f"c{concurrency}-n{n}-p{processes}"
     shutil.rmtree(out, ignore_errors=True)
-    model = LatencyChatModel(steps=script(route), latency=latency, lean=lean)
     options = EvalOptions(workflow="kgot", out_dir=out, concurrency=concurrency, progress=False,
                           context=context_for(model, root / "work"), processes=processes,
                           worker_setup=functools.partial(register_simulated_tool, latency))
+    server0 = server.cpu_s() if server is not None else 0.0
     cpu0, loop0, t0 = time.process_time(), time.thread_time(), time.perf_counter()
     result = await evaluate(options, items(n))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
@@ -186,15 +208,15 @@ async def batch_time(n: int, concurrency: int, latency: float, route: str, lean:
     calls = sum(u.get("calls", 0) for r in result.records for u in (r.get("usage") or {}).values())
     local = processes == 1
     return {"items": n, "concurrency": concurrency, "processes": processes, "wall_s": wall,
-            "cpu_s": cpu if local else None, "loop_cpu_s": loop_cpu if local else None, "calls_per_item": calls / n}
+            "cpu_s": cpu if local else None, "loop_cpu_s": loop_cpu if local else None, "calls_per_item": calls / n,
+            "server_cpu_s": server.cpu_s() - server0 if server is not None else None}
 
 
-async def single_task_time(latency: float, route: str, lean: bool, root: Path, sequential: bool) -> float:
+async def single_task_time(route: str, model: dict[str, Any], root: Path, sequential: bool) -> float:
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graphs.kgot import compile_graph
 
-    model = LatencyChatModel(steps=script(route), latency=latency, lean=lean)
     graph = compile_graph(InMemorySaver())
     config: dict[str, Any] = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
     if sequential:
@@ -207,19 +229,35 @@ async def single_task_time(latency: float, route: str, lean: bool, root: Path, s
     return time.perf_counter() - t0
 
 
-async def run_benchmark(latency: float, concurrencies: list[int], route: str, lean: bool, sequential_items: int,
-                        waves: int, repeats: int, processes: int = 1) -> dict[str, Any]:
+def processes_for(processes: int | str, concurrency: int) -> int:
+    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`evals.processes.auto_processes`)."""
+    if processes == "auto":
+        from evals.processes import auto_processes
+
+        return auto_processes(concurrency)
+    return min(int(processes), concurrency)
+
+
+async def run_benchmark(latency: float, concurrencies: list[int], route: str, model_path: str,
+                        sequential_items: int, waves: int, repeats: int,
+                        processes: int | str = 1) -> dict[str, Any]:
+    if model_path not in MODEL_PATHS:
+        raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
+    server = LatencyServer(script(route), latency).start() if model_path == "http" else None
     try:
-        await batch_time(2, 2, 0.0, route, lean, root)  # warm-up: imports, first graph compile
-        if processes > 1:  # and the worker processes' fork server
-            await batch_time(2 * processes, 2 * processes, 0.0, route, lean, root, processes)
-        seq = await batch_time(sequential_items, 1, latency, route, lean, root)
+        model = model_spec(model_path, route, latency, server.base_url if server else None)
+        warm = model_spec(model_path, route, 0.0, server.base_url if server else None)
+        await batch_time(2, 2, 0.0, route, warm, root)  # warm-up: imports, first graph compile, connections
+        most = max(processes_for(processes, c) for c in concurrencies)
+        if most > 1:  # and the worker processes' fork server
+            await batch_time(2 * most, 2 * most, 0.0, route, warm, root, most)
+        seq = await batch_time(sequential_items, 1, latency, route, model, root, server=server)
         per_item = seq["wall_s"] / sequential_items
         rows = []
         for c in concurrencies:
-            runs = [await batch_time(c * waves, c, latency, route, lean, root, min(processes, c))
+            runs = [await batch_time(c * waves, c, latency, route, model, root, processes_for(processes, c), server)
                     for _ in range(repeats)]
             best = min(runs, key=lambda r: r["wall_s"])
             speedup = per_item * best["items"] / best["wall_s"]
@@ -227,21 +265,24 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, le
                          "wall_s_all": [round(r["wall_s"], 3) for r in runs]})
             cpu = f"loop cpu {best['loop_cpu_s']:5.2f} s" if best["loop_cpu_s"] is not None else \
                 f"{best['processes']} processes"
+            if best["server_cpu_s"] is not None:
+                cpu += f", server cpu {best['server_cpu_s']:5.2f} s"
             print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
                   f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
-        concurrent = [await single_task_time(latency, route, lean, root, sequential=False) for _ in range(repeats)]
-        serial = [await single_task_time(latency, route, lean, root, sequential=True) for _ in range(repeats)]
+        concurrent = [await single_task_time(route, model, root, sequential=False) for _ in range(repeats)]
+        serial = [await single_task_time(route, model, root, sequential=True) for _ in range(repeats)]
         single = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
                   "speedup": min(serial) / min(concurrent)}
         print(f"single task: {single['sequential_s']:.2f} s sequential, {single['concurrent_s']:.2f} s concurrent, "
               f"speedup {single['speedup']:.2f}", file=sys.stderr)
-        return {"latency_s": latency, "route": route, "model_path": "lean" if lean else "langchain",
-                "processes": processes,
+        return {"latency_s": latency, "route": route, "model_path": model_path, "processes": processes,
                 "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                            "platform": platform.platform()},
+                            "platform": platform.platform(), "load_avg": os.getloadavg()},
                 "calls_per_item": seq["calls_per_item"]}
     finally:
+        if server is not None:
+            server.stop()
         shutil.rmtree(root, ignore_errors=True)
         from tools.manager import unregister_tool
 
@@ -265,20 +306,35 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _processes(value: str) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of processes or auto, not {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("at least 1 process")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.bench_batch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per model/tool call (default 0.2)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
-    parser.add_argument("--processes", type=int, default=1,
-                        help="worker processes that share the C items of a batch run (default 1: this one)")
+    parser.add_argument("--processes", type=_processes, default=1,
+                        help="worker processes that share the C items of a batch run (default 1: this one; "
+                             "auto: one per 16 items in flight, at most one per CPU)")
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
-    parser.add_argument("--model-path", choices=["lean", "langchain"], default="lean")
+    parser.add_argument("--model-path", choices=MODEL_PATHS, default="http",
+                        help="http: langchain-openai over HTTP to a loopback server (default); lean, langchain: "
+                             "an in-process simulated model")
     parser.add_argument("--sequential-items", type=int, default=4, help="items of the sequential baseline")
     parser.add_argument("--waves", type=int, default=2, help="items per run = waves × C (default 2)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per C; the fastest counts (default 1)")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
-    result = asyncio.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path == "lean",
+    result = asyncio.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path,
                                        args.sequential_items, args.waves, args.repeats, args.processes))
     print(markdown(result))
     if args.json:

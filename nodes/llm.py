@@ -18,8 +18,11 @@ run stops with its checkpoints, to be resumed once the configuration is fixed.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -233,19 +236,135 @@ _structured_lock = threading.Lock()
 
 
 def structured_runnable(model: BaseChatModel, schema: type[BaseModel], kwargs: dict[str, Any]) -> Any:
-    """``model.with_structured_output(schema, **kwargs)``, built once per model, schema and options."""
+    """``model.with_structured_output(schema, **kwargs)``, built once per model, schema and options.
+
+    With ``include_raw=True`` the runnable answers ``{"raw", "parsed", "parsing_error"}``; where the model's chain
+    can be taken apart (see :class:`DirectStructured`) that answer comes from one model call and a direct parse.
+    """
     key = (id(model), schema, tuple(sorted(kwargs.items())))
     with _structured_lock:
         hit = _structured_cache.get(key)
         if hit is not None and hit[0] is model:
             _structured_cache.move_to_end(key)
             return hit[1]
-    runnable = model.with_structured_output(schema, **kwargs)
+    runnable = DirectStructured.build(model, schema, kwargs) if kwargs.get("include_raw") else None
+    if runnable is None:
+        runnable = model.with_structured_output(schema, **kwargs)
     with _structured_lock:
         _structured_cache[key] = (model, runnable)  # the entry keeps the model alive, so its id stays its own
         while len(_structured_cache) > _STRUCTURED_CACHE_SIZE:
             _structured_cache.popitem(last=False)
     return runnable
+
+
+class DirectStructured:
+    """A model's structured-output chain taken apart: its bound model call, then its parsers called directly.
+
+    ``with_structured_output(schema, include_raw=True)`` wraps the model call and the parsers in five more
+    runnables (a map, an assign with a fallback, lambdas), each with its own callback run, config copies and
+    signature inspection, and LangChain's async parsers hand each parse to a worker thread: several milliseconds
+    of CPU per call, more than the HTTP client's. This does what that chain does — the same bound model (one
+    traced model run, with the same tools, ``tool_choice`` and tracing metadata) and the same parsers in the same
+    order, an exception from a parser reported as ``parsing_error`` and one from the model raised — as one awaited
+    model call and plain function calls. It is built only from the chains it understands (a bound model followed
+    by output parsers and the provider's synchronous checks, such as OpenAI's refusal check); any other chain
+    keeps LangChain's own runnable.
+    """
+
+    def __init__(self, bound: Any, parsers: list[Any]) -> None:
+        self.bound = bound
+        self.parsers = parsers
+
+    @classmethod
+    def build(cls, model: BaseChatModel, schema: type[BaseModel], kwargs: dict[str, Any]) -> DirectStructured | None:
+        """The direct form of ``model.with_structured_output(schema, **kwargs)``, or None where it has none."""
+        from langchain_core.output_parsers import BaseOutputParser
+        from langchain_core.runnables import RunnableBinding, RunnableGenerator, RunnableSequence
+
+        plain = {k: v for k, v in kwargs.items() if k != "include_raw"}
+        try:
+            chain = model.with_structured_output(schema, **plain)
+        except Exception:  # noqa: BLE001 - this model's own include_raw chain is used (and raises it again)
+            return None
+        if not isinstance(chain, RunnableSequence):
+            return None
+        bound, *rest = chain.steps
+        if not (bound is model or (isinstance(bound, RunnableBinding) and bound.bound is model)):
+            return None
+        parsers: list[Any] = []
+        for step in rest:
+            if isinstance(step, BaseOutputParser):
+                parsers.append(functools.partial(_parse_message, step))
+            elif isinstance(step, RunnableGenerator) and _takes_one_argument(getattr(step, "_transform", None)):
+                parsers.append(functools.partial(_run_generator, step._transform))
+            else:
+                return None
+        if isinstance(bound, RunnableBinding):
+            bound = _with_json_schema_metadata(bound)
+        return cls(bound, parsers)
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
+        raw = await self.bound.ainvoke(input, config, **kwargs)
+        try:
+            value = raw
+            for parse in self.parsers:
+                value = parse(value)
+        except Exception as exc:  # noqa: BLE001 - what LangChain's fallback reports as parsing_error
+            return {"raw": raw, "parsed": None, "parsing_error": exc}
+        return {"raw": raw, "parsed": value, "parsing_error": None}
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
+        raw = self.bound.invoke(input, config, **kwargs)
+        try:
+            value = raw
+            for parse in self.parsers:
+                value = parse(value)
+        except Exception as exc:  # noqa: BLE001
+            return {"raw": raw, "parsed": None, "parsing_error": exc}
+        return {"raw": raw, "parsed": value, "parsing_error": None}
+
+
+def _parse_message(parser: Any, message: Any) -> Any:
+    """What an output parser's ``invoke`` does with a message, without the runnable around it."""
+    from langchain_core.outputs import ChatGeneration, Generation
+
+    if isinstance(message, BaseMessage):
+        return parser.parse_result([ChatGeneration(message=message)])
+    return parser.parse_result([Generation(text=message)])
+
+
+def _run_generator(transform: Any, value: Any) -> Any:
+    """What a ``RunnableGenerator`` of a synchronous generator does with one input: its output, chunks added."""
+    out = list(transform(iter([value])))
+    return functools.reduce(operator.add, out) if out else None
+
+
+def _takes_one_argument(func: Any) -> bool:
+    if func is None:
+        return False
+    try:
+        return len(inspect.signature(func).parameters) == 1
+    except (TypeError, ValueError):
+        return False
+
+
+def _with_json_schema_metadata(bound: Any) -> Any:
+    """``bound`` with its tracing metadata's schema (``ls_structured_output_format``) as JSON schema already.
+
+    The chat model converts that schema for the trace on every call (a pydantic JSON-schema build, as costly as
+    the rest of the call's preparation); converted once here, the same metadata goes out.
+    """
+    from langchain_core.utils.function_calling import convert_to_json_schema
+
+    meta = bound.kwargs.get("ls_structured_output_format")
+    if not isinstance(meta, dict) or isinstance(meta.get("schema"), dict):
+        return bound
+    try:
+        schema = convert_to_json_schema(meta["schema"])
+    except (ValueError, TypeError, KeyError):
+        return bound
+    return bound.model_copy(update={"kwargs": {**bound.kwargs,
+                                               "ls_structured_output_format": {**meta, "schema": schema}}})
 
 
 #: Errors a chat model raises when it parses a reply itself and the reply does not fit the schema.

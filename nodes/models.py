@@ -115,6 +115,10 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
     if provider == "openai":
         # Our LLM layer retries with backoff itself; the SDK's own retries would hide errors from it.
         kwargs["max_retries"] = 0
+        # The SDK's aiohttp backend: far less CPU per call with many calls in flight (nodes/http_client.py).
+        from nodes.http_client import async_http_client
+
+        kwargs["http_async_client"] = async_http_client()
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
         if base_url:

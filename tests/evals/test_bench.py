@@ -1,15 +1,21 @@
-"""The benchmark still runs (a smoke run without latency; the numbers are not checked)."""
+"""The benchmark still runs (smoke runs at tiny sizes; the numbers are not checked), and its loopback
+OpenAI-compatible server answers as OpenAI does."""
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+
 import pytest
 
-from evals.bench_batch import markdown, run_benchmark
+from evals.bench_batch import main, markdown, run_benchmark, script
+from evals.latency_server import LatencyServer, Responder
 from tools.manager import registered_names
 
 
 async def test_benchmark_smoke():
-    result = await run_benchmark(0.0, [2], "enhance", True, sequential_items=1, waves=1, repeats=1)
+    result = await run_benchmark(0.0, [2], "enhance", "lean", sequential_items=1, waves=1, repeats=1)
     assert result["calls_per_item"] == 19 and result["batch"][0]["items"] == 2
     assert result["single_task"]["sequential_s"] > 0
     assert "| 2 | 2 |" in markdown(result)
@@ -17,8 +23,88 @@ async def test_benchmark_smoke():
 
 
 @pytest.mark.slow
+async def test_benchmark_smoke_through_the_openai_client_over_http():
+    """The default path: langchain-openai's client, built from a model string, against the latency server."""
+    result = await run_benchmark(0.0, [2], "enhance", "http", sequential_items=1, waves=1, repeats=1)
+    row = result["batch"][0]
+    assert result["model_path"] == "http" and result["calls_per_item"] == 19 and row["items"] == 2
+    assert row["server_cpu_s"] is not None and result["single_task"]["concurrent_s"] > 0
+    assert "model path `http`" in markdown(result) and "simulated_lookup" not in registered_names()
+
+
+@pytest.mark.slow
 async def test_benchmark_smoke_with_worker_processes():
-    result = await run_benchmark(0.0, [2], "direct", True, sequential_items=1, waves=1, repeats=1, processes=2)
+    result = await run_benchmark(0.0, [2], "direct", "lean", sequential_items=1, waves=1, repeats=1, processes=2)
     row = result["batch"][0]
     assert row["processes"] == 2 and row["items"] == 2 and row["loop_cpu_s"] is None
     assert result["calls_per_item"] == 10 and "| 2 | 2 |" in markdown(result) and "2 process(es)" in markdown(result)
+
+
+@pytest.mark.slow
+async def test_benchmark_smoke_over_http_with_automatic_processes():
+    result = await run_benchmark(0.0, [2], "direct", "http", sequential_items=1, waves=1, repeats=1,
+                                 processes="auto")
+    assert result["calls_per_item"] == 10 and result["batch"][0]["items"] == 2
+
+
+async def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="unknown model path 'grpc'"):
+        await run_benchmark(0.0, [2], "direct", "grpc", sequential_items=1, waves=1, repeats=1)
+    with pytest.raises(SystemExit):
+        main(["--processes", "0"])
+    with pytest.raises(ValueError, match="latency"):
+        LatencyServer(script("direct"), -1.0)
+    with pytest.raises(ValueError, match="exactly one of"):
+        LatencyServer([{"when": "x"}], 0.0)
+
+
+def body(prompt: str, **extra: object) -> dict:
+    return {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                       {"role": "user", "content": [{"type": "text", "text": prompt}]}], **extra}
+
+
+def test_the_responder_answers_as_openai_does():
+    responder = Responder([{"when": "vote", "times": 0, "structured": {"query_type": "SOLVE"}},
+                           {"when": "tools", "tool_calls": [{"name": "search", "args": {"q": "x"}}]},
+                           {"when": "fail", "raise": "overloaded", "status": 503},
+                           {"when": "text", "content": "plain"}])
+    forced = {"tools": [{"type": "function", "function": {"name": "Other"}},
+                        {"type": "function", "function": {"name": "Vote"}}],
+              "tool_choice": {"type": "function", "function": {"name": "Vote"}}}
+    status, reply = responder.answer(body("please vote", **forced))
+    call = reply["choices"][0]["message"]["tool_calls"][0]
+    assert status == 200 and reply["choices"][0]["finish_reason"] == "tool_calls"
+    assert call["function"] == {"name": "Vote", "arguments": json.dumps({"query_type": "SOLVE"})}
+    assert reply["usage"]["prompt_tokens"] > 1 and reply["model"] == "m"
+    status, reply = responder.answer(body("vote again", response_format={"type": "json_schema"}))
+    assert json.loads(reply["choices"][0]["message"]["content"]) == {"query_type": "SOLVE"}
+    status, reply = responder.answer(body("define tools"))
+    assert reply["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "search"
+    assert responder.answer(body("define tools"))[0] == 400  # used up (times: 1)
+    assert responder.answer(body("fail"))[0] == 503
+    assert responder.answer(body("text"))[1]["choices"][0]["message"]["content"] == "plain"
+    assert responder.answer({"messages": "no"})[0] == 400
+    assert responder.answer(body("text", stream=True))[0] == 400
+    assert responder.script.calls == []  # a server keeps no prompts
+
+
+@pytest.mark.slow
+def test_the_latency_server_runs_in_its_own_process_and_answers_after_its_latency():
+    import os
+    import time
+
+    with LatencyServer([{"times": 0, "content": "hello"}], 0.3) as server:
+        assert server._proc is not None and server._proc.pid != os.getpid()
+        request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body("hi")).encode(),
+                                         {"Content-Type": "application/json"})
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+            reply = json.loads(response.read())
+        assert time.perf_counter() - t0 >= 0.3
+        assert reply["choices"][0]["message"]["content"] == "hello"
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(urllib.request.Request(f"{server.base_url}/chat/completions", b"{",
+                                                          {"Content-Type": "application/json"}), timeout=10)
+        assert info.value.code == 400
+        proc = server._proc
+    assert proc.poll() is not None and server.base_url  # stopped with the block

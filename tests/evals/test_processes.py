@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from evals.processes import shares
+from evals.processes import auto_processes, provider_modules, shares
 from evals.runner import EvalOptions, batch_collector, run_evaluation
 from kgagents.scripted import ScriptedChatModel
 from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
@@ -25,6 +25,27 @@ def test_shares_split_the_concurrency():
     assert shares(64, 2) == [32, 32]
     assert shares(5, 2) == [3, 2]
     assert shares(1, 4) == [1]
+
+
+def test_automatic_processes_follow_the_items_in_flight_and_the_cpus():
+    assert [auto_processes(c, cpus=2) for c in (1, 8, 16, 17, 32, 64, 256)] == [1, 1, 1, 2, 2, 2, 2]
+    assert auto_processes(64, cpus=8) == 4 and auto_processes(256, cpus=8) == 8 and auto_processes(4, cpus=1) == 1
+    assert 1 <= auto_processes(64) <= 64
+
+
+def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
+    from nodes.context import Context
+
+    def modules(**context):
+        return provider_modules(EvalOptions(workflow="kgot", out_dir=tmp_path, context_values=context))
+
+    assert modules(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1") == ["langchain_openai", "nodes.http_client"]
+    assert modules(model="openai:gpt-4o", tools_model="anthropic:claude-sonnet-4-5") == [
+        "langchain_anthropic", "langchain_openai", "nodes.http_client"]
+    assert modules(model="scripted:/x.json", backend="networkx", solve_mode="direct") == []
+    options = EvalOptions(workflow="kgot", out_dir=tmp_path, context=Context(model=ScriptedChatModel(),
+                                                                             tool_executor_model="ollama:qwen"))
+    assert provider_modules(options) == ["langchain_ollama"]
 
 
 @pytest.mark.slow
