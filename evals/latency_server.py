@@ -5,7 +5,7 @@ model call pays what a user's pays on the client side: the structured-output cha
 JSON and pydantic. The server runs in a process of its own (:class:`LatencyServer` starts and stops it), so its
 CPU is not counted as the client's.
 
-``POST /v1/chat/completions`` takes the first step of a :class:`~kgagents.scripted.ScriptedChatModel` script
+``POST /v1/chat/completions`` (HTTP/1.1 with keep-alive) takes the first step of a :class:`~kgagents.scripted.ScriptedChatModel` script
 whose ``when`` pattern matches the request's message texts (joined by newlines), waits ``latency`` seconds
 (without blocking other requests) and answers as OpenAI does: ``structured`` as a call of the tool the request
 forces through ``tool_choice`` (else its first tool), or as JSON content for a ``response_format`` request;
@@ -25,7 +25,6 @@ import itertools
 import json
 import os
 import select
-import socket
 import subprocess
 import sys
 import tempfile
@@ -104,44 +103,100 @@ def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
-def build_app(responder: Responder, latency: float) -> Any:
-    """The Starlette application: ``POST /v1/chat/completions`` and ``GET /v1/models``."""
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
+class _HTTPProtocol(asyncio.Protocol):
+    """HTTP/1.1 with keep-alive, just enough for an OpenAI client: a request line, headers, a ``Content-Length``
+    body. A reply is written ``latency`` seconds after its request arrived, by a timer: no task per request."""
 
-    async def completions(request: Request) -> JSONResponse:
+    def __init__(self, responder: Responder, latency: float) -> None:
+        self.responder, self.latency = responder, latency
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buffer[:end].decode("latin-1").split("\r\n")
+            headers = {}
+            for line in head[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            try:
+                length = int(headers.get("content-length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0 or "chunked" in headers.get("transfer-encoding", ""):
+                self._send(400, _error("send the body with a Content-Length", "invalid_request_error"), close=True)
+                return
+            if len(self.buffer) < end + 4 + length:
+                return
+            body = self.buffer[end + 4:end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length:]
+            method, _, rest = head[0].partition(" ")
+            path = rest.rpartition(" ")[0].split("?", 1)[0].rstrip("/")
+            self._answer(method, path, body, close=headers.get("connection", "").lower() == "close")
+
+    def _answer(self, method: str, path: str, body: bytes, *, close: bool) -> None:
+        if (method, path) == ("GET", "/v1/models"):
+            self._send(200, {"object": "list", "data": [{"id": self.responder.model_name, "object": "model",
+                                                         "created": 0, "owned_by": "latency-server"}]}, close=close)
+            return
+        if (method, path) != ("POST", "/v1/chat/completions"):
+            self._send(404, _error(f"no route {method} {path}", "invalid_request_error"), close=close)
+            return
         try:
-            body = json.loads(await request.body())
+            request = json.loads(body)
         except ValueError:
-            return JSONResponse(_error("the request body is not JSON", "invalid_request_error"), status_code=400)
-        status, payload = responder.answer(body)
-        if latency > 0:
-            await asyncio.sleep(latency)
-        return JSONResponse(payload, status_code=status)
+            self._send(400, _error("the request body is not JSON", "invalid_request_error"), close=close)
+            return
+        status, payload = self.responder.answer(request)
+        if self.latency > 0:
+            asyncio.get_running_loop().call_later(self.latency, self._send, status, payload, close)
+        else:
+            self._send(status, payload, close=close)
 
-    async def models(request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": responder.model_name, "object": "model",
-                                                         "created": 0, "owned_by": "latency-server"}]})
-
-    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"]),
-                             Route("/v1/models", models, methods=["GET"])])
+    def _send(self, status: int, payload: dict[str, Any], close: bool = False) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return  # the client gave up
+        data = json.dumps(payload).encode()
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
+        connection = "Connection: close\r\n" if close else ""
+        self.transport.write(f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(data)}\r\n{connection}\r\n".encode() + data)
+        if close:
+            self.transport.close()
 
 
 def serve(steps: list[dict[str, Any]], latency: float, port: int = 0) -> None:
-    """Serve until killed; print the base URL on stdout once the socket listens."""
-    import uvicorn
+    """Serve until killed; print the base URL on stdout once the socket listens.
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(4096)
-    config = uvicorn.Config(build_app(Responder(steps), latency), log_level="warning", access_log=False,
-                            timeout_keep_alive=60, backlog=4096, lifespan="off")
-    server = uvicorn.Server(config)
-    print(f"http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
-    server.run(sockets=[sock])
+    A plain asyncio protocol (on uvloop where it is installed) rather than a web framework: the server shares the
+    machine's cores with the client it stands in for a remote API to, so it should take as little CPU as it can.
+    """
+    responder = Responder(steps)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _HTTPProtocol(responder, latency), "127.0.0.1", port,
+                                          backlog=4096, reuse_address=True)
+        print(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
 
 
 class LatencyServer:
