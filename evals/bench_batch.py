@@ -1,7 +1,8 @@
 """Benchmark (not a test): how much concurrency buys, with a chat model that answers after a fixed latency.
 
     python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1|auto]
-                                [--route enhance|direct] [--model-path http|lean|langchain] [--json FILE]
+                                [--route enhance|direct] [--model-path http|lean|langchain] [--profile C]
+                                [--json FILE]
 
 Two measurements, both on the real KGoT graph:
 
@@ -229,6 +230,58 @@ async def single_task_time(route: str, model: dict[str, Any], root: Path, sequen
     return time.perf_counter() - t0
 
 
+#: Where the event loop's CPU goes, by the file a function lives in (first match wins); ``--profile`` sums the
+#: functions' own CPU time (cProfile with the loop thread's CPU clock) under these names.
+COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
+    ("openai SDK (request building, response models)", ("/openai/",)),
+    ("HTTP client (aiohttp, httpx, yarl)", ("/aiohttp/", "/httpx2/", "/httpcore2/", "/httpx/", "/httpcore/", "/yarl/",
+                                           "/multidict/", "/aiohappyeyeballs/", "/anyio/", "/h11/")),
+    ("langchain-openai (payload, message conversion)", ("/langchain_openai/",)),
+    ("langchain-core (chat-model run, callbacks, messages)", ("/langchain_core/", "/langsmith/")),
+    ("pydantic", ("/pydantic/", "/pydantic_core/")),
+    ("LangGraph (supersteps, tasks, channels)", ("/langgraph/",)),
+    ("our LLM layer (nodes/llm.py, retries, models)", ("/nodes/llm.py", "/kgagents/retry.py", "/nodes/models.py",
+                                                      "/nodes/http_client.py", "/kgagents/usage.py")),
+    ("KGoT nodes, tools, sandbox, KG", ("/nodes/", "/tools/", "/graphs/", "/prompts/", "/kgagents/", "/kg/")),
+    ("evaluation runner, SQLite checkpoints", ("/evals/", "sqlite3")),
+    ("asyncio", ("/asyncio/", "/concurrent/")),
+    ("json, typing, copy, other standard library", ("/json/", "/typing.py", "/copy.py", "/inspect.py", "/enum.py",
+                                                    "/lib/python3", "<frozen")),
+]
+
+
+def component(filename: str, function: str) -> str:
+    """The :data:`COMPONENTS` name of a profiled function (built-ins are named by what they are)."""
+    text = filename if filename != "~" else function
+    for name, needles in COMPONENTS:
+        if any(needle in text for needle in needles):
+            return name
+    return "other built-ins (sockets, locks, regular expressions, ...)" if filename == "~" else "other"
+
+
+async def profile_batch(n: int, concurrency: int, latency: float, route: str, model: dict[str, Any],
+                        root: Path) -> dict[str, Any]:
+    """One in-process batch run under cProfile, timed with the event-loop thread's CPU clock: the loop's CPU per
+    item by :data:`COMPONENTS` (profiling slows the run; the shares are what counts)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile(time.thread_time)
+    profiler.enable()
+    try:
+        row = await batch_time(n, concurrency, latency, route, model, root)
+    finally:
+        profiler.disable()
+    shares: dict[str, float] = {}
+    for (filename, _, function), (_, _, own, _, _) in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+        key = component(filename, function)
+        shares[key] = shares.get(key, 0.0) + own
+    total = sum(shares.values()) or 1.0
+    return {"items": n, "concurrency": concurrency, "profiled_cpu_ms_per_item": total / n * 1000,
+            "loop_cpu_ms_per_item": row["loop_cpu_s"] / n * 1000,
+            "shares": dict(sorted(((k, v / total) for k, v in shares.items()), key=lambda kv: -kv[1]))}
+
+
 def processes_for(processes: int | str, concurrency: int) -> int:
     """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`evals.processes.auto_processes`)."""
     if processes == "auto":
@@ -239,8 +292,8 @@ def processes_for(processes: int | str, concurrency: int) -> int:
 
 
 async def run_benchmark(latency: float, concurrencies: list[int], route: str, model_path: str,
-                        sequential_items: int, waves: int, repeats: int,
-                        processes: int | str = 1) -> dict[str, Any]:
+                        sequential_items: int, waves: int, repeats: int, processes: int | str = 1,
+                        profile_c: int | None = None) -> dict[str, Any]:
     if model_path not in MODEL_PATHS:
         raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
     register_simulated_tool(latency)
@@ -269,6 +322,7 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
                 cpu += f", server cpu {best['server_cpu_s']:5.2f} s"
             print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
                   f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
+        profile = await profile_batch(profile_c * waves, profile_c, latency, route, model, root) if profile_c else None
         concurrent = [await single_task_time(route, model, root, sequential=False) for _ in range(repeats)]
         serial = [await single_task_time(route, model, root, sequential=True) for _ in range(repeats)]
         single = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
@@ -279,7 +333,7 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
                 "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "platform": platform.platform(), "load_avg": os.getloadavg()},
-                "calls_per_item": seq["calls_per_item"]}
+                "calls_per_item": seq["calls_per_item"], "profile": profile}
     finally:
         if server is not None:
             server.stop()
@@ -300,6 +354,12 @@ def markdown(result: dict[str, Any]) -> str:
         cpu = f"{r['loop_cpu_s']:.2f}" if r.get("loop_cpu_s") is not None else "–"
         lines.append(f"| {r['concurrency']} | {r['items']} | {r['wall_s']:.2f} | {cpu} | "
                      f"{r['speedup']:.2f} | {r['efficiency']:.2f} |")
+    p = result.get("profile")
+    if p:
+        lines += ["", f"Where the event loop's CPU goes at C = {p['concurrency']} ({p['items']} items in one process, "
+                      f"{p['loop_cpu_ms_per_item']:.1f} ms per item under cProfile):", "",
+                  "| component | share |", "|---|---|"]
+        lines += [f"| {name} | {share * 100:.1f} % |" for name, share in p["shares"].items() if share >= 0.005]
     s = result["single_task"]
     lines += ["", (f"Single task: {s['sequential_s']:.2f} s with `max_concurrency=1`, {s['concurrent_s']:.2f} s "
                    f"concurrent: speedup {s['speedup']:.2f}.")]
@@ -332,10 +392,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequential-items", type=int, default=4, help="items of the sequential baseline")
     parser.add_argument("--waves", type=int, default=2, help="items per run = waves × C (default 2)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per C; the fastest counts (default 1)")
+    parser.add_argument("--profile", type=int, metavar="C",
+                        help="also profile one in-process batch run at concurrency C: the loop's CPU by component")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
     result = asyncio.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path,
-                                       args.sequential_items, args.waves, args.repeats, args.processes))
+                                       args.sequential_items, args.waves, args.repeats, args.processes,
+                                       args.profile))
     print(markdown(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

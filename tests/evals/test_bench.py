@@ -25,8 +25,11 @@ async def test_benchmark_smoke():
 @pytest.mark.slow
 async def test_benchmark_smoke_through_the_openai_client_over_http():
     """The default path: langchain-openai's client, built from a model string, against the latency server."""
-    result = await run_benchmark(0.0, [2], "enhance", "http", sequential_items=1, waves=1, repeats=1)
+    result = await run_benchmark(0.0, [2], "enhance", "http", sequential_items=1, waves=1, repeats=1, profile_c=2)
     row = result["batch"][0]
+    shares = result["profile"]["shares"]
+    assert abs(sum(shares.values()) - 1) < 1e-6 and shares["openai SDK (request building, response models)"] > 0
+    assert "Where the event loop's CPU goes at C = 2" in markdown(result)
     assert result["model_path"] == "http" and result["calls_per_item"] == 19 and row["items"] == 2
     assert row["server_cpu_s"] is not None and result["single_task"]["concurrent_s"] > 0
     assert "model path `http`" in markdown(result) and "simulated_lookup" not in registered_names()
