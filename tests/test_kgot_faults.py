@@ -204,8 +204,9 @@ async def test_unparseable_forced_replies_end_with_no_solution(tmp_path: Path) -
     state = await scripted_run(tmp_path, steps, max_iterations=0, num_next_steps_decision=2)
 
     assert state["final_answer"] == NO_SOLUTION
-    assert failed(state) == [
+    failures = failed(state)
+    assert sorted(failures[:2]) == [  # the forced queries are written concurrently: either may fail first
         ("solve_forced", "forced retrieve query 0 is not written"),
         ("solve_forced", "forced retrieve query 1 is not written"),
-        ("generate_forced_solution", f"no partial solution: the answer is {NO_SOLUTION!r}"),
     ]
+    assert failures[2:] == [("generate_forced_solution", f"no partial solution: the answer is {NO_SOLUTION!r}")]
