@@ -252,8 +252,8 @@ COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
 
 
 #: Components whose functions work for their callers: their CPU is counted where they were called from.
-HELPERS = ("asyncio", "json, typing, copy, other standard library", "other built-ins (sockets, locks, regular expressions, ...)",
-           "pydantic")
+HELPERS = ("asyncio", "json, typing, copy, other standard library",
+           "other built-ins (sockets, locks, regular expressions, ...)", "pydantic")
 
 
 def component(filename: str, function: str) -> str:
@@ -390,8 +390,8 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{r['speedup']:.2f} | {r['efficiency']:.2f} |")
     p = result.get("profile")
     if p:
-        lines += ["", f"Where the CPU goes at C = {p['concurrency']} ({p['items']} items in one process, "
-                      f"{p['cpu_ms_per_item']:.1f} ms per item under cProfile):", "",
+        lines += ["", (f"Where the CPU goes at C = {p['concurrency']} ({p['items']} items in one process, "
+                       f"{p['cpu_ms_per_item']:.1f} ms per item under cProfile):"), "",
                   "| component | share |", "|---|---|"]
         lines += [f"| {name} | {share * 100:.1f} % |" for name, share in p["shares"].items() if share >= 0.005]
     s = result["single_task"]

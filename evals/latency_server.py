@@ -1,16 +1,16 @@
 """An OpenAI-compatible chat-completions server on loopback that answers from a script after a fixed latency.
 
 Benchmarks point the real ``langchain-openai`` client at it (``evals.bench_batch --model-path http``), so every
-model call pays what a user's pays on the client side: the structured-output chain, the OpenAI SDK, httpx,
-JSON and pydantic. The server runs in a process of its own (:class:`LatencyServer` starts and stops it), so its
-CPU is not counted as the client's.
+model call pays what a user's pays on the client side: our LLM layer, LangChain's chat-model run, the OpenAI SDK,
+its HTTP client, JSON and pydantic. The server runs in a process of its own (:class:`LatencyServer` starts and
+stops it), so its CPU is not counted as the client's.
 
-``POST /v1/chat/completions`` (HTTP/1.1 with keep-alive) takes the first step of a :class:`~kgagents.scripted.ScriptedChatModel` script
-whose ``when`` pattern matches the request's message texts (joined by newlines), waits ``latency`` seconds
-(without blocking other requests) and answers as OpenAI does: ``structured`` as a call of the tool the request
-forces through ``tool_choice`` (else its first tool), or as JSON content for a ``response_format`` request;
-``tool_calls`` as those calls; ``content`` as text; ``raise`` as an HTTP error (``status``, default 500). A request
-no step matches gets a 400 that says so. Every reply carries ``usage`` (about four characters a token).
+``POST /v1/chat/completions`` (HTTP/1.1 with keep-alive) takes the first step of a
+:class:`~kgagents.scripted.ScriptedChatModel` script whose ``when`` pattern matches the request's message texts
+(joined by newlines), waits ``latency`` seconds (without blocking other requests) and answers as OpenAI does:
+``structured`` as a call of the tool the request forces through ``tool_choice`` (else its first tool), or as JSON
+content for a ``response_format`` request; ``tool_calls`` as those calls; ``content`` as text; ``raise`` as an
+HTTP error (``status``, default 500). A request no step matches gets a 400 that says so. Every reply carries ``usage`` (about four characters a token).
 
     python -m evals.latency_server SCRIPT.json [--latency 0.2] [--port 0]
 

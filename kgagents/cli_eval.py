@@ -3,7 +3,8 @@
     kgagents eval WORKFLOW --dataset NAME [--data PATH] [--split S] [--limit N] [--ids ID ...]
                   [--sample FRACTION [--sample-seed N]] [--concurrency C] [--runs R]
                   [--temperature T] [--seed S] [--protocol NAME] [--out DIR] [--model provider:model]
-                  [--grader-model provider:model] [--retry-failed] [--processes N] [--dask [SCHEDULER]] [--workers N]
+                  [--grader-model provider:model] [--retry-failed] [--processes N|auto] [--dask [SCHEDULER]]
+                  [--workers N]
     kgagents report DIR [DIR ...] [--out DIR] [--label NAME ...] [--ideal-fusion]
 
 Running the same ``eval`` command again resumes the evaluation: finished items are skipped, interrupted ones
@@ -56,8 +57,9 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
     ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
                                            "postgresql://... for a cluster)")
-    ev.add_argument("--processes", type=int, default=1,
-                    help="worker processes on this machine sharing the --concurrency items (default 1)")
+    ev.add_argument("--processes", type=_processes, default=1,
+                    help="worker processes on this machine sharing the --concurrency items (default 1; auto: one "
+                         "per 16 items in flight, at most one per CPU)")
     ev.add_argument("--dask", nargs="?", const="local", metavar="SCHEDULER",
                     help="distribute items with Dask: a scheduler address, or nothing for a local cluster")
     ev.add_argument("--workers", type=int, default=2, help="processes of the local Dask cluster (default 2)")
@@ -84,7 +86,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     load_workflow(args.workflow)  # an unknown workflow is an error before anything else
     dataset = load_dataset(args.dataset, args.data, split=args.split, limit=args.limit, ids=args.ids,
                            sample=args.sample, sample_seed=args.sample_seed)
-    if args.dask and args.processes > 1:
+    if args.dask and args.processes != 1:
         raise ValueError("--processes and --dask are two ways to use several processes: choose one")
     values = context_values_from_args(args)
     if args.preset:
@@ -115,6 +117,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _processes(value: str) -> int | str:
+    """``--processes``: a number of worker processes, or ``auto``."""
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of processes or auto, not {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("at least 1 process")
+    return n
+
+
+def _process_count(args: argparse.Namespace) -> int:
+    if args.processes != "auto":
+        return int(args.processes)
+    from evals.processes import auto_processes
+
+    return auto_processes(args.concurrency)
+
+
 def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[str, Any], *, runs: int,
               seed: int | None) -> Any:
     """One evaluation into ``out``, in this process, in worker processes or on Dask as the options say."""
@@ -123,7 +146,7 @@ def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[st
     options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
                           context_values=values, seed=seed, grader_model=args.grader_model,
                           retry_failed=args.retry_failed, progress=not args.no_progress,
-                          checkpointer=args.checkpointer, processes=args.processes)
+                          checkpointer=args.checkpointer, processes=_process_count(args))
     if args.dask:
         from evals.distributed import evaluate_distributed
 

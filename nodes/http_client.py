@@ -16,6 +16,7 @@ transport per running loop and closes the ones whose loop has ended. Proxies fro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
 from collections.abc import Callable
@@ -75,10 +76,8 @@ def _discard(transport: Any) -> None:
     connector = getattr(session, "connector", None)
     if connector is None:
         return
-    try:
+    with contextlib.suppress(Exception):  # a transport of a dead loop is dropped however its close goes
         connector._close()  # the synchronous part of aiohttp's close(): the sockets, no awaiting on a dead loop
-    except Exception:  # noqa: BLE001 - a transport of a dead loop is dropped however its close goes
-        pass
 
 
 class LoopLocalAioHttpClient(DefaultAioHttpClient):  # type: ignore[misc, valid-type]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from kgagents.cli import main
 from tests import kgot_script as S
 from tests.evals.helpers import kgot_direct_steps
@@ -112,3 +114,18 @@ def test_eval_options_are_checked(tmp_path, capsys):
     assert "--temperature must be at least 0" in capsys.readouterr().err
     assert main([*base, "--processes", "2", "--dask"]) == 2
     assert "choose one" in capsys.readouterr().err
+    assert main([*base, "--processes", "auto", "--dask"]) == 2
+    assert "choose one" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*base, "--processes", "0"])
+    assert "at least 1 process" in capsys.readouterr().err
+
+
+def test_automatic_processes_follow_the_concurrency():
+    import argparse
+
+    from kgagents.cli_eval import _process_count
+
+    assert _process_count(argparse.Namespace(processes="auto", concurrency=4)) == 1
+    assert _process_count(argparse.Namespace(processes="auto", concurrency=64)) >= 1
+    assert _process_count(argparse.Namespace(processes=3, concurrency=64)) == 3
