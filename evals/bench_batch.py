@@ -47,6 +47,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from evals.datasets import Dataset, Item
 from evals.latency_server import LatencyServer
 from evals.runner import EvalOptions, evaluate
+from kgagents.cli_eval import processes_argument
 from kgagents.scripted import ScriptedChatModel
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
@@ -400,23 +401,11 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _processes(value: str) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a number of processes or auto, not {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("at least 1 process")
-    return n
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.bench_batch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per model/tool call (default 0.2)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
-    parser.add_argument("--processes", type=_processes, default=1,
+    parser.add_argument("--processes", type=processes_argument, default=1,
                         help="worker processes that share the C items of a batch run (default 1: this one; "
                              "auto: one per 16 items in flight, at most one per CPU)")
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")

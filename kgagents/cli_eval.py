@@ -57,7 +57,7 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
     ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
                                            "postgresql://... for a cluster)")
-    ev.add_argument("--processes", type=_processes, default=1,
+    ev.add_argument("--processes", type=processes_argument, default=1,
                     help="worker processes on this machine sharing the --concurrency items (default 1; auto: one "
                          "per 16 items in flight, at most one per CPU)")
     ev.add_argument("--dask", nargs="?", const="local", metavar="SCHEDULER",
@@ -115,19 +115,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         print(f"report: {build_report([out])}", file=sys.stderr)
     return 0
-
-
-def _processes(value: str) -> int | str:
-    """``--processes``: a number of worker processes, or ``auto``."""
-    if value == "auto":
-        return value
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a number of processes or auto, not {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("at least 1 process")
-    return n
 
 
 def _process_count(args: argparse.Namespace) -> int:
@@ -197,6 +184,19 @@ def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any]
     if not args.no_report and any(records for _, records in legs):
         print(f"report: {build_report([base / leg.name for leg in protocol.legs], base)}", file=sys.stderr)
     return 0
+
+
+def processes_argument(value: str) -> int | str:
+    """``--processes``: a number of worker processes, or ``auto``."""
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number of processes or auto, not {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("at least 1 process")
+    return n
 
 
 def default_out_name(workflow: str, dataset: str, split: str, temperature: float | None) -> str:
