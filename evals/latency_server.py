@@ -44,7 +44,9 @@ def message_text(message: dict[str, Any]) -> str:
                      if isinstance(part, dict) and part.get("type") == "text")
 
 
-def _forced_tool(body: dict[str, Any]) -> str:
+def forced_tool(body: dict[str, Any]) -> str:
+    """The tool a chat-completions request forces (``tool_choice``), else its first tool: what a structured reply
+    calls."""
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name")
@@ -82,7 +84,7 @@ class Responder:
         if "structured" in step and body.get("response_format"):
             message["content"] = json.dumps(step["structured"])
         elif "structured" in step or "tool_calls" in step:
-            calls = ([(_forced_tool(body), step["structured"])] if "structured" in step
+            calls = ([(forced_tool(body), step["structured"])] if "structured" in step
                      else [(c["name"], c.get("args", {})) for c in step["tool_calls"]])
             message["tool_calls"] = [{"id": f"call_{next(self._ids)}", "type": "function",
                                       "function": {"name": name, "arguments": json.dumps(args)}}

@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 
+from evals.latency_server import forced_tool
 from kgagents.scripted import ScriptedChatModel, ScriptExhausted
 
 
@@ -335,7 +336,7 @@ class FakeOpenAIServer:
                 calls.append({
                     "id": f"call_{next(self._ids)}",
                     "type": "function",
-                    "function": {"name": name or _forced_tool(body),
+                    "function": {"name": name or forced_tool(body),
                                  "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
                 })
             message["tool_calls"] = calls
@@ -412,7 +413,7 @@ def _schema_breaking(body: dict[str, Any], rng: random.Random) -> Step:
     """A well-formed reply whose content breaks what ``body`` asks for."""
     if body.get("tools"):
         arguments = rng.choice(['{"unfinished": "', {"not_a_field": True}])
-        return Step("tool_calls", tool_calls=[(_forced_tool(body), arguments)])
+        return Step("tool_calls", tool_calls=[(forced_tool(body), arguments)])
     return Step("reply", content=rng.choice(['{"answer": ', "\ufffd\ufffd garbled \ufffd"]))
 
 
@@ -440,18 +441,6 @@ def script_responder(steps: list[dict[str, Any]]) -> Responder:
 
     respond.model = model  # type: ignore[attr-defined]
     return respond
-
-
-def _forced_tool(body: dict[str, Any]) -> str:
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name")
-        if name:
-            return str(name)
-    tools = body.get("tools") or []
-    if tools:
-        return str(tools[0].get("function", {}).get("name", "tool"))
-    return "tool"
 
 
 @pytest.fixture
