@@ -44,6 +44,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from evals import event_loop
 from evals.datasets import Dataset, Item
 from evals.latency_server import LatencyServer
 from evals.runner import EvalOptions, evaluate
@@ -419,9 +420,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile one in-process batch run at concurrency C: its CPU by component")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
-    result = asyncio.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path,
-                                       args.sequential_items, args.waves, args.repeats, args.processes,
-                                       args.profile))
+    result = event_loop.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path,
+                                          args.sequential_items, args.waves, args.repeats, args.processes,
+                                          args.profile))
     print(markdown(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

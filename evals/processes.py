@@ -28,6 +28,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from evals import event_loop
 from evals.checkpointer import open_checkpointer
 from evals.datasets import Dataset, Item
 from evals.runner import EvalOptions, ItemRunner, batch_collector, build_scorer
@@ -83,7 +84,7 @@ def provider_modules(options: EvalOptions) -> list[str]:
             if module is not None and importlib.util.find_spec(module) is not None:
                 modules.add(module)
     if "langchain_openai" in modules:
-        modules.add("nodes.http_client")
+        modules.update(("nodes.http_client", "nodes.openai_chat"))
     return sorted(modules)
 
 
@@ -185,7 +186,7 @@ def _worker(options: EvalOptions, dataset_name: str, scorer_name: str, concurren
             adopt_isolation_probe(probe)
         if options.worker_setup is not None:
             options.worker_setup()
-        asyncio.run(_serve(options, dataset_name, scorer_name, concurrency, jobs, results))
+        event_loop.run(_serve(options, dataset_name, scorer_name, concurrency, jobs, results))
     except BaseException:  # noqa: BLE001 - reported to the coordinator, which raises it
         results.put(("fatal", pid, traceback.format_exc()))
     finally:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evals import event_loop
 from evals.checkpointer import open_checkpointer
 from evals.datasets import Dataset, Item, dataset_context, load_plugins
 from evals.scorers import Score, Scorer, fusion_metrics, make_scorer
@@ -599,4 +600,4 @@ def write_summary(out_dir: Path, metrics: dict[str, Any]) -> None:
 
 def run_evaluation(options: EvalOptions, dataset: Dataset) -> EvalResult:
     """Synchronous wrapper of :func:`evaluate`."""
-    return asyncio.run(evaluate(options, dataset))
+    return event_loop.run(evaluate(options, dataset))

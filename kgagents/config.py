@@ -10,6 +10,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from dotenv import load_dotenv
@@ -45,6 +46,7 @@ def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
 
 
 def _env(name: str, default: str | None = None) -> str | None:
+    _read.add(name)
     value = os.environ.get(name)
     if value is None or value.strip() == "":
         return default
@@ -85,9 +87,36 @@ class Settings:
         return self.role_models.get(role) or self.model
 
 
+#: The variables the settings were last read from, and that snapshot (see :func:`get_settings`).
+_read: set[str] = {"HOME"}  # HOME: ``~`` in KGAGENTS_FILE_ROOTS
+_snapshot: tuple[tuple[Any, ...], tuple[Any, ...], Settings] | None = None
+
+
+def _environment() -> tuple[Any, Any]:
+    """The process environment's own mapping and its key encoder where ``os.environ`` has them (its lookups
+    cost microseconds each, and the settings are read on every model call), else ``os.environ`` itself."""
+    data = getattr(os.environ, "_data", None)
+    encode = getattr(os.environ, "encodekey", None)
+    if isinstance(data, dict) and callable(encode):
+        return data, encode
+    return os.environ, lambda name: name  # pragma: no cover - another Python
+
+
 def get_settings() -> Settings:
-    """Read the settings from the environment (and ``.env``)."""
+    """The settings from the environment (and ``.env``): read again whenever a variable they read has changed."""
+    global _snapshot
     load_env()
+    data, encode = _environment()
+    snapshot = _snapshot
+    if snapshot is not None and tuple(map(data.get, snapshot[0])) == snapshot[1]:
+        return snapshot[2]
+    settings = _read_settings()
+    keys = tuple(encode(name) for name in sorted(_read))
+    _snapshot = (keys, tuple(map(data.get, keys)), settings)
+    return settings
+
+
+def _read_settings() -> Settings:
     role_models = {}
     for role in ROLES:
         value = _env(f"KGAGENTS_{role.upper()}_MODEL")

@@ -21,6 +21,8 @@ _TRANSIENT_NAMES = ("RateLimit", "Timeout", "APIConnection", "ConnectError", "Co
                     "ServiceUnavailable", "Overloaded", "RemoteProtocolError", "ReadError")
 #: Packages whose responses decode their own JSON body: a JSON error raised there is a broken body.
 _HTTP_CLIENTS = ("httpx", "httpx2", "requests", "aiohttp")
+#: Our own modules that decode a response body's JSON as those clients do (the OpenAI chat model's direct path).
+_HTTP_DECODERS = ("nodes.openai_chat",)
 #: How langchain-openai reports a 200 response that is not JSON at all (an HTML page from a proxy or a captive
 #: portal): the OpenAI client hands it the body as text.
 _NOT_AN_API_RESPONSE = "Unexpected response type from OpenAI-compatible endpoint"
@@ -47,7 +49,7 @@ def is_unreadable_body(exc: BaseException) -> bool:
         module = str(frame.f_globals.get("__name__", ""))
         if module.split(".")[0] != "json":
             decoder = module
-    return decoder.split(".")[0] in _HTTP_CLIENTS
+    return decoder.split(".")[0] in _HTTP_CLIENTS or decoder in _HTTP_DECODERS
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -131,6 +131,10 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
     elif provider == "ollama":
         kwargs["base_url"] = get_settings().ollama_url
     try:
+        if provider == "openai":  # ChatOpenAI with a direct path for plain chat completions
+            from nodes.openai_chat import OpenAIChatModel
+
+            return OpenAIChatModel(model=name, **kwargs)
         return init_chat_model(name, model_provider=provider, **kwargs)
     except ImportError as exc:
         raise ConfigurationError(f"the provider {provider!r} needs an extra package: {exc}") from exc

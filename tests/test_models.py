@@ -378,3 +378,31 @@ async def test_nothing_configured_fails_at_the_first_call_with_the_variables_to_
     llm = LLMCaller(Context(), "graph_executor")
     with pytest.raises(ConfigurationError, match="KGAGENTS_MODEL"):
         await llm.text("hi")
+
+
+def test_settings_are_read_again_when_a_variable_they_read_changes(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv("KGAGENTS_MODEL", "openai:first")
+    first = get_settings()
+    assert get_settings() is first  # nothing changed: the same snapshot
+    monkeypatch.setenv("KGAGENTS_MODEL", "openai:second")
+    assert get_settings().model == "openai:second"
+    monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", "openai:tools")
+    assert get_settings().model_for("tools") == "openai:tools"
+    monkeypatch.delenv("KGAGENTS_TOOLS_MODEL")
+    assert get_settings().model_for("tools") == "openai:second"
+    monkeypatch.setenv("KGAGENTS_FILE_ROOTS", "~/data")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert get_settings().file_roots == (tmp_path / "data",)
+    monkeypatch.setenv("HOME", str(tmp_path / "other"))  # ``~`` follows HOME
+    assert get_settings().file_roots == (tmp_path / "other" / "data",)
+
+
+def test_openai_compatible_models_are_the_direct_path_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodes.openai_chat import OpenAIChatModel
+
+    model = build_chat_model("openai:gpt-4o-mini", base_url="http://127.0.0.1:1/v1", temperature=0.1, timeout_s=3.0,
+                             seed=5)
+    assert isinstance(model, OpenAIChatModel) and isinstance(model, ChatOpenAI)
+    assert (model.model_name, model.temperature, model.request_timeout, model.seed, model.max_retries) == \
+        ("gpt-4o-mini", 0.1, 3.0, 5, 0)

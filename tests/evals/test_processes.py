@@ -39,9 +39,10 @@ def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
     def modules(**context):
         return provider_modules(EvalOptions(workflow="kgot", out_dir=tmp_path, context_values=context))
 
-    assert modules(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1") == ["langchain_openai", "nodes.http_client"]
+    assert modules(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1") == ["langchain_openai", "nodes.http_client",
+                                                                                  "nodes.openai_chat"]
     assert modules(model="openai:gpt-4o", tools_model="anthropic:claude-sonnet-4-5") == [
-        "langchain_anthropic", "langchain_openai", "nodes.http_client"]
+        "langchain_anthropic", "langchain_openai", "nodes.http_client", "nodes.openai_chat"]
     assert modules(model="scripted:/x.json", backend="networkx", solve_mode="direct") == []
     options = EvalOptions(workflow="kgot", out_dir=tmp_path, context=Context(model=ScriptedChatModel(),
                                                                              tool_executor_model="ollama:qwen"))

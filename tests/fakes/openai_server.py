@@ -47,6 +47,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any = None
+    raw: bytes = b""  # the body as it came
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -122,8 +123,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(status, {"error": {"message": message, "type": kinds.get(status, "server_error"),
                                            "param": None, "code": None}}, headers)
 
-    def _record(self, body: Any) -> RecordedRequest:
-        request = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+    def _record(self, body: Any, raw: bytes = b"") -> RecordedRequest:
+        request = RecordedRequest(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body,
+                                  raw)
         with self.server.fake.lock:
             self.server.fake.requests.append(request)
         return request
@@ -144,10 +146,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = json.loads(raw or b"null")
         except ValueError:
-            self._record(raw.decode("utf-8", "replace"))
+            self._record(raw.decode("utf-8", "replace"), raw)
             self._error(400, "the request body is not JSON")
             return
-        request = self._record(body)
+        request = self._record(body, raw)
         fake = self.server.fake
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._error(404, f"no route POST {self.path}")
