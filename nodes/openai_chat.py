@@ -9,18 +9,20 @@ SDK's own aiohttp pool for the running event loop (:mod:`nodes.http_client`), wi
 the SDK itself makes for this client, and builds LangChain's result from the reply's JSON on the loop.
 
 What stays the same (``tests/test_openai_chat.py`` compares both paths on a loopback server):
-- the request: method, URL, the JSON body encoded alike (keys in LangChain's order) and the headers (``Accept-Encoding`` is aiohttp's own, which lists only the
-  encodings it can decode);
+- the request: method, URL, the JSON body encoded alike (keys in LangChain's order) and the headers
+  (``Accept-Encoding`` is aiohttp's own, which lists only the encodings it can decode);
 - the result: messages, tool calls, usage, response metadata;
 - the errors: an HTTP error status becomes the SDK's error class made by the SDK's own
   ``_make_status_error_from_response``, then LangChain's error classes, as on the SDK path; a timeout is
   ``APITimeoutError``, a refused or cut connection ``APIConnectionError``; a 200 reply that is not JSON is the
   ``ValueError`` LangChain raises for it.
 
-Everything else takes the SDK path unchanged (:meth:`OpenAIChatModel._direct_plan` says when): structured output
+Everything else takes the SDK path unchanged (``OpenAIChatModel._direct_payload`` and ``_plain_client`` say when):
+structured output
 through ``response_format``, the Responses API, streaming, request options LangChain passes through
-(``extra_body``, ``extra_headers``, ...), ``include_response_headers``, SDK retries, strict response validation, and
-clients with their own authentication (API-key providers, workload identity, provider runtimes) or HTTP client.
+(``extra_body``, ``extra_headers``, ...), ``include_response_headers``, SDK retries, strict response validation,
+and clients with their own authentication (API-key providers, workload identity, provider runtimes) or HTTP
+client.
 """
 
 from __future__ import annotations
@@ -251,11 +253,11 @@ def _as_sdk_dumps(reply: Any) -> Any:
 def _reply(headers: Any, body: bytes) -> Any:
     """The reply's JSON as the SDK reads it for LangChain: a JSON reply must parse; another content type is
     parsed when it can be and is text otherwise (which LangChain reports as an unexpected response)."""
-    if headers.get("content-type", "*").split(";")[0].endswith("json"):
-        return json.loads(body)
     try:
         return json.loads(body)
     except ValueError:
+        if headers.get("content-type", "*").split(";")[0].endswith("json"):
+            raise  # a JSON reply cut short or garbled: a transport fault (kgagents.retry.is_unreadable_body)
         return body.decode("utf-8", errors="replace")
 
 
