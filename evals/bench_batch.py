@@ -1,8 +1,8 @@
 """Benchmark (not a test): how much concurrency buys, with a chat model that answers after a fixed latency.
 
     python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1|auto]
-                                [--route enhance|direct] [--model-path http|lean|langchain] [--profile C]
-                                [--json FILE]
+                                [--route enhance|direct] [--model-path http|lean|langchain]
+                                [--samples one|separate] [--profile C] [--json FILE]
 
 Two measurements, both on the real KGoT graph:
 
@@ -10,7 +10,12 @@ Two measurements, both on the real KGoT graph:
   one process or shared by ``--processes N`` worker processes, against the same items one at a time in one
   process: ``speedup = C-concurrent throughput / sequential throughput``;
 - **single-task speedup**: one task with its concurrent fan-outs (5 vote samples, tool calls, 3 parses) against
-  the same graph run with ``max_concurrency=1`` (every LLM and tool call one after the other).
+  the same graph run with ``max_concurrency=1`` (every LLM and tool call one after the other), with one request
+  per sample as in the KGoT authors' runs (the paper's 2.30×), and with the samples of a decision in one request.
+
+``--samples one`` (the default, ``Context.samples_in_one_request``) asks for the samples of one decision as the
+``n`` choices of one request where the client is an OpenAI-compatible one (the ``http`` path); ``separate``
+sends one request per sample. The in-process paths always make one call per sample.
 
 The model answers every call after ``latency`` seconds, from a script. The ``http`` model path (the default) is
 the one users run: the real ``langchain-openai`` client (built from a model string by ``nodes.models``, as for
@@ -159,6 +164,8 @@ def register_simulated_tool(latency: float) -> None:
 
 #: The model paths (see the module docstring).
 MODEL_PATHS = ("http", "lean", "langchain")
+#: ``--samples``: the samples of one decision in one request (where the client takes ``n``), or one per sample.
+SAMPLES = ("one", "separate")
 #: The model name the ``http`` path asks the latency server for.
 HTTP_MODEL = "bench-model"
 
@@ -215,7 +222,8 @@ async def batch_time(n: int, concurrency: int, latency: float, route: str, model
             "server_cpu_s": server.cpu_s() - server0 if server is not None else None}
 
 
-async def single_task_time(route: str, model: dict[str, Any], root: Path, sequential: bool) -> float:
+async def single_task_time(route: str, model: dict[str, Any], root: Path, sequential: bool,
+                           one_request: bool = False) -> float:
     from langgraph.checkpoint.memory import InMemorySaver
 
     from graphs.kgot import compile_graph
@@ -226,7 +234,8 @@ async def single_task_time(route: str, model: dict[str, Any], root: Path, sequen
         config["max_concurrency"] = 1
     t0 = time.perf_counter()
     state = await graph.ainvoke({"question": "Benchmark task: what is the answer?"}, config,
-                                context=context_for(model, root / "work-single"))
+                                context=context_for({**model, "samples_in_one_request": one_request},
+                                                    root / "work-single"))
     if state.get("final_answer") != "42":
         raise RuntimeError(f"the single task did not finish: {state.get('final_answer')!r}")
     return time.perf_counter() - t0
@@ -329,15 +338,18 @@ def processes_for(processes: int | str, concurrency: int) -> int:
 
 async def run_benchmark(latency: float, concurrencies: list[int], route: str, model_path: str,
                         sequential_items: int, waves: int, repeats: int, processes: int | str = 1,
-                        profile_c: int | None = None) -> dict[str, Any]:
+                        profile_c: int | None = None, samples: str = "one") -> dict[str, Any]:
     if model_path not in MODEL_PATHS:
         raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
+    if samples not in SAMPLES:
+        raise ValueError(f"unknown samples setting {samples!r}: one of {', '.join(SAMPLES)}")
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
     server = LatencyServer(script(route), latency).start() if model_path == "http" else None
     try:
-        model = model_spec(model_path, route, latency, server.base_url if server else None)
-        warm = model_spec(model_path, route, 0.0, server.base_url if server else None)
+        one = {"samples_in_one_request": samples == "one"}
+        model = {**model_spec(model_path, route, latency, server.base_url if server else None), **one}
+        warm = {**model_spec(model_path, route, 0.0, server.base_url if server else None), **one}
         await batch_time(2, 2, 0.0, route, warm, root)  # warm-up: imports, first graph compile, connections
         most = max(processes_for(processes, c) for c in concurrencies)
         if most > 1:  # and the worker processes' fork server
@@ -359,13 +371,21 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
             print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
                   f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
         profile = await profile_batch(profile_c * waves, profile_c, latency, route, model, root) if profile_c else None
-        concurrent = [await single_task_time(route, model, root, sequential=False) for _ in range(repeats)]
-        serial = [await single_task_time(route, model, root, sequential=True) for _ in range(repeats)]
-        single = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
-                  "speedup": min(serial) / min(concurrent)}
-        print(f"single task: {single['sequential_s']:.2f} s sequential, {single['concurrent_s']:.2f} s concurrent, "
-              f"speedup {single['speedup']:.2f}", file=sys.stderr)
+        single: dict[str, Any] = {}
+        for one_request in (False, True):
+            concurrent = [await single_task_time(route, model, root, False, one_request) for _ in range(repeats)]
+            serial = [await single_task_time(route, model, root, True, one_request) for _ in range(repeats)]
+            times = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
+                     "speedup": min(serial) / min(concurrent)}
+            if one_request:
+                single["samples_in_one_request"] = times
+            else:
+                single.update(times)
+            print(f"single task ({'samples in one request' if one_request else 'one request per sample'}): "
+                  f"{times['sequential_s']:.2f} s sequential, {times['concurrent_s']:.2f} s concurrent, "
+                  f"speedup {times['speedup']:.2f}", file=sys.stderr)
         return {"latency_s": latency, "route": route, "model_path": model_path, "processes": processes,
+                "samples": samples,
                 "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "platform": platform.platform(), "load_avg": os.getloadavg()},
@@ -381,7 +401,8 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
 
 def markdown(result: dict[str, Any]) -> str:
     head = (f"Route `{result['route']}`, model path `{result['model_path']}`, latency "
-            f"{result['latency_s'] * 1000:.0f} ms per call, {result['calls_per_item']:.0f} model calls per item, "
+            f"{result['latency_s'] * 1000:.0f} ms per call, samples {result.get('samples', 'one')}: "
+            f"{result['calls_per_item']:.0f} model calls per item, "
             f"{result['machine']['cpus']} CPUs, {result.get('processes', 1)} process(es); sequential: "
             f"{result['sequential']['per_item_s']:.2f} s per item.")
     lines = [head, "",
@@ -397,8 +418,12 @@ def markdown(result: dict[str, Any]) -> str:
                   "| component | share |", "|---|---|"]
         lines += [f"| {name} | {share * 100:.1f} % |" for name, share in p["shares"].items() if share >= 0.005]
     s = result["single_task"]
-    lines += ["", (f"Single task: {s['sequential_s']:.2f} s with `max_concurrency=1`, {s['concurrent_s']:.2f} s "
-                   f"concurrent: speedup {s['speedup']:.2f}.")]
+    lines += ["", (f"Single task, one request per sample: {s['sequential_s']:.2f} s with `max_concurrency=1`, "
+                   f"{s['concurrent_s']:.2f} s concurrent: speedup {s['speedup']:.2f} (the paper: 2.30).")]
+    one = s.get("samples_in_one_request")
+    if one:
+        lines += ["", (f"Single task, samples in one request: {one['sequential_s']:.2f} s with `max_concurrency=1`, "
+                       f"{one['concurrent_s']:.2f} s concurrent: speedup {one['speedup']:.2f}.")]
     return "\n".join(lines)
 
 
@@ -413,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-path", choices=MODEL_PATHS, default="http",
                         help="http: langchain-openai over HTTP to a loopback server (default); lean, langchain: "
                              "an in-process simulated model")
+    parser.add_argument("--samples", choices=SAMPLES, default="one",
+                        help="one: the samples of a decision as the choices of one request where the client takes "
+                             "n (default); separate: one request per sample")
     parser.add_argument("--sequential-items", type=int, default=4, help="items of the sequential baseline")
     parser.add_argument("--waves", type=int, default=2, help="items per run = waves × C (default 2)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per C; the fastest counts (default 1)")
@@ -422,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = event_loop.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path,
                                           args.sequential_items, args.waves, args.repeats, args.processes,
-                                          args.profile))
+                                          args.profile, args.samples))
     print(markdown(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -10,7 +10,8 @@ stops it), so its CPU is not counted as the client's.
 (joined by newlines), waits ``latency`` seconds (without blocking other requests) and answers as OpenAI does:
 ``structured`` as a call of the tool the request forces through ``tool_choice`` (else its first tool), or as JSON
 content for a ``response_format`` request; ``tool_calls`` as those calls; ``content`` as text; ``raise`` as an
-HTTP error (``status``, default 500). A request no step matches gets a 400 that says so. Every reply carries ``usage`` (about four characters a token).
+HTTP error (``status``, default 500). A request for ``n`` choices gets that many, each the step's reply. A request
+no step matches gets a 400 that says so. Every reply carries ``usage`` (about four characters a token).
 
     python -m evals.latency_server SCRIPT.json [--latency 0.2] [--port 0]
 
@@ -79,6 +80,22 @@ class Responder:
             self.script.calls.clear()  # the script model keeps every prompt for tests; a server must not
         if "raise" in step:
             return int(step.get("status") or 500), _error(str(step["raise"]), "server_error")
+        n = body.get("n", 1)
+        if n is None:
+            n = 1
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 128:
+            return 400, _error("'n' must be an integer from 1 to 128", "invalid_request_error")
+        choices = [self._choice(index, step, body) for index in range(n)]
+        out = sum(len(json.dumps(choice["message"])) for choice in choices)
+        prompt_tokens, completion_tokens = len(prompt) // 4 + 1, out // 4 + 1
+        return 200, {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
+                     "model": body.get("model") or self.model_name, "system_fingerprint": "fp_latency",
+                     "choices": choices,
+                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                               "total_tokens": prompt_tokens + completion_tokens}}
+
+    def _choice(self, index: int, step: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        """Choice ``index`` of the reply: the step's reply (each choice with tool calls of its own ids)."""
         message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
         finish = "stop"
         if "structured" in step and body.get("response_format"):
@@ -92,13 +109,7 @@ class Responder:
             finish = "tool_calls"
         else:
             message["content"] = str(step["content"])
-        out = len(json.dumps(message))
-        prompt_tokens, completion_tokens = len(prompt) // 4 + 1, out // 4 + 1
-        return 200, {"id": f"chatcmpl-{next(self._ids)}", "object": "chat.completion", "created": int(time.time()),
-                     "model": body.get("model") or self.model_name, "system_fingerprint": "fp_latency",
-                     "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                     "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                               "total_tokens": prompt_tokens + completion_tokens}}
+        return {"index": index, "message": message, "finish_reason": finish, "logprobs": None}
 
 
 def _error(message: str, kind: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 import graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
+from graphs.routing import add_routed_node
 from nodes import cleanup
 from nodes import kgot as n
 from nodes.context import Context
@@ -97,30 +98,24 @@ async def route_parsed(state: n.KGoTState) -> Literal["generate_forced_solution"
 def build() -> StateGraph:
     """The uncompiled KGoT graph."""
     g = StateGraph(n.KGoTState, context_schema=Context)
-    g.add_node("receive_task", n.receive_task)
-    g.add_node("decide_next_step", n.decide_next_step)
-    g.add_node("define_tool_calls", n.define_tool_calls)
+    # Every router runs inside the task of the node before it (graphs/routing.py): the same routes as conditional
+    # edges, without LangGraph's copy of every channel per routed step.
+    add_routed_node(g, "receive_task", n.receive_task, route_iteration_check)
+    add_routed_node(g, "decide_next_step", n.decide_next_step, route_majority_vote)
+    add_routed_node(g, "define_tool_calls", n.define_tool_calls, route_tool_calls,
+                    destinations=("run_tool_call", "integrate_new_information"))
     g.add_node("run_tool_call", n.run_tool_call)
-    g.add_node("integrate_new_information", n.integrate_new_information)
-    g.add_node("mitigate_noise", cleanup.mitigate_noise)
-    g.add_node("solve_with_query", n.solve_with_query)
-    g.add_node("solve_directly", n.solve_directly)
-    g.add_node("solve_forced", n.solve_forced)
-    g.add_node("generate_forced_solution", n.generate_forced_solution)
+    add_routed_node(g, "integrate_new_information", n.integrate_new_information, route_integration)
+    add_routed_node(g, "mitigate_noise", cleanup.mitigate_noise, route_solve_mode)
+    for name, solve in (("solve_with_query", n.solve_with_query), ("solve_directly", n.solve_directly),
+                        ("solve_forced", n.solve_forced), ("generate_forced_solution", n.generate_forced_solution)):
+        add_routed_node(g, name, solve, route_solution)
     g.add_node("process_math", n.process_math)
-    g.add_node("parse_solution", n.parse_solution)
+    add_routed_node(g, "parse_solution", n.parse_solution, route_parsed)
 
     g.add_edge(START, "receive_task")
-    g.add_conditional_edges("receive_task", route_iteration_check)
-    g.add_conditional_edges("decide_next_step", route_majority_vote)
-    g.add_conditional_edges("define_tool_calls", route_tool_calls, ["run_tool_call", "integrate_new_information"])
     g.add_edge("run_tool_call", "integrate_new_information")
-    g.add_conditional_edges("integrate_new_information", route_integration)
-    g.add_conditional_edges("mitigate_noise", route_solve_mode)
-    for solve in ("solve_with_query", "solve_directly", "solve_forced", "generate_forced_solution"):
-        g.add_conditional_edges(solve, route_solution)
     g.add_edge("process_math", "parse_solution")
-    g.add_conditional_edges("parse_solution", route_parsed)
     return g
 
 

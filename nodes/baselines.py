@@ -45,14 +45,14 @@ from nodes.kgot import (
     DirectSolution,
     ToolCallRecord,
     Vote,
-    _sample_next_step,
     describe_attachments,
     describe_tool_calls,
     problem_text,
+    sample_votes,
     tally,
 )
 from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.runtime import EPHEMERAL, context_as, context_of, gather_bounded, new_run_key, thread_id_of
+from nodes.runtime import EPHEMERAL, context_as, context_of, new_run_key, thread_id_of
 from nodes.state import NO_SOLUTION, Failure, append
 from prompts import baselines as P
 
@@ -579,8 +579,7 @@ async def decide_from_tool_outputs(state: NoKGState, runtime: Runtime[Context],
     prompt = P.render(P.NOKG_NEXT_STEP, problem=problem_text(state),
                       tool_outputs=describe_tool_outputs(state.get("tool_calls") or []),
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []))
-    votes = await gather_bounded(config, [_sample_next_step(llm, prompt, iteration, i)
-                                          for i in range(ctx.num_next_steps_decision)])
+    votes = await sample_votes(llm, prompt, iteration, ctx.num_next_steps_decision, config)
     return {"votes": votes, "decision": tally(votes), **accounting(llm)}
 
 

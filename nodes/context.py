@@ -36,6 +36,10 @@ class Context:
     ``nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``
     gives run r of every item the seed S + r."""
     structured_output_method: StructuredMethod = "function_calling"
+    samples_in_one_request: bool = True
+    """Ask for the samples of one decision (KGoT's votes, forced queries and solution parses) as the choices of one
+    request where the model takes ``n`` (OpenAI-compatible chat completions): the prompt is sent and paid for once.
+    Off: one request per sample, as the KGoT authors' code sends them. Other models always get one per sample."""
     llm_timeout_s: float = 120.0
     """Wall-clock limit of one LLM call; a call that takes longer is retried like an API error."""
 

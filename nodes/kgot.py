@@ -227,6 +227,16 @@ async def ask[S: BaseModel](llm: LLMCaller, prompt: str, schema: type[S], outcom
         return None
 
 
+async def ask_samples[S: BaseModel](llm: LLMCaller, prompt: str, schema: type[S], n: int, config: RunnableConfig,
+                                   outcome: str, *, first: int = 0) -> list[S | Failure]:
+    """``n`` samples of one structured decision (:meth:`LLMCaller.structured_samples`), in order; a sample that
+    failed for good is noted, as :func:`ask` notes it, with ``outcome`` (``{sample}``: its number, counted from
+    ``first``) and stands as its :class:`Failure`."""
+    replies = await llm.structured_samples(prompt, schema, n, config=config)
+    return [llm.failed(reply, outcome.format(sample=first + i)) if isinstance(reply, LLMError) else reply
+            for i, reply in enumerate(replies)]
+
+
 def strip_fences(code: str) -> str:
     """Remove markdown code fences an LLM may wrap code in."""
     text = code.strip()
@@ -306,15 +316,20 @@ def iteration_limit_reached(state: KGoTState, ctx: Context) -> bool:
 # --------------------------------------------------------------------------------------------------------------
 # 3. Majority vote
 # --------------------------------------------------------------------------------------------------------------
-async def _sample_next_step(llm: LLMCaller, prompt: str, iteration: int, sample: int) -> Vote:
-    try:
-        step = await llm.structured(prompt, NextStep)
-    except LLMError as exc:
-        llm.failed(exc, f"vote {sample} counts as INVALID")
-        return Vote(iteration=iteration, sample=sample, query_type="INVALID", reason=str(exc))
+def _vote(llm: LLMCaller, step: NextStep | LLMError, iteration: int, sample: int) -> Vote:
+    if isinstance(step, LLMError):
+        llm.failed(step, f"vote {sample} counts as INVALID")
+        return Vote(iteration=iteration, sample=sample, query_type="INVALID", reason=str(step))
     operation = strip_fences(step.solve_operation) if step.query_type == "RETRIEVE" else ""
     return Vote(iteration=iteration, sample=sample, query_type=step.query_type, reason=step.reason,
                 solve_operation=operation)
+
+
+async def sample_votes(llm: LLMCaller, prompt: str, iteration: int, n: int, config: RunnableConfig) -> list[Vote]:
+    """``n`` samples of the next-step prompt (:meth:`LLMCaller.structured_samples`), as votes; a sample that
+    failed for good counts as INVALID."""
+    steps = await llm.structured_samples(prompt, NextStep, n, config=config)
+    return [_vote(llm, step, iteration, i) for i, step in enumerate(steps)]
 
 
 def tally(votes: list[Vote]) -> Literal["ENHANCE", "SOLVE"]:
@@ -339,8 +354,7 @@ async def decide_next_step(state: KGoTState, runtime: Runtime[Context], config: 
     prompt = P.render(P.NEXT_STEP, problem=problem_text(state),
                       existing_data=render_snapshot(state.get("kg") or empty_snapshot()),
                       tool_calls_made=describe_tool_calls(state.get("tool_calls") or []), **mode)
-    votes = await gather_bounded(config, [_sample_next_step(llm, prompt, iteration, i)
-                                          for i in range(ctx.num_next_steps_decision)])
+    votes = await sample_votes(llm, prompt, iteration, ctx.num_next_steps_decision, config)
     return {"votes": votes, "decision": tally(votes), **accounting(llm)}
 
 
@@ -720,11 +734,6 @@ async def solve_directly(state: KGoTState, runtime: Runtime[Context]) -> dict[st
     return solving.update()
 
 
-async def _forced_query(llm: LLMCaller, prompt: str, sample: int) -> str:
-    reply = await ask(llm, prompt, Code, f"forced retrieve query {sample} is not written")
-    return strip_fences(reply.code) if reply is not None else ""
-
-
 async def solve_forced(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """At the iteration limit (appendix D.5): in query mode, ``num_next_steps_decision`` forced retrieve queries
     are written concurrently and run like the votes' queries; in Direct Retrieval, the forced solution states the
@@ -739,8 +748,9 @@ async def solve_forced(state: KGoTState, runtime: Runtime[Context], config: Runn
         return {**solving.update(), "decision": "FORCED_SOLVE"}
     reader = await _Reader.open(state, ctx, config)
     prompt = reader.prompt(P.FORCED_RETRIEVE)
-    queries = await gather_bounded(config, [_forced_query(llm, prompt, i)
-                                            for i in range(max(1, ctx.num_next_steps_decision))])
+    replies = await ask_samples(llm, prompt, Code, max(1, ctx.num_next_steps_decision), config,
+                                "forced retrieve query {sample} is not written")
+    queries = [strip_fences(reply.code) if isinstance(reply, Code) else "" for reply in replies]
     groups: dict[str, tuple[str, list[int]]] = {}
     for sample, query in enumerate(queries):
         groups.setdefault(" ".join(query.split()), (query, []))[1].append(sample)
@@ -829,11 +839,15 @@ async def compute_math(state: KGoTState, ctx: Context, config: RunnableConfig, l
 # --------------------------------------------------------------------------------------------------------------
 # 9. Parse the final solution (several samples per partial solution), choose one
 # --------------------------------------------------------------------------------------------------------------
-async def _parse_once(llm: LLMCaller, prompt: str, sample: int, partial: int) -> dict[str, Any]:
-    parsed = await ask(llm, prompt, ParsedSolution, f"parse {sample} gives no candidate")
-    if parsed is None:
-        return {"sample": sample, "partial": partial, "answer": "", "error": llm.failures[-1]["error"]}
-    return {"sample": sample, "partial": partial, "answer": parsed.final_answer.strip(), "error": None}
+async def _parses(llm: LLMCaller, prompt: str, first: int, partial: int, n: int,
+                  config: RunnableConfig) -> list[dict[str, Any]]:
+    """The ``n`` parses of one partial solution (samples ``first``, ``first + 1``, ...)."""
+    replies = await ask_samples(llm, prompt, ParsedSolution, n, config, "parse {sample} gives no candidate",
+                                first=first)
+    return [{"sample": first + i, "partial": partial, "answer": reply.final_answer.strip(), "error": None}
+            if isinstance(reply, ParsedSolution) else
+            {"sample": first + i, "partial": partial, "answer": "", "error": reply["error"]}
+            for i, reply in enumerate(replies)]
 
 
 async def parse_solution(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
@@ -849,8 +863,9 @@ async def parse_solution(state: KGoTState, runtime: Runtime[Context], config: Ru
     for number, partial in enumerate(partials):
         prompt = P.render(P.PARSE_SOLUTION, format_rules=P.FORMATTERS[ctx.answer_formatter],
                           problem=problem_text(state), partial_solution=partial["text"])
-        jobs += [_parse_once(llm, prompt, len(jobs) + i, number) for i in range(ctx.max_final_solution_parsing)]
-    parsed = await gather_bounded(config, jobs)
+        jobs.append(_parses(llm, prompt, number * ctx.max_final_solution_parsing, number,
+                            ctx.max_final_solution_parsing, config))
+    parsed = [p for group in await gather_bounded(config, jobs) for p in group]
     answered = [p for p in parsed if p["answer"]]
     out: dict[str, Any] = {"parsed_solutions": parsed, "candidates": [p["answer"] for p in answered]}
     if not answered:

@@ -39,6 +39,7 @@ from kgagents.retry import is_fatal, is_transient, retry_async
 from kgagents.usage import Usage, merge_usage, usage_entry
 from nodes.context import Context
 from nodes.models import aresolve_model, model_label, resolve_model
+from nodes.runtime import gather_bounded
 from nodes.state import Failure
 
 T = TypeVar("T", bound=BaseModel)
@@ -135,14 +136,15 @@ class LLMCaller:
         return failure
 
     # -- transport --------------------------------------------------------------------------------
-    async def _call(self, runnable: Any, messages: list[BaseMessage]) -> Any:
+    async def _call(self, runnable: Any, messages: list[BaseMessage], n: int | None = None) -> Any:
+        """``runnable.ainvoke(messages)`` (``runnable.asample(messages, n)`` with ``n``), with the retries."""
         ctx = self.context
         attempts = 0
 
         async def once() -> Any:
             nonlocal attempts
             attempts += 1
-            return await runnable.ainvoke(messages)
+            return await (runnable.ainvoke(messages) if n is None else runnable.asample(messages, n))
 
         try:
             return await retry_async(once, max_retries=ctx.max_api_retries, base_s=ctx.api_backoff_base_s,
@@ -177,26 +179,79 @@ class LLMCaller:
     async def structured(self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
                          system: str | None = None) -> T:
         """A reply parsed into ``schema``; unparseable replies are sent back with the error, then re-asked."""
+        runnable = await self._structured_runnable(schema)
+        return await self._parsed(runnable, schema, as_messages(prompt, system))
+
+    async def structured_samples(self, prompt: str | Sequence[BaseMessage], schema: type[T], n: int, *,
+                                 system: str | None = None, config: Any = None) -> list[T | LLMError]:
+        """``n`` independent samples of one structured decision (the votes of a majority), in order; a sample
+        that failed for good is its :class:`LLMError` (the caller notes it with :meth:`failed`).
+
+        Where the model takes ``n`` (OpenAI-compatible chat completions on the direct structured path; see
+        :meth:`DirectStructured.samples_in_one_request`) and ``Context.samples_in_one_request`` is on, one request
+        asks for all ``n`` choices: the prompt is sent and paid for once, and one call's client work serves every
+        sample. Each choice is parsed as its own reply; one that does not parse is re-asked on its own, as
+        :meth:`structured` does, and samples the server did not return (servers that ignore ``n``) are asked
+        separately. A server that rejects ``n`` (a client error other than a fatal one) gets separate requests
+        from then on. Elsewhere: ``n`` calls of :meth:`structured`, concurrently (at most the run's
+        ``max_concurrency`` at a time, from ``config``).
+        """
+        runnable = await self._structured_runnable(schema)
+        messages = as_messages(prompt, system)
+        firsts: list[Any] = []
+        if (n > 1 and self.context.samples_in_one_request and isinstance(runnable, DirectStructured)
+                and runnable.samples_in_one_request()):
+            try:
+                firsts = await self._call(runnable, messages, n=n)
+            except LLMError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, _PARSE_ERRORS) or is_transient(cause) or not isinstance(cause, Exception):
+                    return [exc] * n  # what a failed request is for every sample it stood for
+                runnable.refuses_n = True  # a client error: from now on, one request per sample
+                log.info("%s model (%s) rejected a request for %d samples (%s); asking for one at a time",
+                         self.role, self.label, n, str(cause)[:200])
+            else:
+                if firsts:
+                    self._record(firsts[0]["raw"])  # every choice's message carries the request's whole usage
+                firsts = firsts[:n]
+
+        async def sample(first: Any) -> T | LLMError:
+            try:
+                return await self._parsed(runnable, schema, messages, first=first)
+            except LLMError as exc:
+                return exc
+
+        return await gather_bounded(config, [sample(firsts[i] if i < len(firsts) else None) for i in range(n)])
+
+    async def _structured_runnable(self, schema: type[BaseModel]) -> Any:
         model = await self._ready()
         kwargs: dict[str, Any] = {"include_raw": True}
         if self.context.structured_output_method != "function_calling" or not _is_base_impl(model):
             kwargs["method"] = self.context.structured_output_method
-        runnable = structured_runnable(model, schema, kwargs)
-        messages = as_messages(prompt, system)
+        return structured_runnable(model, schema, kwargs)
+
+    async def _parsed(self, runnable: Any, schema: type[T], messages: list[BaseMessage], *,
+                      first: dict[str, Any] | None = None) -> T:
+        """The structured reply to ``messages``, re-asked with the parse error until one parses
+        (``Context.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
         last_error = ""
         attempts = self.context.max_parse_retries + 1
-        for _ in range(attempts):
-            try:
-                result = await self._call(runnable, messages)
-            except LLMError as exc:
-                # Clients that parse the reply themselves (OpenAI's json_schema method) raise on a bad one:
-                # that is a parse failure to re-ask, not an API error (a body that kept arriving broken is).
-                if not isinstance(exc.__cause__, _PARSE_ERRORS) or is_transient(exc.__cause__):
-                    raise
-                result = {"raw": None, "parsed": None, "parsing_error": exc.__cause__}
-            raw = result.get("raw") if isinstance(result, dict) else None
-            if raw is not None:
-                self._record(raw)
+        for attempt in range(attempts):
+            if attempt == 0 and first is not None:
+                result: Any = first
+                raw = first.get("raw")
+            else:
+                try:
+                    result = await self._call(runnable, messages)
+                except LLMError as exc:
+                    # Clients that parse the reply themselves (OpenAI's json_schema method) raise on a bad one:
+                    # that is a parse failure to re-ask, not an API error (a body that kept arriving broken is).
+                    if not isinstance(exc.__cause__, _PARSE_ERRORS) or is_transient(exc.__cause__):
+                        raise
+                    result = {"raw": None, "parsed": None, "parsing_error": exc.__cause__}
+                raw = result.get("raw") if isinstance(result, dict) else None
+                if raw is not None:
+                    self._record(raw)
             parsed = result.get("parsed") if isinstance(result, dict) else result
             if isinstance(parsed, schema):
                 return parsed
@@ -274,6 +329,8 @@ class DirectStructured:
     def __init__(self, bound: Any, parsers: list[Any]) -> None:
         self.bound = bound
         self.parsers = parsers
+        #: Set when the server rejected a request for several choices (see :meth:`samples_in_one_request`).
+        self.refuses_n = False
 
     @classmethod
     def build(cls, model: BaseChatModel, schema: type[BaseModel], kwargs: dict[str, Any]) -> DirectStructured | None:
@@ -303,8 +360,8 @@ class DirectStructured:
             bound = _with_json_schema_metadata(bound)
         return cls(bound, parsers)
 
-    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
-        raw = await self.bound.ainvoke(input, config, **kwargs)
+    def _result(self, raw: Any) -> dict[str, Any]:
+        """``{"raw", "parsed", "parsing_error"}`` for the model's reply ``raw``, as LangChain's chain gives it."""
         try:
             value = raw
             for parse in self.parsers:
@@ -313,15 +370,37 @@ class DirectStructured:
             return {"raw": raw, "parsed": None, "parsing_error": exc}
         return {"raw": raw, "parsed": value, "parsing_error": None}
 
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return self._result(await self.bound.ainvoke(input, config, **kwargs))
+
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
-        raw = self.bound.invoke(input, config, **kwargs)
-        try:
-            value = raw
-            for parse in self.parsers:
-                value = parse(value)
-        except Exception as exc:  # noqa: BLE001
-            return {"raw": raw, "parsed": None, "parsing_error": exc}
-        return {"raw": raw, "parsed": value, "parsing_error": None}
+        return self._result(self.bound.invoke(input, config, **kwargs))
+
+    def samples_in_one_request(self) -> bool:
+        """Whether :meth:`asample` can ask for several choices in one request: the bound model says it takes
+        ``n`` for this call (``takes_n``: OpenAI-compatible chat completions) and its server has not refused it."""
+        from langchain_core.runnables import RunnableBinding
+
+        binding = self.bound
+        if self.refuses_n or not isinstance(binding, RunnableBinding) or binding.config_factories:
+            return False
+        takes_n = getattr(binding.bound, "takes_n", None)
+        return callable(takes_n) and bool(takes_n(binding.kwargs))
+
+    async def asample(self, input: Any, n: int) -> list[dict[str, Any]]:
+        """One model call that asks for ``n`` choices (``n``, not streamed: a stream carries one choice),
+        every choice parsed as :meth:`ainvoke` parses its reply; the model's run is traced as one run with
+        ``n`` generations. Only where :meth:`samples_in_one_request` says so."""
+        from langchain_core.runnables.config import ensure_config
+
+        binding = self.bound
+        model = binding.bound
+        config = ensure_config(binding.config)  # the running node's config under the binding's, as ainvoke has it
+        result = await model.agenerate_prompt(
+            [model._convert_input(input)], callbacks=config.get("callbacks"), tags=config.get("tags"),
+            metadata=config.get("metadata"), run_name=config.get("run_name"), run_id=config.pop("run_id", None),
+            **{**binding.kwargs, "n": n, "stream": False})
+        return [self._result(generation.message) for generation in result.generations[0]]
 
 
 def _parse_message(parser: Any, message: Any) -> Any:

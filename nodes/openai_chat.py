@@ -169,6 +169,11 @@ class OpenAIChatModel(ChatOpenAI):
             and not self._use_responses_api(payload)
         )
 
+    def takes_n(self, kwargs: dict[str, Any]) -> bool:
+        """Whether a call with ``kwargs`` can ask for several choices (``n``) in one request: a chat completion
+        (the Responses API has no ``n``) that is not streamed."""
+        return not self.streaming and not self._use_responses_api(kwargs)
+
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         payload = self._get_request_payload(messages, stop=stop, **kwargs)

@@ -9,6 +9,7 @@ message; once the key is fixed, ``kgagents resume`` finishes it.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,14 @@ STEPS = [
 
 
 async def test_kgot_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """With the samples of a decision in one request (the default on this client) and one request per sample: a
+    fault on a request for several samples is met by every sample it stood for."""
     context = Context(**fault_settings(fault_server), work_dir=str(tmp_path / "work"), max_iterations=3,
                       num_next_steps_decision=3)
     runs = await runs_under_faults(fault_server, kgot, STEPS, {"question": QUESTION}, context)
+    assert any(r.body.get("n") == 3 for r in fault_server.chat_requests)
+    runs += await runs_under_faults(fault_server, kgot, STEPS, {"question": QUESTION},
+                                    dataclasses.replace(context, samples_in_one_request=False), seeds=(4, 5))
 
     assert_clean_ends(runs)
     for run in runs:

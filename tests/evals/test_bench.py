@@ -17,7 +17,7 @@ from tools.manager import registered_names
 async def test_benchmark_smoke():
     result = await run_benchmark(0.0, [2], "enhance", "lean", sequential_items=1, waves=1, repeats=1)
     assert result["calls_per_item"] == 19 and result["batch"][0]["items"] == 2
-    assert result["single_task"]["sequential_s"] > 0
+    assert result["single_task"]["sequential_s"] > 0 and result["single_task"]["samples_in_one_request"]
     assert "| 2 | 2 |" in markdown(result)
     assert "simulated_lookup" not in registered_names()
 
@@ -30,7 +30,8 @@ async def test_benchmark_smoke_through_the_openai_client_over_http():
     shares = result["profile"]["shares"]
     assert abs(sum(shares.values()) - 1) < 1e-6 and shares["openai SDK (request building, response models)"] > 0
     assert all(share >= 0 for share in shares.values()) and "Where the CPU goes at C = 2" in markdown(result)
-    assert result["model_path"] == "http" and result["calls_per_item"] == 19 and row["items"] == 2
+    # the 5 votes of each of the two decisions and the 3 parses are one request each: 19 samples, 9 requests
+    assert result["model_path"] == "http" and result["calls_per_item"] == 9 and row["items"] == 2
     assert row["server_cpu_s"] is not None and result["single_task"]["concurrent_s"] > 0
     assert "model path `http`" in markdown(result) and "simulated_lookup" not in registered_names()
 
@@ -47,12 +48,21 @@ async def test_benchmark_smoke_with_worker_processes():
 async def test_benchmark_smoke_over_http_with_automatic_processes():
     result = await run_benchmark(0.0, [2], "direct", "http", sequential_items=1, waves=1, repeats=1,
                                  processes="auto")
-    assert result["calls_per_item"] == 10 and result["batch"][0]["items"] == 2
+    assert result["calls_per_item"] == 4 and result["batch"][0]["items"] == 2
+
+
+@pytest.mark.slow
+async def test_benchmark_smoke_over_http_with_one_request_per_sample():
+    result = await run_benchmark(0.0, [2], "direct", "http", sequential_items=1, waves=1, repeats=1,
+                                 samples="separate")
+    assert result["calls_per_item"] == 10 and "samples separate" in markdown(result)
 
 
 async def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="unknown model path 'grpc'"):
         await run_benchmark(0.0, [2], "direct", "grpc", sequential_items=1, waves=1, repeats=1)
+    with pytest.raises(ValueError, match="unknown samples setting 'some'"):
+        await run_benchmark(0.0, [2], "direct", "lean", sequential_items=1, waves=1, repeats=1, samples="some")
     with pytest.raises(SystemExit):
         main(["--processes", "0"])
     with pytest.raises(ValueError, match="latency"):
@@ -89,6 +99,18 @@ def test_the_responder_answers_as_openai_does():
     assert responder.answer({"messages": "no"})[0] == 400
     assert responder.answer(body("text", stream=True))[0] == 400
     assert responder.script.calls == []  # a server keeps no prompts
+
+
+def test_the_responder_answers_n_choices():
+    responder = Responder([{"when": "vote", "times": 0, "structured": {"query_type": "SOLVE"}}])
+    status, reply = responder.answer(body("vote", n=3, tools=[{"type": "function", "function": {"name": "V"}}]))
+    assert status == 200 and [c["index"] for c in reply["choices"]] == [0, 1, 2]
+    ids = {c["message"]["tool_calls"][0]["id"] for c in reply["choices"]}
+    assert len(ids) == 3  # every choice's call is a call of its own
+    single = responder.answer(body("vote", tools=[{"type": "function", "function": {"name": "V"}}]))[1]
+    assert reply["usage"]["completion_tokens"] > 2 * single["usage"]["completion_tokens"]
+    for bad in (0, "2", 1000, True):
+        assert responder.answer(body("vote", n=bad))[0] == 400
 
 
 @pytest.mark.slow

@@ -4,11 +4,13 @@ Tests queue what the next requests get, in order:
 
     server.reply("text")                          a normal assistant message
     server.tool_call({"answer": "x"})             a tool call (the tool the request forces, or its first tool)
+    server.choices([{"answer": "x"}, '{"a'])      one reply with these choices, a tool call each (whatever ``n``)
     server.tool_call('{"answer": ', name="Foo")   a string is sent as the raw ``arguments`` (malformed JSON)
     server.error(500) / server.rate_limit(2)      an HTTP error (429 carries ``Retry-After``)
     server.hang(30)                               no answer until the client gives up (or the server stops)
     server.truncated() / server.not_json()        a 200 whose JSON body is cut in half / is not JSON at all
 
+A request for ``n`` choices gets ``n`` copies of its step's message (``choices`` steps give theirs as they are).
 Each POST /v1/chat/completions takes the next step; when none is left the server answers 400 with a message
 that says so (not a 5xx, which the client would retry), unless a :class:`FaultPolicy` answers it
 (:meth:`FakeOpenAIServer.answer_with`): a seeded share of faults of every kind (500, 429, a stall, a cut or
@@ -82,7 +84,7 @@ def _text_of(message: dict[str, Any]) -> str:
 class Step:
     """What one chat-completions request gets."""
 
-    kind: str  # "reply" | "tool_calls" | "error" | "hang" | "truncated" | "not_json" | "html"
+    kind: str  # "reply" | "tool_calls" | "choices" | "error" | "hang" | "truncated" | "not_json" | "html"
     content: str | None = None
     tool_calls: list[tuple[str | None, Any]] = field(default_factory=list)
     status: int = 200
@@ -272,6 +274,10 @@ class FakeOpenAIServer:
         """Several tool calls in one reply: ``[(name, arguments), ...]``."""
         return self._push(Step("tool_calls", tool_calls=list(calls), usage=usage, model=model))
 
+    def choices(self, arguments: list[Any], *, usage: tuple[int, int] | None = None) -> FakeOpenAIServer:
+        """One reply whose choices are one tool call each, with these ``arguments`` (as :meth:`tool_call`)."""
+        return self._push(Step("choices", tool_calls=[(None, a) for a in arguments], usage=usage))
+
     def error(self, status: int, message: str = "", *, headers: dict[str, str] | None = None) -> FakeOpenAIServer:
         """An HTTP error with an OpenAI-style error body."""
         return self._push(Step("error", status=status, message=message, headers=dict(headers or {})))
@@ -330,8 +336,25 @@ class FakeOpenAIServer:
     # -- replies ----------------------------------------------------------------------------------
     def completion(self, body: dict[str, Any], step: Step) -> dict[str, Any]:
         prompt_tokens, completion_tokens = step.usage or self.default_usage
+        if step.kind == "choices":
+            messages = [self._message(body, Step("tool_calls", tool_calls=[call])) for call in step.tool_calls]
+        else:
+            messages = [self._message(body, step) for _ in range(int(body.get("n") or 1))]
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": step.model or body.get("model") or "unknown",
+            "system_fingerprint": "fp_fake",
+            "choices": [{"index": i, "message": message, "logprobs": None,
+                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
+                        for i, message in enumerate(messages)],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+
+    def _message(self, body: dict[str, Any], step: Step) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": step.content, "refusal": None}
-        finish = "stop"
         if step.kind == "tool_calls":
             calls = []
             for name, arguments in step.tool_calls:
@@ -342,19 +365,9 @@ class FakeOpenAIServer:
                                  "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
                 })
             message["tool_calls"] = calls
-            finish = "tool_calls"
         elif message["content"] is None:
             message["content"] = ""
-        return {
-            "id": f"chatcmpl-{next(self._ids)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": step.model or body.get("model") or "unknown",
-            "system_fingerprint": "fp_fake",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        }
+        return message
 
 
 #: Every kind of fault a :class:`FaultPolicy` injects.
