@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
+from graphs.routing import add_routed_node
 from nodes import agent_g as n
 from nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
 
@@ -35,7 +36,7 @@ def build() -> StateGraph:
     g.add_node("agent", n.agent)
     g.add_node("retriever_bank", n.retriever_bank)
     g.add_node("generator", n.generator)
-    g.add_node("validator", n.validator)
+    add_routed_node(g, "validator", n.validator, route_critic)
     g.add_node("commentor", n.commentor)
     g.add_node("finish", n.finish)
     g.add_edge(START, "initialise")
@@ -43,7 +44,6 @@ def build() -> StateGraph:
     g.add_edge("agent", "retriever_bank")
     g.add_edge("retriever_bank", "generator")
     g.add_edge("generator", "validator")
-    g.add_conditional_edges("validator", route_critic)
     g.add_edge("commentor", "agent")
     g.add_edge("finish", END)
     return g

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 
 from graphs.baselines import Workflow
+from graphs.routing import add_routed_node
 from nodes import agent_g as n
 from nodes import agent_g_baselines as b
 from nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
@@ -82,13 +83,11 @@ async def route_corrective(state: AgentGState) -> Literal["evaluate_retrieval", 
 def build_corrective_rag() -> StateGraph:
     g = _graph()
     g.add_node("text_action", b.fixed_action("text"))
-    g.add_node("retriever_bank", n.retriever_bank)
-    g.add_node("evaluate_retrieval", b.evaluate_retrieval)
+    add_routed_node(g, "retriever_bank", n.retriever_bank, route_corrective)
+    add_routed_node(g, "evaluate_retrieval", b.evaluate_retrieval, _corrective_judgement)
     g.add_node("extract", b.extract)
     g.add_edge("initialise", "text_action")
     g.add_edge("text_action", "retriever_bank")
-    g.add_conditional_edges("retriever_bank", route_corrective)
-    g.add_conditional_edges("evaluate_retrieval", _corrective_judgement)
     g.add_edge("extract", "retriever_bank")
     return g
 
@@ -104,9 +103,8 @@ async def route_react(state: AgentGState, runtime: Any) -> Literal["react_step",
 
 def build_react() -> StateGraph:
     g = _graph()
-    g.add_node("react_step", b.react_step)
+    add_routed_node(g, "react_step", b.react_step, route_react)
     g.add_edge("initialise", "react_step")
-    g.add_conditional_edges("react_step", route_react)
     return g
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
+from graphs.routing import add_routed_node
 from nodes import ark as n
 from nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
 from nodes.critic import verdict
@@ -80,26 +81,21 @@ def build() -> StateGraph:
     g.add_node("initialise_context", n.initialise_context)            # 1
     g.add_node("new_reasoning_step", n.new_reasoning_step)            # 2
     g.add_node("prompt_select_anchor", n.prompt_select_anchor)        # 3
-    g.add_node("select_anchor", n.select_anchor)                      # 4
-    g.add_node("retrieve_relations", n.retrieve_relations)            # 5
+    add_routed_node(g, "select_anchor", n.select_anchor, route_anchor)  # 4
+    add_routed_node(g, "retrieve_relations", n.retrieve_relations, route_relations)  # 5
     g.add_node("prompt_select_relation", n.prompt_select_relation)    # 6
-    g.add_node("select_relation", n.select_relation)                  # 7
+    add_routed_node(g, "select_relation", n.select_relation, route_relation)  # 7
     g.add_node("retrieve_triples", n.retrieve_triples)                # 8
-    g.add_node("reasoning_step", n.reasoning_step)                    # 9
-    g.add_node("clean_up", n.clean_up)                                # 10
+    add_routed_node(g, "reasoning_step", n.reasoning_step, route_reasoning)  # 9
+    add_routed_node(g, "clean_up", n.clean_up, route_continue)  # 10
     g.add_node("final_answer", n.final_answer)                        # 11
 
     g.add_edge(START, "initialise_context")
     g.add_edge("initialise_context", "new_reasoning_step")
     g.add_edge("new_reasoning_step", "prompt_select_anchor")
     g.add_edge("prompt_select_anchor", "select_anchor")
-    g.add_conditional_edges("select_anchor", route_anchor)
-    g.add_conditional_edges("retrieve_relations", route_relations)
     g.add_edge("prompt_select_relation", "select_relation")
-    g.add_conditional_edges("select_relation", route_relation)
     g.add_edge("retrieve_triples", "reasoning_step")
-    g.add_conditional_edges("reasoning_step", route_reasoning)
-    g.add_conditional_edges("clean_up", route_continue)
     g.add_edge("final_answer", END)
     return g
 

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from graphs.routing import add_routed_node
 from nodes import baselines as n
 from nodes.context import Context
 from nodes.kgot import (
@@ -81,12 +82,12 @@ async def route_extraction(state: n.BaselineState) -> Literal["build_graph"] | l
 def build_graphrag() -> StateGraph:
     """The uncompiled GraphRAG graph."""
     g = StateGraph(n.BaselineState, input_schema=n.BaselineInput, context_schema=n.BaselineContext)
-    g.add_node("load_tool_outputs", n.load_tool_outputs)
+    add_routed_node(g, "load_tool_outputs", n.load_tool_outputs, route_extraction,
+                    destinations=("extract_chunk", "build_graph"))
     g.add_node("extract_chunk", n.extract_chunk)
     g.add_node("build_graph", n.build_graph)
     g.add_node("answer_from_graph", n.answer_from_graph)
     g.add_edge(START, "load_tool_outputs")
-    g.add_conditional_edges("load_tool_outputs", route_extraction, ["extract_chunk", "build_graph"])
     g.add_edge("extract_chunk", "build_graph")
     g.add_edge("build_graph", "answer_from_graph")
     g.add_edge("answer_from_graph", END)
@@ -120,23 +121,18 @@ async def route_nokg_solution(state: n.NoKGState) -> Literal["process_math", "pa
 def build_nokg() -> StateGraph:
     """The uncompiled "no KG" graph."""
     g = StateGraph(n.NoKGState, input_schema=n.TaskInput, context_schema=Context)
-    g.add_node("receive_task", n.receive_nokg_task)
-    g.add_node("decide_from_tool_outputs", n.decide_from_tool_outputs)
-    g.add_node("define_tool_calls", define_tool_calls)
+    add_routed_node(g, "receive_task", n.receive_nokg_task, route_nokg_iteration)
+    add_routed_node(g, "decide_from_tool_outputs", n.decide_from_tool_outputs, route_nokg_vote)
+    add_routed_node(g, "define_tool_calls", define_tool_calls, route_nokg_tool_calls,
+                    destinations=("run_tool_call", "collect_tool_outputs"))
     g.add_node("run_tool_call", run_tool_call)
-    g.add_node("collect_tool_outputs", n.collect_tool_outputs)
-    g.add_node("solve_from_tool_outputs", n.solve_from_tool_outputs)
-    g.add_node("solve_forced_from_tool_outputs", n.solve_forced_from_tool_outputs)
+    add_routed_node(g, "collect_tool_outputs", n.collect_tool_outputs, route_nokg_iteration)
+    add_routed_node(g, "solve_from_tool_outputs", n.solve_from_tool_outputs, route_nokg_solution)
+    add_routed_node(g, "solve_forced_from_tool_outputs", n.solve_forced_from_tool_outputs, route_nokg_solution)
     g.add_node("process_math", process_math)
     g.add_node("parse_solution", parse_solution)
     g.add_edge(START, "receive_task")
-    g.add_conditional_edges("receive_task", route_nokg_iteration)
-    g.add_conditional_edges("decide_from_tool_outputs", route_nokg_vote)
-    g.add_conditional_edges("define_tool_calls", route_nokg_tool_calls, ["run_tool_call", "collect_tool_outputs"])
     g.add_edge("run_tool_call", "collect_tool_outputs")
-    g.add_conditional_edges("collect_tool_outputs", route_nokg_iteration)
-    for solve in ("solve_from_tool_outputs", "solve_forced_from_tool_outputs"):
-        g.add_conditional_edges(solve, route_nokg_solution)
     g.add_edge("process_math", "parse_solution")
     g.add_edge("parse_solution", END)
     return g

@@ -17,6 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from graphs import kgot
+from graphs.routing import add_routed_node
 from nodes import fusion as f
 
 NAME = "fusion"
@@ -31,11 +32,11 @@ async def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_
 def build() -> StateGraph:
     """The uncompiled fusion graph."""
     g = StateGraph(f.FusionState, context_schema=f.FusionContext)
-    g.add_node("receive_task", f.receive_fusion_task)
+    add_routed_node(g, "receive_task", f.receive_fusion_task, route_variants,
+                    destinations=("run_variant", "combine_answers"))
     g.add_node("run_variant", f.make_run_variant(kgot.graph))
     g.add_node("combine_answers", f.combine_answers)
     g.add_edge(START, "receive_task")
-    g.add_conditional_edges("receive_task", route_variants, ["run_variant", "combine_answers"])
     g.add_edge("run_variant", "combine_answers")
     g.add_edge("combine_answers", END)
     return g

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from graphs.routing import add_routed_node
 from nodes import grounded as n
 from nodes.grounded import GroundedContext, GroundedInput, GroundedState, grounded_context_of
 
@@ -81,23 +82,21 @@ async def route_evaluate(state: GroundedState, runtime: Any) -> list[Send] | Lit
 def build() -> StateGraph:
     """The uncompiled grounded-reasoning graph."""
     g = StateGraph(GroundedState, input_schema=GroundedInput, context_schema=GroundedContext)
-    g.add_node("initialise", n.initialise)
+    add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"))
     g.add_node("generate_step", n.generate_step)
-    g.add_node("collect_candidates", collect_candidates)
+    add_routed_node(g, "collect_candidates", collect_candidates, route_merge,
+                    destinations=("merge_thoughts", "evaluate_states"))
     g.add_node("merge_thoughts", n.merge_thoughts)
-    g.add_node("evaluate_states", evaluate_states)
+    add_routed_node(g, "evaluate_states", evaluate_states, route_evaluate,
+                    destinations=("score_state", "select_states"))
     g.add_node("score_state", n.score_state)
-    g.add_node("select_states", n.select_states)
+    add_routed_node(g, "select_states", n.select_states, route_expand, destinations=("generate_step", "answer"))
     g.add_node("answer", n.answer)
 
     g.add_edge(START, "initialise")
-    g.add_conditional_edges("initialise", route_expand, ["generate_step", "answer"])
     g.add_edge("generate_step", "collect_candidates")
-    g.add_conditional_edges("collect_candidates", route_merge, ["merge_thoughts", "evaluate_states"])
     g.add_edge("merge_thoughts", "evaluate_states")
-    g.add_conditional_edges("evaluate_states", route_evaluate, ["score_state", "select_states"])
     g.add_edge("score_state", "select_states")
-    g.add_conditional_edges("select_states", route_expand, ["generate_step", "answer"])
     g.add_edge("answer", END)
     return g
 

@@ -72,6 +72,15 @@ def _injected(func: Callable[..., Any]) -> tuple[bool, bool]:
     return "runtime" in parameters, "config" in parameters
 
 
+def _state_hint(func: Callable[..., Any]) -> Any:
+    """The annotation of ``func``'s first parameter (the state it reads), or None."""
+    try:
+        first = next(iter(inspect.signature(func).parameters))
+        return typing.get_type_hints(func).get(first)
+    except (StopIteration, NameError, TypeError, ValueError):
+        return None
+
+
 async def _call(func: Callable[..., Any], takes: tuple[bool, bool], state: Any, runtime: Any, config: Any) -> Any:
     kwargs: dict[str, Any] = {}
     if takes[0]:
@@ -101,4 +110,7 @@ def add_routed_node(builder: StateGraph, name: str, node: Callable[..., Any], ro
 
     routed.__name__ = routed.__qualname__ = getattr(node, "__name__", name)
     routed.__doc__ = node.__doc__
+    state_hint = _state_hint(node)
+    if state_hint is not None:  # LangGraph reads a node's input schema from its first parameter's annotation
+        routed.__annotations__ = {**typing.get_type_hints(routed), "state": state_hint}
     builder.add_node(name, routed, destinations=tuple(destinations or destinations_of(router)), **kwargs)

@@ -20,6 +20,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
+from graphs.routing import add_routed_node
 from kgagents.config import Settings
 from kgagents.usage import merge_usage
 from nodes import surfer as n
@@ -37,14 +38,12 @@ def build() -> StateGraph:
     g = StateGraph(n.SurferState, context_schema=Context, input_schema=n.SurferInput,
                    output_schema=n.SurferOutput)
     g.add_node("start", n.start)
-    g.add_node("think", n.think)
-    g.add_node("browse", n.browse)
+    add_routed_node(g, "think", n.think, n.route_after_think)
+    add_routed_node(g, "browse", n.browse, n.route_after_browse)
     g.add_node("wrap_up", n.wrap_up)
     g.add_node("finish", n.finish)
     g.add_edge(START, "start")
     g.add_edge("start", "think")
-    g.add_conditional_edges("think", n.route_after_think)
-    g.add_conditional_edges("browse", n.route_after_browse)
     g.add_edge("wrap_up", "finish")
     g.add_edge("finish", END)
     return g

@@ -118,3 +118,22 @@ def test_kgot_routes_inside_its_nodes_and_draws_every_route() -> None:
             ("integrate_new_information", "decide_next_step"), ("integrate_new_information", "solve_forced"),
             ("parse_solution", "generate_forced_solution"), ("parse_solution", "__end__"),
             ("solve_forced", "process_math"), ("generate_forced_solution", "parse_solution")} <= drawn
+
+
+class Narrow(TypedDict, total=False):
+    count: int
+
+
+async def test_the_node_reads_the_state_its_annotation_names() -> None:
+    """As with ``add_node``: a node annotated with a narrower schema gets only those keys."""
+    seen: list[dict[str, Any]] = []
+
+    async def look(state: Narrow) -> dict[str, Any]:
+        seen.append(dict(state))
+        return {"log": ["looked"]}
+
+    g = StateGraph(State)
+    add_routed_node(g, "look", look, to_end)
+    g.add_edge(START, "look")
+    out = await g.compile().ainvoke({"count": 3, "todo": ["x"], "log": ["a"]})
+    assert seen == [{"count": 3}] and out["log"] == ["a", "looked"]
