@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--processes", type=processes_argument, default=1,
                         help="worker processes that share the C items of a batch run (default 1: this one; "
-                             "auto: one per 16 items in flight, at most one per CPU)")
+                             "auto: one per 64 items in flight, at most one per CPU)")
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
     parser.add_argument("--model-path", choices=MODEL_PATHS, default="http",
                         help="http: langchain-openai over HTTP to a loopback server (default); lean, langchain: "

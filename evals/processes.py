@@ -45,8 +45,9 @@ def shares(concurrency: int, processes: int) -> list[int]:
 
 
 #: Items in flight that one process's event loop keeps up with on the real model client before its CPU makes
-#: them wait (``evals.bench_batch``: about 0.9·C up to C = 16 through langchain-openai at 200 ms per call).
-ITEMS_PER_PROCESS = 16
+#: them wait (``evals.bench_batch``: about 0.9·C up to C = 64 through langchain-openai at 200 ms per call, where
+#: two processes on two cores gave 0.81·C).
+ITEMS_PER_PROCESS = 64
 
 
 def usable_cpus() -> int:

@@ -59,7 +59,7 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
                                            "postgresql://... for a cluster)")
     ev.add_argument("--processes", type=processes_argument, default=1,
                     help="worker processes on this machine sharing the --concurrency items (default 1; auto: one "
-                         "per 16 items in flight, at most one per CPU)")
+                         "per 64 items in flight, at most one per CPU)")
     ev.add_argument("--dask", nargs="?", const="local", metavar="SCHEDULER",
                     help="distribute items with Dask: a scheduler address, or nothing for a local cluster")
     ev.add_argument("--workers", type=int, default=2, help="processes of the local Dask cluster (default 2)")

@@ -221,7 +221,12 @@ class LLMCaller:
             except LLMError as exc:
                 return exc
 
-        return await gather_bounded(config, [sample(firsts[i] if i < len(firsts) else None) for i in range(n)])
+        out: list[Any] = [_parsed_first(first, schema) for first in firsts] + [None] * (n - len(firsts))
+        asks = [i for i, value in enumerate(out) if value is None]  # the samples that still need a call
+        for i, value in zip(asks, await gather_bounded(
+                config, [sample(firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
+            out[i] = value
+        return out
 
     async def _structured_runnable(self, schema: type[BaseModel]) -> Any:
         model = await self._ready()
@@ -461,6 +466,19 @@ def _current_node() -> str:
 def _is_base_impl(model: BaseChatModel) -> bool:
     """True when ``with_structured_output`` is LangChain's generic one (which takes no ``method``)."""
     return type(model).with_structured_output is BaseChatModel.with_structured_output
+
+
+def _parsed_first(first: dict[str, Any], schema: type[T]) -> T | None:
+    """A received reply's value when it parsed into ``schema`` (as :meth:`LLMCaller._parsed` takes it), else None."""
+    parsed = first.get("parsed")
+    if isinstance(parsed, schema):
+        return parsed
+    if isinstance(parsed, dict):
+        try:
+            return schema.model_validate(parsed)
+        except ValidationError:
+            return None
+    return None
 
 
 def _reply_text(raw: Any) -> str:

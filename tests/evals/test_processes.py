@@ -28,8 +28,8 @@ def test_shares_split_the_concurrency():
 
 
 def test_automatic_processes_follow_the_items_in_flight_and_the_cpus():
-    assert [auto_processes(c, cpus=2) for c in (1, 8, 16, 17, 32, 64, 256)] == [1, 1, 1, 2, 2, 2, 2]
-    assert auto_processes(64, cpus=8) == 4 and auto_processes(256, cpus=8) == 8 and auto_processes(4, cpus=1) == 1
+    assert [auto_processes(c, cpus=2) for c in (1, 8, 16, 32, 64, 65, 256)] == [1, 1, 1, 1, 1, 2, 2]
+    assert auto_processes(256, cpus=8) == 4 and auto_processes(1024, cpus=8) == 8 and auto_processes(4, cpus=1) == 1
     assert 1 <= auto_processes(64) <= 64
 
 
