@@ -192,13 +192,14 @@ class LLMCaller:
         asks for all ``n`` choices: the prompt is sent and paid for once, and one call's client work serves every
         sample. Each choice is parsed as its own reply; one that does not parse is re-asked on its own, as
         :meth:`structured` does, and samples the server did not return (servers that ignore ``n``) are asked
-        separately. A server that rejects ``n`` (a client error other than a fatal one) gets separate requests
-        from then on. Elsewhere: ``n`` calls of :meth:`structured`, concurrently (at most the run's
+        separately. A request for ``n`` that meets a client error (other than a fatal one) is asked again one
+        sample at a time; when that works, the server does not take ``n`` and gets separate requests from then on. Elsewhere: ``n`` calls of :meth:`structured`, concurrently (at most the run's
         ``max_concurrency`` at a time, from ``config``).
         """
         runnable = await self._structured_runnable(schema)
         messages = as_messages(prompt, system)
         firsts: list[Any] = []
+        rejected: LLMError | None = None
         if (n > 1 and self.context.samples_in_one_request and isinstance(runnable, DirectStructured)
                 and runnable.samples_in_one_request()):
             try:
@@ -207,9 +208,7 @@ class LLMCaller:
                 cause = exc.__cause__
                 if isinstance(cause, _PARSE_ERRORS) or is_transient(cause) or not isinstance(cause, Exception):
                     return [exc] * n  # what a failed request is for every sample it stood for
-                runnable.refuses_n = True  # a client error: from now on, one request per sample
-                log.info("%s model (%s) rejected a request for %d samples (%s); asking for one at a time",
-                         self.role, self.label, n, str(cause)[:200])
+                rejected = exc  # a client error: asked one sample at a time below
             else:
                 if firsts:
                     self._record(firsts[0]["raw"])  # every choice's message carries the request's whole usage
@@ -226,6 +225,12 @@ class LLMCaller:
         for i, value in zip(asks, await gather_bounded(
                 config, [sample(firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
             out[i] = value
+        if rejected is not None and any(not isinstance(value, LLMError) for value in out):
+            # The prompt was fine one sample at a time: the server does not take n. (A prompt it rejects either
+            # way, e.g. one too long, says nothing about n and changes nothing for later calls.)
+            runnable.refuses_n = True
+            log.info("%s model (%s) rejected a request for %d samples (%s); asking for one at a time from now on",
+                     self.role, self.label, n, str(rejected.__cause__)[:200])
         return out
 
     async def _structured_runnable(self, schema: type[BaseModel]) -> Any:

@@ -104,6 +104,19 @@ async def test_a_server_that_rejects_n_gets_one_request_per_sample_from_then_on(
     assert [r.body.get("n") for r in openai_server.chat_requests] == [2, None, None, None, None]
 
 
+async def test_a_prompt_rejected_either_way_says_nothing_about_n(openai_server: FakeOpenAIServer) -> None:
+    """A client error the separate requests meet too (a prompt too long, say) fails the samples, and the next
+    decision still asks for its samples in one request."""
+    for _ in range(3):
+        openai_server.error(400, "This model's maximum context length is 8192 tokens.")
+    openai_server.choices([vote("RETRIEVE"), vote("INSERT")])
+    llm = caller(openai_server)
+    failed = await llm.structured_samples("Solve or enhance? " * 10, Choice, 2)
+    assert all(isinstance(s, LLMError) and "context length" in str(s) for s in failed)
+    assert all(isinstance(s, Choice) for s in await llm.structured_samples("Solve or enhance?", Choice, 2))
+    assert [r.body.get("n") for r in openai_server.chat_requests] == [2, None, None, 2]
+
+
 async def test_a_request_that_failed_for_good_fails_every_sample_it_stood_for(
         openai_server: FakeOpenAIServer) -> None:
     openai_server.server_error(2)  # the call and its one retry
