@@ -80,9 +80,7 @@ class Responder:
             self.script.calls.clear()  # the script model keeps every prompt for tests; a server must not
         if "raise" in step:
             return int(step.get("status") or 500), _error(str(step["raise"]), "server_error")
-        n = body.get("n", 1)
-        if n is None:
-            n = 1
+        n = 1 if body.get("n") is None else body["n"]
         if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 128:
             return 400, _error("'n' must be an integer from 1 to 128", "invalid_request_error")
         choices = [self._choice(index, step, body) for index in range(n)]

@@ -45,8 +45,8 @@ def shares(concurrency: int, processes: int) -> list[int]:
 
 
 #: Items in flight that one process's event loop keeps up with on the real model client before its CPU makes
-#: them wait (``evals.bench_batch``: about 0.9·C up to C = 64 through langchain-openai at 200 ms per call, where
-#: two processes on two cores gave 0.81·C).
+#: them wait (``evals.bench_batch``: about 0.9·C up to C = 64 through langchain-openai at 200 ms per call; two
+#: processes on two cores gave 0.87·C at C = 64 and 0.82·C at C = 128, one process 0.86·C at C = 128).
 ITEMS_PER_PROCESS = 64
 
 

@@ -25,8 +25,6 @@ from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-_MISSING = object()
-
 
 def destinations_of(router: Callable[..., Any]) -> tuple[str, ...]:
     """The node names in the router's ``Literal[...]`` return annotation (what LangGraph draws for it)."""

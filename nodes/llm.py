@@ -220,7 +220,7 @@ class LLMCaller:
             except LLMError as exc:
                 return exc
 
-        out: list[Any] = [_parsed_first(first, schema) for first in firsts] + [None] * (n - len(firsts))
+        out: list[Any] = [_accepted(first, schema)[0] for first in firsts] + [None] * (n - len(firsts))
         asks = [i for i, value in enumerate(out) if value is None]  # the samples that still need a call
         for i, value in zip(asks, await gather_bounded(
                 config, [sample(firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
@@ -262,18 +262,9 @@ class LLMCaller:
                 raw = result.get("raw") if isinstance(result, dict) else None
                 if raw is not None:
                     self._record(raw)
-            parsed = result.get("parsed") if isinstance(result, dict) else result
-            if isinstance(parsed, schema):
-                return parsed
-            if isinstance(parsed, dict):
-                try:
-                    return schema.model_validate(parsed)
-                except Exception as exc:  # noqa: BLE001
-                    last_error = str(exc)
-            else:
-                last_error = str(result.get("parsing_error") or "") if isinstance(result, dict) else ""
-                if not last_error:
-                    last_error = _describe_unparsed(raw)
+            value, last_error = _accepted(result, schema)
+            if value is not None:
+                return value
             messages = [*messages, HumanMessage(
                 f"Your previous reply could not be used: {last_error[:1500]}\n"
                 f"Previous reply: {_reply_text(raw)[:1500]}\n"
@@ -473,17 +464,18 @@ def _is_base_impl(model: BaseChatModel) -> bool:
     return type(model).with_structured_output is BaseChatModel.with_structured_output
 
 
-def _parsed_first(first: dict[str, Any], schema: type[T]) -> T | None:
-    """A received reply's value when it parsed into ``schema`` (as :meth:`LLMCaller._parsed` takes it), else None."""
-    parsed = first.get("parsed")
+def _accepted(result: Any, schema: type[T]) -> tuple[T | None, str]:
+    """A structured reply's value when it parsed into ``schema``, else None and why it is not usable."""
+    parsed = result.get("parsed") if isinstance(result, dict) else result
     if isinstance(parsed, schema):
-        return parsed
+        return parsed, ""
     if isinstance(parsed, dict):
         try:
-            return schema.model_validate(parsed)
-        except ValidationError:
-            return None
-    return None
+            return schema.model_validate(parsed), ""
+        except Exception as exc:  # noqa: BLE001 - reported to the model with the re-ask
+            return None, str(exc)
+    error = str(result.get("parsing_error") or "") if isinstance(result, dict) else ""
+    return None, error or _describe_unparsed(result.get("raw") if isinstance(result, dict) else None)
 
 
 def _reply_text(raw: Any) -> str:
