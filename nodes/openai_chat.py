@@ -17,12 +17,18 @@ What stays the same (``tests/test_openai_chat.py`` compares both paths on a loop
   ``APITimeoutError``, a refused or cut connection ``APIConnectionError``; a 200 reply that is not JSON is the
   ``ValueError`` LangChain raises for it.
 
-Everything else takes the SDK path unchanged (``OpenAIChatModel._direct_payload`` and ``_plain_client`` say when):
-structured output
-through ``response_format``, the Responses API, streaming, request options LangChain passes through
-(``extra_body``, ``extra_headers``, ...), ``include_response_headers``, SDK retries, strict response validation,
-and clients with their own authentication (API-key providers, workload identity, provider runtimes) or HTTP
-client.
+Everything else takes the SDK path unchanged (``OpenAIChatModel._direct_payload`` and ``_plain_client`` say
+when): structured output through ``response_format``, the Responses API, streaming, request options LangChain
+passes through (``extra_body``, ``extra_headers``, ...), ``include_response_headers``, SDK retries, strict
+response validation, and clients with their own authentication (API-key providers, workload identity, provider
+runtimes) or HTTP client.
+
+Around the request, langchain-core runs every call as a traced run (invocation parameters, the schema and
+messages formatted for the trace, a callback manager, the run's start and end) whether or not anything
+listens. :meth:`OpenAIChatModel.agenerate` skips that run where nothing would observe it (no callback handler
+of any kind, no tracing, no cache, no rate limiter, not streamed) and shapes the result as the traced run
+does; every observed call takes langchain-core's own path (``tests/test_openai_chat.py`` checks handlers,
+tracing hooks, LangGraph's messages stream and caches).
 """
 
 from __future__ import annotations
@@ -37,9 +43,12 @@ from typing import Any
 import aiohttp
 import httpx2
 import openai
-from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManager, AsyncCallbackManagerForLLMRun
+from langchain_core.globals import get_llm_cache
 from langchain_core.messages import BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.outputs import ChatResult, LLMResult, RunInfo
+from langchain_core.utils.utils import LC_ID_PREFIX
+from langchain_core.utils.uuid import uuid7
 from langchain_openai import ChatOpenAI
 
 from nodes.http_client import LoopLocalAioHttpClient, LoopLocalTransport
@@ -71,6 +80,14 @@ try:  # the SDK's and LangChain's own pieces the direct path reuses; without the
 except (ImportError, AttributeError, TypeError, ValueError):  # pragma: no cover - another SDK layout
     BODY_PARAMETERS = frozenset()
     AVAILABLE = False
+
+try:  # langchain-core's steps of a chat-model call that the unobserved path repeats; without them: off
+    from langchain_core.language_models._utils import _normalize_messages
+    from langchain_core.language_models.chat_models import _gen_info_and_msg_metadata
+
+    UNOBSERVED_PATH = True
+except ImportError:  # pragma: no cover - another langchain-core layout
+    UNOBSERVED_PATH = False
 
 #: Request headers the SDK's httpx request carries that aiohttp sets itself for the body it sends.
 _AIOHTTP_SETS = {"host", "content-length", "accept-encoding", "connection", "transfer-encoding"}
@@ -173,6 +190,58 @@ class OpenAIChatModel(ChatOpenAI):
         """Whether a call with ``kwargs`` can ask for several choices (``n``) in one request: a chat completion
         (the Responses API has no ``n``) that is not streamed."""
         return not self.streaming and not self._use_responses_api(kwargs)
+
+    def _unobserved(self, messages: list[list[BaseMessage]], callbacks: Any, kwargs: dict[str, Any]) -> bool:
+        """Whether a call to :meth:`agenerate` would have nothing but the request itself to do: one
+        conversation, no cache, no rate limiter, not streamed, no v1 content blocks to rewrite, and no
+        callback handler at all — none in ``callbacks`` or on the model, no verbose or debug output, no tracing
+        (environment or context), no handler of a configure hook — as langchain-core's own callback
+        configuration finds them."""
+        return (
+            UNOBSERVED_PATH
+            and len(messages) == 1
+            and self.rate_limiter is None
+            and (self.cache is False or (self.cache is None and get_llm_cache() is None))
+            and self.output_version != "v1"
+            and not self._should_stream(async_api=True, run_manager=None, **kwargs)
+            and not AsyncCallbackManager.configure(callbacks, self.callbacks, self.verbose).handlers
+        )
+
+    async def agenerate(self, messages: list[list[BaseMessage]], stop: list[str] | None = None,
+                        callbacks: Any = None, *, tags: list[str] | None = None,
+                        metadata: dict[str, Any] | None = None, run_name: str | None = None,
+                        run_id: Any = None, **kwargs: Any) -> LLMResult:
+        """``BaseChatModel.agenerate``, without its callback run where nothing observes the call.
+
+        langchain-core wraps every call in a traced run: it computes the invocation parameters (twice, with
+        the provider's), converts the structured-output schema and formats the messages for the trace,
+        configures a callback manager, opens and closes the run, and gathers the one call as a batch — about a
+        third of the client's CPU per call on a loopback server, all of it for handlers. Where
+        :meth:`_unobserved` finds none, this makes the call and shapes its result as that path does (messages
+        normalized; each reply's id ``lc_run--<run id>-<index>`` unless the server gave one; generation info
+        and, for one reply, the call's output in its response metadata; the run id in ``result.run``), and
+        errors propagate as they do there. Anything observed (a handler, tracing, LangGraph's messages stream,
+        a cache, streaming) takes langchain-core's own path.
+        """
+        if not self._unobserved(messages, callbacks, kwargs):
+            return await super().agenerate(messages, stop, callbacks, tags=tags, metadata=metadata,
+                                           run_name=run_name, run_id=run_id, **kwargs)
+        # what the traced path takes out of the call's arguments for the trace alone
+        if not kwargs.pop("ls_structured_output_format", None):
+            kwargs.pop("structured_output_format", None)
+        run_id = run_id or uuid7()
+        result = await self._agenerate(_normalize_messages(messages[0]), stop=stop, **kwargs)
+        for index, generation in enumerate(result.generations):
+            if generation.message.id is None:
+                generation.message.id = f"{LC_ID_PREFIX}-{run_id}-{index}"
+            generation.message.response_metadata = _gen_info_and_msg_metadata(generation)
+        if len(result.generations) == 1 and result.llm_output is not None:
+            message = result.generations[0].message
+            message.response_metadata = {**result.llm_output, **message.response_metadata}
+        output = LLMResult(generations=[result.generations],
+                           llm_output=self._combine_llm_outputs([result.llm_output]))
+        output.run = [RunInfo(run_id=run_id)]
+        return output
 
     async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                          run_manager: AsyncCallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:

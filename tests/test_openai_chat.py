@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.caches import InMemoryCache
+from langchain_core.callbacks import AsyncCallbackHandler, AsyncCallbackManager
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 from openai._utils import maybe_transform
@@ -113,12 +115,13 @@ REFUSAL = {
 
 
 def comparable(result: Any) -> dict[str, Any]:
-    """A LangChain result as plain data (run ids aside)."""
+    """A LangChain result as plain data, its run id aside (each reply's id is made from it, as LangChain
+    does)."""
     data = result.model_dump()
-    data.pop("run", None)
+    (run,) = data.pop("run")
     for generations in data["generations"]:
-        for generation in generations:
-            generation["message"].pop("id", None)
+        for index, generation in enumerate(generations):
+            assert generation["message"].pop("id") == f"lc_run--{run['run_id']}-{index}"
     return data
 
 
@@ -264,3 +267,119 @@ def test_results_keep_step_replies(openai_server: FakeOpenAIServer) -> None:
     message = asyncio.run(model.bind_tools([Lookup]).ainvoke("q"))
     assert message.tool_calls[0]["args"] == {"term": "x"}
     assert message.usage_metadata is not None
+
+
+class Recorder(AsyncCallbackHandler):
+    """A callback handler that notes the chat-model runs it sees."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    async def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any,
+                                  **kwargs: Any) -> None:
+        self.events.append(("start", run_id))
+
+    async def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self.events.append(("end", run_id))
+
+
+class Runs:
+    """Counts the chat-model runs langchain-core opens (its callback path)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.opened = 0
+        start = AsyncCallbackManager.on_chat_model_start
+
+        async def counted(manager: Any, *args: Any, **kwargs: Any) -> Any:
+            self.opened += 1
+            return await start(manager, *args, **kwargs)
+
+        monkeypatch.setattr(AsyncCallbackManager, "on_chat_model_start", counted)
+
+
+async def test_a_call_nothing_observes_skips_the_callback_run(openai_server: FakeOpenAIServer,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    model = built(openai_server)
+    runs = Runs(monkeypatch)
+    openai_server.tool_call({"term": "x"}, name="Lookup")
+    message = await model.bind_tools([Lookup], tool_choice="any").ainvoke("q")
+    assert runs.opened == 0
+    assert message.tool_calls[0]["args"] == {"term": "x"}
+    assert message.id.startswith("lc_run--") and message.id.endswith("-0")
+    assert message.response_metadata["model_provider"] == "openai"
+    assert message.response_metadata["finish_reason"] == "tool_calls"
+    assert message.usage_metadata is not None
+
+
+async def test_handlers_see_every_call(openai_server: FakeOpenAIServer,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler in the call's config or on the model, or one a configure hook adds (``collect_runs``), makes
+    the call langchain-core's traced run: the handler sees it start and end, and the reply's id is that
+    run's."""
+    from langchain_core.tracers.context import collect_runs
+
+    model = built(openai_server)
+    runs = Runs(monkeypatch)
+    in_config, on_model = Recorder(), Recorder()
+    openai_server.reply("a").reply("b").reply("c")
+    first = await model.ainvoke("q", config={"callbacks": [in_config]})
+    second = await model.model_copy(update={"callbacks": [on_model]}).ainvoke("q")
+    with collect_runs() as collected:
+        third = await model.ainvoke("q")
+    assert runs.opened == 3
+    for recorder, message in ((in_config, first), (on_model, second)):
+        assert [kind for kind, _ in recorder.events] == ["start", "end"]
+        assert message.id == f"lc_run--{recorder.events[0][1]}-0"
+    (run,) = collected.traced_runs
+    assert third.content == "c" and run.outputs["generations"][0][0]["message"]["kwargs"]["content"] == "c"
+
+
+async def test_langgraphs_messages_stream_sees_the_reply(openai_server: FakeOpenAIServer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """What Studio shows: a graph streamed with ``messages`` gets the model's reply; streamed without it, the
+    same node's call opens no run."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    # the fake server does not stream; the messages stream then gets the whole reply at its end
+    model = built(openai_server).model_copy(update={"disable_streaming": True})
+    runs = Runs(monkeypatch)
+
+    async def ask(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = (StateGraph(MessagesState).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+             .compile())
+    openai_server.reply("streamed").reply("quiet")
+    streamed = [message async for message, _ in graph.astream({"messages": [HumanMessage("q")]},
+                                                              stream_mode="messages")]
+    assert runs.opened == 1
+    assert [m.content for m in streamed if isinstance(m, AIMessage)] == ["streamed"]
+    values = [v async for v in graph.astream({"messages": [HumanMessage("q")]}, stream_mode="values")]
+    assert runs.opened == 1
+    assert values[-1]["messages"][-1].content == "quiet"
+
+
+async def test_a_cached_model_answers_from_its_cache(openai_server: FakeOpenAIServer) -> None:
+    model = built(openai_server).model_copy(update={"cache": InMemoryCache()})
+    openai_server.reply("once").reply("twice")
+    assert [(await model.ainvoke("same")).content for _ in range(2)] == ["once", "once"]
+    assert len(openai_server.chat_requests) == 1
+
+
+def test_tracing_verbose_models_and_streaming_count_as_observed(openai_server: FakeOpenAIServer) -> None:
+    model = built(openai_server)
+    conversation = [[HumanMessage("q")]]
+    assert model._unobserved(conversation, None, {})
+    assert not model._unobserved(conversation * 2, None, {})  # a batch of conversations: LangChain's gather
+    assert not model._unobserved(conversation, None, {"stream": True})
+    assert not model.model_copy(update={"verbose": True})._unobserved(conversation, None, {})
+    assert not model.model_copy(update={"output_version": "v1"})._unobserved(conversation, None, {})
+    from langchain_core.tracers.context import tracing_v2_enabled
+    from langsmith import Client, tracing_context
+
+    client = Client(api_url=f"http://127.0.0.1:{refused_port()}", api_key="test-key")  # nothing is sent
+    with tracing_v2_enabled(project_name="kgagents-test", client=client):
+        assert not model._unobserved(conversation, None, {})
+    with tracing_context(enabled=True, client=client):  # LangSmith's own switch, as LANGSMITH_TRACING sets it
+        assert not model._unobserved(conversation, None, {})
+    assert model._unobserved(conversation, None, {})
