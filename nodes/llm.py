@@ -193,8 +193,9 @@ class LLMCaller:
         sample. Each choice is parsed as its own reply; one that does not parse is re-asked on its own, as
         :meth:`structured` does, and samples the server did not return (servers that ignore ``n``) are asked
         separately. A request for ``n`` that meets a client error (other than a fatal one) is asked again one
-        sample at a time; when that works, the server does not take ``n`` and gets separate requests from then on. Elsewhere: ``n`` calls of :meth:`structured`, concurrently (at most the run's
-        ``max_concurrency`` at a time, from ``config``).
+        sample at a time; when that works, the server does not take ``n`` and gets separate requests from then
+        on. Elsewhere: ``n`` calls of :meth:`structured`, concurrently (at most the run's ``max_concurrency`` at a
+        time, from ``config``).
         """
         runnable = await self._structured_runnable(schema)
         messages = as_messages(prompt, system)
