@@ -89,7 +89,7 @@ class BoltExecutor(Executor):
     def __init__(self) -> None:
         import neo4j
 
-        from tools.kg.cypher import scope_label_for
+        from tools.kg.cypher_scope import scope_label_for
         from tools.kg.servers import start_arcadedb_bolt
 
         self.server = start_arcadedb_bolt()
@@ -103,7 +103,7 @@ class BoltExecutor(Executor):
             session.run(f"MATCH (n:`{self.label}`) DETACH DELETE n").consume()
 
     def run(self, statement: str) -> None:
-        from tools.kg.cypher import scope_query
+        from tools.kg.cypher_scope import scope_query
 
         with self.driver.session(database=self.database) as session:
             session.run(scope_query(statement, self.label)).consume()

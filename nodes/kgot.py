@@ -36,6 +36,7 @@ from nodes.runtime import (
     gather_bounded,
     new_run_key,
     open_task_kg,
+    release_task_kg,
     run_work_dir,
 )
 from nodes.state import NO_SOLUTION, Failure, append, jsonable
@@ -43,7 +44,7 @@ from prompts import kgot as P
 from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
 from tools.base import run_tool_with_retry, truncate
 from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
-from tools.kg.cypher import split_statements
+from tools.kg.cypher_text import split_statements
 from tools.manager import ToolManager, registered_names
 
 
@@ -853,7 +854,15 @@ async def _parses(llm: LLMCaller, prompt: str, first: int, partial: int, n: int,
 async def parse_solution(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """``max_final_solution_parsing`` parses of each partial solution with the chosen formatter, all concurrently;
     then the majority over the normalised answers (each parse counting once per vote of its solve operation), the
-    LLM judging a tie. No candidate: the forced solution, if not yet tried, else "No solution found"."""
+    LLM judging a tie. No candidate: the forced solution, if not yet tried, else "No solution found". When the
+    run ends here, its task KG's server is released (a single-tenant Bolt server serves the next run at once)."""
+    out = await _parse_solution(state, runtime, config)
+    if not needs_forced_solution({**state, **out}):  # type: ignore[typeddict-item]
+        await release_task_kg(context_of(runtime), for_run(config, state))
+    return out
+
+
+async def _parse_solution(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     ctx = context_of(runtime)
     partials = current_partials(state)
     if not partials:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import tempfile
 import threading
 import uuid
@@ -19,7 +20,7 @@ from kgagents.tempdirs import process_dir
 from nodes.context import Context
 from nodes.models import aresolve_model, resolve_model
 from tools.kg.base import KGSnapshot, KGStore, empty_snapshot
-from tools.kg.stores import open_store, opens_without_io
+from tools.kg.stores import open_store, opens_without_io, release_run
 from tools.manager import ToolEnv
 from tools.sandbox import DiskQuota, SandboxLimits, isolation_known, isolation_status, prepare_work_dir
 
@@ -48,6 +49,8 @@ def context_as[C: Context](runtime: Runtime[Any] | None, cls: type[C]) -> C:
         return cls(**{name: getattr(ctx, name) for name in Context.__dataclass_fields__})
     raise TypeError(f"this workflow needs a {cls.__name__}, got {type(ctx).__name__}")
 
+
+logger = logging.getLogger(__name__)
 
 #: The thread id of a run without a checkpointer, until its first step gives it a ``run_key`` of its own.
 EPHEMERAL = "ephemeral"
@@ -163,9 +166,21 @@ async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KG
     def open_() -> KGStore:
         return open_store(ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir,
                           thread_id=thread_id, limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx),
-                          url=ctx.kg_url)
+                          url=ctx.kg_url, run_id=thread_id_of(config))
 
     return open_() if opens_without_io(ctx.backend) else await asyncio.to_thread(open_)
+
+
+async def release_task_kg(ctx: Context, config: RunnableConfig | None) -> None:
+    """The run is done with its task KG's server (fusion variants leave it to their run): a single-tenant Bolt
+    server takes the next run without waiting for the lease to expire. A failure here costs nothing but the
+    wait, so it is only logged."""
+    if ctx.kg_scope:
+        return
+    try:
+        await asyncio.to_thread(release_run, ctx.backend, run_id=thread_id_of(config), url=ctx.kg_url)
+    except Exception as exc:  # noqa: BLE001 - the lease expires on its own
+        logger.warning("could not release the task KG's server: %s", exc)
 
 
 def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | None = None) -> ToolEnv:

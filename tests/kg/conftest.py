@@ -114,13 +114,17 @@ SPARQL_CASES = [c for c in CASES if c.startswith("sparql")]
 def make_backend(case: str, request: pytest.FixtureRequest) -> Backend:
     if case == "networkx":
         return Backend(case, "networkx", "python")
-    if case == "neo4j":
+    if case in ("neo4j", "neo4j-shared"):
         server: ServerProcess = request.getfixturevalue("arcadedb_server")
         env = {"NEO4J_USER": server.extra["user"], "NEO4J_PASSWORD": server.extra["password"],
                "NEO4J_DATABASE": server.extra["database"]}
+        if case == "neo4j":  # an ArcadeDB server whose HTTP address is known: a database per run
+            env["KGAGENTS_ARCADEDB_HTTP"] = f"http://127.0.0.1:{server.extra['http_port']}"
+        else:  # one database for every run, kept apart by labels only (concurrent runs allowed)
+            env["KGAGENTS_BOLT_CONCURRENT"] = "1"
         return Backend(case, "neo4j", "cypher", server.url, env, server)
     if case == "neo4j-env":
-        return Backend(case, "neo4j", "cypher", NEO4J_ENV["NEO4J_URI"], dict(NEO4J_ENV))
+        return Backend(case, "neo4j", "cypher", NEO4J_ENV["NEO4J_URI"], {**NEO4J_ENV, "KGAGENTS_BOLT_CONCURRENT": "1"})
     if case == "falkordb":
         server = request.getfixturevalue("falkordb_server")
         return Backend(case, "falkordb", "cypher", server.url, {}, server)
@@ -133,7 +137,8 @@ def make_backend(case: str, request: pytest.FixtureRequest) -> Backend:
 
 
 def _apply_env(monkeypatch: pytest.MonkeyPatch, backend: Backend) -> None:
-    for name in _BOLT_VARIABLES + ("FALKORDB_URL", "SPARQL_ENDPOINT", "SPARQL_UPDATE_ENDPOINT"):
+    for name in _BOLT_VARIABLES + ("FALKORDB_URL", "SPARQL_ENDPOINT", "SPARQL_UPDATE_ENDPOINT",
+                                   "KGAGENTS_ARCADEDB_HTTP", "KGAGENTS_BOLT_CONCURRENT", "KGAGENTS_BOLT_ISOLATION"):
         monkeypatch.delenv(name, raising=False)
     for name, value in backend.env.items():
         monkeypatch.setenv(name, value)

@@ -17,15 +17,9 @@ from nodes.kgot import language_of
 from tests import kgot_script as S
 from tests.kg.conftest import Backend
 from tests.kg.helpers import run
-from tools.kg.cypher import (
-    ARCADEDB,
-    COMMON_CYPHER,
-    FALKORDB,
-    NEO4J,
-    CypherScopeError,
-    bolt_dialect,
-    scope_query,
-)
+from tools.kg.cypher_dialects import ARCADEDB, COMMON_CYPHER, FALKORDB, NEO4J, bolt_dialect
+from tools.kg.cypher_scope import scope_query
+from tools.kg.cypher_text import CypherRejected
 
 QUESTION = "Who wrote 'Alice's Adventures in Wonderland' and when was it published?"
 
@@ -45,9 +39,9 @@ def test_the_scope_rewrite_lets_through_what_the_server_has():
     query = "MATCH (a:Author) CALL (a) { MATCH (a)-[:WROTE]->(b) RETURN count(b) AS n } RETURN a.name, n"
     assert scope_query(query, label, NEO4J) == query.replace("(a:Author)", f"(a:Author{scoped})").replace(
         "(a)-[:WROTE]->(b)", f"(a{scoped})-[:WROTE]->(b{scoped})")
-    with pytest.raises(CypherScopeError, match="CALL"):
+    with pytest.raises(CypherRejected, match="CALL"):
         scope_query(query, label, FALKORDB)  # FalkorDB has CALL { WITH a ... } only
-    with pytest.raises(CypherScopeError, match="CALL"):
+    with pytest.raises(CypherRejected, match="CALL"):
         scope_query(query, label, COMMON_CYPHER)
     # a subquery body sees only what it imports: a bare (m) there is a new node, so it gets the label
     assert scope_query("MATCH (m) CALL { CREATE (m) }", label, NEO4J) == \
@@ -62,7 +56,7 @@ def test_the_scope_rewrite_lets_through_what_the_server_has():
     for refused, dialect in [(apoc, NEO4J), ("RETURN apoc.cypher.runFirstColumnMany('MATCH (n) RETURN n', {})",
                                             neo4j_apoc), ("CALL apoc.create.node(['X'], {}) YIELD node", neo4j_apoc),
                              ("CALL db.labels()", neo4j_apoc)]:
-        with pytest.raises(CypherScopeError):
+        with pytest.raises(CypherRejected):
             scope_query(refused, label, dialect)
 
 
@@ -72,7 +66,7 @@ def neo4j_in_disguise(backend: Backend, monkeypatch: pytest.MonkeyPatch, *, apoc
     from tools.kg import cypher_store
 
     config = cypher_store.bolt_config(backend.url)
-    monkeypatch.setitem(cypher_store._dialects, config, bolt_dialect("Neo4j/5.26.0", apoc=apoc))
+    monkeypatch.setattr(cypher_store.server_for(config), "dialect", bolt_dialect("Neo4j/5.26.0", apoc=apoc))
 
 
 async def test_each_server_gets_its_dialect(cypher_backend: Backend, tmp_path, monkeypatch):

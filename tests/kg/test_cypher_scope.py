@@ -1,20 +1,25 @@
-"""The scope rewrite that keeps LLM-written Cypher inside one run's KG on a shared Bolt database (no server)."""
+"""The checks of LLM-written Cypher and the scope label that confines it to one run's KG (no server)."""
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tools.kg.cypher import (
-    CypherScopeError,
     NodeRow,
     RelRow,
     build_snapshot,
+    plain_value,
     plan_ids,
     restore_statements,
-    scope_query,
     snapshot_digest,
-    split_statements,
 )
+from tools.kg.cypher_dialects import ARCADEDB, COMMON_CYPHER, FALKORDB, NEO4J
+from tools.kg.cypher_scope import FUNCTIONS, SCOPE_PREFIX, prepare, scope_label_for, scope_query
+from tools.kg.cypher_text import CypherRejected
 
 L = "KGScope_test"
 S = ":`KGScope_test`"
@@ -29,9 +34,12 @@ S = ":`KGScope_test`"
      f"CREATE (a:Person{S} {{id: 'a'}})-[:KNOWS]->(:Person{S} {{id: 'b'}})"),
     ("MERGE (n:City {id: 'paris'}) ON CREATE SET n.name = 'Paris'",
      f"MERGE (n:City{S} {{id: 'paris'}}) ON CREATE SET n.name = 'Paris'"),
+    ("MERGE (n:City {id: 'paris'}) ON MATCH SET n.seen = true",
+     f"MERGE (n:City{S} {{id: 'paris'}}) ON MATCH SET n.seen = true"),
     # a variable dropped by WITH is a new variable afterwards: it gets the label again
     ("MATCH (a), (b) WITH a MERGE (b {x: 1})", f"MATCH (a{S}), (b{S}) WITH a MERGE (b{S} {{x: 1}})"),
-    ("MATCH (a {id: 'x'}) WITH a AS c MERGE (c)-[:R]->(d)", f"MATCH (a{S} {{id: 'x'}}) WITH a AS c MERGE (c)-[:R]->(d{S})"),
+    ("MATCH (a {id: 'x'}) WITH a AS c MERGE (c)-[:R]->(d)",
+     f"MATCH (a{S} {{id: 'x'}}) WITH a AS c MERGE (c)-[:R]->(d{S})"),
     ("UNWIND [1, 2] AS x CREATE (:N {v: x})", f"UNWIND [1, 2] AS x CREATE (:N{S} {{v: x}})"),
     ("MATCH (a {id: 'x'}) FOREACH (v IN [1] | CREATE (a)-[:HAS]->(:V {v: v}))",
      f"MATCH (a{S} {{id: 'x'}}) FOREACH (v IN [1] | CREATE (a)-[:HAS]->(:V{S} {{v: v}}))"),
@@ -45,46 +53,192 @@ S = ":`KGScope_test`"
     ("MATCH (n {id: 'a'}) SET n += {order: 1, with: 2} WITH n MATCH (m) CREATE (n)-[:R]->(m)",
      f"MATCH (n{S} {{id: 'a'}}) SET n += {{order: 1, with: 2}} WITH n MATCH (m{S}) CREATE (n)-[:R]->(m)"),
     ("// a comment (n)\nMATCH (`my var`:`My Label`) RETURN '(x)' AS s",
-     f"// a comment (n)\nMATCH (`my var`:`My Label`{S}) RETURN '(x)' AS s"),
+     f"MATCH (`my var`:`My Label`{S}) RETURN '(x)' AS s"),
     ("RETURN date.truncate('day', date('2020-01-05')) AS d", "RETURN date.truncate('day', date('2020-01-05')) AS d"),
     # patterns nested in a node pattern's properties or inline WHERE are scoped too
     ("CREATE (z:Z {ids: [(m)-->() | m.id]})", f"CREATE (z:Z{S} {{ids: [(m{S})-->({S}) | m.id]}})"),
     ("MATCH (a)-[:R]->(b WHERE b.n > COUNT { (c)-->() }) RETURN a",
      f"MATCH (a{S})-[:R]->(b{S} WHERE b.n > COUNT {{ (c{S})-->({S}) }}) RETURN a"),
+    # arithmetic next to parentheses is no pattern
+    ("MATCH (n) RETURN size(n.list) - 1 AS x", f"MATCH (n{S}) RETURN size(n.list) - 1 AS x"),
+    ("MATCH (n) WITH n, size(n.x) AS s RETURN s - (1) AS y, (s) - 2 AS z",
+     f"MATCH (n{S}) WITH n, size(n.x) AS s RETURN s - (1) AS y, (s) - 2 AS z"),
+    ("MATCH (n) RETURN exists((n)-->()) AS e", f"MATCH (n{S}) RETURN exists((n{S})-->({S})) AS e"),
+    # the label stays on: a label that is a clause keyword, a property called like a keyword
+    ("MATCH (n) SET n:Create, n.match = 1", f"MATCH (n{S}) SET n:Create, n.match = 1"),
+    ("MATCH (n)<-[:R]-(m) RETURN m", f"MATCH (n{S})<-[:R]-(m{S}) RETURN m"),
+    ("MATCH ((a)-[:R]->(b)){1,3} RETURN b", f"MATCH ((a{S})-[:R]->(b{S})){{1,3}} RETURN b"),
+    ("MATCH (n) WHERE n.x IS NOT NULL AND n.y IS NULL RETURN n",
+     f"MATCH (n{S}) WHERE n.x IS NOT NULL AND n.y IS NULL RETURN n"),
 ])
 def test_node_patterns_get_the_scope_label(query, expected):
-    assert scope_query(query, L) == expected
+    assert scope_query(query, L, NEO4J) == expected
+
+
+@pytest.mark.parametrize("query, expected", [
+    # a node bound by MATCH ... WHERE is scoped already: a bare (x) in CREATE stays as it is ...
+    ("MATCH (x) WHERE x.a = 1 CREATE (x)-[:R]->(y)", f"MATCH (x{S}) WHERE x.a = 1 CREATE (x)-[:R]->(y{S})"),
+    # ... while a variable that only a WHERE pattern mentions is not bound: CREATE makes a new, scoped node
+    ("MATCH (a) WHERE (a)-->(x) CREATE (x)", f"MATCH (a{S}) WHERE (a{S})-->(x{S}) CREATE (x{S})"),
+    # a FOREACH variable does not leak out of the FOREACH
+    ("FOREACH (x IN [1] | CREATE (y:T)) CREATE (x)", f"FOREACH (x IN [1] | CREATE (y:T{S})) CREATE (x{S})"),
+    ("MATCH (a) FOREACH (x IN [1] | MERGE (a)-[:R]->(y)) CREATE (x)",
+     f"MATCH (a{S}) FOREACH (x IN [1] | MERGE (a)-[:R]->(y{S})) CREATE (x{S})"),
+    # nodes of a pattern comprehension are not bound after it
+    ("MATCH (a) WITH a, [(a)-->(m) | m] AS ms CREATE (m)", f"MATCH (a{S}) WITH a, [(a{S})-->(m{S}) | m] AS ms "
+                                                          f"CREATE (m{S})"),
+    # WITH DISTINCT and WITH * keep what they project
+    ("MATCH (n) WITH DISTINCT n CREATE (n)-[:R]->(m)", f"MATCH (n{S}) WITH DISTINCT n CREATE (n)-[:R]->(m{S})"),
+    ("MATCH (n) WITH DISTINCT n, 1 AS one CREATE (n)-[:R]->(m)",
+     f"MATCH (n{S}) WITH DISTINCT n, 1 AS one CREATE (n)-[:R]->(m{S})"),
+    ("MATCH (n) WITH *, 1 AS one CREATE (n)-[:R]->(m)", f"MATCH (n{S}) WITH *, 1 AS one CREATE (n)-[:R]->(m{S})"),
+    ("MATCH (n) WITH 1 AS one CREATE (n)", f"MATCH (n{S}) WITH 1 AS one CREATE (n{S})"),
+    # CALL (x) { ... } carries x into the subquery; CALL { } without it does not; what it returns is bound after
+    ("MATCH (n:A) CALL (n) { CREATE (n)-[:R]->(m) } RETURN n",
+     f"MATCH (n:A{S}) CALL (n) {{ CREATE (n)-[:R]->(m{S}) }} RETURN n"),
+    ("MATCH (n:A) CALL (*) { CREATE (n)-[:R]->(m) } RETURN n",
+     f"MATCH (n:A{S}) CALL (*) {{ CREATE (n)-[:R]->(m{S}) }} RETURN n"),
+    ("MATCH (m) CALL { CREATE (m) }", f"MATCH (m{S}) CALL {{ CREATE (m{S}) }}"),
+    ("MATCH (m) CALL { WITH m CREATE (m)-[:R]->(x) }", f"MATCH (m{S}) CALL {{ WITH m CREATE (m)-[:R]->(x{S}) }}"),
+    ("CALL { MATCH (a) RETURN a } CREATE (a)-[:R]->(:B)", f"CALL {{ MATCH (a{S}) RETURN a }} CREATE (a)-[:R]->(:B{S})"),
+    ("CALL { MATCH (a) RETURN a AS b } CREATE (a)", f"CALL {{ MATCH (a{S}) RETURN a AS b }} CREATE (a{S})"),
+    # UNION starts afresh
+    ("MATCH (a) RETURN a UNION CREATE (a) RETURN a", f"MATCH (a{S}) RETURN a UNION CREATE (a{S}) RETURN a"),
+    # a path variable and an UNWIND alias are bound; a relationship variable too
+    ("MATCH p = (a)-->(b) UNWIND nodes(p) AS x CREATE (x)-[:R]->(y)",
+     f"MATCH p = (a{S})-->(b{S}) UNWIND nodes(p) AS x CREATE (x)-[:R]->(y{S})"),
+    ("OPTIONAL MATCH (a)-[r]->(b) RETURN r", f"OPTIONAL MATCH (a{S})-[r]->(b{S}) RETURN r"),
+])
+def test_variables_are_followed_through_the_statement(query, expected):
+    assert scope_query(query, L, NEO4J) == expected
 
 
 @pytest.mark.parametrize("query, message", [
-    ("CALL db.labels()", "only MATCH"),
-    ("MATCH (n) CALL { WITH n DETACH DELETE n }", "CALL"),
+    ("CALL db.labels()", "CALL"),
+    ("MATCH (n) CALL { WITH n DETACH DELETE n }", None),  # allowed on Neo4j: refused below for FalkorDB's sake
     ("MATCH (n) CALL apoc.nodes.delete(n, 1) YIELD value RETURN value", "CALL"),
     ("MATCH (n) RETURN apoc.node.degree(n)", "apoc.node.degree"),
     ("MATCH (n IS Person) DETACH DELETE n", "IS"),
+    ("MATCH (n) WHERE n IS Person RETURN n", "IS Label"),
+    ("MATCH (n) WHERE n IS NOT Person RETURN n", "IS Label"),
     ("MATCH (n:A|B) RETURN n", "label expressions"),
     ("MATCH (n:!A) RETURN n", "label expressions"),
+    ("MATCH (n:A&B) RETURN n", "label expressions"),
+    ("MATCH (n:%) RETURN n", "label expressions"),
     ("MATCH (n) SET n:KGScope_other", "reserved"),
     ("MATCH (n:`kgscope_x`) RETURN n", "reserved"),
-    ("MATCH (n) SET n:$('X')", "dynamic labels"),
     ("CREATE INDEX FOR (n:P) ON (n.id)", "CREATE INDEX"),
     ("CREATE TRIGGER t ON CREATE BEFORE COMMIT EXECUTE MATCH (n) DETACH DELETE n", "CREATE TRIGGER"),
+    ("MATCH (n) CREATE OR REPLACE DATABASE x", "CREATE OR"),
     ("DROP DATABASE neo4j", "only MATCH"),
     ("SHOW DATABASES", "only MATCH"),
     ("LOAD CSV FROM 'file:///etc/passwd' AS row RETURN row", "only MATCH"),
     ("MATCH (n) LOAD CSV FROM 'file:///x' AS row RETURN row", "LOAD"),
+    ("WITH 1 AS x LOAD CSV FROM 'https://example.org/x.csv' AS row RETURN row", "LOAD"),
     ("USE other MATCH (n) RETURN n", "only MATCH"),
+    ("MATCH (n) CALL { USE other MATCH (m) RETURN m } RETURN m", "USE"),
     ("MATCH (n 'x') RETURN n", "unsupported pattern"),
     ("MATCH (n) RETURN 'unterminated", "unterminated"),
+    # GQL path modes and selectors are no function calls
+    ("MATCH TRAIL (a)-->(b) RETURN b", "shortestPath"),
+    ("MATCH WALK (a)-->(b) RETURN b", "shortestPath"),
+    ("MATCH ACYCLIC (a)-->(b) RETURN b", "shortestPath"),
+    ("MATCH ALL PATHS (a)-->(b) RETURN b", "in a pattern"),
+    ("MATCH ANY SHORTEST (a)-->(b) RETURN b", "in a pattern"),
+    ("MATCH ANY (a)-->(b) RETURN b", "shortestPath"),
+    ("MATCH SHORTEST 2 (a)-->(b) RETURN b", "in a pattern"),
+    ("MATCH DIFFERENT RELATIONSHIPS (a)-->(b) RETURN b", "in a pattern"),
+    ("MATCH (a)-->(b) USING INDEX a:P(name) RETURN b", "in a pattern"),
+    ("CREATE 'x' (a)", "in a pattern"),
+    ("MATCH (x) WHERE ANY (a)-->(b) RETURN x", "shortestPath"),
+    ("MATCH (x) RETURN size(x)-->() AS s", "shortestPath"),
+    # functions that are not Cypher's, internal ids
+    ("INSERT (n:X)", "only MATCH"),
+    ("WITH 1 AS a INSERT (n:X)", "not a Cypher function"),
+    ("RETURN file('/etc/passwd') AS f", "not a Cypher function"),
+    ("MATCH (n) RETURN id(n)", "internal ids"),
+    ("MATCH (n) WHERE elementId(n) = '4:x:1' RETURN n", "internal ids"),
+    ("WITH '1' AS r MATCH (n) WHERE elementId(n) = r RETURN n", "internal ids"),
+    ("RETURN db.nameFromElementId('x') AS d", "not allowed"),
+    ("RETURN gds.util.asNode(1) AS n", "not allowed"),
+    # brackets must match
+    ("MATCH (n RETURN n", "unsupported pattern"),
+    ("MATCH (n)) RETURN n", "unbalanced"),
+    ("MATCH (n) RETURN [1, 2", "unbalanced"),
+    ("MATCH (n) RETURN {a: 1]", "unbalanced"),
 ])
 def test_what_could_escape_the_scope_is_rejected(query, message):
-    with pytest.raises(CypherScopeError, match=message):
-        scope_query(query, L)
+    if message is None:
+        with pytest.raises(CypherRejected, match="CALL"):
+            scope_query(query, L, COMMON_CYPHER)
+        return
+    with pytest.raises(CypherRejected, match=message):
+        scope_query(query, L, NEO4J)
 
 
-def test_statements_split_on_top_level_semicolons():
-    assert split_statements("CREATE (a {x: ';'}); // c;\nCREATE (b);  ;") == ["CREATE (a {x: ';'})", "// c;\nCREATE (b)"]
-    assert split_statements("  ") == []
+def test_every_prefix_of_a_statement_is_read_or_refused_clearly():
+    """A truncated statement (a reply cut short) is refused with a message, never an IndexError."""
+    statements = [
+        "MATCH (a:Person {id: 'x'})-[r:KNOWS*1..2]->(b) WHERE b.age > 3 WITH a, collect(b) AS bs "
+        "UNWIND bs AS c MERGE (c)-[:SEEN {at: date('2020-01-01')}]->(:Place {n: 'p'}) RETURN a.id, size(bs) - 1",
+        "MATCH (n) CALL (n) { MATCH (n)-->(m) RETURN count(m) AS k } FOREACH (x IN [1] | SET n.k = k) RETURN n",
+        "MATCH p = shortestPath((a)-[*]-(b)) RETURN [(a)-->(c) WHERE c.x IS NOT NULL | c.x], COUNT { (b)--() }",
+    ]
+    for statement in statements:
+        assert scope_query(statement, L, NEO4J)
+        for end in range(len(statement)):
+            try:
+                prepare(statement[:end], NEO4J, L)
+            except CypherRejected:
+                pass
+
+
+_WORDS = st.sampled_from(["MATCH", "CREATE", "MERGE", "WITH", "RETURN", "WHERE", "UNWIND", "AS", "FOREACH", "IN",
+                          "CALL", "SET", "DELETE", "DETACH", "OPTIONAL", "UNION", "IS", "NOT", "NULL", "COUNT",
+                          "EXISTS", "size", "shortestPath", "a", "b", "n", "x", "(", ")", "[", "]", "{", "}", "-",
+                          "->", "<-", ":", ":L", ",", "|", "=", "*", "1", "'s'", "`q`", ".", "..", "id"])
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_WORDS, min_size=1, max_size=25))
+def test_any_statement_is_rewritten_or_refused_and_node_patterns_in_patterns_carry_the_label(words):
+    statement = " ".join(words)
+    try:
+        rewritten = prepare(statement, NEO4J, L)
+    except CypherRejected:
+        return
+    # the rewrite only adds the label; and the rewritten statement is accepted again, unchanged but for labels
+    assert rewritten.replace(S, "") == prepare(statement, NEO4J)
+    again = prepare(rewritten.replace(S, ""), NEO4J, L)
+    assert again == rewritten
+
+
+def test_dialects_decide_subqueries_and_apoc():
+    with pytest.raises(CypherRejected, match="CALL"):
+        scope_query("MATCH (a) CALL (a) { RETURN 1 AS x } RETURN x", L, FALKORDB)
+    with pytest.raises(CypherRejected, match="subqueries"):
+        scope_query("MATCH (a) RETURN COUNT { (a)-->() } AS c", L, FALKORDB)
+    assert scope_query("MATCH (a) RETURN COUNT { (a)-->() } AS c", L, ARCADEDB)
+    assert prepare("MATCH (a) CALL { WITH a MATCH (a)-->(b) RETURN b } RETURN b", FALKORDB) == \
+        "MATCH (a) CALL { WITH a MATCH (a)-->(b) RETURN b } RETURN b"
+
+
+def test_prepare_without_a_label_checks_and_rebuilds_only():
+    assert prepare("MATCH (n) // all\nRETURN n", FALKORDB) == "MATCH (n) RETURN n"
+    for refused in ("CALL db.labels()", "LOAD CSV FROM 'file:///etc/passwd' AS l RETURN l",
+                    "MATCH (n) RETURN id(n)", "MATCH (n) RETURN algo.pageRank(n)"):
+        with pytest.raises(CypherRejected):
+            prepare(refused, FALKORDB)
+
+
+def test_the_function_list_is_cyphers_own():
+    assert {"count", "collect", "tolower", "shortestpath", "coalesce", "tojson"} <= FUNCTIONS
+    assert not {"id", "elementid", "file", "trail", "walk", "insert", "load"} & FUNCTIONS
+
+
+def test_scope_labels_are_reserved_and_differ_per_run():
+    assert scope_label_for("a").startswith(SCOPE_PREFIX) and scope_label_for("a") != scope_label_for("b")
+    assert len(scope_label_for("x" * 1000)) == len(SCOPE_PREFIX) + 20
 
 
 def test_ids_are_planned_deterministically_and_checked():
@@ -110,3 +264,19 @@ def test_snapshots_are_canonical_and_restorable():
     assert [q.split(" SET")[0] for q, _ in statements] == [
         f"UNWIND $rows AS row CREATE (n:`A`{S})", f"UNWIND $rows AS row CREATE (n:`B`{S})",
         f"UNWIND $rows AS row MATCH (a{S} {{id: row.s}}), (b{S} {{id: row.t}}) CREATE (a)-[r:`R`]->(b)"]
+
+
+def test_dates_and_points_keep_their_values_in_snapshots():
+    import neo4j.spatial
+    import neo4j.time
+
+    when = neo4j.time.Date(2020, 1, 5)
+    moment = neo4j.time.DateTime(2020, 1, 5, 10, 30, 0)
+    point = neo4j.spatial.CartesianPoint((1.5, 2.0))
+    assert plain_value(when) == "2020-01-05"
+    assert plain_value(moment).startswith("2020-01-05T10:30:00")
+    assert plain_value(datetime.date(2021, 2, 3)) == "2021-02-03"
+    assert plain_value(point) == "point({srid: 7203, x: 1.5, y: 2.0})"
+    assert plain_value(float("nan")) == "nan" and plain_value([1, (2, 3)]) == [1, [2, 3]]
+    snap = build_snapshot([NodeRow(1, "d", ["D"], {"on": when, "at": point, "none": None})], [])
+    assert snap["nodes"][0]["properties"] == {"at": "point({srid: 7203, x: 1.5, y: 2.0})", "on": "2020-01-05"}

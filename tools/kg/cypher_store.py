@@ -5,47 +5,81 @@ Configuration: ``NEO4J_URI`` (or the context's ``kg_url``), ``NEO4J_USER`` (defa
 ArcadeDB Bolt server is started in a child process for the life of this process (see
 :mod:`tools.kg.servers`; it takes a few seconds: a JVM starts).
 
-One database holds the KGs of many runs: each run's nodes carry its scope label, and every LLM-written
-statement is rewritten by :func:`tools.kg.cypher.scope_query` before it runs, so it can only match, change or
-delete nodes of its own run. A write runs in one transaction together with the id assignment and a check
-that the number of nodes in the scope moved exactly as the server's counters say (a statement that created or
-deleted nodes outside its scope is rolled back); reads run in a transaction that is always rolled back.
+**Isolation** (:class:`BoltServer`): runs are kept apart by the database wherever the server has several.
 
-On open, the scope is compared with the snapshot the graph state holds and restored from it when they differ
+- ``database`` mode: every run's KG is a database of its own, created on first use (``kg-<hash of the run>``):
+  on the embedded ArcadeDB server (through its HTTP API, with the root password this process gave it), on an
+  ArcadeDB server whose HTTP address is in ``KGAGENTS_ARCADEDB_HTTP``, and on Neo4j Enterprise (``CREATE
+  DATABASE`` on the ``system`` database; the user needs that privilege). A query cannot name another database
+  (``USE`` is refused, and the session is bound to the run's database), so another run's KG is out of reach.
+  The embedded server keeps at most ``KGAGENTS_BOLT_MAX_DATABASES`` (default 64) databases and drops the least
+  recently used idle one beyond that: the graph state holds every KG, so a run whose database was dropped gets
+  it back, restored from its state, at its next operation.
+- ``shared`` mode (Neo4j Community, Memgraph, an ArcadeDB server without its HTTP address): one database holds
+  every run's KG, each run's nodes under its scope label. Such a server is **single-tenant**: a run takes a lease
+  on it (renewed by each operation, released when a KGoT run ends, expiring after ``KGAGENTS_BOLT_LEASE_S``
+  seconds, default 300) and a second run is refused while the lease is held, unless the user sets
+  ``KGAGENTS_BOLT_CONCURRENT=1`` -- then concurrent runs share the database, kept apart by labels only.
+  ``KGAGENTS_BOLT_ISOLATION=database|shared`` forces a mode (``auto``, the default, picks ``database`` where the
+  server offers it).
+
+In both modes every LLM-written statement passes :func:`tools.kg.cypher_scope.prepare` (the checks, rebuilt from
+its tokens, the scope label on every node pattern) and a write runs in one transaction together with the id
+assignment and a check that the number of nodes in the scope moved exactly as the server's counters say; reads
+run in a transaction that is always rolled back. Every transaction has a time limit
+(``KGAGENTS_KG_QUERY_TIMEOUT_S``, default 30 s; the embedded ArcadeDB server enforces it itself).
+
+On open, the run's KG is compared with the snapshot the graph state holds and restored from it when they differ
 (e.g. after a crash between a database write and the checkpoint): a resumed run never sees a duplicate.
 
-The server's dialect (:func:`tools.kg.cypher.bolt_dialect`) comes from the agent string it announces, once per
-server and process: Neo4j gets the whole language of the KGoT paper's prompts (subqueries, ``CALL {}``, APOC's
-pure functions when ``apoc.version()`` answers), ArcadeDB and unrecognised servers their subsets. It selects the
-prompts (``store.dialect``) and what the scope rewrite lets through.
+The server's dialect (:func:`tools.kg.cypher_dialects.bolt_dialect`) comes from the agent string it announces,
+once per server and process; it selects the prompts (``store.dialect``) and what the statement checks allow.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
+import sys
 import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import (
-    CypherDialect,
-    CypherScopeError,
     NodeRow,
     RelRow,
-    bolt_dialect,
     build_snapshot,
     compact_result,
     plain_value,
     plan_ids,
     quote_name,
     restore_statements,
-    scope_label_for,
-    scope_query,
     snapshot_digest,
-    split_statements,
 )
+from tools.kg.cypher_dialects import CypherDialect, bolt_dialect
+from tools.kg.cypher_scope import SCOPE_PREFIX, prepare, scope_label_for
+from tools.kg.cypher_text import CypherRejected, split_statements
+from tools.kg.servers import embedded, query_timeout_s
+
+#: The lease node of a shared (single-tenant) database: its label starts with the reserved scope prefix, so no
+#: LLM-written statement can name it.
+LEASE_LABEL = SCOPE_PREFIX + "lease"
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError as exc:
+        raise KGError(f"{name} must be a number, not {raw!r}") from exc
+    if value < 0:
+        raise KGError(f"{name} cannot be negative ({raw!r})")
+    return value
 
 
 @dataclass(frozen=True)
@@ -54,71 +88,36 @@ class BoltConfig:
     user: str
     password: str
     database: str | None
+    admin_url: str | None = None
+    """The HTTP address of an ArcadeDB server (creates and drops the runs' databases)."""
+    embedded: bool = False
+    isolation: str = "auto"
+    """``auto``, ``database`` or ``shared`` (``KGAGENTS_BOLT_ISOLATION``)."""
+    concurrent: bool = False
+    """Concurrent runs may share a single-database server (``KGAGENTS_BOLT_CONCURRENT``)."""
 
 
 def bolt_config(url: str | None = None) -> BoltConfig:
     """The server to use: ``url`` or ``NEO4J_URI``; without either, the embedded ArcadeDB Bolt server."""
+    isolation = os.environ.get("KGAGENTS_BOLT_ISOLATION", "").strip().lower() or "auto"
+    if isolation not in ("auto", "database", "shared"):
+        raise KGError(f"KGAGENTS_BOLT_ISOLATION is auto, database or shared, not {isolation!r}")
+    concurrent = os.environ.get("KGAGENTS_BOLT_CONCURRENT", "").strip().lower() in ("1", "true", "yes")
     uri = url or os.environ.get("NEO4J_URI", "").strip()
     if uri:
         return BoltConfig(uri, os.environ.get("NEO4J_USER") or os.environ.get("NEO4J_USERNAME") or "neo4j",
-                          os.environ.get("NEO4J_PASSWORD", ""), os.environ.get("NEO4J_DATABASE") or None)
-    from tools.kg.servers import embedded
-
+                          os.environ.get("NEO4J_PASSWORD", ""), os.environ.get("NEO4J_DATABASE") or None,
+                          os.environ.get("KGAGENTS_ARCADEDB_HTTP", "").strip().rstrip("/") or None,
+                          isolation=isolation, concurrent=concurrent)
     server = embedded("arcadedb")
-    return BoltConfig(server.url, server.extra["user"], server.extra["password"], server.extra["database"])
+    return BoltConfig(server.url, server.extra["user"], server.extra["password"], server.extra["database"],
+                      f"http://127.0.0.1:{server.extra['http_port']}", embedded=True, isolation=isolation,
+                      concurrent=concurrent)
 
 
-_drivers: dict[BoltConfig, Any] = {}
-_drivers_lock = threading.Lock()
-
-
-def driver_for(config: BoltConfig) -> Any:
-    """One driver (connection pool) per server and user for the process; runs share pools, not KGs."""
-    import neo4j
-
-    with _drivers_lock:
-        drv = _drivers.get(config)
-        if drv is None:
-            drv = neo4j.GraphDatabase.driver(config.uri, auth=(config.user, config.password))
-            _drivers[config] = drv
-        return drv
-
-
-def close_drivers() -> None:
-    with _drivers_lock:
-        for drv in _drivers.values():
-            drv.close()
-        _drivers.clear()
-        _dialects.clear()
-
-
-_dialects: dict[BoltConfig, CypherDialect] = {}
-
-
-def dialect_for(config: BoltConfig) -> CypherDialect:
-    """The Cypher dialect of the server (asked once per server and process): its agent string names it, and a
-    Neo4j server is asked whether APOC is installed."""
-    with _drivers_lock:
-        known = _dialects.get(config)
-    if known is not None:
-        return known
-    import neo4j.exceptions
-
-    drv = driver_for(config)
-    agent = drv.get_server_info().agent or ""
-    apoc = False
-    if bolt_dialect(agent).server == "Neo4j":
-        session = drv.session(database=config.database) if config.database else drv.session()
-        with session:
-            try:
-                session.run("RETURN apoc.version() AS version").consume()
-                apoc = True
-            except neo4j.exceptions.Neo4jError:
-                apoc = False
-    dialect = bolt_dialect(agent, apoc=apoc)
-    with _drivers_lock:
-        _dialects[config] = dialect
-    return dialect
+def database_name_for(scope: str) -> str:
+    """The database of one run's KG: a name Neo4j and ArcadeDB both accept (lower case, letters, digits, ``-``)."""
+    return "kg-" + hashlib.sha256(scope.encode("utf-8")).hexdigest()[:24]
 
 
 def _error_text(exc: Exception) -> str:
@@ -127,30 +126,270 @@ def _error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}{f' ({code})' if code else ''}: {message}"
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Database administration: one database per run
+# ------------------------------------------------------------------------------------------------------------
+class _ArcadeDBAdmin:
+    """Creates and drops databases through an ArcadeDB server's HTTP API."""
+
+    def __init__(self, url: str, user: str, password: str) -> None:
+        import httpx
+
+        self.url = url
+        self.client = httpx.Client(base_url=url, auth=(user, password), timeout=60.0, trust_env=False)
+
+    def _command(self, command: str) -> None:
+        import httpx
+
+        try:
+            response = self.client.post("/api/v1/server", json={"command": command})
+        except httpx.HTTPError as exc:
+            raise KGError(f"the ArcadeDB server at {self.url} cannot be reached: {exc}") from exc
+        if response.status_code >= 400:
+            raise KGError(f"ArcadeDB refused '{command}': HTTP {response.status_code} {response.text[:300]}")
+
+    def exists(self, name: str) -> bool:
+        response = self.client.get("/api/v1/databases")
+        return response.status_code < 400 and name in response.json().get("result", [])
+
+    def create(self, name: str) -> None:
+        if not self.exists(name):
+            self._command(f"create database {name}")
+
+    def drop(self, name: str) -> None:
+        if self.exists(name):
+            self._command(f"drop database {name}")
+
+
+class _Neo4jAdmin:
+    """Creates and drops databases on Neo4j Enterprise (through the ``system`` database)."""
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    def create(self, name: str) -> None:
+        with self.driver.session(database="system") as session:
+            session.run("CREATE DATABASE $name IF NOT EXISTS WAIT", name=name).consume()
+
+    def drop(self, name: str) -> None:
+        with self.driver.session(database="system") as session:
+            session.run("DROP DATABASE $name IF EXISTS WAIT", name=name).consume()
+
+
+class BoltServer:
+    """One Bolt server as this process uses it: its driver, its dialect and how runs are kept apart on it."""
+
+    def __init__(self, config: BoltConfig) -> None:
+        import neo4j
+
+        self.config = config
+        self.driver = neo4j.GraphDatabase.driver(config.uri, auth=(config.user, config.password))
+        agent = self.driver.get_server_info().agent or ""
+        self.dialect = bolt_dialect(agent)
+        self.admin: _ArcadeDBAdmin | _Neo4jAdmin | None = None
+        if self.dialect.server == "Neo4j":
+            with self._session(config.database) as session:
+                try:
+                    session.run("RETURN apoc.version() AS version").consume()
+                    self.dialect = bolt_dialect(agent, apoc=True)
+                except neo4j.exceptions.Neo4jError:
+                    pass
+                edition = session.run("CALL dbms.components() YIELD edition RETURN edition").single()
+            if edition and str(edition["edition"]).lower() == "enterprise":
+                self.admin = _Neo4jAdmin(self.driver)
+        elif config.admin_url and self.dialect.server == "ArcadeDB":
+            self.admin = _ArcadeDBAdmin(config.admin_url, config.user, config.password)
+        wanted = config.isolation
+        if wanted == "database" and self.admin is None:
+            raise KGError(f"KGAGENTS_BOLT_ISOLATION=database, but the Bolt server at {config.uri} ({agent}) cannot "
+                          "give each run a database of its own (Neo4j Enterprise, or ArcadeDB with "
+                          "KGAGENTS_ARCADEDB_HTTP set, can)")
+        self.mode = "shared" if wanted == "shared" or self.admin is None else "database"
+        self.concurrent = config.concurrent
+        self.lease_s = _env_number("KGAGENTS_BOLT_LEASE_S", 300.0)
+        # the embedded server's databases are this process's own: it keeps at most 64 of them; on another server
+        # only a cap the user sets drops databases (another process may be using them)
+        self.max_databases = int(_env_number("KGAGENTS_BOLT_MAX_DATABASES", 64 if config.embedded else 0))
+        self._lock = threading.Lock()
+        self._databases: OrderedDict[str, int] = OrderedDict()  # created database -> generation (LRU order)
+        self._in_use: dict[str, int] = {}
+        self._generation = 0
+        if self.mode == "shared":
+            print(f"kgagents: the Bolt server {config.uri} ({agent or 'unknown server'}) keeps every run's KG in one "
+                  "database, kept apart by labels only; it is single-tenant: "
+                  + ("concurrent runs are allowed (KGAGENTS_BOLT_CONCURRENT=1)." if self.concurrent else
+                     "a run holds it at a time (set KGAGENTS_BOLT_CONCURRENT=1 to let runs share it)."),
+                  file=sys.stderr)
+
+    def _session(self, database: str | None) -> Any:
+        return self.driver.session(database=database) if database else self.driver.session()
+
+    def database_for(self, scope: str) -> str | None:
+        """The database that holds the KG ``scope`` (the configured one in shared mode)."""
+        return database_name_for(scope) if self.mode == "database" else self.config.database
+
+    @contextmanager
+    def use(self, database: str | None) -> Iterator[int]:
+        """Hold ``database`` for one operation: it exists (created if needed) and is not dropped meanwhile.
+        Yields its generation, which changes when the database was created anew (it is empty then)."""
+        if self.mode != "database" or database is None:
+            yield 0
+            return
+        with self._lock:
+            generation = self._databases.get(database)
+            if generation is None:
+                assert self.admin is not None
+                self.admin.create(database)
+                self._generation += 1
+                generation = self._databases[database] = self._generation
+            self._databases.move_to_end(database)
+            self._in_use[database] = self._in_use.get(database, 0) + 1
+            self._evict()
+        try:
+            yield generation
+        finally:
+            with self._lock:
+                self._in_use[database] -= 1
+                if not self._in_use[database]:
+                    del self._in_use[database]
+
+    def _evict(self) -> None:
+        """Drop the least recently used idle databases beyond the cap (embedded server only; with the lock)."""
+        if not self.max_databases or self.admin is None:
+            return
+        idle = [name for name in self._databases if name not in self._in_use]
+        for name in idle[:max(0, len(self._databases) - self.max_databases)]:
+            self.admin.drop(name)
+            del self._databases[name]
+
+    # -- shared mode: one run at a time -------------------------------------------------------------------
+    def take_lease(self, run: str) -> None:
+        """In shared mode, hold the server for ``run`` (renewed by each operation); another run's live lease is
+        a :class:`KGError` unless concurrent runs were allowed."""
+        if self.mode != "shared" or self.concurrent:
+            return
+        with self._session(self.config.database) as session:
+            record = session.run(
+                f"MERGE (l:{quote_name(LEASE_LABEL)} {{name: 'kgagents'}}) "
+                "WITH l, l.holder AS holder, l.at AS at, timestamp() AS now "
+                "WITH l, holder, at, now, holder IS NULL OR holder = $run OR at < now - $ttl AS free "
+                "SET l.holder = CASE WHEN free THEN $run ELSE holder END, "
+                "l.at = CASE WHEN free THEN now ELSE at END "
+                "RETURN free, holder, now - at AS age",
+                run=run, ttl=int(self.lease_s * 1000)).single()
+        if record is not None and not record["free"]:
+            age = (record["age"] or 0) / 1000
+            raise KGError(
+                f"the Bolt server {self.config.uri} is single-tenant (one database: runs are kept apart by labels "
+                f"only) and another run holds it (last used {age:.0f} s ago; its lease ends after "
+                f"{self.lease_s:.0f} s). Wait for it, give runs a server with databases of their own (Neo4j "
+                "Enterprise, ArcadeDB with KGAGENTS_ARCADEDB_HTTP), or set KGAGENTS_BOLT_CONCURRENT=1 to let runs "
+                "share this one")
+
+    def release_lease(self, run: str) -> None:
+        """Give the server back (shared mode): the next run need not wait for the lease to expire."""
+        if self.mode != "shared" or self.concurrent:
+            return
+        with self._session(self.config.database) as session:
+            session.run(f"MATCH (l:{quote_name(LEASE_LABEL)} {{name: 'kgagents'}}) WHERE l.holder = $run DELETE l",
+                        run=run).consume()
+
+    def close(self) -> None:
+        self.driver.close()
+        if isinstance(self.admin, _ArcadeDBAdmin):
+            self.admin.client.close()
+
+
+_servers: dict[BoltConfig, BoltServer] = {}
+_servers_lock = threading.Lock()
+
+
+def server_for(config: BoltConfig) -> BoltServer:
+    """One :class:`BoltServer` (driver, dialect, isolation) per server and user for the process."""
+    with _servers_lock:
+        server = _servers.get(config)
+        if server is None:
+            server = _servers[config] = BoltServer(config)
+        return server
+
+
+def close_drivers() -> None:
+    with _servers_lock:
+        for server in _servers.values():
+            server.close()
+        _servers.clear()
+
+
+def release_run(url: str | None, run_id: str) -> None:
+    """``run_id`` is done: a single-tenant server it used is free for the next run (servers of this process only;
+    the embedded server gives every run a database of its own and has nothing to release)."""
+    if not (url or os.environ.get("NEO4J_URI", "").strip()):
+        return
+    with _servers_lock:
+        server = _servers.get(bolt_config(url))
+    if server is not None:
+        server.release_lease(run_id)
+
+
+def dialect_for(config: BoltConfig) -> CypherDialect:
+    """The Cypher dialect of the server (asked once per server and process)."""
+    return server_for(config).dialect
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The store
+# ------------------------------------------------------------------------------------------------------------
 class Neo4jStore(DatabaseStore):
-    """A run's task KG in a Bolt database, scoped by a label (see the module docstring)."""
+    """A run's task KG in a Bolt database (see the module docstring)."""
 
     name = "neo4j"
     query_language = "cypher"
 
     def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str, config: BoltConfig,
-                 sync: bool = True) -> None:
+                 run_id: str | None = None, sync: bool = True) -> None:
         self.scope_label = scope_label_for(thread_id)
         self._scope = ":" + quote_name(self.scope_label)
         self._config = config
-        self._driver = driver_for(config)
+        self._run = run_id or thread_id
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
+        self._timeout = query_timeout_s()
+        self._generation = -1
         try:
-            self.dialect = dialect_for(config)
+            self._server = server_for(config)
+            self.dialect = self._server.dialect
+            self.database = self._server.database_for(thread_id)
             if sync:
-                self._sync()
+                with self._hold() as generation:
+                    self._sync()
+                    self._generation = generation
+        except KGError:
+            raise
         except Exception as exc:
             raise KGError(f"cannot use the Bolt server {config.uri}: {_error_text(exc)}") from exc
 
     # --- plumbing -------------------------------------------------------------------------------------
-    def _session(self) -> Any:
-        return self._driver.session(database=self._config.database) if self._config.database \
-            else self._driver.session()
+    @contextmanager
+    def _hold(self) -> Iterator[int]:
+        """Hold the run's database for one operation (and, on a shared server, the lease)."""
+        self._server.take_lease(self._run)
+        with self._server.use(self.database) as generation:
+            yield generation
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """A transaction in the run's database, under the time limit; re-synced first when the database was
+        created anew since this store last synced it (a dropped idle database comes back from the state)."""
+        with self._hold() as generation:
+            if generation != self._generation:
+                self._sync()
+                self._generation = generation
+            with self._server._session(self.database) as session:
+                tx = session.begin_transaction(timeout=self._timeout)
+                try:
+                    yield tx
+                finally:
+                    if not tx.closed():
+                        tx.rollback()
 
     def _export(self, tx: Any) -> tuple[list[NodeRow], list[RelRow]]:
         nodes = [NodeRow(r["iid"], r["id"], list(r["labels"]), dict(r["props"])) for r in tx.run(
@@ -173,8 +412,8 @@ class Neo4jStore(DatabaseStore):
 
     def _sync(self) -> None:
         """Make the scope hold exactly the state's snapshot (restore only when they differ)."""
-        with self._session() as session:
-            tx = session.begin_transaction()
+        with self._server._session(self.database) as session:
+            tx = session.begin_transaction(timeout=self._timeout)
             try:
                 if snapshot_digest(self._current(tx)) != snapshot_digest(self._snapshot):
                     self._replace(tx, self._snapshot)
@@ -184,35 +423,38 @@ class Neo4jStore(DatabaseStore):
                 if not tx.closed():
                     tx.rollback()
 
+    def _statements(self, code: str) -> list[str]:
+        return [prepare(s, self.dialect, self.scope_label) for s in split_statements(code)]
+
     # --- sync operations --------------------------------------------------------------------------------
     def clear_sync(self) -> None:
-        with self._session() as session:
-            session.run(f"MATCH (n{self._scope}) DETACH DELETE n").consume()
+        with self._transaction() as tx:
+            tx.run(f"MATCH (n{self._scope}) DETACH DELETE n").consume()
+            tx.commit()
         self._snapshot = empty_snapshot()
 
     def restore_sync(self, snapshot: KGSnapshot) -> None:
-        with self._session() as session:
-            tx = session.begin_transaction()
-            try:
-                self._replace(tx, snapshot)
-                self._snapshot = self._current(tx)
-                tx.commit()
-            finally:
-                if not tx.closed():
-                    tx.rollback()
+        with self._transaction() as tx:
+            self._replace(tx, snapshot)
+            current = self._current(tx)
+            tx.commit()
+        self._snapshot = current
+
+    def release(self) -> None:
+        """The run is done with the server (a shared server's lease is given back)."""
+        self._server.release_lease(self._run)
 
     def write_sync(self, code: str) -> WriteResult:
         import neo4j.exceptions
 
         try:
-            statements = [scope_query(s, self.scope_label, self.dialect) for s in split_statements(code)]
-        except CypherScopeError as exc:
+            statements = self._statements(code)
+        except CypherRejected as exc:
             return WriteResult(False, f"Rejected: {exc}")
         if not statements:
             return WriteResult(False, "the code holds no Cypher statement")
-        with self._session() as session:
-            tx = session.begin_transaction()
-            try:
+        try:
+            with self._transaction() as tx:
                 created = deleted = 0
                 for statement in statements:
                     counters = tx.run(statement).consume().counters
@@ -230,11 +472,8 @@ class Neo4jStore(DatabaseStore):
                            "SET n.id = row.id", rows=[{"iid": k, "id": v} for k, v in assign.items()]).consume()
                 snapshot = build_snapshot(nodes, rels, assign, hidden_labels=[self.scope_label])
                 tx.commit()
-            except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, ValueError, TypeError) as exc:
-                return WriteResult(False, _error_text(exc))
-            finally:
-                if not tx.closed():
-                    tx.rollback()
+        except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, ValueError, TypeError) as exc:
+            return WriteResult(False, _error_text(exc))
         self._snapshot = snapshot
         return WriteResult(True)
 
@@ -242,22 +481,19 @@ class Neo4jStore(DatabaseStore):
         import neo4j.exceptions
 
         try:
-            statements = [scope_query(s, self.scope_label, self.dialect) for s in split_statements(query)]
-        except CypherScopeError as exc:
+            statements = self._statements(query)
+        except CypherRejected as exc:
             return ReadResult(False, None, f"Rejected: {exc}")
         if not statements:
             return ReadResult(False, None, "the query holds no Cypher statement")
         rows: list[dict[str, Any]] = []
-        with self._session() as session:
-            tx = session.begin_transaction()
-            try:
+        try:
+            with self._transaction() as tx:  # always rolled back: a read never changes the KG
                 for statement in statements:
                     rows = [dict(record) for record in tx.run(statement)]
                 ends = self._relationship_ends(tx, rows)
-            except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, ValueError, TypeError) as exc:
-                return ReadResult(False, None, _error_text(exc))
-            finally:
-                tx.rollback()  # a read never changes the KG
+        except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, ValueError, TypeError) as exc:
+            return ReadResult(False, None, _error_text(exc))
         return ReadResult(True, compact_result(rows, lambda v: self._convert(v, ends)))
 
     def _relationship_ends(self, tx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -308,7 +544,7 @@ class Neo4jStore(DatabaseStore):
 
     def database_snapshot(self) -> KGSnapshot:
         """What the database holds for this run right now (for tests and diagnostics)."""
-        with self._session() as session:
+        with self._server.use(self.database), self._server._session(self.database) as session:
             tx = session.begin_transaction()
             try:
                 return self._current(tx)

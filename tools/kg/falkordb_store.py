@@ -5,7 +5,10 @@ Configuration: ``FALKORDB_URL`` (or the context's ``kg_url``; ``redis://host:por
 on a private Unix socket for the life of this process (see :mod:`tools.kg.servers`).
 
 Each run has its own FalkorDB graph (a Redis key derived from the thread id): a Cypher query addresses exactly
-one graph, so an LLM-written ``MATCH (n) DETACH DELETE n`` empties its own run's KG and nothing else.
+one graph, so an LLM-written ``MATCH (n) DETACH DELETE n`` empties its own run's KG and nothing else. Every
+LLM-written statement passes :func:`tools.kg.cypher_scope.prepare` first (no ``LOAD CSV``, no procedures, only
+Cypher's own functions; rebuilt from its checked tokens) and runs under the time limit
+``KGAGENTS_KG_QUERY_TIMEOUT_S`` (the embedded server caps every query at it too).
 FalkorDB runs each query atomically but has no multi-query transactions, so a write that fails after an
 earlier statement of the same code succeeded, or whose result breaks the id rules, is undone by restoring
 the KG from the snapshot taken before it. Reads run with ``GRAPH.RO_QUERY``, which refuses to change the graph.
@@ -27,7 +30,6 @@ from urllib.parse import urlparse
 
 from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import (
-    FALKORDB,
     NodeRow,
     RelRow,
     build_snapshot,
@@ -36,8 +38,11 @@ from tools.kg.cypher import (
     plan_ids,
     restore_statements,
     snapshot_digest,
-    split_statements,
 )
+from tools.kg.cypher_dialects import FALKORDB
+from tools.kg.cypher_scope import prepare
+from tools.kg.cypher_text import CypherRejected, split_statements
+from tools.kg.servers import query_timeout_s
 
 GRAPH_PREFIX = "kgagents_"
 
@@ -102,6 +107,7 @@ class FalkorDBStore(DatabaseStore):
         self.url = url
         self.graph_name = graph_name_for(thread_id)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
+        self._timeout_ms = int(query_timeout_s() * 1000)
         try:
             self._client = client_for(url)
             self._graph = self._client.select_graph(self.graph_name)
@@ -167,18 +173,21 @@ class FalkorDBStore(DatabaseStore):
         if snapshot_digest(self._current()) != snapshot_digest(before):
             self._replace(before)
 
+    def _statements(self, code: str) -> list[str]:
+        return [prepare(s, FALKORDB) for s in split_statements(code)]
+
     def write_sync(self, code: str) -> WriteResult:
         try:
-            statements = split_statements(code)
-        except ValueError as exc:
-            return WriteResult(False, str(exc))
+            statements = self._statements(code)
+        except CypherRejected as exc:
+            return WriteResult(False, f"Rejected: {exc}")
         if not statements:
             return WriteResult(False, "the code holds no Cypher statement")
         before = self._snapshot
         try:
             for number, statement in enumerate(statements):
                 try:
-                    self._graph.query(statement)
+                    self._graph.query(statement, timeout=self._timeout_ms)
                 except Exception as exc:  # noqa: BLE001 - the engine's error goes to the fix loop
                     if number:
                         self._undo(before)
@@ -200,15 +209,15 @@ class FalkorDBStore(DatabaseStore):
 
     def read_sync(self, query: str) -> ReadResult:
         try:
-            statements = split_statements(query)
-        except ValueError as exc:
-            return ReadResult(False, None, str(exc))
+            statements = self._statements(query)
+        except CypherRejected as exc:
+            return ReadResult(False, None, f"Rejected: {exc}")
         if not statements:
             return ReadResult(False, None, "the query holds no Cypher statement")
         rows: list[dict[str, Any]] = []
         for statement in statements:
             try:
-                result = self._graph.ro_query(statement)
+                result = self._graph.ro_query(statement, timeout=self._timeout_ms)
             except Exception as exc:  # noqa: BLE001
                 return ReadResult(False, None, _error_text(exc))
             columns = [h[1] for h in result.header]

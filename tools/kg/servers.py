@@ -8,7 +8,9 @@
 - **SPARQL**: the ``oxigraph`` server binary (PyPI ``oxigraph``).
 
 Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that
-started it, even when that process is killed; servers started here are also stopped at interpreter exit.
+started it, even when that process is killed; servers started here are also stopped at interpreter exit. A child
+gets a minimal environment (:func:`child_env`: no API keys, nothing of the application's configuration); the
+ArcadeDB root password reaches its child on standard input, never through the environment or the command line.
 Children are spawned from one long-lived launcher thread, because the death signal fires when the *thread* that
 forked the child ends.
 
@@ -43,12 +45,28 @@ from typing import Any
 
 from tools.kg.base import KGError
 
+DEFAULT_QUERY_TIMEOUT_S = 30.0
+
+
+def query_timeout_s() -> float:
+    """The time limit of every query on a shared graph server (``KGAGENTS_KG_QUERY_TIMEOUT_S``, seconds)."""
+    raw = os.environ.get("KGAGENTS_KG_QUERY_TIMEOUT_S", "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_QUERY_TIMEOUT_S
+    except ValueError as exc:
+        raise KGError(f"KGAGENTS_KG_QUERY_TIMEOUT_S must be a number of seconds, not {raw!r}") from exc
+    if value <= 0:
+        raise KGError(f"KGAGENTS_KG_QUERY_TIMEOUT_S must be positive, not {raw!r}")
+    return value
+
 #: The database the Bolt test/embedded server creates (a Bolt session names it).
 ARCADEDB_DATABASE = "kgagents"
 ARCADEDB_USER = "root"
-#: The environment variable that hands the root password to the ArcadeDB child (never on its command line, which
-#: every local user can read).
+#: The environment variable a user may set to give a hand-started ArcadeDB server its root password (never on the
+#: command line, which every local user can read); the embedded server gets its password on standard input.
 ARCADEDB_PASSWORD_VARIABLE = "KGAGENTS_ARCADEDB_PASSWORD"
+#: What a child server may inherit from this process's environment: nothing that configures the application.
+_CHILD_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 
 _PR_SET_PDEATHSIG = 1
 
@@ -65,8 +83,19 @@ _launcher: ThreadPoolExecutor | None = None
 _launcher_lock = threading.Lock()
 
 
-def _spawn(cmd: list[str], *, log: Path, env: dict[str, str] | None = None, cwd: str | None = None) -> subprocess.Popen:
-    """Start ``cmd`` from the launcher thread (which lives as long as the process)."""
+def child_env(home: str | Path, **extra: str) -> dict[str, str]:
+    """The environment of a child server: the locale and search path of this process, ``home`` as its home and
+    temporary folder, and ``extra`` -- never the rest of this process's environment (API keys, passwords)."""
+    env = {name: os.environ[name] for name in _CHILD_VARIABLES if os.environ.get(name)}
+    env.setdefault("PATH", os.defpath)
+    env.update(HOME=str(home), TMPDIR=str(home), **extra)
+    return env
+
+
+def _spawn(cmd: list[str], *, log: Path, env: dict[str, str], cwd: str | None = None,
+           stdin_data: bytes | None = None) -> subprocess.Popen:
+    """Start ``cmd`` from the launcher thread (which lives as long as the process); ``stdin_data`` is written to
+    its standard input, which is then closed."""
     global _launcher
     with _launcher_lock:
         if _launcher is None:
@@ -74,8 +103,16 @@ def _spawn(cmd: list[str], *, log: Path, env: dict[str, str] | None = None, cwd:
 
     def start() -> subprocess.Popen:
         with open(log, "ab") as out:
-            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=cwd, preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                    stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                                    preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        if stdin_data is not None and proc.stdin is not None:
+            try:
+                proc.stdin.write(stdin_data)
+                proc.stdin.close()
+            except OSError:  # the child died at once: its log says why
+                pass
+        return proc
 
     return _launcher.submit(start).result()
 
@@ -190,8 +227,9 @@ def start_falkordb(*, port: int | None = None, unix_socket: bool = False, timeou
     server_bin, module = falkordb_binaries()
     tmp = tempfile.TemporaryDirectory(prefix="kgagents-falkordb-")
     os.chmod(tmp.name, 0o700)
+    limit_ms = str(int(query_timeout_s() * 1000))
     cmd = [str(server_bin), "--save", "", "--appendonly", "no", "--dir", tmp.name, "--daemonize", "no",
-           "--loadmodule", str(module)]
+           "--loadmodule", str(module), "TIMEOUT_DEFAULT", limit_ms, "TIMEOUT_MAX", limit_ms]
     sock: str | None = None
     if unix_socket:
         sock = str(Path(tmp.name) / "falkordb.sock")
@@ -200,7 +238,8 @@ def start_falkordb(*, port: int | None = None, unix_socket: bool = False, timeou
         port = port or free_port()
         cmd += ["--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"]
     log = Path(tmp.name) / "server.log"
-    server = ServerProcess("falkordb", _spawn(cmd, log=log), log, port=port, unix_socket=sock,
+    server = ServerProcess("falkordb", _spawn(cmd, log=log, env=child_env(tmp.name)), log, port=port,
+                           unix_socket=sock,
                            url=f"unix://{sock}" if sock else f"redis://127.0.0.1:{port}", _tmp=tmp)
     ready = (lambda: Path(sock).exists()) if sock else (lambda: port_open("127.0.0.1", port))  # type: ignore[arg-type]
     return _wait(server, ready, timeout, "the FalkorDB server")
@@ -228,7 +267,8 @@ def start_oxigraph(*, port: int | None = None, location: str | Path | None = Non
     if location:
         cmd += ["--location", str(location)]
     log = Path(tmp.name) / "server.log"
-    server = ServerProcess("oxigraph", _spawn(cmd, log=log), log, port=port, url=f"http://127.0.0.1:{port}",
+    server = ServerProcess("oxigraph", _spawn(cmd, log=log, env=child_env(tmp.name)), log, port=port,
+                           url=f"http://127.0.0.1:{port}",
                            extra={"query": f"http://127.0.0.1:{port}/query",
                                   "update": f"http://127.0.0.1:{port}/update"}, _tmp=tmp)
     return _wait(server, lambda: port_open("127.0.0.1", port), timeout, "the Oxigraph server")
@@ -253,12 +293,14 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
     ready_file = Path(tmp.name) / "ready"
     cmd = [sys.executable, "-m", "tools.kg.servers", "arcadedb", "--port", str(port), "--http-port", str(http_port),
            "--root", str(Path(tmp.name) / "root"), "--ready-file", str(ready_file)]
+    cmd += ["--password-stdin", "--query-timeout", str(query_timeout_s())]
     password = password or secrets.token_urlsafe(24)
-    env = {**os.environ, ARCADEDB_PASSWORD_VARIABLE: password}
     project_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = project_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    pythonpath = project_root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    env = child_env(tmp.name, PYTHONPATH=pythonpath)
     log = Path(tmp.name) / "server.log"
-    server = ServerProcess("arcadedb", _spawn(cmd, log=log, env=env, cwd=tmp.name), log, port=port,
+    server = ServerProcess("arcadedb", _spawn(cmd, log=log, env=env, cwd=tmp.name,
+                                              stdin_data=(password + "\n").encode()), log, port=port,
                            url=f"bolt://127.0.0.1:{port}",
                            extra={"user": ARCADEDB_USER, "password": password, "database": ARCADEDB_DATABASE,
                                   "http_port": http_port},
@@ -267,9 +309,19 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
                  "the ArcadeDB Bolt server")
 
 
+def arcadedb_jvm_args(query_timeout: float) -> list[str]:
+    """The ArcadeDB settings of every server started here, as JVM system properties the engine reads itself: LOAD
+    CSV reads no file and no URL, and every command stops at ``query_timeout`` seconds."""
+    return ["-Darcadedb.opencypher.loadCsv.allowFileUrls=false",
+            "-Darcadedb.opencypher.loadCsv.allowRemoteUrls=false",
+            f"-Darcadedb.command.timeout={int(query_timeout * 1000)}"]
+
+
 def _serve_arcadedb(args: argparse.Namespace) -> None:
     import arcadedb_embedded as arcadedb
+    from arcadedb_embedded.jvm import start_jvm
 
+    start_jvm(jvm_args=arcadedb_jvm_args(args.query_timeout))
     server = arcadedb.create_server(root_path=args.root, root_password=args.password, config={
         "host": "127.0.0.1", "http_port": args.http_port, "bolt_port": args.port,
         "server_plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin"})
@@ -326,10 +378,15 @@ def main(argv: list[str] | None = None) -> int:
     arc.add_argument("--root", default="./arcadedb")
     arc.add_argument("--password", help=f"the root password (default: ${ARCADEDB_PASSWORD_VARIABLE}, else a random "
                                         "one, printed)")
+    arc.add_argument("--password-stdin", action="store_true", help="read the root password from standard input")
+    arc.add_argument("--query-timeout", type=float, default=DEFAULT_QUERY_TIMEOUT_S,
+                     help="the time limit of every command, in seconds")
     arc.add_argument("--ready-file")
     args = parser.parse_args(argv)
     if args.kind == "arcadedb":
         args.http_port = args.http_port or free_port()
+        if args.password_stdin:
+            args.password = sys.stdin.readline().strip()
         if not args.password:
             args.password = os.environ.get(ARCADEDB_PASSWORD_VARIABLE) or secrets.token_urlsafe(24)
             if not os.environ.get(ARCADEDB_PASSWORD_VARIABLE):

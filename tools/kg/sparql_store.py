@@ -20,23 +20,28 @@ types are the compact names below, so the prompt and the queries use the same wo
 - a relationship is a triple with an IRI object (its type is the predicate); blank nodes are given
   ``kg:_b<n>`` IRIs after each write.
 
-Isolation: each run's KG is its own named graph. LLM-written updates never reach the database as text: they run
-on a private in-memory copy of the run's graph (as the default graph), and the result replaces the run's named
-graph in one update request; so ``DROP ALL``, ``CLEAR ALL`` or ``GRAPH <other>`` in an update can only affect
-the copy. LLM-written queries run on the database with the run's graph as the default graph and no named
-graphs (``default_graph``/``named_graphs`` in ``pyoxigraph``; the protocol's ``default-graph-uri`` /
-``named-graph-uri`` on an endpoint, which take precedence over ``FROM`` in the query). ``SERVICE`` and
-``LOAD`` are rejected (no network access from a query).
+Isolation: each run's KG is its own named graph, and no LLM-written text ever reaches the database. Updates and
+queries run on a **private in-memory copy** of the run's graph (its default graph; no named graphs, no other
+run's data): an update's result replaces the run's named graph in one update request built from ``pyoxigraph``
+terms, so ``DROP ALL``, ``CLEAR ALL`` or ``GRAPH <other>`` can only affect the copy, and a query can only see
+the run's own triples -- whatever an endpoint would make of ``FROM``, ``GRAPH ?g`` or ``SERVICE`` to itself.
+Before it runs, the text passes :func:`tools.kg.sparql_text.clean` (``SERVICE`` and ``LOAD`` refused, the
+query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox (:mod:`tools.kg.sparql_engine`
+runs there: no network at all, the sandbox's time and memory limits), so the engine itself cannot reach the
+network either. Without bubblewrap it runs in this process, and the query check is the only wall.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
+import inspect
 import json
 import math
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterable
 from decimal import Decimal
@@ -44,8 +49,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tools.kg import sparql_engine
 from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import canonical, snapshot_digest
+from tools.kg.sparql_text import SparqlRejected, clean
+from tools.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 
 KG = "urn:kg:"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -248,27 +256,6 @@ def skolemize(triples: list[Any], used: set[str]) -> list[Any]:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Query text checks
-# ------------------------------------------------------------------------------------------------------------
-_SPARQL_SKIP = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|<[^<>"{}|^`\\\s]*>|\#[^\n]*""",
-                          re.DOTALL)
-
-
-def forbidden_keyword(text: str) -> str | None:
-    """``SERVICE`` or ``LOAD`` outside strings, IRIs and comments (the only ways a query reaches the network)."""
-    bare = _SPARQL_SKIP.sub(" ", text)
-    match = re.search(r"\b(SERVICE|LOAD)\b", bare, re.IGNORECASE)
-    return match.group(1).upper() if match else None
-
-
-def with_prefixes(text: str) -> str:
-    """The query with ``PREFIX`` lines for the well-known prefixes it uses but does not declare."""
-    declared = {m.lower() for m in re.findall(r"PREFIX\s+([A-Za-z][\w.-]*)?\s*:", text, re.IGNORECASE)}
-    lines = [f"PREFIX {p}: <{ns}>" for p, ns in PREFIXES.items() if p.lower() not in declared]
-    return "\n".join(lines) + "\n" + text
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Databases: the embedded pyoxigraph store and HTTP endpoints
 # ------------------------------------------------------------------------------------------------------------
 class EmbeddedDatabase:
@@ -291,12 +278,6 @@ class EmbeddedDatabase:
 
     def replace_graph(self, graph: str, triples: list[Any]) -> None:
         self.store.update(replace_update(graph, triples))
-
-    def query(self, text: str, graph: str) -> Any:
-        import pyoxigraph as ox
-
-        result = self.store.query(text, prefixes=PREFIXES, default_graph=ox.NamedNode(graph), named_graphs=[])
-        return convert_result(result)
 
 
 class HttpDatabase:
@@ -333,21 +314,6 @@ class HttpDatabase:
     def replace_graph(self, graph: str, triples: list[Any]) -> None:
         self._post(self.update_url, {"update": replace_update(graph, triples)})
 
-    def query(self, text: str, graph: str) -> Any:
-        import pyoxigraph as ox
-
-        response = self._post(self.query_url, {"query": with_prefixes(text), "default-graph-uri": graph,
-                                               "named-graph-uri": NO_NAMED_GRAPHS},
-                              accept="application/sparql-results+json, application/n-triples;q=0.9")
-        ctype = response.headers.get("content-type", "")
-        if "json" in ctype:
-            data = response.json()
-            if "boolean" in data:
-                return bool(data["boolean"])
-            return [{var: json_term(b[var]) for var in b} for b in data["results"]["bindings"]]
-        triples = [q.triple for q in ox.parse(response.content, format=ox.RdfFormat.N_TRIPLES)]
-        return [[term_value(t.subject), term_value(t.predicate), term_value(t.object)] for t in triples]
-
 
 class SparqlEngineError(RuntimeError):
     """An error the SPARQL engine reported for a query (goes to the fix loop)."""
@@ -367,6 +333,7 @@ def replace_update(graph: str, triples: list[Any]) -> str:
 
 
 def term_value(term: Any) -> Any:
+    """A ``pyoxigraph`` term as the LLM reads it: a compact name, a JSON value, ``_:id``."""
     import pyoxigraph as ox
 
     if isinstance(term, ox.NamedNode):
@@ -379,30 +346,48 @@ def term_value(term: Any) -> Any:
     return str(term)
 
 
-def json_term(binding: dict[str, Any]) -> Any:
+def engine_term(term: list[Any]) -> Any:
+    """A term as :func:`tools.kg.sparql_engine.execute` describes it (``[kind, value, datatype, language]``), as
+    the LLM reads it."""
     import pyoxigraph as ox
 
-    kind = binding.get("type")
-    if kind == "uri":
-        return compact(binding["value"])
+    kind, value = term[0], term[1]
+    if kind == "iri":
+        return compact(value)
     if kind == "bnode":
-        return f"_:{binding['value']}"
-    if kind in ("literal", "typed-literal"):
-        lit = ox.Literal(binding["value"], language=binding["xml:lang"]) if binding.get("xml:lang") else \
-            ox.Literal(binding["value"], datatype=ox.NamedNode(binding.get("datatype") or XSD + "string"))
+        return f"_:{value}"
+    if kind == "literal":
+        datatype, language = term[2], term[3]
+        lit = ox.Literal(value, language=language) if language else ox.Literal(value, datatype=ox.NamedNode(datatype))
         return term_value(lit)
-    return binding.get("value")
+    return value
 
 
-def convert_result(result: Any) -> Any:
+def parse_ntriples(text: str) -> list[Any]:
     import pyoxigraph as ox
 
-    if isinstance(result, ox.QueryBoolean):
-        return bool(result)
-    if isinstance(result, ox.QuerySolutions):
-        variables = [v.value for v in result.variables]
-        return [{var: term_value(sol[var]) for var in variables if sol[var] is not None} for sol in result]
-    return [[term_value(t.subject), term_value(t.predicate), term_value(t.object)] for t in result]
+    return [q.triple for q in ox.parse(text.encode("utf-8"), format=ox.RdfFormat.N_TRIPLES)] if text else []
+
+
+def ntriples(triples: Iterable[Any]) -> str:
+    import pyoxigraph as ox
+
+    return ox.serialize(list(triples), format=ox.RdfFormat.N_TRIPLES).decode("utf-8")
+
+
+def engine_result(outcome: dict[str, Any]) -> Any:
+    """What a query's outcome looks like to the LLM: a boolean, rows of ``{variable: value}`` or ``[s, p, o]``
+    triples, with a note when rows were cut."""
+    if "boolean" in outcome:
+        return bool(outcome["boolean"])
+    if "rows" in outcome:
+        result: list[Any] = [{var: engine_term(t) for var, t in row.items()} for row in outcome["rows"]]
+    else:
+        result = [[term_value(t.subject), term_value(t.predicate), term_value(t.object)]
+                  for t in parse_ntriples(outcome["triples"])]
+    if outcome.get("more"):
+        result.append({"note": f"{outcome['more']} more rows were cut"})
+    return result
 
 
 _embedded: dict[str, EmbeddedDatabase | HttpDatabase] = {}
@@ -436,6 +421,45 @@ def database_for(url: str | None = None) -> EmbeddedDatabase | HttpDatabase:
 # ------------------------------------------------------------------------------------------------------------
 # The store
 # ------------------------------------------------------------------------------------------------------------
+_ENGINE_SOURCE = inspect.getsource(sparql_engine)
+_ENGINE_CALL = ("result = execute(inputs['triples'], inputs['text'], inputs['update'], inputs['prefixes'], "
+                "inputs['max_rows'])")
+_warned_in_process = False
+
+
+class SparqlRunner:
+    """Where LLM-written SPARQL runs: the sandbox (bubblewrap: no network; or, when the user allowed it, the weak
+    sandbox), else this process. Either way on a private store holding one KG (:mod:`tools.kg.sparql_engine`)."""
+
+    def __init__(self, work_dir: Path | None, limits: SandboxLimits, allow_weak: bool) -> None:
+        self.sandbox: Sandbox | None = None
+        if work_dir is not None:
+            try:
+                self.sandbox = Sandbox(work_dir, limits, allow_weak=allow_weak)
+            except SandboxUnavailable:
+                self.sandbox = None
+        if self.sandbox is None:
+            global _warned_in_process
+            if not _warned_in_process:
+                _warned_in_process = True
+                print("kgagents: bubblewrap is not available: LLM-written SPARQL runs in this process, where only "
+                      "the query check (no SERVICE, no LOAD) keeps it off the network", file=sys.stderr)
+
+    async def run(self, triples: str, text: str, *, update: bool) -> tuple[dict[str, Any] | None, str | None]:
+        """``(outcome, None)`` or ``(None, error for the model)``."""
+        args = {"triples": triples, "text": text, "update": update, "prefixes": PREFIXES,
+                "max_rows": MAX_RESULT_ROWS}
+        if self.sandbox is None:
+            try:
+                return await asyncio.to_thread(sparql_engine.execute, **args), None
+            except (SyntaxError, ValueError, OSError, RuntimeError) as exc:
+                return None, f"{type(exc).__name__}: {exc}"
+        run = await self.sandbox.run(_ENGINE_CALL, inputs=args, prelude=_ENGINE_SOURCE, result_var="result")
+        if not run.ok or not isinstance(run.result, dict):
+            return None, run.error or "the query did not run"
+        return run.result, None
+
+
 class SparqlStore(DatabaseStore):
     """A run's task KG as a named graph of a SPARQL store (see the module docstring)."""
 
@@ -443,10 +467,12 @@ class SparqlStore(DatabaseStore):
     query_language = "sparql"
 
     def __init__(self, snapshot: KGSnapshot | None = None, *, thread_id: str,
-                 database: EmbeddedDatabase | HttpDatabase, sync: bool = True) -> None:
+                 database: EmbeddedDatabase | HttpDatabase, work_dir: Path | None = None,
+                 limits: SandboxLimits | None = None, allow_weak_sandbox: bool = False, sync: bool = True) -> None:
         self.db = database
         self.graph = graph_iri_for(thread_id)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
+        self._runner = SparqlRunner(work_dir, limits or SandboxLimits(), allow_weak_sandbox)
         try:
             if sync:
                 self._sync()
@@ -471,47 +497,39 @@ class SparqlStore(DatabaseStore):
         self.db.replace_graph(self.graph, snapshot_triples(snapshot))
         self._snapshot = self._current()
 
-    def write_sync(self, code: str) -> WriteResult:
-        import pyoxigraph as ox
-
-        keyword = forbidden_keyword(code)
-        if keyword:
-            return WriteResult(False, f"Rejected: {keyword} is not allowed in this knowledge graph")
-        scratch = ox.Store()
-        scratch.extend(ox.Quad(t.subject, t.predicate, t.object, ox.DefaultGraph())
-                       for t in snapshot_triples(self._snapshot))
+    async def write(self, code: str) -> WriteResult:
         try:
-            scratch.update(code, prefixes=PREFIXES)
-        except (SyntaxError, ValueError, OSError, RuntimeError) as exc:
-            return WriteResult(False, f"{type(exc).__name__}: {exc}")
-        named = {str(g) for g in scratch.named_graphs()}
-        if named:
+            text = clean(code)
+        except SparqlRejected as exc:
+            return WriteResult(False, f"Rejected: {exc}")
+        outcome, error = await self._runner.run(ntriples(snapshot_triples(self._snapshot)), text, update=True)
+        if outcome is None:
+            return WriteResult(False, error)
+        if outcome["named_graphs"]:
             return WriteResult(False, "Write to the default graph only: this knowledge graph has no named graphs "
-                                      f"(the update wrote to {', '.join(sorted(named))}); drop the GRAPH clauses")
-        triples = [q.triple for q in scratch.quads_for_pattern(None, None, None, ox.DefaultGraph())]
+                                      f"(the update wrote to {', '.join(outcome['named_graphs'])}); drop the GRAPH "
+                                      "clauses")
         used = {n["id"] for n in self._snapshot["nodes"]}
         try:
-            snapshot = triples_snapshot(skolemize(triples, used))
+            snapshot = triples_snapshot(skolemize(parse_ntriples(outcome["triples"]), used))
         except RDFMappingError as exc:
             return WriteResult(False, str(exc))
         try:
-            self.db.replace_graph(self.graph, snapshot_triples(snapshot))
+            await asyncio.to_thread(self.db.replace_graph, self.graph, snapshot_triples(snapshot))
         except SparqlEngineError as exc:
             return WriteResult(False, str(exc))
         self._snapshot = snapshot
         return WriteResult(True)
 
-    def read_sync(self, query: str) -> ReadResult:
-        keyword = forbidden_keyword(query)
-        if keyword:
-            return ReadResult(False, None, f"Rejected: {keyword} is not allowed in this knowledge graph")
+    async def read(self, query: str) -> ReadResult:
         try:
-            result = self.db.query(query, self.graph)
-        except (SyntaxError, ValueError, OSError, RuntimeError) as exc:
-            return ReadResult(False, None, f"{type(exc).__name__}: {exc}")
-        if isinstance(result, list) and len(result) > MAX_RESULT_ROWS:
-            result = result[:MAX_RESULT_ROWS] + [{"note": f"{len(result) - MAX_RESULT_ROWS} more rows were cut"}]
-        return ReadResult(True, result)
+            text = clean(query)
+        except SparqlRejected as exc:
+            return ReadResult(False, None, f"Rejected: {exc}")
+        outcome, error = await self._runner.run(ntriples(snapshot_triples(self._snapshot)), text, update=False)
+        if outcome is None:
+            return ReadResult(False, None, error)
+        return ReadResult(True, engine_result(outcome))
 
     def database_snapshot(self) -> KGSnapshot:
         """What the database holds for this run right now (for tests and diagnostics)."""

@@ -64,10 +64,10 @@ register_backend("networkx", _networkx, opens_without_io=True)
 # The database backends import their clients (and start an embedded server) only when a run opens them.
 # ``sync=False`` opens without making the database equal to ``snapshot`` (diagnostics and tests only).
 def _neo4j(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
-           **_: Any) -> KGStore:
+           run_id: str | None = None, **_: Any) -> KGStore:
     from tools.kg.cypher_store import Neo4jStore, bolt_config
 
-    return Neo4jStore(snapshot, thread_id=thread_id, config=bolt_config(url), sync=sync)
+    return Neo4jStore(snapshot, thread_id=thread_id, config=bolt_config(url), run_id=run_id, sync=sync)
 
 
 def _falkordb(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
@@ -77,11 +77,12 @@ def _falkordb(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = 
     return FalkorDBStore(snapshot, thread_id=thread_id, url=falkordb_url(url), sync=sync)
 
 
-def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
-            **_: Any) -> KGStore:
+def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, work_dir: Path, limits: SandboxLimits,
+            allow_weak_sandbox: bool, url: str | None = None, sync: bool = True, **_: Any) -> KGStore:
     from tools.kg.sparql_store import SparqlStore, database_for
 
-    return SparqlStore(snapshot, thread_id=thread_id, database=database_for(url), sync=sync)
+    return SparqlStore(snapshot, thread_id=thread_id, database=database_for(url), work_dir=work_dir / "kg",
+                       limits=limits, allow_weak_sandbox=allow_weak_sandbox, sync=sync)
 
 
 register_backend("neo4j", _neo4j, "cypher")
@@ -89,9 +90,19 @@ register_backend("falkordb", _falkordb, "cypher")
 register_backend("sparql", _sparql, "sparql")
 
 
+def release_run(name: str, *, run_id: str, url: str | None = None) -> None:
+    """Run ``run_id`` is done with backend ``name``: a single-tenant Bolt server is free for the next run."""
+    if name == "neo4j":
+        from tools.kg.cypher_store import release_run as release_bolt
+
+        release_bolt(url, run_id)
+
+
 def open_store(name: str, *, snapshot: KGSnapshot | None, work_dir: Path, thread_id: str,
                limits: SandboxLimits, allow_weak_sandbox: bool = False, **options: Any) -> KGStore:
-    """The task KG of one run. ``snapshot`` is the KG the state holds (database backends restore it)."""
+    """The task KG of one run. ``snapshot`` is the KG the state holds (database backends restore it);
+    ``thread_id`` names the KG (a run's thread, or ``thread/variant`` for fusion variants) and the option
+    ``run_id`` the run that holds it."""
     if name not in _backends:
         raise ValueError(f"unknown KG backend {name!r}; available: {', '.join(backend_names())}")
     return _backends[name](snapshot=snapshot, work_dir=work_dir, thread_id=thread_id, limits=limits,

@@ -1,0 +1,133 @@
+"""The SPARQL query check: SERVICE and LOAD refused however they are spelled, the query rebuilt from its tokens, and
+the reading checked against Oxigraph's own (no server)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pyoxigraph as ox
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tools.kg.sparql_store import PREFIXES
+from tools.kg.sparql_text import SparqlRejected, clean, tokenize
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * WHERE { SERVICE <http://127.0.0.1:9/q> { ?s ?p ?o } }",
+    "select * where { service silent <http://x/> { ?s ?p ?o } }",
+    "SELECT * WHERE { SeRvIcE <http://x/> { } }",
+    # Oxigraph reads keywords without a word boundary: these reach the network there
+    "PREFIX : <http://x/> SELECT * WHERE { SERVICE:q { ?s ?p ?o } }",
+    "PREFIX : <http://x/> SELECT * WHERE { SERVICESILENT:q { ?s ?p ?o } }",
+    "SELECT * WHERE { ?s ?p trueSERVICE<http://x/>{} }",
+    "SELECT * WHERE { ?s ?p falseSERVICE SILENT<http://x/>{} }",
+    "SELECT * WHERE { ?s ?p 1SERVICE<http://x/>{} }",
+    "SELECT * WHERE { ?s ?p ?o BIND(1 AS ?x)SERVICE<http://x/>{} }",
+    "SELECT * WHERE { ?s ?p \"x\"@enSERVICE<http://x/>{} }",
+    # a carriage return ends a comment for the engine: what follows it is code
+    "SELECT * WHERE { ?s ?p ?o # hidden\r SERVICE <http://x/> { } }",
+    "LOAD <http://127.0.0.1:9/data.ttl>",
+    "load silent <file:///etc/passwd> INTO GRAPH <urn:g>",
+    "INSERT DATA { kg:a kg:b 1 } ; LOAD<http://x/>",
+    "PREFIX load: <http://x/> SELECT * WHERE { ?s load:p ?o }",
+])
+def test_network_keywords_are_refused_however_spelled(query):
+    with pytest.raises(SparqlRejected, match="SERVICE|LOAD"):
+        clean(query)
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT * WHERE { ?s kg:p\u00e9 ?o }", "in a name"),
+    ("SELECT ?\u00e9 WHERE { ?\u00e9 ?p ?o }", "ASCII"),
+    ("SELECT * WHERE {\u00a0?s ?p ?o }", "NO-BREAK SPACE"),
+    ("SELECT * WHERE { ?s ?p ?o }\u2003", "EM SPACE"),
+    ("SELECT * WHERE { kg:a\\#b ?p ?o }", "backslash"),
+    ("SELECT * WHERE { ?s ?p \"unterminated }", "line break|unterminated"),
+    ("SELECT * WHERE { ?s ?p \"a\\qb\" }", "unknown escape"),
+    ("SELECT * WHERE { ?s ?p \"a\nb\" }", "line break"),
+    ("SELECT * WHERE { ?s ?p '''a'''' }", "ends with a quote"),
+    ("SELECT * WHERE { ?s ?p ?o } ~", "unexpected character"),
+    ("  # only a comment", "empty"),
+])
+def test_what_the_engine_could_read_otherwise_is_refused(query, message):
+    with pytest.raises(SparqlRejected, match=message):
+        clean(query)
+
+
+@pytest.mark.parametrize("query, rebuilt", [
+    ("SELECT * WHERE { ?s ?p ?o } # c\r LIMIT 1", "SELECT * WHERE { ?s ?p ?o } LIMIT 1"),
+    ("SELECT * WHERE {\n  ?s a kg:T .\n}", "SELECT * WHERE { ?s a kg:T . }"),
+    ("SELECT ?x WHERE { BIND(<http://a/\u2003b> AS ?x) }", "SELECT ?x WHERE { BIND(<http://a/\u2003b> AS ?x) }"),
+    ('INSERT DATA { kg:a kg:name "Marie Curié # not a comment"@fr }',
+     'INSERT DATA { kg:a kg:name "Marie Curié # not a comment"@fr }'),
+    ("SELECT * WHERE { ?s kg:SERVICE_LEVEL ?o ; kg:note 'SERVICE LOAD' }",
+     "SELECT * WHERE { ?s kg:SERVICE_LEVEL ?o ; kg:note 'SERVICE LOAD' }"),
+    ("SELECT * WHERE { ?o kg:v ?v FILTER(?v<3&&?v>=1) }", "SELECT * WHERE { ?o kg:v ?v FILTER(?v<3&&?v>=1) }"),
+])
+def test_the_query_is_rebuilt_from_its_tokens(query, rebuilt):
+    assert clean(query) == rebuilt
+
+
+class Listener:
+    """A loopback TCP listener that counts the connections it gets."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.hits = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.hits += 1
+            conn.close()
+
+
+LISTENER = Listener()
+_TARGET = f"<http://127.0.0.1:{LISTENER.port}/sparql>"
+_PIECES = st.sampled_from(["SELECT", "*", "WHERE", "{", "}", "?s", "?p", "?o", "kg:a", "<urn:x>", _TARGET, _TARGET,
+                           '"s"', "'t'", "1", "1.5", ".", ";", ",", "(", ")", "FILTER", "BIND", "AS", "?x", "#",
+                           "\r", "\n", " ", "a", "OPTIONAL", "SERVICE", "Service", "SILENT", "true", "@en", "^^",
+                           "xsd:int", "\\", "'\'\''", '"""', "<", ">", "=", "&&", "_:b", "$v", ":", "PREFIX"])
+
+
+_HEAD = st.sampled_from(["", f"PREFIX : <http://127.0.0.1:{LISTENER.port}/> ", "PREFIX p: <urn:p:> "])
+_BEFORE = st.sampled_from(["", " ", "\n", "?s ?p ?o ", "?s ?p ?o . ", "?s ?p true", "?s ?p 1", "?s ?p ?o BIND(1 AS ?x)",
+                           "OPTIONAL { ?s ?p ?o } ", "# c\r", "# c\n", "{ } ", "FILTER(true)", '?s ?p "x"@en'])
+_KEYWORD = st.sampled_from(["SERVICE", "service", "SeRvIcE", "SERVICE SILENT", "SERVICESILENT", "SERVICE  SILENT",
+                            "\rSERVICE", "OPTIONAL SERVICE", "MINUS", "OPTIONAL", ""])
+_TARGETS = st.sampled_from([_TARGET, " " + _TARGET, ":sparql", " :sparql", "?x", "p:x"])
+_AFTER = st.sampled_from(["{}", " { ?a ?b ?c }", "{ }", "{?a ?b ?c}"])
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(
+    st.lists(_PIECES, max_size=30).map("".join),
+    st.tuples(_HEAD, _BEFORE, _KEYWORD, _TARGETS, _AFTER).map(
+        lambda t: f"{t[0]}SELECT * WHERE {{ {t[1]}{t[2]}{t[3]}{t[4]} }}")))
+def test_a_query_that_passes_never_reaches_the_network(text):
+    """Whatever passes the check reads the same when rebuilt, and Oxigraph, running it, connects to nothing (the
+    only address in reach is a loopback listener that counts connections)."""
+    try:
+        rebuilt = clean(text)
+    except SparqlRejected:
+        return
+    assert clean(rebuilt) == rebuilt
+    assert [t.text for t in tokenize(rebuilt)] == [t.text for t in tokenize(text)]
+    before = LISTENER.hits
+    try:
+        result = ox.Store().query(rebuilt, prefixes=PREFIXES)
+        if not isinstance(result, ox.QueryBoolean):
+            list(result)
+    except (SyntaxError, ValueError, OSError, RuntimeError):
+        pass
+    assert LISTENER.hits == before, rebuilt
