@@ -13,6 +13,7 @@ server), plus ``neo4j-env`` with ``NEO4J_URI``.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,11 @@ from tools.kg.base import KGError, KGSnapshot, KGStore
 from tools.kg.servers import ServerProcess, start_arcadedb_bolt, start_falkordb, start_oxigraph
 from tools.kg.stores import open_store
 from tools.sandbox import SandboxLimits
+
+#: A secret in this process's environment before any server starts: no child server, query or reply may hold it.
+CANARY = os.environ.setdefault("KGAGENTS_CANARY_SECRET", f"kgagents-canary-{uuid.uuid4().hex}")
+#: The time limit of the test Bolt server's commands (short, so a test can watch one stop).
+ARCADEDB_QUERY_TIMEOUT_S = 8.0
 
 #: Captured before any test changes the environment: a real Neo4j to test against as well.
 NEO4J_ENV = {k: os.environ[k] for k in ("NEO4J_URI", "NEO4J_USER", "NEO4J_USERNAME", "NEO4J_PASSWORD",
@@ -40,7 +46,7 @@ def _start(kind: str, starter: Any) -> ServerProcess:
 
 @pytest.fixture(scope="package")
 def arcadedb_server() -> Iterator[ServerProcess]:
-    server = _start("ArcadeDB Bolt", start_arcadedb_bolt)
+    server = _start("ArcadeDB Bolt", lambda: start_arcadedb_bolt(query_timeout=ARCADEDB_QUERY_TIMEOUT_S))
     yield server
     from tools.kg.cypher_store import close_drivers
 

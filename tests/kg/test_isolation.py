@@ -174,3 +174,108 @@ async def test_bolt_scope_is_per_thread_and_per_fusion_variant(cypher_backend: B
     assert (await b.write(CODE["cypher"]["write_array"])).ok
     assert (await a.write(attack)).ok
     assert len(cypher_backend.db_snapshot(b)["nodes"]) == 2
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Bolt: a database per run, or one run at a time
+# --------------------------------------------------------------------------------------------------------------
+def _bolt(arcadedb_server, monkeypatch, **env: str):
+    """The test ArcadeDB server as a Bolt backend configured by ``env`` (a fresh server object per test)."""
+    from tests.kg.conftest import Backend
+    from tools.kg import cypher_store
+
+    for name in ("KGAGENTS_ARCADEDB_HTTP", "KGAGENTS_BOLT_CONCURRENT", "KGAGENTS_BOLT_ISOLATION",
+                 "KGAGENTS_BOLT_LEASE_S", "NEO4J_URI"):
+        monkeypatch.delenv(name, raising=False)
+    base = {"NEO4J_USER": arcadedb_server.extra["user"], "NEO4J_PASSWORD": arcadedb_server.extra["password"],
+            "NEO4J_DATABASE": arcadedb_server.extra["database"]}
+    for name, value in {**base, **env}.items():
+        monkeypatch.setenv(name, value)
+    config = cypher_store.bolt_config(arcadedb_server.url)
+    with cypher_store._servers_lock:  # the server object reads the lease settings when made
+        stale = cypher_store._servers.pop(config, None)
+    if stale is not None:
+        stale.close()
+    server = cypher_store.server_for(config)
+    with server._session(config.database) as session:  # no lease left by an earlier test
+        session.run(f"MATCH (l:`{cypher_store.LEASE_LABEL}`) DELETE l").consume()
+    return Backend("neo4j", "neo4j", "cypher", arcadedb_server.url, {**base, **env}, arcadedb_server), config
+
+
+async def test_each_run_has_a_database_of_its_own(arcadedb_server, tmp_path, monkeypatch):
+    from tools.kg import cypher_store
+
+    backend, config = _bolt(arcadedb_server, monkeypatch,
+                            KGAGENTS_ARCADEDB_HTTP=f"http://127.0.0.1:{arcadedb_server.extra['http_port']}")
+    a = backend.open(f"db-a-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    b = backend.open(f"db-b-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    assert cypher_store.server_for(config).mode == "database"
+    assert a.database != b.database and a.database.startswith("kg-")  # type: ignore[attr-defined]
+    assert (await a.write(CODE["cypher"]["write_array"])).ok
+    # a query with no label at all (the checks switched off) still sees its own database only
+    monkeypatch.setattr(cypher_store, "prepare", lambda statement, dialect, label=None: statement)
+    seen = await b.read("MATCH (n) RETURN count(n) AS n")
+    assert seen.ok and seen.result == [{"n": 0}]
+    assert (await b.write("MATCH (n) DETACH DELETE n")).ok
+    assert len(backend.db_snapshot(a)["nodes"]) == 2
+
+
+async def test_idle_databases_beyond_the_cap_are_dropped_and_come_back_from_the_state(arcadedb_server, tmp_path,
+                                                                                       monkeypatch):
+    from tools.kg import cypher_store
+
+    backend, config = _bolt(arcadedb_server, monkeypatch,
+                            KGAGENTS_ARCADEDB_HTTP=f"http://127.0.0.1:{arcadedb_server.extra['http_port']}")
+    server = cypher_store.server_for(config)
+    monkeypatch.setattr(server, "max_databases", 2)
+    first = backend.open(f"cap-0-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    assert (await first.write(CODE["cypher"]["write_array"])).ok
+    for k in (1, 2):
+        other = backend.open(f"cap-{k}-{uuid.uuid4().hex[:6]}", None, tmp_path)
+        assert (await other.write(CODE["cypher"]["write_noise"].split(";")[0])).ok
+    admin = server.admin
+    assert admin is not None and not admin.exists(first.database)  # type: ignore[attr-defined,union-attr]
+    # the first run's next operation finds its database gone: it is made again from the run's KG
+    seen = await first.read(CODE["cypher"]["read_sorted"])
+    assert seen.ok and seen.result == [{"third": 23, "fifth": 42}]
+    assert len(server._databases) <= 2
+
+
+async def test_a_single_database_server_serves_one_run_at_a_time(arcadedb_server, tmp_path, monkeypatch):
+    from tools.kg.base import KGError
+    from tools.kg.stores import release_run
+
+    backend, _ = _bolt(arcadedb_server, monkeypatch, KGAGENTS_BOLT_LEASE_S="2")
+    first = backend.open(f"lease-a-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    assert (await first.write(CODE["cypher"]["write_array"])).ok
+    with pytest.raises(KGError, match="single-tenant.*KGAGENTS_BOLT_CONCURRENT=1"):
+        backend.open(f"lease-b-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    # the first run goes on; once it gives the server back, the next run starts at once
+    assert (await first.read(CODE["cypher"]["read_sorted"])).ok
+    release_run("neo4j", run_id=first._run, url=backend.url)  # type: ignore[attr-defined]
+    second = backend.open(f"lease-b-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    assert (await second.write(CODE["cypher"]["write_total"].replace("MATCH (s {id: 'sorted_array'}) ", "")
+                               .replace("(s)-[:SUMS_TO]->", ""))).ok
+    # a lease nobody renews runs out
+    with pytest.raises(KGError, match="single-tenant"):
+        backend.open(f"lease-c-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    await asyncio.sleep(2.5)
+    assert backend.open(f"lease-c-{uuid.uuid4().hex[:6]}", None, tmp_path)
+
+
+async def test_a_kgot_run_gives_a_single_database_server_back_when_it_ends(arcadedb_server, tmp_path, monkeypatch):
+    backend, _ = _bolt(arcadedb_server, monkeypatch, KGAGENTS_BOLT_LEASE_S="600")
+    first, _ = await run(backend, tmp_path / "1", two_writes("cypher"), thread=f"lease-run-{uuid.uuid4().hex[:6]}")
+    second, _ = await run(backend, tmp_path / "2", two_writes("cypher"), thread=f"lease-run-{uuid.uuid4().hex[:6]}")
+    assert first["final_answer"] == second["final_answer"] == "65"
+
+
+async def test_queries_stop_at_the_time_limit(falkordb_server, tmp_path, monkeypatch):
+    from tests.kg.conftest import Backend
+
+    monkeypatch.setenv("KGAGENTS_KG_QUERY_TIMEOUT_S", "0.5")
+    backend = Backend("falkordb", "falkordb", "cypher", falkordb_server.url, {}, falkordb_server)
+    store = backend.open(f"slow-{uuid.uuid4().hex[:6]}", None, tmp_path)
+    slow = await store.read("UNWIND range(1, 5000) AS x UNWIND range(1, 5000) AS y WITH x, y WHERE x * y = -1 "
+                            "RETURN count(*) AS c")
+    assert not slow.ok and "timed out" in (slow.error or "").lower()

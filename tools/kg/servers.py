@@ -277,12 +277,13 @@ def start_oxigraph(*, port: int | None = None, location: str | Path | None = Non
 # ------------------------------------------------------------------------------------------------------------
 # ArcadeDB with its Bolt plugin (a Bolt server the neo4j driver talks to)
 # ------------------------------------------------------------------------------------------------------------
-def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
-                        timeout: float = 180.0) -> ServerProcess:
+def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None, timeout: float = 180.0,
+                        query_timeout: float | None = None) -> ServerProcess:
     """An ArcadeDB server with the Bolt plugin on a loopback port, holding the database ``kgagents``.
 
     Its root password is ``password`` or, by default, a random one (in ``extra["password"]``): the server also
-    answers HTTP on loopback, which any local process, and the web tools of a hijacked run, could reach."""
+    answers HTTP on loopback, which any local process, and the web tools of a hijacked run, could reach. Every
+    command stops after ``query_timeout`` seconds (default: :func:`query_timeout_s`)."""
     import importlib.util
 
     if importlib.util.find_spec("arcadedb_embedded") is None:
@@ -293,7 +294,7 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
     ready_file = Path(tmp.name) / "ready"
     cmd = [sys.executable, "-m", "tools.kg.servers", "arcadedb", "--port", str(port), "--http-port", str(http_port),
            "--root", str(Path(tmp.name) / "root"), "--ready-file", str(ready_file)]
-    cmd += ["--password-stdin", "--query-timeout", str(query_timeout_s())]
+    cmd += ["--password-stdin", "--query-timeout", str(query_timeout or query_timeout_s())]
     password = password or secrets.token_urlsafe(24)
     project_root = str(Path(__file__).resolve().parents[2])
     pythonpath = project_root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
