@@ -280,3 +280,123 @@ def test_dates_and_points_keep_their_values_in_snapshots():
     assert plain_value(float("nan")) == "nan" and plain_value([1, (2, 3)]) == [1, [2, 3]]
     snap = build_snapshot([NodeRow(1, "d", ["D"], {"on": when, "at": point, "none": None})], [])
     assert snap["nodes"][0]["properties"] == {"at": "point({srid: 7203, x: 1.5, y: 2.0})", "on": "2020-01-05"}
+
+
+@pytest.mark.parametrize("query, expected", [
+    # relationship patterns in expressions, in every direction and spacing: both ends get the label
+    ("MATCH (a) WHERE (a)<--(b) RETURN a", f"MATCH (a{S}) WHERE (a{S})<--(b{S}) RETURN a"),
+    ("MATCH (a) WHERE (a)--(b) RETURN a", f"MATCH (a{S}) WHERE (a{S})--(b{S}) RETURN a"),
+    ("MATCH (a) WHERE (a)-[:R]-(b) RETURN a", f"MATCH (a{S}) WHERE (a{S})-[:R]-(b{S}) RETURN a"),
+    ("MATCH (a) WHERE (a)<-[:R]-(b) RETURN a", f"MATCH (a{S}) WHERE (a{S})<-[:R]-(b{S}) RETURN a"),
+    ("MATCH (a) WHERE (a)-[:R]->(b) RETURN a", f"MATCH (a{S}) WHERE (a{S})-[:R]->(b{S}) RETURN a"),
+    ("MATCH (a) WHERE (a)- - >(b) RETURN a", f"MATCH (a{S}) WHERE (a{S})- - >(b{S}) RETURN a"),
+    ("MATCH (a) WHERE (a)-[:R]- >(b) RETURN a", f"MATCH (a{S}) WHERE (a{S})-[:R]- >(b{S}) RETURN a"),
+    # ... and arithmetic is left alone
+    ("MATCH (a) RETURN 1 -(x) AS y, a.v > (x) AS z, [1] - (x) AS w",
+     f"MATCH (a{S}) RETURN 1 -(x) AS y, a.v > (x) AS z, [1] - (x) AS w"),
+    ("MATCH (a) RETURN (x) -1 AS y, (x) - [1][0] AS z", f"MATCH (a{S}) RETURN (x) -1 AS y, (x) - [1][0] AS z"),
+    # words that are clauses elsewhere: a map key, a property, a label
+    ("MATCH (n) RETURN {match: 1, create: 2, with: 3} AS m, n.match AS x",
+     f"MATCH (n{S}) RETURN {{match: 1, create: 2, with: 3}} AS m, n.match AS x"),
+    ("MATCH (n) SET n:Match CREATE (m)", f"MATCH (n{S}) SET n:Match CREATE (m{S})"),
+    # STARTS WITH / ENDS WITH are no projections: n stays bound
+    ("MATCH (n) WHERE n.name ENDS WITH 'a' CREATE (n)-[:R]->(m)",
+     f"MATCH (n{S}) WHERE n.name ENDS WITH 'a' CREATE (n)-[:R]->(m{S})"),
+    ("MATCH (n) WHERE n.name STARTS WITH 'a' CREATE (n)-[:R]->(m)",
+     f"MATCH (n{S}) WHERE n.name STARTS WITH 'a' CREATE (n)-[:R]->(m{S})"),
+    # = binds a path variable in a pattern only: SET n.x = 1 binds nothing
+    ("MATCH (n) SET n.x = 1 CREATE (x)", f"MATCH (n{S}) SET n.x = 1 CREATE (x{S})"),
+    ("MATCH p = (a)-->(b) CREATE (p)", f"MATCH p = (a{S})-->(b{S}) CREATE (p)"),
+    ("MATCH (a), p = (b)-->(c) CREATE (p)", f"MATCH (a{S}), p = (b{S})-->(c{S}) CREATE (p)"),
+    # UNWIND binds its alias (and only UNWIND)
+    ("UNWIND [1] AS x CREATE (x)", "UNWIND [1] AS x CREATE (x)"),
+    ("MATCH (a) WITH [a] AS l UNWIND l AS x CREATE (x)-[:R]->(y)",
+     f"MATCH (a{S}) WITH [a] AS l UNWIND l AS x CREATE (x)-[:R]->(y{S})"),
+    ("UNWIND [{a: 1}] AS x CREATE (y)", f"UNWIND [{{a: 1}}] AS x CREATE (y{S})"),
+    ("UNWIND [[1] AS z] AS x CREATE (z)", f"UNWIND [[1] AS z] AS x CREATE (z{S})"),
+    # a FOREACH variable is bound inside its FOREACH (and only there); nodes made inside stay inside
+    ("MATCH (a) FOREACH (n IN [a] | CREATE (n)-[:R]->(m))", f"MATCH (a{S}) FOREACH (n IN [a] | CREATE (n)-[:R]->(m{S}))"),
+    ("FOREACH (x IN [1] | CREATE (y:T)) CREATE (y)", f"FOREACH (x IN [1] | CREATE (y:T{S})) CREATE (y{S})"),
+    ("FOREACH (x IN [1] | FOREACH (z IN [x] | CREATE (z))) CREATE (x), (z)",
+     f"FOREACH (x IN [1] | FOREACH (z IN [x] | CREATE (z))) CREATE (x{S}), (z{S})"),
+    # relationship variables are bound in patterns; a list that follows a minus is no relationship
+    ("MATCH (a)-[r]->(b) CREATE (r)", f"MATCH (a{S})-[r]->(b{S}) CREATE (r)"),
+    ("MATCH (a) WITH a, 3-[1][0] AS r CREATE (r)", f"MATCH (a{S}) WITH a, 3-[1][0] AS r CREATE (r)"),
+    ("MATCH (a) WHERE (a)-[r]->() CREATE (r)", f"MATCH (a{S}) WHERE (a{S})-[r]->({S}) CREATE (r{S})"),
+    # nested subqueries bind locally
+    ("MATCH (a) WHERE EXISTS { (a)-->(b) } CREATE (b)", f"MATCH (a{S}) WHERE EXISTS {{ (a{S})-->(b{S}) }} CREATE (b{S})"),
+    ("CALL { CREATE (x) RETURN x } CREATE (x)-[:R]->(y)", f"CALL {{ CREATE (x{S}) RETURN x }} CREATE (x)-[:R]->(y{S})"),
+    ("CALL { CREATE (x) } CREATE (x)", f"CALL {{ CREATE (x{S}) }} CREATE (x{S})"),
+    ("MATCH (a) CALL (a, b) { CREATE (a)-[:R]->(b) } RETURN a", f"MATCH (a{S}) CALL (a, b) {{ CREATE (a)-[:R]->(b) }} RETURN a"),
+    ("MATCH (a) CALL () { CREATE (a) } RETURN a", f"MATCH (a{S}) CALL () {{ CREATE (a{S}) }} RETURN a"),
+    ("MATCH (a) CALL { WITH a RETURN a AS b } CREATE (b)", f"MATCH (a{S}) CALL {{ WITH a RETURN a AS b }} CREATE (b)"),
+    # projections: what a projection keeps
+    ("MATCH (a), (b) WITH a ORDER BY a.x LIMIT 1 CREATE (b)", f"MATCH (a{S}), (b{S}) WITH a ORDER BY a.x LIMIT 1 CREATE (b{S})"),
+    ("MATCH (a) WITH a SKIP 1 CREATE (a)-[:R]->(c)", f"MATCH (a{S}) WITH a SKIP 1 CREATE (a)-[:R]->(c{S})"),
+    ("MATCH (a) WITH a WHERE a.x > 1 CREATE (a)-[:R]->(c)", f"MATCH (a{S}) WITH a WHERE a.x > 1 CREATE (a)-[:R]->(c{S})"),
+    ("MATCH (a) WITH a OFFSET 1 CREATE (a)-[:R]->(c)", f"MATCH (a{S}) WITH a OFFSET 1 CREATE (a)-[:R]->(c{S})"),
+    ("MATCH (a) WITH a LIMIT 1 CREATE (a)-[:R]->(c)", f"MATCH (a{S}) WITH a LIMIT 1 CREATE (a)-[:R]->(c{S})"),
+    ("MATCH (a) WITH {k: [a]} AS m, a CREATE (a)-[:R]->(c)", f"MATCH (a{S}) WITH {{k: [a]}} AS m, a CREATE (a)-[:R]->(c{S})"),
+    ("MATCH (a) WITH (a) AS b CREATE (b)", f"MATCH (a{S}) WITH (a) AS b CREATE (b)"),
+    ("MATCH (a) WITH a AS `b c` CREATE (`b c`)", f"MATCH (a{S}) WITH a AS `b c` CREATE (`b c`)"),
+    ("MATCH (a) WITH `a` CREATE (a)", f"MATCH (a{S}) WITH `a` CREATE (a)"),
+    ("MATCH (a) WITH a AS 1 CREATE (a)", f"MATCH (a{S}) WITH a AS 1 CREATE (a{S})"),
+    ("MATCH (a), (b) WITH a, DISTINCT b CREATE (b)", f"MATCH (a{S}), (b{S}) WITH a, DISTINCT b CREATE (b{S})"),
+    # a node pattern with only a variable is bare; with labels, properties or WHERE it is not
+    ("MATCH (a) MERGE (a)-[:R]->(b)", f"MATCH (a{S}) MERGE (a)-[:R]->(b{S})"),
+    ("MATCH (a) MERGE (a:X)", f"MATCH (a{S}) MERGE (a:X{S})"),
+    ("MATCH (a) MERGE (a {v: 1})", f"MATCH (a{S}) MERGE (a{S} {{v: 1}})"),
+    ("MATCH (a) CREATE (:X)-[:R]->(a)", f"MATCH (a{S}) CREATE (:X{S})-[:R]->(a)"),
+    ("MATCH (a) CREATE ()-[:R]->(a)", f"MATCH (a{S}) CREATE ({S})-[:R]->(a)"),
+    # namespaced functions, backticked too
+    ("RETURN `date`.truncate('day', date()) AS d", "RETURN `date`.truncate('day', date()) AS d"),
+    ("MATCH (n) RETURN point.distance(point({x: 1, y: 2}), point({x: 2, y: 2})) AS d, "
+     "vector.similarity.cosine([1], [1]) AS v", None),
+    # IS type and null predicates
+    ("MATCH (n) WHERE n.x IS :: INTEGER AND n.y IS NOT :: STRING AND n.z IS TYPED BOOLEAN RETURN n", None),
+    ("MATCH (n) WHERE n.s IS NORMALIZED AND n.t IS NOT NFC NORMALIZED RETURN n", None),
+])
+def test_the_walk_knows_what_is_bound_and_what_is_a_pattern(query, expected):
+    rewritten = scope_query(query, L, NEO4J)
+    if expected is None:
+        assert rewritten.startswith(query[:5]) and rewritten.replace(S, "") == query
+    else:
+        assert rewritten == expected
+
+
+@pytest.mark.parametrize("query, message", [
+    ("MATCH (n) WHERE n IS NOT NOT NULL RETURN n", "IS Label"),
+    ("MATCH (n) WHERE n IS :Person RETURN n", "IS Label"),
+    ("CREATE CONSTRAINT c FOR (n:P) REQUIRE n.id IS UNIQUE", "administration commands"),
+    ("CREATE INDEX FOR (n:P) ON (n.id)", "administration commands"),
+    ("MATCH (n) RETURN apoc.node.degree(n)", r"apoc\.node\.degree\(\) is not allowed"),
+    ("MATCH (n) RETURN n.name.size(1)", r"n\.name\.size\(\) is not allowed"),
+    ("MATCH (n) CALL (n, 1) { RETURN 1 AS x } RETURN x", "list the variables"),
+    ("MATCH (a) RETURN COUNT { (a)-->() }", "has no COUNT"),
+    ("MATCH (a) RETURN EXISTS { (a)-->() }", "has no EXISTS"),
+    ("", "empty"),
+    ("// nothing but a comment", "empty"),
+    ("MATCH (n) CALL { WITH n RETURN n AS m } RETURN m", "no CALL"),
+    ("MATCH (n) WITH n CALL db.labels() YIELD label RETURN label", "no procedures"),
+])
+def test_refusals_name_what_is_wrong(query, message):
+    dialect = FALKORDB if "COUNT {" in query or "EXISTS {" in query else COMMON_CYPHER \
+        if "CALL {" in query else NEO4J
+    with pytest.raises(CypherRejected, match=message):
+        prepare(query, dialect, L)
+
+
+def test_apoc_pure_functions_only_where_the_server_has_apoc():
+    import dataclasses
+
+    apoc = dataclasses.replace(NEO4J, apoc=True)
+    assert prepare("RETURN apoc.text.join(['a'], ',') AS s", apoc)
+    assert prepare("RETURN apoc.coll.sum([1, 2]) AS s", apoc)
+    for refused in ("RETURN apoc.text.join(['a'], ',') AS s",):
+        with pytest.raises(CypherRejected, match="APOC"):
+            prepare(refused, NEO4J)
+    for refused in ("RETURN apoc.cypher.runFirstColumnMany('MATCH (n) RETURN n', {}) AS x",
+                    "RETURN apoc.text(1) AS x", "RETURN apoc.load.json('http://x') AS x",
+                    "RETURN text.apoc.join(1) AS x"):
+        with pytest.raises(CypherRejected, match="APOC only for its pure functions"):
+            prepare(refused, apoc)

@@ -91,3 +91,84 @@ def test_any_text_is_read_or_refused_never_crashes_and_rebuilds_to_itself(text):
     assert [(t.kind, t.text) for t in again] == [(t.kind, t.text) for t in tokens]
     assert render(again) == rebuilt
     assert all(ord(ch) < 128 for t in tokens if t.kind not in ("string", "qident") for ch in t.text)
+
+
+def spans(query: str) -> list[tuple[str, str, int, bool]]:
+    return [(t.kind, t.text, t.start, t.spaced) for t in tokenize(query)]
+
+
+def test_positions_and_spacing_are_exact():
+    assert spans("MATCH (n)/*c*/RETURN n//x") == [
+        ("ident", "MATCH", 0, False), ("punct", "(", 6, True), ("ident", "n", 7, False), ("punct", ")", 8, False),
+        ("ident", "RETURN", 14, True), ("ident", "n", 21, True)]
+    assert spans("  a") == [("ident", "a", 2, True)]
+    # several block comments: each ends at its own */
+    assert render(tokenize("RETURN 1 /*a*/ + /*b*/ 2")) == "RETURN 1 + 2"
+    assert render(tokenize("RETURN 1/*a*//*b*/+2")) == "RETURN 1 +2"
+    assert render(tokenize("/**/RETURN 1")) == "RETURN 1"
+    assert render(tokenize("RETURN 1 //\r\n+ 2")) == "RETURN 1 + 2"
+    assert render(tokenize("RETURN 1 // no end")) == "RETURN 1"
+
+
+@pytest.mark.parametrize("query, texts", [
+    ("RETURN '\\u0041' AS x", ["RETURN", "'\\u0041'", "AS", "x"]),
+    ("RETURN '\\u0041\\u00e9' + 'b' AS x", ["RETURN", "'\\u0041\\u00e9'", "+", "'b'", "AS", "x"]),
+    ("RETURN '\\U0001F600' AS x", ["RETURN", "'\\U0001F600'", "AS", "x"]),
+    ("RETURN '\\U0010FFFF' AS x", ["RETURN", "'\\U0010FFFF'", "AS", "x"]),
+    ("RETURN '\\'' AS x, \"it's\" AS y", ["RETURN", "'\\''", "AS", "x", ",", '"it\'s"', "AS", "y"]),
+    ("RETURN 'a\\n\\t\\\\' AS x", ["RETURN", "'a\\n\\t\\\\'", "AS", "x"]),
+    ("RETURN 'line\nbreak' AS x", ["RETURN", "'line\nbreak'", "AS", "x"]),
+    ("RETURN `a``b` AS x", ["RETURN", "`a``b`", "AS", "x"]),
+    ("RETURN ````, 1", ["RETURN", "````", ",", "1"]),
+    ("RETURN 0x1F, 0X1f, 0o17, 0O17, 12.5e3, 1E-5, 1e+5, 7", ["RETURN", "0x1F", ",", "0X1f", ",", "0o17", ",",
+                                                             "0O17", ",", "12.5e3", ",", "1E-5", ",", "1e+5", ",",
+                                                             "7"]),
+    ("RETURN 1. AS x", ["RETURN", "1", ".", "AS", "x"]),
+    ("RETURN [1..3]", ["RETURN", "[", "1", "..", "3", "]"]),
+    ("RETURN 0x1F", ["RETURN", "0x1F"]),
+    ("RETURN 0o17", ["RETURN", "0o17"]),
+    ("RETURN 12.5", ["RETURN", "12.5"]),
+    ("RETURN 2e3", ["RETURN", "2e3"]),
+    ("RETURN a<>b, a<=b, a>=b, a=~b, a+=b, a!=b, a::b", ["RETURN", "a", "<>", "b", ",", "a", "<=", "b", ",", "a",
+                                                         ">=", "b", ",", "a", "=~", "b", ",", "a", "+=", "b", ",",
+                                                         "a", "!=", "b", ",", "a", "::", "b"]),
+])
+def test_literals_and_operators_are_read_whole(query, texts):
+    assert [t.text for t in tokenize(query)] == texts
+
+
+@pytest.mark.parametrize("query, message", [
+    ("RETURN 'ab\\", "unknown escape|unterminated"),
+    ("RETURN 'ab\\'", "unterminated string"),
+    ("RETURN 'a\\u12", "hexadecimal"),
+    ("RETURN 'a\\u12G4'", "hexadecimal"),
+    ("RETURN 'a\\U0011000'", "hexadecimal"),
+    ("RETURN 'a\\U00110000'", "not allowed"),
+    ("RETURN 'a\\u0060'", "not allowed"),
+    ("RETURN 'a\\u0022'", "not allowed"),
+    ("RETURN '\\q'", "unknown escape '\\\\\\\\q'"),
+    ("RETURN `a``", "unterminated quoted name"),
+    ("RETURN `a\x7fb`", "control character"),
+    ("RETURN `a\x1fb`", "control character"),
+    ("RETURN 0x", "runs into a name"),
+    ("RETURN 0xG", "runs into a name"),
+    ("RETURN 0o8", "runs into a name"),
+    ("RETURN 1e", "runs into a name"),
+    ("RETURN 1e+", "runs into a name"),
+    ("RETURN 1.5e3x", "runs into a name"),
+    ("RETURN 0x1Fg", "runs into a name"),
+    ("RETURN 0o17a", "runs into a name"),
+    ("RETURN a \x7f b", "unexpected character"),
+    ("RETURN a \x80 b", "outside a string"),
+    ("RETURN a \u00e9 b", "outside a string"),
+    ("RETURN $", "parameters"),
+])
+def test_edges_of_the_literals_are_refused_cleanly(query, message):
+    with pytest.raises(CypherRejected, match=message):
+        tokenize(query)
+
+
+def test_render_inserts_after_tokens():
+    tokens = tokenize("MATCH (n) RETURN n")
+    assert render(tokens, {2: ":`L`"}) == "MATCH (n:`L`) RETURN n"
+    assert render(tokens, {0: "!", 5: "?"}) == "MATCH! (n) RETURN n?"

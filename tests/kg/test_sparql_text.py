@@ -131,3 +131,68 @@ def test_a_query_that_passes_never_reaches_the_network(text):
     except (SyntaxError, ValueError, OSError, RuntimeError):
         pass
     assert LISTENER.hits == before, rebuilt
+
+
+def test_token_kinds_positions_and_spacing():
+    assert [(t.kind, t.text, t.start, t.spaced) for t in tokenize(
+        "SELECT ?x $y WHERE{<urn:a> kg:p _:b . ?x kg:q 'v'@en , 1.5e3 ; ^^xsd:int}#c")] == [
+        ("word", "SELECT", 0, False), ("var", "?x", 7, True), ("var", "$y", 10, True), ("word", "WHERE", 13, True),
+        ("punct", "{", 18, False), ("iri", "<urn:a>", 19, False), ("pname", "kg:p", 27, True),
+        ("bnode", "_:b", 32, True), ("punct", ".", 36, True), ("var", "?x", 38, True), ("pname", "kg:q", 41, True),
+        ("string", "'v'", 46, True), ("langtag", "@en", 49, False), ("punct", ",", 53, True),
+        ("number", "1.5e3", 55, True), ("punct", ";", 61, True), ("punct", "^^", 63, True),
+        ("pname", "xsd:int", 65, False), ("punct", "}", 72, False)]
+    assert [t.text for t in tokenize("FILTER(?a<=1&&?b!=2||?c>=3)")] == [
+        "FILTER", "(", "?a", "<=", "1", "&&", "?b", "!=", "2", "||", "?c", ">=", "3", ")"]
+    assert [t.kind for t in tokenize("<http://a/\\u0041b> <a b>")] == ["iri", "punct", "word", "word", "punct"]
+
+
+@pytest.mark.parametrize("query, texts", [
+    ("<http://a/\\u0041>kg:p<http://b/\\U0001F600>", ["<http://a/\\u0041>", "kg:p", "<http://b/\\U0001F600>"]),
+    ('"a\\u0041b" "\\U0001F600" "q\\"q" "t\\tt"', ['"a\\u0041b"', '"\\U0001F600"', '"q\\"q"', '"t\\tt"']),
+    ("'''a\nb''' 'c'", ["'''a\nb'''", "'c'"]),
+    ("'''it's''' \"\"\"say \"hi\"\"\"\" x", None),
+    ('"""a""" """b"""', ['"""a"""', '"""b"""']),
+    ("'''a\\'''' x", ["'''a\\''''", "x"]),
+    ("<urn:x>", ["<urn:x>"]),
+    ("?a<?b", ["?a", "<", "?b"]),
+    ("kg:a.", ["kg:a", "."]),
+    ("kg:a.b kg: :x", ["kg:a.b", "kg:", ":x"]),
+])
+def test_literals_iris_and_names_are_read_whole(query, texts):
+    if texts is None:
+        with pytest.raises(SparqlRejected):
+            tokenize(query)
+        return
+    assert [t.text for t in tokenize(query)] == texts
+
+
+@pytest.mark.parametrize("query, message", [
+    ("<http://a/\\u004>", "hexadecimal|unexpected character"),
+    ("<http://a/\\q>", "backslash"),
+    ("SELECT * { ?s ?p 'a\\", "unknown escape|unterminated"),
+    ("SELECT * { ?s ?p 'a\\u00'", "hexadecimal"),
+    ("SELECT * { ?s ?p '\\U00110000' }", "hexadecimal"),
+    ("SELECT * { ?s ?p 'a\\qb' }", r"unknown escape '\\\\q'"),
+    ("SELECT * { ?s ?p '''abc", "unterminated"),
+    ("SELECT * { ?s ?p 'a\rb' }", "line break"),
+    ("SELECT * { ?s ?p \x7f }", "unexpected character"),
+    ("SELECT * { ?s ?p \x80 }", "outside a string"),
+    ("SELECT * { ?s kg:p\x80 ?o }", "in a name"),
+    ("SELECT * { ?s ?p 'v'@en\u00e9 }", "in a name"),
+    ("SELECT * { _:b\u00e9 ?p ?o }", "in a name"),
+    ("SELECT * { ?s ?p ?o } LIMIT 1\u00e9", "outside a string"),
+    ("PREFIX service2: <urn:x:> SELECT * { ?s service2:p ?o }", "SERVICE"),
+    ("SELECT * { ?s ?p ?o } ORDERLOAD", "LOAD"),
+    ("SELECT * { ?s ?p 'x'@load }", "LOAD"),
+])
+def test_edges_of_the_sparql_literals_are_refused_cleanly(query, message):
+    with pytest.raises(SparqlRejected, match=message):
+        tokenize(query)
+
+
+def test_local_names_may_hold_the_network_words_prefixes_may_not():
+    assert clean("SELECT * { ?s kg:service_level kg:download ; kg:x:load ?o }") == \
+        "SELECT * { ?s kg:service_level kg:download ; kg:x:load ?o }"
+    with pytest.raises(SparqlRejected, match="SERVICE"):
+        clean("SELECT * { ?s myservice:p ?o }")

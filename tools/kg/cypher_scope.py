@@ -87,7 +87,6 @@ class _Frame:
     pattern: bool  # node patterns here bind variables / get the label whatever their neighbours
     scope: bool  # variables bound in here are local to this frame
     bound: set[str]
-    foreach_var: bool = False
     call: bool = False  # a CALL { } body: sees only what it imports; what it RETURNs is bound after it
     returns: set[str] = dataclasses.field(default_factory=set)
 
@@ -95,14 +94,14 @@ class _Frame:
 class _Walk:
     """One statement's walk: the checks, the variables in scope and where the label goes."""
 
-    def __init__(self, statement: str, tokens: list[Token], dialect: CypherDialect, label: str | None) -> None:
-        self.statement = statement
+    def __init__(self, tokens: list[Token], dialect: CypherDialect, label: str | None) -> None:
         self.tokens = tokens
         self.n = len(tokens)
         self.dialect = dialect
         self.label = label
         self.inserts: dict[int, str] = {}
         self.frames = [_Frame("", None, False, True, set())]
+        self.relationship_ends: set[int] = set()  # the ']' of relationship patterns
 
     # -- reading tokens ------------------------------------------------------------------------------------
     def text(self, k: int) -> str:
@@ -138,16 +137,41 @@ class _Walk:
         top.pattern = clause in _PATTERN_CLAUSES
 
     # -- arrows around a node pattern ------------------------------------------------------------------------
+    def closing(self, k: int) -> int:
+        """The index of the bracket that closes the one at ``k`` (``self.n`` when it is not closed)."""
+        depth = 0
+        for j in range(k, self.n):
+            if self.tokens[j].text in ("(", "[", "{"):
+                depth += 1
+            elif self.tokens[j].text in (")", "]", "}"):
+                depth -= 1
+                if depth == 0:
+                    return j
+        return self.n
+
     def arrow_after(self, k: int) -> bool:
-        """Whether a relationship pattern starts at token ``k`` (``-[``, ``--``, ``-->``, ``<-``)."""
+        """Whether a relationship pattern starts at token ``k``: ``<-``, ``->``, ``--``, ``-->``, or ``-[...]``
+        followed by ``-`` or ``->`` (``- [1][0]`` is a subtraction)."""
         nxt = self.text(k)
-        return nxt in ("<-", "->") or nxt == "-" and self.text(k + 1) in ("-", "[", "->", ">")
+        if nxt in ("<-", "->"):
+            return True
+        if nxt != "-":
+            return False
+        if self.text(k + 1) in ("-", "->", ">"):
+            return True
+        return self.text(k + 1) == "[" and self.text(self.closing(k + 1) + 1) in ("-", "->")
 
     def arrow_before(self, k: int) -> bool:
-        """Whether a relationship pattern ends at token ``k`` (``]-``, ``--``, ``->``, ``]->``)."""
+        """Whether a relationship pattern ends at token ``k``: ``->``, ``--``, ``<--``, ``- >``, or ``-`` after the
+        ``]`` of a relationship pattern (``[1] - (x)`` is a subtraction)."""
         prev = self.text(k)
-        return prev == "->" or prev == "-" and self.text(k - 1) in ("-", "]", "<-") or \
-            prev == ">" and self.text(k - 1) == "-"
+        if prev == "->":
+            return True
+        if prev == ">":
+            return self.text(k - 1) == "-"
+        if prev != "-":
+            return False
+        return self.text(k - 1) in ("-", "<-") or k - 1 in self.relationship_ends
 
     # -- the walk ----------------------------------------------------------------------------------------------
     def run(self) -> str:
@@ -192,9 +216,7 @@ class _Walk:
                 return self.open_bracket(i)
             if tok.text in (")", "]", "}"):
                 return self.close(i)
-            if tok.text == "|" and self.frames[-1].foreach_var:
-                self.frames[-1].pattern = False
-            elif tok.text == "=" and self.frames[-1].pattern and self.is_name(i - 1):
+            if tok.text == "=" and self.frames[-1].pattern and self.is_name(i - 1):
                 self.bind(self.tokens[i - 1].name)  # a path variable: p = (a)-->(b)
         return i + 1
 
@@ -207,7 +229,7 @@ class _Walk:
             raise CypherRejected(f"{up} is not allowed in this knowledge graph (no files, network or other "
                                  "databases)")
         if up in ("CREATE", "MATCH") and prev == "ON":
-            top.pattern = False  # ON CREATE SET / ON MATCH SET
+            pass  # ON CREATE SET / ON MATCH SET: no pattern follows (ON ended the pattern)
         elif up == "CREATE" and self.tokens[i + 1:i + 2] and self.tokens[i + 1].kind == "ident":
             raise CypherRejected(f"CREATE {self.tokens[i + 1].text} is not allowed (administration commands "
                                  "and triggers are rejected)")
@@ -297,7 +319,6 @@ class _Walk:
         self.frames.append(frame)
         if foreach and self.is_name(i + 1):
             frame.bound.add(self.tokens[i + 1].name)
-            frame.foreach_var = True
             frame.pattern = False
         return i + 1
 
@@ -323,10 +344,11 @@ class _Walk:
             if not self.dialect.subqueries:
                 raise CypherRejected(f"{self.dialect.server} has no {self.upper(i - 1)} {{ }} subqueries")
             self.frames.append(_Frame("{", None, True, True, set()))
-        elif tok.text == "[" and self.text(i - 1) in ("-", "<-"):
+        elif tok.text == "[" and self.text(i - 1) in ("-", "<-") and self.text(self.closing(i) + 1) in ("-", "->"):
             # a relationship pattern: its variable is bound in pattern clauses
             if top.pattern and self.is_name(i + 1):
                 self.bind(self.tokens[i + 1].name)
+            self.relationship_ends.add(self.closing(i))
             self.frames.append(_Frame("[", top.clause, False, False, set()))
         else:
             self.frames.append(_Frame(tok.text, top.clause, False, False, set()))
@@ -487,7 +509,7 @@ def prepare(statement: str, dialect: CypherDialect = COMMON_CYPHER, scope_label:
     """The statement as it may reach the server: checked, rebuilt from its tokens, with ``scope_label`` on every
     node pattern when one is given. Raises :class:`~tools.kg.cypher_text.CypherRejected` with a message for the
     model."""
-    return _Walk(statement, tokenize(statement), dialect, scope_label).run()
+    return _Walk(tokenize(statement), dialect, scope_label).run()
 
 
 def scope_query(statement: str, scope_label: str, dialect: CypherDialect = COMMON_CYPHER) -> str:

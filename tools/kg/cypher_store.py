@@ -183,7 +183,7 @@ class BoltServer:
         import neo4j
 
         self.config = config
-        self.driver = neo4j.GraphDatabase.driver(config.uri, auth=(config.user, config.password))
+        self.driver = driver_for(config)
         agent = self.driver.get_server_info().agent or ""
         self.dialect = bolt_dialect(agent)
         self.admin: _ArcadeDBAdmin | _Neo4jAdmin | None = None
@@ -295,13 +295,26 @@ class BoltServer:
                         run=run).consume()
 
     def close(self) -> None:
-        self.driver.close()
         if isinstance(self.admin, _ArcadeDBAdmin):
             self.admin.client.close()
 
 
 _servers: dict[BoltConfig, BoltServer] = {}
 _servers_lock = threading.Lock()
+_drivers: dict[tuple[str, str, str], Any] = {}
+_drivers_lock = threading.Lock()
+
+
+def driver_for(config: BoltConfig) -> Any:
+    """One driver (connection pool) per server and user for the process; runs share pools, not KGs."""
+    import neo4j
+
+    key = (config.uri, config.user, config.password)
+    with _drivers_lock:
+        driver = _drivers.get(key)
+        if driver is None:
+            driver = _drivers[key] = neo4j.GraphDatabase.driver(config.uri, auth=(config.user, config.password))
+        return driver
 
 
 def server_for(config: BoltConfig) -> BoltServer:
@@ -318,6 +331,10 @@ def close_drivers() -> None:
         for server in _servers.values():
             server.close()
         _servers.clear()
+    with _drivers_lock:
+        for driver in _drivers.values():
+            driver.close()
+        _drivers.clear()
 
 
 def release_run(url: str | None, run_id: str) -> None:
@@ -358,10 +375,10 @@ class Neo4jStore(DatabaseStore):
             self._server = server_for(config)
             self.dialect = self._server.dialect
             self.database = self._server.database_for(thread_id)
-            if sync:
-                with self._hold() as generation:
+            with self._hold() as generation:
+                if sync:
                     self._sync()
-                    self._generation = generation
+                self._generation = generation
         except KGError:
             raise
         except Exception as exc:
