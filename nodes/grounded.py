@@ -10,7 +10,7 @@ observations, or exploration's entities, pruning decisions, triples and attribut
 - :func:`merge_thoughts` — GoT's aggregation ``A(z_a, z_b)`` of two candidates (a branch per pair);
 - :func:`score_state` — the Score evaluator's votes for one candidate (a branch per candidate);
 - :func:`select_states` — the evaluator's decision: the ``t`` states kept at this depth (BFS, eq. 2);
-- :func:`answer` — the answer from the best final state.
+- :func:`answer` — the answer from the state that ended the search (:func:`best_state`).
 
 Ids are deterministic (``t0.2.1`` is the first candidate grown from the second candidate of the root), so a run
 resumed from a checkpoint grows the same thought graph as an uninterrupted one.
@@ -18,7 +18,8 @@ resumed from a checkpoint grows the same thought graph as an uninterrupted one.
 A model call that fails for good (after its API retries and parse re-asks) fails its candidate step or merge (the
 other branches and the evaluator go on), skips an exploration decision, scores a state 0, keeps the candidates
 in id order when the selection vote fails, and leaves the answer at "No solution found" when the final answer
-fails. Each is logged in ``failures``.
+fails. When every candidate of a depth fails, the search ends and the answer comes from the states kept at the
+depth before (their thoughts and observations). Each failure is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,19 @@ Evaluator = Literal["select", "score"]
 # --------------------------------------------------------------------------------------------------------------
 # Context
 # --------------------------------------------------------------------------------------------------------------
+#: Limits that must be whole numbers of at least 1 (0 or below is a clear error when the context is built).
+_POSITIVE_LIMITS = ("max_steps", "branching", "keep", "score_samples", "search_depth", "max_relations",
+                    "max_neighbours", "neighbours_shown", "max_actions", "observation_chars", "retrieve_k",
+                    "recursion_limit")
+
+
+def _check_positive(name: str, value: Any, note: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number, not {value!r}")  # noqa: TRY004 - a bad setting, as below
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1{' ' + note if note else ''}, not {value}")
+
+
 @dataclass(kw_only=True)
 class GroundedContext(Context):
     """The strategy, interaction method and limits, with the paper's defaults (§5: n = 10, k = t = 3)."""
@@ -107,11 +121,12 @@ class GroundedContext(Context):
             raise ValueError(f"interaction must be agent or explore, not {self.interaction!r}")
         if self.evaluator not in ("select", "score"):
             raise ValueError(f"evaluator must be select or score, not {self.evaluator!r}")
-        for name in ("max_steps", "branching", "keep", "score_samples", "max_actions"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.search_depth < 1:
-            raise ValueError("search_depth must be at least 1")
+        for name in _POSITIVE_LIMITS:
+            _check_positive(name, getattr(self, name))
+        if self.max_depth is not None:
+            _check_positive("max_depth", self.max_depth, "(or null: the step limit n)")
+        if self.candidate_temperature is not None and not self.candidate_temperature >= 0:
+            raise ValueError(f"candidate_temperature must be 0 or more (or null), not {self.candidate_temperature!r}")
         # a depth takes at most 6 supersteps (generate, collect, merge, evaluate, score, select)
         self.recursion_limit = max(self.recursion_limit, 7 * self.depth_limit + 20)
 
@@ -209,6 +224,8 @@ class GroundedState(GroundedInput, total=False):
     thoughts: Annotated[dict[str, Thought], merge_thoughts_reducer]
     scores: Annotated[dict[str, list[float]], merge_scores]
     selections: Annotated[list[Selection], append]
+    failed_depth: int
+    """The depth whose every candidate failed for good (the search ends; the answer comes from the depth before)."""
     best: str
     answer: str
     final_answer: str
@@ -758,8 +775,8 @@ async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict
 
 
 def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> list[tuple[str, int, float]]:
-    """``V(p, S)(s) = Σ 1[s = s*]``: per vote round the best-scored state wins a vote; ranked by votes, then by
-    mean score, then by the candidates' order. Returns ``(state, votes, mean score)``."""
+    """``V(p, S)(s) = Σ 1[s = s*]``: per vote round the best-scored state wins a vote (tied states each win it);
+    ranked by votes, then by mean score, then by the candidates' order. Returns ``(state, votes, mean score)``."""
     rounds = max((len(scores.get(c, [])) for c in candidates), default=0)
     votes = dict.fromkeys(candidates, 0)
     for r in range(rounds):
@@ -767,9 +784,8 @@ def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> lis
         if scored:
             best = max(s for s, _ in scored)
             for s, c in scored:
-                if s == best:
+                if s == best:  # a tie is shared: every best-scored state wins the round
                     votes[c] += 1
-                    break
     means = {c: sum(scores.get(c, [])) / len(scores[c]) if scores.get(c) else 0.0 for c in candidates}
     position = {c: i for i, c in enumerate(candidates)}
     ranked = sorted(candidates, key=lambda c: (-votes[c], -means[c], position[c]))
@@ -777,35 +793,37 @@ def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> lis
 
 
 async def select_states(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """Keep the ``t`` best states of this depth (eq. 2): the Selection vote or the Score ranking; CoT keeps its one
-    chain. Kept states that finished become final states; the others are expanded next."""
+    """Keep the ``t`` best states of this depth (eq. 2), best first: the Selection vote or the Score ranking (also
+    when no more than ``t`` candidates are left: their order decides whose Finish ends the search); CoT keeps its
+    one chain. Kept states that finished become final states; the others are expanded next. When every candidate
+    of the depth failed for good, the states kept at the depth before stay the frontier and the search ends."""
     ctx = grounded_context_of(runtime)
     _, keep = ctx.width
     depth = state.get("depth", 0) + 1
     candidates = candidates_of(state)
     thoughts = state.get("thoughts") or {}
     llm = LLMCaller(ctx, ROLE)  # the selection vote's, if there is one
+    evaluator = "chain" if ctx.strategy == "cot" else ctx.evaluator
+    if not candidates:
+        selection = Selection(depth=depth, evaluator=evaluator, candidates=[], kept=[],
+                               reason="every candidate failed: the search ends with the states kept before")
+        return {"depth": depth, "failed_depth": depth, "selections": [selection]}
     updates: dict[str, Thought] = {}
-    reason = ""
-    if ctx.strategy == "cot" or not candidates:
+    if ctx.strategy == "cot" or len(candidates) == 1:
         kept = candidates[:keep]
-        reason = "one chain" if candidates else "every candidate failed"
+        reason = "one chain" if ctx.strategy == "cot" else "one candidate: no evaluation needed"
     elif ctx.evaluator == "score":
         ranked = rank_by_scores(candidates, state.get("scores") or {})
         kept = [c for c, _, _ in ranked[:keep]]
         for c, votes, mean in ranked:
             updates[c] = Thought(score=mean, votes=votes)
         reason = "; ".join(f"{c}: {v} vote(s), mean score {m}" for c, v, m in ranked)
-    elif len(candidates) <= keep:
-        kept = candidates
-        reason = f"{len(candidates)} candidate(s), at most {keep} kept: no vote needed"
     else:
         kept, reason = await _selection_vote(state, llm, candidates, keep, depth)
     for c in candidates:
         updates[c] = {**updates.get(c, {}), "kept": c in kept}  # type: ignore[typeddict-item]
     finals = [c for c in kept if thoughts.get(c, {}).get("finished")]
-    selection = Selection(depth=depth, evaluator="chain" if ctx.strategy == "cot" else ctx.evaluator,
-                          candidates=candidates, kept=kept, reason=reason)
+    selection = Selection(depth=depth, evaluator=evaluator, candidates=candidates, kept=kept, reason=reason)
     return {"depth": depth, "frontier": kept, "finals": finals, "thoughts": updates, "selections": [selection],
             **accounting(llm)}
 
@@ -827,17 +845,27 @@ async def _selection_vote(state: GroundedState, llm: LLMCaller, candidates: list
 # The answer
 # --------------------------------------------------------------------------------------------------------------
 def best_state(state: GroundedState) -> tuple[str, str]:
-    """The state the answer comes from, and why the search ended: the best final state (most score votes, then
-    highest mean score, then the earliest and best-ranked kept), else the best state of the last depth."""
+    """The state the answer comes from, and why the search ended.
+
+    Each depth's kept states are ranked within their own cohort (by its vote or its scores); ranks of different
+    depths are never compared. The answer's state is the best-ranked final of the last depth that had finals —
+    the state that ended the search when one did (the best kept state finished, or every kept state did) — else
+    the best state kept at the last depth that survived (the step limit, or a depth whose every candidate
+    failed)."""
     thoughts = state.get("thoughts") or {}
-    finals = [f for f in state.get("finals") or [] if f in thoughts]
-    if finals:
-        return max(finals, key=lambda f: (thoughts[f].get("votes") or 0, thoughts[f].get("score") or 0.0,
-                                          -thoughts[f].get("depth", 0))), "finished"
+    failed = state.get("failed_depth")
+    why = "finished"
+    if failed:
+        source = f"depth {failed - 1}" if failed > 1 else "the question alone"
+        why = f"a step failed: every candidate at depth {failed} failed, so the answer comes from {source}"
+    for selection in reversed(state.get("selections") or []):
+        finished = [k for k in selection.get("kept") or [] if thoughts.get(k, {}).get("finished")]
+        if finished:
+            return finished[0], why
     frontier = state.get("frontier") or []
     if frontier and frontier != [ROOT]:
-        return frontier[0], "reached the step limit"
-    return ROOT, "every candidate step failed"
+        return frontier[0], why if failed else "reached the step limit"
+    return ROOT, why
 
 
 async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
@@ -861,12 +889,12 @@ async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dic
 
 
 def route_after_select(state: GroundedState, ctx: GroundedContext) -> bool:
-    """True when the search goes on: the depth limit is not reached, some kept state is unfinished, and (unless
-    ``stop_at_best_final`` is off) the best kept state has not finished."""
+    """True when the search goes on: no depth failed entirely, the depth limit is not reached, some kept state is
+    unfinished, and (unless ``stop_at_best_final`` is off) the best kept state has not finished."""
     thoughts = state.get("thoughts") or {}
     frontier = state.get("frontier") or []
     open_states = [s for s in frontier if not thoughts.get(s, {}).get("finished")]
-    if not open_states or state.get("depth", 0) >= ctx.depth_limit:
+    if state.get("failed_depth") or not open_states or state.get("depth", 0) >= ctx.depth_limit:
         return False
     return not (ctx.stop_at_best_final and thoughts.get(frontier[0], {}).get("finished"))
 
