@@ -30,14 +30,27 @@ from nodes.grounded import GroundedContext, GroundedInput, GroundedState, ground
 
 NAME = "grounded"
 
-#: The paper's Table 1 / Table 2 rows as named contexts (``--preset``); n = 10, k = t = 3 are the defaults.
-PRESETS: dict[str, dict[str, Any]] = {
+#: The paper's Table 1 / Table 2 rows (strategy × interaction × evaluator); n = 10, k = t = 3 are the defaults.
+ROWS: dict[str, dict[str, Any]] = {
     "graph-cot": {"strategy": "cot", "interaction": "agent"},
     "graph-explore": {"strategy": "cot", "interaction": "explore"},
     **{f"{strategy}-{interaction}-{evaluator}": {"strategy": strategy, "interaction": interaction,
                                                    "evaluator": evaluator}
        for strategy in ("tot", "got") for interaction in ("agent", "explore") for evaluator in ("select", "score")},
 }
+
+#: The paper's protocol on top of a row (``paper-<row>``): what the paper and Graph-CoT's code say, and the
+#: project's choice where they are silent (docs/grounded.md has the table).
+PAPER_PROTOCOL: dict[str, Any] = {
+    # §4.1 Selection and appendix F's vote: each vote names the one best choice; ToT's vote evaluator samples 5
+    # votes and its value evaluator 3 (the paper gives no number), at ToT's temperature 0.7
+    "selection": "vote", "vote_samples": 5, "score_samples": 3, "evaluate_temperature": 0.7,
+}
+
+#: Named contexts (``--preset``): each row with the project's defaults, and ``paper-<row>`` with the paper's
+#: protocol.
+PRESETS: dict[str, dict[str, Any]] = {**ROWS, **{f"paper-{row}": {**values, **PAPER_PROTOCOL}
+                                                 for row, values in ROWS.items()}}
 
 
 async def collect_candidates(state: GroundedState) -> dict[str, Any]:

@@ -47,13 +47,14 @@ ROOT = "t0"
 Strategy = Literal["cot", "tot", "got"]
 Interaction = Literal["agent", "explore"]
 Evaluator = Literal["select", "score"]
+SelectionStyle = Literal["rank", "vote"]
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Context
 # --------------------------------------------------------------------------------------------------------------
 #: Limits that must be whole numbers of at least 1 (0 or below is a clear error when the context is built).
-_POSITIVE_LIMITS = ("max_steps", "branching", "keep", "score_samples", "search_depth", "max_relations",
+_POSITIVE_LIMITS = ("max_steps", "branching", "keep", "score_samples", "vote_samples", "search_depth", "max_relations",
                     "max_neighbours", "neighbours_shown", "max_actions", "observation_chars", "retrieve_k",
                     "recursion_limit")
 
@@ -84,6 +85,15 @@ class GroundedContext(Context):
     """ToT / GoT: stop once the best state kept at a depth has finished (else: when all kept states have)."""
     score_samples: int = 1
     """Score evaluator: score votes per state; a state's value counts the votes it wins (V(p, S)(s))."""
+    selection: SelectionStyle = "rank"
+    """Selection evaluator: ``rank`` (one call ranks the choices, the top t are kept) or ``vote`` (ToT's vote: each
+    of ``vote_samples`` votes picks the one best choice, "the best choice is s"; states are kept by vote count,
+    V(p, S)(s) = Σ 1[s = s*], ties in candidate order)."""
+    vote_samples: int = 1
+    """Selection by ``vote``: how many votes are sampled (ToT's ``n_evaluate_sample``)."""
+    evaluate_temperature: float | None = None
+    """The sampling temperature of the evaluators' votes (selection votes and score votes); ``None``: the
+    context's ``temperature``. Several votes at temperature 0 would all be the same vote."""
     search_depth: int = 3
     """``d``: breadth-first levels of automatic graph exploration per step (Algorithm 1)."""
     max_relations: int = 3
@@ -125,8 +135,12 @@ class GroundedContext(Context):
             _check_positive(name, getattr(self, name))
         if self.max_depth is not None:
             _check_positive("max_depth", self.max_depth, "(or null: the step limit n)")
-        if self.candidate_temperature is not None and not self.candidate_temperature >= 0:
-            raise ValueError(f"candidate_temperature must be 0 or more (or null), not {self.candidate_temperature!r}")
+        for name in ("candidate_temperature", "evaluate_temperature"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be 0 or more (or null), not {value!r}")
+        if self.selection not in ("rank", "vote"):
+            raise ValueError(f"selection must be rank or vote, not {self.selection!r}")
         # a depth takes at most 6 supersteps (generate, collect, merge, evaluate, score, select)
         self.recursion_limit = max(self.recursion_limit, 7 * self.depth_limit + 20)
 
@@ -324,6 +338,23 @@ class SelectionVote(BaseModel):
         if isinstance(value, str):
             return [int(m) for m in re.findall(r"\d+", value)]
         return [int(m) for v in value for m in re.findall(r"\d+", str(v))[:1]]
+
+
+class BestChoice(BaseModel):
+    """The one most promising choice ("the best choice is s")."""
+
+    analysis: str = Field("", description="A short analysis of each choice")
+    best: int = Field(description="The number of the best choice")
+
+    @field_validator("best", mode="before")
+    @classmethod
+    def _int(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if isinstance(value, str):
+            found = re.findall(r"\d+", value)
+            return int(found[-1]) if found else value
+        return value
 
 
 class ScoreVote(BaseModel):
@@ -761,16 +792,18 @@ def score_tasks(state: GroundedState) -> list[StepTask]:
 
 
 async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """The Score evaluator for one state: ``score_samples`` votes of the probability that it solves q."""
+    """The Score evaluator for one state: ``score_samples`` votes of the probability that it solves q (sampled at
+    ``evaluate_temperature``; a vote that failed for good counts 0)."""
     ctx = grounded_context_of(runtime)
-    llm = LLMCaller(ctx, ROLE)
+    llm = LLMCaller(ctx, ROLE, temperature=ctx.evaluate_temperature)
     prompt = P.render(P.SCORE_VOTE, state=task["id"], question=task["question"], chain=render_chain(task["chain"]))
-
-    async def one() -> float:
-        vote = await _structured(llm, prompt, ScoreVote, f"the vote scores {task['id']} 0")
-        return min(1.0, max(0.0, float(vote.score))) if vote is not None else 0.0
-
-    scores = list(await asyncio.gather(*(one() for _ in range(ctx.score_samples))))
+    scores = []
+    for vote in await llm.structured_samples(prompt, ScoreVote, ctx.score_samples):
+        if isinstance(vote, LLMError):
+            llm.failed(vote, f"the vote scores {task['id']} 0")
+            scores.append(0.0)
+        else:
+            scores.append(min(1.0, max(0.0, float(vote.score))))
     return {"scores": {task["id"]: scores}, **accounting(llm)}
 
 
@@ -802,7 +835,7 @@ async def select_states(state: GroundedState, runtime: Runtime[GroundedContext])
     depth = state.get("depth", 0) + 1
     candidates = candidates_of(state)
     thoughts = state.get("thoughts") or {}
-    llm = LLMCaller(ctx, ROLE)  # the selection vote's, if there is one
+    llm = LLMCaller(ctx, ROLE, temperature=ctx.evaluate_temperature)  # the selection vote's, if there is one
     evaluator = "chain" if ctx.strategy == "cot" else ctx.evaluator
     if not candidates:
         selection = Selection(depth=depth, evaluator=evaluator, candidates=[], kept=[],
@@ -818,6 +851,11 @@ async def select_states(state: GroundedState, runtime: Runtime[GroundedContext])
         for c, votes, mean in ranked:
             updates[c] = Thought(score=mean, votes=votes)
         reason = "; ".join(f"{c}: {v} vote(s), mean score {m}" for c, v, m in ranked)
+    elif ctx.selection == "vote":
+        counts, reason = await _best_choice_votes(state, llm, candidates, depth, ctx.vote_samples)
+        kept = sorted(candidates, key=lambda c: -counts[c])[:keep]  # stable: ties in candidate order
+        for c in candidates:
+            updates[c] = Thought(votes=counts[c])
     else:
         kept, reason = await _selection_vote(state, llm, candidates, keep, depth)
     for c in candidates:
@@ -828,17 +866,41 @@ async def select_states(state: GroundedState, runtime: Runtime[GroundedContext])
             **accounting(llm)}
 
 
+def _choices(state: GroundedState, candidates: list[str]) -> str:
+    thoughts = state.get("thoughts") or {}
+    return "\n\n".join(f"Choice {i}:\n{render_chain(chain_of(thoughts, c))}" for i, c in enumerate(candidates, 1))
+
+
 async def _selection_vote(state: GroundedState, llm: LLMCaller, candidates: list[str], keep: int,
                           depth: int) -> tuple[list[str], str]:
-    thoughts = state.get("thoughts") or {}
-    choices = "\n\n".join(f"Choice {i}:\n{render_chain(chain_of(thoughts, c))}" for i, c in enumerate(candidates, 1))
+    """Selection by ``rank``: one call names the ``keep`` most promising choices, best first."""
     vote = await _structured(llm, P.render(P.SELECTION_VOTE, depth=depth, keep=keep, question=state["question"],
-                                           choices=choices), SelectionVote, "the candidates are kept in id order")
+                                           choices=_choices(state, candidates)), SelectionVote,
+                             "the candidates are kept in id order")
     picked = [candidates[i - 1] for i in (vote.best if vote else []) if 1 <= i <= len(candidates)]
     picked = list(dict.fromkeys(picked))
     filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in id order
     reason = (vote.analysis[:1000] if vote else "no usable selection vote: kept in id order")
     return filled[:keep], reason
+
+
+async def _best_choice_votes(state: GroundedState, llm: LLMCaller, candidates: list[str], depth: int,
+                             samples: int) -> tuple[dict[str, int], str]:
+    """Selection by ``vote`` (ToT's vote): ``samples`` votes, each for the one best choice; the votes per
+    candidate. A vote that failed for good or names no choice is not counted."""
+    prompt = P.render(P.SELECTION_BEST, depth=depth, question=state["question"], choices=_choices(state, candidates))
+    counts = dict.fromkeys(candidates, 0)
+    analyses = []
+    for vote in await llm.structured_samples(prompt, BestChoice, samples):
+        if isinstance(vote, LLMError):
+            llm.failed(vote, "the vote is not counted")
+        elif 1 <= vote.best <= len(candidates):
+            counts[candidates[vote.best - 1]] += 1
+            analyses.append(vote.analysis)
+    tally = ", ".join(f"{c}: {n}" for c, n in counts.items())
+    if not analyses:
+        return counts, f"no usable vote of {samples}: kept in id order"
+    return counts, f"{len(analyses)} of {samples} vote(s) counted ({tally}); {analyses[0][:800]}"
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from prompts.kgot import placeholders, render
 
 __all__ = ["AGENT_ACTION", "AGENT_EXAMPLES", "AGENT_THOUGHT", "ENTITY_EXTRACTION", "EXPLORE_EXAMPLES",
            "FINAL_ANSWER", "KG_RAG_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",
-           "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_VOTE", "placeholders", "render"]
+           "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_BEST", "SELECTION_VOTE", "placeholders", "render"]
 
 # --------------------------------------------------------------------------------------------------------------
 # Agent (§4.2.1, Figure 9): thought → action → observation
@@ -223,6 +223,17 @@ SELECTION_VOTE = """[stage: selection vote, depth {depth}]
 Given a question, select the chains of thought that are most likely to lead to the correct answer. Each choice is
 a chain of thoughts with what the knowledge graph returned for them. Analyse each choice, then give the ids of the
 {keep} most promising choices, best first.
+</task>
+<question>{question}</question>
+<choices>
+{choices}
+</choices>"""
+
+SELECTION_BEST = """[stage: selection vote, depth {depth}]
+<task>
+Given a question, decide which chain of thought is the most likely to lead to the correct answer. Each choice is a
+chain of thoughts with what the knowledge graph returned for them. Analyse each choice in detail, then conclude
+with the one best choice: "The best choice is s", where s is the choice's number.
 </task>
 <question>{question}</question>
 <choices>
