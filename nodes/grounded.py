@@ -324,20 +324,22 @@ class EndDecision(BaseModel):
         return value
 
 
+def _choice_numbers(value: Any) -> Any:
+    """Choice numbers as a model may write them: ``3``, ``"The best choice is 3"``, ``[2, "1"]``."""
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, str):
+        return [int(m) for m in re.findall(r"\d+", value)]
+    return [int(m) for v in value for m in re.findall(r"\d+", str(v))[:1]]
+
+
 class SelectionVote(BaseModel):
     """The most promising choices, best first."""
 
     analysis: str = Field("", description="A short analysis of each choice")
     best: list[int] = Field(description="The ids of the most promising choices, best first")
 
-    @field_validator("best", mode="before")
-    @classmethod
-    def _ints(cls, value: Any) -> Any:
-        if isinstance(value, int):
-            return [value]
-        if isinstance(value, str):
-            return [int(m) for m in re.findall(r"\d+", value)]
-        return [int(m) for v in value for m in re.findall(r"\d+", str(v))[:1]]
+    _ints = field_validator("best", mode="before")(_choice_numbers)
 
 
 class BestChoice(BaseModel):
@@ -349,12 +351,10 @@ class BestChoice(BaseModel):
     @field_validator("best", mode="before")
     @classmethod
     def _int(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            value = value[0] if value else None
-        if isinstance(value, str):
-            found = re.findall(r"\d+", value)
-            return int(found[-1]) if found else value
-        return value
+        numbers = _choice_numbers(value) if isinstance(value, (int, str, list)) else []
+        if not numbers:
+            return value
+        return numbers[-1] if isinstance(value, str) else numbers[0]  # a sentence ends with its conclusion
 
 
 class ScoreVote(BaseModel):
