@@ -45,6 +45,8 @@ PAPER_PROTOCOL: dict[str, Any] = {
     # §4.1 Selection and appendix F's vote: each vote names the one best choice; ToT's vote evaluator samples 5
     # votes and its value evaluator 3 (the paper gives no number), at ToT's temperature 0.7
     "selection": "vote", "vote_samples": 5, "score_samples": 3, "evaluate_temperature": 0.7,
+    # Graph-CoT's agent writes its actions as text (``Action n: Function[args]``, several per step)
+    "action_format": "text",
 }
 
 #: Named contexts (``--preset``): each row with the project's defaults, and ``paper-<row>`` with the paper's

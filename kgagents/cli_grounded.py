@@ -50,7 +50,14 @@ def _s(when: str, **reply: Any) -> dict[str, Any]:
     return {"when": when, "times": 0, **reply}
 
 
-def _agent_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
+def _act(calls: list[tuple[str, dict[str, Any]]], action_format: str) -> dict[str, Any]:
+    """A scripted action reply: tool calls, or Graph-CoT's text protocol (``Function[args], ...``)."""
+    if action_format == "text":
+        return {"content": ", ".join(f"{name}[{', '.join(str(v) for v in args.values())}]" for name, args in calls)}
+    return {"tool_calls": [{"name": name, "args": args} for name, args in calls]}
+
+
+def _agent_steps(row: dict[str, Any], graph: StaticKG, action_format: str = "tools") -> list[dict[str, Any]]:
     start, hop, entity = row["start"], row["hop"], row["entity"]
     # every step names its question, so one script serves many questions at once
     question = ".*" + re.escape(f"<question>{row['question'].strip()}</question>")
@@ -60,8 +67,8 @@ def _agent_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
 
     steps = [
         _s(gold("thought", 1), content=f"I need the node of {entity}."),
-        _s(gold("action", 1, "Thought 1: I need the node of"),
-           tool_calls=[{"name": "RetrieveNode", "args": {"keyword": entity}}]),
+        _s(gold("action", 1, "Thought 1: I need the node of"), **_act([("RetrieveNode", {"keyword": entity})],
+                                                                    action_format)),
     ]
     found = re.escape(f"The ID of this retrieval target node is {start}.")
     if "relation" in hop:
@@ -72,13 +79,13 @@ def _agent_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
         steps += [
             _s(gold("thought", 2, found), content=f"Its {relation} neighbours answer it."),
             _s(gold("action", 2, found, "Thought 2: Its"),
-               tool_calls=[{"name": "NeighbourCheck", "args": {"node_id": start, "neighbor_type": relation}}]),
+               **_act([("NeighbourCheck", {"node_id": start, "neighbor_type": relation})], action_format)),
             _s(gold("thought", 3, listed), content=f"I need their {feature}."),
             _s(gold("action", 3, listed, "Thought 3: I need their"),
-               tool_calls=[{"name": "NodeFeature", "args": {"node_id": e, "feature": feature}} for e in ends]),
+               **_act([("NodeFeature", {"node_id": e, "feature": feature}) for e in ends], action_format)),
             _s(gold("thought", 4, *names), content="Now I know the answer."),
             _s(gold("action", 4, *names, "Thought 4: Now I know"),
-               tool_calls=[{"name": "Finish", "args": {"answer": gold_answer(row, graph)}}]),
+               **_act([("Finish", {"answer": gold_answer(row, graph)})], action_format)),
         ]
     else:
         feature = hop["feature"]
@@ -86,10 +93,10 @@ def _agent_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
         steps += [
             _s(gold("thought", 2, found), content=f"Its {feature} answers it."),
             _s(gold("action", 2, found, "Thought 2: Its"),
-               tool_calls=[{"name": "NodeFeature", "args": {"node_id": start, "feature": feature}}]),
+               **_act([("NodeFeature", {"node_id": start, "feature": feature})], action_format)),
             _s(gold("thought", 3, shown), content="Now I know the answer."),
             _s(gold("action", 3, shown, "Thought 3: Now I know"),
-               tool_calls=[{"name": "Finish", "args": {"answer": gold_answer(row, graph)}}]),
+               **_act([("Finish", {"answer": gold_answer(row, graph)})], action_format)),
         ]
     return steps
 
@@ -143,14 +150,15 @@ GENERIC_STEPS: list[dict[str, Any]] = [
 
 
 def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[StaticKG] | StaticKG, *,
-                    interaction: str = "agent") -> list[dict[str, Any]]:
+                    interaction: str = "agent", action_format: str = "tools") -> list[dict[str, Any]]:
     """A scripted model's steps for fixture questions (see the module docstring): each question's gold path, then
-    :data:`GENERIC_STEPS` for every other decision (one script can serve several questions)."""
+    :data:`GENERIC_STEPS` for every other decision (one script can serve several questions). The agent's actions
+    are tool calls or text actions (``action_format``, as the run's context says)."""
     rows = [rows] if isinstance(rows, dict) else rows
     graphs = [graphs] * len(rows) if not isinstance(graphs, list) else graphs
     steps: list[dict[str, Any]] = []
     for row, graph in zip(rows, graphs):
-        steps += _agent_steps(row, graph) if interaction == "agent" else _explore_steps(row, graph)
+        steps += _agent_steps(row, graph, action_format) if interaction == "agent" else _explore_steps(row, graph)
     return steps + GENERIC_STEPS
 
 

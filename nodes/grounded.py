@@ -38,7 +38,7 @@ from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_as
 from nodes.state import NO_SOLUTION, Failure, append
 from prompts import grounded as P
-from tools.graph_functions import GraphFunctions
+from tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
 from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from tools.pgraph.embeddings import embedder_spec
 
@@ -48,6 +48,7 @@ Strategy = Literal["cot", "tot", "got"]
 Interaction = Literal["agent", "explore"]
 Evaluator = Literal["select", "score"]
 SelectionStyle = Literal["rank", "vote"]
+ActionFormat = Literal["tools", "text"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -104,6 +105,10 @@ class GroundedContext(Context):
     """Exploration: at most this many tail entities are offered to neighbour pruning."""
     max_actions: int = 20
     """Agent: graph-function calls executed per step (Graph-CoT runs every call of an action step)."""
+    action_format: ActionFormat = "tools"
+    """Agent: how actions are asked for: ``tools`` (native tool calls, the graph functions bound as tools) or
+    ``text`` (Graph-CoT's text protocol: ``Action n: Function[args], Function[args]``, parsed by
+    :func:`tools.graph_functions.parse_actions`). Several calls per step either way."""
     observation_chars: int = 2000
     """Agent: observations are cut to this many characters (with a note of what was cut)."""
     retrieve_k: int = 1
@@ -139,6 +144,8 @@ class GroundedContext(Context):
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"{name} must be 0 or more (or null), not {value!r}")
+        if self.action_format not in ("tools", "text"):
+            raise ValueError(f"action_format must be tools or text, not {self.action_format!r}")
         if self.selection not in ("rank", "vote"):
             raise ValueError(f"selection must be rank or vote, not {self.selection!r}")
         # a depth takes at most 6 supersteps (generate, collect, merge, evaluate, score, select)
@@ -176,6 +183,8 @@ class Thought(TypedDict, total=False):
     thought: str
     actions: list[dict[str, Any]]
     """Agent: the graph functions called, each ``{name, args, observation, ok}``."""
+    action_text: str
+    """Agent with text actions: the action line as the model wrote it."""
     observation: str
     entities: list[str]
     """Exploration: the entities extracted from the thought."""
@@ -415,7 +424,8 @@ def render_chain(chain: list[Thought], *, numbered: bool = True) -> str:
         lines.append(f"{label}{merged}: {t.get('thought', '')}")
         for j, action in enumerate(t.get("actions") or []):
             args = ", ".join(str(v) for v in action.get("args", {}).values())
-            lines.append(f"Action {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: {action['name']}[{args}]")
+            call = action.get("written") or f"{action['name']}[{args}]"
+            lines.append(f"Action {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: {call}")
             lines.append(f"Observation {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: "
                          f"{action.get('observation', '')}")
         if t.get("observation") and not t.get("actions"):
@@ -522,7 +532,8 @@ def _branch_temperature(ctx: GroundedContext, task: StepTask) -> float | None:
 
 async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
                       record: Thought) -> None:
-    """Thought → action(s) → observation(s) (Figure 9), with Graph-CoT's functions as tools."""
+    """Thought → action(s) → observation(s) (Figure 9), with Graph-CoT's functions as tool calls or as text
+    actions (``action_format``)."""
     step = len(task["chain"]) + 1
     values = {"examples": P.AGENT_EXAMPLES, "graph_definition": task["graph_definition"],
               "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": step,
@@ -532,19 +543,27 @@ async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, grap
     record["thought"] = thought
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
                                retrieve_field=ctx.retrieve_field, embedder=ctx.embedder())
-    reply = await llm.message(P.render(P.AGENT_ACTION, thought=thought, **values), tools=functions.tools(),
-                              tool_choice="any")
-    calls = list(reply.tool_calls or [])
+    if ctx.action_format == "text":
+        written = (await llm.text(P.render(P.AGENT_ACTION_TEXT, thought=thought, **values))).strip()
+        record["action_text"] = written
+        calls = parse_actions(written)
+    else:
+        reply = await llm.message(P.render(P.AGENT_ACTION, thought=thought, **values), tools=functions.tools(),
+                                  tool_choice="any")
+        calls = [ParsedAction(str(c.get("name")), dict(c.get("args") or {}), "") for c in reply.tool_calls or []]
+        if not calls:
+            text = str(reply.content or "").strip()
+            record["observation"] = ("Invalid action: no graph function was called. Call one of RetrieveNode, "
+                                     "NodeFeature, NeighbourCheck, NodeDegree or Finish." +
+                                     (f" (The reply was: {text[:200]})" if text else ""))
     actions: list[dict[str, Any]] = []
-    if not calls:
-        text = str(reply.content or "").strip()
-        record["observation"] = ("Invalid action: no graph function was called. Call one of RetrieveNode, "
-                                 "NodeFeature, NeighbourCheck, NodeDegree or Finish." +
-                                 (f" (The reply was: {text[:200]})" if text else ""))
     for call in calls[: ctx.max_actions]:
-        args = call.get("args") or {}
-        observation = await asyncio.to_thread(functions.call, str(call.get("name")), dict(args))
-        actions.append({"name": call.get("name"), "args": dict(args), "observation": observation.text,
+        if call.error is not None:
+            actions.append({"name": call.name or "(unreadable)", "args": {}, "written": call.written[:300],
+                            "observation": call.error, "ok": False})
+            continue
+        observation = await asyncio.to_thread(functions.call, call.name, dict(call.args))
+        actions.append({"name": call.name, "args": dict(call.args), "observation": observation.text,
                         "ok": observation.ok})
         if observation.finished:
             record["finished"] = True

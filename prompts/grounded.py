@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from prompts.kgot import placeholders, render
 
-__all__ = ["AGENT_ACTION", "AGENT_EXAMPLES", "AGENT_THOUGHT", "ENTITY_EXTRACTION", "EXPLORE_EXAMPLES",
+__all__ = ["AGENT_ACTION", "AGENT_ACTION_TEXT", "AGENT_EXAMPLES", "AGENT_THOUGHT", "ENTITY_EXTRACTION", "EXPLORE_EXAMPLES",
            "FINAL_ANSWER", "KG_RAG_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",
            "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_BEST", "SELECTION_VOTE", "placeholders", "render"]
 
@@ -79,6 +79,15 @@ Action 2: NodeDegree[p_2210, cited_by]
 Observation 2: The cited_by neighbor node degree of p_2210 is: 14.
 Thought 3: 14 papers cite it.
 Action 3: Finish[14]"""
+
+AGENT_ACTION_TEXT = "[stage: agent action, step {step}, candidate {candidate}]\n" + _AGENT_TASK + """
+<thought>Thought {step}: {thought}</thought>
+<instructions>
+Write Action {step}: the graph function call (or calls, separated by commas) that this thought needs, written as
+Function[arguments] like the examples, with node IDs exactly as the graph returned them and neighbour types and
+feature names as in the graph definition. Write Finish[answer] once you know the answer. Reply with the action
+only.
+</instructions>"""
 
 # --------------------------------------------------------------------------------------------------------------
 # Automatic graph exploration (§4.2.2, Figure 10, Algorithm 1)

@@ -3,7 +3,7 @@ Each test drives the real graph and store with a scripted model."""
 
 from __future__ import annotations
 
-from tests.grounded.conftest import step
+from tests.grounded.conftest import step, thought
 from tests.grounded.test_graph import run
 
 GOLD = "Ann Lee, Bo Chen"
@@ -49,6 +49,54 @@ async def test_selection_by_vote_keeps_the_states_with_most_votes(academic):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Text actions (Graph-CoT's protocol)
+# --------------------------------------------------------------------------------------------------------------
+def text_action(step_no: int, text: str, *, times: int = 1) -> dict:
+    return step(rf"\[stage: agent action, step {step_no}\b", times=times, content=text)
+
+
+async def test_text_actions_several_per_step(academic):
+    steps = [
+        thought(1, "I need the paper node first."), text_action(1, "Action 1: RetrieveNode[Deep Graphs]"),
+        thought(2, "Its authors."), text_action(2, "NeighbourCheck[p1, author]\nObservation 2: (made up)"),
+        thought(3, "Their names."), text_action(3, "NodeFeature[a1, name], NodeFeature[a2, name]"),
+        thought(4, "Done."), text_action(4, "Finish[Ann Lee, Bo Chen]"),
+    ]
+    state, model, _ = await run(academic, steps, action_format="text")
+    assert state["final_answer"] == GOLD and state["exit_reason"] == "finished"
+    chain = [state["thoughts"][t] for t in ("t0.1", "t0.1.1", "t0.1.1.1")]
+    assert chain[1]["actions"] == [{"name": "NeighbourCheck", "args": {"node_id": "p1", "neighbor_type": "author"},
+                                    "observation": 'The author neighbors of p1 are: ["a1", "a2"].', "ok": True}]
+    assert [a["observation"] for a in chain[2]["actions"]] == ["The name feature of a1 is: Ann Lee.",
+                                                              "The name feature of a2 is: Bo Chen."]
+    action_prompt = model.calls[1]
+    assert "Write Action 1:" in action_prompt and "Function[arguments]" in action_prompt
+    assert "Action 3.2: NodeFeature[a2, name]" in model.calls[-1]
+
+
+async def test_malformed_text_actions_become_clear_observations(academic):
+    steps = [
+        thought(1, "Try things."),
+        text_action(1, "NodeFeature[p1], Fly[moon], NeighbourCheck[p1, editor], RetrieveNode[Deep Graphs"),
+        thought(2, "Think aloud."), text_action(2, "I should look up the paper."),
+        thought(3, "Finish."), text_action(3, "Finish[nobody]"),
+    ]
+    state, model, _ = await run(academic, steps, action_format="text")
+    first = state["thoughts"]["t0.1"]["actions"]
+    assert [a["observation"] for a in first] == [
+        "NodeFeature takes 2 arguments: write NodeFeature[node_id, feature], e.g. NodeFeature[p_12, title].",
+        ("Invalid action 'Fly'. Valid actions are RetrieveNode[keyword], NodeFeature[node_id, feature], "
+        "NeighbourCheck[node_id, neighbor_type], NodeDegree[node_id, neighbor_type] and Finish[answer]."),
+        "Node p1 has no 'editor' neighbours; its neighbour types are: author, venue.",
+        "RetrieveNode[...] has no closing bracket: write RetrieveNode[arguments]."]
+    assert not any(a["ok"] for a in first)
+    second = state["thoughts"]["t0.1.1"]["actions"][0]
+    assert second["observation"].startswith("Invalid action: no Function[arguments] was found in 'I should look up")
+    assert "Action 1.1: NodeFeature[p1]" in model.calls[2] and "Action 2: I should look up the paper." in model.calls[4]
+    assert state["final_answer"] == "nobody"
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The presets
 # --------------------------------------------------------------------------------------------------------------
 def test_every_row_has_a_paper_preset_with_the_protocol():
@@ -61,3 +109,4 @@ def test_every_row_has_a_paper_preset_with_the_protocol():
         assert {k: getattr(ctx, k) for k in values} == values
         assert {k: getattr(ctx, k) for k in PAPER_PROTOCOL} == PAPER_PROTOCOL
     assert PAPER_PROTOCOL["selection"] == "vote" and PAPER_PROTOCOL["vote_samples"] > 1
+    assert PAPER_PROTOCOL["action_format"] == "text"
