@@ -286,6 +286,12 @@ def _grounded_stats(state: dict[str, Any]) -> dict[str, Any]:
             "tool_calls": sum(len(t.get("actions") or []) for t in thoughts.values())}
 
 
+def given_answer(state: dict[str, Any]) -> Any:
+    """The answer a grounded or retrieval run gave, as scored: empty when it gave none (Graph-CoT scores an empty
+    answer), where ``final_answer`` would say "No solution found"."""
+    return state["answer"] if "answer" in state else state.get("final_answer")
+
+
 def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug GRBench and its fixture into :mod:`evals.datasets`, the scorer and the grounded adapters into the runner."""
     from evals.datasets import DatasetSpec
@@ -300,4 +306,6 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                          splits=("all", *fixture_domains), default_split="all", group_label="Domain and template",
                          how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
     register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw))
-    register_adapter("grounded", Adapter(stats=_grounded_stats))
+    register_adapter("grounded", Adapter(to_answer=given_answer, stats=_grounded_stats))
+    for workflow in ("text-rag", "graph-rag"):
+        register_adapter(workflow, Adapter(to_answer=given_answer))

@@ -47,6 +47,8 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "selection": "vote", "vote_samples": 5, "score_samples": 3, "evaluate_temperature": 0.7,
     # Graph-CoT's agent writes its actions as text (``Action n: Function[args]``, several per step)
     "action_format": "text",
+    # Graph-CoT's agent returns an empty answer when it reaches its step limit (§7: "reached the limit")
+    "answer_at_limit": False,
 }
 
 #: Named contexts (``--preset``): each row with the project's defaults, and ``paper-<row>`` with the paper's

@@ -82,6 +82,10 @@ class GroundedContext(Context):
     """``k``: candidate next steps per kept state (ToT / GoT)."""
     keep: int = 3
     """``t``: states kept per depth (ToT / GoT)."""
+    answer_at_limit: bool = True
+    """When the search reaches its step (depth) limit with no final state: ``True`` asks the model for an answer
+    from the best chain; ``False`` answers nothing, as Graph-CoT's code does (an empty answer, which §7 counts as
+    "reached the limit")."""
     stop_at_best_final: bool = True
     """ToT / GoT: stop once the best state kept at a depth has finished (else: when all kept states have)."""
     score_samples: int = 1
@@ -950,7 +954,9 @@ def best_state(state: GroundedState) -> tuple[str, str]:
 
 
 async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """The final answer: Finish's answer of the best final state, else the LLM's answer from its chain."""
+    """The final answer: Finish's answer of the state that ended the search, else the LLM's answer from its chain
+    (none at the step limit when ``answer_at_limit`` is off). ``answer`` is the answer as given (empty for none),
+    ``final_answer`` says "No solution found" then."""
     ctx = grounded_context_of(runtime)
     best, why = best_state(state)
     thoughts = state.get("thoughts") or {}
@@ -958,6 +964,9 @@ async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dic
     llm = LLMCaller(ctx, ROLE)
     if record.get("answer"):
         text = str(record["answer"])
+    elif why == "reached the step limit" and not ctx.answer_at_limit:
+        text = ""
+        why += " (no answer: answer_at_limit is off)"
     else:
         reply = await _structured(llm, P.render(P.FINAL_ANSWER, question=state["question"],
                                                 chain=render_chain(chain_of(thoughts, best))), FinalAnswer,

@@ -97,6 +97,24 @@ async def test_malformed_text_actions_become_clear_observations(academic):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# At the step limit
+# --------------------------------------------------------------------------------------------------------------
+async def test_at_the_step_limit_the_paper_protocol_answers_nothing(academic):
+    steps = [thought(i, f"Looking around {i}.") for i in (1, 2)] + [
+        text_action(1, "RetrieveNode[KDD]"), text_action(2, "NodeDegree[v1, paper]"),
+        step(r"\[stage: final answer\]", structured={"answer": "2 papers"})]
+    state, model, _ = await run(academic, steps, max_steps=2, action_format="text", answer_at_limit=False)
+    assert state["answer"] == "" and state["final_answer"] == "No solution found"
+    assert state["exit_reason"] == "reached the step limit (no answer: answer_at_limit is off)"
+    assert not any("[stage: final answer]" in c for c in model.calls) and len(model.calls) == 4
+
+    from evals.grbench import error_type, given_answer
+    assert given_answer(state) == "" and error_type(False, "Bo Chen", state) == "reached the step limit"
+    forced, model, _ = await run(academic, steps, max_steps=2, action_format="text")
+    assert forced["final_answer"] == forced["answer"] == "2 papers" and "[stage: final answer]" in model.calls[-1]
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The presets
 # --------------------------------------------------------------------------------------------------------------
 def test_every_row_has_a_paper_preset_with_the_protocol():
@@ -109,4 +127,4 @@ def test_every_row_has_a_paper_preset_with_the_protocol():
         assert {k: getattr(ctx, k) for k in values} == values
         assert {k: getattr(ctx, k) for k in PAPER_PROTOCOL} == PAPER_PROTOCOL
     assert PAPER_PROTOCOL["selection"] == "vote" and PAPER_PROTOCOL["vote_samples"] > 1
-    assert PAPER_PROTOCOL["action_format"] == "text"
+    assert PAPER_PROTOCOL["action_format"] == "text" and PAPER_PROTOCOL["answer_at_limit"] is False
