@@ -49,6 +49,9 @@ PAPER_PROTOCOL: dict[str, Any] = {
     "action_format": "text",
     # Graph-CoT's agent returns an empty answer when it reaches its step limit (§7: "reached the limit")
     "answer_at_limit": False,
+    # Graph-CoT's prompts give a written definition per domain (and its examples per domain: domain=auto, the
+    # default, picks them from the graph's node types)
+    "definition_source": "domain",
 }
 
 #: Named contexts (``--preset``): each row with the project's defaults, and ``paper-<row>`` with the paper's

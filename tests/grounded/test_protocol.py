@@ -3,8 +3,22 @@ Each test drives the real graph and store with a scripted model."""
 
 from __future__ import annotations
 
+import json
+import re
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from evals.grbench import QUESTIONS_DIR, fixture_graph, fixture_questions
+from graphs.grounded import compile_graph
+from kgagents.cli_grounded import gold_path_steps
+from kgagents.scripted import ScriptedChatModel
+from nodes.grounded import GroundedContext
+from prompts.grounded_domains import DOMAINS, domain_of_types
 from tests.grounded.conftest import step, thought
 from tests.grounded.test_graph import run
+from tools.graph_functions import parse_actions
+from tools.pgraph import open_graph
 
 GOLD = "Ann Lee, Bo Chen"
 
@@ -71,7 +85,8 @@ async def test_text_actions_several_per_step(academic):
                                                               "The name feature of a2 is: Bo Chen."]
     action_prompt = model.calls[1]
     assert "Write Action 1:" in action_prompt and "Function[arguments]" in action_prompt
-    assert "Action 3.2: NodeFeature[a2, name]" in model.calls[-1]
+    assert "Action 3: NodeFeature[a1, name], NodeFeature[a2, name]\nObservation 3.1: The name feature of a1 is: " \
+        "Ann Lee.\nObservation 3.2: The name" in model.calls[-1]
 
 
 async def test_malformed_text_actions_become_clear_observations(academic):
@@ -92,7 +107,7 @@ async def test_malformed_text_actions_become_clear_observations(academic):
     assert not any(a["ok"] for a in first)
     second = state["thoughts"]["t0.1.1"]["actions"][0]
     assert second["observation"].startswith("Invalid action: no Function[arguments] was found in 'I should look up")
-    assert "Action 1.1: NodeFeature[p1]" in model.calls[2] and "Action 2: I should look up the paper." in model.calls[4]
+    assert "Action 1: NodeFeature[p1], Fly[moon], NeighbourCheck[p1, editor], RetrieveNode[Deep Graphs" in model.calls[2] and "Action 2: I should look up the paper." in model.calls[4]
     assert state["final_answer"] == "nobody"
 
 
@@ -115,6 +130,73 @@ async def test_at_the_step_limit_the_paper_protocol_answers_nothing(academic):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Per-domain examples and definitions
+# --------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("fixture_domain, expected", [("dblp", "dblp"), ("maple/Physics", "maple"),
+                                                      ("goodreads", "goodreads"), ("amazon", "amazon"),
+                                                      ("biomedical", "biomedical")])
+def test_the_domain_of_each_grbench_graph(fixture_domain, expected):
+    graph = open_graph(str(fixture_graph(fixture_domain)))
+    assert domain_of_types(graph.type_features()) == expected
+
+
+def test_the_domain_of_other_graphs():
+    legal = {"opinion": ["plain_text"], "opinion_cluster": ["syllabus"], "docket": ["case_name"], "court": ["full_name"]}
+    assert domain_of_types(legal) == "legal"
+    assert domain_of_types({"paper": ["title", "label"], "author": ["name"], "venue": ["name"]}) == "maple"
+    assert domain_of_types({"person": ["name"], "city": ["name"]}) == "generic"
+
+
+_OBSERVATION = re.compile(r"Observation \d+(\.\d+)?: (The ID of this retrieval target node is \S+\.|The \S+( \S+)? "
+                          r"neighbors of \S+ are: \[.*\]\.|The \w+ feature of \S+ is: .+\.|The \S+( \S+)? neighbor node "
+                          r"degree of \S+ is: \d+\.)$")
+
+
+@pytest.mark.parametrize("domain", sorted(DOMAINS))
+def test_each_domain_s_examples_are_written_as_the_functions_answer(domain):
+    """Every example action parses, and every observation is written as tools.graph_functions writes it."""
+    text = DOMAINS[domain].agent_examples
+    actions = [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Action ")]
+    assert actions and all(a.error is None for line in actions for a in parse_actions(line))
+    observations = [line for line in text.splitlines() if line.startswith("Observation ")]
+    assert observations and [o for o in observations if not _OBSERVATION.match(o)] == []
+    assert text.count("Question:") >= 2 and "Finish[" in text
+
+
+def test_the_examples_show_no_grbench_question():
+    questions = [json.loads(line)["question"].lower() for path in sorted(QUESTIONS_DIR.glob("*.jsonl"))
+                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    entities = {r["entity"].lower() for r in fixture_questions()}
+    for domain, prompts in DOMAINS.items():
+        text = (prompts.agent_examples + prompts.explore_examples).lower()
+        named = re.findall(r'"([^"]{8,})"', text)  # the entities the examples' questions name
+        assert named, domain
+        for name in named:
+            assert not any(name in question for question in questions), (domain, name)
+        assert not [e for e in entities if len(e) > 12 and e in text], domain
+
+
+async def test_the_prompts_show_the_domain_s_examples_and_definition(tmp_path):
+    row = next(r for r in fixture_questions("goodreads") if r["qid"] == "10")
+    source = str(fixture_graph("goodreads"))
+    steps = gold_path_steps(row, open_graph(source))
+    for definition_source, shown in (("schema", "book -[author]-> author"), ("domain", "Node types: book, author, publisher, series.")):
+        model = ScriptedChatModel(steps=steps)
+        context = GroundedContext(model=model, definition_source=definition_source)
+        state = await compile_graph(InMemorySaver()).ainvoke(
+            {"question": row["question"], "graph": source}, {"configurable": {"thread_id": definition_source}},
+            context=context)
+        assert state["domain"] == "goodreads" and state["final_answer"] == row["answer"]
+        assert shown in model.calls[0] and "The Lantern Keeper's Daughter" in model.calls[0]
+        assert "Graph Reasoning at Scale" not in model.calls[0]
+    model = ScriptedChatModel(steps=steps)
+    state = await compile_graph(InMemorySaver()).ainvoke(
+        {"question": row["question"], "graph": source}, {"configurable": {"thread_id": "g"}},
+        context=GroundedContext(model=model, domain="generic"))
+    assert "Graph Reasoning at Scale" in model.calls[0] and state["domain"] == "generic"
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The presets
 # --------------------------------------------------------------------------------------------------------------
 def test_every_row_has_a_paper_preset_with_the_protocol():
@@ -128,3 +210,4 @@ def test_every_row_has_a_paper_preset_with_the_protocol():
         assert {k: getattr(ctx, k) for k in PAPER_PROTOCOL} == PAPER_PROTOCOL
     assert PAPER_PROTOCOL["selection"] == "vote" and PAPER_PROTOCOL["vote_samples"] > 1
     assert PAPER_PROTOCOL["action_format"] == "text" and PAPER_PROTOCOL["answer_at_limit"] is False
+    assert PAPER_PROTOCOL["definition_source"] == "domain" and GroundedContext().domain == "auto"
