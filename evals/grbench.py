@@ -237,7 +237,8 @@ def method_label(manifest: Mapping[str, Any]) -> str:
         if strategy != "CoT":
             name += f" ({ctx.get('evaluator', 'select')})"
     else:
-        name = {"zeroshot": "Base (zero-shot)", "text-rag": "Text-RAG", "graph-rag": "Graph-RAG"}.get(workflow, workflow)
+        name = {"base": "Base (zero-shot)", "zeroshot": "Base (zero-shot, KGoT's prompt)", "text-rag": "Text-RAG",
+                "graph-rag": "Graph-RAG"}.get(workflow, workflow)
     return f"{name}, {model}" if model else name
 
 
@@ -307,5 +308,5 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                          how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
     register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw))
     register_adapter("grounded", Adapter(to_answer=given_answer, stats=_grounded_stats))
-    for workflow in ("text-rag", "graph-rag"):
+    for workflow in ("base", "text-rag", "graph-rag"):
         register_adapter(workflow, Adapter(to_answer=given_answer))

@@ -52,6 +52,9 @@ PAPER_PROTOCOL: dict[str, Any] = {
     # Graph-CoT's prompts give a written definition per domain (and its examples per domain: domain=auto, the
     # default, picks them from the graph's node types)
     "definition_source": "domain",
+    # §5: "Mpnet-v2 is used as the retriever, and FAISS is employed for indexing" (Graph-CoT: all-mpnet-base-v2,
+    # an exact IndexFlatIP); the default vector_index is exact already
+    "embedding_model": "all-mpnet-base-v2", "vector_index": "exact",
 }
 
 #: Named contexts (``--preset``): each row with the project's defaults, and ``paper-<row>`` with the paper's

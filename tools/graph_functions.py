@@ -81,12 +81,14 @@ class GraphFunctions:
     names = ("RetrieveNode", "NodeFeature", "NeighbourCheck", "NodeDegree", FINISH)
 
     def __init__(self, graph: StaticKG, *, max_chars: int = 2000, retrieve_k: int = 1,
-                 retrieve_field: str = "name", embedder: Any = None) -> None:
+                 retrieve_field: str = "name", embedder: Any = None, index: str | None = "exact") -> None:
         self.graph = graph
         self.max_chars = max_chars
         self.retrieve_k = retrieve_k
         self.retrieve_field = retrieve_field
         self.embedder = embedder
+        self.index = index
+        """The kind of vector index RetrieveNode searches (``exact``, ``ivf``; ``None``: by the graph's size)."""
 
     # --- the functions -------------------------------------------------------------------------------------
     def retrieve_node(self, keyword: str) -> Observation:
@@ -96,7 +98,7 @@ class GraphFunctions:
         exact = self.graph.nodes_named(keyword)
         found = [n.id for n in exact][: self.retrieve_k] or \
             [i for i, _ in self.graph.nearest_nodes(keyword, self.retrieve_k, field=self.retrieve_field,
-                                                    embedder=self.embedder)]
+                                                    embedder=self.embedder, index=self.index)]
         if not found:
             return Observation("There is no information that can be matched in the database. Please try another "
                                "query.", ok=False)

@@ -197,6 +197,71 @@ async def test_the_prompts_show_the_domain_s_examples_and_definition(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# The retriever: the embedder by name, an exact index
+# --------------------------------------------------------------------------------------------------------------
+def test_the_embedder_is_chosen_by_name():
+    from graphs.grounded import PAPER_PROTOCOL
+    from tools.pgraph.embeddings import LazyEmbedder
+    from tools.pgraph.vectors import DEFAULT_MODEL_ID, model_id_of
+
+    for name in (None, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        ctx = GroundedContext(embedding_model=name)
+        assert ctx.embedder() is None and model_id_of(ctx.embedder()) == DEFAULT_MODEL_ID  # the packaged model
+    paper = GroundedContext(embedding_model=PAPER_PROTOCOL["embedding_model"]).embedder()
+    assert isinstance(paper, LazyEmbedder) and paper.model == "sentence-transformers/all-mpnet-base-v2"
+    assert model_id_of(paper) == "sentence-transformers_all-mpnet-base-v2"
+    assert GroundedContext().vector_index == "exact" == PAPER_PROTOCOL["vector_index"]
+
+
+async def test_a_named_embedder_serves_node_search(academic):
+    """The packaged model by its name: RetrieveNode's nearest-name search (no exact match) finds the paper."""
+    steps = [thought(1, "Find the paper."), text_action(1, "RetrieveNode[deep graph paper]"),
+             thought(2, "Done."), text_action(2, "Finish[p1]")]
+    state, _, _ = await run(academic, steps, action_format="text", embedding_model="all-MiniLM-L6-v2")
+    assert state["thoughts"]["t0.1"]["actions"][0]["observation"] == "The ID of this retrieval target node is p1."
+    assert state["final_answer"] == "p1"
+
+
+async def test_an_embedder_that_cannot_be_loaded_is_a_clear_error_at_the_start(academic, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match=r"cannot be loaded.*needs the network.*embedding_model=all-MiniLM-L6-v2") as e:
+        await run(academic, [], embedding_model="sentence-transformers/no-such-embedder-here")
+    assert "no-such-embedder-here" in str(e.value)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Baselines as the paper's
+# --------------------------------------------------------------------------------------------------------------
+async def test_base_asks_for_the_answer_only(tmp_path):
+    from kgagents.workflows import load_workflow
+
+    model = ScriptedChatModel(steps=[step(r"\[stage: zero-shot answer\]", content=" Yang Yang ")])
+    graph = load_workflow("base").compile_graph(InMemorySaver())
+    state = await graph.ainvoke({"question": "Who wrote X?", "graph": "ignored"}, {"configurable": {"thread_id": "b"}},
+                                context={"model": model})
+    assert state["answer"] == state["final_answer"] == "Yang Yang"
+    prompt = model.calls[0]
+    assert "Reply with the answer only" in prompt and "<question>Who wrote X?</question>" in prompt
+    assert "<context>" not in prompt and "FINAL ANSWER" not in prompt
+
+
+async def test_rag_retrieves_over_names_by_default_and_over_texts_when_asked():
+    from kgagents.workflows import load_workflow
+    from nodes.kg_rag import KGRagContext
+
+    row = next(r for r in fixture_questions("dblp") if r["qid"] == "0")
+    source = str(fixture_graph("dblp"))
+    for field in ("name", "text"):
+        model = ScriptedChatModel(steps=[step(r"\[stage: rag answer\]", content="someone")])
+        ctx = KGRagContext(model=model) if field == "name" else KGRagContext(model=model, rag_field="text")
+        assert ctx.vector_index == "exact"
+        state = await load_workflow("graph-rag").compile_graph(InMemorySaver()).ainvoke(
+            {"question": row["question"], "graph": source}, {"configurable": {"thread_id": field}}, context=ctx)
+        assert state["retrieved"] == [row["start"]], field  # the paper the question names
+    assert KGRagContext().rag_field == "name"
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The presets
 # --------------------------------------------------------------------------------------------------------------
 def test_every_row_has_a_paper_preset_with_the_protocol():
