@@ -53,6 +53,7 @@ SelectionStyle = Literal["rank", "vote"]
 ActionFormat = Literal["tools", "text"]
 DefinitionSource = Literal["schema", "domain"]
 VectorIndexKind = Literal["exact", "ivf"]
+ReverseRelations = Literal["missing", "always"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -111,6 +112,10 @@ class GroundedContext(Context):
     """Exploration: neighbours kept per relation by neighbour pruning."""
     neighbours_shown: int = 50
     """Exploration: at most this many tail entities are offered to neighbour pruning."""
+    reverse_relations: ReverseRelations = "missing"
+    """Exploration: which incoming relations are offered to relation pruning (marked "(reverse)"): ``missing``
+    (only those the graph does not also list as an outgoing relation the other way, as GRBench lists every
+    neighbour at both ends) or ``always`` (every incoming-only relation)."""
     max_actions: int = 20
     """Agent: graph-function calls executed per step (Graph-CoT runs every call of an action step)."""
     action_format: ActionFormat = "tools"
@@ -169,6 +174,8 @@ class GroundedContext(Context):
             raise ValueError(f"domain must be auto or one of {', '.join(DOMAINS)}, not {self.domain!r}")
         if self.definition_source not in ("schema", "domain"):
             raise ValueError(f"definition_source must be schema or domain, not {self.definition_source!r}")
+        if self.reverse_relations not in ("missing", "always"):
+            raise ValueError(f"reverse_relations must be missing or always, not {self.reverse_relations!r}")
         if self.vector_index not in ("exact", "ivf"):
             raise ValueError(f"vector_index must be exact or ivf, not {self.vector_index!r}")
         if self.action_format not in ("tools", "text"):
@@ -553,26 +560,40 @@ def task_of(state: GroundedState, thought_id: str, depth: int, parents: list[str
 # A candidate step
 # --------------------------------------------------------------------------------------------------------------
 async def generate_step(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """One candidate next step of a state, grounded by the run's interaction method."""
+    """One candidate next step of a state: its thought, grounded by the run's interaction method. The candidate
+    (the thought, and the agent's action) is sampled at the candidate temperature; exploration's decisions
+    (entity extraction, pruning, End?) at the context's temperature."""
     ctx = grounded_context_of(runtime)
     llm = LLMCaller(ctx, ROLE, temperature=_branch_temperature(ctx, task))
+    decider = LLMCaller(ctx, ROLE)
     record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="step",
                      finished=False, answer=None, error=None)
     try:
         graph = await graph_for(task["graph_ref"])
-        if ctx.interaction == "agent":
-            await _agent_step(task, ctx, llm, graph, record)
-        else:
-            await _explore_step(task, ctx, llm, graph, record)
+        think = _agent_thought if ctx.interaction == "agent" else _search_thought
+        record["thought"] = await think(task, ctx, llm)
+        await ground(task, ctx, llm, decider, graph, record)
     except LLMError as exc:  # the step is recorded as failed; the evaluator and the other branches go on
         llm.failed(exc, f"candidate step {record['id']} fails; the other candidates go on")
         record["error"] = str(exc)[:500]
         record.setdefault("thought", "")
-    return {"thoughts": {record["id"]: record}, **accounting(llm)}
+    return {"thoughts": {record["id"]: record}, **accounting(llm, decider)}
+
+
+async def ground(task: StepTask, ctx: GroundedContext, llm: LLMCaller, decider: LLMCaller, graph: StaticKG,
+                 record: Thought) -> None:
+    """Ground the thought in ``record`` (the next step of ``task["chain"]``): the agent's action(s) and their
+    observations (asked of ``llm``), or automatic graph exploration (its decisions asked of ``decider``)."""
+    if ctx.interaction == "agent":
+        await _agent_actions(task, ctx, llm, graph, record)
+    else:
+        await _explore_search(task, ctx, decider, graph, record)
 
 
 def _candidate(task: StepTask, ctx: GroundedContext) -> str:
-    """``j of k``: which of its state's candidates this step is (the last part of its id)."""
+    """``j of k``: which of its state's candidates this step is (the last part of its id); a merge says so."""
+    if len(task["parents"]) > 1:
+        return "merge of " + " + ".join(task["parents"])
     return f"{task['id'].rsplit('.', 1)[-1]} of {ctx.width[0]}"
 
 
@@ -583,17 +604,25 @@ def _branch_temperature(ctx: GroundedContext, task: StepTask) -> float | None:
     return ctx.candidate_temperature
 
 
-async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
-                      record: Thought) -> None:
-    """Thought → action(s) → observation(s) (Figure 9), with Graph-CoT's functions as tool calls or as text
-    actions (``action_format``)."""
-    step = len(task["chain"]) + 1
-    values = {"examples": DOMAINS[task["domain"]].agent_examples, "graph_definition": task["graph_definition"],
-              "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": step,
-              "candidate": _candidate(task, ctx)}
+def _agent_values(task: StepTask, ctx: GroundedContext) -> dict[str, Any]:
+    return {"examples": DOMAINS[task["domain"]].agent_examples, "graph_definition": task["graph_definition"],
+            "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": len(task["chain"]) + 1,
+            "candidate": _candidate(task, ctx)}
+
+
+async def _agent_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) -> str:
+    """The agent's thought (Figure 9): what it knows and what it needs next."""
+    values = _agent_values(task, ctx)
     thought = (await llm.text(P.render(P.AGENT_THOUGHT, **values))).strip()
-    thought = re.sub(rf"^\s*Thought\s*{step}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
-    record["thought"] = thought
+    return re.sub(rf"^\s*Thought\s*{values['step']}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+
+
+async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
+                         record: Thought) -> None:
+    """The action(s) the thought needs and their observations (Figure 9), with Graph-CoT's functions as tool calls
+    or as text actions (``action_format``)."""
+    values = _agent_values(task, ctx)
+    thought = record.get("thought", "")
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
                                retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=ctx.vector_index)
     if ctx.action_format == "text":
@@ -629,19 +658,23 @@ async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, grap
     record["actions"] = actions
 
 
-async def _explore_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
-                        record: Thought) -> None:
-    """Thought → entity extraction → graph search with relation and neighbour pruning → End? (Figure 10,
-    Algorithm 1)."""
+async def _search_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) -> str:
+    """Exploration's next thought (Figure 10) from the thoughts, triples and attributes so far."""
     chain = task["chain"]
-    step = len(chain) + 1
     thought = (await llm.text(P.render(
-        P.SEARCH_THOUGHT, step=step, candidate=_candidate(task, ctx), examples=DOMAINS[task["domain"]].explore_examples,
-        graph_definition=task["graph_definition"],
+        P.SEARCH_THOUGHT, step=len(chain) + 1, candidate=_candidate(task, ctx),
+        examples=DOMAINS[task["domain"]].explore_examples, graph_definition=task["graph_definition"],
         question=task["question"], triples=_triples_of(chain), thoughts=_thoughts_of(chain),
         attributes=_attributes_of(chain)))).strip()
-    thought = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
-    record["thought"] = thought
+    return re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+
+
+async def _explore_search(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
+                          record: Thought) -> None:
+    """Entity extraction from the thought → graph search with relation and neighbour pruning → End? (Figure 10,
+    Algorithm 1)."""
+    chain = task["chain"]
+    thought = record.get("thought", "")
     text = thought if chain else f"{task['question']}\n{thought}"  # the first step also reads the question
     extracted = await _structured(llm, P.render(P.ENTITY_EXTRACTION, text=text), EntityList)
     entities = [e.strip() for e in (extracted.entities if extracted else []) if e.strip()]
@@ -732,7 +765,7 @@ async def _explore_entity(task: StepTask, ctx: GroundedContext, llm: LLMCaller, 
         attributes = [f"{name} — {k}: {str(shown[k])[:500]}" for k in keep]
         decisions.append({"stage": "attributes", "level": level + 1, "entity": name, "offered": list(shown),
                           "chosen": keep})
-    offered = _relation_labels(graph, node_id)
+    offered = _relation_labels(graph, node_id, ctx.reverse_relations)
     if not offered:
         decisions.append({"stage": "relations", "level": level + 1, "entity": name, "offered": [], "chosen": []})
         return [], [], attributes
@@ -790,11 +823,28 @@ def _matching(chosen: list[str], labels: dict[str, str]) -> list[str]:
 _REVERSE = " (reverse)"
 
 
-def _relation_labels(graph: StaticKG, node_id: str) -> list[str]:
-    """The node's relations as offered to pruning: outgoing ones by name, incoming-only ones marked reverse."""
+def _relation_labels(graph: StaticKG, node_id: str, reverse: str = "missing") -> list[str]:
+    """The node's relations as offered to pruning: outgoing ones by name; incoming-only ones marked reverse where
+    the graph does not list them the other way too (``reverse`` = ``missing``; ``always``: every one)."""
     out = graph.relations_of(node_id, "out")
     inbound = [r for r in graph.relations_of(node_id, "in") if r not in out]
+    if reverse == "missing" and inbound:
+        node_type = graph.node_type(node_id) or ""
+        schema = graph.schema()
+        inbound = [r for r in inbound if not _listed_both_ways(schema, r, node_type)]
     return [*out, *(r + _REVERSE for r in inbound)]
+
+
+def _listed_both_ways(schema: list[tuple[str, str, str, int]], relation: str, node_type: str) -> bool:
+    """Whether the graph lists the edges ``S -relation-> node_type`` the other way too, as GRBench lists every
+    neighbour at both ends: for each such pattern some ``node_type -r-> S`` has at least as many edges (10 %
+    short is tolerated: a dataset's lists may miss a few)."""
+    into = [(head, count) for head, r, tail, count in schema if r == relation and tail == node_type]
+    back: dict[str, int] = {}
+    for head, _, tail, count in schema:
+        if head == node_type:
+            back[tail] = max(back.get(tail, 0), count)
+    return bool(into) and all(back.get(head, 0) >= 0.9 * count for head, count in into)
 
 
 def _parse_label(label: str) -> tuple[str, Literal["out", "in"]]:

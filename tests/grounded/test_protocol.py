@@ -19,6 +19,7 @@ from tests.grounded.conftest import step, thought
 from tests.grounded.test_graph import run
 from tools.graph_functions import parse_actions
 from tools.pgraph import open_graph
+from tools.pgraph.build import GraphBuilder
 
 GOLD = "Ann Lee, Bo Chen"
 
@@ -194,6 +195,72 @@ async def test_the_prompts_show_the_domain_s_examples_and_definition(tmp_path):
         {"question": row["question"], "graph": source}, {"configurable": {"thread_id": "g"}},
         context=GroundedContext(model=model, domain="generic"))
     assert "Graph Reasoning at Scale" in model.calls[0] and state["domain"] == "generic"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Exploration as Algorithm 1
+# --------------------------------------------------------------------------------------------------------------
+def explore(stage: str, *, times: int = 0, context: str = "", **reply) -> dict:
+    return step(rf"\[stage: {stage}.*{context}" if context else rf"\[stage: {stage}", times=times, **reply)
+
+
+EXPLORE_AUTHORS = [
+    explore("search thought", content="I need the paper Deep Graphs and its authors."),
+    explore("entity extraction", structured={"entities": ["Deep Graphs"]}),
+    explore("search attributes", structured={"attributes": []}),
+    explore("prune relations", structured={"relations": ["author"]}),
+    explore("prune entities", structured={"entities": ["Ann Lee", "Bo Chen"]}),
+    explore("search end", structured={"sufficient": True}),
+    explore("final answer", structured={"answer": GOLD}),
+]
+
+
+def _offered(state: dict, thought_id: str = "t0.1") -> list[str]:
+    return next(d for d in state["thoughts"][thought_id]["decisions"] if d["stage"] == "relations")["offered"]
+
+
+async def test_no_reverse_duplicates_where_the_graph_lists_both_directions(academic, tmp_path):
+    state, _, _ = await run(academic, EXPLORE_AUTHORS, interaction="explore")
+    assert _offered(state) == ["author", "venue"] and state["final_answer"] == GOLD
+    state, _, _ = await run(academic, EXPLORE_AUTHORS, interaction="explore", reverse_relations="always")
+    assert _offered(state) == ["author", "venue", "paper (reverse)"]
+    # a graph that lists its edges one way only: incoming relations stay on offer, marked reverse
+    b = GraphBuilder(tmp_path / "one-way")
+    b.add_node("p1", type="paper", name="Deep Graphs")
+    b.add_node("a1", type="author", name="Ann Lee")
+    b.add_node("v1", type="venue", name="KDD")
+    b.add_edge("a1", "wrote", "p1")
+    b.add_edge("p1", "venue", "v1")
+    b.finish(name="one-way", fingerprint="0e" * 8, source={"path": "test"})
+    state, _, _ = await run(str(tmp_path / "one-way"), EXPLORE_AUTHORS, interaction="explore")
+    assert _offered(state) == ["venue", "wrote (reverse)"]
+
+
+async def test_exploration_decisions_at_the_context_temperature_candidates_at_the_candidate_one(academic,
+                                                                                                monkeypatch):
+    from nodes import grounded
+
+    seen: list[tuple[str, float | None]] = []
+
+    class Recording(grounded.LLMCaller):
+        async def text(self, prompt, **kw):
+            seen.append((str(prompt).split("]")[0], self.temperature))
+            return await super().text(prompt, **kw)
+
+        async def structured(self, prompt, schema, **kw):
+            seen.append((str(prompt).split("]")[0], self.temperature))
+            return await super().structured(prompt, schema, **kw)
+
+    monkeypatch.setattr(grounded, "LLMCaller", Recording)
+    steps = [*EXPLORE_AUTHORS, explore("selection vote", structured={"analysis": "", "best": 1})]
+    await run(academic, steps, interaction="explore", strategy="tot", branching=2, keep=1, temperature=0.1,
+              candidate_temperature=0.9)
+    by_stage: dict[str, set] = {}
+    for stage, temperature in seen:
+        by_stage.setdefault(stage.removeprefix("[stage: ").split(",")[0], set()).add(temperature)
+    assert by_stage["search thought"] == {0.9}
+    for decision in ("entity extraction", "prune relations", "prune entities", "search end"):
+        assert by_stage[decision] == {None}, decision  # None: the context's temperature (0.1)
 
 
 # --------------------------------------------------------------------------------------------------------------
