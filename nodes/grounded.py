@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -857,35 +858,46 @@ def _parse_label(label: str) -> tuple[str, Literal["out", "in"]]:
 # GoT: merge two candidates (eq. 3)
 # --------------------------------------------------------------------------------------------------------------
 def merge_tasks(state: GroundedState) -> list[StepTask]:
-    """Disjoint pairs of this depth's candidates, in id order: each pair becomes one merged thought."""
+    """⌊N/2⌋ disjoint pairs of this depth's N candidate steps (appendix E's count), each to be merged into one
+    thought. Divergent branches are paired first: the candidates are taken round-robin over their parents (in id
+    order), so two candidates of one parent are paired only when no other parent's candidate is left."""
     thoughts = state.get("thoughts") or {}
     depth = state.get("depth", 0) + 1
     candidates = sorted((t["id"] for t in thoughts.values()
                          if t.get("depth") == depth and t.get("kind") == "step" and not t.get("error")), key=_id_key)
+    by_parent: dict[str, list[str]] = {}
+    for c in candidates:
+        by_parent.setdefault((thoughts[c].get("parents") or [""])[0], []).append(c)
+    order = [c for turn in zip_longest(*by_parent.values()) for c in turn if c is not None]
     tasks = []
-    for i in range(0, len(candidates) - 1, 2):
-        a, b = candidates[i], candidates[i + 1]
+    for i in range(0, len(order) - 1, 2):
+        a, b = order[i], order[i + 1]
         tasks.append(task_of(state, f"m{depth}.{i // 2 + 1}", depth, [a, b], chain_of(thoughts, a),
                              chain_of(thoughts, b)))
     return tasks
 
 
 async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """``A(z_a, z_b)``: the next thought of the chain that merges two candidates; edges from both parents."""
+    """``A(z_a, z_b)``: the next thought of the chain that merges two candidates (edges from both parents), then
+    grounded like any step: the agent's action(s) on it, or graph exploration from it. Merges are made and
+    grounded at the context's temperature."""
     ctx = grounded_context_of(runtime)
     llm = LLMCaller(ctx, ROLE)
-    merged = {t["id"]: t for t in [*task["chain"], *task["chain_2"]]}
-    merged_chain = ordered(merged.values())
+    merged_chain = ordered({t["id"]: t for t in [*task["chain"], *task["chain_2"]]}.values())
     record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="merge",
                      finished=False, answer=None, error=None)
     try:
         text = await llm.text(P.render(P.MERGE, depth=task["depth"], question=task["question"],
                                        chain_1=render_chain(task["chain"]), chain_2=render_chain(task["chain_2"]),
                                        merged_chain=render_chain(merged_chain)))
-        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(), flags=re.IGNORECASE).strip()
+        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(),
+                                   flags=re.IGNORECASE).strip()
+        graph = await graph_for(task["graph_ref"])
+        await ground({**task, "chain": merged_chain}, ctx, llm, llm, graph, record)
     except LLMError as exc:
         llm.failed(exc, f"merge {record['id']} fails; the candidates go on unmerged")
-        record.update(thought="", error=str(exc)[:500])
+        record.update(error=str(exc)[:500])
+        record.setdefault("thought", "")
     return {"thoughts": {record["id"]: record}, **accounting(llm)}
 
 

@@ -184,6 +184,11 @@ async def test_got_merges_pairs_of_candidates(academic):
         step(r"\[stage: agent action, step 1\b.*Thought 1: Look at the venue", times=0,
              tool_calls=[{"name": "RetrieveNode", "args": {"keyword": "KDD"}}]),
         step(r"\[stage: merge thoughts, depth 1\]", content="Thought: The paper is p1; its authors are next."),
+        # the merged thought is grounded like a step: it is step 3 of the merged chain (both parents, then it)
+        step(r"\[stage: agent action, step 3, candidate merge of t0\.1 \+ t0\.2\]",
+             tool_calls=[{"name": "NeighbourCheck", "args": {"node_id": "p1", "neighbor_type": "author"}}]),
+        step(r"\[stage: agent action, step \d+, candidate merge of ", times=0,
+             tool_calls=[{"name": "Finish", "args": {"answer": "KDD"}}]),
         step(r"\[stage: selection vote, depth 1\]", structured={"analysis": "the merge", "best": [4, 1]}),
         # the children of the merge continue a chain of three thoughts (both parents and the merge): step 4
         step(r"\[stage: agent thought, step [24]\b", times=0, content="Check the authors."),
@@ -196,6 +201,7 @@ async def test_got_merges_pairs_of_candidates(academic):
     merge = state["thoughts"]["m1.1"]
     assert merge["kind"] == "merge" and merge["parents"] == ["t0.1", "t0.2"]
     assert merge["thought"] == "The paper is p1; its authors are next."
+    assert merge["actions"][0]["observation"] == 'The author neighbors of p1 are: ["a1", "a2"].'
     assert state["selections"][0]["candidates"] == ["t0.1", "t0.2", "t0.3", "m1.1"]
     assert state["selections"][0]["kept"] == ["m1.1", "t0.1"]
     merge_prompt = next(c for c in model.calls if "[stage: merge thoughts, depth 1]" in c)
@@ -204,7 +210,12 @@ async def test_got_merges_pairs_of_candidates(academic):
     child = chain_of(state["thoughts"], "m1.1.1")
     assert [t["id"] for t in child] == ["t0.1", "t0.2", "m1.1", "m1.1.1"]
     assert nodes.count("merge_thoughts") == 1 + 3  # depth 1: 3 candidates → 1 pair; depth 2: 6 → 3 pairs
-    assert "Thought 3 (merged): The paper is p1" in next(c for c in model.calls if "step 4, candidate 1" in c)
+    # depth 2 pairs divergent branches: each merge joins a child of m1.1 with a child of t0.1
+    assert [state["thoughts"][f"m2.{i}"]["parents"] for i in (1, 2, 3)] == [
+        ["m1.1.1", "t0.1.1"], ["m1.1.2", "t0.1.2"], ["m1.1.3", "t0.1.3"]]
+    child_prompt = next(c for c in model.calls if "step 4, candidate 1" in c)
+    assert "Thought 3 (merged): The paper is p1" in child_prompt
+    assert "Action 3: NeighbourCheck[p1, author]\nObservation 3: The author neighbors of p1" in child_prompt
     assert state["final_answer"] == "Ann Lee, Bo Chen"
 
 

@@ -16,7 +16,7 @@ from kgagents.scripted import ScriptedChatModel
 from nodes.grounded import GroundedContext
 from prompts.grounded_domains import DOMAINS, domain_of_types
 from tests.grounded.conftest import step, thought
-from tests.grounded.test_graph import run
+from tests.grounded.test_graph import explore, run
 from tools.graph_functions import parse_actions
 from tools.pgraph import open_graph
 from tools.pgraph.build import GraphBuilder
@@ -200,10 +200,6 @@ async def test_the_prompts_show_the_domain_s_examples_and_definition(tmp_path):
 # --------------------------------------------------------------------------------------------------------------
 # Exploration as Algorithm 1
 # --------------------------------------------------------------------------------------------------------------
-def explore(stage: str, *, times: int = 0, context: str = "", **reply) -> dict:
-    return step(rf"\[stage: {stage}.*{context}" if context else rf"\[stage: {stage}", times=times, **reply)
-
-
 EXPLORE_AUTHORS = [
     explore("search thought", content="I need the paper Deep Graphs and its authors."),
     explore("entity extraction", structured={"entities": ["Deep Graphs"]}),
@@ -261,6 +257,35 @@ async def test_exploration_decisions_at_the_context_temperature_candidates_at_th
     assert by_stage["search thought"] == {0.9}
     for decision in ("entity extraction", "prune relations", "prune entities", "search end"):
         assert by_stage[decision] == {None}, decision  # None: the context's temperature (0.1)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# GoT: merges of divergent branches, grounded like steps
+# --------------------------------------------------------------------------------------------------------------
+async def test_a_merged_thought_is_grounded_by_graph_exploration(academic):
+    """Both candidates explore Deep Graphs (its venue, KDD); the merged thought names KDD, which exploration then
+    explores (an entity the chains had seen but not visited)."""
+    steps = [
+        explore("search thought", content="Find Deep Graphs."),
+        explore("merge thoughts", content="Next thought: KDD published Deep Graphs; which other papers did it publish?"),
+        explore("entity extraction", context="other papers", structured={"entities": ["KDD"]}),
+        explore("entity extraction", structured={"entities": ["Deep Graphs"]}),
+        explore("search attributes", structured={"attributes": []}),
+        explore("prune relations", context="<head_entity>KDD", structured={"relations": ["paper"]}),
+        explore("prune relations", structured={"relations": ["venue"]}),
+        explore("prune entities", context="<relation>paper", structured={"entities": ["Shallow Nets"]}),
+        explore("prune entities", structured={"entities": ["KDD"]}),
+        explore("search end", structured={"sufficient": True}),
+        explore("selection vote", structured={"analysis": "the merge", "best": 3}),
+        explore("final answer", structured={"answer": "Shallow Nets"}),
+    ]
+    state, model, _ = await run(academic, steps, interaction="explore", strategy="got", branching=2, keep=1)
+    merge = state["thoughts"]["m1.1"]
+    assert merge["parents"] == ["t0.1", "t0.2"] and merge["thought"].startswith("KDD published Deep Graphs")
+    assert merge["linked"] == {"KDD": "v1"} and merge["visited"] == ["v1"]
+    assert merge["triples"] == [["KDD", "paper", "Shallow Nets"]]
+    assert merge["finished"] and state["best"] == "m1.1" and state["final_answer"] == "Shallow Nets"
+    assert "Triple: KDD -> paper -> Shallow Nets" in model.calls[-1]
 
 
 # --------------------------------------------------------------------------------------------------------------
