@@ -311,9 +311,15 @@ SCORERS: dict[str, ScorerFactory] = {
 }
 
 
-def register_scorer(name: str, factory: ScorerFactory) -> None:
-    """Add a scorer for a dataset (e.g. the CoLoTa metrics)."""
+#: scorer name -> the grader model its benchmark's paper used, for runs that name none (else the run's model)
+DEFAULT_GRADERS: dict[str, str] = {}
+
+
+def register_scorer(name: str, factory: ScorerFactory, *, default_grader: str | None = None) -> None:
+    """Add a scorer for a dataset (e.g. the CoLoTa metrics), with the grader model it uses when none is named."""
     SCORERS[name] = factory
+    if default_grader is not None:
+        DEFAULT_GRADERS[name] = default_grader
 
 
 def make_scorer(name: str, grader_model: Any = None, **kwargs: Any) -> Scorer:
