@@ -6,7 +6,8 @@ of §7, the grounded workflows' adapters, and the paper's Table 1 layout.
   questions if present, else the packaged copy of the questions). The graph is built into the graphs directory
   once, by the first item, and shared by every item of the run.
 - ``grbench-fixture``: the GRBench-shaped fixture graphs that ship with kgagents (one-hop questions, real names;
-  see ``evals/data/grbench/PROVENANCE.md``), for offline runs.
+  see ``evals/data/grbench/PROVENANCE.md``), for offline runs; ``grbench-multihop``: their multi-hop questions
+  (2–3 hops, :mod:`evals.grbench_multihop`).
 
 Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`evals.scorers.rouge_l`, the ``rouge-score`` package
 without stemming) and GPT4Score, an LLM judge with Graph-CoT's prompt. The judge is named apart from the run's
@@ -131,6 +132,19 @@ def fixture_questions(domain: str | None = None, folder: Path = FIXTURE_DIR) -> 
 def fixture_graph(domain: str, folder: Path = FIXTURE_DIR) -> Path:
     """The folder of one domain's fixture graph (domains as the manifest names them, e.g. ``maple/Physics``)."""
     return folder / domain
+
+
+def load_multihop(path: Path, split: str) -> list[Any]:
+    """The multi-hop fixture's questions (``evals/grbench_multihop.py``), for one domain or all."""
+    from evals.datasets import Item
+    from evals.grbench_multihop import MANIFEST, graph_of, load_manifest
+
+    rows = [e for e in load_manifest(path / "multihop" / MANIFEST) if split in ("all", e["domain"])]
+    if not rows:
+        raise GRBenchDataError(f"the multi-hop fixture has no questions for {split!r}")
+    return [Item(id=e["id"], question=e["question"], gold=e["answer"],
+                 group=f"{e['domain']} {len(e['hops'])} hops", inputs={"graph": str(graph_of(e, path))},
+                 meta={"domain": e["domain"], "hops": e["hops"], "difficulty": "medium"}) for e in rows]
 
 
 def load_fixture(path: Path, split: str) -> list[Any]:
@@ -407,6 +421,9 @@ def register_datasets(register: Callable[[Any], None]) -> None:
     register(DatasetSpec(name="grbench-fixture", load=load_fixture, scorer="grbench",
                          splits=("all", *fixture_domains), default_split="all", group_label="Domain and template",
                          how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
+    register(DatasetSpec(name="grbench-multihop", load=load_multihop, scorer="grbench",
+                         splits=("all", "biomedical", "dblp", "maple/Physics"), default_split="all",
+                         group_label="Domain and hops", how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
     register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw),
                     default_grader=PAPER_JUDGE)
     register_adapter("grounded", Adapter(to_answer=given_answer, stats=_grounded_stats))
