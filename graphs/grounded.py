@@ -55,6 +55,8 @@ PAPER_PROTOCOL: dict[str, Any] = {
     # §5: "Mpnet-v2 is used as the retriever, and FAISS is employed for indexing" (Graph-CoT: all-mpnet-base-v2,
     # an exact IndexFlatIP); the default vector_index is exact already
     "embedding_model": "all-mpnet-base-v2", "vector_index": "exact",
+    # Graph-CoT's RetrieveNode is the embedding search alone (no exact-name lookup first)
+    "retrieve_exact": False,
 }
 
 #: Named contexts (``--preset``): each row with the project's defaults, and ``paper-<row>`` with the paper's

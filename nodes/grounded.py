@@ -127,6 +127,9 @@ class GroundedContext(Context):
     """Agent: observations are cut to this many characters (with a note of what was cut)."""
     retrieve_k: int = 1
     """Agent: nodes returned by RetrieveNode (Graph-CoT returns 1)."""
+    retrieve_exact: bool = True
+    """Agent: RetrieveNode first returns a node named exactly as the keyword, and searches by embedding only when
+    there is none; ``False``: embedding search only, as Graph-CoT's retriever."""
     candidate_temperature: float | None = 0.7
     """ToT / GoT: the sampling temperature of candidate steps (k candidates of one state differ only by
     sampling); ``None``: the context's ``temperature``. CoT uses ``temperature``."""
@@ -625,7 +628,8 @@ async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, g
     values = _agent_values(task, ctx)
     thought = record.get("thought", "")
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
-                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=ctx.vector_index)
+                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=ctx.vector_index,
+                               retrieve_exact=ctx.retrieve_exact)
     if ctx.action_format == "text":
         written = (await llm.text(P.render(P.AGENT_ACTION_TEXT, thought=thought, **values))).strip()
         record["action_text"] = written

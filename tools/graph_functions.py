@@ -1,7 +1,7 @@
 """Graph-CoT's graph functions as LangChain tools over a static KG (the grounded agent's actions).
 
-- ``RetrieveNode(keyword)``: the node whose text is closest to the keyword (semantic search over the store's
-  embedding index), with its id;
+- ``RetrieveNode(keyword)``: the node named exactly as the keyword, else the node whose name (or text) is closest
+  to it (semantic search over the store's embedding index), with its id;
 - ``NodeFeature(node_id, feature)``: one feature of a node (its name counts as the feature ``name``);
 - ``NeighbourCheck(node_id, neighbor_type)``: the node's neighbours along one edge type;
 - ``NodeDegree(node_id, neighbor_type)``: how many such neighbours it has;
@@ -81,7 +81,8 @@ class GraphFunctions:
     names = ("RetrieveNode", "NodeFeature", "NeighbourCheck", "NodeDegree", FINISH)
 
     def __init__(self, graph: StaticKG, *, max_chars: int = 2000, retrieve_k: int = 1,
-                 retrieve_field: str = "name", embedder: Any = None, index: str | None = "exact") -> None:
+                 retrieve_field: str = "name", embedder: Any = None, index: str | None = "exact",
+                 retrieve_exact: bool = True) -> None:
         self.graph = graph
         self.max_chars = max_chars
         self.retrieve_k = retrieve_k
@@ -89,13 +90,16 @@ class GraphFunctions:
         self.embedder = embedder
         self.index = index
         """The kind of vector index RetrieveNode searches (``exact``, ``ivf``; ``None``: by the graph's size)."""
+        self.retrieve_exact = retrieve_exact
+        """Whether RetrieveNode first looks for nodes named exactly as the keyword (else: embedding search only,
+        as Graph-CoT's retriever)."""
 
     # --- the functions -------------------------------------------------------------------------------------
     def retrieve_node(self, keyword: str) -> Observation:
         keyword = keyword.strip()
         if not keyword:
             return Observation("RetrieveNode needs a keyword.", ok=False)
-        exact = self.graph.nodes_named(keyword)
+        exact = self.graph.nodes_named(keyword) if self.retrieve_exact else []
         found = [n.id for n in exact][: self.retrieve_k] or \
             [i for i, _ in self.graph.nearest_nodes(keyword, self.retrieve_k, field=self.retrieve_field,
                                                     embedder=self.embedder, index=self.index)]

@@ -368,3 +368,27 @@ def test_every_row_has_a_paper_preset_with_the_protocol():
     assert PAPER_PROTOCOL["selection"] == "vote" and PAPER_PROTOCOL["vote_samples"] > 1
     assert PAPER_PROTOCOL["action_format"] == "text" and PAPER_PROTOCOL["answer_at_limit"] is False
     assert PAPER_PROTOCOL["definition_source"] == "domain" and GroundedContext().domain == "auto"
+
+
+def test_retrieve_node_by_embedding_alone_as_graph_cot(academic):
+    from tools.graph_functions import GraphFunctions
+
+    class Counting:
+        model_id = "counting-grounded"
+
+        def __init__(self):
+            self.texts = []
+
+        def encode(self, texts):
+            import numpy as np
+
+            self.texts += list(texts)
+            return np.asarray([[1.0 + ("Deep" in t), 1.0] for t in texts], dtype="float32")
+
+    graph = open_graph(academic)
+    exact_first, embedding = Counting(), Counting()
+    found = GraphFunctions(graph, embedder=exact_first).retrieve_node("Deep Graphs")
+    assert found.text == "The ID of this retrieval target node is p1." and exact_first.texts == []
+    found = GraphFunctions(graph, embedder=embedding, retrieve_exact=False).retrieve_node("Deep Graphs")
+    assert found.text == "The ID of this retrieval target node is p1." and "Deep Graphs" in embedding.texts
+    assert GroundedContext().retrieve_exact is True
