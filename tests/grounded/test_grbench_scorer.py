@@ -145,3 +145,56 @@ def test_the_judge_s_prompt_and_reply():
 def test_the_answer_scored_is_the_answer_given():
     assert given_answer({"answer": "", "final_answer": "No solution found"}) == ""
     assert given_answer({"final_answer": "KDD"}) == "KDD" and given_answer({}) is None
+
+
+async def test_what_the_judge_is_asked_and_how(monkeypatch, tmp_path):
+    import json
+
+    from nodes import llm as llm_module
+
+    contexts = []
+    original = llm_module.LLMCaller.__init__
+
+    def recording(self, context, role, **kw):
+        contexts.append(context)
+        original(self, context, role, **kw)
+
+    monkeypatch.setattr(llm_module.LLMCaller, "__init__", recording)
+    judge = _judge({"content": "Yes"})
+    await GRBenchScorer(judge, max_api_retries=2, api_backoff_base_s=0.25).score_run(_item(), None, {})
+    assert "Question:Who wrote Deep Graphs? \nModel prediction:  \nGround truth: Ann Lee. \n" in judge.calls[0]
+    ctx = contexts[-1]
+    assert (ctx.temperature, ctx.max_api_retries, ctx.api_backoff_base_s) == (0.0, 2, 0.25)
+    assert GRBenchScorer().max_api_retries == 6 and GRBenchScorer().api_backoff_base_s == 1.0
+    script = tmp_path / "judge.json"
+    script.write_text(json.dumps({"steps": [{"when": "Please help me judge", "times": 0, "content": "No"}]}))
+    named = await GRBenchScorer(f"scripted:{script}").score_run(_item(), "Ann Lee", {})
+    assert named.details["judge"] == f"scripted:{script}" and named.grade == "NO"
+
+
+async def test_the_judge_s_verdict_decides_the_error_type_else_rouge_l():
+    state = {"exit_reason": "finished", "thoughts": {"t": {"actions": [{"observation": "The name of a1 is: Ann Lee."}]}}}
+    refused = await GRBenchScorer(_judge({"content": "No"})).score_run(_item(), "Ann Lee", state)
+    assert refused.details["rouge_l"] == 1.0 and refused.details["error_type"] == "answer found but not returned"
+    failing = GRBenchScorer(_judge({"raise": "down", "status": 400}, {"raise": "down", "status": 400}),
+                            max_api_retries=0)
+    exact = await failing.score_run(_item(), "Ann Lee", state)
+    assert exact.details["error_type"] is None  # not judged: Rouge-L 1.0 counts as right
+    half = await failing.score_run(_item(gold="Ann Lee Smith"), "Ann", state)
+    assert half.details["rouge_l"] == 0.5 and half.details["error_type"] is None  # 0.5 counts as right
+    assert (await GRBenchScorer().score_run(_item(gold="Ann Lee, Bo Chen"), "Ann Lee", {})).details["rouge_l"] \
+        == 0.666667
+
+
+async def test_a_judge_error_is_kept_short_and_on_one_line():
+    long = "x " * 400
+    score = await GRBenchScorer(_judge({"raise": long, "status": 400}), max_api_retries=0).score_run(
+        _item(), "Ann", {})
+    error = score.details["judge_error"]
+    assert error.startswith("LLMError: graph_executor model call failed after 1 attempt(s): ")
+    assert len(error) == len("LLMError: ") + 300 and "\n" not in error and "  " not in error
+
+
+async def test_an_item_without_meta_has_no_difficulty():
+    item = SimpleNamespace(question="Q?", gold="A")
+    assert (await GRBenchScorer().score_run(item, "A", {})).details["difficulty"] is None
