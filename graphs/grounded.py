@@ -6,13 +6,14 @@ interaction method; the runtime context chooses them::
       └→ route_expand ─ a Send per (kept unfinished state, candidate j ≤ k) → generate_step (thought + grounding)
       │                 or, when every kept state finished or the depth limit is reached → answer
     generate_step ×N → collect_candidates
-      └→ route_merge ─ GoT: a Send per pair of candidates → merge_thoughts (A(z_a, z_b)) → evaluate_states
+      └→ route_merge ─ GoT: a Send per pair of candidates (divergent branches first) → merge_thoughts
+                       (A(z_a, z_b), grounded like a step) → evaluate_states
                        otherwise → evaluate_states
     evaluate_states
       └→ route_evaluate ─ Score: a Send per candidate → score_state → select_states
                           Selection (or CoT's single chain) → select_states
-    select_states (keep t per depth, BFS) → route_expand
-    answer → END
+    select_states (keep t per depth, BFS; every depth of two or more candidates is evaluated) → route_expand
+    answer → END (the answer of the state that ended the search)
 
 CoT is the same graph with one candidate and one kept state per depth (k = t = 1, no evaluator).
 """
