@@ -273,8 +273,8 @@ Answer the question from the reasoning chain and what the knowledge graph return
 # --------------------------------------------------------------------------------------------------------------
 ZERO_SHOT_ANSWER = """[stage: zero-shot answer]
 <task>
-You are an AI assistant that answers questions from your own knowledge. If you do not know the answer, give the
-most probable one. Reply with the answer only (names, titles or values), without explanation.
+Answer the question below from what you know. When you are not sure, give your best guess. Reply with the answer
+only (names, titles or values), without explanation.
 </task>
 <question>{question}</question>"""
 

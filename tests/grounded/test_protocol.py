@@ -333,7 +333,7 @@ async def test_base_asks_for_the_answer_only(tmp_path):
                                 context={"model": model})
     assert state["answer"] == state["final_answer"] == "Yang Yang"
     prompt = model.calls[0]
-    assert "Reply with the answer only" in prompt and "<question>Who wrote X?</question>" in prompt
+    assert "Reply with the answer\nonly" in prompt and "<question>Who wrote X?</question>" in prompt
     assert "<context>" not in prompt and "FINAL ANSWER" not in prompt
 
 
