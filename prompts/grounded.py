@@ -210,9 +210,9 @@ a chain of thoughts with what the knowledge graph returned for them. Analyse eac
 
 SELECTION_BEST = """[stage: selection vote, depth {depth}]
 <task>
-Given a question, decide which chain of thought is the most likely to lead to the correct answer. Each choice is a
-chain of thoughts with what the knowledge graph returned for them. Analyse each choice in detail, then conclude
-with the one best choice: "The best choice is s", where s is the choice's number.
+Which of the choices below is the chain of thought most likely to reach the correct answer to the question? Each
+choice is a chain of thoughts with what the knowledge graph returned for them. Weigh every choice, then name the
+one best on a last line of the form "The best choice is s" (s: the choice's number).
 </task>
 <question>{question}</question>
 <choices>
