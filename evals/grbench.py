@@ -6,13 +6,18 @@ of §7, the grounded workflows' adapters, and the paper's Table 1 layout.
   questions if present, else the packaged copy of the questions). The graph is built into the graphs directory
   once, by the first item, and shared by every item of the run.
 - ``grbench-fixture``: the GRBench-shaped fixture graphs that ship with kgagents (one-hop questions, real names;
-  see ``evals/data/grbench/PROVENANCE.md``), for offline runs.
+  see ``evals/data/grbench/PROVENANCE.md``), for offline runs; ``grbench-multihop``: their multi-hop questions
+  (2–3 hops, :mod:`evals.grbench_multihop`).
 
-Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`evals.scorers.rouge_l`: the F-measure of the longest
-common subsequence of ``[a-z0-9]+`` tokens, no stemming) and GPT4Score, an LLM judge with Graph-CoT's prompt (the
-grader model: ``--grader-model``, default the run's model; the paper used GPT-4o; ``--grader-model none`` turns it
-off). A wrong answer is classified from the run's trace (§7): the gold answer appeared in the trace but was not
-returned; else the run reached its step limit; else a wrong reasoning step.
+Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`evals.scorers.rouge_l`, the ``rouge-score`` package
+without stemming) and GPT4Score, an LLM judge with Graph-CoT's prompt. The judge is named apart from the run's
+model: ``--grader-model``, by default the paper's judge (:data:`PAPER_JUDGE`, GPT-4o); ``--grader-model none``
+turns it off. A judgement that fails (the judge's API, an unusable reply) is recorded as *not judged* — left out of
+GPT4Score and counted — never as a wrong answer. A wrong answer is classified from the run's trace (§7): the gold
+answer appeared in what the graph returned but was not returned (a number or a true/false answer must appear as a
+value the graph returned, a text answer as words); else the run reached its step limit; else a wrong reasoning
+step. Every question carries GRBench's difficulty (easy / medium / hard, per template: :func:`difficulty`), and
+the report breaks the scores down by it (the paper's Figure 14).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import json
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,9 @@ HOW_TO = ("GRBench's graphs are downloaded from the Graph-CoT authors (see evals
           "give --data the domain's folder (the one with graph.json) and --domain the domain.")
 GPT4SCORE_SYSTEM = "You are a generative language model evaluator."
 GPT4SCORE_PROMPT = (DATA_DIR / "gpt4score_prompt.txt")
+#: The judge of GPT4Score when none is named: paper 001 §5 prompts GPT-4o (Graph-CoT's eval.py used gpt-4).
+PAPER_JUDGE = "openai:gpt-4o"
+DIFFICULTIES = ("easy", "medium", "hard")
 
 
 class GRBenchDataError(ValueError):
@@ -80,6 +89,20 @@ def _group(qid: str) -> str:
     return f"template {int(qid) // 10}" if str(qid).isdigit() else "–"
 
 
+@lru_cache(maxsize=1)
+def _difficulty_table() -> dict[str, dict[int, str]]:
+    data = json.loads((DATA_DIR / "difficulty.json").read_text(encoding="utf-8"))
+    return {domain: {block: level for level, blocks in levels.items() for block in blocks}
+            for domain, levels in data.items() if isinstance(levels, dict)}
+
+
+def difficulty(domain: str, qid: str | int) -> str | None:
+    """GRBench's difficulty (easy / medium / hard) of a question, by its domain and template (``qid // 10``);
+    ``None`` for an unknown domain or qid. The MAPLE domains share one table."""
+    key = "maple" if str(domain).startswith("maple") else str(domain)
+    return _difficulty_table().get(key, {}).get(int(qid) // 10) if str(qid).isdigit() else None
+
+
 def load_grbench(path: Path, split: str) -> list[Any]:
     """One domain's questions over the user's GRBench folder (or ``graph.json``)."""
     from evals.datasets import Item
@@ -95,7 +118,8 @@ def load_grbench(path: Path, split: str) -> list[Any]:
     rows = read_questions(questions)
     return [Item(id=f"{domain}-{row.get('qid', i)}", question=str(row["question"]).strip(), gold=str(row["answer"]),
                  group=_group(str(row.get("qid", i))), inputs={"graph": str(graph if graph.is_file() else folder)},
-                 meta={"domain": domain, "qid": str(row.get("qid", i))}) for i, row in enumerate(rows)]
+                 meta={"domain": domain, "qid": str(row.get("qid", i)),
+                       "difficulty": difficulty(domain, row.get("qid", i))}) for i, row in enumerate(rows)]
 
 
 def fixture_questions(domain: str | None = None, folder: Path = FIXTURE_DIR) -> list[dict[str, Any]]:
@@ -110,6 +134,19 @@ def fixture_graph(domain: str, folder: Path = FIXTURE_DIR) -> Path:
     return folder / domain
 
 
+def load_multihop(path: Path, split: str) -> list[Any]:
+    """The multi-hop fixture's questions (``evals/grbench_multihop.py``), for one domain or all."""
+    from evals.datasets import Item
+    from evals.grbench_multihop import MANIFEST, graph_of, load_manifest
+
+    rows = [e for e in load_manifest(path / "multihop" / MANIFEST) if split in ("all", e["domain"])]
+    if not rows:
+        raise GRBenchDataError(f"the multi-hop fixture has no questions for {split!r}")
+    return [Item(id=e["id"], question=e["question"], gold=e["answer"],
+                 group=f"{e['domain']} {len(e['hops'])} hops", inputs={"graph": str(graph_of(e, path))},
+                 meta={"domain": e["domain"], "hops": e["hops"], "difficulty": "medium"}) for e in rows]
+
+
 def load_fixture(path: Path, split: str) -> list[Any]:
     from evals.datasets import Item
 
@@ -119,7 +156,8 @@ def load_fixture(path: Path, split: str) -> list[Any]:
     return [Item(id=f"{r['domain']}-{r['qid']}", question=r["question"], gold=r["answer"],
                  group=f"{r['domain']} template {r['template']}",
                  inputs={"graph": str(fixture_graph(r["domain"], path))},
-                 meta={"domain": r["domain"], "qid": r["qid"], "start": r["start"], "hop": r["hop"]}) for r in rows]
+                 meta={"domain": r["domain"], "qid": r["qid"], "start": r["start"], "hop": r["hop"],
+                       "difficulty": difficulty(r["domain"], r["qid"])}) for r in rows]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -148,12 +186,47 @@ def trace_text(state: Mapping[str, Any]) -> str:
     return "\n".join(p for p in parts if p)
 
 
+#: Where a value the graph returned stands in a trace: a graph function's "... is: <value>." (a feature, a
+#: degree), an attribute's "<name> — <key>: <value>", a retrieved context's "<relation>: <a>; <b>".
+_VALUE = re.compile(r"(?:\bis: |— [^:\n]+: |: )([^\n]*?)\.?$", re.MULTILINE)
+
+
+def trace_values(state: Mapping[str, Any]) -> list[str]:
+    """The values the graph returned to a run: feature values and degrees, attribute values, triples' ends, and
+    the items of a retrieved context's lines."""
+    values: list[str] = []
+    for match in _VALUE.finditer(trace_text(state)):
+        values += [v.strip() for v in re.split(r"[;,]", match.group(1)) if v.strip()]
+    for t in (state.get("thoughts") or {}).values():
+        values += [end for triple in t.get("triples") or [] for end in (triple[0], triple[-1])]
+    return values
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(str(text).strip().replace(",", ""))
+    except ValueError:
+        return None
+
+
+_BOOLEANS = {"true": True, "yes": True, "false": False, "no": False}
+
+
 def _norm(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def answer_in_trace(gold: str, trace: str) -> bool:
-    """Every comma-separated part of the gold answer occurs in the trace (compared as lower-case word tokens)."""
+def answer_in_trace(gold: str, trace: str, values: Sequence[str] = ()) -> bool:
+    """Whether the gold answer appeared in what the graph returned. A number must be one of the returned
+    ``values`` (numerically: a count, a year, a price — not any digit in the trace); a true/false answer must be
+    a returned boolean value; otherwise every comma-separated part of the gold answer occurs in the trace
+    (compared as lower-case word tokens)."""
+    number = _number(gold)
+    if number is not None:
+        return any(_number(v) == number for v in values)
+    flag = _BOOLEANS.get(str(gold).strip().lower())
+    if flag is not None:
+        return any(_BOOLEANS.get(str(v).strip().lower()) is flag for v in values)
     haystack = f" {_norm(trace)} "
     parts = [_norm(p) for p in str(gold).split(",") if _norm(p)]
     return bool(parts) and all(f" {p} " in haystack for p in parts)
@@ -163,7 +236,7 @@ def error_type(correct: bool, gold: str, state: Mapping[str, Any]) -> str | None
     """§7's taxonomy for a wrong answer (None for a right one)."""
     if correct:
         return None
-    if answer_in_trace(gold, trace_text(state)):
+    if answer_in_trace(gold, trace_text(state), trace_values(state)):
         return "answer found but not returned"
     if "step limit" in str(state.get("exit_reason") or ""):
         return "reached the step limit"
@@ -181,17 +254,21 @@ class GRBenchScorer:
         self.max_api_retries = max_api_retries
         self.api_backoff_base_s = api_backoff_base_s
 
-    async def _judge(self, question: str, prediction: str, truth: str) -> tuple[bool | None, Any]:
+    async def _judge(self, question: str, prediction: str, truth: str) -> tuple[bool | None, Any, str | None]:
+        """The judge's verdict (``None``: no judge, or the judgement failed), its usage, and why it failed."""
         if self.model is None:
-            return None, {}
+            return None, {}, None
         from nodes.context import Context
         from nodes.llm import LLMCaller
 
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
                       api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
         llm = LLMCaller(ctx, "graph_executor")
-        reply = await llm.text(gpt4score_prompt(question, prediction, truth), system=GPT4SCORE_SYSTEM)
-        return parse_judgement(reply), llm.usage
+        try:
+            reply = await llm.text(gpt4score_prompt(question, prediction, truth), system=GPT4SCORE_SYSTEM)
+        except Exception as exc:  # noqa: BLE001 - any failure of the judge leaves the answer not judged
+            return None, llm.usage, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        return parse_judgement(reply), llm.usage, None
 
     async def score(self, item: Any, answer: Any) -> Score:
         return await self.score_run(item, answer, {})
@@ -200,26 +277,43 @@ class GRBenchScorer:
         prediction = "" if answer is None else str(answer)
         truth = str(item.gold)
         rouge = rouge_l(prediction, truth)["fmeasure"]
-        judged, usage = await self._judge(item.question, prediction, truth)
+        judged, usage, failure = await self._judge(item.question, prediction, truth)
         correct = judged if judged is not None else rouge >= 0.5  # for the error type only
         details = {"rouge_l": round(rouge, 6), "gpt4score": None if judged is None else int(judged),
                    "error_type": error_type(bool(correct), truth, state),
-                   "exit_reason": state.get("exit_reason")}
-        return Score(correct=judged, grade=None if judged is None else ("YES" if judged else "NO"), usage=usage,
-                     details=details)
+                   "exit_reason": state.get("exit_reason"),
+                   "difficulty": (getattr(item, "meta", None) or {}).get("difficulty")}
+        if self.model is not None:
+            details["judge"] = self.model if isinstance(self.model, str) else type(self.model).__name__
+        grade = None if judged is None else ("YES" if judged else "NO")
+        if failure is not None:
+            details["judge_error"] = failure
+            grade = "NOT_JUDGED"
+        return Score(correct=judged, grade=grade, usage=usage, details=details)
 
     def metrics(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """Rouge-L and GPT4Score in percent (as the paper's tables), and how many wrong answers of each type."""
-        n = len(records)
-        rouge = [float((r.get("details") or {}).get("rouge_l") or 0.0) for r in records]
-        judged = [(r.get("details") or {}).get("gpt4score") for r in records]
-        judged = [j for j in judged if j is not None]
-        out: dict[str, Any] = {"n": n, "rouge_l": 100 * statistics.fmean(rouge) if rouge else 0.0,
-                               "gpt4score": 100 * statistics.fmean(judged) if judged else None}
+        """Rouge-L and GPT4Score in percent (as the paper's tables; GPT4Score over the judged answers), how many
+        answers were not judged, how many wrong answers of each type, and both scores per difficulty
+        (``easy: rouge_l`` ...)."""
+        out = _scores(records)
         for kind in ("answer found but not returned", "reached the step limit", "wrong reasoning step"):
             out[kind] = sum(1 for r in records if (r.get("details") or {}).get("error_type") == kind)
         out["failed runs"] = sum(1 for r in records if r.get("error"))
+        for level in DIFFICULTIES:
+            m = _scores([r for r in records if (r.get("details") or {}).get("difficulty") == level])
+            if m["n"]:
+                out.update({f"{level}: n": m["n"], f"{level}: rouge_l": m["rouge_l"],
+                            f"{level}: gpt4score": m["gpt4score"]})
         return out
+
+
+def _scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    rouge = [float((r.get("details") or {}).get("rouge_l") or 0.0) for r in records]
+    judged = [(r.get("details") or {}).get("gpt4score") for r in records]
+    judged = [j for j in judged if j is not None]
+    not_judged = sum(1 for r in records if (r.get("details") or {}).get("judge_error"))
+    return {"n": len(records), "rouge_l": 100 * statistics.fmean(rouge) if rouge else 0.0,
+            "gpt4score": 100 * statistics.fmean(judged) if judged else None, "not judged": not_judged}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -237,7 +331,8 @@ def method_label(manifest: Mapping[str, Any]) -> str:
         if strategy != "CoT":
             name += f" ({ctx.get('evaluator', 'select')})"
     else:
-        name = {"zeroshot": "Base (zero-shot)", "text-rag": "Text-RAG", "graph-rag": "Graph-RAG"}.get(workflow, workflow)
+        name = {"base": "Base (zero-shot)", "zeroshot": "Base (zero-shot, KGoT's prompt)", "text-rag": "Text-RAG",
+                "graph-rag": "Graph-RAG"}.get(workflow, workflow)
     return f"{name}, {model}" if model else name
 
 
@@ -277,6 +372,27 @@ def table1(runsets: Sequence[Any]) -> list[str]:
     return lines
 
 
+def difficulty_table(runsets: Sequence[Any]) -> list[str]:
+    """The paper's Figure 14 as a table: one row per method, Rouge-L (GPT4Score) on GRBench's easy, medium and
+    hard questions (every domain of the method's runs together)."""
+    grb = [rs for rs in runsets if str(rs.manifest.get("dataset", "")).startswith("grbench")]
+    records: dict[str, list[Mapping[str, Any]]] = {}
+    for rs in grb:
+        records.setdefault(method_label(rs.manifest), []).extend(rs.records)
+    if not any((r.get("details") or {}).get("difficulty") for rows in records.values() for r in rows):
+        return []
+    header = ["method", *DIFFICULTIES]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for name, rows in records.items():
+        cells = []
+        for level in DIFFICULTIES:
+            m = _scores([r for r in rows if (r.get("details") or {}).get("difficulty") == level])
+            cells.append("–" if not m["n"] else f"{m['rouge_l']:.2f}" +
+                         (f" ({m['gpt4score']:.2f})" if m["gpt4score"] is not None else "") + f" [n={m['n']}]")
+        lines.append("| " + " | ".join([name, *cells]) + " |")
+    return lines
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Plugging in
 # ----------------------------------------------------------------------------------------------------------
@@ -284,6 +400,12 @@ def _grounded_stats(state: dict[str, Any]) -> dict[str, Any]:
     thoughts = state.get("thoughts") or {}
     return {"iterations": int(state.get("depth") or 0),
             "tool_calls": sum(len(t.get("actions") or []) for t in thoughts.values())}
+
+
+def given_answer(state: dict[str, Any]) -> Any:
+    """The answer a grounded or retrieval run gave, as scored: empty when it gave none (Graph-CoT scores an empty
+    answer), where ``final_answer`` would say "No solution found"."""
+    return state["answer"] if "answer" in state else state.get("final_answer")
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
@@ -299,5 +421,11 @@ def register_datasets(register: Callable[[Any], None]) -> None:
     register(DatasetSpec(name="grbench-fixture", load=load_fixture, scorer="grbench",
                          splits=("all", *fixture_domains), default_split="all", group_label="Domain and template",
                          how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
-    register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw))
-    register_adapter("grounded", Adapter(stats=_grounded_stats))
+    register(DatasetSpec(name="grbench-multihop", load=load_multihop, scorer="grbench",
+                         splits=("all", "biomedical", "dblp", "maple/Physics"), default_split="all",
+                         group_label="Domain and hops", how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
+    register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw),
+                    default_grader=PAPER_JUDGE)
+    register_adapter("grounded", Adapter(to_answer=given_answer, stats=_grounded_stats))
+    for workflow in ("base", "text-rag", "graph-rag"):
+        register_adapter(workflow, Adapter(to_answer=given_answer))

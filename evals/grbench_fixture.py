@@ -43,7 +43,7 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +68,8 @@ KEEP_TOGETHER: dict[str, tuple[str, ...]] = {
         "transferase activity, transferring phosphorus-containing groups",
         "phosphotransferase activity, alcohol group as acceptor",
     ),
+    # an author written "Last, Initials" (DBLP's multi-hop co-author answers, see evals/grbench_multihop.py)
+    "dblp": ("Jorgl, H.P.",),
     # the genre labels of the UCSD Goodreads dataset that GRBench's genres come from
     "goodreads": ("fantasy, paranormal", "history, historical fiction, biography", "comics, graphic",
                   "mystery, thriller, crime"),
@@ -411,18 +413,27 @@ def _apply(graph: _Graph, template: Template, record: Mapping[str, Any]) -> dict
             "answer": answer, "entity": entity, "start": start, "hop": hop}
 
 
+def build_domain(name: str, questions_dir: Path = QUESTIONS_DIR) -> tuple[_Graph, list[dict[str, Any]]]:
+    """One domain's fixture graph (still open for more facts, see :mod:`evals.grbench_multihop`) and its
+    manifest entries."""
+    templates = {t.block: t for t in TEMPLATES if t.domain == name}
+    graph = _Graph(DOMAINS[name])
+    manifest = []
+    for record in load_questions(name, questions_dir):
+        template = templates.get(int(record["qid"]) // 10)
+        if template is not None:
+            manifest.append(_apply(graph, template, record))
+    return graph, manifest
+
+
 def derive(questions_dir: Path = QUESTIONS_DIR) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """The fixture graphs (by domain) and the manifest entries, from GRBench's question files."""
     graphs: dict[str, dict[str, Any]] = {}
     manifest: list[dict[str, Any]] = []
-    for name, domain in DOMAINS.items():
-        templates = {t.block: t for t in TEMPLATES if t.domain == name}
-        graph = _Graph(domain)
-        for record in load_questions(name, questions_dir):
-            template = templates.get(int(record["qid"]) // 10)
-            if template is not None:
-                manifest.append(_apply(graph, template, record))
+    for name in DOMAINS:
+        graph, entries = build_domain(name, questions_dir)
         graphs[name] = graph.as_json()
+        manifest += entries
     return graphs, manifest
 
 
@@ -434,9 +445,14 @@ def render(graphs: Mapping[str, Any], manifest: Sequence[Mapping[str, Any]]) -> 
     return files
 
 
-def write(out: Path = FIXTURE_DIR, questions_dir: Path = QUESTIONS_DIR) -> dict[str, str]:
-    """Derive and write the fixture into ``out``; returns what was written."""
-    files = render(*derive(questions_dir))
+Derivation = Callable[[Path], tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]]
+
+
+def write(out: Path = FIXTURE_DIR, questions_dir: Path = QUESTIONS_DIR, derivation: Derivation | None = None
+          ) -> dict[str, str]:
+    """Derive and write the fixture (or another ``derivation``'s graphs and manifest) into ``out``; returns what
+    was written."""
+    files = render(*(derivation or derive)(questions_dir))
     for relative, text in files.items():
         path = out / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -444,9 +460,10 @@ def write(out: Path = FIXTURE_DIR, questions_dir: Path = QUESTIONS_DIR) -> dict[
     return files
 
 
-def stale(out: Path = FIXTURE_DIR, questions_dir: Path = QUESTIONS_DIR) -> list[str]:
+def stale(out: Path = FIXTURE_DIR, questions_dir: Path = QUESTIONS_DIR, derivation: Derivation | None = None
+          ) -> list[str]:
     """The fixture files under ``out`` that differ from a fresh derivation (missing ones included)."""
-    files = render(*derive(questions_dir))
+    files = render(*(derivation or derive)(questions_dir))
     return [r for r, text in files.items()
             if not (out / r).is_file() or (out / r).read_text(encoding="utf-8") != text]
 
@@ -474,28 +491,36 @@ def gold_answer(graph: Any, entry: Mapping[str, Any]) -> str:
     return ", ".join(str(graph.feature(end, hop["target_feature"])) for end in ends)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.grbench_fixture",
-                                     description=(__doc__ or "").split("\n")[0])
+def run_cli(argv: Sequence[str] | None, *, prog: str, doc: str | None, out: Path, derivation: Derivation,
+            describe: Callable[[list[dict[str, Any]]], str]) -> int:
+    """The command line of a fixture derivation: write it (``--out``), or ``--check`` the committed files."""
+    parser = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n")[0])
     parser.add_argument("--questions", type=Path, default=QUESTIONS_DIR,
                         help="GRBench question files (*.jsonl)")
-    parser.add_argument("--out", type=Path, default=FIXTURE_DIR, help="where the fixture goes")
+    parser.add_argument("--out", type=Path, default=out, help="where the fixture goes")
     parser.add_argument("--check", action="store_true", help="only report whether the files are up to date")
     args = parser.parse_args(argv)
     if args.check:
-        outdated = stale(args.out, args.questions)
+        outdated = stale(args.out, args.questions, derivation)
         for relative in outdated:
             print(f"out of date: {args.out / relative}")
         return 1 if outdated else 0
-    files = write(args.out, args.questions)
+    files = write(args.out, args.questions, derivation)
     entries = load_manifest(args.out / MANIFEST)
-    per_domain: dict[str, int] = {}
-    for entry in entries:
-        per_domain[entry["domain"]] = per_domain.get(entry["domain"], 0) + 1
     size = sum(len(text.encode("utf-8")) for text in files.values())
-    print(f"wrote {len(files)} files ({size:,} bytes) to {args.out}: {len(entries)} questions "
-          f"({', '.join(f'{d} {n}' for d, n in per_domain.items())})")
+    print(f"wrote {len(files)} files ({size:,} bytes) to {args.out}: {len(entries)} questions ({describe(entries)})")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def per_domain(entries: list[dict[str, Any]]) -> str:
+        counts: dict[str, int] = {}
+        for entry in entries:
+            counts[entry["domain"]] = counts.get(entry["domain"], 0) + 1
+        return ", ".join(f"{d} {n}" for d, n in counts.items())
+
+    return run_cli(argv, prog="python -m evals.grbench_fixture", doc=__doc__, out=FIXTURE_DIR, derivation=derive,
+                   describe=per_domain)
 
 
 if __name__ == "__main__":

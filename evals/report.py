@@ -334,11 +334,15 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     if ideal_fusion and len(runsets) > 1:
         lines += ["", "## Ideal fusion of the directories (KGoT §5: fusion simulated from single runs)", ""]
         lines += ideal_across(runsets)
-    from evals.grbench import table1
+    from evals.grbench import difficulty_table, table1
 
     grbench = table1(runsets)
     if grbench:
         lines += ["", "## GRBench: Rouge-L (GPT4Score) per method and domain, as the paper's Table 1", ""] + grbench
+    by_difficulty = difficulty_table(runsets)
+    if by_difficulty:
+        title = "## GRBench by difficulty: Rouge-L (GPT4Score) on easy, medium and hard questions, as the paper's Figure 14"
+        lines += ["", title, ""] + by_difficulty
     lines += ["", "## Runtime by node", ""] + runtime_table(runsets)
     if plots:
         plot_pareto(runsets, out_dir / "pareto.png")

@@ -37,7 +37,7 @@ from typing import Any
 from evals import event_loop
 from evals.checkpointer import open_checkpointer
 from evals.datasets import Dataset, Item, dataset_context, load_plugins
-from evals.scorers import Score, Scorer, fusion_metrics, make_scorer
+from evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
 from kgagents.runs import is_finished
 from kgagents.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
@@ -204,7 +204,8 @@ class EvalOptions:
     """Base sampling seed: run ``r`` of every item gets ``seed + r`` as its context's ``seed`` (passed to the
     providers that take one, see :data:`nodes.models.SEED_PARAMETERS`); ``None`` leaves the context's own."""
     grader_model: Any = None
-    """Chat model (instance or ``provider:model``) of an LLM grader; default: the workflow's ``model``."""
+    """Chat model (instance or ``provider:model``) of an LLM grader; default: the benchmark's own judge where its
+    scorer names one (:data:`evals.scorers.DEFAULT_GRADERS`), else the workflow's ``model``."""
     retry_failed: bool = False
     progress: bool = True
     checkpointer: str | None = None
@@ -517,6 +518,8 @@ def _context_summary(options: EvalOptions) -> dict[str, Any]:
 def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
     load_plugins()
     grader = options.grader_model
+    if grader is None:  # the benchmark's own judge (GRBench: the paper's), else the run's model
+        grader = DEFAULT_GRADERS.get(dataset.scorer)
     if grader is None:
         ctx = options.context
         grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")

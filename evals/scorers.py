@@ -6,8 +6,9 @@
 - SimpleQA: the LLM grader with the official template (``evals/data/simpleqa_grader_template.txt``), the
   official parsing rule (first ``A``/``B``/``C`` anywhere in the reply; none means ``NOT_ATTEMPTED``) and the
   metrics of the reference implementation (:func:`simpleqa_metrics`).
-- Graph-CoT's Rouge-L and STaRK's rank-based retrieval metrics (:func:`rouge_l`, :func:`hit_at_k`,
-  :func:`recall_at_k`, :func:`reciprocal_rank`), for the datasets that use them.
+- Graph-CoT's Rouge-L (:func:`rouge_l`, by the ``rouge-score`` package as Graph-CoT's evaluation) and STaRK's
+  rank-based retrieval metrics (:func:`hit_at_k`, :func:`recall_at_k`, :func:`reciprocal_rank`), for the datasets
+  that use them.
 - CoLoTa / CR-LT-KGQA metrics live with their loader in :mod:`evals.colota`.
 
 A runner scorer (:class:`Scorer`) grades one item (``score``) and aggregates a list of result records
@@ -146,31 +147,19 @@ def simpleqa_metrics(grades: Iterable[str]) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _rouge_tokens(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
+@lru_cache(maxsize=1)
+def _rouge_l_scorer() -> Any:
+    from rouge_score import rouge_scorer
 
-
-def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    if not a or not b:
-        return 0
-    prev = [0] * (len(b) + 1)
-    for x in a:
-        cur = [0]
-        for j, y in enumerate(b, start=1):
-            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
-        prev = cur
-    return prev[-1]
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
 
 
 def rouge_l(prediction: str, target: str) -> dict[str, float]:
-    """Rouge-L as ``rouge_score`` computes it without stemming: tokens ``[a-z0-9]+``, LCS precision/recall/F."""
-    pred, ref = _rouge_tokens(prediction), _rouge_tokens(target)
-    if not pred or not ref:
-        return {"precision": 0.0, "recall": 0.0, "fmeasure": 0.0}
-    lcs = _lcs_length(ref, pred)
-    precision, recall = lcs / len(pred), lcs / len(ref)
-    f = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"precision": precision, "recall": recall, "fmeasure": f}
+    """Rouge-L of one answer as Graph-CoT's evaluation computes it: the ``rouge-score`` package (which
+    ``evaluate``'s ``rouge`` metric wraps) with ``use_stemmer=False`` — lower-cased ``[a-z0-9]+`` tokens, the
+    precision, recall and F-measure of their longest common subsequence (0 when either side has no token)."""
+    score = _rouge_l_scorer().score(str(target), str(prediction))["rougeL"]
+    return {"precision": score.precision, "recall": score.recall, "fmeasure": score.fmeasure}
 
 
 def _ranked(scores: Sequence[float]) -> list[int]:
@@ -322,9 +311,15 @@ SCORERS: dict[str, ScorerFactory] = {
 }
 
 
-def register_scorer(name: str, factory: ScorerFactory) -> None:
-    """Add a scorer for a dataset (e.g. the CoLoTa metrics)."""
+#: scorer name -> the grader model its benchmark's paper used, for runs that name none (else the run's model)
+DEFAULT_GRADERS: dict[str, str] = {}
+
+
+def register_scorer(name: str, factory: ScorerFactory, *, default_grader: str | None = None) -> None:
+    """Add a scorer for a dataset (e.g. the CoLoTa metrics), with the grader model it uses when none is named."""
     SCORERS[name] = factory
+    if default_grader is not None:
+        DEFAULT_GRADERS[name] = default_grader
 
 
 def make_scorer(name: str, grader_model: Any = None, **kwargs: Any) -> Scorer:

@@ -6,13 +6,14 @@ interaction method; the runtime context chooses them::
       └→ route_expand ─ a Send per (kept unfinished state, candidate j ≤ k) → generate_step (thought + grounding)
       │                 or, when every kept state finished or the depth limit is reached → answer
     generate_step ×N → collect_candidates
-      └→ route_merge ─ GoT: a Send per pair of candidates → merge_thoughts (A(z_a, z_b)) → evaluate_states
+      └→ route_merge ─ GoT: a Send per pair of candidates (divergent branches first) → merge_thoughts
+                       (A(z_a, z_b), grounded like a step) → evaluate_states
                        otherwise → evaluate_states
     evaluate_states
       └→ route_evaluate ─ Score: a Send per candidate → score_state → select_states
                           Selection (or CoT's single chain) → select_states
-    select_states (keep t per depth, BFS) → route_expand
-    answer → END
+    select_states (keep t per depth, BFS; every depth of two or more candidates is evaluated) → route_expand
+    answer → END (the answer of the state that ended the search)
 
 CoT is the same graph with one candidate and one kept state per depth (k = t = 1, no evaluator).
 """
@@ -30,14 +31,39 @@ from nodes.grounded import GroundedContext, GroundedInput, GroundedState, ground
 
 NAME = "grounded"
 
-#: The paper's Table 1 / Table 2 rows as named contexts (``--preset``); n = 10, k = t = 3 are the defaults.
-PRESETS: dict[str, dict[str, Any]] = {
+#: The paper's Table 1 / Table 2 rows (strategy × interaction × evaluator); n = 10, k = t = 3 are the defaults.
+ROWS: dict[str, dict[str, Any]] = {
     "graph-cot": {"strategy": "cot", "interaction": "agent"},
     "graph-explore": {"strategy": "cot", "interaction": "explore"},
     **{f"{strategy}-{interaction}-{evaluator}": {"strategy": strategy, "interaction": interaction,
                                                    "evaluator": evaluator}
        for strategy in ("tot", "got") for interaction in ("agent", "explore") for evaluator in ("select", "score")},
 }
+
+#: The paper's protocol on top of a row (``paper-<row>``): what the paper and Graph-CoT's code say, and the
+#: project's choice where they are silent (docs/grounded.md has the table).
+PAPER_PROTOCOL: dict[str, Any] = {
+    # §4.1 Selection and appendix F's vote: each vote names the one best choice; ToT's vote evaluator samples 5
+    # votes and its value evaluator 3 (the paper gives no number), at ToT's temperature 0.7
+    "selection": "vote", "vote_samples": 5, "score_samples": 3, "evaluate_temperature": 0.7,
+    # Graph-CoT's agent writes its actions as text (``Action n: Function[args]``, several per step)
+    "action_format": "text",
+    # Graph-CoT's agent returns an empty answer when it reaches its step limit (§7: "reached the limit")
+    "answer_at_limit": False,
+    # Graph-CoT's prompts give a written definition per domain (and its examples per domain: domain=auto, the
+    # default, picks them from the graph's node types)
+    "definition_source": "domain",
+    # §5: "Mpnet-v2 is used as the retriever, and FAISS is employed for indexing" (Graph-CoT: all-mpnet-base-v2,
+    # an exact IndexFlatIP); the default vector_index is exact already
+    "embedding_model": "all-mpnet-base-v2", "vector_index": "exact",
+    # Graph-CoT's RetrieveNode is the embedding search alone (no exact-name lookup first)
+    "retrieve_exact": False,
+}
+
+#: Named contexts (``--preset``): each row with the project's defaults, and ``paper-<row>`` with the paper's
+#: protocol.
+PRESETS: dict[str, dict[str, Any]] = {**ROWS, **{f"paper-{row}": {**values, **PAPER_PROTOCOL}
+                                                 for row, values in ROWS.items()}}
 
 
 async def collect_candidates(state: GroundedState) -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""The retrieval baselines of grounded reasoning (paper 001, §5) over the same static-KG store::
+"""The baselines of grounded reasoning (paper 001, §5), the retrieval ones over the same static-KG store::
 
+    base:       answer_alone (the question only: the answer, no explanation)
     text-rag:   retrieve_nodes    (the nodes closest to the question)          → answer_from_context
     graph-rag:  retrieve_subgraph (the same nodes plus their 1-hop neighbours) → answer_from_context
 
-Zero-shot is the ``zeroshot`` workflow; Graph-CoT is ``grounded`` with ``strategy=cot, interaction=agent``.
+Graph-CoT is ``grounded`` with ``strategy=cot, interaction=agent`` (the ``graph-cot`` presets).
 """
 
 from __future__ import annotations
@@ -35,9 +36,20 @@ def build_graph_rag() -> StateGraph:
     return _build(1)
 
 
+def build_base() -> StateGraph:
+    """Base (zero-shot): the model alone answers with the answer only."""
+    g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
+    g.add_node("answer_alone", n.answer_alone)
+    g.add_edge(START, "answer_alone")
+    g.add_edge("answer_alone", END)
+    return g
+
+
+base = Workflow("base", build_base)
 text_rag = Workflow("text-rag", build_text_rag)
 graph_rag = Workflow("graph-rag", build_graph_rag)
 
 #: For ``langgraph.json``.
+base_graph = base.graph
 text_rag_graph = text_rag.graph
 graph_rag_graph = graph_rag.graph

@@ -53,7 +53,8 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--base-url", help="an OpenAI-compatible server for the model")
     ev.add_argument("--max-iterations", type=int)
     ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field")
-    ev.add_argument("--grader-model", help="the LLM grader's model (SimpleQA); default: --model")
+    ev.add_argument("--grader-model", help="the LLM grader's model (SimpleQA, GRBench's GPT4Score; 'none': no "
+                    "judge); default: the benchmark's own judge (GRBench: the paper's, openai:gpt-4o), else --model")
     ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
     ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
                                            "postgresql://... for a cluster)")

@@ -4,9 +4,10 @@
         an offline, scripted run on the GRBench-shaped fixture graph: ToT × agent by default; prints the gold
         answer; ``--strategy got`` merges thoughts, ``--interaction explore`` runs Algorithm 1
 
-:func:`gold_path_steps` writes a scripted chat model's steps for one question of the fixture from its manifest
-entry (start node and gold hop) and the graph: the first candidate of every state walks the gold path, and each of
-its steps is conditioned on the observation the real store gave the previous one, so the script only gets to the
+:func:`gold_path_steps` writes a scripted chat model's steps for one question of the fixture from its entry (a
+one-hop manifest row: start node and gold hop; a multi-hop entry: start node and the path's hops, see
+:mod:`evals.grbench_multihop`) and the graph: the first candidate of every state walks the gold path, and each of
+its steps is conditioned on the observations the real store gave the previous one, so the script only gets to the
 answer if the store and the workflow behave; the other candidates wander. Nothing is written per question.
 """
 
@@ -20,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from evals.grbench_multihop import answer_nodes, levels_of
 from tools.pgraph import StaticKG
 
 DEMO_DOMAIN = "dblp"
@@ -35,88 +37,127 @@ def render_value(value: Any) -> str:
     return str(value)
 
 
-def gold_answer(row: dict[str, Any], graph: StaticKG) -> str:
-    """The answer the gold hop leads to in the graph: the neighbours' names (in edge order) or the feature."""
+def gold_path(row: dict[str, Any]) -> dict[str, Any]:
+    """A fixture question as a path (see :mod:`evals.grbench_multihop`): a multi-hop entry as it is; a one-hop
+    manifest row's relation hop as a one-hop path, its feature hop as the start node's ``feature``."""
+    if "hops" in row:
+        return row
     hop = row["hop"]
     if "relation" in hop:
-        feature = hop.get("target_feature", "name")
-        ends = graph.neighbours(row["start"], hop["relation"])
-        return ", ".join(render_value(graph.features(e).get(feature, graph.node(e).name if graph.node(e) else e))
-                         for e in ends)
-    return render_value(graph.feature(row["start"], hop["feature"]))
+        return {**row, "hops": [hop["relation"]], "answer_at": 1, "reaches": None, "count": False,
+                "target_feature": hop.get("target_feature", "name")}
+    return {**row, "hops": [], "answer_at": 0, "reaches": None, "count": False, "feature": hop["feature"]}
+
+
+def gold_answer(row: dict[str, Any], graph: StaticKG) -> str:
+    """The answer a question's gold path leads to in the graph: the names (or the target feature) of the nodes
+    it reaches, in edge order, or how many they are, or the start node's feature."""
+    path = gold_path(row)
+    if path.get("feature"):
+        return render_value(graph.feature(path["start"], path["feature"]))
+    nodes = answer_nodes(graph, path)
+    if path.get("count"):
+        return str(len(nodes))
+    feature = path.get("target_feature") or "name"
+    return ", ".join(render_value(graph.features(e).get(feature, graph.display_name(e))) for e in nodes)
 
 
 def _s(when: str, **reply: Any) -> dict[str, Any]:
     return {"when": when, "times": 0, **reply}
 
 
-def _agent_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
-    start, hop, entity = row["start"], row["hop"], row["entity"]
+def _act(calls: list[tuple[str, dict[str, Any]]], action_format: str) -> dict[str, Any]:
+    """A scripted action reply: tool calls, or Graph-CoT's text protocol (``Function[args], ...``)."""
+    if action_format == "text":
+        return {"content": ", ".join(f"{name}[{', '.join(str(v) for v in args.values())}]" for name, args in calls)}
+    return {"tool_calls": [{"name": name, "args": args} for name, args in calls]}
+
+
+def _chunks(items: list[str], size: int) -> list[list[str]]:
+    return [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def _agent_steps(row: dict[str, Any], graph: StaticKG, action_format: str = "tools",
+                 max_actions: int = 20) -> list[dict[str, Any]]:
+    """The gold path as the agent walks it: RetrieveNode, one step of NeighbourCheck calls per hop (at most
+    ``max_actions`` calls a step), the answer nodes' names (or the start's feature), Finish. Each step's prompts
+    must show the observations the store gave the step before."""
+    path = gold_path(row)
+    start, entity = path["start"], path["entity"]
     # every step names its question, so one script serves many questions at once
-    question = ".*" + re.escape(f"<question>{row['question'].strip()}</question>")
+    question = ".*" + re.escape(f"<question>{path['question'].strip()}</question>")
+    steps: list[dict[str, Any]] = []
+    shown: list[str] = []  # what the previous step's observations must have said (first and last)
 
-    def gold(stage: str, step: int, *after: str) -> str:
-        return rf"\[stage: agent {stage}, step {step}, candidate 1 " + question + "".join(f".*{a}" for a in after)
+    def add(thought: str, calls: list[tuple[str, dict[str, Any]]], observations: list[str]) -> None:
+        nonlocal shown
+        number = len(steps) // 2 + 1
+        head = rf"\[stage: agent {{}}, step {number}, candidate 1 " + question + "".join(f".*{a}" for a in shown)
+        steps.append(_s(head.format("thought"), content=thought))
+        steps.append(_s(head.format("action") + ".*" + re.escape(f"Thought {number}: {thought}"),
+                        **_act(calls, action_format)))
+        shown = [re.escape(o[:160]) for o in dict.fromkeys([observations[0], observations[-1]])]
 
-    steps = [
-        _s(gold("thought", 1), content=f"I need the node of {entity}."),
-        _s(gold("action", 1, "Thought 1: I need the node of"),
-           tool_calls=[{"name": "RetrieveNode", "args": {"keyword": entity}}]),
-    ]
-    found = re.escape(f"The ID of this retrieval target node is {start}.")
-    if "relation" in hop:
-        relation, feature = hop["relation"], hop.get("target_feature", "name")
-        ends = graph.neighbours(start, relation)
-        listed = re.escape(f"The {relation} neighbors of {start} are: {json.dumps(ends)}.")
-        names = [f"The {re.escape(feature)} feature of {re.escape(e)} is: " for e in ends]
-        steps += [
-            _s(gold("thought", 2, found), content=f"Its {relation} neighbours answer it."),
-            _s(gold("action", 2, found, "Thought 2: Its"),
-               tool_calls=[{"name": "NeighbourCheck", "args": {"node_id": start, "neighbor_type": relation}}]),
-            _s(gold("thought", 3, listed), content=f"I need their {feature}."),
-            _s(gold("action", 3, listed, "Thought 3: I need their"),
-               tool_calls=[{"name": "NodeFeature", "args": {"node_id": e, "feature": feature}} for e in ends]),
-            _s(gold("thought", 4, *names), content="Now I know the answer."),
-            _s(gold("action", 4, *names, "Thought 4: Now I know"),
-               tool_calls=[{"name": "Finish", "args": {"answer": gold_answer(row, graph)}}]),
-        ]
-    else:
-        feature = hop["feature"]
-        shown = re.escape(f"The {feature} feature of {start} is: ")
-        steps += [
-            _s(gold("thought", 2, found), content=f"Its {feature} answers it."),
-            _s(gold("action", 2, found, "Thought 2: Its"),
-               tool_calls=[{"name": "NodeFeature", "args": {"node_id": start, "feature": feature}}]),
-            _s(gold("thought", 3, shown), content="Now I know the answer."),
-            _s(gold("action", 3, shown, "Thought 3: Now I know"),
-               tool_calls=[{"name": "Finish", "args": {"answer": gold_answer(row, graph)}}]),
-        ]
+    add(f"I need the node of {entity}.", [("RetrieveNode", {"keyword": entity})],
+        [f"The ID of this retrieval target node is {start}."])
+    levels = levels_of(graph, path)
+    for i, relation in enumerate(path["hops"]):
+        for chunk in _chunks(levels[i], max_actions):
+            add(f"Its {relation} neighbours lead on.",
+                [("NeighbourCheck", {"node_id": x, "neighbor_type": relation}) for x in chunk],
+                [f"The {relation} neighbors of {x} are: {json.dumps(graph.neighbours(x, relation))}." for x in chunk])
+    if path.get("feature"):
+        feature = path["feature"]
+        add(f"Its {feature} answers it.", [("NodeFeature", {"node_id": start, "feature": feature})],
+            [f"The {feature} feature of {start} is: "])
+    elif not path.get("count"):
+        feature = path.get("target_feature") or "name"
+        for chunk in _chunks(answer_nodes(graph, path), max_actions):
+            add(f"I need their {feature}.", [("NodeFeature", {"node_id": e, "feature": feature}) for e in chunk],
+                [f"The {feature} feature of {e} is: " for e in chunk])
+    add("Now I know the answer.", [("Finish", {"answer": gold_answer(row, graph)})], ["Finish"])
     return steps
 
 
+def _name(graph: StaticKG, node_id: str) -> str:
+    """A node's name as exploration writes it (entities, head entities, triples)."""
+    node = graph.node(node_id)
+    return node.name if node is not None else node_id
+
+
 def _explore_steps(row: dict[str, Any], graph: StaticKG) -> list[dict[str, Any]]:
-    start, hop, entity = row["start"], row["hop"], row["entity"]
-    node = graph.node(start)
-    name = node.name if node is not None else entity
-    wanted = hop.get("relation") or hop.get("feature")
-    question = ".*" + re.escape(f"<question>{row['question'].strip()}</question>")
-    head = ".*" + re.escape(f"<head_entity>{name}</head_entity>")
+    """The gold path as automatic graph exploration walks it: a thought naming the start entity, its extraction,
+    then at each BFS level the hop's relation and every tail kept, until End? sees the last hop's triples (or the
+    start's feature)."""
+    path = gold_path(row)
+    start = path["start"]
+    name = _name(graph, start)
+    question = ".*" + re.escape(f"<question>{path['question'].strip()}</question>")
+    hops = path["hops"]
+    wanted = hops[0] if hops else path["feature"]
     steps = [
-        _s(r"\[stage: search thought, step 1, candidate 1 " + question, content=f"I need {name} and its {wanted}."),
-        _s(r"\[stage: entity extraction\].*" + re.escape(f"I need {name} and its"), structured={"entities": [name]}),
+        _s(r"\[stage: search thought, step 1, candidate 1 " + question,
+           content=f"I need {name} and where its {wanted} leads."),
+        _s(r"\[stage: entity extraction\].*" + re.escape(f"I need {name} and where its"),
+           structured={"entities": [name]}),
     ]
-    if "relation" in hop:
-        ends = graph.neighbours(start, hop["relation"])
-        labels = [graph.node(e).name for e in dict.fromkeys(ends)]  # type: ignore[union-attr]
-        steps += [
-            _s(r"\[stage: prune relations\]" + head, structured={"relations": [hop["relation"]]}),
-            _s(r"\[stage: prune entities\]" + head + ".*" + re.escape(f"<relation>{hop['relation']}</relation>"),
-               structured={"entities": labels}),
-        ]
+    levels = levels_of(graph, path)
+    for i, relation in enumerate(hops):
+        for x in levels[i]:
+            head = question + ".*" + re.escape(f"<head_entity>{_name(graph, x)}</head_entity>")
+            steps += [_s(r"\[stage: prune relations\]" + head, structured={"relations": [relation]}),
+                      _s(r"\[stage: prune entities\]" + head + ".*" + re.escape(f"<relation>{relation}</relation>"),
+                         structured={"entities": list(dict.fromkeys(graph.neighbours(x, relation)))})]
+    if hops:
+        last = re.escape(f"{_name(graph, levels[len(hops) - 1][0])} -> {hops[-1]} -> ")
     else:
-        steps += [_s(r"\[stage: search attributes\]" + ".*" + re.escape(f"<entity>{name}</entity>"),
-                     structured={"attributes": [hop["feature"]]})]
-    steps += [_s(r"\[stage: final answer\]" + question, structured={"answer": gold_answer(row, graph)})]
+        last = re.escape(f"{name} — {path['feature']}: ")
+        steps.append(_s(r"\[stage: search attributes\]" + question + ".*" + re.escape(f"<entity>{name}</entity>"),
+                        structured={"attributes": [path["feature"]]}))
+    steps += [_s(r"\[stage: search end\]" + question + ".*" + last,
+                 structured={"sufficient": True, "reason": "the path is complete"}),
+              _s(r"\[stage: search end\]" + question, structured={"sufficient": False, "reason": "go on"}),
+              _s(r"\[stage: final answer\]" + question, structured={"answer": gold_answer(row, graph)})]
     return steps
 
 
@@ -143,14 +184,18 @@ GENERIC_STEPS: list[dict[str, Any]] = [
 
 
 def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[StaticKG] | StaticKG, *,
-                    interaction: str = "agent") -> list[dict[str, Any]]:
-    """A scripted model's steps for fixture questions (see the module docstring): each question's gold path, then
-    :data:`GENERIC_STEPS` for every other decision (one script can serve several questions)."""
+                    interaction: str = "agent", action_format: str = "tools",
+                    max_actions: int = 20) -> list[dict[str, Any]]:
+    """A scripted model's steps for fixture questions, one-hop manifest rows or multi-hop entries (see the module
+    docstring): each question's gold path, then :data:`GENERIC_STEPS` for every other decision (one script can
+    serve several questions). The agent's actions are tool calls or text actions (``action_format``), at most
+    ``max_actions`` a step, as the run's context says."""
     rows = [rows] if isinstance(rows, dict) else rows
     graphs = [graphs] * len(rows) if not isinstance(graphs, list) else graphs
     steps: list[dict[str, Any]] = []
     for row, graph in zip(rows, graphs):
-        steps += _agent_steps(row, graph) if interaction == "agent" else _explore_steps(row, graph)
+        steps += (_agent_steps(row, graph, action_format, max_actions) if interaction == "agent"
+                  else _explore_steps(row, graph))
     return steps + GENERIC_STEPS
 
 

@@ -137,7 +137,8 @@ def format_grounded(state: dict[str, Any]) -> list[str]:
         mark = ("★ " if node_id == state.get("best") else "✓ " if node_id in finals else
                 "+ " if t.get("kept") else "✗ " if t.get("error") else "- ")
         kind = " (merge of " + " + ".join(t.get("parents", [])) + ")" if t.get("kind") == "merge" else ""
-        score = f" [score {t['score']}, {t.get('votes', 0)} vote(s)]" if t.get("score") is not None else ""
+        score = (f" [score {t['score']}, {t.get('votes', 0)} vote(s)]" if t.get("score") is not None
+                 else f" [{t['votes']} vote(s)]" if t.get("votes") is not None else "")
         lines.append(f"{'  ' * indent}{mark}{node_id}{kind}{score}: {str(t.get('thought', ''))[:160]}")
         pad = "  " * (indent + 2)
         for a in t.get("actions") or []:

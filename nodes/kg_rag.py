@@ -1,7 +1,9 @@
-"""Retrieval-augmented baselines over a static KG (paper 001, §5): **Text-RAG** gives the model the texts of the
-nodes closest to the question (an embedding search over node texts), **Graph-RAG** adds each retrieved node's
-1-hop neighbours. Both answer in one LLM call; the retrieved context is in the state. If that call fails for
-good, the answer is "No solution found" and the failure is logged in ``failures``.
+"""The baselines of grounded reasoning (paper 001, §5): **Base** (zero-shot: the model alone, asked for the answer
+only), and the retrieval-augmented baselines over a static KG: **Text-RAG** gives the model the texts of the nodes
+closest to the question (an embedding search over node names and titles, as Graph-CoT's retriever, or over whole
+node texts), **Graph-RAG** adds each retrieved node's 1-hop neighbours. Each answers in one LLM call; the
+retrieved context is in the state. If that call fails for good, the answer is empty, ``final_answer`` says "No
+solution found" and the failure is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from langgraph.runtime import Runtime
 
 from kgagents.usage import Usage, merge_usage
 from nodes.context import Context
-from nodes.grounded import graph_for
+from nodes.grounded import ensure_embedder, graph_for
 from nodes.llm import LLMCaller, LLMError, accounting
 from nodes.runtime import context_as
 from nodes.state import NO_SOLUTION, Failure, append
@@ -29,8 +31,11 @@ class KGRagContext(Context):
 
     rag_top_k: int = 1
     """How many nodes are retrieved."""
-    rag_field: Literal["name", "text"] = "text"
-    """What the search compares the question with: node names or whole node texts."""
+    rag_field: Literal["name", "text"] = "name"
+    """What the search compares the question with: node names / titles (Graph-CoT's retriever embeds each node's
+    name or title) or whole node texts."""
+    vector_index: Literal["exact", "ivf"] = "exact"
+    """The search's index: exact (as Graph-CoT's FAISS ``IndexFlatIP``) or the store's approximate IVF index."""
     context_chars: int = 12_000
     neighbours_per_relation: int = 20
     embedding_model: Any = None
@@ -80,8 +85,10 @@ def retrieve_node(hops: int):
             raise ValueError("give {'question': '...', 'graph': 'NAME or path'}")
         ref = state.get("graph_ref") or await asyncio.to_thread(resolve, str(state["graph"]))
         graph = await graph_for(ref)
+        await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
         found = await asyncio.to_thread(graph.nearest_nodes, question, ctx.rag_top_k, field=ctx.rag_field,
-                                        embedder=embedder_spec(ctx.embedding_model, ctx.embedding_device))
+                                        embedder=embedder_spec(ctx.embedding_model, ctx.embedding_device),
+                                        index=ctx.vector_index)
         ids = [node_id for node_id, _ in found]
         parts = [await asyncio.to_thread(node_context, graph, i, hops=hops, per_relation=ctx.neighbours_per_relation)
                  for i in ids]
@@ -94,10 +101,22 @@ def retrieve_node(hops: int):
 
 async def answer_from_context(state: KGRagState, runtime: Runtime[KGRagContext]) -> dict[str, Any]:
     """One LLM call: the answer from the question and the retrieved context."""
+    return await _answer(runtime, P.render(P.KG_RAG_ANSWER, question=state["question"],
+                                           context=state.get("context", "")))
+
+
+async def answer_alone(state: KGRagState, runtime: Runtime[KGRagContext]) -> dict[str, Any]:
+    """Base (zero-shot): one LLM call, the question alone, the answer only."""
+    question = (state.get("question") or "").strip()
+    if not question:
+        raise ValueError("give {'question': '...'}")
+    return {"question": question, **await _answer(runtime, P.render(P.ZERO_SHOT_ANSWER, question=question))}
+
+
+async def _answer(runtime: Runtime[KGRagContext], prompt: str) -> dict[str, Any]:
     llm = LLMCaller(_ctx(runtime), "graph_executor")
     try:
-        reply = (await llm.text(P.render(P.KG_RAG_ANSWER, question=state["question"],
-                                         context=state.get("context", "")))).strip()
+        reply = (await llm.text(prompt)).strip()
     except LLMError as exc:
         llm.failed(exc, f"the answer is {NO_SOLUTION!r}")
         reply = ""

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from prompts.kgot import placeholders, render
 
-__all__ = ["AGENT_ACTION", "AGENT_EXAMPLES", "AGENT_THOUGHT", "ENTITY_EXTRACTION", "EXPLORE_EXAMPLES",
+__all__ = ["AGENT_ACTION", "AGENT_ACTION_TEXT", "AGENT_THOUGHT", "ENTITY_EXTRACTION",
            "FINAL_ANSWER", "KG_RAG_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",
-           "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_VOTE", "placeholders", "render"]
+           "SEARCH_END", "SEARCH_THOUGHT", "SELECTION_BEST", "SELECTION_VOTE", "ZERO_SHOT_ANSWER", "placeholders",
+           "render"]
 
 # --------------------------------------------------------------------------------------------------------------
 # Agent (§4.2.1, Figure 9): thought → action → observation
@@ -57,28 +58,14 @@ graph returned them and neighbour types and feature names as in the graph defini
 once you know it.
 </instructions>"""
 
-AGENT_EXAMPLES = """Question: Who are the authors of the paper "Graph Reasoning at Scale"?
-Thought 1: The question is about a paper node. I need to find it in the graph first.
-Action 1: RetrieveNode[Graph Reasoning at Scale]
-Observation 1: The ID of this retrieval target node is p_0131.
-Thought 2: The authors of the paper are its author neighbours.
-Action 2: NeighbourCheck[p_0131, author]
-Observation 2: The author neighbors of p_0131 are: ["a_77", "a_12"].
-Thought 3: I need the names of these two author nodes.
-Action 3: NodeFeature[a_77, name], NodeFeature[a_12, name]
-Observation 3: The name feature of a_77 is: Maria Ortiz. The name feature of a_12 is: Ken Ito.
-Thought 4: The authors are Maria Ortiz and Ken Ito.
-Action 4: Finish[Maria Ortiz, Ken Ito]
-
-Question: How many papers cite the paper "Sparse Attention Revisited"?
-Thought 1: I need the paper node for "Sparse Attention Revisited".
-Action 1: RetrieveNode[Sparse Attention Revisited]
-Observation 1: The ID of this retrieval target node is p_2210.
-Thought 2: Papers citing it are its cited_by neighbours; their number is the node degree.
-Action 2: NodeDegree[p_2210, cited_by]
-Observation 2: The cited_by neighbor node degree of p_2210 is: 14.
-Thought 3: 14 papers cite it.
-Action 3: Finish[14]"""
+AGENT_ACTION_TEXT = "[stage: agent action, step {step}, candidate {candidate}]\n" + _AGENT_TASK + """
+<thought>Thought {step}: {thought}</thought>
+<instructions>
+Write Action {step}: the graph function call (or calls, separated by commas) that this thought needs, written as
+Function[arguments] like the examples, with node IDs exactly as the graph returned them and neighbour types and
+feature names as in the graph definition. Write Finish[answer] once you know the answer. Reply with the action
+only.
+</instructions>"""
 
 # --------------------------------------------------------------------------------------------------------------
 # Automatic graph exploration (§4.2.2, Figure 10, Algorithm 1)
@@ -109,14 +96,6 @@ attributes found in a knowledge graph so far. Follow the format of the examples.
 Write the next thought (one or two sentences). Name the entities it is about exactly as they would appear in the
 knowledge graph.
 </instructions>"""
-
-EXPLORE_EXAMPLES = """Question: Which venue published the paper "Graph Reasoning at Scale"?
-Knowledge triples: (none yet)
-Next thought: I need to find the paper "Graph Reasoning at Scale" and follow its venue.
-
-Question: Which venue published the paper "Graph Reasoning at Scale"?
-Knowledge triples: Graph Reasoning at Scale -> venue -> KDD
-Next thought: The paper "Graph Reasoning at Scale" was published at KDD, so the answer is KDD."""
 
 ENTITY_EXTRACTION = """[stage: entity extraction]
 <task>
@@ -229,6 +208,17 @@ a chain of thoughts with what the knowledge graph returned for them. Analyse eac
 {choices}
 </choices>"""
 
+SELECTION_BEST = """[stage: selection vote, depth {depth}]
+<task>
+Which of the choices below is the chain of thought most likely to reach the correct answer to the question? Each
+choice is a chain of thoughts with what the knowledge graph returned for them. Weigh every choice, then name the
+one best on a last line of the form "The best choice is s" (s: the choice's number).
+</task>
+<question>{question}</question>
+<choices>
+{choices}
+</choices>"""
+
 SCORE_VOTE = """[stage: score vote, state {state}]
 <task>
 Generate a score for the given reasoning chain: the probability (a number between 0 and 1) that the chain will
@@ -278,8 +268,16 @@ Answer the question from the reasoning chain and what the knowledge graph return
 </reasoning_chain>"""
 
 # --------------------------------------------------------------------------------------------------------------
-# Baselines (§5): Text-RAG (node texts retrieved by embedding) and Graph-RAG (plus their 1-hop neighbours)
+# Baselines (§5): Base (zero-shot), Text-RAG (node texts retrieved by embedding) and Graph-RAG (plus their 1-hop
+# neighbours)
 # --------------------------------------------------------------------------------------------------------------
+ZERO_SHOT_ANSWER = """[stage: zero-shot answer]
+<task>
+Answer the question below from what you know. When you are not sure, give your best guess. Reply with the answer
+only (names, titles or values), without explanation.
+</task>
+<question>{question}</question>"""
+
 KG_RAG_ANSWER = """[stage: rag answer]
 <task>
 You are an AI assistant that answers questions. Use your own knowledge and the context retrieved from a knowledge

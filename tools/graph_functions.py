@@ -1,7 +1,7 @@
 """Graph-CoT's graph functions as LangChain tools over a static KG (the grounded agent's actions).
 
-- ``RetrieveNode(keyword)``: the node whose text is closest to the keyword (semantic search over the store's
-  embedding index), with its id;
+- ``RetrieveNode(keyword)``: the node named exactly as the keyword, else the node whose name (or text) is closest
+  to it (semantic search over the store's embedding index), with its id;
 - ``NodeFeature(node_id, feature)``: one feature of a node (its name counts as the feature ``name``);
 - ``NeighbourCheck(node_id, neighbor_type)``: the node's neighbours along one edge type;
 - ``NodeDegree(node_id, neighbor_type)``: how many such neighbours it has;
@@ -10,11 +10,17 @@
 A wrong call never raises: an unknown node id, an unknown feature or edge type, or missing arguments become an
 observation that says what is wrong and what exists (the node's features or edge types), so the agent can
 correct itself. Observations longer than the run's limit are cut, with a note of how much was cut.
+
+The functions are called as tools (native tool calls) or from Graph-CoT's text protocol: an action line such as
+``NodeFeature[a_1, name], NodeFeature[a_2, name]`` is read by :func:`parse_actions` (several calls per line;
+``Finish[...]`` takes everything up to its closing bracket as the answer); a call that cannot be read becomes an
+observation that says how to write it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +31,11 @@ from pydantic import BaseModel, Field
 from tools.pgraph import StaticKG
 
 FINISH = "Finish"
+#: Each function's parameters, in the order the text protocol writes them (``NeighborCheck`` is accepted too).
+PARAMETERS: dict[str, tuple[str, ...]] = {
+    "RetrieveNode": ("keyword",), "NodeFeature": ("node_id", "feature"), "NeighbourCheck": ("node_id", "neighbor_type"),
+    "NeighborCheck": ("node_id", "neighbor_type"), "NodeDegree": ("node_id", "neighbor_type"), FINISH: ("answer",),
+}
 
 
 class RetrieveNodeArgs(BaseModel):
@@ -70,22 +81,28 @@ class GraphFunctions:
     names = ("RetrieveNode", "NodeFeature", "NeighbourCheck", "NodeDegree", FINISH)
 
     def __init__(self, graph: StaticKG, *, max_chars: int = 2000, retrieve_k: int = 1,
-                 retrieve_field: str = "name", embedder: Any = None) -> None:
+                 retrieve_field: str = "name", embedder: Any = None, index: str | None = "exact",
+                 retrieve_exact: bool = True) -> None:
         self.graph = graph
         self.max_chars = max_chars
         self.retrieve_k = retrieve_k
         self.retrieve_field = retrieve_field
         self.embedder = embedder
+        self.index = index
+        """The kind of vector index RetrieveNode searches (``exact``, ``ivf``; ``None``: by the graph's size)."""
+        self.retrieve_exact = retrieve_exact
+        """Whether RetrieveNode first looks for nodes named exactly as the keyword (else: embedding search only,
+        as Graph-CoT's retriever)."""
 
     # --- the functions -------------------------------------------------------------------------------------
     def retrieve_node(self, keyword: str) -> Observation:
         keyword = keyword.strip()
         if not keyword:
             return Observation("RetrieveNode needs a keyword.", ok=False)
-        exact = self.graph.nodes_named(keyword)
+        exact = self.graph.nodes_named(keyword) if self.retrieve_exact else []
         found = [n.id for n in exact][: self.retrieve_k] or \
             [i for i, _ in self.graph.nearest_nodes(keyword, self.retrieve_k, field=self.retrieve_field,
-                                                    embedder=self.embedder)]
+                                                    embedder=self.embedder, index=self.index)]
         if not found:
             return Observation("There is no information that can be matched in the database. Please try another "
                                "query.", ok=False)
@@ -147,19 +164,16 @@ class GraphFunctions:
     # --- dispatch ------------------------------------------------------------------------------------------
     def call(self, name: str, args: dict[str, Any]) -> Observation:
         """Run one function by name; wrong names or arguments become an observation."""
-        table: dict[str, tuple[Callable[..., Observation], tuple[str, ...]]] = {
-            "RetrieveNode": (self.retrieve_node, ("keyword",)),
-            "NodeFeature": (self.node_feature, ("node_id", "feature")),
-            "NeighbourCheck": (self.neighbour_check, ("node_id", "neighbor_type")),
-            "NeighborCheck": (self.neighbour_check, ("node_id", "neighbor_type")),
-            "NodeDegree": (self.node_degree, ("node_id", "neighbor_type")),
-            FINISH: (self.finish, ("answer",)),
+        functions: dict[str, Callable[..., Observation]] = {
+            "RetrieveNode": self.retrieve_node, "NodeFeature": self.node_feature,
+            "NeighbourCheck": self.neighbour_check, "NeighborCheck": self.neighbour_check,
+            "NodeDegree": self.node_degree, FINISH: self.finish,
         }
-        if name not in table:
+        if name not in functions:
             return Observation(f"Invalid action {name!r}. Valid actions are RetrieveNode[keyword], "
                                "NodeFeature[node_id, feature], NeighbourCheck[node_id, neighbor_type], "
                                "NodeDegree[node_id, neighbor_type] and Finish[answer].", ok=False)
-        function, params = table[name]
+        function, params = functions[name], PARAMETERS[name]
         missing = [p for p in params if not isinstance(args.get(p), (str, int, float)) or str(args.get(p)).strip() == ""]
         if missing:
             return Observation(f"{name} needs {', '.join(params)}; missing or empty: {', '.join(missing)}.",
@@ -191,3 +205,87 @@ def _clean(text: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'`":
         value = value[1:-1].strip()
     return value
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The text protocol: ``Action n: Function[args], Function[args]``
+# ------------------------------------------------------------------------------------------------------------------
+@dataclass
+class ParsedAction:
+    """One call read from an action line: the function's name and arguments, or why it could not be read."""
+
+    name: str
+    args: dict[str, str]
+    written: str
+    error: str | None = None
+
+
+_CALL = re.compile(r"([A-Za-z_]\w*)\s*\[")
+_PREFIX = re.compile(r"^\s*Action\s*\d*(?:\.\d+)?\s*:\s*", re.IGNORECASE)
+_NEXT_STEP = re.compile(r"^\s*(Observation|Thought)\s*\d*(?:\.\d+)?\s*:", re.IGNORECASE)
+
+
+def _closing(text: str, start: int) -> int:
+    """The index of the ``]`` that closes the ``[`` at ``start - 1`` (nested brackets counted), or -1."""
+    depth = 1
+    for i in range(start, len(text)):
+        if text[i] == "[":
+            depth += 1
+        elif text[i] == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _arguments(name: str, raw: str) -> tuple[dict[str, str], str | None]:
+    """A call's arguments by parameter: one parameter takes the whole text (a keyword or an answer may hold
+    commas), two split at the first comma (node ids hold none)."""
+    params = PARAMETERS.get(name)
+    if params is None:  # an unknown function: GraphFunctions.call says which exist
+        return {"arguments": raw.strip()}, None
+    if len(params) == 1:
+        return {params[0]: raw.strip()}, None
+    first, comma, rest = raw.partition(",")
+    if not comma or not first.strip() or not rest.strip():
+        return {}, (f"{name} takes {len(params)} arguments: write {name}[{', '.join(params)}], e.g. "
+                    f"{name}[{_EXAMPLES[name]}].")
+    return {params[0]: first.strip(), params[1]: rest.strip()}, None
+
+
+_EXAMPLES = {"NodeFeature": "p_12, title", "NeighbourCheck": "p_12, author", "NeighborCheck": "p_12, author",
+             "NodeDegree": "p_12, cited_by"}
+
+
+def parse_actions(text: str) -> list[ParsedAction]:
+    """The calls of one action line (Graph-CoT's text protocol), in order. A call that cannot be read (no closing
+    bracket, too few arguments) is a :class:`ParsedAction` with an ``error``; a line with no call at all is one
+    such error."""
+    lines = []
+    for part in str(text).strip().splitlines():
+        if _NEXT_STEP.match(part):  # the model wrote on past its action (an observation or the next thought)
+            break
+        lines.append(_PREFIX.sub("", part))
+    line = " ".join(part for part in lines if part.strip())
+    out: list[ParsedAction] = []
+    position = 0
+    while True:
+        match = _CALL.search(line, position)
+        if match is None:
+            break
+        name, start = match.group(1), match.end()
+        end = _closing(line, start)
+        if end < 0:
+            out.append(ParsedAction(name, {}, line[match.start():].strip(),
+                                    f"{name}[...] has no closing bracket: write {name}[arguments]."))
+            break
+        args, error = _arguments(name, line[start:end])
+        out.append(ParsedAction(name, args, line[match.start():end + 1], error))
+        position = end + 1
+    if not out:
+        shown = line[:200] or "(nothing)"
+        out.append(ParsedAction("", {}, line, f"Invalid action: no Function[arguments] was found in {shown!r}. Write "
+                                              "an action such as RetrieveNode[keyword], NodeFeature[node_id, feature], "
+                                              "NeighbourCheck[node_id, neighbor_type], NodeDegree[node_id, "
+                                              "neighbor_type] or Finish[answer]."))
+    return out

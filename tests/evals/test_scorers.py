@@ -133,6 +133,19 @@ def test_rouge_l_public_vectors():
     assert rouge_l("The Cat, sat!", "the cat sat")["fmeasure"] == 1.0
 
 
+@pytest.mark.parametrize("prediction, target, expected", [
+    ("The venue is KDD", "KDD", (0.25, 1.0, 0.4)),  # a one-word gold inside a longer answer
+    ("Graph reasoning", "KDD", (0.0, 0.0, 0.0)),  # no overlap: 0, not a division by zero
+    ("", "KDD", (0.0, 0.0, 0.0)), ("— !", "x", (0.0, 0.0, 0.0)),  # no token on one side
+    ("b a", "a b", (0.5, 0.5, 0.5)),  # a subsequence keeps the order
+    ("a a b", "a b b", (2 / 3, 2 / 3, 2 / 3)), ("Ann Lee, Bo Chen", "Bo Chen", (0.5, 1.0, 2 / 3)),
+    ("running runs", "run", (0.0, 0.0, 0.0)),  # no stemming
+])
+def test_rouge_l_by_hand(prediction, target, expected):
+    got = rouge_l(prediction, target)
+    assert (got["precision"], got["recall"], got["fmeasure"]) == pytest.approx(expected)
+
+
 def test_retrieval_public_vectors():
     fns = {"retrieval_hit_rate": hit_at_k, "retrieval_recall": recall_at_k, "retrieval_precision": precision_at_k}
     checked = 0

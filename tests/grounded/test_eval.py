@@ -11,11 +11,13 @@ from evals.datasets import load_dataset
 from evals.grbench import (
     GRBenchScorer,
     answer_in_trace,
+    difficulty,
     error_type,
     gpt4score_prompt,
     load_grbench,
     parse_judgement,
     read_questions,
+    trace_values,
 )
 from evals.scorers import rouge_l
 from kgagents.cli import main
@@ -47,7 +49,8 @@ def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     for workflow, extra in (("grounded", ["--preset", "tot-agent-select"]), ("graph-rag", []), ("text-rag", [])):
         out[workflow] = tmp_path / workflow
         code = main(["eval", workflow, "--dataset", "grbench-fixture", "--domain", "dblp", "--ids", *IDS,
-                     "--model", f"scripted:{script}", "--out", str(out[workflow]), "--no-progress", *extra])
+                     "--model", f"scripted:{script}", "--grader-model", f"scripted:{script}", "--out",
+                     str(out[workflow]), "--no-progress", *extra])
         assert code == 0
     capsys.readouterr()
     records = [json.loads(line) for line in (out["grounded"] / "results.jsonl").read_text().splitlines()]
@@ -66,6 +69,75 @@ def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     assert "| Graph-ToT agent (select), scripted" in table.replace(f":{script}", "") or "Graph-ToT agent (select)" in table
     assert "| method | dblp | cost / question | mean runtime (s) |" in table
     assert "100.00 (100.00)" in table and "Graph-RAG" in table and "Text-RAG" in table
+    # the paper's Figure 14: DBLP templates 0-2 are easy (one hop), template 1 too
+    assert {r["details"]["difficulty"] for r in records} == {"easy"}
+    figure = report.split("as the paper's Figure 14")[1]
+    assert "| method | easy | medium | hard |" in figure and "100.00 (100.00) [n=4] | – | – |" in figure
+
+
+def test_gpt4score_s_judge_is_the_paper_s_unless_named_and_a_failed_judgement_is_not_judged(tmp_path, capsys):
+    from evals.datasets import load_dataset as load
+    from evals.grbench import PAPER_JUDGE
+    from evals.runner import EvalOptions, build_scorer
+
+    dataset = load("grbench-fixture", None, split="dblp", ids=IDS[:1])
+    default = EvalOptions(workflow="grounded", out_dir=tmp_path, context_values={"model": "x:y"})
+    assert build_scorer(default, dataset).model == PAPER_JUDGE  # not the run's model
+    named = EvalOptions(workflow="grounded", out_dir=tmp_path, grader_model="a:b")
+    assert build_scorer(named, dataset).model == "a:b"
+    script = script_for(tmp_path, extra=[
+        {"when": r"Please help me judge", "times": 0, "raise": "judge overloaded", "status": 400}])
+    out = tmp_path / "judged"
+    assert main(["eval", "grounded", "--dataset", "grbench-fixture", "--domain", "dblp", "--ids", *IDS[:2],
+                 "--model", f"scripted:{script}", "--grader-model", f"scripted:{script}", "--set",
+                 "max_api_retries=0", "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    for r in records:
+        assert r["correct"] is None and r["grade"] == "NOT_JUDGED" and r["details"]["gpt4score"] is None
+        assert "judge overloaded" in r["details"]["judge_error"] and r["details"]["rouge_l"] == 1.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["gpt4score"] is None and summary["not judged"] == 2 and summary["rouge_l"] == 100.0
+
+
+@pytest.mark.parametrize("gold, trace, values, found", [
+    ("14", "The cited_by neighbor node degree of p_14 is: 14.", ["14"], True),
+    ("14", "The ID of this retrieval target node is p_14. Observation 14", [], False),  # digits in ids: not it
+    ("54.99", "", ["54.990"], True), ("2020", "", ["2,020"], True), ("3", "", ["13", "0.3"], False),
+    ("true", "The is_ebook feature of book-1 is: true.", ["true"], True),
+    ("False", "it is false that ...", [], False), ("No", "", ["no"], True), ("Yes", "", ["false"], False),
+    ("Ann Lee, Bo Chen", "names: Ann Lee; Bo Chen", [], True), ("Ann Lee, Bo Chen", "Ann Lee", [], False),
+])
+def test_the_answer_found_in_the_trace(gold, trace, values, found):
+    assert answer_in_trace(gold, trace, values) is found
+
+
+def test_the_values_a_run_saw():
+    state = {"thoughts": {"t0.1": {"actions": [
+        {"observation": "The cited_by neighbor node degree of p1 is: 14."},
+        {"observation": 'The author neighbors of p1 are: ["a1", "a2"].'},
+        {"observation": "The is_ebook feature of b1 is: true."}],
+        "attributes": ["Deep Graphs — year: 2020"], "triples": [["Deep Graphs", "venue", "KDD"]]}},
+        "context": "KDD: a venue\n  → paper: Deep Graphs; Shallow Nets"}
+    values = trace_values(state)
+    assert {"14", "true", "2020", "Deep Graphs", "Shallow Nets", "KDD"} <= set(values)
+    assert error_type(False, "14", state) == "answer found but not returned"
+    assert error_type(False, "2", {**state, "exit_reason": "finished"}) == "wrong reasoning step"
+    assert error_type(False, "true", state) == "answer found but not returned"
+    assert error_type(False, "false", {**state, "exit_reason": "reached the step limit"}) == "reached the step limit"
+
+
+def test_grbench_difficulty_per_template(tmp_path):
+    assert difficulty("dblp", "0") == "easy" and difficulty("dblp", "35") == "medium"
+    assert difficulty("maple_Physics", "131") == "hard" and difficulty("maple/Physics", "95") == "medium"
+    assert difficulty("goodreads", "230") == "hard" and difficulty("biomedical", "150") == "easy"
+    assert difficulty("nowhere", "1") is None and difficulty("dblp", "x") is None
+    (tmp_path / "dblp").mkdir()
+    (tmp_path / "dblp" / "graph.json").write_text("{}")
+    items = load_grbench(tmp_path / "dblp", "auto")
+    levels = {i.meta["difficulty"] for i in items}
+    assert levels == {"easy", "medium"} and len(items) == 150
+    assert sum(i.meta["difficulty"] == "easy" for i in items) == 70  # templates 0-2 and 8-11
 
 
 def test_the_scorer_without_a_judge_and_the_taxonomy():

@@ -31,7 +31,8 @@ async def _run(row, **ctx):
     source = str(fixture_graph(row["domain"]))
     graph = open_graph(source)
     interaction = ctx.get("interaction", "agent")
-    model = ScriptedChatModel(steps=gold_path_steps(row, graph, interaction=interaction))
+    model = ScriptedChatModel(steps=gold_path_steps(row, graph, interaction=interaction,
+                                                    action_format=ctx.get("action_format", "tools")))
     context = GroundedContext(model=model, **ctx)
     config = {"configurable": {"thread_id": row["qid"]}, "recursion_limit": context.recursion_limit}
     state = await compile_graph(InMemorySaver()).ainvoke({"question": row["question"], "graph": source}, config,
@@ -44,6 +45,16 @@ async def test_graph_cot_agent_follows_the_gold_path(row):
     state, graph = await _run(row, strategy="cot", interaction="agent")
     assert gold_answer(row, graph) == row["answer"]  # the graph holds the question's gold fact
     assert state["final_answer"] == row["answer"] and state["exit_reason"] == "finished"
+
+
+TEXT_ROWS = [r for r in ROWS if int(r["qid"]) % 10 == 1]
+
+
+@pytest.mark.parametrize("row", TEXT_ROWS, ids=[f"{r['domain']}-{r['qid']}" for r in TEXT_ROWS])
+async def test_graph_cot_agent_with_text_actions_follows_the_gold_path(row):
+    state, _ = await _run(row, strategy="cot", interaction="agent", action_format="text")
+    assert state["final_answer"] == row["answer"] and state["exit_reason"] == "finished"
+    assert all(t.get("action_text") for t in state["thoughts"].values() if t["id"] != "t0")
 
 
 @pytest.mark.parametrize("row", EXPLORE_ROWS, ids=[f"{r['domain']}-{r['qid']}" for r in EXPLORE_ROWS])

@@ -111,7 +111,8 @@ async def test_a_failing_model_call_is_recorded_and_the_run_still_answers(academ
     state, _, _ = await run(academic, steps, max_steps=3, max_api_retries=0)
     failed = state["thoughts"]["t0.1"]
     assert failed["error"] and "bad request" in failed["error"]
-    assert state["exit_reason"] == "every candidate step failed" and state["final_answer"] == "unknown"
+    assert state["exit_reason"] == ("a step failed: every candidate at depth 1 failed, so the answer comes from the "
+                                    "question alone") and state["final_answer"] == "unknown"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -183,6 +184,11 @@ async def test_got_merges_pairs_of_candidates(academic):
         step(r"\[stage: agent action, step 1\b.*Thought 1: Look at the venue", times=0,
              tool_calls=[{"name": "RetrieveNode", "args": {"keyword": "KDD"}}]),
         step(r"\[stage: merge thoughts, depth 1\]", content="Thought: The paper is p1; its authors are next."),
+        # the merged thought is grounded like a step: it is step 3 of the merged chain (both parents, then it)
+        step(r"\[stage: agent action, step 3, candidate merge of t0\.1 \+ t0\.2\]",
+             tool_calls=[{"name": "NeighbourCheck", "args": {"node_id": "p1", "neighbor_type": "author"}}]),
+        step(r"\[stage: agent action, step \d+, candidate merge of ", times=0,
+             tool_calls=[{"name": "Finish", "args": {"answer": "KDD"}}]),
         step(r"\[stage: selection vote, depth 1\]", structured={"analysis": "the merge", "best": [4, 1]}),
         # the children of the merge continue a chain of three thoughts (both parents and the merge): step 4
         step(r"\[stage: agent thought, step [24]\b", times=0, content="Check the authors."),
@@ -195,6 +201,7 @@ async def test_got_merges_pairs_of_candidates(academic):
     merge = state["thoughts"]["m1.1"]
     assert merge["kind"] == "merge" and merge["parents"] == ["t0.1", "t0.2"]
     assert merge["thought"] == "The paper is p1; its authors are next."
+    assert merge["actions"][0]["observation"] == 'The author neighbors of p1 are: ["a1", "a2"].'
     assert state["selections"][0]["candidates"] == ["t0.1", "t0.2", "t0.3", "m1.1"]
     assert state["selections"][0]["kept"] == ["m1.1", "t0.1"]
     merge_prompt = next(c for c in model.calls if "[stage: merge thoughts, depth 1]" in c)
@@ -203,7 +210,12 @@ async def test_got_merges_pairs_of_candidates(academic):
     child = chain_of(state["thoughts"], "m1.1.1")
     assert [t["id"] for t in child] == ["t0.1", "t0.2", "m1.1", "m1.1.1"]
     assert nodes.count("merge_thoughts") == 1 + 3  # depth 1: 3 candidates → 1 pair; depth 2: 6 → 3 pairs
-    assert "Thought 3 (merged): The paper is p1" in next(c for c in model.calls if "step 4, candidate 1" in c)
+    # depth 2 pairs divergent branches: each merge joins a child of m1.1 with a child of t0.1
+    assert [state["thoughts"][f"m2.{i}"]["parents"] for i in (1, 2, 3)] == [
+        ["m1.1.1", "t0.1.1"], ["m1.1.2", "t0.1.2"], ["m1.1.3", "t0.1.3"]]
+    child_prompt = next(c for c in model.calls if "step 4, candidate 1" in c)
+    assert "Thought 3 (merged): The paper is p1" in child_prompt
+    assert "Action 3: NeighbourCheck[p1, author]\nObservation 3: The author neighbors of p1" in child_prompt
     assert state["final_answer"] == "Ann Lee, Bo Chen"
 
 
@@ -243,7 +255,7 @@ async def test_cot_exploration_prunes_relations_and_neighbours(academic):
     assert record["attributes"] == ["Deep Graphs — year: 2020"] and record["finished"]
     stages = [d["stage"] for d in record["decisions"]]
     assert stages == ["attributes", "relations", "entities", "end"]
-    assert record["decisions"][1]["offered"] == ["author", "venue", "paper (reverse)"]
+    assert record["decisions"][1]["offered"] == ["author", "venue"]  # "paper" in: the graph lists both ways
     assert record["decisions"][1]["chosen"] == ["author"]
     assert state["final_answer"] == "Ann Lee, Bo Chen" and state["exit_reason"] == "finished"
     assert "Triple: Deep Graphs -> author" in model.calls[-1]
@@ -322,7 +334,8 @@ EXPECTED = {
     "SEARCH_END": {"question", "thoughts", "triples", "attributes"},
     "SELECTION_VOTE": {"depth", "keep", "question", "choices"}, "SCORE_VOTE": {"state", "question", "chain"},
     "MERGE": {"depth", "question", "chain_1", "chain_2", "merged_chain"}, "FINAL_ANSWER": {"question", "chain"},
-    "AGENT_EXAMPLES": set(), "EXPLORE_EXAMPLES": set(),
+    "AGENT_ACTION_TEXT": {"step", "candidate", "examples", "graph_definition", "question", "scratchpad", "thought"},
+    "SELECTION_BEST": {"depth", "question", "choices"},
 }
 
 

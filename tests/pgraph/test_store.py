@@ -281,6 +281,37 @@ def test_ivf_indexes_search_approximately_and_restricted_searches_are_exact(tmp_
     assert all(g.node(i).type == "t" for i, _ in typed)
 
 
+def test_a_search_may_ask_for_an_exact_or_an_ivf_index_whatever_the_size(tmp_path):
+    b = GraphBuilder(tmp_path / "kinds")
+    for i in range(1200):
+        b.add_node(f"n{i}", type="t", name=f"node {i} " + "abcdefgh"[i % 8] * (1 + i % 5))
+    b.finish(name="kinds", fingerprint="2" * 16, source={})
+    g = CompactGraph(tmp_path / "kinds")
+    g.indexes = IndexSet(g.directory / "index", g, ivf_threshold=1000)  # the size alone chooses IVF here
+    fake = CountingEmbedder()
+    fake.model_id = "counting"  # type: ignore[attr-defined]
+    approximate = g.nearest_nodes("node 7 hhhh", 5, embedder=fake)
+    exact = g.nearest_nodes("node 7 hhhh", 5, embedder=fake, index="exact")
+    assert g.nearest_nodes("node 7 hhhh", 5, embedder=fake, index="ivf") == approximate  # the same index
+    status = g.indexes.status()
+    assert status["name--counting"]["kind"] == "ivf" and status["name--counting--exact"]["kind"] == "flat"
+    assert "name--counting--ivf" not in status
+    vectors = fake.encode([g.node(f"n{i}").name for i in range(1200)])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = fake.encode(["node 7 hhhh"])[0]
+    best = np.sort(vectors @ (query / np.linalg.norm(query)))[::-1][:5]
+    assert [s for _, s in exact] == pytest.approx(list(best), abs=1e-3)
+    small = CompactGraph(tmp_path / "kinds")
+    small.indexes = IndexSet(small.directory / "index2", small)  # below the threshold: exact by size
+    assert small.nearest_nodes("node 7", 3, embedder=fake, index="exact") == small.nearest_nodes("node 7", 3,
+                                                                                                    embedder=fake)
+    assert small.nearest_nodes("node 7", 3, embedder=fake, index="ivf")
+    assert set(small.indexes.status()) == {"name--counting", "name--counting--ivf"}
+    assert small.indexes.status()["name--counting--ivf"]["kind"] == "ivf"
+    with pytest.raises(ValueError, match="unknown vector index kind"):
+        small.nearest_nodes("x", 1, embedder=fake, index="hnsw")
+
+
 def test_inline_edges_are_built_once_by_content(tmp_path, monkeypatch):
     from tools.pgraph import registry
 

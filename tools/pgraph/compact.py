@@ -274,7 +274,7 @@ class CompactGraph(StaticKG):
     # --- nearest ---------------------------------------------------------------------------------------------
     def nearest_nodes(self, text: str, k: int = 5, *, field: str = "name", among: Iterable[str] | None = None,
                       types: Iterable[str] | None = None, heads_only: bool = False,
-                      embedder: Any = None) -> list[tuple[str, float]]:
+                      embedder: Any = None, index: str | None = None) -> list[tuple[str, float]]:
         if field not in ("name", "text"):
             raise ValueError(f"unknown embedding field {field!r}: use 'name' or 'text'")
         ids: np.ndarray | None = None
@@ -289,8 +289,8 @@ class CompactGraph(StaticKG):
             mask = heads if mask is None else mask & heads
         if ids is not None and mask is not None:
             ids, mask = ids[mask[ids]], None
-        index = self.indexes.get(field, embedder)
-        return [(self._id_str(int(i)), s) for i, s in index.search(text, k, ids=ids, mask=mask)]
+        vectors = self.indexes.get(field, embedder, index)
+        return [(self._id_str(int(i)), s) for i, s in vectors.search(text, k, ids=ids, mask=mask)]
 
     def nearest_relations(self, text: str, k: int = 5, *, among: Iterable[str] | None = None,
                           embedder: Any = None) -> list[tuple[str, float]]:

@@ -661,7 +661,7 @@ class CypherGraph(StaticKG):
 
     def nearest_nodes(self, text: str, k: int = 5, *, field: str = "name", among: Iterable[str] | None = None,
                       types: Iterable[str] | None = None, heads_only: bool = False,
-                      embedder: Any = None) -> list[tuple[str, float]]:
+                      embedder: Any = None, index: str | None = None) -> list[tuple[str, float]]:
         if field not in ("name", "text"):
             raise ValueError(f"unknown embedding field {field!r}: use 'name' or 'text'")
         wanted = None if among is None else sorted({str(i) for i in among})
@@ -676,6 +676,5 @@ class CypherGraph(StaticKG):
                 mask[subset] = True
             else:
                 ids = subset
-        index = self.indexes.get(field, embedder)
-        found = index.search(text, k, ids=ids, mask=mask)
+        found = self.indexes.get(field, embedder, index).search(text, k, ids=ids, mask=mask)
         return [(self._node_of(int(i)).id, score) for i, score in found]

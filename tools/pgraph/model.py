@@ -234,10 +234,11 @@ class StaticKG:
 
     def nearest_nodes(self, text: str, k: int = 5, *, field: str = "name", among: Iterable[str] | None = None,
                       types: Iterable[str] | None = None, heads_only: bool = False,
-                      embedder: Any = None) -> list[tuple[str, float]]:
+                      embedder: Any = None, index: str | None = None) -> list[tuple[str, float]]:
         """The ``k`` node ids whose ``field`` (``name`` or ``text``) embeds closest to ``text``, with cosine
         scores, best first; restricted to the ids in ``among``, the node ``types``, or nodes with outgoing
-        edges (``heads_only``) when asked."""
+        edges (``heads_only``) when asked. ``index``: the kind of vector index searched (``exact`` or ``ivf``;
+        ``None``: the kind the graph's size chooses, see :mod:`tools.pgraph.vectors`)."""
         raise NotImplementedError
 
     def nearest_relations(self, text: str, k: int = 5, *, among: Iterable[str] | None = None,

@@ -8,7 +8,9 @@ of embedding again:
 - ``index.faiss``: a FAISS inner-product index: exact (``IndexFlatIP``) up to :data:`IVF_THRESHOLD` vectors,
   above it an inverted-file index with 8-bit scalar quantisation (``IVF<nlist>,SQ8``, ``nlist = 4·√N``,
   searched with ``nprobe`` lists). The benchmark in ``evals/bench_static_kg.py`` measures its recall against
-  exact search; the README gives the numbers.
+  exact search; the README gives the numbers. A caller may ask for one kind (``kind="exact"`` or ``"ivf"``,
+  see :meth:`IndexSet.get`): where the size-chosen index is of another kind, that kind is built beside it
+  (``<field>--<model>--exact`` or ``--ivf``).
 - ``meta.json``: the model, dimension, count, kind and build time.
 
 A search restricted to a subset (``ids``: a few rows, or ``mask``: one boolean per row) is exact: up to
@@ -38,6 +40,7 @@ from tools.pgraph.embeddings import (
     Embedder,
     LazyEmbedder,
     SentenceTransformerEmbedder,
+    canonical_model,
     load_embedder,
     packaged_model_path,
 )
@@ -70,6 +73,7 @@ def model_id_of(embedder: Any) -> str | None:
 
 
 def _model_id_for_name(name: str | None) -> str:
+    name = canonical_model(name)
     if name is None:
         return DEFAULT_MODEL_ID
     with contextlib.suppress(RuntimeError):
@@ -264,39 +268,49 @@ class IndexSet:
             return int(self.source.node_count), lambda s, e: self.source.node_texts(s, e, field)
         raise ValueError(f"unknown embedding field {field!r}: use one of {', '.join(self.FIELDS)}")
 
-    def get(self, field: str, embedder: Any = None) -> VectorIndex:
-        """The index of ``field`` for ``embedder`` (see :func:`model_id_of`), built on first use."""
+    def get(self, field: str, embedder: Any = None, kind: str | None = None) -> VectorIndex:
+        """The index of ``field`` for ``embedder`` (see :func:`model_id_of`), built on first use. ``kind``:
+        ``None`` for the kind the size chooses (exact up to the IVF threshold), ``exact`` or ``ivf`` for that kind
+        whatever the size."""
+        if kind not in (None, "exact", "ivf"):
+            raise ValueError(f"unknown vector index kind {kind!r}: use 'exact' or 'ivf'")
+        threshold = IVF_THRESHOLD if self.ivf_threshold is None else self.ivf_threshold
+        if kind is not None and (kind == "ivf") == (self._spec(field)[0] > threshold):
+            kind = None  # the size chooses that kind already: one index serves both
+        forced = {} if kind is None else {"ivf_threshold": sys.maxsize if kind == "exact" else 0}
+        suffix = "" if kind is None else f"--{kind}"
         model_id = model_id_of(embedder)
         if model_id is None:  # an embedder object without a model id: in memory, for this object only
-            key = (field, id(embedder))
+            key = (field + suffix, id(embedder))
             with self._lock:
                 if key not in self._memory:
                     count, texts = self._spec(field)
                     self._memory[key] = VectorIndex.build(None, count, texts, resolve_embedder(embedder),
-                                                          model_id=None, label=f"{field}s", **self._threshold())
+                                                          model_id=None, label=f"{field}s",
+                                                          **(forced or self._threshold()))
                     self.builds += 1
                 return self._memory[key]
         with self._lock:
-            found = self._built.get((field, model_id))
+            found = self._built.get((field + suffix, model_id))
             if found is not None:
                 return found
             model = resolve_embedder(embedder)
             if self.directory is None:
                 count, texts = self._spec(field)
                 index = VectorIndex.build(None, count, texts, model, model_id=model_id, label=f"{field}s",
-                                          **self._threshold())
+                                          **(forced or self._threshold()))
                 self.builds += 1
             else:
-                target = self.directory / f"{field}--{model_id}"
-                with file_lock(self.directory / f".{field}--{model_id}.lock"):
-                    if (target / "meta.json").is_file():
-                        index = VectorIndex.load(target, model)
+                name = f"{field}--{model_id}{suffix}"
+                with file_lock(self.directory / f".{name}.lock"):
+                    if (self.directory / name / "meta.json").is_file():
+                        index = VectorIndex.load(self.directory / name, model)
                     else:
                         count, texts = self._spec(field)
-                        index = VectorIndex.build(target, count, texts, model, model_id=model_id,
-                                                  label=f"{field}s", **self._threshold())
+                        index = VectorIndex.build(self.directory / name, count, texts, model, model_id=model_id,
+                                                  label=f"{field}s", **(forced or self._threshold()))
                         self.builds += 1
-            self._built[(field, model_id)] = index
+            self._built[(field + suffix, model_id)] = index
             return index
 
     def _threshold(self) -> dict[str, Any]:
