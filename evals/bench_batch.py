@@ -37,10 +37,12 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +165,9 @@ def register_simulated_tool(latency: float) -> None:
 
 
 #: The model paths (see the module docstring).
-MODEL_PATHS = ("http", "lean", "langchain")
+MODEL_PATHS = ("http", "http-sdk", "lean", "langchain")
+#: The paths that call the latency server over HTTP.
+HTTP_PATHS = ("http", "http-sdk")
 #: ``--samples``: the samples of one decision in one request (where the client takes ``n``), or one per sample.
 SAMPLES = ("one", "separate")
 #: The model name the ``http`` path asks the latency server for.
@@ -172,7 +176,7 @@ HTTP_MODEL = "bench-model"
 
 def model_spec(model_path: str, route: str, latency: float, base_url: str | None = None) -> dict[str, Any]:
     """The context's model fields for ``model_path``: a model string and server, or a :class:`LatencyChatModel`."""
-    if model_path == "http":
+    if model_path in HTTP_PATHS:
         if not base_url:
             raise ValueError("the http model path needs the latency server's base_url")
         return {"model": HTTP_MODEL, "base_url": base_url}
@@ -336,60 +340,66 @@ def processes_for(processes: int | str, concurrency: int) -> int:
     return min(int(processes), concurrency)
 
 
-async def run_benchmark(latency: float, concurrencies: list[int], route: str, model_path: str,
-                        sequential_items: int, waves: int, repeats: int, processes: int | str = 1,
-                        profile_c: int | None = None, samples: str = "one") -> dict[str, Any]:
-    if model_path not in MODEL_PATHS:
-        raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
+@contextmanager
+def path_switch(model_path: str) -> Iterator[None]:
+    """The process set up for ``model_path``: ``http-sdk`` turns the OpenAI chat model's direct path off (every call
+    through the SDK, as ``ChatOpenAI`` makes it) until the block ends."""
+    from nodes import openai_chat
+
+    openai_chat.use_direct_path(model_path != "http-sdk")
+    try:
+        yield
+    finally:
+        openai_chat.use_direct_path(True)
+
+
+def _check_paths(model_paths: Sequence[str], samples: str) -> None:
+    for model_path in model_paths:
+        if model_path not in MODEL_PATHS:
+            raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
     if samples not in SAMPLES:
         raise ValueError(f"unknown samples setting {samples!r}: one of {', '.join(SAMPLES)}")
+
+
+async def compare_paths(latency: float, concurrencies: list[int], route: str, model_paths: Sequence[str],
+                        sequential_items: int, waves: int, repeats: int, samples: str = "one") -> dict[str, Any]:
+    """Several model paths side by side in one run (one process each run): every path gets its own sequential
+    baseline, and at each C every repetition runs the paths in turn, so that they share the machine's load as it
+    comes. Each repetition's speedup is kept (the range is what a shared machine allows one to say)."""
+    _check_paths(model_paths, samples)
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
-    server = LatencyServer(script(route), latency).start() if model_path == "http" else None
+    server = LatencyServer(script(route), latency).start() if set(model_paths) & set(HTTP_PATHS) else None
+    base_url = server.base_url if server else None
+    one = {"samples_in_one_request": samples == "one"}
     try:
-        one = {"samples_in_one_request": samples == "one"}
-        model = {**model_spec(model_path, route, latency, server.base_url if server else None), **one}
-        warm = {**model_spec(model_path, route, 0.0, server.base_url if server else None), **one}
-        await batch_time(2, 2, 0.0, route, warm, root)  # warm-up: imports, first graph compile, connections
-        most = max(processes_for(processes, c) for c in concurrencies)
-        if most > 1:  # and the worker processes' fork server
-            await batch_time(2 * most, 2 * most, 0.0, route, warm, root, most)
-        seq = await batch_time(sequential_items, 1, latency, route, model, root, server=server)
-        per_item = seq["wall_s"] / sequential_items
-        rows = []
+        per_item: dict[str, float] = {}
+        models = {path: {**model_spec(path, route, latency, base_url), **one} for path in model_paths}
+        for path in model_paths:
+            with path_switch(path):
+                await batch_time(2, 2, 0.0, route, {**model_spec(path, route, 0.0, base_url), **one}, root)
+                seq = await batch_time(sequential_items, 1, latency, route, models[path], root, server=server)
+            per_item[path] = seq["wall_s"] / sequential_items
+        rows: dict[str, list[dict[str, Any]]] = {path: [] for path in model_paths}
         for c in concurrencies:
-            runs = [await batch_time(c * waves, c, latency, route, model, root, processes_for(processes, c), server)
-                    for _ in range(repeats)]
-            best = min(runs, key=lambda r: r["wall_s"])
-            speedup = per_item * best["items"] / best["wall_s"]
-            rows.append({**best, "speedup": speedup, "efficiency": speedup / c,
-                         "wall_s_all": [round(r["wall_s"], 3) for r in runs]})
-            cpu = f"loop cpu {best['loop_cpu_s']:5.2f} s" if best["loop_cpu_s"] is not None else \
-                f"{best['processes']} processes"
-            if best["server_cpu_s"] is not None:
-                cpu += f", server cpu {best['server_cpu_s']:5.2f} s"
-            print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
-                  f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
-        profile = await profile_batch(profile_c * waves, profile_c, latency, route, model, root) if profile_c else None
-        single: dict[str, Any] = {}
-        for one_request in (False, True):
-            concurrent = [await single_task_time(route, model, root, False, one_request) for _ in range(repeats)]
-            serial = [await single_task_time(route, model, root, True, one_request) for _ in range(repeats)]
-            times = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
-                     "speedup": min(serial) / min(concurrent)}
-            if one_request:
-                single["samples_in_one_request"] = times
-            else:
-                single.update(times)
-            print(f"single task ({'samples in one request' if one_request else 'one request per sample'}): "
-                  f"{times['sequential_s']:.2f} s sequential, {times['concurrent_s']:.2f} s concurrent, "
-                  f"speedup {times['speedup']:.2f}", file=sys.stderr)
-        return {"latency_s": latency, "route": route, "model_path": model_path, "processes": processes,
-                "samples": samples,
-                "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
+            runs: dict[str, list[dict[str, Any]]] = {path: [] for path in model_paths}
+            for _ in range(repeats):
+                for path in model_paths:
+                    with path_switch(path):
+                        run = await batch_time(c * waves, c, latency, route, models[path], root, server=server)
+                    run["efficiency"] = per_item[path] * run["items"] / run["wall_s"] / c
+                    runs[path].append(run)
+            for path in model_paths:
+                effs = [r["efficiency"] for r in runs[path]]
+                cpus = [r["loop_cpu_s"] for r in runs[path]]
+                rows[path].append({"concurrency": c, "items": c * waves, "efficiency_all": effs,
+                                   "loop_cpu_s_all": cpus, "wall_s_all": [r["wall_s"] for r in runs[path]]})
+                print(f"C={c:3d} {path:10}: speedup/C {min(effs):.2f}–{max(effs):.2f}, loop cpu "
+                      f"{min(cpus):.2f}–{max(cpus):.2f} s", file=sys.stderr, flush=True)
+        return {"latency_s": latency, "route": route, "model_paths": list(model_paths), "samples": samples,
+                "per_item_s": per_item, "batch": rows,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                            "platform": platform.platform(), "load_avg": os.getloadavg()},
-                "calls_per_item": seq["calls_per_item"], "profile": profile}
+                            "platform": platform.platform(), "load_avg": os.getloadavg()}}
     finally:
         if server is not None:
             server.stop()
@@ -397,6 +407,88 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
         from tools.manager import unregister_tool
 
         unregister_tool(TOOL_NAME)
+
+
+def compared_markdown(result: dict[str, Any]) -> str:
+    """The table of :func:`compare_paths`: per C and path, the range of speedup / C and of loop CPU over the
+    repetitions, and each path's throughput (median wall time of the C-concurrent runs) against the first path's."""
+    paths = result["model_paths"]
+    lines = [(f"Route `{result['route']}`, {result['latency_s'] * 1000:.0f} ms per call, samples "
+              f"{result['samples']}, paths side by side ({', '.join(f'`{p}`' for p in paths)}), "
+              f"{len(result['batch'][paths[0]][0]['efficiency_all'])} repetitions per C; sequential: "
+              + ", ".join(f"`{p}` {result['per_item_s'][p]:.2f} s per item" for p in paths) + "."), "",
+             "| C | path | speedup / C (range) | median | loop CPU s (range) | throughput / first path's |",
+             "|---|---|---|---|---|---|"]
+    for i, first in enumerate(result["batch"][paths[0]]):
+        base = statistics.median(first["wall_s_all"])
+        for path in paths:
+            row = result["batch"][path][i]
+            effs, cpus = row["efficiency_all"], row["loop_cpu_s_all"]
+            lines.append(f"| {row['concurrency']} | `{path}` | {min(effs):.2f}–{max(effs):.2f} | "
+                         f"{statistics.median(effs):.2f} | {min(cpus):.2f}–{max(cpus):.2f} | "
+                         f"{base / statistics.median(row['wall_s_all']):.3f} |")
+    return "\n".join(lines)
+
+
+async def run_benchmark(latency: float, concurrencies: list[int], route: str, model_path: str,
+                        sequential_items: int, waves: int, repeats: int, processes: int | str = 1,
+                        profile_c: int | None = None, samples: str = "one") -> dict[str, Any]:
+    _check_paths([model_path], samples)
+    register_simulated_tool(latency)
+    root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
+    server = LatencyServer(script(route), latency).start() if model_path in HTTP_PATHS else None
+    with path_switch(model_path):
+        try:
+            one = {"samples_in_one_request": samples == "one"}
+            model = {**model_spec(model_path, route, latency, server.base_url if server else None), **one}
+            warm = {**model_spec(model_path, route, 0.0, server.base_url if server else None), **one}
+            await batch_time(2, 2, 0.0, route, warm, root)  # warm-up: imports, first graph compile, connections
+            most = max(processes_for(processes, c) for c in concurrencies)
+            if most > 1:  # and the worker processes' fork server
+                await batch_time(2 * most, 2 * most, 0.0, route, warm, root, most)
+            seq = await batch_time(sequential_items, 1, latency, route, model, root, server=server)
+            per_item = seq["wall_s"] / sequential_items
+            rows = []
+            for c in concurrencies:
+                runs = [await batch_time(c * waves, c, latency, route, model, root, processes_for(processes, c), server)
+                        for _ in range(repeats)]
+                best = min(runs, key=lambda r: r["wall_s"])
+                speedup = per_item * best["items"] / best["wall_s"]
+                rows.append({**best, "speedup": speedup, "efficiency": speedup / c,
+                             "wall_s_all": [round(r["wall_s"], 3) for r in runs]})
+                cpu = f"loop cpu {best['loop_cpu_s']:5.2f} s" if best["loop_cpu_s"] is not None else \
+                    f"{best['processes']} processes"
+                if best["server_cpu_s"] is not None:
+                    cpu += f", server cpu {best['server_cpu_s']:5.2f} s"
+                print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
+                      f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
+            profile = await profile_batch(profile_c * waves, profile_c, latency, route, model, root) if profile_c else None
+            single: dict[str, Any] = {}
+            for one_request in (False, True):
+                concurrent = [await single_task_time(route, model, root, False, one_request) for _ in range(repeats)]
+                serial = [await single_task_time(route, model, root, True, one_request) for _ in range(repeats)]
+                times = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
+                         "speedup": min(serial) / min(concurrent)}
+                if one_request:
+                    single["samples_in_one_request"] = times
+                else:
+                    single.update(times)
+                print(f"single task ({'samples in one request' if one_request else 'one request per sample'}): "
+                      f"{times['sequential_s']:.2f} s sequential, {times['concurrent_s']:.2f} s concurrent, "
+                      f"speedup {times['speedup']:.2f}", file=sys.stderr)
+            return {"latency_s": latency, "route": route, "model_path": model_path, "processes": processes,
+                    "samples": samples,
+                    "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
+                    "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                "platform": platform.platform(), "load_avg": os.getloadavg()},
+                    "calls_per_item": seq["calls_per_item"], "profile": profile}
+        finally:
+            if server is not None:
+                server.stop()
+            shutil.rmtree(root, ignore_errors=True)
+            from tools.manager import unregister_tool
+
+            unregister_tool(TOOL_NAME)
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -435,9 +527,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="worker processes that share the C items of a batch run (default 1: this one; "
                              "auto: one per 64 items in flight, at most one per CPU)")
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
-    parser.add_argument("--model-path", choices=MODEL_PATHS, default="http",
-                        help="http: langchain-openai over HTTP to a loopback server (default); lean, langchain: "
-                             "an in-process simulated model")
+    parser.add_argument("--model-path", choices=MODEL_PATHS, default=["http"], nargs="+",
+                        help="http: langchain-openai over HTTP to a loopback server (default); http-sdk: the same "
+                             "without the OpenAI chat model's direct path; lean, langchain: an in-process simulated "
+                             "model. Several: side by side in one run (batch runs only)")
     parser.add_argument("--samples", choices=SAMPLES, default="one",
                         help="one: the samples of a decision as the choices of one request where the client takes "
                              "n (default); separate: one request per sample")
@@ -448,7 +541,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile one in-process batch run at concurrency C: its CPU by component")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
-    result = event_loop.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path,
+    if len(args.model_path) > 1:
+        compared = event_loop.run(compare_paths(args.latency, args.concurrency, args.route, args.model_path,
+                                                args.sequential_items, args.waves, args.repeats, args.samples))
+        print(compared_markdown(compared))
+        if args.json:
+            Path(args.json).write_text(json.dumps(compared, indent=2) + "\n", encoding="utf-8")
+        return 0
+    result = event_loop.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path[0],
                                           args.sequential_items, args.waves, args.repeats, args.processes,
                                           args.profile, args.samples))
     print(markdown(result))

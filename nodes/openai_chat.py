@@ -89,6 +89,15 @@ try:  # langchain-core's steps of a chat-model call that the unobserved path rep
 except ImportError:  # pragma: no cover - another langchain-core layout
     UNOBSERVED_PATH = False
 
+_switch = {"on": True}
+
+
+def use_direct_path(on: bool) -> None:
+    """Turn the direct path (the request posted directly and the callback run skipped) on or off in this process:
+    off, every call is ``ChatOpenAI``'s own (``evals.bench_batch --model-path http-sdk``)."""
+    _switch["on"] = bool(on)
+
+
 #: Request headers the SDK's httpx request carries that aiohttp sets itself for the body it sends.
 _AIOHTTP_SETS = {"host", "content-length", "accept-encoding", "connection", "transfer-encoding"}
 
@@ -179,6 +188,7 @@ class OpenAIChatModel(ChatOpenAI):
         """Whether LangChain's request ``payload`` is a plain chat completion the direct path sends as is."""
         return (
             AVAILABLE
+            and _switch["on"]
             and not self.include_response_headers
             and "response_format" not in payload
             and payload.get("stream") is not True
@@ -199,6 +209,7 @@ class OpenAIChatModel(ChatOpenAI):
         configuration finds them."""
         return (
             UNOBSERVED_PATH
+            and _switch["on"]
             and len(messages) == 1
             and self.rate_limiter is None
             and (self.cache is False or (self.cache is None and get_llm_cache() is None))
