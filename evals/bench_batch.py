@@ -41,8 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -165,9 +164,7 @@ def register_simulated_tool(latency: float) -> None:
 
 
 #: The model paths (see the module docstring).
-MODEL_PATHS = ("http", "http-sdk", "lean", "langchain")
-#: The paths that call the latency server over HTTP.
-HTTP_PATHS = ("http", "http-sdk")
+MODEL_PATHS = ("http", "lean", "langchain")
 #: ``--samples``: the samples of one decision in one request (where the client takes ``n``), or one per sample.
 SAMPLES = ("one", "separate")
 #: The model name the ``http`` path asks the latency server for.
@@ -176,7 +173,7 @@ HTTP_MODEL = "bench-model"
 
 def model_spec(model_path: str, route: str, latency: float, base_url: str | None = None) -> dict[str, Any]:
     """The context's model fields for ``model_path``: a model string and server, or a :class:`LatencyChatModel`."""
-    if model_path in HTTP_PATHS:
+    if model_path == "http":
         if not base_url:
             raise ValueError("the http model path needs the latency server's base_url")
         return {"model": HTTP_MODEL, "base_url": base_url}
@@ -340,19 +337,6 @@ def processes_for(processes: int | str, concurrency: int) -> int:
     return min(int(processes), concurrency)
 
 
-@contextmanager
-def path_switch(model_path: str) -> Iterator[None]:
-    """The process set up for ``model_path``: ``http-sdk`` turns the OpenAI chat model's direct path off (every call
-    through the SDK, as ``ChatOpenAI`` makes it) until the block ends."""
-    from nodes import openai_chat
-
-    openai_chat.use_direct_path(model_path != "http-sdk")
-    try:
-        yield
-    finally:
-        openai_chat.use_direct_path(True)
-
-
 def _check_paths(model_paths: Sequence[str], samples: str) -> None:
     for model_path in model_paths:
         if model_path not in MODEL_PATHS:
@@ -369,24 +353,22 @@ async def compare_paths(latency: float, concurrencies: list[int], route: str, mo
     _check_paths(model_paths, samples)
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
-    server = LatencyServer(script(route), latency).start() if set(model_paths) & set(HTTP_PATHS) else None
+    server = LatencyServer(script(route), latency).start() if "http" in model_paths else None
     base_url = server.base_url if server else None
     one = {"samples_in_one_request": samples == "one"}
     try:
         per_item: dict[str, float] = {}
         models = {path: {**model_spec(path, route, latency, base_url), **one} for path in model_paths}
         for path in model_paths:
-            with path_switch(path):
-                await batch_time(2, 2, 0.0, route, {**model_spec(path, route, 0.0, base_url), **one}, root)
-                seq = await batch_time(sequential_items, 1, latency, route, models[path], root, server=server)
+            await batch_time(2, 2, 0.0, route, {**model_spec(path, route, 0.0, base_url), **one}, root)
+            seq = await batch_time(sequential_items, 1, latency, route, models[path], root, server=server)
             per_item[path] = seq["wall_s"] / sequential_items
         rows: dict[str, list[dict[str, Any]]] = {path: [] for path in model_paths}
         for c in concurrencies:
             runs: dict[str, list[dict[str, Any]]] = {path: [] for path in model_paths}
             for _ in range(repeats):
                 for path in model_paths:
-                    with path_switch(path):
-                        run = await batch_time(c * waves, c, latency, route, models[path], root, server=server)
+                    run = await batch_time(c * waves, c, latency, route, models[path], root, server=server)
                     run["efficiency"] = per_item[path] * run["items"] / run["wall_s"] / c
                     runs[path].append(run)
             for path in model_paths:
@@ -436,59 +418,58 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
     _check_paths([model_path], samples)
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
-    server = LatencyServer(script(route), latency).start() if model_path in HTTP_PATHS else None
-    with path_switch(model_path):
-        try:
-            one = {"samples_in_one_request": samples == "one"}
-            model = {**model_spec(model_path, route, latency, server.base_url if server else None), **one}
-            warm = {**model_spec(model_path, route, 0.0, server.base_url if server else None), **one}
-            await batch_time(2, 2, 0.0, route, warm, root)  # warm-up: imports, first graph compile, connections
-            most = max(processes_for(processes, c) for c in concurrencies)
-            if most > 1:  # and the worker processes' fork server
-                await batch_time(2 * most, 2 * most, 0.0, route, warm, root, most)
-            seq = await batch_time(sequential_items, 1, latency, route, model, root, server=server)
-            per_item = seq["wall_s"] / sequential_items
-            rows = []
-            for c in concurrencies:
-                runs = [await batch_time(c * waves, c, latency, route, model, root, processes_for(processes, c), server)
-                        for _ in range(repeats)]
-                best = min(runs, key=lambda r: r["wall_s"])
-                speedup = per_item * best["items"] / best["wall_s"]
-                rows.append({**best, "speedup": speedup, "efficiency": speedup / c,
-                             "wall_s_all": [round(r["wall_s"], 3) for r in runs]})
-                cpu = f"loop cpu {best['loop_cpu_s']:5.2f} s" if best["loop_cpu_s"] is not None else \
-                    f"{best['processes']} processes"
-                if best["server_cpu_s"] is not None:
-                    cpu += f", server cpu {best['server_cpu_s']:5.2f} s"
-                print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
-                      f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
-            profile = await profile_batch(profile_c * waves, profile_c, latency, route, model, root) if profile_c else None
-            single: dict[str, Any] = {}
-            for one_request in (False, True):
-                concurrent = [await single_task_time(route, model, root, False, one_request) for _ in range(repeats)]
-                serial = [await single_task_time(route, model, root, True, one_request) for _ in range(repeats)]
-                times = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
-                         "speedup": min(serial) / min(concurrent)}
-                if one_request:
-                    single["samples_in_one_request"] = times
-                else:
-                    single.update(times)
-                print(f"single task ({'samples in one request' if one_request else 'one request per sample'}): "
-                      f"{times['sequential_s']:.2f} s sequential, {times['concurrent_s']:.2f} s concurrent, "
-                      f"speedup {times['speedup']:.2f}", file=sys.stderr)
-            return {"latency_s": latency, "route": route, "model_path": model_path, "processes": processes,
-                    "samples": samples,
-                    "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
-                    "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                "platform": platform.platform(), "load_avg": os.getloadavg()},
-                    "calls_per_item": seq["calls_per_item"], "profile": profile}
-        finally:
-            if server is not None:
-                server.stop()
-            shutil.rmtree(root, ignore_errors=True)
-            from tools.manager import unregister_tool
+    server = LatencyServer(script(route), latency).start() if model_path == "http" else None
+    try:
+        one = {"samples_in_one_request": samples == "one"}
+        model = {**model_spec(model_path, route, latency, server.base_url if server else None), **one}
+        warm = {**model_spec(model_path, route, 0.0, server.base_url if server else None), **one}
+        await batch_time(2, 2, 0.0, route, warm, root)  # warm-up: imports, first graph compile, connections
+        most = max(processes_for(processes, c) for c in concurrencies)
+        if most > 1:  # and the worker processes' fork server
+            await batch_time(2 * most, 2 * most, 0.0, route, warm, root, most)
+        seq = await batch_time(sequential_items, 1, latency, route, model, root, server=server)
+        per_item = seq["wall_s"] / sequential_items
+        rows = []
+        for c in concurrencies:
+            runs = [await batch_time(c * waves, c, latency, route, model, root, processes_for(processes, c), server)
+                    for _ in range(repeats)]
+            best = min(runs, key=lambda r: r["wall_s"])
+            speedup = per_item * best["items"] / best["wall_s"]
+            rows.append({**best, "speedup": speedup, "efficiency": speedup / c,
+                         "wall_s_all": [round(r["wall_s"], 3) for r in runs]})
+            cpu = f"loop cpu {best['loop_cpu_s']:5.2f} s" if best["loop_cpu_s"] is not None else \
+                f"{best['processes']} processes"
+            if best["server_cpu_s"] is not None:
+                cpu += f", server cpu {best['server_cpu_s']:5.2f} s"
+            print(f"C={c:3d}: {best['items']:4d} items in {best['wall_s']:6.2f} s ({cpu}) "
+                  f"speedup {speedup:6.2f} = {speedup / c:.2f}·C", file=sys.stderr, flush=True)
+        profile = await profile_batch(profile_c * waves, profile_c, latency, route, model, root) if profile_c else None
+        single: dict[str, Any] = {}
+        for one_request in (False, True):
+            concurrent = [await single_task_time(route, model, root, False, one_request) for _ in range(repeats)]
+            serial = [await single_task_time(route, model, root, True, one_request) for _ in range(repeats)]
+            times = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
+                     "speedup": min(serial) / min(concurrent)}
+            if one_request:
+                single["samples_in_one_request"] = times
+            else:
+                single.update(times)
+            print(f"single task ({'samples in one request' if one_request else 'one request per sample'}): "
+                  f"{times['sequential_s']:.2f} s sequential, {times['concurrent_s']:.2f} s concurrent, "
+                  f"speedup {times['speedup']:.2f}", file=sys.stderr)
+        return {"latency_s": latency, "route": route, "model_path": model_path, "processes": processes,
+                "samples": samples,
+                "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                            "platform": platform.platform(), "load_avg": os.getloadavg()},
+                "calls_per_item": seq["calls_per_item"], "profile": profile}
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        from tools.manager import unregister_tool
 
-            unregister_tool(TOOL_NAME)
+        unregister_tool(TOOL_NAME)
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -528,9 +509,8 @@ def main(argv: list[str] | None = None) -> int:
                              "auto: one per 64 items in flight, at most one per CPU)")
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
     parser.add_argument("--model-path", choices=MODEL_PATHS, default=["http"], nargs="+",
-                        help="http: langchain-openai over HTTP to a loopback server (default); http-sdk: the same "
-                             "without the OpenAI chat model's direct path; lean, langchain: an in-process simulated "
-                             "model. Several: side by side in one run (batch runs only)")
+                        help="http: langchain-openai over HTTP to a loopback server (default); lean, langchain: "
+                             "an in-process simulated model. Several: side by side in one run (batch runs only)")
     parser.add_argument("--samples", choices=SAMPLES, default="one",
                         help="one: the samples of a decision as the choices of one request where the client takes "
                              "n (default); separate: one request per sample")

@@ -21,8 +21,6 @@ _TRANSIENT_NAMES = ("RateLimit", "Timeout", "APIConnection", "ConnectError", "Co
                     "ServiceUnavailable", "Overloaded", "RemoteProtocolError", "ReadError")
 #: Packages whose responses decode their own JSON body: a JSON error raised there is a broken body.
 _HTTP_CLIENTS = ("httpx", "httpx2", "requests", "aiohttp")
-#: Our own modules that decode a response body's JSON as those clients do (the OpenAI chat model's direct path).
-_HTTP_DECODERS = ("nodes.openai_chat",)
 #: How langchain-openai reports a 200 response that is not JSON at all (an HTML page from a proxy or a captive
 #: portal): the OpenAI client hands it the body as text.
 _NOT_AN_API_RESPONSE = "Unexpected response type from OpenAI-compatible endpoint"
@@ -38,8 +36,9 @@ def status_of(exc: BaseException) -> int | None:
 
 def is_unreadable_body(exc: BaseException) -> bool:
     """Whether ``exc`` is a JSON error raised while an HTTP client decoded a response body, or a client's report
-    of a response that is not JSON at all (an HTML page): the body was cut short or is not an API answer. That is a transport fault, like a dropped connection, not a bad reply of the
-    model (which the model's own parser reports)."""
+    of a response that is not JSON at all (an HTML page): the body was cut short or is not an API answer. That is
+    a transport fault, like a dropped connection, not a bad reply of the model (which the model's own parser
+    reports)."""
     if isinstance(exc, ValueError) and str(exc).startswith(_NOT_AN_API_RESPONSE):
         return True
     if not isinstance(exc, json.JSONDecodeError):
@@ -49,7 +48,7 @@ def is_unreadable_body(exc: BaseException) -> bool:
         module = str(frame.f_globals.get("__name__", ""))
         if module.split(".")[0] != "json":
             decoder = module
-    return decoder.split(".")[0] in _HTTP_CLIENTS or decoder in _HTTP_DECODERS
+    return decoder.split(".")[0] in _HTTP_CLIENTS
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -393,13 +393,14 @@ class DirectStructured:
         """One model call that asks for ``n`` choices (``n``, not streamed: a stream carries one choice),
         every choice parsed as :meth:`ainvoke` parses its reply; the model's run is traced as one run with
         ``n`` generations. Only where :meth:`samples_in_one_request` says so."""
+        from langchain_core.prompt_values import ChatPromptValue
         from langchain_core.runnables.config import ensure_config
 
         binding = self.bound
         model = binding.bound
         config = ensure_config(binding.config)  # the running node's config under the binding's, as ainvoke has it
         result = await model.agenerate_prompt(
-            [model._convert_input(input)], callbacks=config.get("callbacks"), tags=config.get("tags"),
+            [ChatPromptValue(messages=list(input))], callbacks=config.get("callbacks"), tags=config.get("tags"),
             metadata=config.get("metadata"), run_name=config.get("run_name"), run_id=config.pop("run_id", None),
             **{**binding.kwargs, "n": n, "stream": False})
         return [self._result(generation.message) for generation in result.generations[0]]

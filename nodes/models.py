@@ -118,7 +118,9 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
         # The SDK's aiohttp backend: far less CPU per call with many calls in flight (nodes/http_client.py).
         from nodes.http_client import async_http_client
 
-        kwargs["http_async_client"] = async_http_client()
+        client = async_http_client()
+        if client is not None:
+            kwargs["http_async_client"] = client
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
         if base_url:

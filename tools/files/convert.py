@@ -153,8 +153,7 @@ def _is_text(ext: str, mimetype: str) -> bool:
 def convert_bytes(data: bytes, *, filename: str | None = None, mimetype: str | None = None,
                   charset: str | None = None, url: str | None = None) -> Document:
     """Convert a file's bytes to Markdown (see the module docstring). Raises :class:`ConversionError`."""
-    from markitdown import StreamInfo
-    from markitdown._exceptions import FileConversionException, UnsupportedFormatException
+    from markitdown import FileConversionException, StreamInfo, UnsupportedFormatException
 
     if len(data) > MAX_CONVERT_BYTES:
         raise ConversionError(f"the file is {len(data) / 2**20:.1f} MB; files over "
