@@ -346,10 +346,11 @@ def _check_paths(model_paths: Sequence[str], samples: str) -> None:
 
 
 async def compare_paths(latency: float, concurrencies: list[int], route: str, model_paths: Sequence[str],
-                        sequential_items: int, waves: int, repeats: int, samples: str = "one") -> dict[str, Any]:
+                        sequential_items: int, waves: int, repeats: int,
+                        samples: str = "one") -> dict[str, Any]:
     """Several model paths side by side in one run (one process each run): every path gets its own sequential
-    baseline, and at each C every repetition runs the paths in turn, so that they share the machine's load as it
-    comes. Each repetition's speedup is kept (the range is what a shared machine allows one to say)."""
+    baseline, and at each C every repetition runs the paths in turn, so that they share the machine's load as
+    it comes. Each repetition's speedup is kept (the range is what a shared machine allows one to say)."""
     _check_paths(model_paths, samples)
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
@@ -393,7 +394,8 @@ async def compare_paths(latency: float, concurrencies: list[int], route: str, mo
 
 def compared_markdown(result: dict[str, Any]) -> str:
     """The table of :func:`compare_paths`: per C and path, the range of speedup / C and of loop CPU over the
-    repetitions, and each path's throughput (median wall time of the C-concurrent runs) against the first path's."""
+    repetitions, and each path's throughput (median wall time of the C-concurrent runs) against the first
+    path's."""
     paths = result["model_paths"]
     lines = [(f"Route `{result['route']}`, {result['latency_s'] * 1000:.0f} ms per call, samples "
               f"{result['samples']}, paths side by side ({', '.join(f'`{p}`' for p in paths)}), "
@@ -510,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
     parser.add_argument("--model-path", choices=MODEL_PATHS, default=["http"], nargs="+",
                         help="http: langchain-openai over HTTP to a loopback server (default); lean, langchain: "
-                             "an in-process simulated model. Several: side by side in one run (batch runs only)")
+                             "an in-process simulated model. Several: side by side in one run (batch runs "
+                             "only)")
     parser.add_argument("--samples", choices=SAMPLES, default="one",
                         help="one: the samples of a decision as the choices of one request where the client takes "
                              "n (default); separate: one request per sample")
@@ -523,7 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.model_path) > 1:
         compared = event_loop.run(compare_paths(args.latency, args.concurrency, args.route, args.model_path,
-                                                args.sequential_items, args.waves, args.repeats, args.samples))
+                                                args.sequential_items, args.waves, args.repeats,
+                                                args.samples))
         print(compared_markdown(compared))
         if args.json:
             Path(args.json).write_text(json.dumps(compared, indent=2) + "\n", encoding="utf-8")

@@ -27,6 +27,7 @@ from typing import Any
 from evals.datasets import load_plugins
 from evals.runner import read_manifest, read_results
 from evals.scorers import ideal_correct, make_scorer
+from kgagents.extras import MissingExtra, installed
 from kgagents.usage import CostTotal, format_cost, sum_costs
 
 
@@ -340,7 +341,9 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     if grbench:
         lines += ["", "## GRBench: Rouge-L (GPT4Score) per method and domain, as the paper's Table 1", ""] + grbench
     lines += ["", "## Runtime by node", ""] + runtime_table(runsets)
-    if plots:
+    if plots and not installed("matplotlib"):
+        lines += ["", f"(No plots: {MissingExtra('matplotlib', 'the plots')})"]
+    elif plots:
         plot_pareto(runsets, out_dir / "pareto.png")
         plot_runtime(runsets, out_dir / "runtime_by_node.png")
         lines += ["", "![solved vs cost](pareto.png)", "", "![runtime by node](runtime_by_node.png)"]

@@ -41,7 +41,9 @@ from evals.scorers import Score, Scorer, fusion_metrics, make_scorer
 from kgagents.runs import is_finished
 from kgagents.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
+from nodes.llm import FATAL_ERRORS
 from nodes.runtime import gather_bounded
+from nodes.state import every_call_failed, failure_summary
 
 RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -240,6 +242,9 @@ class EvalResult:
     skipped: int = 0
     failed: int = 0
     resumed: int = 0
+    fatal: str | None = None
+    """The first error of this call's items that no item can get past (a model that cannot be used: a rejected
+    key, an unknown model, an address that never answered); ``kgagents eval`` then exits non-zero."""
 
 
 class _Progress:
@@ -347,6 +352,7 @@ class ItemRunner:
         started = time.perf_counter()
         node_s: dict[str, float] = {}
         error: str | None = None
+        fatal = False
         resumed = False
         state: dict[str, Any] = {}
         try:
@@ -361,12 +367,17 @@ class ItemRunner:
                 state = dict((await self.graph.aget_state(config)).values)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a failing item never stops the batch
+        except Exception as exc:  # noqa: BLE001 - a failing item never stops the batch (see EvalResult.fatal)
             error = f"{type(exc).__name__}: {exc}"
+            fatal = isinstance(exc, FATAL_ERRORS)
             try:
                 state = dict((await self.graph.aget_state(config)).values)
             except Exception:  # noqa: BLE001
                 state = {}
+        failures = failure_summary(state.get("failures"))
+        if error is None and every_call_failed(state):
+            kinds = ", ".join(f"{n} {kind}" for kind, n in failures["kinds"].items())
+            error = f"every model call failed for good ({kinds}); the run's answer is not scored"
         answer = None if error else self.adapter.to_answer(state)
         score = Score(correct=False if error else None)
         variants: dict[str, dict[str, Any]] = {}
@@ -382,6 +393,9 @@ class ItemRunner:
                 score = Score(correct=None)
         record = self._record(item, run, thread_id, state, answer, score, error, resumed,
                               time.perf_counter() - started, node_s)
+        record["failures"] = failures
+        if fatal:
+            record["fatal"] = True  # the configuration is at fault, not the item (EvalResult.fatal)
         if self.adapter.variant_answers is not None:
             for graded in variants.values():
                 record["grader_usage"] = merge_usage(record["grader_usage"], graded.pop("usage"))
@@ -520,6 +534,10 @@ def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
     if grader is None:
         ctx = options.context
         grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")
+    if grader is None:  # the model the run resolves from the environment (KGAGENTS_MODEL)
+        from kgagents.config import get_settings
+
+        grader = get_settings().model_for("graph_executor")
     return make_scorer(dataset.scorer, grader_model=grader)
 
 
@@ -558,8 +576,12 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     for pair in todo:
         queue.put_nowait(pair)
 
+    fatal: list[str] = []  # faults of the configuration that items met (a model that cannot be used)
+
     with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
         def write(record: dict[str, Any]) -> None:
+            if record.pop("fatal", False):
+                fatal.append(str(record.get("error")))
             sink.write(json.dumps(record, ensure_ascii=False) + "\n")
             sink.flush()
             counts["ran"] += 1
@@ -586,10 +608,9 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
                         await gather_bounded(None, [worker() for _ in range(min(options.concurrency, len(todo)))])
         finally:
             progress.close()
-
     records = read_results(out_dir)
     result = EvalResult(out_dir=out_dir, records=records, metrics=summarize(records, scorer), skipped=skipped,
-                        **counts)
+                        fatal=fatal[0] if fatal else None, **counts)
     write_summary(out_dir, result.metrics)
     return result
 

@@ -163,8 +163,9 @@ def test_models_on_an_openai_compatible_server_use_the_aiohttp_client(openai_ser
 
 def test_an_httpx_that_makes_its_transports_otherwise_gets_the_sdks_default_client(
         openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The per-loop pools rest on httpx's private ``_init_transport``: where the client's transport is not ours
-    (a later httpx that no longer calls it), the model gets the SDK's default client and still answers."""
+    """The per-loop pools rest on httpx's private ``_init_transport``: where the client's transport is not
+    ours (a later httpx that no longer calls it), the model gets the SDK's default client and still
+    answers."""
     from openai import DefaultAioHttpClient
 
     monkeypatch.setattr(LoopLocalAioHttpClient, "_init_transport", DefaultAioHttpClient._init_transport)

@@ -137,8 +137,8 @@ async def test_switched_off_every_sample_is_a_request_of_its_own(openai_server: 
 
 async def test_without_langchain_openais_api_decision_every_sample_is_a_request_of_its_own(
         openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``takes_n`` rests on one private method of ``ChatOpenAI``: without it (another langchain-openai), or when it
-    fails, the public path (one request per sample) is taken."""
+    """``takes_n`` rests on one private method of ``ChatOpenAI``: without it (another langchain-openai), or
+    when it fails, the public path (one request per sample) is taken."""
     llm = caller(openai_server)
     assert llm.model.takes_n({}) is True  # type: ignore[attr-defined]
     monkeypatch.setattr(openai_chat, "API_DECISION", "_gone_in_another_version")

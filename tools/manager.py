@@ -26,7 +26,9 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
 from kgagents.config import Settings, get_settings
-from kgagents.retry import retry_async
+from kgagents.extras import MissingExtra, installed
+from kgagents.endpoints import describe_model, model_key
+from kgagents.retry import ModelUnavailableError, cannot_be_used, retry_model_call
 from kgagents.usage import Usage, merge_usage, usage_entry
 from tools.sandbox import DiskQuota
 
@@ -40,6 +42,15 @@ class ToolStatus:
     name: str
     available: bool
     reason: str = "available"
+
+    @classmethod
+    def missing_extra(cls, name: str, *modules: str) -> ToolStatus | None:
+        """Unavailable, naming the extra to install, when one of ``modules`` (of :mod:`kgagents.extras`) is
+        missing; None when all are installed."""
+        for module in modules:
+            if not installed(module):
+                return cls(name, False, str(MissingExtra(module, f"the {name} tool")))
+        return None
 
 
 @dataclass
@@ -82,8 +93,17 @@ class ToolEnv:
         if self.llm is None:
             raise RuntimeError("no chat model is configured for the tools")
         model: Any = self.llm.bind_tools(tools) if tools else self.llm
-        reply = await retry_async(lambda: model.ainvoke(messages), max_retries=self.max_retries,
-                                  base_s=self.backoff_base_s, cap_s=self.backoff_max_s)
+        key = model_key(self.llm)
+        try:
+            reply = await retry_model_call(lambda: model.ainvoke(messages), model=key,
+                                           max_retries=self.max_retries, base_s=self.backoff_base_s,
+                                           cap_s=self.backoff_max_s)
+        except Exception as exc:
+            why_not = cannot_be_used(exc, key)
+            if why_not:
+                raise ModelUnavailableError(f"the tools' model ({describe_model(self.llm)}) cannot be used: "
+                                            f"{why_not} ({type(exc).__name__}: {exc})") from exc
+            raise
         self.record_usage(reply, getattr(self.llm, "model_name", None))
         return reply
 

@@ -139,8 +139,10 @@ async def test_paths_side_by_side():
     """Several model paths in one run: each its own baseline, the paths taking turns at each C."""
     from evals.bench_batch import compare_paths, compared_markdown
 
-    result = await compare_paths(0.0, [2], "direct", ["lean", "langchain"], sequential_items=1, waves=1, repeats=2)
-    assert result["model_paths"] == ["lean", "langchain"] and set(result["per_item_s"]) == {"lean", "langchain"}
+    result = await compare_paths(0.0, [2], "direct", ["lean", "langchain"], sequential_items=1, waves=1,
+                                 repeats=2)
+    assert result["model_paths"] == ["lean", "langchain"]
+    assert set(result["per_item_s"]) == {"lean", "langchain"}
     for path in ("lean", "langchain"):
         row = result["batch"][path][0]
         assert row["items"] == 2 and len(row["efficiency_all"]) == len(row["wall_s_all"]) == 2

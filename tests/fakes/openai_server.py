@@ -136,7 +136,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self._record(None)
         fake = self.server.fake
-        if self.path.rstrip("/") in ("/v1/models", "/models"):
+        if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            self._error(401, "Incorrect API key provided.")
+        elif self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models]})
         else:
