@@ -80,7 +80,7 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
     out_dir = Path(options.out_dir).resolve()
     options = dataclasses.replace(options, out_dir=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, make_manifest(options, dataset))
+    _check_manifest(out_dir, make_manifest(options, dataset), dataset)
     scorer = build_scorer(options, dataset)  # fails early on an unknown scorer
     todo, skipped = pending_work(dataset, options.runs, read_results(out_dir), options.retry_failed)
 

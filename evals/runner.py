@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import hashlib
 import json
 import re
 import sys
@@ -81,6 +82,9 @@ class Adapter:
     check: Callable[[Dataset], None] | None = None
     """Refuses a dataset the workflow cannot run (raises :class:`~evals.datasets.DatasetError` saying why),
     before anything is written or paid for."""
+    failed: Callable[[dict[str, Any]], str | None] | None = None
+    """Why a run that ended has no answer of the agent (e.g. ARK-V1's final answer failed for good), or None: such
+    a run is recorded with that ``error`` — a failed run, not an answer (an abstention, a wrong one)."""
     check_options: Callable[[Dataset, EvalOptions], None] | None = None
     """Like :attr:`check`, given the evaluation's options too (its context values, its runs): e.g. the KGoT
     paper's RAG baselines refuse the items that the KGoT evaluation they read did not finish."""
@@ -170,19 +174,49 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _check_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
-    """A results directory holds one evaluation: refuse to mix another workflow, dataset or split into it."""
+#: What makes two evaluations the same one: a results directory refuses a run that differs in any of them.
+SETTINGS = ("workflow", "dataset", "split", "models", "preset", "context", "grader_model", "seed")
+
+
+def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | None = None) -> None:
+    """A results directory holds one evaluation: refuse a run with another workflow, dataset, split, model per
+    role, preset, context values, grader or seed (its results would be reported as this one's, and the finished
+    items skipped), and items whose question or gold answer changed since they were evaluated."""
     old = read_manifest(out_dir)
     if old is not None:
-        for key in ("workflow", "dataset", "split"):
-            if old.get(key) != manifest.get(key):
-                raise ValueError(f"{out_dir} holds an evaluation of {key} {old.get(key)!r}, not "
-                                 f"{manifest.get(key)!r}; use another --out directory")
-        if old.get("context") != manifest.get("context"):
-            print(f"warning: {out_dir} was started with context {old.get('context')}; continuing with "
-                  f"{manifest.get('context')}", file=sys.stderr)
+        differences = [f"{key}: {old.get(key)!r} there, {manifest.get(key)!r} now" for key in SETTINGS
+                       if key in old and old.get(key) != manifest.get(key)]
+        if differences:
+            raise ValueError(f"{out_dir} holds another evaluation (" + "; ".join(differences) + "); its results "
+                             "would be taken for this run's. Use another --out directory (or delete that one)")
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
+    if dataset is not None:
+        _check_items(out_dir, dataset)
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def item_fingerprint(item: Item) -> str:
+    """A short hash of what is asked and what counts as right: the item's id, question, gold answer and inputs."""
+    data = json.dumps([item.id, item.question, _jsonable(item.gold), _jsonable(item.inputs)], sort_keys=True,
+                      ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+
+
+def data_fingerprint(dataset: Dataset) -> str:
+    """A short hash of every item of the evaluation (see :func:`item_fingerprint`)."""
+    joined = "\n".join(sorted(f"{item.id}\t{item_fingerprint(item)}" for item in dataset.items))
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
+
+
+def _check_items(out_dir: Path, dataset: Dataset) -> None:
+    """Refuse items whose question, gold answer or inputs differ from those the directory's results were for."""
+    now = {item.id: item_fingerprint(item) for item in dataset.items}
+    changed = sorted({str(r["id"]) for r in read_results(out_dir)
+                      if r.get("item") and str(r["id"]) in now and now[str(r["id"])] != r["item"]})
+    if changed:
+        raise ValueError(f"{out_dir} holds results for other versions of {len(changed)} item(s) "
+                         f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}): the dataset changed "
+                         "since; use another --out directory")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -202,6 +236,8 @@ class EvalOptions:
     """JSON values of the workflow's context (recorded in the manifest; what workers rebuild it from)."""
     context: Any = None
     """A ready context object (e.g. holding chat-model instances); used instead of ``context_values``."""
+    preset: str | None = None
+    """The name of the workflow's preset the context values came from (recorded in the manifest)."""
     seed: int | None = None
     """Base sampling seed: run ``r`` of every item gets ``seed + r`` as its context's ``seed`` (passed to the
     providers that take one, see :data:`nodes.models.SEED_PARAMETERS`); ``None`` leaves the context's own."""
@@ -378,6 +414,8 @@ class ItemRunner:
         if error is None and every_call_failed(state):
             kinds = ", ".join(f"{n} {kind}" for kind, n in failures["kinds"].items())
             error = f"every model call failed for good ({kinds}); the run's answer is not scored"
+        if error is None and self.adapter.failed is not None:
+            error = self.adapter.failed(state)
         answer = None if error else self.adapter.to_answer(state)
         score = Score(correct=False if error else None)
         variants: dict[str, dict[str, Any]] = {}
@@ -448,6 +486,7 @@ class ItemRunner:
             stats = {}
         return {
             "id": item.id,
+            "item": item_fingerprint(item),
             "run": run,
             "thread_id": thread_id,
             "workflow": self.options.workflow,
@@ -508,10 +547,32 @@ def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], re
 
 
 def make_manifest(options: EvalOptions, dataset: Dataset) -> dict[str, Any]:
+    """What was evaluated, with what (the settings that make it this evaluation: :data:`SETTINGS`)."""
     return {"workflow": options.workflow, "dataset": dataset.name, "split": dataset.split, "runs": options.runs,
-            "seed": options.seed, "items": len(dataset.items), "scorer": dataset.scorer, "group_label": dataset.group_label,
+            "seed": options.seed, "items": len(dataset.items), "scorer": dataset.scorer,
+            "group_label": dataset.group_label, "models": role_models(options), "preset": options.preset,
             "context": _jsonable(options.context_values if options.context is None else _context_summary(options)),
-            "grader_model": _jsonable(_model_name(options.grader_model)), "created": time.time()}
+            "grader_model": _jsonable(_model_name(options.grader_model)), "data": data_fingerprint(dataset),
+            "created": time.time()}
+
+
+def role_models(options: EvalOptions) -> dict[str, Any]:
+    """The model of every role, as given (a ``provider:model`` string, a model instance's name) or as the
+    environment configures it (``KGAGENTS_MODEL`` and the role variables), with the OpenAI-compatible server's
+    URL where one is set."""
+    from kgagents.config import ROLES, get_settings
+
+    settings = get_settings()
+    ctx, values = options.context, options.context_values
+    models: dict[str, Any] = {}
+    for role in ROLES:
+        given = ctx.model_for(role) if hasattr(ctx, "model_for") else (
+            values.get(f"{role}_model") or values.get("model"))
+        models[role] = _model_name(given) if given is not None else settings.model_for(role)
+    base_url = getattr(ctx, "base_url", None) if ctx is not None else values.get("base_url")
+    if base_url or settings.base_url:
+        models["base_url"] = base_url or settings.base_url
+    return _jsonable(models)
 
 
 def _model_name(model: Any) -> Any:
@@ -556,6 +617,7 @@ def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
     metrics.update(cost_totals(records, "cost_usd"))
     metrics.update(cost_totals(records, "grader_cost_usd"))
     metrics["errors"] = sum(1 for r in records if r.get("error"))
+    metrics["degraded"] = sum(1 for r in records if not r.get("error") and (r.get("failures") or {}).get("count"))
     metrics.update(fusion_metrics(records))
     return metrics
 
@@ -566,7 +628,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     check_dataset(options.workflow, dataset, options)
     out_dir = options.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, make_manifest(options, dataset))
+    _check_manifest(out_dir, make_manifest(options, dataset), dataset)
     scorer = build_scorer(options, dataset)
     todo, skipped = pending_work(dataset, options.runs, read_results(out_dir), options.retry_failed)
     progress = _Progress(len(todo), options.progress, f"{options.workflow} on {dataset.name}")

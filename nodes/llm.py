@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 from kgagents.config import ConfigurationError
 from kgagents.endpoints import describe_model, model_key, model_label
 from kgagents.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
-from kgagents.usage import Usage, merge_usage, usage_entry
+from kgagents.usage import Usage, merge_usage, reply_usage
 from nodes.context import Context
 from nodes.models import aresolve_model, resolve_model
 from nodes.runtime import gather_bounded
@@ -113,10 +113,7 @@ class LLMCaller:
 
     # -- accounting -------------------------------------------------------------------------------
     def _record(self, message: Any) -> None:
-        meta = getattr(message, "usage_metadata", None) or {}
-        name = (getattr(message, "response_metadata", None) or {}).get("model_name") or self.label
-        self.usage = merge_usage(self.usage, usage_entry(str(name), meta.get("input_tokens", 0),
-                                                         meta.get("output_tokens", 0)))
+        self.usage = merge_usage(self.usage, reply_usage(message, self.label))
 
     def failed(self, exc: LLMError, outcome: str) -> Failure:
         """Note that a call failed for good and what the node does instead (``outcome``); the node returns

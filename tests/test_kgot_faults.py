@@ -10,6 +10,7 @@ message; once the key is fixed, ``kgagents resume`` finishes it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -123,6 +124,19 @@ def test_the_paper_preset_runs_the_controller_at_0_and_the_tools_at_0_5(fault_se
     controller = [r.body for r in fault_server.chat_requests if "self-contained questions" not in r.prompt]
     assert tools and {b.get("temperature") for b in tools} == {0.5}
     assert {b.get("temperature") for b in controller} == {0.0}
+    # one request per sample, as the authors' code sends them: the prompt is paid once per sample
+    assert all(b.get("n", 1) == 1 for b in controller)
+    votes = [b for b in controller if S.VOTE in json.dumps(b)]
+    assert len(votes) % 5 == 0 and votes  # num_next_steps_decision requests per decision
+
+
+def test_the_kgot_papers_baselines_and_fusion_take_kgots_presets() -> None:
+    from kgagents.workflows import preset
+
+    paper = preset("kgot", "paper")
+    assert paper == {"temperature": 0.0, "tools_temperature": 0.5, "samples_in_one_request": False}
+    for workflow in ("fusion", "zeroshot", "rag", "kgot-graphrag", "kgot-nokg"):
+        assert preset(workflow, "paper") == paper
 
 
 def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: FakeOpenAIServer, tmp_path: Path,

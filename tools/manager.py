@@ -29,7 +29,7 @@ from kgagents.config import Settings, get_settings
 from kgagents.extras import MissingExtra, installed
 from kgagents.endpoints import describe_model, model_key
 from kgagents.retry import ModelUnavailableError, cannot_be_used, retry_model_call
-from kgagents.usage import Usage, merge_usage, usage_entry
+from kgagents.usage import Usage, merge_usage, reply_usage
 from tools.sandbox import DiskQuota
 
 MAX_DESCRIPTION_CHARS = 1024
@@ -83,10 +83,9 @@ class ToolEnv:
         self.usage = merge_usage(self.usage, delta)
 
     def record_usage(self, message: Any, model: str | None = None) -> None:
-        """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage`."""
-        meta = getattr(message, "usage_metadata", None) or {}
-        name = (getattr(message, "response_metadata", None) or {}).get("model_name") or model or "unknown"
-        self.add_usage(usage_entry(str(name), meta.get("input_tokens", 0), meta.get("output_tokens", 0)))
+        """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage` (unknown, never 0,
+        when the reply reports none)."""
+        self.add_usage(reply_usage(message, model or "unknown"))
 
     async def ask_llm(self, messages: Any, *, tools: list[Any] | None = None) -> Any:
         """Call the tools' model with retries on transient errors; records usage; returns the ``AIMessage``."""
