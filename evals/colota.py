@@ -659,12 +659,12 @@ def register_datasets(register: Callable[[Any], None]) -> None:
 
 
 def ark_answer_failed(state: Mapping[str, Any]) -> str | None:
-    """Why an ARK-V1 run has no answer of the agent: its final-answer call failed for good (it is no abstention,
-    so the metrics leave the run out), else None."""
+    """Why an ARK-V1 run has no answer of the agent: its final-answer call failed for good (it is no
+    abstention, so the metrics leave the run out), else None."""
     for failure in state.get("failures") or []:
         if failure.get("node") == "final_answer":
-            return f"the final answer failed for good ({str(failure.get('error'))[:300]}): a failed run, not an " \
-                   "abstention"
+            error = str(failure.get("error"))[:300]
+            return f"the final answer failed for good ({error}): a failed run, not an abstention"
     return None
 
 

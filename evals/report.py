@@ -69,7 +69,8 @@ def load_runset(path: str | Path, label: str | None = None) -> RunSet:
 
 
 def default_label(path: Path, manifest: dict[str, Any]) -> str:
-    model = (manifest.get("context") or {}).get("model") or (manifest.get("models") or {}).get("graph_executor")
+    model = (manifest.get("context") or {}).get("model") or \
+        (manifest.get("models") or {}).get("graph_executor")
     base = manifest.get("workflow", "?")
     return f"{base} ({model})" if model else f"{base} [{path.name}]"
 
@@ -94,8 +95,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 
 def graded(records: Sequence[dict[str, Any]]) -> bool:
-    """Whether any finished item got a verdict (an evaluation without its LLM grader has none: not graded, never
-    0 %)."""
+    """Whether any finished item got a verdict (an evaluation without its LLM grader has none: not graded,
+    never 0 %)."""
     return any(r.get("correct") is not None for r in records if not r.get("error"))
 
 
@@ -125,8 +126,9 @@ def summary_rows(runsets: list[RunSet]) -> list[list[Any]]:
         grader = sum_costs(r.get("grader_cost_usd", 0.0) for r in rs.records)
         cost = rs.cost_total
         per_solved = _fmt_money(None if cost.unknown else cost.known_usd / solved) if solved else "–"
-        accuracy = (f"{solved / n:.1%}" if graded(rs.records) else "not graded") if n else "–"
-        rows.append([rs.label, rs.manifest.get("dataset", "?"), n, solved if graded(rs.records) else "–", accuracy,
+        scored = graded(rs.records)
+        accuracy = (f"{solved / n:.1%}" if scored else "not graded") if n else "–"
+        rows.append([rs.label, rs.manifest.get("dataset", "?"), n, solved if scored else "–", accuracy,
                      _fmt_money(cost), per_solved, tokens,
                      f"{statistics.fmean(wall):.1f}" if wall else "–", f"{sum(wall):.0f}",
                      sum(1 for r in rs.records if r.get("error")), degraded(rs.records), _fmt_money(grader)])
@@ -134,7 +136,8 @@ def summary_rows(runsets: list[RunSet]) -> list[list[Any]]:
 
 
 def settings_rows(runsets: list[RunSet]) -> list[list[Any]]:
-    """What each directory ran with: its workflow, models per role, preset, context values, grader, seed, data."""
+    """What each directory ran with: its workflow, models per role, preset, context values, grader, seed,
+    data."""
     rows = []
     for rs in runsets:
         m = rs.manifest
@@ -362,10 +365,12 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# Evaluation report", ""]
     lines += _table(["run", "dataset", "items", "solved", "accuracy", "cost", "cost / solved", "tokens in / out",
-                     "mean wall s", "total wall s", "errors", "degraded", "grader cost"], summary_rows(runsets))
-    lines += ["", ("An error is an item whose run failed (it is not scored; `kgagents eval ... --retry-failed` runs "
-                   "it again); a degraded item finished with model calls that failed for good, which its workflow "
-                   "went on without (by kind: `api` kept failing, `parse` never fit the schema).")]
+                     "mean wall s", "total wall s", "errors", "degraded", "grader cost"],
+                    summary_rows(runsets))
+    lines += ["", ("An error is an item whose run failed (it is not scored; `kgagents eval ... "
+                   "--retry-failed` runs it again); a degraded item finished with model calls that failed "
+                   "for good, which its workflow went on without (by kind: `api` kept failing, `parse` never "
+                   "fit the schema).")]
     lines += ["", "## Settings", ""]
     lines += _table(["run", "workflow", "models", "preset", "context", "grader", "seed", "runs", "data"],
                     settings_rows(runsets))

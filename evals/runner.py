@@ -83,8 +83,8 @@ class Adapter:
     """Refuses a dataset the workflow cannot run (raises :class:`~evals.datasets.DatasetError` saying why),
     before anything is written or paid for."""
     failed: Callable[[dict[str, Any]], str | None] | None = None
-    """Why a run that ended has no answer of the agent (e.g. ARK-V1's final answer failed for good), or None: such
-    a run is recorded with that ``error`` — a failed run, not an answer (an abstention, a wrong one)."""
+    """Why a run that ended has no answer of the agent (e.g. ARK-V1's final answer failed for good), or None:
+    such a run is recorded with that ``error`` — a failed run, not an answer (an abstention, a wrong one)."""
     check_options: Callable[[Dataset, EvalOptions], None] | None = None
     """Like :attr:`check`, given the evaluation's options too (its context values, its runs): e.g. the KGoT
     paper's RAG baselines refuse the items that the KGoT evaluation they read did not finish."""
@@ -180,15 +180,16 @@ SETTINGS = ("workflow", "dataset", "split", "models", "preset", "context", "grad
 
 def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | None = None) -> None:
     """A results directory holds one evaluation: refuse a run with another workflow, dataset, split, model per
-    role, preset, context values, grader or seed (its results would be reported as this one's, and the finished
-    items skipped), and items whose question or gold answer changed since they were evaluated."""
+    role, preset, context values, grader or seed (its results would be reported as this one's, and the
+    finished items skipped), and items whose question or gold answer changed since they were evaluated."""
     old = read_manifest(out_dir)
     if old is not None:
         differences = [f"{key}: {old.get(key)!r} there, {manifest.get(key)!r} now" for key in SETTINGS
                        if key in old and old.get(key) != manifest.get(key)]
         if differences:
-            raise ValueError(f"{out_dir} holds another evaluation (" + "; ".join(differences) + "); its results "
-                             "would be taken for this run's. Use another --out directory (or delete that one)")
+            raise ValueError(f"{out_dir} holds another evaluation ({'; '.join(differences)}); its results "
+                             "would be taken for this run's. Use another --out directory (or delete that "
+                             "one)")
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
     if dataset is not None:
         _check_items(out_dir, dataset)
@@ -196,7 +197,8 @@ def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | 
 
 
 def item_fingerprint(item: Item) -> str:
-    """A short hash of what is asked and what counts as right: the item's id, question, gold answer and inputs."""
+    """A short hash of what is asked and what counts as right: the item's id, question, gold answer and
+    inputs."""
     data = json.dumps([item.id, item.question, _jsonable(item.gold), _jsonable(item.inputs)], sort_keys=True,
                       ensure_ascii=False)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
@@ -209,14 +211,16 @@ def data_fingerprint(dataset: Dataset) -> str:
 
 
 def _check_items(out_dir: Path, dataset: Dataset) -> None:
-    """Refuse items whose question, gold answer or inputs differ from those the directory's results were for."""
+    """Refuse items whose question, gold answer or inputs differ from those the directory's results were
+    for."""
     now = {item.id: item_fingerprint(item) for item in dataset.items}
     changed = sorted({str(r["id"]) for r in read_results(out_dir)
                       if r.get("item") and str(r["id"]) in now and now[str(r["id"])] != r["item"]})
     if changed:
+        more = " ..." if len(changed) > 5 else ""
         raise ValueError(f"{out_dir} holds results for other versions of {len(changed)} item(s) "
-                         f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}): the dataset changed "
-                         "since; use another --out directory")
+                         f"({', '.join(changed[:5])}{more}): the dataset changed since; use another --out "
+                         "directory")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -617,7 +621,8 @@ def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
     metrics.update(cost_totals(records, "cost_usd"))
     metrics.update(cost_totals(records, "grader_cost_usd"))
     metrics["errors"] = sum(1 for r in records if r.get("error"))
-    metrics["degraded"] = sum(1 for r in records if not r.get("error") and (r.get("failures") or {}).get("count"))
+    metrics["degraded"] = sum(1 for r in records
+                              if not r.get("error") and (r.get("failures") or {}).get("count"))
     metrics.update(fusion_metrics(records))
     return metrics
 

@@ -146,7 +146,8 @@ class Workflow:
     name: str
     build: Callable[[], StateGraph]
     PRESETS: dict[str, dict[str, Any]] = field(default_factory=lambda: KGOT_PRESETS)
-    """The named contexts (``--preset``): KGoT's, so that a baseline runs as the KGoT run it is compared with."""
+    """The named contexts (``--preset``): KGoT's, so that a baseline runs as the KGoT run it is compared
+    with."""
 
     def compile_graph(self, checkpointer: Any = None, **kwargs: Any):
         """The compiled graph, with a checkpointer for Python callers, tests and the CLI."""

@@ -6,7 +6,8 @@ It asks each configured model endpoint for its model list (a rejected key, an ad
 that does not resolve show here, not in a run), reads the tools' keys (web search without
 ``SERPAPI_API_KEY``), reaches the graph servers the environment names (``NEO4J_URI``, ``FALKORDB_URL``,
 ``SPARQL_ENDPOINT``, ``CRAG_SERVER``), probes the sandbox, and lists the extras that are not installed; for
-each missing piece it says what it disables. The exit status is 1 when a model cannot be used, else 0. """
+each missing piece it says what it disables. The exit status is 1 when a model cannot be used, else 0.
+"""
 
 from __future__ import annotations
 

@@ -156,7 +156,8 @@ def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[st
     from evals.runner import EvalOptions, run_evaluation
 
     options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
-                          context_values=values, preset=args.preset, seed=seed, grader_model=args.grader_model,
+                          context_values=values, preset=args.preset, seed=seed,
+                          grader_model=args.grader_model,
                           retry_failed=args.retry_failed, progress=not args.no_progress,
                           checkpointer=args.checkpointer, processes=_process_count(args))
     if args.dask:

@@ -64,8 +64,8 @@ class MissingExtra(ConfigurationError):
 
 def install_hint(extra: str) -> str:
     """How to install ``extra`` (from kgagents' folder, where the lock is)."""
-    return (f"pip install -c requirements.lock '.[{extra}]' in kgagents' folder (`make install` installs every "
-            "extra)")
+    return (f"pip install -c requirements.lock '.[{extra}]' in kgagents' folder (`make install` installs "
+            "every extra)")
 
 
 def extra_of(module: str) -> Extra:

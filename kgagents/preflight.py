@@ -1,5 +1,5 @@
-"""What a run will use, and what it cannot do, said before it starts (``ask``, ``eval``) — not found in a
-trace.
+"""What a run will use, and what it cannot do, said before it starts (``ask``, ``eval``), not found in a
+trace later:
 
 - the chat model of every role and the URL it sends to (one line);
 - the backend's extra, if it is missing (an error: the run could not open its KG);

@@ -73,7 +73,8 @@ class ModelUnavailableError(RuntimeError):
     cannot be reached (connection refused, unknown host) before it ever answered in this process.
 
     No node degrades around it, and tools let it through: the run stops (its checkpoints are kept) and is
-    resumed once the configuration is fixed. """
+    resumed once the configuration is fixed.
+    """
 
 
 def is_unreachable(exc: BaseException) -> bool:

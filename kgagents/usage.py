@@ -32,7 +32,8 @@ class ModelUsage(TypedDict):
     audio_seconds: NotRequired[float]
     """Audio sent to a transcription model (priced per minute, e.g. ``whisper-1``)."""
     unmeasured_calls: NotRequired[int]
-    """Calls whose reply reported no token usage: their tokens are not in the counts and the cost is unknown."""
+    """Calls whose reply reported no token usage: their tokens are not in the counts and their cost is
+    unknown."""
 
 
 Usage = dict[str, ModelUsage]
@@ -159,9 +160,9 @@ def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 
 
 
 def reply_usage(message: Any, model: str) -> Usage:
-    """The usage of one chat-model reply (an ``AIMessage``), under its model name (``response_metadata``'s, else
-    ``model``): its tokens and cost, or — when the reply reports no usage — one call with unknown tokens and an
-    unknown cost (never a known $0)."""
+    """The usage of one chat-model reply (an ``AIMessage``), under its model name (``response_metadata``'s,
+    else ``model``): its tokens and cost, or — when the reply reports no usage — one call with unknown tokens
+    and an unknown cost (never a known $0)."""
     name = str((getattr(message, "response_metadata", None) or {}).get("model_name") or model)
     meta = getattr(message, "usage_metadata", None)
     if not meta:

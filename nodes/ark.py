@@ -11,8 +11,9 @@ Counters: ``k`` is the reasoning step (step 2 increments it); within step ``k`` 
 ``c`` (``current.c.anchor``, ``.relation``, ``.reasoning``), also across a return to anchor selection, so every
 loop is bounded by ``C_max`` and the run by ``K_max`` steps.
 
-A model call that fails for good (after its API retries and parse re-asks) is a failed attempt of its stage, like
-an invalid reply, so ``C_max`` bounds it too; a failed final answer is a failed run, not an abstention. Each is logged in ``failures``.
+A model call that fails for good (after its API retries and parse re-asks) is a failed attempt of its stage,
+like an invalid reply, so ``C_max`` bounds it too; a failed final answer is a failed run, not an abstention.
+Each is logged in ``failures``.
 """
 
 from __future__ import annotations

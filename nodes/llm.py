@@ -14,7 +14,8 @@ parsed): the node degrades as its paper's error handling says, notes it with :me
 returns :attr:`LLMCaller.failures` into the state's ``failures`` channel. A fault that leaves no way forward
 (a rejected key, an unknown model, a model that never answered and cannot be reached) raises
 :class:`ModelUnavailableError` instead, which no node catches: the run stops with its checkpoints, to be
-resumed once the configuration is fixed. """
+resumed once the configuration is fixed.
+"""
 
 from __future__ import annotations
 

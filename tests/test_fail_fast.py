@@ -39,8 +39,7 @@ class Answer(BaseModel):
 SLOW_RETRIES = {"max_api_retries": 6, "api_backoff_base_s": 20.0, "api_backoff_max_s": 60.0}
 
 
-def test_a_wrong_base_url_stops_the_run_in_seconds_naming_the_model_and_url(tmp_path: Path,
-                                                                            capsys: pytest.CaptureFixture[str]):
+def test_a_wrong_base_url_stops_the_run_in_seconds_naming_the_model_and_url(tmp_path: Path, capsys) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"  # a typo in the port: nothing listens there
     started = time.monotonic()
     code = main(["--runs-dir", str(tmp_path / "runs"), "ask", "What is 2 + 2?", "--model", "qwen2.5:7b",
@@ -122,14 +121,15 @@ def test_doctor_checks_the_endpoint_the_key_and_the_pieces(openai_server: FakeOp
     out = capsys.readouterr().out
     assert f"ok       model (every role)     gpt-4o-mini at {openai_server.base_url}: answers and lists " \
            "gpt-4o-mini" in out
-    assert re.search(r"MISSING  tool ask_search_agent +missing key SERPAPI_API_KEY — without it: no web research",
-                     out)
+    assert re.search(r"MISSING  tool ask_search_agent +missing key SERPAPI_API_KEY — without it: no web "
+                     r"research", out)
     assert "sandbox" in out
 
     openai_server.api_key = "the-right-key"
     monkeypatch.setenv("KGAGENTS_API_KEY", "a-wrong-key")
     assert main(["doctor", "--model", "gpt-4o-mini", "--base-url", openai_server.base_url]) == 1
-    assert "MISSING  model (every role)" in (out := capsys.readouterr().out) and "rejects the key (401)" in out
+    out = capsys.readouterr().out
+    assert "MISSING  model (every role)" in out and "rejects the key (401)" in out
     monkeypatch.setenv("KGAGENTS_API_KEY", "the-right-key")
     assert main(["doctor", "--model", "no-such-model", "--base-url", openai_server.base_url]) == 1
     assert "does not list the model 'no-such-model'" in capsys.readouterr().out

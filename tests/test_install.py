@@ -1,5 +1,5 @@
-"""The install: the lock pins what pyproject.toml declares, the core runs without any extra, and whatever needs a
-missing extra names it."""
+"""The install: the lock pins what pyproject.toml declares, the core runs without any extra, and whatever
+needs a missing extra names it."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def locked() -> dict[str, list[tuple[str, str]]]:
     for line in (ROOT / "requirements.lock").read_text(encoding="utf-8").splitlines():
         match = re.match(r"^([A-Za-z0-9_.\-]+)==([^ ;]+)\s*(?:;\s*(.*))?$", line)
         if match:
-            pins.setdefault(canonicalize_name(match.group(1)), []).append((match.group(2), match.group(3) or ""))
+            name, version, marker = match.groups()
+            pins.setdefault(canonicalize_name(name), []).append((version, marker or ""))
     return pins
 
 
@@ -50,7 +51,7 @@ def test_the_lock_pins_every_declared_package_within_its_range():
                 continue
             versions = [v for v, marker in pins.get(canonicalize_name(req.name), [])
                         if not marker or Requirement(f"x; {marker}").marker.evaluate(environment)]
-            assert versions, f"{req.name} is declared in pyproject.toml but not in requirements.lock: make lock"
+            assert versions, f"{req.name} is in pyproject.toml but not in requirements.lock: make lock"
             assert all(req.specifier.contains(v, prereleases=True) for v in versions), \
                 f"requirements.lock pins {req.name}=={versions} outside {req.specifier}: make lock"
 
@@ -85,7 +86,8 @@ def test_a_missing_module_is_an_error_naming_its_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyoxigraph", None)  # what an import of a package not installed does
     with pytest.raises(MissingExtra) as info:
         require("pyoxigraph", "the SPARQL backend")
-    assert info.value.extra == "sparql" and str(info.value).startswith("the SPARQL backend needs the `sparql` extra")
+    assert info.value.extra == "sparql"
+    assert str(info.value).startswith("the SPARQL backend needs the `sparql` extra")
     assert install_hint("sparql") in str(info.value) and "'.[sparql]'" in str(info.value)
     assert [extra.name for extra in missing_extras()] == ["sparql"]
 
@@ -99,7 +101,7 @@ def test_a_broken_package_is_its_own_error_not_a_missing_extra(monkeypatch, tmp_
         require("falkordb_broken_probe")
 
 
-# -- what needs a missing extra says which ------------------------------------------------------------------------
+# -- what needs a missing extra says which -------------------------------------------------------------------
 @pytest.mark.parametrize("backend,module,extra", [("falkordb", "falkordb", "falkordb"),
                                                   ("sparql", "pyoxigraph", "sparql"),
                                                   ("neo4j", "arcadedb_embedded", "arcadedb")])
@@ -121,8 +123,9 @@ def test_the_neo4j_backend_needs_no_extra_with_a_server_of_its_own(monkeypatch):
     check_backend("neo4j")
 
 
-@pytest.mark.parametrize("spec,module,extra", [("anthropic:claude-sonnet-4-5", "langchain_anthropic", "anthropic"),
-                                               ("ollama:qwen2.5:7b", "langchain_ollama", "ollama")])
+@pytest.mark.parametrize("spec,module,extra", [
+    ("anthropic:claude-sonnet-4-5", "langchain_anthropic", "anthropic"),
+    ("ollama:qwen2.5:7b", "langchain_ollama", "ollama")])
 def test_a_provider_without_its_extra_names_it(monkeypatch, spec, module, extra):
     from nodes.models import build_chat_model
 
@@ -149,8 +152,8 @@ def test_a_pdf_without_the_files_extra_says_so(monkeypatch):
     from tools.files.convert import ConversionError, convert_bytes
 
     def missing(self, *args, **kwargs):
-        raise MissingDependencyException("PdfConverter recognized the input as a potential .pdf file, but the "
-                                         "dependencies needed to read .pdf files have not been installed.")
+        raise MissingDependencyException("PdfConverter recognized the input as a potential .pdf file, "
+                                         "but the dependencies needed to read .pdf files are not installed.")
 
     monkeypatch.setattr(PdfConverter, "convert", missing)
     with pytest.raises(ConversionError, match="converting .pdf needs the `files` extra"):
@@ -162,7 +165,8 @@ def test_a_report_without_the_eval_extra_has_no_plots_and_says_why(monkeypatch, 
 
     out = tmp_path / "run"
     out.mkdir()
-    (out / "manifest.json").write_text(json.dumps({"workflow": "zeroshot", "dataset": "tiny", "scorer": "gaia"}))
+    manifest = {"workflow": "zeroshot", "dataset": "tiny", "scorer": "gaia"}
+    (out / "manifest.json").write_text(json.dumps(manifest))
     (out / "results.jsonl").write_text(json.dumps({"id": "a", "correct": True, "cost_usd": 0.0}) + "\n")
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     text = build_report([out]).read_text()
@@ -195,7 +199,7 @@ def test_gaias_parquet_and_postgres_checkpoints_and_dask_name_their_extras(monke
         local_cluster()
 
 
-# -- the core alone -----------------------------------------------------------------------------------------------
+# -- the core alone ------------------------------------------------------------------------------------------
 def core_distributions() -> set[str]:
     """The distributions a core install has: pyproject.toml's dependencies and theirs, as installed here."""
     env = default_environment()
@@ -215,18 +219,21 @@ def core_distributions() -> set[str]:
     return seen
 
 
+#: The project's own packages.
+OURS = {"kgagents", "graphs", "nodes", "tools", "prompts", "evals", "tests"}
 #: Distributions a core install has besides the core's own (the installer, the test runner of this check).
 KEPT = {"pytest", "pluggy", "iniconfig", "pytest-asyncio", "pytest-timeout", "packaging", "pip", "setuptools",
         "kgagents"}
 
 
 def outside_the_core() -> tuple[list[str], list[str]]:
-    """The top-level modules and the distributions installed here only by an extra (what a core install lacks)."""
+    """The top-level modules and the distributions installed here only by an extra (what a core install
+    lacks)."""
     keep = core_distributions() | KEPT
     modules = set()
     dists = {canonicalize_name(d.metadata["Name"]) for d in metadata.distributions()} - keep
     for module, owners in metadata.packages_distributions().items():
-        if module.startswith("_") or module in {"kgagents", "graphs", "nodes", "tools", "prompts", "evals", "tests"}:
+        if module.startswith("_") or module in OURS:
             continue
         if not {canonicalize_name(d) for d in owners} & keep:
             modules.add(module)
@@ -235,14 +242,14 @@ def outside_the_core() -> tuple[list[str], list[str]]:
 
 def test_the_core_is_smaller_than_all():
     hidden = set(outside_the_core()[0])
-    assert {"falkordb", "pyoxigraph", "psycopg", "distributed", "matplotlib", "langchain_anthropic", "starlette",
-            "cairosvg", "arcadedb_embedded"} <= hidden
-    assert not {"langgraph", "langchain_core", "openai", "faiss", "sentence_transformers", "networkx", "neo4j",
-                "serpapi", "dotenv", "markitdown"} & hidden
+    assert {"falkordb", "pyoxigraph", "psycopg", "distributed", "matplotlib", "langchain_anthropic",
+            "starlette", "cairosvg", "arcadedb_embedded"} <= hidden
+    assert not {"langgraph", "langchain_core", "openai", "faiss", "sentence_transformers", "networkx",
+                "neo4j", "serpapi", "dotenv", "markitdown"} & hidden
 
 
-#: Runs the CLI as a core install would: the path finder does not find the modules outside the core, as if their
-#: packages were not installed (``find_spec`` says None, an import raises ModuleNotFoundError).
+#: Runs the CLI as a core install would: the path finder does not find the modules outside the core, as if
+#: their packages were not installed (``find_spec`` says None, an import raises ModuleNotFoundError).
 HIDE = textwrap.dedent("""
     import importlib.machinery, re, sys
     HIDDEN, HIDDEN_DISTRIBUTIONS = set({hidden!r}), set({distributions!r})
@@ -293,10 +300,11 @@ def test_the_core_alone_runs_the_demos(tmp_path, workflow, answer):
 def test_the_core_alone_lists_its_tools_and_its_missing_extras(tmp_path):
     tools = run_core(tmp_path, "tools")
     assert tools.returncode == 0, tools.stderr[-3000:]
-    assert re.search(r"image_inspector +unavailable +the image_inspector tool needs the `files` extra", tools.stdout)
+    assert re.search(r"image_inspector +unavailable +the image_inspector tool needs the `files` extra",
+                     tools.stdout)
     doctor = run_core(tmp_path, "doctor", "--model", "scripted:/nonexistent.json")
     assert "MISSING  extra falkordb" in doctor.stdout and "MISSING  extra anthropic" in doctor.stdout
     ask = run_core(tmp_path, "ask", "q", "--model", "scripted:/nonexistent.json", "--backend", "falkordb")
     assert ask.returncode == 2 and "the falkordb backend needs the `falkordb` extra" in ask.stderr
-    crag = run_core(tmp_path, "demo", "--workflow", "agent-g", "--quiet")  # its CRAG question needs the mock API
+    crag = run_core(tmp_path, "demo", "--workflow", "agent-g", "--quiet")  # its CRAG question needs the API
     assert crag.returncode == 2 and "CRAG's mock KG API server needs the `crag` extra" in crag.stderr

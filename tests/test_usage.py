@@ -104,8 +104,8 @@ def test_a_reply_without_usage_has_unknown_tokens_and_cost_not_zero() -> None:
     assert both["gpt-4o-mini"]["cost_usd"] is None and both["gpt-4o-mini"]["unmeasured_calls"] == 1
     assert total_cost(both) is None and total_tokens(both) == {"calls": 3, "input_tokens": 1000,
                                                               "output_tokens": 100, "unmeasured_calls": 2}
-    assert subtract_usage(both, measured)["gpt-4o-mini"] == {"calls": 1, "input_tokens": 0, "output_tokens": 0,
-                                                             "cost_usd": None, "unmeasured_calls": 1}
+    assert subtract_usage(both, measured)["gpt-4o-mini"] == {
+        "calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "unmeasured_calls": 1}
 
 
 async def test_a_server_that_reports_no_usage_is_an_unknown_cost(tmp_path: Path) -> None:

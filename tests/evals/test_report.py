@@ -172,9 +172,9 @@ def write_dir(path, records, model):
 
 
 def test_the_ideal_fusion_of_directories_counts_an_item_solved_by_any_of_them(tmp_path):
-    """KGoT §5: an item counts as solved by a fusion when any fused run solved it — each combination's count is
-    checked, so that solving by all of them, or by none, cannot pass; a cost that is unknown for one item is
-    never priced at $0."""
+    """KGoT §5: an item counts as solved by a fusion when any fused run solved it — each combination's count
+    is checked, so that solving by all of them, or by none, cannot pass; a cost that is unknown for one item
+    is never priced at $0."""
     solved_by = {"A": {"a", "b", "c"}, "B": {"c", "f"}, "C": {"d", "e"}}
     for name, solved in solved_by.items():
         write_dir(tmp_path / name, [{"id": i, "run": 0, "correct": i in solved,
@@ -224,10 +224,11 @@ def test_ideal_fusion_pairs_the_same_item_and_run_and_a_fusion_that_solves_nothi
     assert rows["A + B"][:3] == ["4", "2", "50.0%"]  # item a's run 0 (B) and run 1 (A): two items, not one
     assert rows["A + C"][:3] == ["4", "1", "25.0%"]
     assert rows["B + C"][:3] == ["4", "1", "25.0%"]
-    write_dir(tmp_path / "D", [{"id": i, "run": 0, "correct": False, "cost_usd": 0.01} for i in "ab"], "model-D")
-    write_dir(tmp_path / "E", [{"id": i, "run": 0, "correct": False, "cost_usd": 0.01} for i in "ab"], "model-E")
-    text = build_report([tmp_path / "D", tmp_path / "E"], tmp_path / "report2", labels=["D", "E"], plots=False,
-                        ideal_fusion=True).read_text()
+    for name in "DE":
+        write_dir(tmp_path / name, [{"id": i, "run": 0, "correct": False, "cost_usd": 0.01} for i in "ab"],
+                  f"model-{name}")
+    text = build_report([tmp_path / "D", tmp_path / "E"], tmp_path / "report2", labels=["D", "E"],
+                        plots=False, ideal_fusion=True).read_text()
     assert "| D + E | 2 | 0 | 0.0% | $0.0400 | – |" in text
 
 

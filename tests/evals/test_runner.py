@@ -140,8 +140,8 @@ async def test_a_directory_holds_one_evaluation(tmp_path):
 
 
 async def test_a_rerun_with_another_model_or_setting_is_refused_and_nothing_is_rewritten(tmp_path):
-    """Rerunning into a directory with another model once skipped every item, reported the first model's results
-    and rewrote the manifest to name the new model: now it is refused before anything runs."""
+    """Rerunning into a directory with another model once skipped every item, reported the first model's
+    results and rewrote the manifest to name the new model: now it is refused before anything runs."""
     first = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS), model_name="model-a")
     await evaluate(options(tmp_path, first), tiny_gaia(2))
     manifest = (tmp_path / "out" / "manifest.json").read_text()
@@ -151,8 +151,8 @@ async def test_a_rerun_with_another_model_or_setting_is_refused_and_nothing_is_r
     with pytest.raises(ValueError, match="graph_executor': 'model-a'.*'model-b'.*Use another --out"):
         await evaluate(options(tmp_path, other), tiny_gaia(2))
     with pytest.raises(ValueError, match="context: .*max_iterations"):
-        await evaluate(options(tmp_path, first, context=Context(model=first, **{**FAST, "max_iterations": 3})),
-                       tiny_gaia(2))
+        other_limit = Context(model=first, **{**FAST, "max_iterations": 3})
+        await evaluate(options(tmp_path, first, context=other_limit), tiny_gaia(2))
     with pytest.raises(ValueError, match="seed: None there, 7 now"):
         await evaluate(options(tmp_path, first, seed=7), tiny_gaia(2))
     assert (tmp_path / "out" / "manifest.json").read_text() == manifest and len(other.calls) == 0
@@ -165,9 +165,10 @@ def test_the_cli_refuses_another_model_from_the_environment_too(tmp_path, monkey
     from kgagents.cli import main
 
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"name": "scripted", "steps": [{"when": "", "times": 0, "content": "FINAL ANSWER: 1"}]}))
-    args = ["eval", "zeroshot", "--dataset", "cr-lt", "--limit", "1", "--out", str(tmp_path / "e"), "--no-progress",
-            "--no-report"]
+    steps = [{"when": "", "times": 0, "content": "FINAL ANSWER: 1"}]
+    script.write_text(json.dumps({"name": "scripted", "steps": steps}))
+    args = ["eval", "zeroshot", "--dataset", "cr-lt", "--limit", "1", "--out", str(tmp_path / "e"),
+            "--no-progress", "--no-report"]
     monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{script}")
     assert main(args) == 0
     assert f"models: scripted (every role)" in capsys.readouterr().err

@@ -22,8 +22,8 @@ def closed_port() -> int:
 
 
 def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No KGAGENTS_* / provider variables, no ``.env``, no Ollama, no cached models, registered prices or models
-    that answered before."""
+    """No KGAGENTS_* / provider variables, no ``.env``, no Ollama, no cached models, registered prices or
+    models that answered before."""
     import kgagents.retry
     import kgagents.usage
     import nodes.models

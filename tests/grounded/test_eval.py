@@ -145,8 +145,8 @@ def test_an_evaluation_without_a_grader_says_so_at_its_start_and_reports_not_gra
                  "--grader-model", "none", "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 0 and "; grader none" in err
-    assert "kgagents: no grader model: the answers get Rouge-L only; GPT4Score and accuracy are reported as not " \
-           "graded" in err
+    assert "kgagents: no grader model: the answers get Rouge-L only; GPT4Score and accuracy are reported " \
+           "as not graded" in err
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert all(r["correct"] is None and r["details"]["rouge_l"] == 1.0 for r in records)
     report = (out / "report.md").read_text()
