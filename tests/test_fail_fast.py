@@ -140,3 +140,30 @@ def test_doctor_checks_the_endpoint_the_key_and_the_pieces(openai_server: FakeOp
     out = capsys.readouterr().out
     assert f"m at {url}: cannot be reached" in out
     assert re.search(r"MISSING  NEO4J_URI .* cannot be reached .* without it: no the neo4j backend", out)
+
+
+def test_what_a_run_cannot_do_is_said_at_its_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgagents.preflight import run_limits
+
+    [note] = run_limits("kgot", {})
+    assert note.startswith("web search is off: no SERPAPI_API_KEY")
+    assert run_limits("kgot", {"tools": ["llm_query"]}) == []  # a run without the search agent loses nothing
+    monkeypatch.setenv("SERPAPI_API_KEY", "key")
+    assert run_limits("kgot", {}) == [] and run_limits("fusion", {}) == []
+    [crag] = run_limits("agent-g", {}, dataset="crag", graph=False)
+    assert crag.startswith("CRAG's graph module is off: no CRAG_SERVER")
+    assert run_limits("agent-g", {}, dataset="stark", graph=True) == []
+    assert run_limits("agent-g", {"crag_api_url": "http://127.0.0.1:1"}, dataset="crag") == []
+    monkeypatch.setenv("CRAG_SERVER", "http://127.0.0.1:1")
+    assert run_limits("agent-g", {}, dataset="crag") == []
+    [grader] = run_limits("grounded", {}, scorer="grbench", grader="none")
+    assert "not graded" in grader and run_limits("grounded", {}, scorer="grbench", grader="openai:gpt-4o") == []
+
+
+def test_ask_says_at_its_start_that_web_search_is_off(tmp_path: Path, capsys) -> None:
+    """The web search's key is missing: said before the run, not found in a trace."""
+    main(["--runs-dir", str(tmp_path / "runs"), "ask", "q", "--model", "qwen", "--quiet",
+          "--base-url", f"http://127.0.0.1:{closed_port()}/v1"])
+    err = capsys.readouterr().err
+    start = err.index("kgagents: web search is off: no SERPAPI_API_KEY")
+    assert start < err.index("thread:")  # before the run starts
