@@ -10,14 +10,44 @@ PYTHON ?= $(shell for c in python3.12 python3.13 python3.14 python3 $$(ls -d $$H
 	if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then \
 	command -v $$c; break; fi; done)
 
-.PHONY: install test ask demo dev tools clean
+.PHONY: install test lock ask demo dev tools clean
 
-$(STAMP): pyproject.toml
+# Every package at the version CI tested: requirements.lock (made by `make lock` from pyproject.toml), installed
+# as it is (--no-deps: the lock lists every package), then kgagents itself with every extra and the test tools.
+LOCK := requirements.lock
+EXTRAS ?= all,dev
+# TORCH=cpu: torch's CPU-only build (from PyTorch's own index) instead of the lock's CUDA build, and none of the
+# CUDA packages the CUDA build needs (about 5 GB less); for machines without an NVIDIA GPU.
+TORCH ?=
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_VERSION = $(shell sed -n 's/^torch==\([^ ;]*\).*/\1/p' $(LOCK))
+GPU_ONLY := ^(nvidia-|cuda-|triton==)
+
+$(STAMP): pyproject.toml $(LOCK)
 	@if [ -z "$(PYTHON)" ]; then echo "kgagents needs Python >= 3.12 (python3.12 on PATH)"; exit 1; fi
+	@if [ -n "$(TORCH)" ] && [ "$(TORCH)" != cpu ]; then echo "TORCH takes cpu (or nothing: the lock's build)"; exit 2; fi
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	@if [ "$(TORCH)" = cpu ]; then \
+		$(BIN)/python -m pip install --quiet --no-deps "torch==$(TORCH_VERSION)+cpu" --index-url $(TORCH_INDEX) && \
+		grep -v -E '$(GPU_ONLY)' $(LOCK) | grep -v '^torch==' > $(VENV)/requirements-cpu.lock && \
+		$(BIN)/python -m pip install --quiet --no-deps -r $(VENV)/requirements-cpu.lock; \
+	else \
+		$(BIN)/python -m pip install --quiet --no-deps -r $(LOCK); \
+	fi
+	$(BIN)/python -m pip install --quiet --no-deps -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip check
 	@touch $(STAMP)
+
+# Refresh the lock after a change to pyproject.toml, keeping every pin that still fits; UPGRADE=1 takes the newest
+# versions the ranges allow (UPGRADE=package: that package only). Then `make test`, and commit the lock it passed.
+UPGRADE ?=
+lock:
+	@if [ -z "$(PYTHON)" ]; then echo "kgagents needs Python >= 3.12 (python3.12 on PATH)"; exit 1; fi
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet "$$(grep -s '^uv==' $(LOCK) || echo uv)"
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.12 --extra all --extra dev \
+		$(if $(filter 1,$(UPGRADE)),--upgrade,$(if $(UPGRADE),--upgrade-package $(UPGRADE))) -o $(LOCK)
 
 install: $(STAMP)
 

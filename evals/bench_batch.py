@@ -37,6 +37,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -336,13 +337,87 @@ def processes_for(processes: int | str, concurrency: int) -> int:
     return min(int(processes), concurrency)
 
 
+def _check_paths(model_paths: Sequence[str], samples: str) -> None:
+    for model_path in model_paths:
+        if model_path not in MODEL_PATHS:
+            raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
+    if samples not in SAMPLES:
+        raise ValueError(f"unknown samples setting {samples!r}: one of {', '.join(SAMPLES)}")
+
+
+async def compare_paths(latency: float, concurrencies: list[int], route: str, model_paths: Sequence[str],
+                        sequential_items: int, waves: int, repeats: int,
+                        samples: str = "one") -> dict[str, Any]:
+    """Several model paths side by side in one run (one process each run): every path gets its own sequential
+    baseline, and at each C every repetition runs the paths in turn, so that they share the machine's load as
+    it comes. Each repetition's speedup is kept (the range is what a shared machine allows one to say)."""
+    _check_paths(model_paths, samples)
+    register_simulated_tool(latency)
+    root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
+    server = LatencyServer(script(route), latency).start() if "http" in model_paths else None
+    base_url = server.base_url if server else None
+    one = {"samples_in_one_request": samples == "one"}
+    try:
+        per_item: dict[str, float] = {}
+        models = {path: {**model_spec(path, route, latency, base_url), **one} for path in model_paths}
+        for path in model_paths:
+            await batch_time(2, 2, 0.0, route, {**model_spec(path, route, 0.0, base_url), **one}, root)
+            seq = await batch_time(sequential_items, 1, latency, route, models[path], root, server=server)
+            per_item[path] = seq["wall_s"] / sequential_items
+        rows: dict[str, list[dict[str, Any]]] = {path: [] for path in model_paths}
+        for c in concurrencies:
+            runs: dict[str, list[dict[str, Any]]] = {path: [] for path in model_paths}
+            for _ in range(repeats):
+                for path in model_paths:
+                    run = await batch_time(c * waves, c, latency, route, models[path], root, server=server)
+                    run["efficiency"] = per_item[path] * run["items"] / run["wall_s"] / c
+                    runs[path].append(run)
+            for path in model_paths:
+                effs = [r["efficiency"] for r in runs[path]]
+                cpus = [r["loop_cpu_s"] for r in runs[path]]
+                rows[path].append({"concurrency": c, "items": c * waves, "efficiency_all": effs,
+                                   "loop_cpu_s_all": cpus, "wall_s_all": [r["wall_s"] for r in runs[path]]})
+                print(f"C={c:3d} {path:10}: speedup/C {min(effs):.2f}–{max(effs):.2f}, loop cpu "
+                      f"{min(cpus):.2f}–{max(cpus):.2f} s", file=sys.stderr, flush=True)
+        return {"latency_s": latency, "route": route, "model_paths": list(model_paths), "samples": samples,
+                "per_item_s": per_item, "batch": rows,
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                            "platform": platform.platform(), "load_avg": os.getloadavg()}}
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        from tools.manager import unregister_tool
+
+        unregister_tool(TOOL_NAME)
+
+
+def compared_markdown(result: dict[str, Any]) -> str:
+    """The table of :func:`compare_paths`: per C and path, the range of speedup / C and of loop CPU over the
+    repetitions, and each path's throughput (median wall time of the C-concurrent runs) against the first
+    path's."""
+    paths = result["model_paths"]
+    lines = [(f"Route `{result['route']}`, {result['latency_s'] * 1000:.0f} ms per call, samples "
+              f"{result['samples']}, paths side by side ({', '.join(f'`{p}`' for p in paths)}), "
+              f"{len(result['batch'][paths[0]][0]['efficiency_all'])} repetitions per C; sequential: "
+              + ", ".join(f"`{p}` {result['per_item_s'][p]:.2f} s per item" for p in paths) + "."), "",
+             "| C | path | speedup / C (range) | median | loop CPU s (range) | throughput / first path's |",
+             "|---|---|---|---|---|---|"]
+    for i, first in enumerate(result["batch"][paths[0]]):
+        base = statistics.median(first["wall_s_all"])
+        for path in paths:
+            row = result["batch"][path][i]
+            effs, cpus = row["efficiency_all"], row["loop_cpu_s_all"]
+            lines.append(f"| {row['concurrency']} | `{path}` | {min(effs):.2f}–{max(effs):.2f} | "
+                         f"{statistics.median(effs):.2f} | {min(cpus):.2f}–{max(cpus):.2f} | "
+                         f"{base / statistics.median(row['wall_s_all']):.3f} |")
+    return "\n".join(lines)
+
+
 async def run_benchmark(latency: float, concurrencies: list[int], route: str, model_path: str,
                         sequential_items: int, waves: int, repeats: int, processes: int | str = 1,
                         profile_c: int | None = None, samples: str = "one") -> dict[str, Any]:
-    if model_path not in MODEL_PATHS:
-        raise ValueError(f"unknown model path {model_path!r}: one of {', '.join(MODEL_PATHS)}")
-    if samples not in SAMPLES:
-        raise ValueError(f"unknown samples setting {samples!r}: one of {', '.join(SAMPLES)}")
+    _check_paths([model_path], samples)
     register_simulated_tool(latency)
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
     server = LatencyServer(script(route), latency).start() if model_path == "http" else None
@@ -435,9 +510,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="worker processes that share the C items of a batch run (default 1: this one; "
                              "auto: one per 64 items in flight, at most one per CPU)")
     parser.add_argument("--route", choices=["enhance", "direct"], default="enhance")
-    parser.add_argument("--model-path", choices=MODEL_PATHS, default="http",
+    parser.add_argument("--model-path", choices=MODEL_PATHS, default=["http"], nargs="+",
                         help="http: langchain-openai over HTTP to a loopback server (default); lean, langchain: "
-                             "an in-process simulated model")
+                             "an in-process simulated model. Several: side by side in one run (batch runs "
+                             "only)")
     parser.add_argument("--samples", choices=SAMPLES, default="one",
                         help="one: the samples of a decision as the choices of one request where the client takes "
                              "n (default); separate: one request per sample")
@@ -448,7 +524,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile one in-process batch run at concurrency C: its CPU by component")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
-    result = event_loop.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path,
+    if len(args.model_path) > 1:
+        compared = event_loop.run(compare_paths(args.latency, args.concurrency, args.route, args.model_path,
+                                                args.sequential_items, args.waves, args.repeats,
+                                                args.samples))
+        print(compared_markdown(compared))
+        if args.json:
+            Path(args.json).write_text(json.dumps(compared, indent=2) + "\n", encoding="utf-8")
+        return 0
+    result = event_loop.run(run_benchmark(args.latency, args.concurrency, args.route, args.model_path[0],
                                           args.sequential_items, args.waves, args.repeats, args.processes,
                                           args.profile, args.samples))
     print(markdown(result))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import queue
 import sqlite3
 import threading
@@ -43,6 +44,22 @@ _PUT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoin
         "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
 _WRITES = ("INSERT OR {} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
            "type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+#: The columns :data:`_PUT` and :data:`_WRITES` write, per table: ``SqliteSaver``'s tables as its ``setup``
+#: makes them (langgraph-checkpoint-sqlite 3.x). Tables without them (another version) get
+#: ``AsyncSqliteSaver`` instead.
+COLUMNS = {"checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
+                           "checkpoint", "metadata"),
+           "writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "idx", "channel",
+                      "type", "value")}
+
+log = logging.getLogger("kgagents.checkpointer")
+
+
+class UnknownSchema(RuntimeError):
+    """The SQLite file's tables are not the ones the batched writer writes (another
+    langgraph-checkpoint-sqlite)."""
+
 
 #: (function run on the writer thread, its arguments, whether it writes, the caller's future and loop)
 _Job = tuple[Callable[..., Any], tuple[Any, ...], bool, "asyncio.Future[Any]", asyncio.AbstractEventLoop]
@@ -138,6 +155,10 @@ class BatchedSqliteSaver(SqliteSaver):
                     raise
                 time.sleep(wait)
         self.conn.execute("PRAGMA synchronous=NORMAL")
+        for table, wanted in COLUMNS.items():
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            if not set(wanted) <= have:
+                raise UnknownSchema(f"the {table} table has columns {sorted(have)}, not {list(wanted)}")
 
     # -- the async checkpointer interface ----------------------------------------------------------------------
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -216,14 +237,27 @@ async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
     """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``)."""
     text = str(url)
     if text.startswith(("postgres://", "postgresql://")):
-        try:
-            from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # type: ignore[import-not-found]
-        except ImportError as exc:
-            raise ValueError("a PostgreSQL checkpointer needs `pip install langgraph-checkpoint-postgres "
-                             "psycopg[binary]`") from exc
-        async with AsyncPostgresSaver.from_conn_string(text) as saver:
+        from kgagents.extras import require
+
+        postgres = require("langgraph.checkpoint.postgres.aio", "PostgreSQL checkpoints")
+        async with postgres.AsyncPostgresSaver.from_conn_string(text) as saver:
             await saver.setup()
             yield saver
         return
-    async with batched_sqlite_saver(text.removeprefix("sqlite:///")) as saver:
+    path = text.removeprefix("sqlite:///")
+    entered = False
+    try:
+        async with batched_sqlite_saver(path) as saver:
+            entered = True
+            yield saver
+        return
+    except UnknownSchema as exc:
+        if entered:
+            raise
+        log.warning("the batched SQLite checkpointer does not know this langgraph-checkpoint-sqlite's tables "
+                    "(%s); using its AsyncSqliteSaver", exc)
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        await saver.setup()
         yield saver

@@ -654,7 +654,18 @@ def register_datasets(register: Callable[[Any], None]) -> None:
     register(DatasetSpec(name="colota", load=colota, scorer="colota", splits=("qa", "cv"), default_split="qa",
                          group_label="Reasoning strategy", how_to_get=HOW_TO_GET))
     register_scorer("colota", lambda grader_model=None, **_: CoLoTaScorer())
-    register_adapter("ark", Adapter(to_answer=_ark_answer, stats=_ark_stats, check=check_ark_dataset))
+    register_adapter("ark", Adapter(to_answer=_ark_answer, stats=_ark_stats, check=check_ark_dataset,
+                                    failed=ark_answer_failed))
+
+
+def ark_answer_failed(state: Mapping[str, Any]) -> str | None:
+    """Why an ARK-V1 run has no answer of the agent: its final-answer call failed for good (it is no
+    abstention, so the metrics leave the run out), else None."""
+    for failure in state.get("failures") or []:
+        if failure.get("node") == "final_answer":
+            error = str(failure.get("error"))[:300]
+            return f"the final answer failed for good ({error}): a failed run, not an abstention"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.extras import require
+
 
 class DatasetError(ValueError):
     """A dataset cannot be loaded: missing or malformed files; the message says what to do."""
@@ -246,7 +248,7 @@ def _read_gaia_rows(folder: Path) -> list[dict[str, Any]]:
                 raise DatasetError(f"gaia: {jsonl} line {lineno} is not valid JSON: {exc}") from exc
         return rows
     parquet = folder / "metadata.parquet"
-    import pyarrow as pa
+    pa = require("pyarrow", "reading GAIA's metadata.parquet")
     import pyarrow.parquet as pq
 
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.datasets import Dataset, Item
+from kgagents.extras import require
 from evals.runner import (
     RESULTS_FILE,
     EvalOptions,
@@ -58,7 +59,7 @@ def run_pair(options: EvalOptions, dataset_name: str, scorer_name: str, item: It
 
 def local_cluster(n_workers: int = 2, threads_per_worker: int = 4) -> Any:
     """A Dask cluster of ``n_workers`` processes on the loopback interface (no dashboard)."""
-    from distributed import LocalCluster
+    LocalCluster = require("distributed", "eval --dask").LocalCluster
 
     return LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
                         host="127.0.0.1", dashboard_address=None, silence_logs=40)
@@ -70,8 +71,8 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
 
     ``options.context`` must be None (workers rebuild the context from ``options.context_values``).
     """
-    from distributed import Client, as_completed
-
+    distributed = require("distributed", "eval --dask")
+    Client, as_completed = distributed.Client, distributed.as_completed
     if options.context is not None:
         raise ValueError("a distributed evaluation takes the context as plain values (context_values), "
                          "so that every worker can rebuild it")
@@ -79,7 +80,7 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
     out_dir = Path(options.out_dir).resolve()
     options = dataclasses.replace(options, out_dir=out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, make_manifest(options, dataset))
+    _check_manifest(out_dir, make_manifest(options, dataset), dataset)
     scorer = build_scorer(options, dataset)  # fails early on an unknown scorer
     todo, skipped = pending_work(dataset, options.runs, read_results(out_dir), options.retry_failed)
 
@@ -93,6 +94,7 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
             client = Client(cluster)
     progress = _Progress(len(todo), options.progress, f"{options.workflow} on {dataset.name} (dask)")
     counts = {"ran": 0, "failed": 0, "resumed": 0}
+    fatal: list[str] = []
     try:
         futures = [client.submit(run_pair, options, dataset.name, dataset.scorer, item, run, pure=False)
                    for item, run in todo]
@@ -101,6 +103,8 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
 
             for future in as_completed(futures):
                 record = future.result()
+                if record.pop("fatal", False):
+                    fatal.append(str(record.get("error")))
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()
                 counts["ran"] += 1
@@ -115,6 +119,6 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
             cluster.close()
     records = read_results(out_dir)
     result = EvalResult(out_dir=out_dir, records=records, metrics=summarize(records, scorer), skipped=skipped,
-                        **counts)
+                        fatal=fatal[0] if fatal else None, **counts)
     write_summary(out_dir, result.metrics)
     return result

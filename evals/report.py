@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import Any
 from evals.datasets import load_plugins
 from evals.runner import read_manifest, read_results
 from evals.scorers import ideal_correct, make_scorer
+from kgagents.extras import MissingExtra, installed
 from kgagents.usage import CostTotal, format_cost, sum_costs
 
 
@@ -69,7 +69,8 @@ def load_runset(path: str | Path, label: str | None = None) -> RunSet:
 
 
 def default_label(path: Path, manifest: dict[str, Any]) -> str:
-    model = (manifest.get("context") or {}).get("model")
+    model = (manifest.get("context") or {}).get("model") or \
+        (manifest.get("models") or {}).get("graph_executor")
     base = manifest.get("workflow", "?")
     return f"{base} ({model})" if model else f"{base} [{path.name}]"
 
@@ -93,6 +94,25 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return lines
 
 
+def graded(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether any finished item got a verdict (an evaluation without its LLM grader has none: not graded,
+    never 0 %)."""
+    return any(r.get("correct") is not None for r in records if not r.get("error"))
+
+
+def degraded(records: Sequence[dict[str, Any]]) -> str:
+    """How many items finished with model calls that failed for good, and the failures by kind:
+    ``2 (api 3, parse 1)``; ``0`` when none did."""
+    items = [r for r in records if not r.get("error") and (r.get("failures") or {}).get("count")]
+    if not items:
+        return "0"
+    kinds: dict[str, int] = defaultdict(int)
+    for r in items:
+        for kind, n in (r["failures"].get("kinds") or {}).items():
+            kinds[kind] += int(n)
+    return f"{len(items)} ({', '.join(f'{kind} {n}' for kind, n in sorted(kinds.items()))})"
+
+
 def summary_rows(runsets: list[RunSet]) -> list[list[Any]]:
     rows = []
     for rs in runsets:
@@ -101,13 +121,38 @@ def summary_rows(runsets: list[RunSet]) -> list[list[Any]]:
         wall = [float(r.get("wall_s") or 0.0) for r in rs.records]
         tokens_in = sum(int((r.get("tokens") or {}).get("input_tokens", 0)) for r in rs.records)
         tokens_out = sum(int((r.get("tokens") or {}).get("output_tokens", 0)) for r in rs.records)
+        unmeasured = sum(int((r.get("tokens") or {}).get("unmeasured_calls", 0)) for r in rs.records)
+        tokens = f"{tokens_in:,} / {tokens_out:,}" + (f" + {unmeasured} calls unknown" if unmeasured else "")
         grader = sum_costs(r.get("grader_cost_usd", 0.0) for r in rs.records)
         cost = rs.cost_total
         per_solved = _fmt_money(None if cost.unknown else cost.known_usd / solved) if solved else "–"
-        rows.append([rs.label, rs.manifest.get("dataset", "?"), n, solved, f"{solved / n:.1%}" if n else "–",
-                     _fmt_money(cost), per_solved, f"{tokens_in:,} / {tokens_out:,}",
+        scored = graded(rs.records)
+        accuracy = (f"{solved / n:.1%}" if scored else "not graded") if n else "–"
+        rows.append([rs.label, rs.manifest.get("dataset", "?"), n, solved if scored else "–", accuracy,
+                     _fmt_money(cost), per_solved, tokens,
                      f"{statistics.fmean(wall):.1f}" if wall else "–", f"{sum(wall):.0f}",
-                     sum(1 for r in rs.records if r.get("error")), _fmt_money(grader)])
+                     sum(1 for r in rs.records if r.get("error")), degraded(rs.records), _fmt_money(grader)])
+    return rows
+
+
+def settings_rows(runsets: list[RunSet]) -> list[list[Any]]:
+    """What each directory ran with: its workflow, models per role, preset, context values, grader, seed,
+    data."""
+    rows = []
+    for rs in runsets:
+        m = rs.manifest
+        models = dict(m.get("models") or {})
+        base_url = models.pop("base_url", None)
+        names = set(models.values())
+        shown = (str(next(iter(names))) if len(names) == 1 else
+                 ", ".join(f"{role}: {name}" for role, name in models.items())) if models else "–"
+        if base_url:
+            shown += f" at {base_url}"
+        context = ", ".join(f"{k}={v}" for k, v in sorted((m.get("context") or {}).items())
+                            if k not in ("model", "base_url", *(f"{role}_model" for role in models)))
+        rows.append([rs.label, m.get("workflow", "?"), shown, m.get("preset") or "–", context or "–",
+                     m.get("grader_model") or "–", "–" if m.get("seed") is None else m.get("seed"),
+                     m.get("runs", 1), m.get("data") or "–"])
     return rows
 
 
@@ -209,10 +254,11 @@ def ideal_across(runsets: list[RunSet]) -> list[str]:
     for size in range(len(runsets), 1, -1):
         for combo in itertools.combinations(range(len(runsets)), size):
             solved = sum(1 for key in common if any(keyed[i][key].get("correct") is True for i in combo))
-            cost = math.fsum(float(keyed[i][key].get("cost_usd") or 0.0) for key in common for i in combo)
+            cost = sum_costs(keyed[i][key].get("cost_usd", 0.0) for key in common for i in combo)
             n = len(common)
+            per_solved = _fmt_money(None if cost.unknown else cost.known_usd / solved) if solved else "–"
             rows.append([" + ".join(runsets[i].label for i in combo), n, solved, f"{solved / n:.1%}" if n else "–",
-                         _fmt_money(cost), _fmt_money(cost / solved) if solved else "–"])
+                         _fmt_money(cost), per_solved])
     return _table(["ideal fusion of", "items in all", "solved", "accuracy", "cost", "cost / solved"], rows)
 
 
@@ -319,7 +365,15 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# Evaluation report", ""]
     lines += _table(["run", "dataset", "items", "solved", "accuracy", "cost", "cost / solved", "tokens in / out",
-                     "mean wall s", "total wall s", "errors", "grader cost"], summary_rows(runsets))
+                     "mean wall s", "total wall s", "errors", "degraded", "grader cost"],
+                    summary_rows(runsets))
+    lines += ["", ("An error is an item whose run failed (it is not scored; `kgagents eval ... "
+                   "--retry-failed` runs it again); a degraded item finished with model calls that failed "
+                   "for good, which its workflow went on without (by kind: `api` kept failing, `parse` never "
+                   "fit the schema).")]
+    lines += ["", "## Settings", ""]
+    lines += _table(["run", "workflow", "models", "preset", "context", "grader", "seed", "runs", "data"],
+                    settings_rows(runsets))
     per_run = per_run_rows(runsets)
     if per_run:
         lines += ["", "## Repetitions", ""]
@@ -344,7 +398,9 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
         title = "## GRBench by difficulty: Rouge-L (GPT4Score) on easy, medium and hard questions, as the paper's Figure 14"
         lines += ["", title, ""] + by_difficulty
     lines += ["", "## Runtime by node", ""] + runtime_table(runsets)
-    if plots:
+    if plots and not installed("matplotlib"):
+        lines += ["", f"(No plots: {MissingExtra('matplotlib', 'the plots')})"]
+    elif plots:
         plot_pareto(runsets, out_dir / "pareto.png")
         plot_runtime(runsets, out_dir / "runtime_by_node.png")
         lines += ["", "![solved vs cost](pareto.png)", "", "![runtime by node](runtime_by_node.png)"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import hashlib
 import json
 import re
 import sys
@@ -41,7 +42,9 @@ from evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_s
 from kgagents.runs import is_finished
 from kgagents.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
 from kgagents.workflows import load_workflow, make_context
+from nodes.llm import FATAL_ERRORS
 from nodes.runtime import gather_bounded
+from nodes.state import every_call_failed, failure_summary
 
 RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -79,6 +82,9 @@ class Adapter:
     check: Callable[[Dataset], None] | None = None
     """Refuses a dataset the workflow cannot run (raises :class:`~evals.datasets.DatasetError` saying why),
     before anything is written or paid for."""
+    failed: Callable[[dict[str, Any]], str | None] | None = None
+    """Why a run that ended has no answer of the agent (e.g. ARK-V1's final answer failed for good), or None:
+    such a run is recorded with that ``error`` — a failed run, not an answer (an abstention, a wrong one)."""
     check_options: Callable[[Dataset, EvalOptions], None] | None = None
     """Like :attr:`check`, given the evaluation's options too (its context values, its runs): e.g. the KGoT
     paper's RAG baselines refuse the items that the KGoT evaluation they read did not finish."""
@@ -168,19 +174,53 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _check_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
-    """A results directory holds one evaluation: refuse to mix another workflow, dataset or split into it."""
+#: What makes two evaluations the same one: a results directory refuses a run that differs in any of them.
+SETTINGS = ("workflow", "dataset", "split", "models", "preset", "context", "grader_model", "seed")
+
+
+def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | None = None) -> None:
+    """A results directory holds one evaluation: refuse a run with another workflow, dataset, split, model per
+    role, preset, context values, grader or seed (its results would be reported as this one's, and the
+    finished items skipped), and items whose question or gold answer changed since they were evaluated."""
     old = read_manifest(out_dir)
     if old is not None:
-        for key in ("workflow", "dataset", "split"):
-            if old.get(key) != manifest.get(key):
-                raise ValueError(f"{out_dir} holds an evaluation of {key} {old.get(key)!r}, not "
-                                 f"{manifest.get(key)!r}; use another --out directory")
-        if old.get("context") != manifest.get("context"):
-            print(f"warning: {out_dir} was started with context {old.get('context')}; continuing with "
-                  f"{manifest.get('context')}", file=sys.stderr)
+        differences = [f"{key}: {old.get(key)!r} there, {manifest.get(key)!r} now" for key in SETTINGS
+                       if key in old and old.get(key) != manifest.get(key)]
+        if differences:
+            raise ValueError(f"{out_dir} holds another evaluation ({'; '.join(differences)}); its results "
+                             "would be taken for this run's. Use another --out directory (or delete that "
+                             "one)")
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
+    if dataset is not None:
+        _check_items(out_dir, dataset)
     (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def item_fingerprint(item: Item) -> str:
+    """A short hash of what is asked and what counts as right: the item's id, question, gold answer and
+    inputs."""
+    data = json.dumps([item.id, item.question, _jsonable(item.gold), _jsonable(item.inputs)], sort_keys=True,
+                      ensure_ascii=False)
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+
+
+def data_fingerprint(dataset: Dataset) -> str:
+    """A short hash of every item of the evaluation (see :func:`item_fingerprint`)."""
+    joined = "\n".join(sorted(f"{item.id}\t{item_fingerprint(item)}" for item in dataset.items))
+    return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:16]
+
+
+def _check_items(out_dir: Path, dataset: Dataset) -> None:
+    """Refuse items whose question, gold answer or inputs differ from those the directory's results were
+    for."""
+    now = {item.id: item_fingerprint(item) for item in dataset.items}
+    changed = sorted({str(r["id"]) for r in read_results(out_dir)
+                      if r.get("item") and str(r["id"]) in now and now[str(r["id"])] != r["item"]})
+    if changed:
+        more = " ..." if len(changed) > 5 else ""
+        raise ValueError(f"{out_dir} holds results for other versions of {len(changed)} item(s) "
+                         f"({', '.join(changed[:5])}{more}): the dataset changed since; use another --out "
+                         "directory")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -200,6 +240,8 @@ class EvalOptions:
     """JSON values of the workflow's context (recorded in the manifest; what workers rebuild it from)."""
     context: Any = None
     """A ready context object (e.g. holding chat-model instances); used instead of ``context_values``."""
+    preset: str | None = None
+    """The name of the workflow's preset the context values came from (recorded in the manifest)."""
     seed: int | None = None
     """Base sampling seed: run ``r`` of every item gets ``seed + r`` as its context's ``seed`` (passed to the
     providers that take one, see :data:`nodes.models.SEED_PARAMETERS`); ``None`` leaves the context's own."""
@@ -241,6 +283,9 @@ class EvalResult:
     skipped: int = 0
     failed: int = 0
     resumed: int = 0
+    fatal: str | None = None
+    """The first error of this call's items that no item can get past (a model that cannot be used: a rejected
+    key, an unknown model, an address that never answered); ``kgagents eval`` then exits non-zero."""
 
 
 class _Progress:
@@ -348,6 +393,7 @@ class ItemRunner:
         started = time.perf_counter()
         node_s: dict[str, float] = {}
         error: str | None = None
+        fatal = False
         resumed = False
         state: dict[str, Any] = {}
         try:
@@ -362,12 +408,19 @@ class ItemRunner:
                 state = dict((await self.graph.aget_state(config)).values)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - a failing item never stops the batch
+        except Exception as exc:  # noqa: BLE001 - a failing item never stops the batch (see EvalResult.fatal)
             error = f"{type(exc).__name__}: {exc}"
+            fatal = isinstance(exc, FATAL_ERRORS)
             try:
                 state = dict((await self.graph.aget_state(config)).values)
             except Exception:  # noqa: BLE001
                 state = {}
+        failures = failure_summary(state.get("failures"))
+        if error is None and every_call_failed(state):
+            kinds = ", ".join(f"{n} {kind}" for kind, n in failures["kinds"].items())
+            error = f"every model call failed for good ({kinds}); the run's answer is not scored"
+        if error is None and self.adapter.failed is not None:
+            error = self.adapter.failed(state)
         answer = None if error else self.adapter.to_answer(state)
         score = Score(correct=False if error else None)
         variants: dict[str, dict[str, Any]] = {}
@@ -383,6 +436,9 @@ class ItemRunner:
                 score = Score(correct=None)
         record = self._record(item, run, thread_id, state, answer, score, error, resumed,
                               time.perf_counter() - started, node_s)
+        record["failures"] = failures
+        if fatal:
+            record["fatal"] = True  # the configuration is at fault, not the item (EvalResult.fatal)
         if self.adapter.variant_answers is not None:
             for graded in variants.values():
                 record["grader_usage"] = merge_usage(record["grader_usage"], graded.pop("usage"))
@@ -435,6 +491,7 @@ class ItemRunner:
             stats = {}
         return {
             "id": item.id,
+            "item": item_fingerprint(item),
             "run": run,
             "thread_id": thread_id,
             "workflow": self.options.workflow,
@@ -495,10 +552,32 @@ def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], re
 
 
 def make_manifest(options: EvalOptions, dataset: Dataset) -> dict[str, Any]:
+    """What was evaluated, with what (the settings that make it this evaluation: :data:`SETTINGS`)."""
     return {"workflow": options.workflow, "dataset": dataset.name, "split": dataset.split, "runs": options.runs,
-            "seed": options.seed, "items": len(dataset.items), "scorer": dataset.scorer, "group_label": dataset.group_label,
+            "seed": options.seed, "items": len(dataset.items), "scorer": dataset.scorer,
+            "group_label": dataset.group_label, "models": role_models(options), "preset": options.preset,
             "context": _jsonable(options.context_values if options.context is None else _context_summary(options)),
-            "grader_model": _jsonable(_model_name(options.grader_model)), "created": time.time()}
+            "grader_model": _jsonable(_model_name(options.grader_model)), "data": data_fingerprint(dataset),
+            "created": time.time()}
+
+
+def role_models(options: EvalOptions) -> dict[str, Any]:
+    """The model of every role, as given (a ``provider:model`` string, a model instance's name) or as the
+    environment configures it (``KGAGENTS_MODEL`` and the role variables), with the OpenAI-compatible server's
+    URL where one is set."""
+    from kgagents.config import ROLES, get_settings
+
+    settings = get_settings()
+    ctx, values = options.context, options.context_values
+    models: dict[str, Any] = {}
+    for role in ROLES:
+        given = ctx.model_for(role) if hasattr(ctx, "model_for") else (
+            values.get(f"{role}_model") or values.get("model"))
+        models[role] = _model_name(given) if given is not None else settings.model_for(role)
+    base_url = getattr(ctx, "base_url", None) if ctx is not None else values.get("base_url")
+    if base_url or settings.base_url:
+        models["base_url"] = base_url or settings.base_url
+    return _jsonable(models)
 
 
 def _model_name(model: Any) -> Any:
@@ -523,6 +602,10 @@ def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
     if grader is None:
         ctx = options.context
         grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")
+    if grader is None:  # the model the run resolves from the environment (KGAGENTS_MODEL)
+        from kgagents.config import get_settings
+
+        grader = get_settings().model_for("graph_executor")
     return make_scorer(dataset.scorer, grader_model=grader)
 
 
@@ -541,6 +624,8 @@ def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
     metrics.update(cost_totals(records, "cost_usd"))
     metrics.update(cost_totals(records, "grader_cost_usd"))
     metrics["errors"] = sum(1 for r in records if r.get("error"))
+    metrics["degraded"] = sum(1 for r in records
+                              if not r.get("error") and (r.get("failures") or {}).get("count"))
     metrics.update(fusion_metrics(records))
     return metrics
 
@@ -551,7 +636,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     check_dataset(options.workflow, dataset, options)
     out_dir = options.out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_manifest(out_dir, make_manifest(options, dataset))
+    _check_manifest(out_dir, make_manifest(options, dataset), dataset)
     scorer = build_scorer(options, dataset)
     todo, skipped = pending_work(dataset, options.runs, read_results(out_dir), options.retry_failed)
     progress = _Progress(len(todo), options.progress, f"{options.workflow} on {dataset.name}")
@@ -561,8 +646,12 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     for pair in todo:
         queue.put_nowait(pair)
 
+    fatal: list[str] = []  # faults of the configuration that items met (a model that cannot be used)
+
     with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
         def write(record: dict[str, Any]) -> None:
+            if record.pop("fatal", False):
+                fatal.append(str(record.get("error")))
             sink.write(json.dumps(record, ensure_ascii=False) + "\n")
             sink.flush()
             counts["ran"] += 1
@@ -589,10 +678,9 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
                         await gather_bounded(None, [worker() for _ in range(min(options.concurrency, len(todo)))])
         finally:
             progress.close()
-
     records = read_results(out_dir)
     result = EvalResult(out_dir=out_dir, records=records, metrics=summarize(records, scorer), skipped=skipped,
-                        **counts)
+                        fatal=fatal[0] if fatal else None, **counts)
     write_summary(out_dir, result.metrics)
     return result
 

@@ -27,6 +27,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from kgagents.extras import require
 from kgagents.usage import Usage
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -149,8 +150,7 @@ def simpleqa_metrics(grades: Iterable[str]) -> dict[str, float]:
 
 @lru_cache(maxsize=1)
 def _rouge_l_scorer() -> Any:
-    from rouge_score import rouge_scorer
-
+    rouge_scorer = require("rouge_score.rouge_scorer", "Graph-CoT's Rouge-L")
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
 
 

@@ -31,12 +31,13 @@ Each is a :class:`Workflow` (``build``, ``compile_graph``, ``graph``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from graphs.kgot import PRESETS as KGOT_PRESETS
 from graphs.routing import add_routed_node
 from nodes import baselines as n
 from nodes.context import Context
@@ -144,6 +145,9 @@ class Workflow:
 
     name: str
     build: Callable[[], StateGraph]
+    PRESETS: dict[str, dict[str, Any]] = field(default_factory=lambda: KGOT_PRESETS)
+    """The named contexts (``--preset``): KGoT's, so that a baseline runs as the KGoT run it is compared
+    with."""
 
     def compile_graph(self, checkpointer: Any = None, **kwargs: Any):
         """The compiled graph, with a checkpointer for Python callers, tests and the CLI."""

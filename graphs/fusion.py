@@ -22,6 +22,9 @@ from nodes import fusion as f
 
 NAME = "fusion"
 
+#: KGoT's named contexts (``--preset paper``): every variant runs as KGoT does with them.
+PRESETS = kgot.PRESETS
+
 
 async def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_answers"]:
     """Run every variant that has no result yet, concurrently (all done: combine at once)."""

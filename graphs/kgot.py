@@ -40,10 +40,13 @@ from nodes.runtime import context_of
 
 NAME = "kgot"
 
-#: Named contexts (``--preset``). ``paper``: the temperatures of the authors' runs, the controller's two models at
-#: 0.0 and the tools' own model at 0.5; the limits are the paper's, which are the defaults (appendix B.2).
+#: Named contexts (``--preset``). ``paper``: as the authors ran it — the controller's two models at
+#: temperature 0.0 and the tools' own model at 0.5, and one request per sample (the votes and the parses are
+#: separate requests, so the prompt is paid once per sample, as the paper's costs are); the limits are the
+#: paper's, which are the defaults (appendix B.2). The KGoT paper's baselines and fusion take the same
+#: presets.
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"temperature": 0.0, "tools_temperature": 0.5},
+    "paper": {"temperature": 0.0, "tools_temperature": 0.5, "samples_in_one_request": False},
 }
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from graphs.routing import add_routed_node
 from kgagents.config import Settings
+from kgagents.retry import ModelUnavailableError
 from kgagents.usage import merge_usage
 from nodes import surfer as n
 from nodes.context import Context
@@ -91,8 +92,8 @@ def make_surfer_tool(env: ToolEnv) -> BaseTool:
         cfg["recursion_limit"] = max(int(cfg.get("recursion_limit") or 0), recursion_limit())
         try:
             result = await graph.ainvoke({"question": query}, config=cfg, context=ctx)
-        except GraphBubbleUp:
-            raise  # interrupts and parent commands belong to the parent graph
+        except (GraphBubbleUp, ModelUnavailableError):
+            raise  # the parent graph's interrupts and commands; a model that cannot be used stops the run
         except Exception as exc:  # noqa: BLE001 - the controller gets a clear error, the run goes on
             return f"Error: the search agent failed: {type(exc).__name__}: {exc}"
         env.usage = merge_usage(env.usage, n.usage_of_run(result))

@@ -6,6 +6,7 @@
     kgagents show THREAD                                        the final KG, votes, tool calls, writes, usage
     kgagents demo [--workflow W]                                an offline, scripted run of the paper's example
     kgagents tools                                              every tool with its status
+    kgagents doctor                                             the models, keys, servers, sandbox and extras
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ _commands: dict[str, Command] = {}
 
 #: Modules that add sub-commands: each has ``add_commands(subparsers, command)`` which adds its parsers and
 #: registers their handlers with the ``command(name)`` decorator.
-COMMAND_MODULES: list[str] = ["kgagents.cli_eval", "kgagents.cli_graph", "kgagents.cli_clean"]
+COMMAND_MODULES: list[str] = ["kgagents.cli_eval", "kgagents.cli_graph", "kgagents.cli_clean",
+                              "kgagents.cli_doctor"]
 
 
 def command(name: str) -> Callable[[Command], Command]:
@@ -66,14 +68,18 @@ def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
     return values
 
 
-def _check_model(values: dict[str, Any]) -> None:
-    """Fail before starting when no model is configured (the message names the variables to set)."""
-    from nodes.context import Context
-    from nodes.models import resolve_model
+def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] | None = None,
+                 graph: bool = False, dataset: str | None = None, scorer: str | None = None,
+                 grader: Any = None) -> None:
+    """Before a run starts: fail when no model is configured or a backend's extra is missing (the messages say
+    what to set or install); print the models of every role with their URLs, and what this run cannot do."""
+    from kgagents.preflight import check_backends, models_line, role_models, run_limits
 
-    ctx = Context.from_mapping({k: v for k, v in values.items() if k in Context.__dataclass_fields__})
-    for role in ("graph_executor", "tool_executor"):
-        resolve_model(ctx, role)
+    models = role_models(values)
+    check_backends(values, variants)
+    print(models_line(models, grader), file=sys.stderr)
+    for note in run_limits(workflow, values, dataset=dataset, graph=graph, grader=grader, scorer=scorer):
+        print(f"kgagents: {note}", file=sys.stderr)
 
 
 def _warn_isolation() -> None:
@@ -92,9 +98,22 @@ def _warn_isolation() -> None:
               file=sys.stderr)
 
 
-def _print_answer(thread_id: str, state: dict[str, Any]) -> None:
+def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
+    """Print a finished run's answer; its exit status: 1 when every model call of the run failed."""
+    from nodes.state import every_call_failed, failure_summary
+
     print(state.get("final_answer", "(no answer)"))
     print(f"thread: {thread_id} (details: kgagents show {thread_id})", file=sys.stderr)
+    summary = failure_summary(state.get("failures"))
+    if every_call_failed(state):
+        kinds = ", ".join(f"{n} {kind}" for kind, n in summary["kinds"].items())
+        print(f"kgagents: the run failed: every model call failed for good ({kinds}); it is listed as failed "
+              f"(kgagents show {thread_id} lists the errors)", file=sys.stderr)
+        return 1
+    if summary["count"]:
+        print(f"kgagents: {summary['count']} model call(s) failed for good and the run went on without them "
+              f"(kgagents show {thread_id})", file=sys.stderr)
+    return 0
 
 
 class RunFailed(RuntimeError):
@@ -129,7 +148,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         from kgagents.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
-    _check_model(values)
+    variants = None
+    if getattr(args, "fusion", None):
+        from nodes.fusion import parse_variants
+
+        variants = parse_variants(args.fusion)
+    start_checks("fusion" if variants else args.workflow, values, variants=variants,
+                 graph=bool(getattr(args, "graph", None)))
     _warn_isolation()
     attachments = []
     for path in args.attach or []:
@@ -164,13 +189,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         task["kgot_thread"] = args.kgot_thread
         values.setdefault("kgot_checkpointer", RunRegistry(_runs_dir(args)).checkpointer_for(args.kgot_thread,
                                                                                                checkpointer))
-    if getattr(args, "fusion", None):
-        from nodes.fusion import parse_variants
-
-        workflow, task["variants"] = "fusion", parse_variants(args.fusion)
+    if variants:
+        workflow, task["variants"] = "fusion", variants
     thread_id, state = _run(workflow, args, task, args.thread, values, checkpointer=checkpointer)
-    _print_answer(thread_id, state)
-    return 0
+    return _print_answer(thread_id, state)
 
 
 def _checkpointer(args: argparse.Namespace) -> str | None:
@@ -199,8 +221,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     record = _known_run(args)
     thread_id, state = _run(record.workflow, args, None, record.thread_id, record.context,
                             checkpointer=_checkpointer(args))
-    _print_answer(thread_id, state)
-    return 0
+    return _print_answer(thread_id, state)
 
 
 @command("runs")

@@ -81,7 +81,7 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from evals.datasets import dataset_protocol, load_dataset
-    from kgagents.cli import _check_model, context_values_from_args
+    from kgagents.cli import context_values_from_args, start_checks
     from kgagents.workflows import load_workflow
 
     load_workflow(args.workflow)  # an unknown workflow is an error before anything else
@@ -104,7 +104,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.temperature < 0:
             raise ValueError("--temperature must be at least 0")
         values["temperature"] = args.temperature
-    _check_model(values)
+    start_checks(args.workflow, values, dataset=dataset.name, graph=dataset.name != "crag",
+                 scorer=dataset.scorer, grader=grader_of(args, values, dataset.scorer))
     if protocol is not None:
         return _run_protocol(args, dataset, values, protocol)
     out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / default_out_name(args.workflow, dataset.name,
@@ -115,7 +116,31 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from evals.report import build_report
 
         print(f"report: {build_report([out])}", file=sys.stderr)
-    return 0
+    return _exit_status([result])
+
+
+def _exit_status(results: list[Any]) -> int:
+    """1 (with the reason) when items of this call met a fault no item can get past, else 0."""
+    fatal = next((result.fatal for result in results if result.fatal), None)
+    if fatal is None:
+        return 0
+    print(f"kgagents: the evaluation's items failed: {fatal}\nFix it, then run the same command with "
+          "--retry-failed: those items resume from their checkpoints.", file=sys.stderr)
+    return 1
+
+
+#: Scorers whose verdicts come from an LLM grader (``--grader-model``, default the run's model).
+LLM_GRADED_SCORERS = ("simpleqa", "crag", "grbench")
+
+
+def grader_of(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> str | None:
+    """The grader's model string of an evaluation whose scorer is LLM-graded (None: none, or not
+    LLM-graded)."""
+    if scorer not in LLM_GRADED_SCORERS:
+        return None
+    from kgagents.config import get_settings
+
+    return args.grader_model or values.get("model") or get_settings().model_for("graph_executor")
 
 
 def _process_count(args: argparse.Namespace) -> int:
@@ -132,7 +157,8 @@ def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[st
     from evals.runner import EvalOptions, run_evaluation
 
     options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
-                          context_values=values, seed=seed, grader_model=args.grader_model,
+                          context_values=values, preset=args.preset, seed=seed,
+                          grader_model=args.grader_model,
                           retry_failed=args.retry_failed, progress=not args.no_progress,
                           checkpointer=args.checkpointer, processes=_process_count(args))
     if args.dask:
@@ -170,6 +196,7 @@ def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any]
         f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}")
     seed = protocol.seed if args.seed is None else args.seed
     legs = []
+    results = []
     for leg in protocol.legs:
         print(f"{args.protocol} protocol: temperature {leg.temperature:g}, {leg.runs} run(s), seeds {seed}"
               f"{f'..{seed + leg.runs - 1}' if leg.runs > 1 else ''}", file=sys.stderr)
@@ -177,6 +204,7 @@ def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any]
                            runs=leg.runs, seed=seed)
         _print_result(result, dataset)
         legs.append((leg, result.records))
+        results.append(result)
     label = str(values.get("model") or get_settings().model_for("graph_executor") or args.workflow)
     table = protocol.table(label, legs)
     base.mkdir(parents=True, exist_ok=True)
@@ -184,7 +212,7 @@ def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any]
     print(f"\n{protocol.description}\n\n{table}")
     if not args.no_report and any(records for _, records in legs):
         print(f"report: {build_report([base / leg.name for leg in protocol.legs], base)}", file=sys.stderr)
-    return 0
+    return _exit_status(results)
 
 
 def processes_argument(value: str) -> int | str:

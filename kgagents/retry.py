@@ -6,10 +6,11 @@ import asyncio
 import email.utils
 import json
 import random
+import socket
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 R = TypeVar("R")
 
@@ -21,8 +22,6 @@ _TRANSIENT_NAMES = ("RateLimit", "Timeout", "APIConnection", "ConnectError", "Co
                     "ServiceUnavailable", "Overloaded", "RemoteProtocolError", "ReadError")
 #: Packages whose responses decode their own JSON body: a JSON error raised there is a broken body.
 _HTTP_CLIENTS = ("httpx", "httpx2", "requests", "aiohttp")
-#: Our own modules that decode a response body's JSON as those clients do (the OpenAI chat model's direct path).
-_HTTP_DECODERS = ("nodes.openai_chat",)
 #: How langchain-openai reports a 200 response that is not JSON at all (an HTML page from a proxy or a captive
 #: portal): the OpenAI client hands it the body as text.
 _NOT_AN_API_RESPONSE = "Unexpected response type from OpenAI-compatible endpoint"
@@ -37,9 +36,10 @@ def status_of(exc: BaseException) -> int | None:
 
 
 def is_unreadable_body(exc: BaseException) -> bool:
-    """Whether ``exc`` is a JSON error raised while an HTTP client decoded a response body, or a client's report
-    of a response that is not JSON at all (an HTML page): the body was cut short or is not an API answer. That is a transport fault, like a dropped connection, not a bad reply of the
-    model (which the model's own parser reports)."""
+    """Whether ``exc`` is a JSON error raised while an HTTP client decoded a response body, or a client's
+    report of a response that is not JSON at all (an HTML page): the body was cut short or is not an API
+    answer. That is a transport fault, like a dropped connection, not a bad reply of the model (which the
+    model's own parser reports)."""
     if isinstance(exc, ValueError) and str(exc).startswith(_NOT_AN_API_RESPONSE):
         return True
     if not isinstance(exc, json.JSONDecodeError):
@@ -49,7 +49,7 @@ def is_unreadable_body(exc: BaseException) -> bool:
         module = str(frame.f_globals.get("__name__", ""))
         if module.split(".")[0] != "json":
             decoder = module
-    return decoder.split(".")[0] in _HTTP_CLIENTS or decoder in _HTTP_DECODERS
+    return decoder.split(".")[0] in _HTTP_CLIENTS
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -66,6 +66,68 @@ def is_transient(exc: BaseException) -> bool:
 def is_fatal(exc: BaseException) -> bool:
     """Whether an API error says the request can never succeed as configured (:data:`FATAL_STATUS`)."""
     return status_of(exc) in FATAL_STATUS
+
+
+class ModelUnavailableError(RuntimeError):
+    """The model cannot be used at all: the server rejected the key, knows no such model or endpoint, or
+    cannot be reached (connection refused, unknown host) before it ever answered in this process.
+
+    No node degrades around it, and tools let it through: the run stops (its checkpoints are kept) and is
+    resumed once the configuration is fixed.
+    """
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) says that nothing listens at the address, or that
+    the host name does not resolve: a refused connection or an unknown host, as every HTTP client reports
+    them."""
+    return any(isinstance(e, (ConnectionRefusedError, socket.gaierror)) for e in _chain(exc))
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (or while handling), innermost last."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+#: The models (:func:`model_key`) that have answered a call in this process: only these are retried when they
+#: cannot be reached (a server restarting); one that never answered is a configuration fault.
+_answered: set[str] = set()
+
+
+async def retry_model_call(fn: Callable[[], Awaitable[R]], *, model: str, **options: Any) -> R:
+    """:func:`retry_async` for a call of the chat model ``model`` (a key naming the model and its endpoint): a
+    refused connection or an unknown host is retried only if this model has answered before in this process
+    (otherwise it is raised at once, for the caller to report as :class:`ModelUnavailableError`); a call that
+    succeeds marks the model as answered."""
+    def retry_if(exc: BaseException) -> bool:
+        return is_transient(exc) and (model in _answered or not is_unreachable(exc))
+
+    result = await retry_async(fn, retry_if=retry_if, **options)
+    _answered.add(model)
+    return result
+
+
+def has_answered(model: str) -> bool:
+    """Whether the chat model ``model`` (a key as for :func:`retry_model_call`) has answered in this
+    process."""
+    return model in _answered
+
+
+def cannot_be_used(exc: BaseException, model: str) -> str | None:
+    """Why a failed call of ``model`` means the model cannot be used at all (a rejected key, an unknown model
+    or endpoint, or an address that was never reachable), or None when the failure is one to degrade
+    around."""
+    if is_fatal(exc):
+        return f"the server answered {status_of(exc)}"
+    if not has_answered(model) and is_unreachable(exc):
+        refused = any(isinstance(e, ConnectionRefusedError) for e in _chain(exc))
+        return "the connection was refused" if refused else "the host name does not resolve"
+    return None
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:

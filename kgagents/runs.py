@@ -195,8 +195,9 @@ async def open_checkpointer(target: str | Path) -> AsyncIterator[BaseCheckpointS
         async with sqlite_checkpointer(text.removeprefix("sqlite:///")) as saver:
             yield saver
         return
-    import psycopg
+    from kgagents.extras import require
 
+    psycopg = require("psycopg", "PostgreSQL checkpoints")
     from evals.checkpointer import open_checkpointer as open_database
 
     async with AsyncExitStack() as stack:

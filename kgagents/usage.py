@@ -31,6 +31,9 @@ class ModelUsage(TypedDict):
     """``None`` when the model has no price: the cost is unknown."""
     audio_seconds: NotRequired[float]
     """Audio sent to a transcription model (priced per minute, e.g. ``whisper-1``)."""
+    unmeasured_calls: NotRequired[int]
+    """Calls whose reply reported no token usage: their tokens are not in the counts and their cost is
+    unknown."""
 
 
 Usage = dict[str, ModelUsage]
@@ -151,7 +154,20 @@ def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 
     }
     if audio_seconds:
         entry["audio_seconds"] = float(audio_seconds)
+    if not measured:
+        entry["unmeasured_calls"] = calls
     return {model: entry}
+
+
+def reply_usage(message: Any, model: str) -> Usage:
+    """The usage of one chat-model reply (an ``AIMessage``), under its model name (``response_metadata``'s,
+    else ``model``): its tokens and cost, or — when the reply reports no usage — one call with unknown tokens
+    and an unknown cost (never a known $0)."""
+    name = str((getattr(message, "response_metadata", None) or {}).get("model_name") or model)
+    meta = getattr(message, "usage_metadata", None)
+    if not meta:
+        return usage_entry(name, 0, 0, measured=False)
+    return usage_entry(name, meta.get("input_tokens", 0), meta.get("output_tokens", 0))
 
 
 def _add_costs(a: float | None, b: float | None) -> float | None:
@@ -170,6 +186,8 @@ def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
         cur["cost_usd"] = _add_costs(cur["cost_usd"], None if cost is None else float(cost))
         if u.get("audio_seconds") or cur.get("audio_seconds"):
             cur["audio_seconds"] = round(float(cur.get("audio_seconds", 0.0)) + float(u.get("audio_seconds", 0.0)), 6)
+        if u.get("unmeasured_calls") or cur.get("unmeasured_calls"):
+            cur["unmeasured_calls"] = int(cur.get("unmeasured_calls", 0)) + int(u.get("unmeasured_calls", 0))
     return out
 
 
@@ -187,6 +205,9 @@ def subtract_usage(total: Usage | None, before: Usage | None) -> Usage:
         delta["cost_usd"] = None if cost is None or spent is None else round(float(cost) - float(spent), 10)
         if seconds > 0:
             delta["audio_seconds"] = round(seconds, 6)
+        unmeasured = int(u.get("unmeasured_calls", 0)) - int(b.get("unmeasured_calls", 0))
+        if unmeasured > 0:
+            delta["unmeasured_calls"] = unmeasured
         out[model] = delta  # type: ignore[assignment]
     return out
 
@@ -197,13 +218,18 @@ def total_cost(usage: Usage | None) -> float | None:
 
 
 def total_tokens(usage: Usage | None) -> dict[str, Any]:
-    """Total input/output tokens and calls over every model."""
+    """Total input/output tokens and calls over every model, and (when any) the calls whose tokens are
+    unknown (``unmeasured_calls``)."""
     usage = usage or {}
-    return {
+    totals: dict[str, Any] = {
         "calls": sum(u.get("calls", 0) for u in usage.values()),
         "input_tokens": sum(u.get("input_tokens", 0) for u in usage.values()),
         "output_tokens": sum(u.get("output_tokens", 0) for u in usage.values()),
     }
+    unmeasured = sum(u.get("unmeasured_calls", 0) for u in usage.values())
+    if unmeasured:
+        totals["unmeasured_calls"] = unmeasured
+    return totals
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from kgagents.runs import RunRegistry, is_finished, new_thread_id, open_checkpointer
+from nodes.state import every_call_failed
 
 #: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
 #: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
@@ -98,7 +99,8 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
             if not snapshot.values:
                 raise ValueError(f"thread {thread_id} has no checkpoint to resume")
             if is_finished(snapshot):  # only the news of it was lost
-                registry.finish(thread_id, "done", str(snapshot.values.get("final_answer", "")))
+                registry.finish(thread_id, "failed" if every_call_failed(snapshot.values) else "done",
+                                str(snapshot.values.get("final_answer", "")))
                 return thread_id, dict(snapshot.values)
         try:
             async for chunk in graph.astream(task, config, context=context, stream_mode="updates"):
@@ -110,7 +112,8 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
                             else "failed")
             raise
         final = dict((await graph.aget_state(config)).values)
-    registry.finish(thread_id, "done", str(final.get("final_answer", "")))
+    registry.finish(thread_id, "failed" if every_call_failed(final) else "done",
+                    str(final.get("final_answer", "")))
     return thread_id, final
 
 

@@ -11,8 +11,9 @@ Counters: ``k`` is the reasoning step (step 2 increments it); within step ``k`` 
 ``c`` (``current.c.anchor``, ``.relation``, ``.reasoning``), also across a return to anchor selection, so every
 loop is bounded by ``C_max`` and the run by ``K_max`` steps.
 
-A model call that fails for good (after its API retries and parse re-asks) is a failed attempt of its stage, like
-an invalid reply, so ``C_max`` bounds it too; a failed final answer abstains. Each is logged in ``failures``.
+A model call that fails for good (after its API retries and parse re-asks) is a failed attempt of its stage,
+like an invalid reply, so ``C_max`` bounds it too; a failed final answer is a failed run, not an abstention.
+Each is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -695,10 +696,10 @@ async def final_answer(state: ArkState, runtime: Runtime[ArkContext]) -> dict[st
         reply: Any = await llm.structured([*(state.get("messages") or []), prompt], schema)
         answer = reply.answer
         justification = reply.justification
-    except LLMError as exc:
-        llm.failed(exc, "the answer abstains")
+    except LLMError as exc:  # no answer of the agent: a failed run (evaluations leave it out), no abstention
+        llm.failed(exc, "no answer: the run failed (not an abstention)")
         answer = None if qtype == "yes_no" else []
-        justification = f"no usable final answer (abstained): {exc.reason[:300]}"
+        justification = f"no final answer: the call failed for good ({exc.reason[:300]})"
     if isinstance(answer, list):
         answer = [str(a).strip() for a in answer if str(a).strip()]
     text = format_answer(answer)

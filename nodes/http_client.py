@@ -96,7 +96,17 @@ class LoopLocalAioHttpClient(DefaultAioHttpClient):  # type: ignore[misc, valid-
         return LoopLocalTransport(lambda: make(*args, **kwargs))
 
 
-def async_http_client() -> httpx2.AsyncClient:
+def async_http_client() -> httpx2.AsyncClient | None:
     """The async HTTP client for one OpenAI-compatible chat model (see the module docstring); the model's own
-    timeout still applies to each request."""
-    return LoopLocalAioHttpClient()
+    timeout still applies to each request.
+
+    The per-loop pools rest on two private methods of httpx's client (``_init_transport``,
+    ``_init_proxy_transport``; docs/dependencies.md): where a client does not get its transports through them,
+    None — the SDK's default client, the public path."""
+    try:
+        client = LoopLocalAioHttpClient()
+    except Exception:  # noqa: BLE001 - another httpx or openai: the SDK's default client
+        return None
+    if not isinstance(getattr(client, "_transport", None), LoopLocalTransport):
+        return None
+    return client

@@ -12,8 +12,9 @@
 A call that fails for good raises :class:`LLMError` (:class:`StructuredOutputError` when the replies never
 parsed): the node degrades as its paper's error handling says, notes it with :meth:`LLMCaller.failed` and
 returns :attr:`LLMCaller.failures` into the state's ``failures`` channel. A fault that leaves no way forward
-(a rejected key, an unknown model) raises :class:`ModelUnavailableError` instead, which no node catches: the
-run stops with its checkpoints, to be resumed once the configuration is fixed.
+(a rejected key, an unknown model, a model that never answered and cannot be reached) raises
+:class:`ModelUnavailableError` instead, which no node catches: the run stops with its checkpoints, to be
+resumed once the configuration is fixed.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from langgraph.config import get_config
 from pydantic import BaseModel, ValidationError
 
 from kgagents.config import ConfigurationError
-from kgagents.retry import is_fatal, is_transient, retry_async
-from kgagents.usage import Usage, merge_usage, usage_entry
+from kgagents.endpoints import describe_model, model_key, model_label
+from kgagents.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
+from kgagents.usage import Usage, merge_usage, reply_usage
 from nodes.context import Context
-from nodes.models import aresolve_model, model_label, resolve_model
+from nodes.models import aresolve_model, resolve_model
 from nodes.runtime import gather_bounded
 from nodes.state import Failure
 
@@ -68,14 +70,6 @@ class StructuredOutputError(LLMError):
     @property
     def reason(self) -> str:
         return self.last_error
-
-
-class ModelUnavailableError(RuntimeError):
-    """The model cannot be used at all: the server rejected the key, or knows no such model or endpoint.
-
-    Not an :class:`LLMError`: no node degrades around it. The run stops (its checkpoints are kept) and is
-    resumed once the configuration is fixed.
-    """
 
 
 #: Faults that leave a run no way forward: code that catches broadly lets these through.
@@ -120,10 +114,7 @@ class LLMCaller:
 
     # -- accounting -------------------------------------------------------------------------------
     def _record(self, message: Any) -> None:
-        meta = getattr(message, "usage_metadata", None) or {}
-        name = (getattr(message, "response_metadata", None) or {}).get("model_name") or self.label
-        self.usage = merge_usage(self.usage, usage_entry(str(name), meta.get("input_tokens", 0),
-                                                         meta.get("output_tokens", 0)))
+        self.usage = merge_usage(self.usage, reply_usage(message, self.label))
 
     def failed(self, exc: LLMError, outcome: str) -> Failure:
         """Note that a call failed for good and what the node does instead (``outcome``); the node returns
@@ -146,14 +137,18 @@ class LLMCaller:
             attempts += 1
             return await (runnable.ainvoke(messages) if n is None else runnable.asample(messages, n))
 
+        key = model_key(self.model)
         try:
-            return await retry_async(once, max_retries=ctx.max_api_retries, base_s=ctx.api_backoff_base_s,
-                                     cap_s=ctx.api_backoff_max_s, timeout_s=ctx.llm_timeout_s)
+            return await retry_model_call(once, model=key, max_retries=ctx.max_api_retries,
+                                          base_s=ctx.api_backoff_base_s, cap_s=ctx.api_backoff_max_s,
+                                          timeout_s=ctx.llm_timeout_s)
         except Exception as exc:  # noqa: BLE001 - reported as one clear error
-            if is_fatal(exc):
+            why_not = cannot_be_used(exc, key)
+            if why_not:
                 raise ModelUnavailableError(
-                    f"the {self.role} model ({self.label}) cannot be used ({type(exc).__name__}: {exc}); check the "
-                    "model name, the API key and the base URL, then resume the run (its checkpoints are kept)"
+                    f"the {self.role} model ({describe_model(self.model)}) cannot be used: {why_not} "
+                    f"({type(exc).__name__}: {exc}); check the model name, the API key and the base URL "
+                    "(KGAGENTS_BASE_URL), then resume the run (its checkpoints are kept)"
                 ) from exc
             why = str(exc) or (f"no reply within {ctx.llm_timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
             raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
@@ -393,14 +388,16 @@ class DirectStructured:
         """One model call that asks for ``n`` choices (``n``, not streamed: a stream carries one choice),
         every choice parsed as :meth:`ainvoke` parses its reply; the model's run is traced as one run with
         ``n`` generations. Only where :meth:`samples_in_one_request` says so."""
+        from langchain_core.prompt_values import ChatPromptValue
         from langchain_core.runnables.config import ensure_config
 
         binding = self.bound
         model = binding.bound
         config = ensure_config(binding.config)  # the running node's config under the binding's, as ainvoke has it
         result = await model.agenerate_prompt(
-            [model._convert_input(input)], callbacks=config.get("callbacks"), tags=config.get("tags"),
-            metadata=config.get("metadata"), run_name=config.get("run_name"), run_id=config.pop("run_id", None),
+            [ChatPromptValue(messages=list(input))], callbacks=config.get("callbacks"),
+            tags=config.get("tags"), metadata=config.get("metadata"), run_name=config.get("run_name"),
+            run_id=config.pop("run_id", None),
             **{**binding.kwargs, "n": n, "stream": False})
         return [self._result(generation.message) for generation in result.generations[0]]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 import urllib.request
 from typing import Any
@@ -21,10 +22,20 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 
 from kgagents.config import MODEL_VARIABLES_HELP, ConfigurationError, get_settings, ollama_available
+from kgagents.endpoints import (  # noqa: F401 - re-exported for the nodes
+    describe_model,
+    model_endpoint,
+    model_key,
+    model_label,
+)
+from kgagents.extras import require
 from kgagents.scripted import ScriptedChatModel
 from nodes.context import Context
 
 log = logging.getLogger(__name__)
+
+#: Providers whose LangChain integration comes with an extra (:mod:`kgagents.extras`): its module.
+PROVIDER_MODULES = {"anthropic": "langchain_anthropic", "ollama": "langchain_ollama"}
 
 #: The providers whose chat models take a sampling seed, and the name of their parameter. OpenAI's covers every
 #: OpenAI-compatible server (vLLM, llama.cpp, LM Studio); the others (Anthropic, ...) have none and ignore it.
@@ -118,20 +129,29 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
         # The SDK's aiohttp backend: far less CPU per call with many calls in flight (nodes/http_client.py).
         from nodes.http_client import async_http_client
 
-        kwargs["http_async_client"] = async_http_client()
+        client = async_http_client()
+        if client is not None:
+            kwargs["http_async_client"] = client
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
         if base_url:
             kwargs["base_url"] = base_url
             kwargs["api_key"] = api_key or "not-needed"
+        elif not os.environ.get("OPENAI_API_KEY", "").strip():
+            raise ConfigurationError(f"the model {spec!r} needs OPENAI_API_KEY (or KGAGENTS_BASE_URL and "
+                                     "KGAGENTS_API_KEY for another OpenAI-compatible server)")
     elif provider == "anthropic":
         kwargs["max_retries"] = 0
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
+        if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
+            raise ConfigurationError(f"the model {spec!r} needs ANTHROPIC_API_KEY")
     elif provider == "ollama":
         kwargs["base_url"] = get_settings().ollama_url
+    if provider in PROVIDER_MODULES:
+        require(PROVIDER_MODULES[provider], f"{provider} models")
     try:
-        if provider == "openai":  # ChatOpenAI with a direct path for plain chat completions
+        if provider == "openai":
             from nodes.openai_chat import OpenAIChatModel
 
             return OpenAIChatModel(model=name, **kwargs)
@@ -200,11 +220,3 @@ async def aresolve_model(context: Context, role: str, *, temperature: float | No
         return model
     return await asyncio.to_thread(resolve_model, context, role, temperature=temperature)
 
-
-def model_label(model: BaseChatModel) -> str:
-    """A readable model name for usage accounting."""
-    for attr in ("model_name", "model", "model_id"):
-        value = getattr(model, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(model).__name__

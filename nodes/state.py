@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal, TypedDict
 from kgagents.usage import Usage, merge_usage
 from tools.kg.base import KGSnapshot
 
-__all__ = ["NO_SOLUTION", "Failure", "KGSnapshot", "Usage", "UsageState", "append", "merge_usage"]
+__all__ = ["NO_SOLUTION", "Failure", "KGSnapshot", "Usage", "UsageState", "append", "every_call_failed",
+           "failure_summary", "merge_usage"]
 
 #: Reducer for append-only logs (votes, tool calls, writes, failures): nodes return the new entries only.
 append = operator.add
@@ -33,6 +34,23 @@ class Failure(TypedDict):
     error: str
     outcome: str
     """What the workflow did instead (the vote counts as invalid, the write is discarded, ...)."""
+
+
+def failure_summary(failures: list[Failure] | None) -> dict[str, Any]:
+    """How many model calls of a run failed for good, and of which kinds: ``{"count": 3, "kinds": {"api": 2,
+    "parse": 1}}`` (``{"count": 0, "kinds": {}}`` for a clean run)."""
+    kinds: dict[str, int] = {}
+    for failure in failures or []:
+        kind = str(failure.get("kind") or "error")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return {"count": sum(kinds.values()), "kinds": dict(sorted(kinds.items()))}
+
+
+def every_call_failed(state: dict[str, Any]) -> bool:
+    """Whether a finished run's model calls all failed for good: it logged failures and no call answered (a
+    run that answered "No solution found" because of that is a failed run, not a wrong answer)."""
+    calls = sum(int(u.get("calls", 0)) for u in (state.get("usage") or {}).values())
+    return bool(state.get("failures")) and calls == 0
 
 
 class UsageState(TypedDict, total=False):

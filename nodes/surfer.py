@@ -30,6 +30,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from kgagents.config import ConfigurationError
+from kgagents.retry import ModelUnavailableError
 from kgagents.usage import Usage, merge_usage, subtract_usage
 from nodes.context import Context
 from nodes.llm import LLMCaller
@@ -158,6 +159,8 @@ async def think(state: SurferState, runtime: Runtime[Context], config: RunnableC
     try:
         llm = _caller(ctx, env)
         reply = await llm.message(state.get("messages") or [], tools=tool_schemas(env))
+    except ModelUnavailableError:
+        raise  # a model that cannot be used stops the run, not only the search
     except Exception as exc:  # noqa: BLE001 - a failed model (LLMError, no model) ends the search clearly
         return {"error": f"the search agent's model failed: {exc}", "steps": state.get("steps", 0) + 1}
     return {"messages": [reply], "steps": state.get("steps", 0) + 1, "usage": llm.usage}
@@ -200,6 +203,8 @@ async def wrap_up(state: SurferState, runtime: Runtime[Context], config: Runnabl
     try:
         llm = _caller(ctx, env)
         reply = await llm.message([*messages, prompt])
+    except ModelUnavailableError:
+        raise
     except Exception as exc:  # noqa: BLE001 - as in think()
         return {"error": f"the search agent's model failed: {exc}"}
     return {"messages": [prompt, reply], "usage": llm.usage}

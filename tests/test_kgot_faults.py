@@ -10,6 +10,8 @@ message; once the key is fixed, ``kgagents resume`` finishes it.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -77,11 +79,16 @@ def cli(tmp_path: Path, server: FakeOpenAIServer, *args: str) -> int:
 def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAIServer, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Every call meets a 500: each step degrades (invalid votes, no tool calls, no forced retrieve query, no
-    forced solution) and the run ends with "No solution found"; ``kgagents show`` lists the failures."""
+    forced solution) and the run ends with "No solution found" — a failed run, not a wrong answer: the command
+    exits 1 and the run is listed as failed; ``kgagents show`` lists the failures."""
     fault_server.answer_with(FaultPolicy(script_responder(STEPS), rate=1.0, kinds=("500",)))
 
-    assert cli(tmp_path, fault_server, "--thread", "always-500", "--max-iterations", "1") == 0
-    assert capsys.readouterr().out.strip() == NO_SOLUTION
+    assert cli(tmp_path, fault_server, "--thread", "always-500", "--max-iterations", "1") == 1
+    out = capsys.readouterr()
+    assert out.out.strip() == NO_SOLUTION
+    assert "the run failed: every model call failed for good (" in out.err and "api)" in out.err
+    assert main(["--runs-dir", str(tmp_path / "runs"), "runs"]) == 0
+    assert re.search(r"always-500\s+kgot\s+failed", capsys.readouterr().out)
 
     assert main(["--runs-dir", str(tmp_path / "runs"), "show", "always-500"]) == 0
     shown = capsys.readouterr().out
@@ -117,6 +124,19 @@ def test_the_paper_preset_runs_the_controller_at_0_and_the_tools_at_0_5(fault_se
     controller = [r.body for r in fault_server.chat_requests if "self-contained questions" not in r.prompt]
     assert tools and {b.get("temperature") for b in tools} == {0.5}
     assert {b.get("temperature") for b in controller} == {0.0}
+    # one request per sample, as the authors' code sends them: the prompt is paid once per sample
+    assert all(b.get("n", 1) == 1 for b in controller)
+    votes = [b for b in controller if S.VOTE in json.dumps(b)]
+    assert len(votes) % 5 == 0 and votes  # num_next_steps_decision requests per decision
+
+
+def test_the_kgot_papers_baselines_and_fusion_take_kgots_presets() -> None:
+    from kgagents.workflows import preset
+
+    paper = preset("kgot", "paper")
+    assert paper == {"temperature": 0.0, "tools_temperature": 0.5, "samples_in_one_request": False}
+    for workflow in ("fusion", "zeroshot", "rag", "kgot-graphrag", "kgot-nokg"):
+        assert preset(workflow, "paper") == paper
 
 
 def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: FakeOpenAIServer, tmp_path: Path,
@@ -128,7 +148,8 @@ def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: Fa
 
     assert cli(tmp_path, fault_server, "--thread", "bad-key", "--max-iterations", "1") == 1
     err = capsys.readouterr().err
-    assert "graph_executor model (gpt-4o-mini) cannot be used" in err and "Incorrect API key" in err
+    assert f"graph_executor model (gpt-4o-mini at {fault_server.base_url}) cannot be used" in err
+    assert "Incorrect API key" in err
     assert "kgagents resume bad-key" in err
     assert len(fault_server.chat_requests) <= 5  # the first votes only: not retried, nothing degraded around it
 

@@ -286,7 +286,8 @@ async def test_a_fault_that_leaves_no_way_forward_is_no_llm_error(openai_server:
         await llm.text("q")
     assert not isinstance(info.value, LLMError)
     message = str(info.value)
-    assert "graph_executor model (gpt-4o-mini) cannot be used" in message and "does not exist" in message
+    expected = f"graph_executor model (gpt-4o-mini at {openai_server.base_url}) cannot be used"
+    assert f"{expected}: the server answered {status}" in message and "does not exist" in message
     assert "API key" in message and "base URL" in message
     assert len(openai_server.chat_requests) == 1
 

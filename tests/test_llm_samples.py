@@ -17,6 +17,7 @@ from kgagents.scripted import ScriptedChatModel
 from nodes.context import Context
 from nodes.llm import LLMCaller, LLMError, StructuredOutputError
 from nodes.models import build_chat_model
+from nodes import openai_chat
 from nodes.openai_chat import OpenAIChatModel
 from tests.fakes import isolate_model_env
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
@@ -132,6 +133,24 @@ async def test_switched_off_every_sample_is_a_request_of_its_own(openai_server: 
     samples = await llm.structured_samples("Solve or enhance?", Choice, 3)
     assert sorted(s.reason for s in samples) == ["a", "b", "c"]
     assert [r.body.get("n") for r in openai_server.chat_requests] == [None] * 3
+
+
+async def test_without_langchain_openais_api_decision_every_sample_is_a_request_of_its_own(
+        openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``takes_n`` rests on one private method of ``ChatOpenAI``: without it (another langchain-openai), or
+    when it fails, the public path (one request per sample) is taken."""
+    llm = caller(openai_server)
+    assert llm.model.takes_n({}) is True  # type: ignore[attr-defined]
+    monkeypatch.setattr(openai_chat, "API_DECISION", "_gone_in_another_version")
+    assert llm.model.takes_n({}) is False  # type: ignore[attr-defined]
+    for why in "ab":
+        openai_server.tool_call(vote("INSERT", why))
+    samples = await llm.structured_samples("Solve or enhance?", Choice, 2)
+    assert sorted(s.reason for s in samples) == ["a", "b"]
+    assert [r.body.get("n") for r in openai_server.chat_requests] == [None] * 2
+    monkeypatch.setattr(openai_chat, "API_DECISION", "_failing")
+    monkeypatch.setattr(OpenAIChatModel, "_failing", lambda self, kwargs: 1 / 0, raising=False)
+    assert llm.model.takes_n({}) is False  # type: ignore[attr-defined]
 
 
 async def test_models_without_n_get_one_call_per_sample() -> None:

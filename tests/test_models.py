@@ -398,7 +398,7 @@ def test_settings_are_read_again_when_a_variable_they_read_changes(monkeypatch: 
     assert get_settings().file_roots == (tmp_path / "other" / "data",)
 
 
-def test_openai_compatible_models_are_the_direct_path_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_compatible_models_are_the_openai_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
     from nodes.openai_chat import OpenAIChatModel
 
     model = build_chat_model("openai:gpt-4o-mini", base_url="http://127.0.0.1:1/v1", temperature=0.1, timeout_s=3.0,

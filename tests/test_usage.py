@@ -18,6 +18,7 @@ from kgagents.usage import (
     price_for,
     price_table,
     register_price,
+    reply_usage,
     subtract_usage,
     sum_costs,
     total_cost,
@@ -87,6 +88,39 @@ def test_kgagents_show_prints_an_unknown_cost_as_unknown() -> None:
     assert "my-local-llama: 1 calls, 10 in / 20 out tokens, unknown" in text
     assert "gpt-4o-mini: 1 calls, 1000000 in / 0 out tokens, $0.150000" in text
     assert "total: 2 calls, 1000010 in / 20 out tokens, $0.150000 + unknown (1 model without a price)" in text
+
+
+def test_a_reply_without_usage_has_unknown_tokens_and_cost_not_zero() -> None:
+    from langchain_core.messages import AIMessage
+
+    measured = reply_usage(AIMessage("a", usage_metadata={"input_tokens": 1000, "output_tokens": 100,
+                                                          "total_tokens": 1100}), "gpt-4o-mini")
+    assert measured["gpt-4o-mini"]["cost_usd"] == pytest.approx(0.00021) and "unmeasured_calls" not in \
+        measured["gpt-4o-mini"]
+    silent = reply_usage(AIMessage("b", response_metadata={"model_name": "gpt-4o-mini-2024-07-18"}), "x")
+    assert silent == {"gpt-4o-mini-2024-07-18": {"calls": 1, "input_tokens": 0, "output_tokens": 0,
+                                                 "cost_usd": None, "unmeasured_calls": 1}}
+    both = merge_usage(merge_usage(measured, silent), reply_usage(AIMessage("c"), "gpt-4o-mini"))
+    assert both["gpt-4o-mini"]["cost_usd"] is None and both["gpt-4o-mini"]["unmeasured_calls"] == 1
+    assert total_cost(both) is None and total_tokens(both) == {"calls": 3, "input_tokens": 1000,
+                                                              "output_tokens": 100, "unmeasured_calls": 2}
+    assert subtract_usage(both, measured)["gpt-4o-mini"] == {
+        "calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "unmeasured_calls": 1}
+
+
+async def test_a_server_that_reports_no_usage_is_an_unknown_cost(tmp_path: Path) -> None:
+    from nodes.context import Context
+    from nodes.llm import LLMCaller
+    from nodes.models import build_chat_model
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(default_usage=None) as server:
+        server.reply("an answer")
+        model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=5.0)
+        llm = LLMCaller(Context(model=model), "graph_executor")
+        assert await llm.text("q") == "an answer"
+    [entry] = llm.usage.values()
+    assert entry["calls"] == 1 and entry["cost_usd"] is None and entry["unmeasured_calls"] == 1
 
 
 def test_audio_priced_by_the_minute() -> None:

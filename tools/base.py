@@ -10,6 +10,8 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from kgagents.retry import ModelUnavailableError
+
 
 class ToolFailure(RuntimeError):
     """Raised by a tool for a failure that retrying will not fix (bad arguments, missing file)."""
@@ -53,6 +55,8 @@ async def run_tool_with_retry(tool: BaseTool, args: dict[str, Any], *, max_retri
             return ToolRun(truncate(_as_text(value), max_output_chars), True, attempt)
         except ToolFailure as exc:
             return ToolRun(f"Error: {tool.name} failed: {exc}", False, attempt, str(exc))
+        except ModelUnavailableError:
+            raise  # the tools' model cannot be used at all: the run stops, as for the controller's
         except Exception as exc:  # noqa: BLE001 - every failure becomes an error string
             error = f"{type(exc).__name__}: {exc}"
             if attempt >= max_retries:

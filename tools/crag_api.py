@@ -45,6 +45,8 @@ from typing import Any, Self
 
 import httpx
 
+from kgagents.extras import require
+
 ENV_VAR = "CRAG_SERVER"
 #: The domains as the API names them (Agent-G's "encyclopedia" is the API's "open").
 DOMAINS = ("open", "movie", "finance", "music", "sports")
@@ -483,6 +485,7 @@ def call_key(fn: Function, payload: Mapping[str, Any]) -> tuple[Any, ...]:
 # ------------------------------------------------------------------------------------------------------------
 def mock_app(calls: Sequence[SavedCall]) -> Any:
     """A Starlette app with CRAG's endpoints, answering from ``calls``."""
+    require("starlette", "CRAG's mock KG API server")
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -545,7 +548,7 @@ class CragMockServer:
         return f"http://{host}:{port}"
 
     def start(self) -> CragMockServer:
-        import uvicorn
+        uvicorn = require("uvicorn", "CRAG's mock KG API server")
 
         self.calls = load_calls(self.calls_file or default_calls_file())
         sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
@@ -626,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
-    import uvicorn
+    uvicorn = require("uvicorn", "CRAG's mock KG API server")
 
     try:
         calls = load_calls(args.calls or default_calls_file())

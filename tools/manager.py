@@ -26,8 +26,10 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
 from kgagents.config import Settings, get_settings
-from kgagents.retry import retry_async
-from kgagents.usage import Usage, merge_usage, usage_entry
+from kgagents.extras import MissingExtra, installed
+from kgagents.endpoints import describe_model, model_key
+from kgagents.retry import ModelUnavailableError, cannot_be_used, retry_model_call
+from kgagents.usage import Usage, merge_usage, reply_usage
 from tools.sandbox import DiskQuota
 
 MAX_DESCRIPTION_CHARS = 1024
@@ -40,6 +42,15 @@ class ToolStatus:
     name: str
     available: bool
     reason: str = "available"
+
+    @classmethod
+    def missing_extra(cls, name: str, *modules: str) -> ToolStatus | None:
+        """Unavailable, naming the extra to install, when one of ``modules`` (of :mod:`kgagents.extras`) is
+        missing; None when all are installed."""
+        for module in modules:
+            if not installed(module):
+                return cls(name, False, str(MissingExtra(module, f"the {name} tool")))
+        return None
 
 
 @dataclass
@@ -72,18 +83,26 @@ class ToolEnv:
         self.usage = merge_usage(self.usage, delta)
 
     def record_usage(self, message: Any, model: str | None = None) -> None:
-        """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage`."""
-        meta = getattr(message, "usage_metadata", None) or {}
-        name = (getattr(message, "response_metadata", None) or {}).get("model_name") or model or "unknown"
-        self.add_usage(usage_entry(str(name), meta.get("input_tokens", 0), meta.get("output_tokens", 0)))
+        """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage` (unknown, never 0,
+        when the reply reports none)."""
+        self.add_usage(reply_usage(message, model or "unknown"))
 
     async def ask_llm(self, messages: Any, *, tools: list[Any] | None = None) -> Any:
         """Call the tools' model with retries on transient errors; records usage; returns the ``AIMessage``."""
         if self.llm is None:
             raise RuntimeError("no chat model is configured for the tools")
         model: Any = self.llm.bind_tools(tools) if tools else self.llm
-        reply = await retry_async(lambda: model.ainvoke(messages), max_retries=self.max_retries,
-                                  base_s=self.backoff_base_s, cap_s=self.backoff_max_s)
+        key = model_key(self.llm)
+        try:
+            reply = await retry_model_call(lambda: model.ainvoke(messages), model=key,
+                                           max_retries=self.max_retries, base_s=self.backoff_base_s,
+                                           cap_s=self.backoff_max_s)
+        except Exception as exc:
+            why_not = cannot_be_used(exc, key)
+            if why_not:
+                raise ModelUnavailableError(f"the tools' model ({describe_model(self.llm)}) cannot be used: "
+                                            f"{why_not} ({type(exc).__name__}: {exc})") from exc
+            raise
         self.record_usage(reply, getattr(self.llm, "model_name", None))
         return reply
 

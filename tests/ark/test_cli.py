@@ -162,3 +162,24 @@ def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_qu
     assert "T = 0.7; 2 runs: reliability | T = 0; single run: answer rate % |" in table
     assert "T = 0; single run: reliability" not in table
     assert "100.00 ± 0.00" in table and table.split("\n", 2)[2] in printed
+
+
+def test_a_final_answer_that_failed_for_good_is_a_failed_run_not_an_abstention(tmp_path, capsys, embedder):
+    """The docs promise it: a run without the agent's answer is left out of the answer rate and reliability. A
+    final-answer call that kept failing used to be counted as an abstention (answer rate 0, reliability 1)."""
+    from evals.colota import DATA_DIR
+
+    failing = [*S.anchor("no such entity", times=0),
+               S.step(S.FINAL, times=0, **{"raise": "the provider is overloaded", "status": 503})]
+    path = tmp_path / "failing.json"
+    path.write_text(json.dumps({"name": "failing", "steps": failing}), encoding="utf-8")
+    out = tmp_path / "failed"
+    code = main(["eval", "ark", "--dataset", "cr-lt", "--data", str(DATA_DIR), "--limit", "2", "--runs", "1",
+                 "--model", f"scripted:{path}", "--set", "c_max=1", "--set", "max_api_retries=0",
+                 "--out", str(out), "--no-progress", "--no-report", "--concurrency", "1"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "failed_runs 2" in printed and "answer_rate n/a" in printed and "reliability n/a" in printed
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert all("the final answer failed for good" in r["error"] and "not an abstention" in r["error"]
+               for r in records)

@@ -249,7 +249,11 @@ async def test_unparseable_replies_are_invalid_attempts(example, keys):
     first = attempts(state, "anchor")[0]
     assert first["candidate"] is None and first["outcome"].startswith("unparseable reply")
     assert "Your previous reply could not be read" in model.calls[1]
-    assert state["answer"] is None and state["justification"].startswith("no usable final answer")
+    # a final answer that never parsed is no abstention: the run has no answer (evaluations leave it out)
+    assert state["answer"] is None and state["justification"].startswith("no final answer: the call failed")
+    from evals.colota import ark_answer_failed
+
+    assert "not an abstention" in ark_answer_failed(state)
 
 
 async def test_yes_no_answers_are_read_leniently(example, keys):

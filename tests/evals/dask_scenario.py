@@ -22,8 +22,6 @@ def main(tmp: Path) -> dict:
     answers = {f"Q{i}": str(2 * i) for i in range(8)}
     script = tmp / "script.json"
     script.write_text(json.dumps({"name": "dask", "steps": kgot_direct_steps(answers, fail={"Q5": "flaky"})}))
-    healthy = tmp / "healthy.json"
-    healthy.write_text(json.dumps({"name": "healthy", "steps": kgot_direct_steps(answers)}))
     dataset = tiny_gaia(8)
     out: dict = {}
     with local_cluster(n_workers=2, threads_per_worker=2) as cluster, Client(cluster) as client:
@@ -32,9 +30,12 @@ def main(tmp: Path) -> dict:
                                                  context_values={"model": f"scripted:{script}", **FAST}),
                                      dataset, client=client)
         out["first"] = {"ran": first.ran, "failed": first.failed, "records": first.records}
-        # once the provider works again, the failed item resumes from the shared checkpoint on any worker
+    # once the provider works again (the same model, new worker processes), the failed item resumes from the
+    # shared checkpoint on any worker
+    script.write_text(json.dumps({"name": "dask", "steps": kgot_direct_steps(answers)}))
+    with local_cluster(n_workers=2, threads_per_worker=2) as cluster, Client(cluster) as client:
         retry = evaluate_distributed(EvalOptions(workflow="kgot", out_dir=tmp / "out", concurrency=2, progress=False,
-                                                 context_values={"model": f"scripted:{healthy}", **FAST},
+                                                 context_values={"model": f"scripted:{script}", **FAST},
                                                  retry_failed=True), dataset, client=client)
         out["retry"] = {"ran": retry.ran, "skipped": retry.skipped, "resumed": retry.resumed, "failed": retry.failed}
     out["final"] = read_results(tmp / "out")

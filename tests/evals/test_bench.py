@@ -133,3 +133,21 @@ def test_the_latency_server_runs_in_its_own_process_and_answers_after_its_latenc
         assert info.value.code == 400
         proc = server._proc
     assert proc.poll() is not None and server.base_url  # stopped with the block
+
+
+async def test_paths_side_by_side():
+    """Several model paths in one run: each its own baseline, the paths taking turns at each C."""
+    from evals.bench_batch import compare_paths, compared_markdown
+
+    result = await compare_paths(0.0, [2], "direct", ["lean", "langchain"], sequential_items=1, waves=1,
+                                 repeats=2)
+    assert result["model_paths"] == ["lean", "langchain"]
+    assert set(result["per_item_s"]) == {"lean", "langchain"}
+    for path in ("lean", "langchain"):
+        row = result["batch"][path][0]
+        assert row["items"] == 2 and len(row["efficiency_all"]) == len(row["wall_s_all"]) == 2
+    table = compared_markdown(result)
+    assert "| 2 | `lean` |" in table and "| 2 | `langchain` |" in table and "2 repetitions per C" in table
+    assert "simulated_lookup" not in registered_names()
+    with pytest.raises(ValueError, match="unknown model path 'grpc'"):
+        await compare_paths(0.0, [2], "direct", ["lean", "grpc"], sequential_items=1, waves=1, repeats=1)

@@ -105,3 +105,21 @@ def test_a_returned_write_survives_a_killed_process(tmp_path):
     tup = asyncio.run(read())
     assert tup is not None and tup.checkpoint["channel_values"] == {"answer": "kept"}
     assert json.loads(json.dumps(tup.metadata))["step"] == 1
+
+
+async def test_tables_of_another_version_get_langgraphs_own_saver(tmp_path, monkeypatch, caplog):
+    """The batched writer writes SqliteSaver's tables with its own SQL: where a langgraph-checkpoint-sqlite
+    makes other tables, the file is opened with that version's AsyncSqliteSaver (the public path) instead."""
+    from evals import checkpointer
+
+    path = tmp_path / "c.sqlite"
+    async with open_checkpointer(path) as saver:
+        assert isinstance(saver, BatchedSqliteSaver)
+        saved = await put(saver, "t1", "kept")
+    monkeypatch.setitem(checkpointer.COLUMNS, "writes",
+                        (*checkpointer.COLUMNS["writes"], "column_of_the_future"))
+    async with open_checkpointer(path) as saver:
+        assert isinstance(saver, AsyncSqliteSaver)
+        assert (await saver.aget_tuple(saved)).checkpoint["channel_values"] == {"answer": "kept"}
+        await put(saver, "t2", "written")
+    assert "using its AsyncSqliteSaver" in caplog.text and "column_of_the_future" in caplog.text

@@ -124,3 +124,127 @@ async def test_ideal_fusion_of_separate_runs(tmp_path):
                         plots=False, ideal_fusion=True).read_text()
     kgot, zs = load_runset(tmp_path / "kgot"), load_runset(tmp_path / "zs")
     assert f"| KGoT + Zero-shot | 4 | 4 | 100.0% | ${kgot.cost + zs.cost:.4f} |" in text
+
+
+async def test_a_fuzzed_evaluation_reports_its_degraded_items(tmp_path):
+    """Through the real OpenAI client against a server that answers 30 % of the calls with faults: the items
+    whose calls failed for good carry their failures in results.jsonl, and the report counts them beside the
+    errors, by kind — never as clean wrong answers."""
+    from evals.runner import read_results
+    from tests.fakes.faults import fault_settings
+    from tests.fakes.openai_server import FakeOpenAIServer, FaultPolicy, script_responder
+
+    answers = {f"Q{i}": str(2 * i) for i in range(8)}
+    with FakeOpenAIServer() as server:
+        server.answer_with(FaultPolicy(script_responder(kgot_direct_steps(answers)), rate=0.3, seed=5,
+                                       kinds=("500", "429", "truncated", "not_json", "schema")))
+        values = {**fault_settings(server), **FAST, "num_next_steps_decision": 3}
+        result = await evaluate(EvalOptions(workflow="kgot", out_dir=tmp_path / "fuzzed", progress=False,
+                                            context_values=values, concurrency=4), tiny_gaia(8))
+    records = read_results(tmp_path / "fuzzed")
+    assert all(set(r["failures"]) == {"count", "kinds"} for r in records)
+    degraded = [r for r in records if not r["error"] and r["failures"]["count"]]
+    assert degraded and result.metrics["degraded"] == len(degraded)
+    kinds: dict[str, int] = {}
+    for r in degraded:
+        assert sum(r["failures"]["kinds"].values()) == r["failures"]["count"]
+        for kind, n in r["failures"]["kinds"].items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    failed_for_good = [r for r in records if r["error"] and "every model call failed" in r["error"]]
+    assert all(r["correct"] is False and r["answer"] is None for r in failed_for_good)
+
+    text = build_report([tmp_path / "fuzzed"], plots=False).read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| kgot"))
+    cells = [c.strip() for c in row.split("|")]
+    expected = f"{len(degraded)} ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})"
+    assert cells[12] == expected and cells[11] == str(sum(1 for r in records if r["error"]))
+    assert "a degraded item finished with model calls that failed for good" in text
+
+
+def write_dir(path, records, model):
+    """A results directory as the runner writes it (manifest and results.jsonl)."""
+    import json
+
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text(json.dumps({"workflow": "kgot", "dataset": "tiny", "scorer": "gaia",
+                                                    "context": {"model": model}}))
+    (path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_the_ideal_fusion_of_directories_counts_an_item_solved_by_any_of_them(tmp_path):
+    """KGoT §5: an item counts as solved by a fusion when any fused run solved it — each combination's count
+    is checked, so that solving by all of them, or by none, cannot pass; a cost that is unknown for one item
+    is never priced at $0."""
+    solved_by = {"A": {"a", "b", "c"}, "B": {"c", "f"}, "C": {"d", "e"}}
+    for name, solved in solved_by.items():
+        write_dir(tmp_path / name, [{"id": i, "run": 0, "correct": i in solved,
+                                     "cost_usd": None if (name, i) == ("B", "a") else {"A": 0.01, "B": 0.02,
+                                                                                         "C": 0.04}[name]}
+                                    for i in "abcdef"], f"model-{name}")
+    text = build_report([tmp_path / n for n in "ABC"], tmp_path / "report", labels=list("ABC"), plots=False,
+                        ideal_fusion=True).read_text()
+    section = text.split("## Ideal fusion of the directories")[1].split("\n## ")[0]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in section.splitlines()[3:] if line.startswith("| ")}
+    assert set(rows) == {"A + B + C", "A + B", "A + C", "B + C"}  # fusions of two or more
+    assert rows["A + B + C"][:3] == ["6", "6", "100.0%"]
+    assert rows["A + B"][:3] == ["6", "4", "66.7%"]
+    assert rows["A + C"][:3] == ["6", "5", "83.3%"]
+    assert rows["B + C"][:3] == ["6", "4", "66.7%"]
+    assert rows["A + C"][3:] == ["$0.3000", "$0.0600"]  # 6 × (0.01 + 0.04), per solved item
+    assert rows["A + B"][3:] == ["$0.1600 + unknown (1 item without a price)", "unknown"]
+    assert rows["A + B + C"][3] == "$0.4000 + unknown (1 item without a price)"
+
+
+def test_the_ideal_fusion_of_a_runs_variants_counts_a_task_solved_by_any_variant():
+    from evals.scorers import fusion_metrics, ideal_correct
+
+    record = {"correct": False, "variants": {"nx:query": {"correct": False}, "nx:direct": {"correct": True},
+                                             "sparql:query": {"correct": None}}}
+    assert ideal_correct(record) is True
+    assert ideal_correct(record, ["nx:query", "sparql:query"]) is False
+    assert ideal_correct(record, ["nx:direct"]) is True and ideal_correct(record, ["unknown"]) is False
+    assert ideal_correct({"correct": True}) is False  # a run without variant scores (it failed)
+    unsolved = {"variants": {"nx:query": {"correct": False}, "nx:direct": {"correct": False}}}
+    metrics = fusion_metrics([record, unsolved, record])
+    assert metrics["ideal_fusion_correct"] == 2 and metrics["ideal_fusion_accuracy"] == pytest.approx(2 / 3)
+    assert metrics["variants"]["nx:direct"] == {"correct": 2, "accuracy": pytest.approx(2 / 3)}
+    assert metrics["variants"]["nx:query"]["correct"] == 0 and fusion_metrics([{"correct": True}]) == {}
+
+
+def test_ideal_fusion_pairs_the_same_item_and_run_and_a_fusion_that_solves_nothing(tmp_path):
+    for name, solved in (("A", {("a", 1)}), ("B", {("a", 0)}), ("C", set())):
+        write_dir(tmp_path / name, [{"id": i, "run": run, "correct": (i, run) in solved, "cost_usd": 0.01}
+                                    for i in "ab" for run in (0, 1)], f"model-{name}")
+    text = build_report([tmp_path / n for n in "ABC"], tmp_path / "report", labels=list("ABC"), plots=False,
+                        ideal_fusion=True).read_text()
+    section = text.split("## Ideal fusion of the directories")[1].split("\n## ")[0]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+            for line in section.splitlines()[3:] if line.startswith("| ")}
+    assert rows["A + B"][:3] == ["4", "2", "50.0%"]  # item a's run 0 (B) and run 1 (A): two items, not one
+    assert rows["A + C"][:3] == ["4", "1", "25.0%"]
+    assert rows["B + C"][:3] == ["4", "1", "25.0%"]
+    for name in "DE":
+        write_dir(tmp_path / name, [{"id": i, "run": 0, "correct": False, "cost_usd": 0.01} for i in "ab"],
+                  f"model-{name}")
+    text = build_report([tmp_path / "D", tmp_path / "E"], tmp_path / "report2", labels=["D", "E"],
+                        plots=False, ideal_fusion=True).read_text()
+    assert "| D + E | 2 | 0 | 0.0% | $0.0400 | – |" in text
+
+
+def test_degraded_items_and_not_graded_leave_errors_aside(tmp_path):
+    from evals.report import degraded, graded
+
+    records = [{"id": "a", "correct": True, "failures": {"count": 3, "kinds": {"api": 2, "parse": 1}}},
+               {"id": "b", "correct": False, "failures": {"count": 1, "kinds": {"api": 1}}},
+               {"id": "c", "correct": False, "error": "every model call failed for good (4 api)",
+                "failures": {"count": 4, "kinds": {"api": 4}}},
+               {"id": "d", "correct": True, "failures": {"count": 0, "kinds": {}}}]
+    assert degraded(records) == "2 (api 3, parse 1)"  # the errored item is an error, not a degraded one
+    assert degraded(records[2:]) == "0" and degraded([]) == "0"
+    ungraded = [{"id": "a", "correct": None}, {"id": "b", "correct": False, "error": "boom"}]
+    assert not graded(ungraded) and graded([{"id": "a", "correct": False}])
+    write_dir(tmp_path / "U", ungraded, "model-U")
+    row = next(line for line in build_report([tmp_path / "U"], plots=False).read_text().splitlines()
+               if line.startswith("| kgot"))
+    assert [c.strip() for c in row.split("|")][3:6] == ["2", "–", "not graded"]

@@ -26,9 +26,9 @@ from tests.evals.helpers import FAST, GatedChatModel, both, kgot_direct_steps, t
 ANSWERS = {f"Q{i}": str(2 * i) for i in range(4)}
 
 
-def options(tmp_path, model, **kw):
+def options(tmp_path, model, context=None, **kw):
     return EvalOptions(workflow="kgot", out_dir=tmp_path / "out", progress=False,
-                       context=Context(model=model, **FAST), **kw)
+                       context=context or Context(model=model, **FAST), **kw)
 
 
 async def test_every_item_gets_a_line_with_answer_score_usage_and_timing(tmp_path):
@@ -135,8 +135,57 @@ async def test_a_directory_holds_one_evaluation(tmp_path):
     await evaluate(options(tmp_path, model), tiny_gaia(1))
     other = tiny_gaia(1)
     other.name = "other"
-    with pytest.raises(ValueError, match="holds an evaluation of dataset 'tiny'"):
+    with pytest.raises(ValueError, match="holds another evaluation \\(dataset: 'tiny' there, 'other' now\\)"):
         await evaluate(options(tmp_path, model), other)
+
+
+async def test_a_rerun_with_another_model_or_setting_is_refused_and_nothing_is_rewritten(tmp_path):
+    """Rerunning into a directory with another model once skipped every item, reported the first model's
+    results and rewrote the manifest to name the new model: now it is refused before anything runs."""
+    first = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS), model_name="model-a")
+    await evaluate(options(tmp_path, first), tiny_gaia(2))
+    manifest = (tmp_path / "out" / "manifest.json").read_text()
+    assert json.loads(manifest)["models"] == {"graph_executor": "model-a", "tool_executor": "model-a",
+                                              "tools": "model-a"}
+    other = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS), model_name="model-b")
+    with pytest.raises(ValueError, match="graph_executor': 'model-a'.*'model-b'.*Use another --out"):
+        await evaluate(options(tmp_path, other), tiny_gaia(2))
+    with pytest.raises(ValueError, match="context: .*max_iterations"):
+        other_limit = Context(model=first, **{**FAST, "max_iterations": 3})
+        await evaluate(options(tmp_path, first, context=other_limit), tiny_gaia(2))
+    with pytest.raises(ValueError, match="seed: None there, 7 now"):
+        await evaluate(options(tmp_path, first, seed=7), tiny_gaia(2))
+    assert (tmp_path / "out" / "manifest.json").read_text() == manifest and len(other.calls) == 0
+    again = await evaluate(options(tmp_path, first), tiny_gaia(3))  # the same settings, one item more: fine
+    assert again.skipped == 2 and again.ran == 1
+
+
+def test_the_cli_refuses_another_model_from_the_environment_too(tmp_path, monkeypatch, capsys):
+    """The model may come from KGAGENTS_MODEL rather than --model: the manifest records the resolved one."""
+    from kgagents.cli import main
+
+    script = tmp_path / "s.json"
+    steps = [{"when": "", "times": 0, "content": "FINAL ANSWER: 1"}]
+    script.write_text(json.dumps({"name": "scripted", "steps": steps}))
+    args = ["eval", "zeroshot", "--dataset", "cr-lt", "--limit", "1", "--out", str(tmp_path / "e"),
+            "--no-progress", "--no-report"]
+    monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{script}")
+    assert main(args) == 0
+    assert f"models: scripted (every role)" in capsys.readouterr().err
+    other = tmp_path / "other.json"
+    other.write_text(script.read_text())
+    monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{other}")
+    assert main(args) == 2
+    assert "holds another evaluation (models:" in capsys.readouterr().err
+
+
+async def test_items_whose_question_or_answer_changed_are_refused(tmp_path):
+    model = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS))
+    await evaluate(options(tmp_path, model), tiny_gaia(2))
+    changed = tiny_gaia(2)
+    changed.items[1].gold = "something else"
+    with pytest.raises(ValueError, match="results for other versions of 1 item\\(s\\) \\(t1\\)"):
+        await evaluate(options(tmp_path, model), changed)
 
 
 async def test_torn_last_line_is_run_again(tmp_path):

@@ -22,7 +22,9 @@ def closed_port() -> int:
 
 
 def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No KGAGENTS_* / provider variables, no ``.env``, no Ollama, no cached models or registered prices."""
+    """No KGAGENTS_* / provider variables, no ``.env``, no Ollama, no cached models, registered prices or
+    models that answered before."""
+    import kgagents.retry
     import kgagents.usage
     import nodes.models
 
@@ -35,5 +37,6 @@ def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(nodes.models, "_cache", {})
     monkeypatch.setattr(nodes.models, "_ollama_found", {})
     monkeypatch.setattr(kgagents.usage, "_extra_prices", {})
+    monkeypatch.setattr(kgagents.retry, "_answered", set())  # no model has answered in this test yet
     if hasattr(kgagents.usage, "_file_cache"):
         monkeypatch.setattr(kgagents.usage, "_file_cache", {})

@@ -136,7 +136,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self._record(None)
         fake = self.server.fake
-        if self.path.rstrip("/") in ("/v1/models", "/models"):
+        if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            self._error(401, "Incorrect API key provided.")
+        elif self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in fake.models]})
         else:
@@ -202,7 +204,7 @@ class FakeOpenAIServer:
     """The server; use it as a context manager or through the :func:`openai_server` fixture."""
 
     def __init__(self, *, api_key: str | None = None, models: list[str] | None = None,
-                 default_usage: tuple[int, int] = (12, 5)) -> None:
+                 default_usage: tuple[int, int] | None = (12, 5)) -> None:
         self.api_key = api_key
         """When set, requests without ``Authorization: Bearer <api_key>`` get a 401."""
         self.models = models or ["gpt-4o-mini", "local-model"]
@@ -335,12 +337,12 @@ class FakeOpenAIServer:
 
     # -- replies ----------------------------------------------------------------------------------
     def completion(self, body: dict[str, Any], step: Step) -> dict[str, Any]:
-        prompt_tokens, completion_tokens = step.usage or self.default_usage
+        usage = step.usage or self.default_usage  # None: a server that reports no usage
         if step.kind == "choices":
             messages = [self._message(body, Step("tool_calls", tool_calls=[call])) for call in step.tool_calls]
         else:
             messages = [self._message(body, step) for _ in range(int(body.get("n") or 1))]
-        return {
+        reply = {
             "id": f"chatcmpl-{next(self._ids)}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -349,9 +351,11 @@ class FakeOpenAIServer:
             "choices": [{"index": i, "message": message, "logprobs": None,
                          "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}
                         for i, message in enumerate(messages)],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
         }
+        if usage is not None:
+            reply["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+                              "total_tokens": usage[0] + usage[1]}
+        return reply
 
     def _message(self, body: dict[str, Any], step: Step) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": step.content, "refusal": None}

@@ -206,3 +206,21 @@ def test_ask_show_and_the_thought_graph_page(tmp_path, capsys):
     assert "Thought graph of thread g1" in page and "merged into" in page
     code = main(["ask", "--workflow", "grounded", "--graph", source, "--preset", "nope", "q?"])
     assert code == 2 and "no preset 'nope'" in capsys.readouterr().err
+
+
+def test_an_evaluation_without_a_grader_says_so_at_its_start_and_reports_not_graded(tmp_path, capsys):
+    """With ``--grader-model none`` GPT4Score is not asked: the start says what is off, and the report shows
+    "not graded" where the accuracy would be — never 0 %."""
+    out = tmp_path / "ungraded"
+    code = main(["eval", "grounded", "--dataset", "grbench-fixture", "--domain", "dblp", "--ids", *IDS[:2],
+                 "--preset", "tot-agent-select", "--model", f"scripted:{script_for(tmp_path)}",
+                 "--grader-model", "none", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 0 and "; grader none" in err
+    assert "kgagents: no grader model: the answers get Rouge-L only; GPT4Score and accuracy are reported " \
+           "as not graded" in err
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert all(r["correct"] is None and r["details"]["rouge_l"] == 1.0 for r in records)
+    report = (out / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith("| grounded"))
+    assert [c.strip() for c in row.split("|")][4:6] == ["–", "not graded"] and "0.0%" not in row

@@ -128,7 +128,7 @@ async def test_audio_is_transcribed_through_an_openai_compatible_provider(tmp_pa
     ({"type": "duration", "seconds": 90.0},
      {"calls": 1, "input_tokens": 0, "output_tokens": 0, "audio_seconds": 90.0, "cost_usd": pytest.approx(0.009)}),
     # an older server reports nothing: the call counts, its cost is unknown (not 0)
-    (None, {"calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None}),
+    (None, {"calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "unmeasured_calls": 1}),
 ])
 async def test_a_transcription_counts_in_the_run_usage(tmp_path, settings, web, monkeypatch, reported, expected):
     env = transcribing_env(tmp_path, settings, web)

@@ -17,7 +17,7 @@ import pytest
 
 from tests.tools import files as F
 from tests.tools.conftest import make_env, scripted
-from tools.base import run_tool_with_retry
+from tools.base import ToolFailure, run_tool_with_retry
 from tools.files.image import MAX_SIDE, make_image_inspector, prepare_image
 from tools.files.inspector import make_extract_zip, make_text_inspector
 
@@ -100,6 +100,16 @@ def test_an_svg_with_a_huge_canvas_is_rendered_scaled_down():
 
     image = Image.open(io.BytesIO(base64.b64decode(b64)))
     assert mime == "image/png" and max(image.size) <= MAX_SIDE and image.getpixel((5, 5))[:3] == (255, 0, 0)
+
+
+def test_a_cairosvg_whose_canvas_cannot_be_bounded_renders_no_svg(monkeypatch):
+    """The bound rests on cairosvg's private ``_create_surface``: without it no SVG is rendered at all."""
+    from cairosvg.surface import PNGSurface, Surface
+
+    monkeypatch.delattr(PNGSurface, "_create_surface")
+    monkeypatch.delattr(Surface, "_create_surface")
+    with pytest.raises(ToolFailure, match="size of an SVG cannot be bounded"):
+        prepare_image(b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>', "small.svg")
 
 
 @pytest.mark.parametrize("name,data,expected", [

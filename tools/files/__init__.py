@@ -10,8 +10,9 @@ from tools.manager import ToolStatus, register_tool
 
 
 def check_text_inspector(settings: Settings) -> ToolStatus:
-    """Always usable: reading files needs nothing; answering questions and transcribing audio need the
-    tools' model (an OpenAI-compatible one for audio)."""
+    """Always usable: text, HTML, CSV, JSON and XML need nothing more, PDFs, Office files and images the
+    ``files`` extra (each says so); answering questions and transcribing audio need the tools' model (an
+    OpenAI-compatible one for audio)."""
     reason = "available" if settings.model_for("tools") else (
         "available (questions about files need a chat model for the run)")
     return ToolStatus("inspect_file_as_text", True, reason)

@@ -153,8 +153,12 @@ def _is_text(ext: str, mimetype: str) -> bool:
 def convert_bytes(data: bytes, *, filename: str | None = None, mimetype: str | None = None,
                   charset: str | None = None, url: str | None = None) -> Document:
     """Convert a file's bytes to Markdown (see the module docstring). Raises :class:`ConversionError`."""
-    from markitdown import StreamInfo
-    from markitdown._exceptions import FileConversionException, UnsupportedFormatException
+    from markitdown import (
+        FileConversionException,
+        MissingDependencyException,
+        StreamInfo,
+        UnsupportedFormatException,
+    )
 
     if len(data) > MAX_CONVERT_BYTES:
         raise ConversionError(f"the file is {len(data) / 2**20:.1f} MB; files over "
@@ -179,11 +183,15 @@ def convert_bytes(data: bytes, *, filename: str | None = None, mimetype: str | N
         return _convert_pdf(data, info, name)
     try:
         result = _markitdown().convert_stream(io.BytesIO(data), stream_info=info)
+    except MissingDependencyException as exc:
+        raise _needs_files_extra(ext or mime) from exc
     except UnsupportedFormatException as exc:
         if _looks_textual(data):
             return Document(text=decode_text(data, charset), title=name, kind=ext or mime)
         raise ConversionError(f"unsupported file format ({ext or mime or 'unknown type'})") from exc
     except FileConversionException as exc:
+        if _missing_dependency(exc):
+            raise _needs_files_extra(ext or mime) from exc
         raise ConversionError(f"could not convert the {ext or mime or 'file'}: {_first_cause(exc)}") from exc
     except Exception as exc:
         raise ConversionError(f"could not convert the {ext or mime or 'file'}: {type(exc).__name__}: {exc}") from exc
@@ -207,12 +215,15 @@ def _check_packaged(data: bytes) -> None:
 
 def _convert_pdf(data: bytes, info: Any, name: str | None) -> Document:
     """PDFs go to the PDF converter only, so that a broken one gives an error instead of its raw bytes."""
+    from markitdown import MissingDependencyException
     from markitdown.converters import PdfConverter
 
     if not data.lstrip()[:1024].find(b"%PDF") >= 0:
         raise ConversionError("not a valid PDF file (no %PDF header)")
     try:
         result = PdfConverter().convert(io.BytesIO(data), info)
+    except MissingDependencyException as exc:
+        raise _needs_files_extra(".pdf") from exc
     except Exception as exc:
         message = str(exc).strip().splitlines()
         raise ConversionError(f"could not read the PDF (corrupt or encrypted?): {type(exc).__name__}"
@@ -221,6 +232,22 @@ def _convert_pdf(data: bytes, info: Any, name: str | None) -> Document:
     if not text.strip():
         text = "[The PDF contains no extractable text (it may be scanned images).]"
     return Document(text=text, title=result.title or name, kind=".pdf")
+
+
+def _needs_files_extra(kind: str) -> ConversionError:
+    """The error for a format whose converter comes with the ``files`` extra."""
+    from kgagents.extras import install_hint
+
+    return ConversionError(f"converting {kind or 'this file'} needs the `files` extra, which is not "
+                           f"installed: {install_hint('files')}")
+
+
+def _missing_dependency(exc: Exception) -> bool:
+    """Whether a converter gave up for want of an optional package (markitdown names it in its error)."""
+    from markitdown import MissingDependencyException
+
+    return any(isinstance(getattr(attempt, "exc_info", (None, None))[1], MissingDependencyException)
+               for attempt in getattr(exc, "attempts", None) or [])
 
 
 def _looks_textual(data: bytes) -> bool:

@@ -44,6 +44,10 @@ def _bounded_png_surface() -> type:
     any size: ``width="30000"`` would make a 3.6 GB canvas)."""
     from cairosvg.surface import PNGSurface
 
+    if not callable(getattr(PNGSurface, "_create_surface", None)):  # the private method the bound rests on
+        raise ToolFailure("this cairosvg version makes its canvas otherwise, so the size of an SVG cannot be "
+                          "bounded; SVG images are not rendered (see docs/dependencies.md)")
+
     class BoundedPNGSurface(PNGSurface):
         def _create_surface(self, width: float, height: float) -> Any:
             if width * height > MAX_SVG_PIXELS:
@@ -157,7 +161,11 @@ def make_image_inspector(env: ToolEnv) -> ImageInspectorTool:
 
 
 def check_image_inspector(settings: Settings) -> ToolStatus:
-    """Available with a chat model; it must accept images (a vision model), which only a call can tell."""
+    """Available with the ``files`` extra and a chat model; it must accept images (a vision model), which only
+    a call can tell."""
+    missing = ToolStatus.missing_extra("image_inspector", "PIL", "cairosvg")
+    if missing is not None:
+        return missing
     if settings.model_for("tools"):
         return ToolStatus("image_inspector", True, "available (needs a vision-capable tools model)")
     return ToolStatus("image_inspector", True, "available when a vision-capable chat model is configured for "

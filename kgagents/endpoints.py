@@ -1,0 +1,46 @@
+"""Which model a chat-model object is and where it sends its requests: for messages that name both, and for
+the rule that a model which never answered in this process is not retried when it cannot be reached
+(:func:`kgagents.retry.retry_model_call`).
+
+This module is a leaf: it imports none of ours.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Where each provider's chat model sends its requests when it names no URL of its own.
+DEFAULT_ENDPOINTS = {"ChatOpenAI": "https://api.openai.com/v1", "ChatAnthropic": "https://api.anthropic.com",
+                     "ChatOllama": "http://127.0.0.1:11434"}
+
+
+def model_endpoint(model: Any) -> str | None:
+    """The URL a chat model sends its requests to (None for an in-process model, such as the scripted one)."""
+    for attr in ("openai_api_base", "anthropic_api_url", "base_url"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    for cls in type(model).__mro__:
+        if cls.__name__ in DEFAULT_ENDPOINTS:
+            return DEFAULT_ENDPOINTS[cls.__name__]
+    return None
+
+
+def model_key(model: Any) -> str:
+    """The model and its endpoint, as one string (what :func:`kgagents.retry.retry_model_call` remembers)."""
+    return f"{type(model).__name__} {model_label(model)} {model_endpoint(model) or ''}".strip()
+
+
+def describe_model(model: Any) -> str:
+    """The model's name and where it is, for people: ``gpt-4o-mini at http://127.0.0.1:8000/v1``."""
+    endpoint = model_endpoint(model)
+    return f"{model_label(model)} at {endpoint}" if endpoint else model_label(model)
+
+
+def model_label(model: Any) -> str:
+    """A readable model name (usage accounting, messages)."""
+    for attr in ("model_name", "model", "model_id"):
+        value = getattr(model, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__

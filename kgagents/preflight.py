@@ -1,0 +1,90 @@
+"""What a run will use, and what it cannot do, said before it starts (``ask``, ``eval``), not found in a
+trace later:
+
+- the chat model of every role and the URL it sends to (one line);
+- the backend's extra, if it is missing (an error: the run could not open its KG);
+- what is off for this run: web search without its key, the Python tool without a sandbox, CRAG's graph module
+  without its API, an evaluation's LLM grader (its answers are then "not graded", never 0 %).
+
+``kgagents doctor`` checks the same pieces, and the configured endpoints themselves, without running anything.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from kgagents.config import ROLES, get_settings
+from kgagents.endpoints import describe_model
+
+#: Workflows whose tool executor may search the web (KGoT's tools; their baselines that run KGoT's loop).
+TOOL_WORKFLOWS = ("kgot", "fusion", "kgot-nokg")
+
+
+def role_models(values: dict[str, Any]) -> dict[str, Any]:
+    """The chat model of every role for a run with the context ``values`` (a clear error when none is
+    configured, or when a provider's extra or key is missing)."""
+    from nodes.context import Context
+    from nodes.models import resolve_model
+
+    ctx = Context.from_mapping({k: v for k, v in values.items() if k in Context.__dataclass_fields__})
+    return {role: resolve_model(ctx, role, temperature=ctx.tools_temperature if role == "tools" else None)
+            for role in ROLES}
+
+
+def models_line(models: dict[str, Any], grader: Any = None) -> str:
+    """``models: gpt-4o-mini at http://... (every role)``, or one entry per role where they differ; the
+    grader's model (``grader``: a model, a model string, or ``"none"``) last."""
+    described = {role: describe_model(model) for role, model in models.items()}
+    if len(set(described.values())) == 1:
+        text = f"models: {next(iter(described.values()))} (every role)"
+    else:
+        text = "models: " + "; ".join(f"{role} {what}" for role, what in described.items())
+    if grader is not None:
+        text += f"; grader {grader if isinstance(grader, str) else describe_model(grader)}"
+    return text
+
+
+def run_limits(workflow: str, values: dict[str, Any], *, dataset: str | None = None, graph: bool = False,
+               grader: Any = None, scorer: str | None = None) -> list[str]:
+    """What is off for this run, one line each (empty when nothing is). ``graph``: the task brings a static
+    KG; ``grader``/``scorer``: an evaluation's LLM grader (None or ``"none"``: no grader) and scorer."""
+    notes: list[str] = []
+    settings = get_settings()
+    tools = values.get("tools")
+    if workflow in TOOL_WORKFLOWS and (tools is None or "ask_search_agent" in tools) and not (
+            settings.serpapi_api_key or settings.search_api_base):
+        notes.append("web search is off: no SERPAPI_API_KEY (or KGAGENTS_SEARCH_API_BASE); the tool executor "
+                     "works without the search agent")
+    if workflow.startswith("agent-g") and not graph and "crag_api_url" in _context_fields(workflow) and not (
+            values.get("crag_api_url") or os.environ.get("CRAG_SERVER")):
+        if dataset in (None, "crag"):
+            notes.append("CRAG's graph module is off: no CRAG_SERVER (or --set crag_api_url=...); start the "
+                         "mock KG API with `python -m tools.crag_api serve` and export CRAG_SERVER")
+    no_grader = grader is None or (isinstance(grader, str) and grader.lower() == "none")
+    if scorer in OPTIONAL_GRADER and no_grader:
+        notes.append(f"no grader model: {OPTIONAL_GRADER[scorer]}; --grader-model provider:model grades them")
+    return notes
+
+
+#: Scorers that run without their LLM grader, and what is reported then.
+OPTIONAL_GRADER = {"grbench": "the answers get Rouge-L only; GPT4Score and accuracy are reported as "
+                              "not graded"}
+
+
+def _context_fields(workflow: str) -> set[str]:
+    from kgagents.workflows import load_workflow
+
+    schema = load_workflow(workflow).build().context_schema
+    return {f.name for f in fields(schema)} if is_dataclass(schema) else set()
+
+
+def check_backends(values: dict[str, Any], variants: list[str] | None = None) -> None:
+    """Refuse, before anything starts, a task-KG backend whose extra is missing (the run's, or each fusion
+    variant's)."""
+    from tools.kg.stores import check_backend
+
+    backends = [v.split(":", 1)[0] for v in variants or []] or [values.get("backend") or "networkx"]
+    for backend in dict.fromkeys(backends):
+        check_backend(backend, values.get("kg_url"))
