@@ -400,3 +400,27 @@ def test_apoc_pure_functions_only_where_the_server_has_apoc():
                     "RETURN text.apoc.join(1) AS x"):
         with pytest.raises(CypherRejected, match="APOC only for its pure functions"):
             prepare(refused, apoc)
+
+
+@pytest.mark.parametrize("query", [
+    "RETURN {a: file('/etc/passwd')} AS m",  # a function in a map value is checked like any other
+    "MATCH (n) WHERE NOT n IS NOT Person RETURN n",
+    "MATCH (x) RETURN size(x)<--() AS s",
+    "MATCH 2 (a)-->(b) RETURN b",
+    "MATCH 'x' (a)-->(b) RETURN b",
+    "MATCH (n) CREATE INDEX FOR (m:P) ON (m.id)",
+])
+def test_more_ways_out_are_refused(query):
+    with pytest.raises(CypherRejected):
+        prepare(query, NEO4J, L)
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("MATCH p = `shortestPath`((a)-->(b)) RETURN p", f"MATCH p = `shortestPath`((a{S})-->(b{S})) RETURN p"),
+    ("RETURN {a: toUpper('x'), b: `size`([1])} AS m", "RETURN {a: toUpper('x'), b: `size`([1])} AS m"),
+    ("MATCH (a) RETURN [(b WHERE b.x IN [1, 2])-->(c) | c.v] AS vs",
+     f"MATCH (a{S}) RETURN [(b{S} WHERE b.x IN [1, 2])-->(c{S}) | c.v] AS vs"),
+    ("MATCH (a) RETURN [(b {k: [1]})-->(c) | c.v] AS vs", f"MATCH (a{S}) RETURN [(b{S} {{k: [1]}})-->(c{S}) | c.v] AS vs"),
+])
+def test_more_patterns_and_calls_read_right(query, expected):
+    assert scope_query(query, L, NEO4J) == expected

@@ -172,3 +172,17 @@ def test_render_inserts_after_tokens():
     tokens = tokenize("MATCH (n) RETURN n")
     assert render(tokens, {2: ":`L`"}) == "MATCH (n:`L`) RETURN n"
     assert render(tokens, {0: "!", 5: "?"}) == "MATCH! (n) RETURN n?"
+
+
+@pytest.mark.parametrize("query, texts", [
+    ("RETURN 0x1F1, 2", ["RETURN", "0x1F1", ",", "2"]),
+    ("RETURN 0o177, 2", ["RETURN", "0o177", ",", "2"]),
+    ("RETURN 1.234 AS x", ["RETURN", "1.234", "AS", "x"]),
+    ("RETURN 0o7", ["RETURN", "0o7"]),
+    ("RETURN 0x7", ["RETURN", "0x7"]),
+    ("RETURN `a```", ["RETURN", "`a```"]),
+    ("RETURN 1 //\n+ 2", ["RETURN", "1", "+", "2"]),
+    ("RETURN 1 //\r+ 2", ["RETURN", "1", "+", "2"]),
+])
+def test_more_literal_edges(query, texts):
+    assert [t.text for t in tokenize(query)] == texts

@@ -196,3 +196,28 @@ def test_local_names_may_hold_the_network_words_prefixes_may_not():
         "SELECT * { ?s kg:service_level kg:download ; kg:x:load ?o }"
     with pytest.raises(SparqlRejected, match="SERVICE"):
         clean("SELECT * { ?s myservice:p ?o }")
+
+
+@pytest.mark.parametrize("query, kinds", [
+    ("?a < b>", ["var", "punct", "word", "punct"]),
+    ("<urn:a!b>", ["iri"]),
+    ("SELECT * WHERE { ?s ?p '\\U0010FFFF' }", ["word", "punct", "word", "punct", "var", "var", "string", "punct"]),
+    ("SELECT * WHERE { ?s kg:service:x ?o }", ["word", "punct", "word", "punct", "var", "pname", "var", "punct"]),
+])
+def test_more_sparql_token_edges(query, kinds):
+    assert [t.kind for t in tokenize(query)] == kinds
+
+
+def test_a_comment_ends_at_its_own_line_break():
+    assert clean("SELECT * WHERE { ?s ?p ?o } #\nLIMIT 1") == "SELECT * WHERE { ?s ?p ?o } LIMIT 1"
+
+
+@pytest.mark.parametrize("query, message", [
+    ("<a\\u", "hexadecimal"),
+    ("SELECT * { kg:a\x7f ?p ?o }", "unexpected character"),
+    ("SELECT * { ?x\u00e9 ?p ?o }", "in a name"),
+    ("SELECT\u00e9 * { ?s ?p ?o }", "in a name"),
+])
+def test_more_sparql_refusals(query, message):
+    with pytest.raises(SparqlRejected, match=message):
+        tokenize(query)

@@ -228,15 +228,13 @@ class _Walk:
         if up in ("LOAD", "USE"):
             raise CypherRejected(f"{up} is not allowed in this knowledge graph (no files, network or other "
                                  "databases)")
-        if up in ("CREATE", "MATCH") and prev == "ON":
-            pass  # ON CREATE SET / ON MATCH SET: no pattern follows (ON ended the pattern)
+        if up == "ON" or up in ("CREATE", "MATCH") and prev == "ON":
+            pass  # ON CREATE SET / ON MATCH SET: the SET that follows ends the MERGE pattern
         elif up == "CREATE" and self.tokens[i + 1:i + 2] and self.tokens[i + 1].kind == "ident":
             raise CypherRejected(f"CREATE {self.tokens[i + 1].text} is not allowed (administration commands "
                                  "and triggers are rejected)")
         elif up == "OPTIONAL":
             pass
-        elif up == "ON":
-            top.pattern = False
         elif up == "WITH":
             self.project_with(i)
             self.set_clause("WITH")
@@ -280,21 +278,20 @@ class _Walk:
             return True
         return self.dialect.apoc and parts[0] == "apoc" and len(parts) > 2 and parts[1] in APOC_NAMESPACES
 
-    def function_name(self, i: int) -> str | None:
-        """The name of the function a ``(`` at ``i`` calls (dotted for a namespaced one), or None."""
-        if not self.is_name(i - 1) or self.upper(i - 1) in _NOT_FUNCTIONS or self.text(i - 2) == ":":
+    def function_name(self, i: int) -> tuple[str, bool] | None:
+        """The function a ``(`` at ``i`` calls -- its name, and whether it is namespaced (``date.truncate``) --
+        or None when the parenthesis opens no call."""
+        if not self.is_name(i - 1) or self.upper(i - 1) in _NOT_FUNCTIONS:
             return None
-        k = i - 1
-        while self.text(k - 1) == "." and self.is_name(k - 2):
-            k -= 2
-        return "".join(t.text for t in self.tokens[k:i])
+        return self.tokens[i - 1].name, self.text(i - 2) == "."
 
     def open_paren(self, i: int) -> int:
         top = self.frames[-1]
-        function = self.function_name(i)
+        call = self.function_name(i)
         node = _node_pattern(self.tokens, i)
-        if function is not None:
-            lowered = function.lower()
+        if call is not None:
+            function, namespaced = call
+            lowered = function.lower() if not namespaced else ""
             if lowered in ("id", "elementid"):
                 raise CypherRejected(f"{function}() is not available: omit internal ids and match nodes by their "
                                      "labels and properties")
@@ -302,7 +299,7 @@ class _Walk:
             if top.pattern and not wraps or node is not None and self.arrow_after(node[0] + 1):
                 raise CypherRejected(f"{self.near(i)!r}: only shortestPath() and allShortestPaths() may wrap a "
                                      "pattern (no path modes or selectors such as TRAIL, WALK or ANY SHORTEST)")
-            if "." not in function and lowered not in FUNCTIONS:
+            if not namespaced and lowered not in FUNCTIONS:
                 raise CypherRejected(f"{function}() is not a Cypher function here (no procedures, path modes such "
                                      "as TRAIL or WALK, or server extensions)")
             self.frames.append(_Frame("(", top.clause, top.pattern and wraps, False, set()))
@@ -397,7 +394,7 @@ class _Walk:
         keep_all = False
         item: list[Token] = []
         depth = 0
-        stop = {"WHERE", "ORDER", "SKIP", "LIMIT", "OFFSET"} | _CLAUSES
+        stop = _CLAUSES  # WHERE, ORDER BY, SKIP, LIMIT, OFFSET and every clause end a projection
         items: list[list[Token]] = []
         for t in self.tokens[i + 1:]:
             if depth == 0 and t.kind == "ident" and t.upper in stop and item:

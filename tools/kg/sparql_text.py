@@ -150,11 +150,11 @@ def tokenize(text: str) -> list[SparqlToken]:
         if end is None and ch in ("'", '"'):
             end, kind = _string_end(text, pos), "string"
         if end is None:
-            for kind, pattern in (("var", _VAR), ("bnode", _BNODE), ("pname", _PNAME), ("langtag", _LANGTAG),
+            for name, pattern in (("var", _VAR), ("bnode", _BNODE), ("pname", _PNAME), ("langtag", _LANGTAG),
                                   ("number", _NUMBER), ("word", _WORD)):
                 match = pattern.match(text, pos)
                 if match:
-                    end = match.end()
+                    end, kind = match.end(), name
                     break
         if end is None:
             op = next((o for o in _OPERATORS if text.startswith(o, pos)), None)
