@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tools.kg import sparql_engine
 from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from tools.kg.cypher import canonical, snapshot_digest
 from tools.kg.sparql_text import SparqlRejected, clean
@@ -421,7 +420,6 @@ def database_for(url: str | None = None) -> EmbeddedDatabase | HttpDatabase:
 # ------------------------------------------------------------------------------------------------------------
 # The store
 # ------------------------------------------------------------------------------------------------------------
-_ENGINE_SOURCE = inspect.getsource(sparql_engine)
 _ENGINE_CALL = ("result = execute(inputs['triples'], inputs['text'], inputs['update'], inputs['prefixes'], "
                 "inputs['max_rows'])")
 _warned_in_process = False
@@ -449,12 +447,15 @@ class SparqlRunner:
         """``(outcome, None)`` or ``(None, error for the model)``."""
         args = {"triples": triples, "text": text, "update": update, "prefixes": PREFIXES,
                 "max_rows": MAX_RESULT_ROWS}
+        from tools.kg import sparql_engine  # imports pyoxigraph (the sparql extra)
+
         if self.sandbox is None:
             try:
                 return await asyncio.to_thread(sparql_engine.execute, **args), None
             except (SyntaxError, ValueError, OSError, RuntimeError) as exc:
                 return None, f"{type(exc).__name__}: {exc}"
-        run = await self.sandbox.run(_ENGINE_CALL, inputs=args, prelude=_ENGINE_SOURCE, result_var="result")
+        run = await self.sandbox.run(_ENGINE_CALL, inputs=args, prelude=inspect.getsource(sparql_engine),
+                                     result_var="result")
         if not run.ok or not isinstance(run.result, dict):
             return None, run.error or "the query did not run"
         return run.result, None
