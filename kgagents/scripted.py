@@ -7,7 +7,9 @@ prompt and that has uses left:
 ``{"when": "regex", "unless": "regex", "times": 1, <one reply>}``
 
 - ``when`` / ``unless``: a regular expression that must (must not) occur in the prompt (all message texts
-  joined; ``re.S``). Missing means "any prompt".
+  joined; ``re.S``). Missing means "any prompt". A call named by its caller (the ``kgagents_stage`` of its
+  metadata: which decision of which workflow it is, e.g. ``agent thought, step 2, candidate 1``) is matched as
+  ``[stage: <stage>]`` followed by the prompt -- the stage is the call's metadata, not text the model reads.
 - ``times``: how many calls the step answers (default 1; ``0`` = unlimited).
 - the reply, one of:
   - ``"structured": {...}`` — a call of the one tool the caller bound (how structured output arrives);
@@ -25,6 +27,7 @@ import re
 import threading
 import uuid
 from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,17 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
+
+
+#: The metadata key that names a call's stage (set by ``nodes.llm.LLMCaller`` from the prompt's template).
+STAGE_KEY = "kgagents_stage"
+#: The stage of the model call in flight in this context (set by ``nodes.llm.LLMCaller``).
+CALL_STAGE: ContextVar[str | None] = ContextVar("kgagents_call_stage", default=None)
+#: With ``KGAGENTS_STAGE_HEADER=1`` (the test suite sets it) OpenAI-compatible requests carry their call's stage
+#: in this header, for scripted test servers (``tests/fakes/openai_server.py``), which match on it as this model
+#: matches on the metadata. Off by default: a real provider never gets it.
+STAGE_HEADER = "X-KGAgents-Stage"
+STAGE_HEADER_VARIABLE = "KGAGENTS_STAGE_HEADER"
 
 
 class ScriptExhausted(RuntimeError):
@@ -167,7 +181,8 @@ class ScriptedChatModel(BaseChatModel):
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         prompt = "\n".join(_message_text(m) for m in messages)
-        step = self.pick(prompt)
+        stage = (run_manager.metadata or {}).get(STAGE_KEY) if run_manager is not None else None
+        step = self.pick(f"[stage: {stage}]\n{prompt}" if stage else prompt)
         if "raise" in step:
             raise ScriptedAPIError(str(step["raise"]), step.get("status"))
         tool_calls: list[dict[str, Any]] = []

@@ -470,8 +470,7 @@ async def new_reasoning_step(state: ArkState) -> dict[str, Any]:
 async def prompt_select_anchor(state: ArkState) -> dict[str, Any]:
     """Step 3: add the anchor-selection instruction (with why the previous candidate failed) to the context."""
     current = state.get("current") or CurrentStep()
-    prompt = P.render(P.SELECT_ANCHOR, k=state.get("k", 0), attempt=_counter(current, "anchor") + 1,
-                      feedback=current.get("feedback", ""))
+    prompt = P.render(P.SELECT_ANCHOR, feedback=current.get("feedback", ""))
     return {"messages": [HumanMessage(prompt)], "current": {**current, "feedback": ""}}
 
 
@@ -480,10 +479,12 @@ async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[s
     ctx = ark_context_of(runtime)
     graph = await graph_of(state, ctx)
     k = state.get("k", 0)
+    gave_up = bool((state.get("current") or {}).get("gave_up"))
     current, c = _bump(state.get("current") or CurrentStep(), "anchor")
+    stage = P.GAVE_UP_STAGE.format(k=k) if gave_up else P.ANCHOR_STAGE.format(k=k, attempt=c)
     llm = LLMCaller(ctx, ROLE)
     try:
-        choice = await llm.structured(list(state.get("messages") or []), AnchorChoice)
+        choice = await llm.structured(list(state.get("messages") or []), AnchorChoice, stage=stage)
     except LLMError as exc:
         outcome = _failed_attempt(llm, exc, "anchor")
         current.update(anchor=None, anchor_valid=False, relations=[], relation=None, gave_up=False,
@@ -521,11 +522,11 @@ async def retrieve_relations(state: ArkState, runtime: Runtime[ArkContext]) -> d
     anchor = current.get("anchor") or ""
     relations = graph.relations_of(anchor)
     if relations:
-        message = P.render(P.RELATIONS, k=state.get("k", 0), anchor=anchor, count=len(relations),
+        message = P.render(P.RELATIONS, anchor=anchor, count=len(relations),
                            relations="\n".join(f"- {r}" for r in relations))
         feedback = ""
     else:
-        message = P.render(P.NO_RELATIONS, k=state.get("k", 0), anchor=anchor)
+        message = P.render(P.NO_RELATIONS, anchor=anchor)
         feedback = P.render(P.ANCHOR_NO_RELATIONS, anchor=anchor)
     current.update(relations=relations, feedback=feedback)
     return {"current": current, "stage": "relations", "messages": [HumanMessage(message)]}
@@ -534,8 +535,7 @@ async def retrieve_relations(state: ArkState, runtime: Runtime[ArkContext]) -> d
 async def prompt_select_relation(state: ArkState) -> dict[str, Any]:
     """Step 6: add the relation-selection instruction (with why the previous candidate failed)."""
     current = state.get("current") or CurrentStep()
-    prompt = P.render(P.SELECT_RELATION, k=state.get("k", 0), attempt=_counter(current, "relation") + 1,
-                      anchor=current.get("anchor") or "", feedback=current.get("feedback", ""))
+    prompt = P.render(P.SELECT_RELATION, anchor=current.get("anchor") or "", feedback=current.get("feedback", ""))
     return {"messages": [HumanMessage(prompt)], "current": {**current, "feedback": ""}}
 
 
@@ -549,7 +549,8 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
     relations = current.get("relations") or []
     llm = LLMCaller(ctx, ROLE)
     try:
-        choice = await llm.structured(list(state.get("messages") or []), RelationChoice)
+        choice = await llm.structured(list(state.get("messages") or []), RelationChoice,
+                                      stage=P.RELATION_STAGE.format(k=k, attempt=c))
     except LLMError as exc:
         outcome = _failed_attempt(llm, exc, "relation")
         current.update(relation=None, relation_valid=False, gave_up=False,
@@ -562,7 +563,7 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
                                      f"Justification: {choice.justification}")]
     if not candidate:
         current.update(relation=None, relation_valid=False, gave_up=True, feedback="")
-        messages.append(HumanMessage(P.render(P.GAVE_UP, k=k, anchor=anchor)))
+        messages.append(HumanMessage(P.render(P.GAVE_UP, anchor=anchor)))
         attempt = _attempt(k, "relation", c, "", False, "gave up on the anchor", justification=choice.justification)
         return {"current": current, "stage": "relation", "usage": llm.usage, "attempts": [attempt],
                 "messages": messages}
@@ -592,7 +593,7 @@ async def retrieve_triples(state: ArkState, runtime: Runtime[ArkContext]) -> dic
     current = dict(state.get("current") or {})
     anchor, relation = current.get("anchor") or "", current.get("relation") or ""
     triples = [keyed(e) for e in graph.triples(anchor, relation)]
-    message = P.render(P.TRIPLES, k=state.get("k", 0), anchor=anchor, relation=relation, count=len(triples),
+    message = P.render(P.TRIPLES, anchor=anchor, relation=relation, count=len(triples),
                        triples="\n".join(render_triple(t) for t in triples))
     current.update(retrieved=triples)
     return {"current": current, "stage": "triples", "messages": [HumanMessage(message)]}
@@ -605,11 +606,12 @@ async def reasoning_step(state: ArkState, runtime: Runtime[ArkContext]) -> dict[
     current, c = _bump(state.get("current") or CurrentStep(), "reasoning")
     retrieved = current.get("retrieved") or []
     allowed = [t["key"] for t in retrieved]
-    prompt = HumanMessage(P.render(P.REASONING, k=k, attempt=c, keys=", ".join(allowed) or "(none)",
+    prompt = HumanMessage(P.render(P.REASONING, keys=", ".join(allowed) or "(none)",
                                    feedback=current.get("feedback", "")))
     llm = LLMCaller(ctx, ROLE)
     try:
-        reply = await llm.structured([*(state.get("messages") or []), prompt], ReasoningReply)
+        reply = await llm.structured([*(state.get("messages") or []), prompt], ReasoningReply,
+                                     stage=P.REASONING_STAGE.format(k=k, attempt=c))
     except LLMError as exc:
         outcome = _failed_attempt(llm, exc, "reasoning")
         current.update(reasoning_valid=False, reply={},
@@ -693,7 +695,7 @@ async def final_answer(state: ArkState, runtime: Runtime[ArkContext]) -> dict[st
     llm = LLMCaller(ctx, ROLE)
     reason = exit_reason(state, ctx)
     try:
-        reply: Any = await llm.structured([*(state.get("messages") or []), prompt], schema)
+        reply: Any = await llm.structured([*(state.get("messages") or []), prompt], schema, stage=P.FINAL_STAGE)
         answer = reply.answer
         justification = reply.justification
     except LLMError as exc:  # no answer of the agent: a failed run (evaluations leave it out), no abstention

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -24,6 +25,8 @@ from typing import Any
 
 import httpx2
 from openai import DefaultAioHttpClient
+
+from kgagents.scripted import CALL_STAGE, STAGE_HEADER, STAGE_HEADER_VARIABLE
 
 
 class LoopLocalTransport(httpx2.AsyncBaseTransport):
@@ -50,6 +53,10 @@ class LoopLocalTransport(httpx2.AsyncBaseTransport):
         return transport
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if os.environ.get(STAGE_HEADER_VARIABLE) == "1":  # scripted test servers only (kgagents.scripted)
+            stage = CALL_STAGE.get()
+            if stage:
+                request.headers[STAGE_HEADER] = stage
         return await self.current().handle_async_request(request)
 
     async def aclose(self) -> None:

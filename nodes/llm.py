@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 from kgagents.config import ConfigurationError
 from kgagents.endpoints import describe_model, model_key, model_label
 from kgagents.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
+from kgagents.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.usage import Usage, merge_usage, reply_usage
 from nodes.context import Context
 from nodes.models import aresolve_model, resolve_model
@@ -74,6 +75,11 @@ class StructuredOutputError(LLMError):
 
 #: Faults that leave a run no way forward: code that catches broadly lets these through.
 FATAL_ERRORS: tuple[type[Exception], ...] = (ModelUnavailableError, ConfigurationError)
+
+
+def stage_of(prompt: str | Sequence[BaseMessage]) -> str | None:
+    """The stage that names a call: the rendered template's (:class:`prompts.kgot.Prompt`), else ``None``."""
+    return getattr(prompt, "stage", None) if isinstance(prompt, str) else None
 
 
 def as_messages(prompt: str | Sequence[BaseMessage], system: str | None = None) -> list[BaseMessage]:
@@ -127,15 +133,23 @@ class LLMCaller:
         return failure
 
     # -- transport --------------------------------------------------------------------------------
-    async def _call(self, runnable: Any, messages: list[BaseMessage], n: int | None = None) -> Any:
-        """``runnable.ainvoke(messages)`` (``runnable.asample(messages, n)`` with ``n``), with the retries."""
+    async def _call(self, runnable: Any, messages: list[BaseMessage], n: int | None = None,
+                    stage: str | None = None) -> Any:
+        """``runnable.ainvoke(messages)`` (``runnable.asample(messages, n)`` with ``n``), with the retries;
+        ``stage`` names the call in its metadata and run name (never in the messages)."""
         ctx = self.context
         attempts = 0
+        config: dict[str, Any] | None = {"run_name": stage, "metadata": {STAGE_KEY: stage}} if stage else None
 
         async def once() -> Any:
             nonlocal attempts
             attempts += 1
-            return await (runnable.ainvoke(messages) if n is None else runnable.asample(messages, n))
+            token = CALL_STAGE.set(stage)
+            try:
+                return await (runnable.ainvoke(messages, config) if n is None else
+                              runnable.asample(messages, n, config))
+            finally:
+                CALL_STAGE.reset(token)
 
         key = model_key(self.model)
         try:
@@ -155,30 +169,33 @@ class LLMCaller:
                            f"{type(exc).__name__}: {why}") from exc
 
     # -- public API -------------------------------------------------------------------------------
-    async def text(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None) -> str:
-        """A plain text reply."""
-        message = await self.message(prompt, system=system)
+    async def text(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None,
+                   stage: str | None = None) -> str:
+        """A plain text reply. ``stage`` names the call (its metadata; default: the rendered template's)."""
+        message = await self.message(prompt, system=system, stage=stage)
         return message.text if isinstance(message.text, str) else str(message.content)
 
     async def message(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None,
-                      tools: Sequence[Any] | None = None, tool_choice: str | None = None) -> AIMessage:
+                      tools: Sequence[Any] | None = None, tool_choice: str | None = None,
+                      stage: str | None = None) -> AIMessage:
         """One reply as an ``AIMessage`` (with tool calls when ``tools`` are bound)."""
         model = await self._ready()
         runnable: Any = model
         if tools:
             runnable = model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
-        reply = await self._call(runnable, as_messages(prompt, system))
+        reply = await self._call(runnable, as_messages(prompt, system), stage=stage or stage_of(prompt))
         self._record(reply)
         return reply
 
     async def structured(self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
-                         system: str | None = None) -> T:
+                         system: str | None = None, stage: str | None = None) -> T:
         """A reply parsed into ``schema``; unparseable replies are sent back with the error, then re-asked."""
         runnable = await self._structured_runnable(schema)
-        return await self._parsed(runnable, schema, as_messages(prompt, system))
+        return await self._parsed(runnable, schema, as_messages(prompt, system), stage=stage or stage_of(prompt))
 
     async def structured_samples(self, prompt: str | Sequence[BaseMessage], schema: type[T], n: int, *,
-                                 system: str | None = None, config: Any = None) -> list[T | LLMError]:
+                                 system: str | None = None, config: Any = None,
+                                 stage: str | None = None) -> list[T | LLMError]:
         """``n`` independent samples of one structured decision (the votes of a majority), in order; a sample
         that failed for good is its :class:`LLMError` (the caller notes it with :meth:`failed`).
 
@@ -194,12 +211,13 @@ class LLMCaller:
         """
         runnable = await self._structured_runnable(schema)
         messages = as_messages(prompt, system)
+        stage = stage or stage_of(prompt)
         firsts: list[Any] = []
         rejected: LLMError | None = None
         if (n > 1 and self.context.samples_in_one_request and isinstance(runnable, DirectStructured)
                 and runnable.samples_in_one_request()):
             try:
-                firsts = await self._call(runnable, messages, n=n)
+                firsts = await self._call(runnable, messages, n=n, stage=stage)
             except LLMError as exc:
                 cause = exc.__cause__
                 if isinstance(cause, _PARSE_ERRORS) or is_transient(cause) or not isinstance(cause, Exception):
@@ -212,7 +230,7 @@ class LLMCaller:
 
         async def sample(first: Any) -> T | LLMError:
             try:
-                return await self._parsed(runnable, schema, messages, first=first)
+                return await self._parsed(runnable, schema, messages, first=first, stage=stage)
             except LLMError as exc:
                 return exc
 
@@ -237,7 +255,7 @@ class LLMCaller:
         return structured_runnable(model, schema, kwargs)
 
     async def _parsed(self, runnable: Any, schema: type[T], messages: list[BaseMessage], *,
-                      first: dict[str, Any] | None = None) -> T:
+                      first: dict[str, Any] | None = None, stage: str | None = None) -> T:
         """The structured reply to ``messages``, re-asked with the parse error until one parses
         (``Context.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
         last_error = ""
@@ -248,7 +266,7 @@ class LLMCaller:
                 raw = first.get("raw")
             else:
                 try:
-                    result = await self._call(runnable, messages)
+                    result = await self._call(runnable, messages, stage=stage)
                 except LLMError as exc:
                     # Clients that parse the reply themselves (OpenAI's json_schema method) raise on a bad one:
                     # that is a parse failure to re-ask, not an API error (a body that kept arriving broken is).
@@ -384,16 +402,17 @@ class DirectStructured:
         takes_n = getattr(binding.bound, "takes_n", None)
         return callable(takes_n) and bool(takes_n(binding.kwargs))
 
-    async def asample(self, input: Any, n: int) -> list[dict[str, Any]]:
+    async def asample(self, input: Any, n: int, config: Any = None) -> list[dict[str, Any]]:
         """One model call that asks for ``n`` choices (``n``, not streamed: a stream carries one choice),
         every choice parsed as :meth:`ainvoke` parses its reply; the model's run is traced as one run with
         ``n`` generations. Only where :meth:`samples_in_one_request` says so."""
         from langchain_core.prompt_values import ChatPromptValue
-        from langchain_core.runnables.config import ensure_config
+        from langchain_core.runnables.config import ensure_config, merge_configs
 
         binding = self.bound
         model = binding.bound
-        config = ensure_config(binding.config)  # the running node's config under the binding's, as ainvoke has it
+        # the running node's config under the binding's and the call's own, as ainvoke has it
+        config = ensure_config(merge_configs(binding.config, config))
         result = await model.agenerate_prompt(
             [ChatPromptValue(messages=list(input))], callbacks=config.get("callbacks"),
             tags=config.get("tags"), metadata=config.get("metadata"), run_name=config.get("run_name"),

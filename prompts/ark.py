@@ -2,9 +2,9 @@
 
 The message context of one reasoning step grows as the figure's steps add to it: the system prompt and the
 question (step 1), then the summary of the previous steps (step 10), then each stage's instruction and the model's
-replies. Every stage instruction opens with a bracketed header such as ``[reasoning step 2, select relation,
-attempt 1]``: it tells the model where it is in the procedure, and it lets a scripted model recognise the stage
-(the last header in the context is the current one).
+replies. Each call of the model is named by its stage (:data:`ANCHOR_STAGE` ...: the reasoning step, the decision,
+the attempt), which travels as the call's metadata -- traces and scripted models read it -- never as text the
+model reads.
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ from prompts.kgot import placeholders, render
 
 __all__ = [
            "ANCHOR_NOT_HEAD",
+           "ANCHOR_STAGE",
+           "FINAL_STAGE",
+           "GAVE_UP_STAGE",
+           "REASONING_STAGE",
+           "RELATION_STAGE",
            "ANCHOR_NO_RELATIONS",
            "ANSWER_ENTITY_LIST",
            "ANSWER_YES_NO",
@@ -75,8 +80,14 @@ STEP_SUMMARY = """Reasoning step {k}: anchor "{anchor}", relation "{relation}".
 # --------------------------------------------------------------------------------------------------------------
 # Steps 3-4: anchor selection
 # --------------------------------------------------------------------------------------------------------------
-SELECT_ANCHOR = """[reasoning step {k}, select anchor, attempt {attempt}]
-{feedback}Task: select exactly ONE anchor entity to explore next: the exact name of an entity of the knowledge
+#: The stages that name the model's calls (their metadata; see the module docstring).
+ANCHOR_STAGE = "reasoning step {k}, select anchor, attempt {attempt}"
+GAVE_UP_STAGE = "reasoning step {k}, back to anchor selection"
+RELATION_STAGE = "reasoning step {k}, select relation, attempt {attempt}"
+REASONING_STAGE = "reasoning step {k}, reasoning, attempt {attempt}"
+FINAL_STAGE = "final answer"
+
+SELECT_ANCHOR = """{feedback}Task: select exactly ONE anchor entity to explore next: the exact name of an entity of the knowledge
 graph (one with outgoing edges) that is most likely to lead to the information the question needs.
 - Copy the name exactly as it appears in the question, the triples or the suggestions (do not translate it,
   change accents or replace spaces with underscores).
@@ -93,15 +104,12 @@ explored. Choose another anchor entity.
 # --------------------------------------------------------------------------------------------------------------
 # Steps 5-7: relation retrieval and selection
 # --------------------------------------------------------------------------------------------------------------
-RELATIONS = """[reasoning step {k}, relations of the anchor]
-The anchor entity "{anchor}" is in the knowledge graph. Its {count} outgoing relation(s):
+RELATIONS = """The anchor entity "{anchor}" is in the knowledge graph. Its {count} outgoing relation(s):
 {relations}"""
 
-NO_RELATIONS = """[reasoning step {k}, relations of the anchor]
-The entity "{anchor}" has no outgoing relations."""
+NO_RELATIONS = """The entity "{anchor}" has no outgoing relations."""
 
-SELECT_RELATION = """[reasoning step {k}, select relation, attempt {attempt}]
-{feedback}Task: select exactly ONE outgoing relation of "{anchor}" to follow towards the answer.
+SELECT_RELATION = """{feedback}Task: select exactly ONE outgoing relation of "{anchor}" to follow towards the answer.
 - Copy the relation name exactly as listed.
 - If none of the relations can help, give up on this anchor: reply with an empty relation and explain why in the
   justification; you will then be asked for a different anchor entity."""
@@ -110,19 +118,17 @@ RELATION_INVALID = """Your previous relation "{candidate}" is not an outgoing re
 outgoing relations are: {alternatives}.
 """
 
-GAVE_UP = """[reasoning step {k}, back to anchor selection]
-You gave up on the anchor "{anchor}". Propose a different anchor entity: the exact name of an entity of the
+GAVE_UP = """You gave up on the anchor "{anchor}". Propose a different anchor entity: the exact name of an entity of the
 knowledge graph with outgoing edges."""
 
 # --------------------------------------------------------------------------------------------------------------
 # Steps 8-9: triples and the reasoning step
 # --------------------------------------------------------------------------------------------------------------
-TRIPLES = """[reasoning step {k}, triples of "{anchor}" / "{relation}"]
-{count} triple(s), each as [key] (head, relation, tail) with its qualifiers:
+TRIPLES = """The {count} triple(s) of "{anchor}" / "{relation}", each as [key] (head, relation, tail) with its
+qualifiers:
 {triples}"""
 
-REASONING = """[reasoning step {k}, reasoning, attempt {attempt}]
-{feedback}Task: reason over the triples retrieved in this step towards answering the question.
+REASONING = """{feedback}Task: reason over the triples retrieved in this step towards answering the question.
 - triple_keys: the keys of the triples your reasoning uses, only from: {keys} (an empty list if none helps).
 - implication: what the selected triples imply for the question, in one or two sentences, including which
   facts are still missing.
@@ -139,8 +145,7 @@ REPLY_UNPARSED = """Your previous reply could not be read: {error}
 # --------------------------------------------------------------------------------------------------------------
 # Step 11: the final answer
 # --------------------------------------------------------------------------------------------------------------
-FINAL_ANSWER = """[final answer]
-It is time to answer the question: {question}
+FINAL_ANSWER = """It is time to answer the question: {question}
 The reasoning steps so far:
 {steps}
 

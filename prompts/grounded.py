@@ -4,13 +4,14 @@
 Two interaction methods ground every reasoning step in the graph: the **agent** (a thought, then actions with
 Graph-CoT's graph functions, then their observations) and **automatic graph exploration** (a thought, the entities
 it mentions, then relation and neighbour pruning around them, Algorithm 1). The strategies add the state
-evaluators (selection and score votes) and GoT's merge. Every template opens with a ``[stage: ...]`` line that
-tells the model (and a scripted model) which decision is asked, then XML-like sections.
+evaluators (selection and score votes) and GoT's merge. Every template is a :class:`~prompts.kgot.Template`:
+XML-like sections for the model, and the stage that names its calls (which decision, which step and candidate),
+which travels as the call's metadata and never reaches the model.
 """
 
 from __future__ import annotations
 
-from prompts.kgot import placeholders, render
+from prompts.kgot import Template, placeholders, render
 
 __all__ = ["AGENT_ACTION", "AGENT_ACTION_TEXT", "AGENT_THOUGHT", "ENTITY_EXTRACTION",
            "FINAL_ANSWER", "KG_RAG_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",
@@ -44,34 +45,33 @@ node IDs.
 {scratchpad}
 </scratchpad>"""
 
-AGENT_THOUGHT = "[stage: agent thought, step {step}, candidate {candidate}]\n" + _AGENT_TASK + """
+AGENT_THOUGHT = Template("agent thought, step {step}, candidate {candidate}", _AGENT_TASK + """
 <instructions>
 Write Thought {step}: in one or two sentences, what you know so far and what you need next. Do not call a
 function yet.
-</instructions>"""
+</instructions>""")
 
-AGENT_ACTION = "[stage: agent action, step {step}, candidate {candidate}]\n" + _AGENT_TASK + """
+AGENT_ACTION = Template("agent action, step {step}, candidate {candidate}", _AGENT_TASK + """
 <thought>Thought {step}: {thought}</thought>
 <instructions>
 Take Action {step}: call the graph function (or functions) that this thought needs, with node IDs exactly as the
 graph returned them and neighbour types and feature names as in the graph definition. Call Finish with the answer
 once you know it.
-</instructions>"""
+</instructions>""")
 
-AGENT_ACTION_TEXT = "[stage: agent action, step {step}, candidate {candidate}]\n" + _AGENT_TASK + """
+AGENT_ACTION_TEXT = Template("agent action, step {step}, candidate {candidate}", _AGENT_TASK + """
 <thought>Thought {step}: {thought}</thought>
 <instructions>
 Write Action {step}: the graph function call (or calls, separated by commas) that this thought needs, written as
 Function[arguments] like the examples, with node IDs exactly as the graph returned them and neighbour types and
 feature names as in the graph definition. Write Finish[answer] once you know the answer. Reply with the action
 only.
-</instructions>"""
+</instructions>""")
 
 # --------------------------------------------------------------------------------------------------------------
 # Automatic graph exploration (§4.2.2, Figure 10, Algorithm 1)
 # --------------------------------------------------------------------------------------------------------------
-SEARCH_THOUGHT = """[stage: search thought, step {step}, candidate {candidate}]
-<task>
+SEARCH_THOUGHT = Template("search thought, step {step}, candidate {candidate}", """<task>
 Given the previous thoughts, generate the next thought to answer the question. Your end goal is to answer the
 question step by step. For context you also get knowledge triples (head -> relation -> tail) and entity
 attributes found in a knowledge graph so far. Follow the format of the examples.
@@ -95,10 +95,9 @@ attributes found in a knowledge graph so far. Follow the format of the examples.
 <instructions>
 Write the next thought (one or two sentences). Name the entities it is about exactly as they would appear in the
 knowledge graph.
-</instructions>"""
+</instructions>""")
 
-ENTITY_EXTRACTION = """[stage: entity extraction]
-<task>
+ENTITY_EXTRACTION = Template("entity extraction", """<task>
 Extract from the text the entities that may appear in a knowledge graph (names of people, works, places,
 organisations, concepts, ...), exactly as they are written. Return an empty list when there is none.
 </task>
@@ -111,10 +110,9 @@ Relevant entities: ["Maria Ortiz", "Ken Ito", "KDD"]
 </examples>
 <text>
 {text}
-</text>"""
+</text>""")
 
-PRUNE_RELATIONS = """[stage: prune relations]
-<task>
+PRUNE_RELATIONS = Template("prune relations", """<task>
 From the given entity and its relations in the knowledge graph, select only the relations that are relevant to
 answer the question (at most {limit}). Return them exactly as listed; an empty list if none is relevant.
 </task>
@@ -128,10 +126,9 @@ Relevant relations: ["author"]
 <head_entity>{entity}</head_entity>
 <relations>
 {relations}
-</relations>"""
+</relations>""")
 
-PRUNE_ENTITIES = """[stage: prune entities]
-<task>
+PRUNE_ENTITIES = Template("prune entities", """<task>
 You get a question, a head entity, a relation, and the tail entities the relation leads to in the knowledge
 graph. Select the tail entities that help to answer the question (at most {limit}), exactly as listed; an empty
 list if none does.
@@ -148,10 +145,9 @@ Relevant entities: ["Maria Ortiz", "Ken Ito"]
 <relation>{relation}</relation>
 <tail_entities>
 {tail_entities}
-</tail_entities>"""
+</tail_entities>""")
 
-SEARCH_ATTRIBUTES = """[stage: search attributes]
-<task>
+SEARCH_ATTRIBUTES = Template("search attributes", """<task>
 Is any of the entity's attributes relevant to answer the question? Return the names of the relevant attributes
 exactly as listed; an empty list if none is.
 </task>
@@ -165,10 +161,9 @@ Relevant attributes: ["year"]
 <entity>{entity}</entity>
 <attributes>
 {attributes}
-</attributes>"""
+</attributes>""")
 
-SEARCH_END = """[stage: search end]
-<task>
+SEARCH_END = Template("search end", """<task>
 You get an original question, the thoughts so far and the knowledge-graph triples (head -> relation -> tail) and
 entity attributes found for them. Is this sufficient to answer the original question? Answer yes or no.
 </task>
@@ -192,13 +187,12 @@ Sufficient: no (the authors of her papers are not known yet)
 </knowledge_triples>
 <entity_attributes>
 {attributes}
-</entity_attributes>"""
+</entity_attributes>""")
 
 # --------------------------------------------------------------------------------------------------------------
 # State evaluators (§4.1) and GoT's merge (eq. 3)
 # --------------------------------------------------------------------------------------------------------------
-SELECTION_VOTE = """[stage: selection vote, depth {depth}]
-<task>
+SELECTION_VOTE = Template("selection vote, depth {depth}", """<task>
 Given a question, select the chains of thought that are most likely to lead to the correct answer. Each choice is
 a chain of thoughts with what the knowledge graph returned for them. Analyse each choice, then give the ids of the
 {keep} most promising choices, best first.
@@ -206,10 +200,9 @@ a chain of thoughts with what the knowledge graph returned for them. Analyse eac
 <question>{question}</question>
 <choices>
 {choices}
-</choices>"""
+</choices>""")
 
-SELECTION_BEST = """[stage: selection vote, depth {depth}]
-<task>
+SELECTION_BEST = Template("selection vote, depth {depth}", """<task>
 Which of the choices below is the chain of thought most likely to reach the correct answer to the question? Each
 choice is a chain of thoughts with what the knowledge graph returned for them. Weigh every choice, then name the
 one best on a last line of the form "The best choice is s" (s: the choice's number).
@@ -217,10 +210,9 @@ one best on a last line of the form "The best choice is s" (s: the choice's numb
 <question>{question}</question>
 <choices>
 {choices}
-</choices>"""
+</choices>""")
 
-SCORE_VOTE = """[stage: score vote, state {state}]
-<task>
+SCORE_VOTE = Template("score vote, state {state}", """<task>
 Generate a score for the given reasoning chain: the probability (a number between 0 and 1) that the chain will
 lead to the correct answer of the question. The chain interleaves thoughts with what the knowledge graph returned.
 Some chains are not complete: judge the steps they have.
@@ -238,10 +230,9 @@ Score: 0.1
 <question>{question}</question>
 <thought_chain>
 {chain}
-</thought_chain>"""
+</thought_chain>""")
 
-MERGE = """[stage: merge thoughts, depth {depth}]
-<task>
+MERGE = Template("merge thoughts, depth {depth}", """<task>
 Generate the next thought for the merged chain of thoughts. You get the question, two chains of thoughts (with what
 the knowledge graph returned for them) and the merged chain. Identify inconsistencies or errors between the two
 chains and write the next thought of the merged chain, one or two sentences, in the same style.
@@ -255,31 +246,28 @@ chains and write the next thought of the merged chain, one or two sentences, in 
 </chain_2>
 <merged_chain>
 {merged_chain}
-</merged_chain>"""
+</merged_chain>""")
 
-FINAL_ANSWER = """[stage: final answer]
-<task>
+FINAL_ANSWER = Template("final answer", """<task>
 Answer the question from the reasoning chain and what the knowledge graph returned for it. Give the answer itself
 (names, titles or values, never node IDs), as short as possible; several answers separated by commas.
 </task>
 <question>{question}</question>
 <reasoning_chain>
 {chain}
-</reasoning_chain>"""
+</reasoning_chain>""")
 
 # --------------------------------------------------------------------------------------------------------------
 # Baselines (§5): Base (zero-shot), Text-RAG (node texts retrieved by embedding) and Graph-RAG (plus their 1-hop
 # neighbours)
 # --------------------------------------------------------------------------------------------------------------
-ZERO_SHOT_ANSWER = """[stage: zero-shot answer]
-<task>
+ZERO_SHOT_ANSWER = Template("zero-shot answer", """<task>
 Answer the question below from what you know. When you are not sure, give your best guess. Reply with the answer
 only (names, titles or values), without explanation.
 </task>
-<question>{question}</question>"""
+<question>{question}</question>""")
 
-KG_RAG_ANSWER = """[stage: rag answer]
-<task>
+KG_RAG_ANSWER = Template("rag answer", """<task>
 You are an AI assistant that answers questions. Use your own knowledge and the context retrieved from a knowledge
 graph. If you do not know the answer, give the most probable one. Reply with the answer only (names, titles or
 values), without explanation.
@@ -287,4 +275,4 @@ values), without explanation.
 <question>{question}</question>
 <context>
 {context}
-</context>"""
+</context>""")

@@ -28,6 +28,8 @@ def clean_environment(monkeypatch, tmp_path):
     # and the prompt-injection tests take this away again)
     monkeypatch.setenv("KGAGENTS_ALLOW_PRIVATE_URLS", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    # the scripted fake servers recognise a call by its stage, which requests carry in a header when asked to
+    monkeypatch.setenv("KGAGENTS_STAGE_HEADER", "1")
     yield
 
 

@@ -1,8 +1,8 @@
 """Builders for scripted-model steps that drive the ARK-V1 graph, one per stage of the workflow.
 
-Every stage instruction opens with a header like ``[reasoning step 2, select relation, attempt 1]`` (see
-prompts/ark.py) and the last header in the context is the current stage, so each builder's ``when`` matches its
-header only when no later header follows.
+Every call is named by its stage (``reasoning step 2, select relation, attempt 1``; prompts/ark.py), which the
+scripted model reads from the call's metadata as a ``[stage: ...]`` line before the prompt: each builder's ``when``
+matches that line, and ``context`` (a regex) anywhere in the prompt after it.
 """
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_LAST = r"(?!.*\[(?:reasoning step|final answer))"
-ANCHOR = r"\[reasoning step \d+, (?:select anchor, attempt \d+|back to anchor selection)\]" + _LAST
-RELATION = r"\[reasoning step \d+, select relation, attempt \d+\]" + _LAST
-REASONING = r"\[reasoning step \d+, reasoning, attempt \d+\]" + _LAST
-FINAL = r"\[final answer\]"
+ANCHOR = r"^\[stage: reasoning step \d+, (?:select anchor, attempt \d+|back to anchor selection)\]"
+RELATION = r"^\[stage: reasoning step \d+, select relation, attempt \d+\]"
+REASONING = r"^\[stage: reasoning step \d+, reasoning, attempt \d+\]"
+FINAL = r"^\[stage: final answer\]"
 
 
 def step(when: str, *, times: int = 1, **reply: Any) -> dict[str, Any]:
@@ -22,8 +21,8 @@ def step(when: str, *, times: int = 1, **reply: Any) -> dict[str, Any]:
 
 
 def _with(stage: str, context: str | None) -> str:
-    """``stage``, additionally requiring ``context`` (a regex) somewhere before the stage header."""
-    return stage if context is None else f"{context}.*{stage}"
+    """``stage``, additionally requiring ``context`` (a regex) somewhere in the prompt."""
+    return stage if context is None else f"{stage}.*{context}"
 
 
 def anchor(name: str, *, context: str | None = None, times: int = 1, why: str = "scripted") -> list[dict[str, Any]]:

@@ -51,7 +51,7 @@ def gold_script(question: KGQAQuestion, graph: StaticKG) -> tuple[list[dict], li
         steps += S.anchor(head, context=re.escape(question.question[:40]) if i == 0 else summary)
         steps += S.relation(relation, context=re.escape(f'The anchor entity "{head}" is in the knowledge graph'))
         steps += S.reasoning(list(dict.fromkeys(keys)), f"{head} / {relation}: gold facts.", not last,
-                             context=re.escape(f'triples of "{head}" / "{relation}"'))
+                             context=re.escape(f'triple(s) of "{head}" / "{relation}"'))
     steps += S.final(question.answer)
     return steps, expected
 

@@ -68,12 +68,12 @@ async def test_valid_path_continues_then_stops(example, keys):
     assert all(a["valid"] for a in state["attempts"]) and len(state["attempts"]) == 6
     # step 10 resets the context to system prompt + question + summary: step 2 starts without step 1's messages
     step2_anchor = model.calls[3]
-    assert "[reasoning step 2, select anchor, attempt 1]" in step2_anchor
+    assert "[stage: reasoning step 2, select anchor, attempt 1]" in step2_anchor
     assert "Summary of the 1 reasoning step(s) so far" in step2_anchor and "(Yui Yuigahama, has pet, Sablé)" in step2_anchor
-    assert "[reasoning step 1, triples" not in step2_anchor and "outgoing relation(s)" not in step2_anchor
+    assert "triple(s) of" not in step2_anchor and "outgoing relation(s)" not in step2_anchor
     assert state["messages"][0].type == "system" and state["messages"][1].content.startswith("Question:")
     assert "Summary of the 2 reasoning step(s)" in state["messages"][2].content
-    assert "[final answer]" in model.calls[-1] and "Sablé is a dachshund" in model.calls[-1]
+    assert "[stage: final answer]" in model.calls[-1] and "Sablé is a dachshund" in model.calls[-1]
     assert state["usage"]["scripted"]["calls"] == len(model.calls) == 7
 
 
@@ -81,7 +81,7 @@ async def test_the_final_answer_offers_abstention_neutrally_unless_told_otherwis
     """The paper's True / False / None alike by default; the wording that leans to an answer only on request."""
     _, model, _ = await run(example, two_steps(keys))
     final = model.calls[-1]
-    assert "[final answer]" in final and P.ANSWER_YES_NO.splitlines()[0] in final
+    assert "[stage: final answer]" in final and P.ANSWER_YES_NO.splitlines()[0] in final
     assert "or to null (abstain) if they" in final and "only if" not in final
     _, model, _ = await run(example, two_steps(keys), abstention="last_resort")
     final = model.calls[-1]
@@ -99,7 +99,7 @@ async def test_invalid_anchor_is_retried_with_the_nearest_head_entities(example,
     assert first["alternatives"][0] == YUI and set(first["alternatives"]) == {YUI, SABLE}
     assert second["valid"] and second["c"] == 2
     retry = model.calls[1]
-    assert "[reasoning step 1, select anchor, attempt 2]" in retry
+    assert "[stage: reasoning step 1, select anchor, attempt 2]" in retry
     assert 'Your previous anchor candidate "Yui" is not an entity with outgoing edges' in retry
     assert f'"{YUI}"' in retry.split("closest entities")[1]
     assert state["answer"] is False and state["steps"][0]["attempts"]["anchor"] == 2
@@ -135,7 +135,7 @@ async def test_an_anchor_without_relations_goes_back_to_anchor_selection(example
     assert [a["valid"] for a in attempts(state, "anchor")] == [True, True]
     retry = model.calls[1]
     assert 'The entity "dachshund" has no outgoing relations.' in retry
-    assert "[reasoning step 1, select anchor, attempt 2]" in retry and "cannot be\nexplored" in retry
+    assert "[stage: reasoning step 1, select anchor, attempt 2]" in retry and "cannot be\nexplored" in retry
     assert state["steps"][0]["anchor"] == SABLE and state["answer"] is False
 
 
@@ -156,7 +156,7 @@ async def test_invalid_relation_is_retried_with_the_nearest_relations(example, k
     assert (bad["candidate"], bad["valid"]) == ("pets", False) and bad["alternatives"][0] == "has pet"
     assert set(bad["alternatives"]) <= set(state["steps"][0]["relations"])
     retry = model.calls[2]
-    assert "[reasoning step 1, select relation, attempt 2]" in retry
+    assert "[stage: reasoning step 1, select relation, attempt 2]" in retry
     assert 'Your previous relation "pets" is not an outgoing relation of "Yui Yuigahama"' in retry
     assert good["valid"] and good["c"] == 2
 
@@ -169,10 +169,10 @@ async def test_giving_up_on_the_anchor_returns_to_anchor_selection(example, keys
     assert nodes[6:9] == ["select_relation", "select_anchor", "retrieve_relations"]
     gave_up = attempts(state, "relation")[0]
     assert (gave_up["candidate"], gave_up["outcome"]) == ("", "gave up on the anchor")
-    assert "[reasoning step 1, back to anchor selection]" in model.calls[2]
+    assert "[stage: reasoning step 1, back to anchor selection]" in model.calls[2]
     assert 'You gave up on the anchor "Sablé"' in model.calls[2]
     # the counters of step k go on across the return to anchor selection
-    assert "[reasoning step 1, select relation, attempt 2]" in model.calls[3]
+    assert "[stage: reasoning step 1, select relation, attempt 2]" in model.calls[3]
     assert state["steps"][0]["attempts"] == {"anchor": 2, "relation": 2, "reasoning": 1}
     assert state["steps"][0]["anchor"] == YUI
 
@@ -201,7 +201,7 @@ async def test_invalid_triple_keys_retrieve_the_triples_again(example, keys):
     bad, good = attempts(state, "reasoning")
     assert (bad["valid"], bad["outcome"]) == (False, "keys not retrieved: zzzz") and good["valid"]
     retry = model.calls[3]
-    assert "[reasoning step 1, reasoning, attempt 2]" in retry
+    assert "[stage: reasoning step 1, reasoning, attempt 2]" in retry
     assert "used keys that were not retrieved in this step: zzzz" in retry
     assert retry.count(f"[{keys['pet']}] (Yui Yuigahama, has pet, Sablé)") == 2   # step 8 ran again
     step = state["steps"][0]
@@ -349,11 +349,13 @@ async def test_the_served_graph_takes_a_context_of_json_values(example, keys, tm
 EXPECTED = {
     "QUESTION": {"question"}, "SUMMARY": {"count", "steps"}, "STEP_SUMMARY": {"k", "anchor", "relation", "triples",
                                                                              "implication"},
-    "SELECT_ANCHOR": {"k", "attempt", "feedback"}, "ANCHOR_NOT_HEAD": {"candidate", "alternatives"},
-    "ANCHOR_NO_RELATIONS": {"anchor"}, "RELATIONS": {"k", "anchor", "count", "relations"},
-    "NO_RELATIONS": {"k", "anchor"}, "SELECT_RELATION": {"k", "attempt", "anchor", "feedback"},
-    "RELATION_INVALID": {"candidate", "anchor", "alternatives"}, "GAVE_UP": {"k", "anchor"},
-    "TRIPLES": {"k", "anchor", "relation", "count", "triples"}, "REASONING": {"k", "attempt", "keys", "feedback"},
+    "SELECT_ANCHOR": {"feedback"}, "ANCHOR_NOT_HEAD": {"candidate", "alternatives"},
+    "ANCHOR_NO_RELATIONS": {"anchor"}, "RELATIONS": {"anchor", "count", "relations"},
+    "NO_RELATIONS": {"anchor"}, "SELECT_RELATION": {"anchor", "feedback"},
+    "RELATION_INVALID": {"candidate", "anchor", "alternatives"}, "GAVE_UP": {"anchor"},
+    "TRIPLES": {"anchor", "relation", "count", "triples"}, "REASONING": {"keys", "feedback"},
+    "ANCHOR_STAGE": {"k", "attempt"}, "GAVE_UP_STAGE": {"k"}, "RELATION_STAGE": {"k", "attempt"},
+    "REASONING_STAGE": {"k", "attempt"}, "FINAL_STAGE": set(),
     "KEYS_INVALID": {"invalid"}, "REPLY_UNPARSED": {"error"}, "FINAL_ANSWER": {"question", "steps", "answer_rules"},
     "SYSTEM": set(), "NO_STEPS": set(), "ANSWER_YES_NO": set(), "ANSWER_YES_NO_LAST_RESORT": set(),
     "ANSWER_ENTITY_LIST": set(),
@@ -363,6 +365,8 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_prompt_placeholders(name):
     assert P.placeholders(getattr(P, name)) == EXPECTED[name]
+    # the stages name the calls as metadata; nothing the model reads is there only for a scripted model
+    assert "[stage" not in getattr(P, name) and "[reasoning step" not in getattr(P, name)
 
 
 async def test_a_real_openai_client_drives_the_graph(example, keys):

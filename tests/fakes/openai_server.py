@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 from evals.latency_server import forced_tool
-from kgagents.scripted import ScriptedChatModel, ScriptExhausted
+from kgagents.scripted import STAGE_HEADER, ScriptedChatModel, ScriptExhausted
 
 
 @dataclass
@@ -69,8 +69,11 @@ class RecordedRequest:
 
     @property
     def prompt(self) -> str:
-        """Every message's text, joined by newlines: what a scripted model's ``when`` patterns match."""
-        return "\n".join(_text_of(message) for message in self.messages)
+        """Every message's text, joined by newlines, after the call's stage (the ``X-KGAgents-Stage`` header) as
+        ``[stage: ...]``: what a scripted model's ``when`` patterns match."""
+        text = "\n".join(_text_of(message) for message in self.messages)
+        stage = next((v for k, v in self.headers.items() if k.lower() == STAGE_HEADER.lower()), None)
+        return f"[stage: {stage}]\n{text}" if stage else text
 
 
 def _text_of(message: dict[str, Any]) -> str:

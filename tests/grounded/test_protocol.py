@@ -240,11 +240,11 @@ async def test_exploration_decisions_at_the_context_temperature_candidates_at_th
 
     class Recording(grounded.LLMCaller):
         async def text(self, prompt, **kw):
-            seen.append((str(prompt).split("]")[0], self.temperature))
+            seen.append((prompt.stage, self.temperature))
             return await super().text(prompt, **kw)
 
         async def structured(self, prompt, schema, **kw):
-            seen.append((str(prompt).split("]")[0], self.temperature))
+            seen.append((prompt.stage, self.temperature))
             return await super().structured(prompt, schema, **kw)
 
     monkeypatch.setattr(grounded, "LLMCaller", Recording)
@@ -253,7 +253,7 @@ async def test_exploration_decisions_at_the_context_temperature_candidates_at_th
               candidate_temperature=0.9)
     by_stage: dict[str, set] = {}
     for stage, temperature in seen:
-        by_stage.setdefault(stage.removeprefix("[stage: ").split(",")[0], set()).add(temperature)
+        by_stage.setdefault(stage.split(",")[0], set()).add(temperature)
     assert by_stage["search thought"] == {0.9}
     for decision in ("entity extraction", "prune relations", "prune entities", "search end"):
         assert by_stage[decision] == {None}, decision  # None: the context's temperature (0.1)

@@ -32,8 +32,8 @@ KILLER = textwrap.dedent("""
 
     class Killer(ScriptedChatModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-            prompt = "\\n".join(str(m.content) for m in messages)
-            if "[stage: agent thought, step 2, candidate 3 of 3]" in prompt:
+            stage = (run_manager.metadata or {}).get("kgagents_stage") if run_manager else None
+            if stage == "agent thought, step 2, candidate 3 of 3":
                 time.sleep(1.5)                       # the other branches of this depth finish and are saved
                 os.kill(os.getpid(), signal.SIGKILL)
             return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
