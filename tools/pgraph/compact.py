@@ -205,6 +205,10 @@ class CompactGraph(StaticKG):
         return self._id_str(int(index))
 
     # --- whole graph ------------------------------------------------------------------------------------------
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self.manifest.get("meta") or {})
+
     def stats(self) -> GraphStats:
         """Counts and vocabularies, from memory (no I/O: nodes on the event loop call it); the embedding
         indexes on disk are listed by ``self.indexes.status()``."""

@@ -202,6 +202,12 @@ class StaticKG:
 
     ref: GraphRef
 
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What the graph's loader recorded of its source (e.g. ``{"stark": {"dataset": "mag", ...}}``); empty when
+        it recorded nothing."""
+        return {}
+
     # --- primitives (backends) ---------------------------------------------------------------------------
     def _handle(self, node_id: str) -> Hashable | None:
         """The handle of a node id, ``None`` when the graph has no such node."""
