@@ -396,6 +396,15 @@ def _next_batch(last: Action, wanted: bool) -> int:
 # --------------------------------------------------------------------------------------------------------------
 # Retriever bank
 # --------------------------------------------------------------------------------------------------------------
+def candidate_types(ctx: AgentGContext, graph: StaticKG) -> list[str] | None:
+    """The node types a ranking may hold: the context's, else those the knowledge base records (STaRK's SKBs:
+    MAG's papers, Amazon's products; PrimeKG's every node), else every type (``None``)."""
+    if ctx.candidate_types is not None:
+        return list(ctx.candidate_types) or None
+    recorded = (graph.meta.get("stark") or {}).get("candidate_types")
+    return list(recorded) if recorded else None
+
+
 async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """``X_t = RetrieverBank(q, a_t, D)``: run the selected module."""
     ctx = agent_g_context_of(runtime)
@@ -411,7 +420,7 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
         elif state.get("graph_ref"):
             graph = await graph_for(state["graph_ref"])
             retrieval = await asyncio.to_thread(document_retrieval, graph, question, ctx.ranked_k,
-                                                types=ctx.candidate_types, embedder=embedder)
+                                                types=candidate_types(ctx, graph), embedder=embedder)
         else:
             retrieval = Retrieval(module="text", references=[], ranked_ids=[], paths=[], linked={}, batch=0,
                                   notes=["there are no text documents for this question"])
@@ -421,7 +430,7 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
             graph_retrieval, graph, question, action.get("entities") or [], action.get("relations") or [],
             output="documents" if ctx.task == "retrieval" else "paths",
             k=ctx.ranked_k if ctx.task == "retrieval" else ctx.top_k, radius=ctx.radius, max_nodes=ctx.max_nodes,
-            embedder=embedder)
+            embedder=embedder, types=candidate_types(ctx, graph) if ctx.task == "retrieval" else None)
     else:
         from nodes.crag_paths import crag_graph_retrieval
 

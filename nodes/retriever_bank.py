@@ -172,8 +172,10 @@ def link_entity(graph: StaticKG, entity: TopicEntity, embedder: Any = None) -> s
 
 def graph_retrieval(graph: StaticKG, question: str, entities: Sequence[TopicEntity], relations: Sequence[str], *,
                     output: Literal["paths", "documents"], k: int, radius: int = 2, max_nodes: int = 20_000,
-                    embedder: Any = None, max_chars: int = 2000) -> Retrieval:
-    """Ego-graphs of the topic entities along the useful relations, their intersection, ranked references."""
+                    embedder: Any = None, max_chars: int = 2000, types: Sequence[str] | None = None
+                    ) -> Retrieval:
+    """Ego-graphs of the topic entities along the useful relations, their intersection, ranked references; the
+    documents output ranks only the nodes of the candidate ``types`` (all when ``None``)."""
     notes: list[str] = []
     known = set(graph.stats().relations)
     wanted = [r for r in dict.fromkeys(relations) if r in known]
@@ -209,6 +211,14 @@ def graph_retrieval(graph: StaticKG, question: str, entities: Sequence[TopicEnti
     if not candidates:
         return Retrieval(module="graph", references=[], ranked_ids=[], paths=[], linked=linked, batch=0, notes=notes)
     if output == "documents":
+        if types:
+            wanted_types = set(types)
+            reached = len(candidates)
+            candidates = [c for c in candidates if graph.node_type(c) in wanted_types]
+            if not candidates:
+                notes.append(f"the {reached} node(s) reached include no candidate ({', '.join(types)})")
+                return Retrieval(module="graph", references=[], ranked_ids=[], paths=[], linked=linked, batch=0,
+                                 notes=notes)
         ranked = graph.nearest_nodes(question, max(k, 1), field="text", among=candidates, embedder=embedder)
         refs = [Reference(id=i, text=f"{graph.display_name(i)}: {graph.node_text(i, max_chars=max_chars)}",
                           score=s, kind="document") for i, s in ranked]
