@@ -59,7 +59,9 @@ NAMES = ("mag", "amazon", "prime")
 #: STaRK's candidate node types per dataset (its SKB classes' ``candidate_types``); ``None``: every node.
 CANDIDATE_TYPES: dict[str, list[str] | None] = {"mag": ["paper"], "amazon": ["product"], "prime": None}
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
-TORCHMETRICS_BEHAVIOURS = ("1.7", "1.8")
+#: torchmetrics' two behaviours: before 1.7.4 every relevant candidate counts; from 1.7.4 on (the change came in
+#: 1.7.4 and 1.8.0) Recall and MRR ignore the relevant candidates scored ≤ 0.
+TORCHMETRICS_BEHAVIOURS = ("<1.7.4", ">=1.7.4")
 HOW_TO = ("give --data STaRK's files as they are released (the Hugging Face dataset snap-stanford/stark): a "
           "snapshot folder with qa/<name>/{stark_qa,split} and skb/<name>/processed, or one dataset's folder with "
           "stark_qa/, split/ and processed/; for --dataset stark also a folder with skb/ and qa.jsonl or qa.csv "
@@ -241,15 +243,15 @@ def rank_scores(ranked: Sequence[str]) -> list[float]:
 
 
 def ranking_metrics(ranked: Sequence[str], gold: Sequence[str], candidates: Candidates | Sequence[str] | None = None,
-                    *, scores: Sequence[float] | None = None, torchmetrics: str = "1.7") -> dict[str, float]:
+                    *, scores: Sequence[float] | None = None, torchmetrics: str = "<1.7.4") -> dict[str, float]:
     """Hit@1, Hit@5, Recall@20 and MRR of a ranking as STaRK's ``Evaluator.evaluate`` computes them.
 
     ``ranked`` (best first; a repeated id counts at its first place) stands for the prediction dict ``{id:
     score}`` with ``scores`` (default :func:`rank_scores`); every candidate not in it scores ``min(scores) − 1``;
     ids outside ``candidates`` are dropped, as gold ids outside it are (STaRK indexes both by the candidates).
     ``candidates`` default to the ranked and gold ids. An empty ranking scores 0 (STaRK's evaluator cannot take
-    one). ``torchmetrics``: ``"1.7"`` (every relevant candidate counts) or ``"1.8"`` (Recall and MRR drop the
-    relevant candidates scored ≤ 0), see the module docstring.
+    one). ``torchmetrics``: ``"<1.7.4"`` (every relevant candidate counts) or ``">=1.7.4"`` (Recall and MRR drop
+    the relevant candidates scored ≤ 0), see the module docstring.
     """
     import torch
 
@@ -282,7 +284,7 @@ def ranking_metrics(ranked: Sequence[str], gold: Sequence[str], candidates: Cand
     if not len(candidates) or not int(target.sum()):
         return zero
     order_desc = torch.argsort(all_pred, dim=-1, descending=True)  # hit rate and recall sort so
-    counted = torch.where(all_pred > 0, target, torch.zeros_like(target)) if torchmetrics == "1.8" else target
+    counted = torch.where(all_pred > 0, target, torch.zeros_like(target)) if torchmetrics == ">=1.7.4" else target
     out = {"hit@1": float(target[order_desc][:1].sum() > 0), "hit@5": float(target[order_desc][:5].sum() > 0),
            "recall@20": float(counted[order_desc][:20].sum()) / float(target.sum())}
     top = counted[all_pred.topk(len(candidates), sorted=True, dim=-1)[1]]  # reciprocal rank sorts so
@@ -312,11 +314,11 @@ class StarkScorer:
 
     needs_model = False
 
-    def __init__(self, torchmetrics: str = "1.7") -> None:
+    def __init__(self, torchmetrics: str = "<1.7.4") -> None:
         if torchmetrics not in TORCHMETRICS_BEHAVIOURS:
             raise ValueError(f"torchmetrics behaviour must be one of {', '.join(TORCHMETRICS_BEHAVIOURS)}")
         self.torchmetrics = torchmetrics
-        self.name = "stark" if torchmetrics == "1.7" else "stark-torchmetrics-1.8"
+        self.name = "stark" if torchmetrics == "<1.7.4" else "stark-torchmetrics-1.7.4"
         self._candidates: dict[tuple[str, tuple[str, ...] | None], Candidates] = {}
         self._lock = threading.Lock()
 
@@ -403,8 +405,8 @@ def register_datasets(register: Callable[[Any], None]) -> None:
         register(DatasetSpec(name=f"stark-{name}", load=partial(load_stark, name=name), scorer="stark",
                              splits=SPLITS, default_split="test", group_label="Split", how_to_get=HOW_TO,
                              context={"task": "retrieval", "candidate_types": CANDIDATE_TYPES[name]}))
-    register_scorer("stark", lambda grader_model=None, **_: StarkScorer("1.7"))
-    register_scorer("stark-torchmetrics-1.8", lambda grader_model=None, **_: StarkScorer("1.8"))
+    register_scorer("stark", lambda grader_model=None, **_: StarkScorer("<1.7.4"))
+    register_scorer("stark-torchmetrics-1.7.4", lambda grader_model=None, **_: StarkScorer(">=1.7.4"))
     from evals.agent_g import register_adapters
 
     register_adapters()
