@@ -212,8 +212,9 @@ def load_stark(path: Path, split: str, name: str | None = None) -> list[Any]:
     meta: dict[str, Any] = {}
     if name is not None:
         meta = {"stark_dataset": name, "candidate_types": CANDIDATE_TYPES[name]}
+    prefix = "human:" if split == "human" else ""  # the human-generated questions have ids of their own
     return [Item(id=row["id"], question=row["query"], gold=row["answer_ids"], group=split,
-                 inputs={"graph": str(layout.skb), "question_id": row["id"]},
+                 inputs={"graph": str(layout.skb), "question_id": prefix + row["id"]},
                  meta={"answer_ids": row["answer_ids"], **meta}) for row in rows]
 
 
@@ -350,6 +351,8 @@ class StarkScorer:
         candidates = await asyncio.to_thread(self.candidates_of, item)
         metrics = ranking_metrics(ranked_of(answer, state), item.gold, candidates, torchmetrics=self.torchmetrics)
         details: dict[str, Any] = {k: round(v, 6) for k, v in metrics.items()}
+        if state.get("truncated_egos"):  # a cap on ego-graphs (max_nodes) cut this item's retrieval
+            details["truncated_egos"] = len(state["truncated_egos"])
         curve = state.get("curve")
         if curve:
             details["curve"] = [{k: round(v, 6) for k, v in ranking_metrics(
@@ -363,6 +366,7 @@ class StarkScorer:
             values = [float((r.get("details") or {}).get(key) or 0.0) for r in records]
             out[key] = statistics.fmean(values) if values else 0.0
         out.update(curve_means(records, METRICS))
+        out["items with cut ego-graphs"] = sum(1 for r in records if (r.get("details") or {}).get("truncated_egos"))
         out["failed runs"] = sum(1 for r in records if r.get("error"))
         return out
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
+import numpy as np
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
@@ -72,8 +73,10 @@ class AgentGContext(Context):
     ranked_k: int = 100
     page_chars: int = 3000
     """Characters of each web page the generator reads: the page's passages most similar to the question."""
-    max_nodes: int = 20_000
-    """Upper bound on an ego-graph's nodes (hubs)."""
+    max_nodes: int | None = None
+    """An optional bound on an ego-graph's nodes around hubs; ``None`` (the paper): none. A cut ego-graph is
+    recorded in its iteration (``retrieval.truncated``) and in the run (``truncated_egos``), and a missing
+    intersection of cut ego-graphs is reported as possibly hidden by the cut, not as no intersection."""
     domains: list[str] = field(default_factory=lambda: list(CRAG_DOMAINS))
     entity_types: list[str] | None = None
     """The entity types the agent chooses from; default: the graph's node types."""
@@ -89,7 +92,22 @@ class AgentGContext(Context):
     crag_api_url: str | None = None
     """CRAG's mock KG API (the graph module of the generation task without a static KG); default: CRAG_SERVER."""
     embedding_model: Any = None
+    """The embedder of the text module and the VSS rankers, by name: a sentence-transformers model (name or path;
+    default the packaged all-MiniLM-L6-v2) or ``openai:<model>`` (the paper's STaRK runs:
+    ``openai:text-embedding-ada-002``; CRAG: BAAI/bge-m3); default with ``stark_embeddings``: their model."""
     embedding_device: str | None = None
+    embedding_base_url: str | None = None
+    """An OpenAI-compatible server for ``openai:<model>`` embeddings (default ``OPENAI_BASE_URL``, else OpenAI)."""
+    linking_model: Any = None
+    """The embedder that links a topic entity to the nearest node name when no name matches exactly (default:
+    ``embedding_model`` when it is a local model, else the packaged MiniLM — a large graph's names are many to
+    embed with a paid API)."""
+    stark_embeddings: str | None = None
+    """STaRK's released embeddings of the dataset (``emb/<dataset>/<model>``: ``doc/candidate_emb_dict.pt`` and
+    ``query/query_emb_dict.pt``), used instead of embedding every document again; questions they lack are
+    embedded by the model."""
+    vector_index: Literal["exact", "ivf"] = "exact"
+    """``exact`` (the paper's VSS: every candidate scored) or ``ivf`` (an approximate inverted-file index)."""
     recursion_limit: int = 100
 
     def __post_init__(self) -> None:
@@ -102,10 +120,33 @@ class AgentGContext(Context):
             raise ValueError("max_iterations must be at least 1")
         if not 0 < self.radius <= 3:
             raise ValueError("radius must be 1, 2 or 3 (the paper uses at most 2)")
+        if self.max_nodes is not None and self.max_nodes < 1:
+            raise ValueError("max_nodes must be at least 1, or null for no bound")
+        if self.vector_index not in ("exact", "ivf"):
+            raise ValueError(f"vector_index must be exact or ivf, not {self.vector_index!r}")
         self.recursion_limit = max(self.recursion_limit, 6 * self.max_iterations + 10)
 
     def embedder(self) -> Any:
-        return embedder_spec(self.embedding_model, self.embedding_device)
+        """The VSS embedder (see ``embedding_model``)."""
+        model = self.embedding_model
+        if model is None and self.stark_embeddings:
+            from tools.pgraph.stark import stark_embeddings
+
+            model = stark_embeddings(self.stark_embeddings).model_name
+        return embedder_spec(model, self.embedding_device, self.embedding_base_url)
+
+    def linker(self) -> Any:
+        """The embedder that links entity names (see ``linking_model``): that model, else the VSS model when it
+        runs here (a sentence-transformers model), else the packaged one."""
+        model = self.linking_model
+        if model is None and not (isinstance(self.embedding_model, str) and self.embedding_model.startswith("openai:")):
+            model = self.embedding_model
+        return embedder_spec(model, self.embedding_device, self.embedding_base_url)
+
+    @property
+    def index_kind(self) -> str:
+        """The vector index searches ask for: ``flat`` (exact) or ``ivf``."""
+        return "flat" if self.vector_index == "exact" else "ivf"
 
     def examples(self, which: Literal["agent", "commentor"]) -> str:
         """The in-context examples of the agent or the commentor for this task: the user's file, else the
@@ -200,6 +241,8 @@ class AgentGState(AgentGInput, total=False):
     ranked_ids: list[str]
     final_answer: str
     exit_reason: str
+    truncated_egos: list[dict[str, Any]]
+    """The iterations whose ego-graphs ``max_nodes`` cut, with the entities cut (empty: none was)."""
     usage: Annotated[Usage, merge_usage]
     failures: Annotated[list[Failure], append]
 
@@ -405,6 +448,18 @@ def candidate_types(ctx: AgentGContext, graph: StaticKG) -> list[str] | None:
     return list(recorded) if recorded else None
 
 
+async def vss_query(ctx: AgentGContext, graph: StaticKG, state: AgentGState) -> np.ndarray | None:
+    """The question's precomputed embedding when STaRK's embeddings are given (their document embeddings are put
+    into the graph's index the first time); ``None``: the question's text is embedded."""
+    if not ctx.stark_embeddings:
+        return None
+    from tools.pgraph.stark import stark_embeddings
+
+    embeddings = await asyncio.to_thread(stark_embeddings, ctx.stark_embeddings)
+    await asyncio.to_thread(embeddings.install, graph, ctx.embedder(), kind=ctx.index_kind)
+    return await asyncio.to_thread(embeddings.query_vector, state.get("question_id"))
+
+
 async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """``X_t = RetrieverBank(q, a_t, D)``: run the selected module."""
     ctx = agent_g_context_of(runtime)
@@ -419,18 +474,23 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
                                    ctx.page_chars)
         elif state.get("graph_ref"):
             graph = await graph_for(state["graph_ref"])
+            vector = await vss_query(ctx, graph, state)
             retrieval = await asyncio.to_thread(document_retrieval, graph, question, ctx.ranked_k,
-                                                types=candidate_types(ctx, graph), embedder=embedder)
+                                                types=candidate_types(ctx, graph), embedder=embedder,
+                                                kind=ctx.index_kind, vector=vector)
         else:
             retrieval = Retrieval(module="text", references=[], ranked_ids=[], paths=[], linked={}, batch=0,
                                   notes=["there are no text documents for this question"])
     elif state.get("graph_ref"):
         graph = await graph_for(state["graph_ref"])
+        retrieving = ctx.task == "retrieval"
+        vector = await vss_query(ctx, graph, state) if retrieving else None
         retrieval = await asyncio.to_thread(
             graph_retrieval, graph, question, action.get("entities") or [], action.get("relations") or [],
-            output="documents" if ctx.task == "retrieval" else "paths",
-            k=ctx.ranked_k if ctx.task == "retrieval" else ctx.top_k, radius=ctx.radius, max_nodes=ctx.max_nodes,
-            embedder=embedder, types=candidate_types(ctx, graph) if ctx.task == "retrieval" else None)
+            output="documents" if retrieving else "paths", k=ctx.ranked_k if retrieving else ctx.top_k,
+            radius=ctx.radius, max_nodes=ctx.max_nodes, embedder=embedder,
+            types=candidate_types(ctx, graph) if retrieving else None, kind=ctx.index_kind, vector=vector,
+            linker=ctx.linker())
     else:
         from nodes.crag_paths import crag_graph_retrieval
 
@@ -569,7 +629,7 @@ def default_error(action: Action, retrieval: Retrieval, task: Task) -> str:
     """The error a rejection most likely came from when the commentor gives none: what the retrieval notes say."""
     notes = " ".join(retrieval.get("notes") or [])
     if task == "retrieval":
-        if "no intersection" in notes:
+        if "no intersection between" in notes and not retrieval.get("truncated"):
             return "no intersection"
         if action.get("module") == "text":
             return "incorrect document"
@@ -589,8 +649,11 @@ async def finish(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[st
     accepted = bool(last.get("accepted"))
     reason = f"accepted at iteration {last.get('t')}" if accepted else \
         f"{ctx.max_iterations} iteration(s) without an accepted answer: the last answer"
+    cut = [{"t": i.get("t"), "entities": list((i.get("retrieval") or {}).get("truncated") or [])}
+           for i in iterations if (i.get("retrieval") or {}).get("truncated")]
     if ctx.task == "retrieval":
         ranked = list(last.get("ranked_ids") or [])
-        return {"ranked_ids": ranked, "final_answer": json.dumps(ranked), "exit_reason": reason}
+        return {"ranked_ids": ranked, "final_answer": json.dumps(ranked), "exit_reason": reason,
+                "truncated_egos": cut}
     answer = str(last.get("answer") or IDK)
-    return {"final_answer": answer, "exit_reason": reason}
+    return {"final_answer": answer, "exit_reason": reason, "truncated_egos": cut}

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import pickle
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -493,3 +494,104 @@ def load_processed(builder: Any, path: Path, *, dataset: str | None = None,
     builder.meta["stark"] = {"dataset": skb.dataset, "candidate_types": skb.candidate_types,
                              "document": DOCUMENT_VARIANT, "folder": str(skb.folder)}
     return skb
+
+
+# ----------------------------------------------------------------------------------------------------------
+# STaRK's released embeddings
+# ----------------------------------------------------------------------------------------------------------
+class StarkEmbeddings:
+    """STaRK's precomputed embeddings of one dataset and model, in the layout its ``emb_download.py`` writes:
+    ``emb/<dataset>/<model>/doc/candidate_emb_dict.pt`` (candidate node index → its document's embedding) and
+    ``query/query_emb_dict.pt`` (query id → the question's embedding; ``query_human_generated_eval/`` for the
+    human-generated questions). The released ones are text-embedding-ada-002's.
+
+    :meth:`install` keeps the document embeddings as the graph's exact ``text`` index for the model, so that no
+    document is embedded again; :meth:`query_vector` gives a question's embedding by its query id (``human:<id>``
+    for a human-generated question), ``None`` when it has none (the question's text is then embedded by the
+    model).
+    """
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.doc = self.folder / "doc" / "candidate_emb_dict.pt"
+        if not self.doc.is_file():
+            raise GraphFormatError(f"{self.folder}: no doc/candidate_emb_dict.pt (STaRK's embeddings of a dataset and "
+                                   "model: emb/<dataset>/<model>/, as its emb_download.py writes them)")
+        self.model = self.folder.name
+        self._queries: dict[str, dict[str, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        """The embedder that embeds what the files lack (OpenAI's models as ``openai:<model>``)."""
+        return f"openai:{self.model}" if self.model.startswith("text-embedding") else self.model
+
+    @staticmethod
+    def _load(path: Path) -> dict[int, np.ndarray]:
+        try:
+            import torch
+
+            data = torch.load(path, weights_only=True, map_location="cpu")
+        except Exception as exc:  # noqa: BLE001 - any torch error: not STaRK's file
+            raise GraphFormatError(f"cannot read {path}: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise GraphFormatError(f"{path}: expected a dict from index to embedding")
+        return {int(k): np.asarray(v.float().numpy() if hasattr(v, "float") else v, dtype=np.float32).reshape(-1)
+                for k, v in data.items()}
+
+    def install(self, graph: Any, embedder: Any, *, kind: str = "flat") -> None:
+        """Put the document embeddings into ``graph``'s ``text`` index for ``embedder``'s model id (once: a saved
+        index is found again by later runs and processes)."""
+        from tools.pgraph.vectors import model_id_of
+
+        model_id = model_id_of(embedder)
+        if model_id is None:
+            raise ValueError("STaRK's embeddings need an embedder with a model id (a name)")
+        if graph.indexes.installed("text", model_id, kind):
+            return
+        vectors = self._load(self.doc)
+        rows, matrix, missing = [], [], 0
+        for node, vector in vectors.items():
+            row = graph.index_of(str(node))
+            if row is None:
+                missing += 1
+                continue
+            rows.append(row)
+            matrix.append(vector)
+        if not rows:
+            raise GraphFormatError(f"{self.doc}: none of its {len(vectors)} node indices is in the graph {graph.name}")
+        if missing:
+            raise GraphFormatError(f"{self.doc}: {missing} of its node indices are not in the graph {graph.name}: "
+                                   "the embeddings are of another knowledge base")
+        graph.indexes.install("text", model_id, np.asarray(rows, dtype=np.int64), np.stack(matrix), embedder=embedder,
+                              kind=kind)
+
+    def query_vector(self, question_id: str | None) -> np.ndarray | None:
+        """A question's precomputed embedding, by its query id; ``None`` when the files have none for it."""
+        if question_id is None:
+            return None
+        text = str(question_id)
+        human = text.startswith("human:")
+        folder = "query_human_generated_eval" if human else "query"
+        key = text.removeprefix("human:")
+        if not key.lstrip("-").isdigit():
+            return None
+        with self._lock:
+            if folder not in self._queries:
+                path = self.folder / folder / "query_emb_dict.pt"
+                self._queries[folder] = {str(k): v for k, v in self._load(path).items()} if path.is_file() else {}
+            return self._queries[folder].get(str(int(key)))
+
+
+_embeddings: dict[str, StarkEmbeddings] = {}
+_embeddings_lock = threading.Lock()
+
+
+def stark_embeddings(folder: str | Path) -> StarkEmbeddings:
+    """The process's reader of one embeddings folder (read-only data, like a graph: its query embeddings are
+    loaded once and shared by the runs that name the folder)."""
+    key = str(Path(folder).resolve())
+    with _embeddings_lock:
+        if key not in _embeddings:
+            _embeddings[key] = StarkEmbeddings(folder)
+        return _embeddings[key]
