@@ -73,6 +73,8 @@ class AgentGContext(Context):
     ranked_k: int = 100
     page_chars: int = 3000
     """Characters of each web page the generator reads: the page's passages most similar to the question."""
+    generator_idk: bool = False
+    """Tell the generator to answer "I don't know" when it does not know (not in the paper's prompt)."""
     max_nodes: int | None = None
     """An optional bound on an ego-graph's nodes around hubs; ``None`` (the paper): none. A cut ego-graph is
     recorded in its iteration (``retrieval.truncated``) and in the run (``truncated_egos``), and a missing
@@ -124,6 +126,12 @@ class AgentGContext(Context):
             raise ValueError("max_nodes must be at least 1, or null for no bound")
         if self.vector_index not in ("exact", "ivf"):
             raise ValueError(f"vector_index must be exact or ivf, not {self.vector_index!r}")
+        for name in ("domains", "entity_types", "relation_types", "candidate_types"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (list, tuple))
+                                      or not all(isinstance(v, str) for v in value)):
+                raise ValueError(f"{name} must be a list of names, e.g. --set '{name}=[\"{value}\"]' (a JSON list), "
+                                 f"not {value!r}")
         self.recursion_limit = max(self.recursion_limit, 6 * self.max_iterations + 10)
 
     def embedder(self) -> Any:
@@ -410,7 +418,7 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
                       relation_types=", ".join(relation_types[:400]) or "(any)", previous=previous,
                       feedback=state.get("feedback") or "(none: this is the first attempt)")
     llm = LLMCaller(ctx, ROLE)
-    last = state.get("action") or {}
+    last = last_text_batch(state)
     try:
         decision = await llm.structured(prompt, AgentDecision)
     except LLMError as exc:  # no usable action: the text module (no entity needed)
@@ -429,11 +437,22 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
     return {"t": t, "action": action, "usage": llm.usage}
 
 
-def _next_batch(last: Action, wanted: bool) -> int:
-    """The page batch: the next one when asked for after a text retrieval, else the first."""
-    if last.get("module") == "text" and wanted:
-        return int(last.get("batch", 0)) + 1
-    return int(last.get("batch", 0)) if last.get("module") == "text" else 0
+def last_text_batch(state: AgentGState) -> int | None:
+    """The page batch the text module read last in this run (``None``: it has read none), whatever the graph
+    module did since."""
+    for iteration in reversed(state.get("iterations") or []):
+        action = iteration.get("action") or {}
+        if action.get("module") == "text":
+            return int(action.get("batch", 0))
+    return None
+
+
+def _next_batch(last: int | None, wanted: bool) -> int:
+    """The page batch: the next one when asked for, else the one the text module was on (the first at the
+    start). A detour to the graph module does not send the text module back to the first batch."""
+    if last is None:
+        return 0
+    return last + 1 if wanted else last
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -501,6 +520,34 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
 # --------------------------------------------------------------------------------------------------------------
 # Generator
 # --------------------------------------------------------------------------------------------------------------
+#: Characters a page's name and a reference's number add to the page text the generator reads.
+PAGE_NAME_CHARS = 400
+#: Characters of a document or a reasoning path the generator reads (documents are cut to this by the retriever).
+DOCUMENT_CHARS = 2000
+
+
+def select_references(retrieval: Retrieval, ctx: AgentGContext) -> Retrieval:
+    """The references the generator and the validator read: the top ``top_k`` paths or documents and the whole
+    batch of pages (``batch_size``), each part kept whole — the Text + Graph RAG baseline hands over both, graph
+    paths first, and many paths must not push the pages out."""
+    refs = list(retrieval.get("references") or [])
+    pages = [n for n, r in enumerate(refs) if r.get("kind") == "page"][: ctx.batch_size]
+    others = [n for n, r in enumerate(refs) if r.get("kind") != "page"][: ctx.top_k]
+    return {**retrieval, "references": [refs[n] for n in sorted(pages + others)]}  # type: ignore[typeddict-item]
+
+
+def references_budget(ctx: AgentGContext) -> int:
+    """The characters of references the generator and the validator read, derived from what a retrieval can hand
+    over: a whole batch of pages (``batch_size`` × ``page_chars`` and their names) and ``top_k`` paths or
+    documents."""
+    return ctx.batch_size * (ctx.page_chars + PAGE_NAME_CHARS) + ctx.top_k * DOCUMENT_CHARS
+
+
+def references_text(retrieval: Retrieval, ctx: AgentGContext) -> str:
+    """The selected references as the generator and the validator read them."""
+    return render_references(select_references(retrieval, ctx), max_chars=references_budget(ctx))
+
+
 _FINAL = re.compile(r"final answer\s*[:：]\s*(.+)", re.IGNORECASE)
 
 
@@ -520,10 +567,10 @@ async def generator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
         ranked = list(retrieval.get("ranked_ids") or [])[: ctx.ranked_k]
         return {"answer": ranked[0] if ranked else "", "ranked_ids": ranked}
     action = state.get("action") or Action()
-    references = {**retrieval, "references": (retrieval.get("references") or [])[: ctx.top_k]}
     prompt = P.render(P.GENERATOR, iteration=state.get("t", 1), example=P.GENERATOR_EXAMPLE,
+                      idk_instruction=P.GENERATOR_IDK if ctx.generator_idk else "",
                       source="knowledge graph" if retrieval.get("module") == "graph" else "text documents",
-                      references=render_references(references), question=state["question"],
+                      references=references_text(retrieval, ctx), question=state["question"],
                       query_time=state.get("query_time") or "(not given)",
                       question_type=action.get("question_type") or "(unknown)",
                       dynamism=action.get("dynamism") or "(unknown)", domain=action.get("domain") or "(unknown)")
@@ -564,8 +611,7 @@ async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
                                              context=context))
             accepted = _yes(reply)
     else:
-        references = {**retrieval, "references": (retrieval.get("references") or [])[: ctx.top_k]}
-        reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION, iteration=t, context=render_references(references),
+        reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION, iteration=t, context=references_text(retrieval, ctx),
                                          answer=answer, question=state["question"],
                                          query_time=state.get("query_time") or "(not given)"))
         accepted = _yes(reply)
@@ -616,13 +662,15 @@ async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
 
 
 def _match_error(text: str, taxonomy: dict[str, str]) -> str | None:
-    key = text.strip().strip(".").lower()
+    """The error type a commentor's reply names: the type itself (case, punctuation and quotes aside), else the one
+    type whose full name the reply contains; ``None`` for a reply that names none, or more than one — a short
+    reply such as "no" or "incorrect" is no error type, however many type names it occurs in."""
+    key = " ".join(re.sub(r"[^a-z/ ]+", " ", text.lower()).split())
     if key in taxonomy:
         return key
-    for name in taxonomy:
-        if name in key or key in name:
-            return name
-    return None
+    named = [name for name in taxonomy if re.search(rf"(?<![a-z]){re.escape(name)}(?![a-z])", key)]
+    named = [n for n in named if not any(n != other and n in other for other in named)]  # the longest names
+    return named[0] if len(named) == 1 else None
 
 
 def default_error(action: Action, retrieval: Retrieval, task: Task) -> str:

@@ -141,8 +141,8 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
         observation = f"extracted: {ag.describe_action(Action(**action))}"  # type: ignore[typeddict-item]
     elif step.action in ("search_web", "search_kg"):
         if step.action == "search_web":
-            action.update(module="text", batch=int(action.get("batch", -1)) + 1 if action.get("module") == "text"
-                          else 0)
+            # the next batch after the last one read, whatever search_kg did since (a detour keeps the place)
+            action.update(module="text", batch=int(action["batch"]) + 1 if "batch" in action else 0)
         else:
             action["module"] = "graph"
         retrieval = (await ag.retriever_bank({**state, "action": action}, runtime))["retrieval"]  # type: ignore[typeddict-item]

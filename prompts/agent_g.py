@@ -12,8 +12,9 @@ from prompts.kgot import placeholders, render
 
 __all__ = ["AGENT", "AGENT_EXAMPLES_GENERATION", "AGENT_EXAMPLES_RETRIEVAL", "COMMENTOR",
            "COMMENTOR_EXAMPLES_GENERATION", "COMMENTOR_EXAMPLES_RETRIEVAL", "CORRECTIVE_EVALUATOR",
-           "ERROR_TYPES_GENERATION", "ERROR_TYPES_RETRIEVAL", "GENERATOR", "GENERATOR_EXAMPLE", "REACT_STEP",
-           "VALIDATOR_GENERATION", "VALIDATOR_RETRIEVAL", "placeholders", "render"]
+           "ERROR_TYPES_GENERATION", "ERROR_TYPES_RETRIEVAL", "EVALUATOR", "GENERATOR", "GENERATOR_EXAMPLE",
+           "GENERATOR_IDK", "REACT_STEP", "VALIDATOR_GENERATION", "VALIDATOR_RETRIEVAL",
+           "placeholders", "render"]
 
 # --------------------------------------------------------------------------------------------------------------
 # The agent: a_t = {domain, (question type, dynamism), topic entities, useful relations, selection}
@@ -84,10 +85,10 @@ GENERATOR = """[stage: generator, iteration {iteration}]
 <task>
 You are a helpful, pattern-following assistant. You are given a question, references and the time when it was
 asked in the Pacific Time Zone (PT), the query time (mm/dd/yyyy, hh:mm:ss PT). The references may help answer the
-question. If the question contains a false premise or assumption, answer "invalid question". If you do not know
-the answer, answer "I don't know". First list systematically and in detail the problems that need to be solved
-before you can arrive at the correct answer. Then solve each problem using the answers of the previous ones and
-reach a final solution. End with one line `Final answer: <answer>`, the answer as short as possible.
+question. If the question contains a false premise or assumption, answer "invalid question".{idk_instruction}
+First list systematically and in detail the problems that need to be solved before you can arrive at the correct
+answer. Then solve each problem using the answers of the previous ones and reach a final solution. End with one
+line `Final answer: <answer>`, the answer as short as possible.
 </task>
 <example>
 {example}
@@ -101,6 +102,9 @@ reach a final solution. End with one line `Final answer: <answer>`, the answer a
 <query_type>{question_type}</query_type>
 <query_dynamism>{dynamism}</query_dynamism>
 <query_domain>{domain}</query_domain>"""
+
+#: What the generator reads only with ``generator_idk`` (the paper's generator prompt has no such instruction).
+GENERATOR_IDK = ' If you do not know the answer, answer "I don\'t know".'
 
 # --------------------------------------------------------------------------------------------------------------
 # The critic: validator and commentor (§2.3, Table 3)
@@ -229,3 +233,13 @@ answer). Reply with your thought and one action.
 <scratchpad>
 {scratchpad}
 </scratchpad>"""
+
+# --------------------------------------------------------------------------------------------------------------
+# The paper's evaluator (§4, appendix A.1.2): a three-way judgement of an answer against the true answer
+# --------------------------------------------------------------------------------------------------------------
+EVALUATOR = """[stage: agent-g evaluator]
+### Question: {question}
+### True Answer: {answer}
+### Predicted Answer: {prediction}
+### Task: Based on the question and the true answer, is the predicted answer accurate, incorrect, or missing? The
+answer must be one of them and is in one word."""

@@ -176,6 +176,7 @@ async def test_rules_before_the_judge():
     premise = await grade("paris", "invalid question")
     assert premise.grade == HALLUCINATION and premise.details["rule"] == "invalid question"
     assert judge.calls == []  # no rule above needed the judge
+    scorer = CragScorer(judge, alternatives=True)  # crag-alternatives: the answer, then each alternative
     second = await grade("new york city", "the big apple", ["nyc"])  # the judge, once per ground truth
     assert second.grade == ACCURATE and [j["score"] for j in second.details["judge"]] == [0, 1]
     assert len(judge.calls) == 2 and second.usage
@@ -184,6 +185,17 @@ async def test_rules_before_the_judge():
     alternative = await grade("new york city", "NYC", ["nyc"])
     assert alternative.grade == ACCURATE and alternative.details["rule"] == "exact match"
     assert alternative.details["ground_truth"] == "nyc" and len(judge.calls) == 3
+
+
+async def test_crag_grades_against_the_answer_alone_as_its_script_loads_it():
+    """CRAG's local_evaluation.py loads each record's ``answer`` (not ``alt_ans``): an alternative answer is no
+    ground truth for ``crag``; ``crag-alternatives`` counts it."""
+    item = Item(id="x", question="q?", gold="new york city", meta={"alternative_answers": ["nyc"]})
+    judge = ScriptedChatModel(steps=[{**judge_step("new york city", "nyc", score_json(0)), "times": 0}])
+    plain = await make_scorer("crag", grader_model=judge).score(item, "nyc")
+    assert plain.grade == HALLUCINATION and [j["ground_truth"] for j in plain.details["judge"]] == ["new york city"]
+    widened = await make_scorer("crag-alternatives", grader_model=judge).score(item, "nyc")
+    assert widened.grade == ACCURATE and widened.details["rule"] == "exact match"
 
 
 async def test_an_unparseable_judge_reply_is_incorrect():
