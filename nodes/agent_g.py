@@ -64,7 +64,8 @@ class AgentGContext(Context):
 
     task: Task = "generation"
     max_iterations: int = 5
-    """T: iterations of Algorithm 1 (the first action and four reflections)."""
+    """T: iterations of Algorithm 1. Five: the first action and the "four self-reflection iterations" of appendix
+    A.2.2 (§4.3: iteration 1 has no self-reflection)."""
     radius: int = 2
     batch_size: int = 5
     """Web pages per batch of the text module (CRAG)."""
@@ -75,6 +76,24 @@ class AgentGContext(Context):
     """Characters of each web page the generator reads: the page's passages most similar to the question."""
     generator_idk: bool = False
     """Tell the generator to answer "I don't know" when it does not know (not in the paper's prompt)."""
+    validator_context: bool = True
+    """The validator's validation context (§2.3): the references (CRAG), the reasoning paths (STaRK); off: Tables
+    6 and 7's "w/o Context" ablation."""
+    oracle_validator: bool = False
+    """Ablation: the validator judges from the gold answer (Tables 6 and 7's "Oracle"; see
+    :mod:`nodes.agent_g_oracle`); needs the gold, which ``kgagents eval`` hands over."""
+    oracle_commentor: bool = False
+    """Ablation: the commentor names the error type from the gold (Tables 6 and 7's "Oracle")."""
+    commentor_shots: int | None = None
+    """How many of the commentor's in-context examples it reads (blank-line separated; ``None``: all, 0: none):
+    Table 6's 5-shot and Table 7's 0-shot rows."""
+    iteration_metrics: bool = False
+    """Record the output the run would have returned with T = 1, 2, …, T (``curve``): the scorers then report
+    the metrics per iteration (Figure 5) from one run."""
+    react_steps: int = 4
+    """ReAct's thought–action–observation steps ("for four iterations", appendix A.2.3), then an answer."""
+    react_examples: str | None = None
+    """A text file of ReAct's in-context examples, instead of the built-in ones."""
     max_nodes: int | None = None
     """An optional bound on an ego-graph's nodes around hubs; ``None`` (the paper): none. A cut ego-graph is
     recorded in its iteration (``retrieval.truncated``) and in the run (``truncated_egos``), and a missing
@@ -120,6 +139,10 @@ class AgentGContext(Context):
             raise ValueError(f"task must be generation or retrieval, not {self.task!r}")
         if self.max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
+        if self.react_steps < 1:
+            raise ValueError("react_steps must be at least 1")
+        if self.commentor_shots is not None and self.commentor_shots < 0:
+            raise ValueError("commentor_shots must be at least 0, or null for every example")
         if not 0 < self.radius <= 3:
             raise ValueError("radius must be 1, 2 or 3 (the paper uses at most 2)")
         if self.max_nodes is not None and self.max_nodes < 1:
@@ -156,19 +179,27 @@ class AgentGContext(Context):
         """The vector index searches ask for: ``flat`` (exact) or ``ivf``."""
         return "flat" if self.vector_index == "exact" else "ivf"
 
-    def examples(self, which: Literal["agent", "commentor"]) -> str:
-        """The in-context examples of the agent or the commentor for this task: the user's file, else the
-        built-in ones; an unreadable file is a clear error."""
-        path = self.agent_examples if which == "agent" else self.commentor_examples
+    def examples(self, which: Literal["agent", "commentor", "react"]) -> str:
+        """The in-context examples of the agent, the commentor (the first ``commentor_shots``) or ReAct for this
+        task: the user's file, else the built-in ones; an unreadable file is a clear error."""
+        path = {"agent": self.agent_examples, "commentor": self.commentor_examples,
+                "react": self.react_examples}[which]
+        generation = self.task == "generation"
         if path:
             try:
-                return Path(path).read_text(encoding="utf-8").strip()
+                text = Path(path).read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError) as exc:
                 raise ValueError(f"cannot read the {which}'s examples file {path}: {exc}") from exc
-        generation = self.task == "generation"
-        if which == "agent":
-            return P.AGENT_EXAMPLES_GENERATION if generation else P.AGENT_EXAMPLES_RETRIEVAL
-        return P.COMMENTOR_EXAMPLES_GENERATION if generation else P.COMMENTOR_EXAMPLES_RETRIEVAL
+        elif which == "agent":
+            text = P.AGENT_EXAMPLES_GENERATION if generation else P.AGENT_EXAMPLES_RETRIEVAL
+        elif which == "react":
+            text = P.REACT_EXAMPLES
+        else:
+            text = P.COMMENTOR_EXAMPLES_GENERATION if generation else P.COMMENTOR_EXAMPLES_RETRIEVAL
+        if which == "commentor" and self.commentor_shots is not None:
+            shots = [b.strip() for b in re.split(r"\n\s*\n", text) if b.strip()][: self.commentor_shots]
+            text = "\n\n".join(shots) or "(none)"
+        return text
 
 
 def agent_g_context_of(runtime: Runtime[AgentGContext] | None) -> AgentGContext:
@@ -220,6 +251,8 @@ class AgentGInput(TypedDict, total=False):
     """A static KG by name or path (STaRK's SKB; any graph); CRAG's graph module can use its API instead."""
     pages: list[Page]
     """CRAG: the question's pre-fetched web pages (HTML or text)."""
+    oracle: dict[str, Any] | None
+    """The gold, for the oracle ablations only (``kgagents eval`` hands it over; dropped at the start otherwise)."""
 
 
 def merge_iterations(old: list[Iteration] | None, new: list[Iteration] | None) -> list[Iteration]:
@@ -250,6 +283,8 @@ class AgentGState(AgentGInput, total=False):
     final_answer: str
     exit_reason: str
     truncated_egos: list[dict[str, Any]]
+    curve: list[Any]
+    """With ``iteration_metrics``: the output the run would have returned with T = 1, 2, …"""
     """The iterations whose ego-graphs ``max_nodes`` cut, with the entities cut (empty: none was)."""
     usage: Annotated[Usage, merge_usage]
     failures: Annotated[list[Failure], append]
@@ -359,6 +394,11 @@ async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     if ctx.task == "retrieval" and not state.get("graph"):
         raise ValueError("the retrieval task needs a knowledge base: give 'graph' (a name or path)")
     out: dict[str, Any] = {"question": question, "t": 0, "feedback": ""}
+    oracles = ctx.oracle_validator or ctx.oracle_commentor
+    if oracles and not state.get("oracle"):
+        raise ValueError("the oracle ablations need the gold answer: run them with kgagents eval, which hands it "
+                         "over (the input's oracle field)")
+    out["oracle"] = state.get("oracle") if oracles else None  # no later node, prompt or checkpoint holds it
     if state.get("graph"):
         out["graph_ref"] = await asyncio.to_thread(resolve, str(state["graph"]))
     pages = list(state.get("pages") or [])
@@ -594,30 +634,57 @@ def _yes(reply: str) -> bool:
 
 async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """``C_val(q, ŷ_t, X_t)``: yes or no, with the task's validation context (§2.3): the retrieved references for
-    an answer, the top document with its reasoning paths for a ranking."""
+    an answer, the top document with its reasoning paths for a ranking (without them: ``validator_context``
+    off); or the oracle's judgement from the gold (``oracle_validator``)."""
     ctx = agent_g_context_of(runtime)
     retrieval = state.get("retrieval") or Retrieval()
     t = state.get("t", 1)
     answer = state.get("answer") or ""
     llm = LLMCaller(ctx, ROLE)
-    if ctx.task == "retrieval":
+    if ctx.oracle_validator:
+        accepted, reply = await _oracle_verdict(state, ctx, llm, answer)
+    elif ctx.task == "retrieval":
         refs = retrieval.get("references") or []
         if not refs:
             accepted, reply = False, "(no document retrieved)"
-        else:
+        elif ctx.validator_context:
             context = refs[0]["text"] + "\nReasoning paths:\n" + ("\n".join(retrieval.get("paths") or [])
                                                                   or "(none: the text module)")
             reply = await _ask(llm, P.render(P.VALIDATOR_RETRIEVAL, iteration=t, question=state["question"],
                                              context=context))
             accepted = _yes(reply)
-    else:
+        else:
+            reply = await _ask(llm, P.render(P.VALIDATOR_RETRIEVAL_BARE, iteration=t, question=state["question"],
+                                             context=refs[0]["text"]))
+            accepted = _yes(reply)
+    elif ctx.validator_context:
         reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION, iteration=t, context=references_text(retrieval, ctx),
                                          answer=answer, question=state["question"],
                                          query_time=state.get("query_time") or "(not given)"))
         accepted = _yes(reply)
+    else:
+        reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION_BARE, iteration=t, answer=answer,
+                                         question=state["question"], query_time=state.get("query_time") or "(not given)"))
+        accepted = _yes(reply)
     record = Iteration(t=t, action=state.get("action") or Action(), retrieval=retrieval, answer=answer,
                        ranked_ids=list(state.get("ranked_ids") or []), accepted=accepted, validator_reply=reply[:500])
     return {**accounting(llm), "iterations": [record]}
+
+
+async def _oracle_verdict(state: AgentGState, ctx: AgentGContext, llm: LLMCaller, answer: str) -> tuple[bool, str]:
+    """The oracle validator (:mod:`nodes.agent_g_oracle`): Hit@1 for a ranking; CRAG's rules, then the paper's
+    evaluator with the run's model, for an answer."""
+    from nodes import agent_g_oracle as O
+
+    oracle = state.get("oracle") or {}
+    if ctx.task == "retrieval":
+        correct = O.ranking_is_correct(list(state.get("ranked_ids") or []), oracle)
+        return correct, f"(oracle: the first document {'is' if correct else 'is not'} an answer)"
+    decided = O.answer_by_rules(answer, oracle)
+    if decided is not None:
+        return decided, f"(oracle: {'correct' if decided else 'not correct'} by CRAG's rules)"
+    reply = await _ask(llm, O.evaluator_prompt(state["question"], answer, oracle))
+    return O.judged_accurate(reply), f"(oracle, the evaluator: {reply[:200]})"
 
 
 async def _ask(llm: LLMCaller, prompt: str) -> str:
@@ -637,12 +704,22 @@ def route_verdict(state: AgentGState, ctx: AgentGContext) -> Verdict:
 
 async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """``f_t = C_com(q, a_t)``: the error in the action, from the task's error taxonomy (Table 3), as corrective
-    feedback; in-context examples of (action, feedback) pairs; no ground truth is used."""
+    feedback; in-context examples of (action, feedback) pairs; no ground truth is used (except by the oracle
+    commentor of the ablations, ``oracle_commentor``)."""
     ctx = agent_g_context_of(runtime)
     taxonomy = P.ERROR_TYPES_GENERATION if ctx.task == "generation" else P.ERROR_TYPES_RETRIEVAL
-    examples = await asyncio.to_thread(ctx.examples, "commentor")
     retrieval = state.get("retrieval") or Retrieval()
     action = state.get("action") or Action()
+    if ctx.oracle_commentor:
+        from nodes import agent_g_oracle as O
+
+        oracle = state.get("oracle") or {}
+        error = O.retrieval_error(action, retrieval, oracle) if ctx.task == "retrieval" else \
+            O.generation_error(action, oracle)
+        feedback = taxonomy[error]
+        return {"feedback": feedback, "iterations": [Iteration(t=state.get("t", 1), error_type=error,
+                                                                feedback=feedback)]}
+    examples = await asyncio.to_thread(ctx.examples, "commentor")
     llm = LLMCaller(ctx, ROLE)
     prompt = P.render(P.COMMENTOR, iteration=state.get("t", 1), error_types="\n".join(f"- {k}" for k in taxonomy),
                       examples=examples, question=state["question"],
@@ -699,9 +776,26 @@ async def finish(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[st
         f"{ctx.max_iterations} iteration(s) without an accepted answer: the last answer"
     cut = [{"t": i.get("t"), "entities": list((i.get("retrieval") or {}).get("truncated") or [])}
            for i in iterations if (i.get("retrieval") or {}).get("truncated")]
+    extra: dict[str, Any] = {"truncated_egos": cut}
+    if ctx.iteration_metrics:
+        extra["curve"] = output_curve(iterations, ctx)
     if ctx.task == "retrieval":
         ranked = list(last.get("ranked_ids") or [])
-        return {"ranked_ids": ranked, "final_answer": json.dumps(ranked), "exit_reason": reason,
-                "truncated_egos": cut}
+        return {"ranked_ids": ranked, "final_answer": json.dumps(ranked), "exit_reason": reason, **extra}
     answer = str(last.get("answer") or IDK)
-    return {"final_answer": answer, "exit_reason": reason, "truncated_egos": cut}
+    return {"final_answer": answer, "exit_reason": reason, **extra}
+
+
+def output_curve(iterations: list[Iteration], ctx: AgentGContext) -> list[Any]:
+    """The output the run would have returned with T = 1 … ``max_iterations``: the first accepted one up to T,
+    else iteration T's (the last one when the run stopped earlier): Figure 5's points from one run."""
+    out: list[Any] = []
+    kept: Iteration | None = None
+    for t in range(1, ctx.max_iterations + 1):
+        chosen = kept or next((i for i in iterations if i.get("t") == t), None) or \
+            (iterations[-1] if iterations else Iteration())
+        if chosen.get("accepted"):
+            kept = chosen
+        out.append(list(chosen.get("ranked_ids") or []) if ctx.task == "retrieval"
+                   else str(chosen.get("answer") or IDK))
+    return out

@@ -184,7 +184,9 @@ EXPECTED = {
     "VALIDATOR_RETRIEVAL": {"iteration", "question", "context"},
     "COMMENTOR": {"iteration", "error_types", "examples", "question", "query_time", "action", "retrieval"},
     "CORRECTIVE_EVALUATOR": {"question", "references"},
-    "REACT_STEP": {"step", "entity_types", "relation_types", "question", "query_time", "scratchpad"},
+    "REACT_STEP": {"step", "examples", "entity_types", "relation_types", "question", "query_time", "scratchpad"},
+    "VALIDATOR_GENERATION_BARE": {"iteration", "answer", "question", "query_time"},
+    "VALIDATOR_RETRIEVAL_BARE": {"iteration", "question", "context"},
 }
 
 
