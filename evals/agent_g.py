@@ -1,10 +1,9 @@
-"""How the evaluation runner talks to Agent-G and its baselines (paper 004): the iterations a run took, and the
-gold an oracle ablation reads (Tables 6 and 7's "Oracle" rows).
+"""How the evaluation runner talks to Agent-G and its baselines (paper 004): the iterations a run took, and
+the gold an oracle ablation reads (Tables 6 and 7's "Oracle" rows).
 
 Every item's input carries its gold in ``oracle`` (STaRK: the answer ids; CRAG: the answer, the alternative
-answers and the question's labels). Agent-G reads it only when ``oracle_validator`` or ``oracle_commentor`` is on;
-otherwise its first node drops it, so no later node, prompt or checkpoint holds it.
-"""
+answers and the question's labels). Agent-G reads it only when ``oracle_validator`` or ``oracle_commentor`` is
+on; otherwise its first node drops it, so no later node, prompt or checkpoint holds it. """
 
 from __future__ import annotations
 
@@ -82,8 +81,8 @@ def _quality(iteration: dict[str, Any], oracle: dict[str, Any], task: str) -> fl
 def verified_examples(question: str, state: dict[str, Any], oracle: dict[str, Any], task: str
                       ) -> tuple[list[str], list[str]]:
     """The agent and commentor examples one oracle run yields: each action whose output the gold verifies
-    (accepted), and each (rejected action, the oracle's feedback) pair whose next action did better against the
-    gold — the paper's "successful experiences"."""
+    (accepted), and each (rejected action, the oracle's feedback) pair whose next action did better against
+    the gold — the paper's "successful experiences"."""
     from nodes.retriever_bank import describe_retrieval
 
     iterations = list(state.get("iterations") or [])
@@ -101,8 +100,8 @@ def verified_examples(question: str, state: dict[str, Any], oracle: dict[str, An
 
 
 async def collect_examples(options: Any, dataset: Any) -> dict[str, Any]:
-    """Run Agent-G with the oracle critic over ``dataset`` (resumable: the evaluation runner, its checkpoints in
-    ``options.out_dir``), then write the verified agent and commentor examples of every run into
+    """Run Agent-G with the oracle critic over ``dataset`` (resumable: the evaluation runner, its checkpoints
+    in ``options.out_dir``), then write the verified agent and commentor examples of every run into
     ``agent_examples.txt`` and ``commentor_examples.txt`` (blank-line separated, as the in-context example
     settings read them) and their provenance into ``examples.jsonl``."""
     import json

@@ -22,11 +22,12 @@ evaluation.
   (``load_data_in_batches`` reads ``answer``, not ``alt_ans``; its loop over ground truths then walks the
   characters of that one string, which is read here as the one ground truth it is meant to be).
   ``crag-alternatives`` grades against the answer and then each alternative answer (``alt_ans``) in turn.
-- The scorer ``agent-g-paper`` is the Agent-G paper's evaluator (§4, appendix A.1.2): an LLM reads the question,
-  the true answer and the predicted answer and says in one word whether the prediction is *accurate*,
-  *incorrect* or *missing* — no rule before it, one true answer (the record's ``answer``), its first such word
-  taken (a reply with none is incorrect). The paper's judge is Claude 3 Sonnet: give it as ``--grader-model``
-  (e.g. ``anthropic:claude-3-sonnet-20240229``). Same metrics; incorrect is a hallucination.
+- The scorer ``agent-g-paper`` is the Agent-G paper's evaluator (§4, appendix A.1.2): an LLM reads the
+  question, the true answer and the predicted answer and says in one word whether the prediction is
+  *accurate*, *incorrect* or *missing* — no rule before it, one true answer (the record's ``answer``), its
+  first such word taken (a reply with none is incorrect). The paper's judge is Claude 3 Sonnet: give it as
+  ``--grader-model`` (e.g. ``anthropic:claude-3-sonnet-20240229``). Same metrics; incorrect is a
+  hallucination.
 
 Both CRAG scorers also grade the answer a run had after each iteration when the run records them (``curve``:
 Agent-G with ``iteration_metrics``), each distinct answer once: the paper's Figure 5 from one run.
@@ -283,8 +284,8 @@ def _model_label(model: Any) -> str:
 
 
 class _Graded:
-    """What the CRAG scorers share: the judge's model resolved like any run's, a grade per answer, the per-iteration
-    curve, and CRAG's metrics."""
+    """What the CRAG scorers share: the judge's model resolved like any run's, a grade per answer, the
+    per-iteration curve, and CRAG's metrics."""
 
     name = ""
     needs_model = True

@@ -4,32 +4,36 @@ semi-structured knowledge bases, and its ranking metrics exactly as its evaluato
 **Data.** ``--dataset stark-mag|stark-amazon|stark-prime --data DIR`` reads STaRK's released files
 (Hugging Face dataset ``snap-stanford/stark``) as they are, in either of the layouts STaRK's own loaders use:
 
-- a snapshot of the dataset: ``DIR/qa/<name>/stark_qa/stark_qa.csv`` (and ``stark_qa_human_generated_eval.csv``),
-  ``DIR/qa/<name>/split/{train,val,test,test-0.1}.index``, ``DIR/skb/<name>/processed/`` (the SKB);
-- one dataset's folder, as ``load_qa(name, root)`` and ``load_skb(name, root)`` write it under ``root/<name>``:
-  ``DIR/stark_qa/``, ``DIR/split/`` and ``DIR/processed/`` (or ``DIR/skb/``).
+- a snapshot of the dataset: ``DIR/qa/<name>/stark_qa/stark_qa.csv`` (and
+  ``stark_qa_human_generated_eval.csv``), ``DIR/qa/<name>/split/{train,val,test,test-0.1}.index``,
+  ``DIR/skb/<name>/processed/`` (the SKB);
+- one dataset's folder, as ``load_qa(name, root)`` and ``load_skb(name, root)`` write it under
+  ``root/<name>``: ``DIR/stark_qa/``, ``DIR/split/`` and ``DIR/processed/`` (or ``DIR/skb/``).
 
-``--split`` is ``test`` (default), ``val``, ``train``, ``test-0.1`` (STaRK's 10% sample of the test split) — the
-query ids of ``split/<split>.index``, in that file's order — or ``human`` (every question of the human-generated
-set). The generic ``--dataset stark`` also reads a plain folder: a knowledge base (``skb/`` or the folder itself:
-node and edge tables, or a processed folder) and ``qa.jsonl`` / ``qa.csv`` (``id, query, answer_ids``); without
-split files, ``--split all`` evaluates every question and any other split is an error.
+``--split`` is ``test`` (default), ``val``, ``train``, ``test-0.1`` (STaRK's 10% sample of the test split) —
+the query ids of ``split/<split>.index``, in that file's order — or ``human`` (every question of the
+human-generated set). The generic ``--dataset stark`` also reads a plain folder: a knowledge base (``skb/`` or
+the folder itself: node and edge tables, or a processed folder) and ``qa.jsonl`` / ``qa.csv`` (``id, query,
+answer_ids``); without split files, ``--split all`` evaluates every question and any other split is an error.
 
-**Candidates.** STaRK ranks only its candidate nodes: MAG's papers, Amazon's products, every PrimeKG node. Each
-item carries its dataset's candidate types; Agent-G's two retrieval modules rank only them, and the scorer scores
-over them.
+**Candidates.** STaRK ranks only its candidate nodes: MAG's papers, Amazon's products, every PrimeKG node.
+Each item carries its dataset's candidate types; Agent-G's two retrieval modules rank only them, and the
+scorer scores over them.
 
 **Metrics** (:func:`ranking_metrics`): STaRK's ``Evaluator`` turns a run's ranking into a score per ranked id,
 gives every candidate the run did not rank the score ``min − 1`` (below the lowest ranked one), keeps the
-candidates, and computes torchmetrics' retrieval functions over the whole candidate set — so a short ranking still
-gets Hit@5 and MRR from the candidates after it, in the order torch's sort puts those ties. This module does the
-same with torch's own ``argsort`` / ``topk`` (the calls torchmetrics makes), so ties fall where they fall in STaRK.
-A ranking gets the scores ``n, n−1, …, 1`` (only their order matters, below). Where torchmetrics' versions differ,
-the scorer ``stark`` follows torchmetrics < 1.8 (what STaRK's published numbers and the paper's used: every
-candidate counts); ``stark-torchmetrics-1.8`` follows 1.8 and later, where Recall and MRR ignore the relevant
-candidates scored ≤ 0 — with STaRK's ``min − 1`` for the unranked ones and the scores above, an unranked answer
-then never counts for them. ``tests/agent_g/data/stark_metric_vectors.json`` holds cases computed by STaRK's
-``Evaluator`` under both versions (the script that made them is beside it).
+candidates, and computes torchmetrics' retrieval functions over the whole candidate set — so a short ranking
+still gets Hit@5 and MRR from the candidates after it, in the order torch's sort puts those ties. This module
+does the same with torch's own ``argsort`` (Hit@k, Recall@k) and ``topk`` (MRR), the calls torchmetrics makes,
+so ties fall where they fall in STaRK (the two calls break them differently: an unranked answer can be within
+the first 20 for Recall@20 and far down for MRR). A ranking gets the scores ``n, n−1, …, 1`` (only their order
+matters, below). Where torchmetrics' versions differ, the scorer ``stark`` follows torchmetrics before 1.7.4
+(what STaRK's published numbers and the paper's were computed with, in 2024: every candidate counts);
+``stark-torchmetrics-1.7.4`` follows 1.7.4 and later (the change came in 1.7.4 and 1.8.0), where Recall and MRR
+ignore the relevant candidates scored ≤ 0 — with STaRK's ``min − 1`` for the unranked ones and the scores
+above, an unranked answer then never counts for them (Hit@k is unchanged).
+``tests/agent_g/data/stark_metric_vectors.json`` holds cases computed by STaRK's ``Evaluator`` under
+torchmetrics 1.4.2, 1.7.3, 1.7.4 and 1.8.2 (the script that made them is beside it).
 """
 
 from __future__ import annotations
@@ -59,8 +63,8 @@ NAMES = ("mag", "amazon", "prime")
 #: STaRK's candidate node types per dataset (its SKB classes' ``candidate_types``); ``None``: every node.
 CANDIDATE_TYPES: dict[str, list[str] | None] = {"mag": ["paper"], "amazon": ["product"], "prime": None}
 METRICS = ("hit@1", "hit@5", "recall@20", "mrr")
-#: torchmetrics' two behaviours: before 1.7.4 every relevant candidate counts; from 1.7.4 on (the change came in
-#: 1.7.4 and 1.8.0) Recall and MRR ignore the relevant candidates scored ≤ 0.
+#: torchmetrics' two behaviours: before 1.7.4 every relevant candidate counts; from 1.7.4 on (the change came
+#: in 1.7.4 and 1.8.0) Recall and MRR ignore the relevant candidates scored ≤ 0.
 TORCHMETRICS_BEHAVIOURS = ("<1.7.4", ">=1.7.4")
 HOW_TO = ("give --data STaRK's files as they are released (the Hugging Face dataset snap-stanford/stark): a "
           "snapshot folder with qa/<name>/{stark_qa,split} and skb/<name>/processed, or one dataset's folder with "
@@ -178,8 +182,8 @@ def find_layout(path: Path, name: str | None) -> Layout:
 
 
 def split_questions(layout: Layout, split: str) -> list[dict[str, Any]]:
-    """The questions of ``split``: the query ids of ``split/<split>.index`` in its order, every question of the
-    human-generated set, or every question (``all``)."""
+    """The questions of ``split``: the query ids of ``split/<split>.index`` in its order, every question of
+    the human-generated set, or every question (``all``)."""
     if split == "human":
         if layout.human is None or not layout.human.is_file():
             raise StarkDataError(f"no human-generated questions ({HUMAN_CSV} beside {layout.questions.name})")
@@ -248,12 +252,11 @@ def ranking_metrics(ranked: Sequence[str], gold: Sequence[str], candidates: Cand
     """Hit@1, Hit@5, Recall@20 and MRR of a ranking as STaRK's ``Evaluator.evaluate`` computes them.
 
     ``ranked`` (best first; a repeated id counts at its first place) stands for the prediction dict ``{id:
-    score}`` with ``scores`` (default :func:`rank_scores`); every candidate not in it scores ``min(scores) − 1``;
-    ids outside ``candidates`` are dropped, as gold ids outside it are (STaRK indexes both by the candidates).
-    ``candidates`` default to the ranked and gold ids. An empty ranking scores 0 (STaRK's evaluator cannot take
-    one). ``torchmetrics``: ``"<1.7.4"`` (every relevant candidate counts) or ``">=1.7.4"`` (Recall and MRR drop
-    the relevant candidates scored ≤ 0), see the module docstring.
-    """
+    score}`` with ``scores`` (default :func:`rank_scores`); every candidate not in it scores ``min(scores) −
+    1``; ids outside ``candidates`` are dropped, as gold ids outside it are (STaRK indexes both by the
+    candidates). ``candidates`` default to the ranked and gold ids. An empty ranking scores 0 (STaRK's
+    evaluator cannot take one). ``torchmetrics``: ``"<1.7.4"`` (every relevant candidate counts) or
+    ``">=1.7.4"`` (Recall and MRR drop the relevant candidates scored ≤ 0), see the module docstring. """
     import torch
 
     if torchmetrics not in TORCHMETRICS_BEHAVIOURS:
@@ -324,8 +327,8 @@ class StarkScorer:
         self._lock = threading.Lock()
 
     def candidates_of(self, item: Any) -> Candidates | None:
-        """The item's candidate set: the nodes of its knowledge base of its dataset's candidate types (those the
-        item names, else those the knowledge base records); ``None`` without a knowledge base."""
+        """The item's candidate set: the nodes of its knowledge base of its dataset's candidate types (those
+        the item names, else those the knowledge base records); ``None`` without a knowledge base."""
         graph_ref = (getattr(item, "inputs", None) or {}).get("graph")
         if not graph_ref:
             return None

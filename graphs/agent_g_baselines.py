@@ -13,10 +13,11 @@ Each starts with Agent-G's ``initialise`` (pages converted and ranked) and ends 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from langgraph.graph import END, START, StateGraph
 
+from graphs.agent_g import PRESETS as PAPER
 from graphs.baselines import Workflow
 from graphs.routing import add_routed_node
 from nodes import agent_g as n
@@ -108,12 +109,18 @@ def build_react() -> StateGraph:
     return g
 
 
-cot = Workflow("agent-g-cot", build_cot)
-text_rag = Workflow("agent-g-text-rag", build_text_rag)
-graph_rag = Workflow("agent-g-graph-rag", build_graph_rag)
-hybrid_rag = Workflow("agent-g-hybrid-rag", build_hybrid_rag)
-corrective_rag = Workflow("agent-g-corrective-rag", build_corrective_rag)
-react = Workflow("agent-g-react", build_react)
+class Baseline(Workflow):
+    """A baseline of Agent-G's experiments, with the paper's settings per benchmark as presets."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {name: PAPER[name] for name in ("paper-stark", "paper-crag")}
+
+
+cot = Baseline("agent-g-cot", build_cot)
+text_rag = Baseline("agent-g-text-rag", build_text_rag)
+graph_rag = Baseline("agent-g-graph-rag", build_graph_rag)
+hybrid_rag = Baseline("agent-g-hybrid-rag", build_hybrid_rag)
+corrective_rag = Baseline("agent-g-corrective-rag", build_corrective_rag)
+react = Baseline("agent-g-react", build_react)
 
 #: For ``langgraph.json``: no checkpointer (the server brings its own).
 cot_graph = cot.graph

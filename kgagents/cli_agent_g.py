@@ -1,22 +1,19 @@
 """Agent-G on the command line.
 
-    kgagents ask "question" --workflow agent-g --page a.html --page b.txt [--query-time "03/10/2024, 23:34:42 PT"]
-        a question answered from the given web pages (the text module) and, with --set crag_api_url=URL, CRAG's
-        knowledge graphs (the graph module)
-    kgagents ask "question" --workflow agent-g --graph NAME --set task=retrieval
-        STaRK-style retrieval over a knowledge base whose nodes have documents: the answer is a ranked id list
-    kgagents demo --workflow agent-g
-        an offline, scripted run of a CRAG sample question through the real retriever bank (the question's real
-        web pages, the mock KG API serving CRAG's saved calls): one rejection, corrective feedback, an accepted
-        second answer
-    kgagents agent-g examples --dataset stark-mag --data DIR --split train --n 25
-        in-context examples for the agent and the commentor, collected from a training split and verified by its
-        gold (the runs use the oracle critic)
+    kgagents ask "question" --workflow agent-g --page a.html --page b.txt [--query-time "03/10/2024, 23:34:42
+        PT"] a question answered from the given web pages (the text module) and, with --set crag_api_url=URL,
+        CRAG's knowledge graphs (the graph module) kgagents ask "question" --workflow agent-g --graph NAME
+        --set task=retrieval STaRK-style retrieval over a knowledge base whose nodes have documents: the
+        answer is a ranked id list kgagents demo --workflow agent-g an offline, scripted run of a CRAG sample
+        question through the real retriever bank (the question's real web pages, the mock KG API serving
+        CRAG's saved calls): one rejection, corrective feedback, an accepted second answer kgagents agent-g
+        examples --dataset stark-mag --data DIR --split train --n 25 in-context examples for the agent and the
+        commentor, collected from a training split and verified by its gold (the runs use the oracle critic)
 
-The demo's script makes the decisions a model would make, but every answer in it is conditioned on what the real
-retriever bank returned (the generator's second answer is only given when the ranked pages that reach it hold the
-fact), so the run gets to the gold answer only if the retrieval, the critic loop and the checkpoints behave.
-"""
+The demo's script makes the decisions a model would make, but every answer in it is conditioned on what the
+real retriever bank returned (the generator's second answer is only given when the ranked pages that reach it
+hold the fact), so the run gets to the gold answer only if the retrieval, the critic loop and the checkpoints
+behave. """
 
 from __future__ import annotations
 
@@ -156,8 +153,9 @@ def add_commands(sub: Any, command: Any) -> None:
 def cmd_agent_g(args: argparse.Namespace) -> int:
     """``kgagents agent-g examples``: run Agent-G with the oracle critic over the first ``--n`` questions of a
     training split, then keep what the gold verifies: each action whose output it accepts (agent examples) and
-    each rejected action with the oracle's feedback whose next action did better (commentor examples), the paper's
-    "successful experiences"; the files go to ``--set agent_examples=FILE --set commentor_examples=FILE``."""
+    each rejected action with the oracle's feedback whose next action did better (commentor examples), the
+    paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
+    commentor_examples=FILE``."""
     from evals import event_loop
     from evals.agent_g import EXAMPLE_SPLITS, collect_examples
     from evals.datasets import load_dataset

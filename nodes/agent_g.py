@@ -3,18 +3,18 @@ rejection the commentor's corrective feedback for the next action; at most T ite
 
 Two task modes (the paper's two benchmark designs):
 
-- ``generation`` (CRAG): the output is an answer ("I don't know" allowed); the agent also decides the question's
-  domain, type and dynamism; the text module reads the question's web pages in batches; the graph module returns
-  reasoning paths; the validator judges the answer against the retrieved references.
-- ``retrieval`` (STaRK): the output is a ranked list of node ids; the text module ranks the nodes' documents; the
-  graph module ranks the documents of the entities its ego-graphs reach; the validator judges the top document
-  with its reasoning paths.
+- ``generation`` (CRAG): the output is an answer ("I don't know" allowed); the agent also decides the
+  question's domain, type and dynamism; the text module reads the question's web pages in batches; the graph
+  module returns reasoning paths; the validator judges the answer against the retrieved references.
+- ``retrieval`` (STaRK): the output is a ranked list of node ids; the text module ranks the nodes' documents;
+  the graph module ranks the documents of the entities its ego-graphs reach; the validator judges the top
+  document with its reasoning paths.
 
 Every iteration's action, references, answer, verdict and feedback are in the state (``iterations``).
 
 A model call that fails for good (after its API retries and parse re-asks) never ends the run: a failed agent
-call falls back to the text module, a failed generator answers "I don't know", a failed validator call rejects,
-a failed commentor gives the feedback the retrieval notes suggest. Each is logged in ``failures``.
+call falls back to the text module, a failed generator answers "I don't know", a failed validator call
+rejects, a failed commentor gives the feedback the retrieval notes suggest. Each is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -59,13 +59,13 @@ IDK = "I don't know"
 
 @dataclass(kw_only=True)
 class AgentGContext(Context):
-    """Agent-G's task mode and limits, with the paper's defaults (appendix A.2: T = 1 + 4 reflections, ego-graph
-    radius ≤ 2, batches of 5 pages)."""
+    """Agent-G's task mode and limits, with the paper's defaults (appendix A.2: T = 1 + 4 reflections,
+    ego-graph radius ≤ 2, batches of 5 pages)."""
 
     task: Task = "generation"
     max_iterations: int = 5
-    """T: iterations of Algorithm 1. Five: the first action and the "four self-reflection iterations" of appendix
-    A.2.2 (§4.3: iteration 1 has no self-reflection)."""
+    """T: iterations of Algorithm 1. Five: the first action and the "four self-reflection iterations" of
+    appendix A.2.2 (§4.3: iteration 1 has no self-reflection)."""
     radius: int = 2
     batch_size: int = 5
     """Web pages per batch of the text module (CRAG)."""
@@ -77,16 +77,16 @@ class AgentGContext(Context):
     generator_idk: bool = False
     """Tell the generator to answer "I don't know" when it does not know (not in the paper's prompt)."""
     validator_context: bool = True
-    """The validator's validation context (§2.3): the references (CRAG), the reasoning paths (STaRK); off: Tables
-    6 and 7's "w/o Context" ablation."""
+    """The validator's validation context (§2.3): the references (CRAG), the reasoning paths (STaRK); off:
+    Tables 6 and 7's "w/o Context" ablation."""
     oracle_validator: bool = False
     """Ablation: the validator judges from the gold answer (Tables 6 and 7's "Oracle"; see
     :mod:`nodes.agent_g_oracle`); needs the gold, which ``kgagents eval`` hands over."""
     oracle_commentor: bool = False
     """Ablation: the commentor names the error type from the gold (Tables 6 and 7's "Oracle")."""
     commentor_shots: int | None = None
-    """How many of the commentor's in-context examples it reads (blank-line separated; ``None``: all, 0: none):
-    Table 6's 5-shot and Table 7's 0-shot rows."""
+    """How many of the commentor's in-context examples it reads (blank-line separated; ``None``: all, 0:
+    none): Table 6's 5-shot and Table 7's 0-shot rows."""
     iteration_metrics: bool = False
     """Record the output the run would have returned with T = 1, 2, …, T (``curve``): the scorers then report
     the metrics per iteration (Figure 5) from one run."""
@@ -113,8 +113,8 @@ class AgentGContext(Context):
     crag_api_url: str | None = None
     """CRAG's mock KG API (the graph module of the generation task without a static KG); default: CRAG_SERVER."""
     embedding_model: Any = None
-    """The embedder of the text module and the VSS rankers, by name: a sentence-transformers model (name or path;
-    default the packaged all-MiniLM-L6-v2) or ``openai:<model>`` (the paper's STaRK runs:
+    """The embedder of the text module and the VSS rankers, by name: a sentence-transformers model (name or
+    path; default the packaged all-MiniLM-L6-v2) or ``openai:<model>`` (the paper's STaRK runs:
     ``openai:text-embedding-ada-002``; CRAG: BAAI/bge-m3); default with ``stark_embeddings``: their model."""
     embedding_device: str | None = None
     embedding_base_url: str | None = None
@@ -124,8 +124,8 @@ class AgentGContext(Context):
     ``embedding_model`` when it is a local model, else the packaged MiniLM — a large graph's names are many to
     embed with a paid API)."""
     stark_embeddings: str | None = None
-    """STaRK's released embeddings of the dataset (``emb/<dataset>/<model>``: ``doc/candidate_emb_dict.pt`` and
-    ``query/query_emb_dict.pt``), used instead of embedding every document again; questions they lack are
+    """STaRK's released embeddings of the dataset (``emb/<dataset>/<model>``: ``doc/candidate_emb_dict.pt``
+    and ``query/query_emb_dict.pt``), used instead of embedding every document again; questions they lack are
     embedded by the model."""
     vector_index: Literal["exact", "ivf"] = "exact"
     """``exact`` (the paper's VSS: every candidate scored) or ``ivf`` (an approximate inverted-file index)."""
@@ -167,8 +167,8 @@ class AgentGContext(Context):
         return embedder_spec(model, self.embedding_device, self.embedding_base_url)
 
     def linker(self) -> Any:
-        """The embedder that links entity names (see ``linking_model``): that model, else the VSS model when it
-        runs here (a sentence-transformers model), else the packaged one."""
+        """The embedder that links entity names (see ``linking_model``): that model, else the VSS model when
+        it runs here (a sentence-transformers model), else the packaged one."""
         model = self.linking_model
         if model is None and not (isinstance(self.embedding_model, str) and self.embedding_model.startswith("openai:")):
             model = self.embedding_model
@@ -180,8 +180,8 @@ class AgentGContext(Context):
         return "flat" if self.vector_index == "exact" else "ivf"
 
     def examples(self, which: Literal["agent", "commentor", "react"]) -> str:
-        """The in-context examples of the agent, the commentor (the first ``commentor_shots``) or ReAct for this
-        task: the user's file, else the built-in ones; an unreadable file is a clear error."""
+        """The in-context examples of the agent, the commentor (the first ``commentor_shots``) or ReAct for
+        this task: the user's file, else the built-in ones; an unreadable file is a clear error."""
         path = {"agent": self.agent_examples, "commentor": self.commentor_examples,
                 "react": self.react_examples}[which]
         generation = self.task == "generation"
@@ -508,8 +508,8 @@ def candidate_types(ctx: AgentGContext, graph: StaticKG) -> list[str] | None:
 
 
 async def vss_query(ctx: AgentGContext, graph: StaticKG, state: AgentGState) -> np.ndarray | None:
-    """The question's precomputed embedding when STaRK's embeddings are given (their document embeddings are put
-    into the graph's index the first time); ``None``: the question's text is embedded."""
+    """The question's precomputed embedding when STaRK's embeddings are given (their document embeddings are
+    put into the graph's index the first time); ``None``: the question's text is embedded."""
     if not ctx.stark_embeddings:
         return None
     from tools.pgraph.stark import stark_embeddings
@@ -562,14 +562,15 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
 # --------------------------------------------------------------------------------------------------------------
 #: Characters a page's name and a reference's number add to the page text the generator reads.
 PAGE_NAME_CHARS = 400
-#: Characters of a document or a reasoning path the generator reads (documents are cut to this by the retriever).
+#: Characters of a document or a reasoning path the generator reads (documents are cut to this by the
+#: retriever).
 DOCUMENT_CHARS = 2000
 
 
 def select_references(retrieval: Retrieval, ctx: AgentGContext) -> Retrieval:
     """The references the generator and the validator read: the top ``top_k`` paths or documents and the whole
-    batch of pages (``batch_size``), each part kept whole — the Text + Graph RAG baseline hands over both, graph
-    paths first, and many paths must not push the pages out."""
+    batch of pages (``batch_size``), each part kept whole — the Text + Graph RAG baseline hands over both,
+    graph paths first, and many paths must not push the pages out."""
     refs = list(retrieval.get("references") or [])
     pages = [n for n, r in enumerate(refs) if r.get("kind") == "page"][: ctx.batch_size]
     others = [n for n, r in enumerate(refs) if r.get("kind") != "page"][: ctx.top_k]
@@ -577,8 +578,8 @@ def select_references(retrieval: Retrieval, ctx: AgentGContext) -> Retrieval:
 
 
 def references_budget(ctx: AgentGContext) -> int:
-    """The characters of references the generator and the validator read, derived from what a retrieval can hand
-    over: a whole batch of pages (``batch_size`` × ``page_chars`` and their names) and ``top_k`` paths or
+    """The characters of references the generator and the validator read, derived from what a retrieval can
+    hand over: a whole batch of pages (``batch_size`` × ``page_chars`` and their names) and ``top_k`` paths or
     documents."""
     return ctx.batch_size * (ctx.page_chars + PAGE_NAME_CHARS) + ctx.top_k * DOCUMENT_CHARS
 
@@ -599,8 +600,8 @@ def final_answer_of(reply: str) -> str:
 
 
 async def generator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """``ŷ_t = Generator(q, X_t)``: an answer from the top-K references with chain-of-thought (generation task);
-    the retrieval task's output is the ranked list itself."""
+    """``ŷ_t = Generator(q, X_t)``: an answer from the top-K references with chain-of-thought (generation
+    task); the retrieval task's output is the ranked list itself."""
     ctx = agent_g_context_of(runtime)
     retrieval = state.get("retrieval") or Retrieval()
     if ctx.task == "retrieval":
@@ -633,9 +634,9 @@ def _yes(reply: str) -> bool:
 
 
 async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """``C_val(q, ŷ_t, X_t)``: yes or no, with the task's validation context (§2.3): the retrieved references for
-    an answer, the top document with its reasoning paths for a ranking (without them: ``validator_context``
-    off); or the oracle's judgement from the gold (``oracle_validator``)."""
+    """``C_val(q, ŷ_t, X_t)``: yes or no, with the task's validation context (§2.3): the retrieved references
+    for an answer, the top document with its reasoning paths for a ranking (without them:
+    ``validator_context`` off); or the oracle's judgement from the gold (``oracle_validator``)."""
     ctx = agent_g_context_of(runtime)
     retrieval = state.get("retrieval") or Retrieval()
     t = state.get("t", 1)
@@ -703,9 +704,9 @@ def route_verdict(state: AgentGState, ctx: AgentGContext) -> Verdict:
 
 
 async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """``f_t = C_com(q, a_t)``: the error in the action, from the task's error taxonomy (Table 3), as corrective
-    feedback; in-context examples of (action, feedback) pairs; no ground truth is used (except by the oracle
-    commentor of the ablations, ``oracle_commentor``)."""
+    """``f_t = C_com(q, a_t)``: the error in the action, from the task's error taxonomy (Table 3), as
+    corrective feedback; in-context examples of (action, feedback) pairs; no ground truth is used (except by
+    the oracle commentor of the ablations, ``oracle_commentor``)."""
     ctx = agent_g_context_of(runtime)
     taxonomy = P.ERROR_TYPES_GENERATION if ctx.task == "generation" else P.ERROR_TYPES_RETRIEVAL
     retrieval = state.get("retrieval") or Retrieval()
@@ -739,9 +740,9 @@ async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
 
 
 def _match_error(text: str, taxonomy: dict[str, str]) -> str | None:
-    """The error type a commentor's reply names: the type itself (case, punctuation and quotes aside), else the one
-    type whose full name the reply contains; ``None`` for a reply that names none, or more than one — a short
-    reply such as "no" or "incorrect" is no error type, however many type names it occurs in."""
+    """The error type a commentor's reply names: the type itself (case, punctuation and quotes aside), else
+    the one type whose full name the reply contains; ``None`` for a reply that names none, or more than one —
+    a short reply such as "no" or "incorrect" is no error type, however many type names it occurs in."""
     key = " ".join(re.sub(r"[^a-z/ ]+", " ", text.lower()).split())
     if key in taxonomy:
         return key

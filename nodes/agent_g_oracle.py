@@ -1,23 +1,22 @@
-"""The oracle critic of Agent-G's ablations (paper 004, §4.3, Tables 6 and 7: "The oracle has access to the ground
-truth, which gives the optimal judgement on the correctness of the output and the error type of the action"),
-read from the gold an evaluation hands over in the input's ``oracle`` field.
+"""The oracle critic of Agent-G's ablations (paper 004, §4.3, Tables 6 and 7: "The oracle has access to the
+ground truth, which gives the optimal judgement on the correctness of the output and the error type of the
+action"), read from the gold an evaluation hands over in the input's ``oracle`` field.
 
 The paper does not say how its oracle decides; the rules here are this project's, written from Table 3's error
 types:
 
 - **Validator.** STaRK: the ranking is correct when its first id is an answer (Hit@1). CRAG: the answer is
-  correct when CRAG's rules say so against the answer or an alternative answer ("i don't know" is not correct; an
-  exact lower-case match is; "invalid" in both is) and otherwise when the paper's evaluator prompt, asked with the
-  run's model, says "accurate".
+  correct when CRAG's rules say so against the answer or an alternative answer ("i don't know" is not correct;
+  an exact lower-case match is; "invalid" in both is) and otherwise when the paper's evaluator prompt, asked
+  with the run's model, says "accurate".
 - **Commentor.** STaRK: the text module's ranking → incorrect document; the graph module with two or more
   entities and no intersection → no intersection; with an intersection that holds no answer → incorrect
   intersection; with one entity whose ego-graph reaches an answer (not first) → missing entity; otherwise →
   incorrect entity/relation. CRAG: the first of the question's type, dynamism and domain that the action got
-  wrong (CRAG's labels; its domain "open" is the paper's "encyclopedia"); else, for a question whose answer is in
-  CRAG's knowledge graphs (a popularity label) read from web pages, or one answered from web pages read from the
-  graph module → incorrect retrieval module; else incorrect entity and relation (graph module) or incorrect
-  retrieval module (the next batch of pages).
-"""
+  wrong (CRAG's labels; its domain "open" is the paper's "encyclopedia"); else, for a question whose answer is
+  in CRAG's knowledge graphs (a popularity label) read from web pages, or one answered from web pages read
+  from the graph module → incorrect retrieval module; else incorrect entity and relation (graph module) or
+  incorrect retrieval module (the next batch of pages). """
 
 from __future__ import annotations
 
@@ -43,8 +42,8 @@ def ranking_is_correct(ranked: Sequence[str], oracle: Mapping[str, Any]) -> bool
 
 
 def answer_by_rules(answer: str, oracle: Mapping[str, Any]) -> bool | None:
-    """CRAG's rules against the answer and its alternatives: True / False when they decide, ``None`` when a judge
-    must."""
+    """CRAG's rules against the answer and its alternatives: True / False when they decide, ``None`` when a
+    judge must."""
     predicted = answer.strip().lower()
     if IDK in predicted or not predicted:
         return False

@@ -1,18 +1,18 @@
-"""Agent-G's retriever bank (paper 004, §2.2, Table 2): a text and a graph retrieval module, each a retriever and
-a ranker, selected and fed by the agent's action.
+"""Agent-G's retriever bank (paper 004, §2.2, Table 2): a text and a graph retrieval module, each a retriever
+and a ranker, selected and fed by the agent's action.
 
-- **Text module**: dense retrieval by vector similarity (VSS) — over the documents of a static KG's nodes (STaRK:
-  each entity has a document), or over a question's pre-fetched web pages (CRAG), ranked once and read in batches
-  of ``batch_size`` (the agent can ask for the next batch).
-- **Graph module**: each topic entity linked to a node (exact name, else the store's nearest-node search within
-  its type); the ego-graph of each along the useful relations (radius ≤ 2); the intersection of the ego-graphs
-  when there are several; then either the *documents* of the entities reached, ranked by VSS (STaRK), or the
-  verbalised *reasoning paths* ``{e} → {r} → … → {n}`` from the topic entities to them, ranked by VSS (CRAG). For
-  CRAG's knowledge graphs, reachable only through its API, :mod:`nodes.crag_paths` gives the same paths.
+- **Text module**: dense retrieval by vector similarity (VSS) — over the documents of a static KG's nodes
+  (STaRK: each entity has a document), or over a question's pre-fetched web pages (CRAG), ranked once and read
+  in batches of ``batch_size`` (the agent can ask for the next batch).
+- **Graph module**: each topic entity linked to a node (exact name, else the store's nearest-node search
+  within its type); the ego-graph of each along the useful relations (radius ≤ 2); the intersection of the
+  ego-graphs when there are several; then either the *documents* of the entities reached, ranked by VSS
+  (STaRK), or the verbalised *reasoning paths* ``{e} → {r} → … → {n}`` from the topic entities to them, ranked
+  by VSS (CRAG). For CRAG's knowledge graphs, reachable only through its API, :mod:`nodes.crag_paths` gives
+  the same paths.
 
-Every retrieval says what happened (entities not found, relations unknown, ego-graphs without an intersection):
-the commentor reads it.
-"""
+Every retrieval says what happened (entities not found, relations unknown, ego-graphs without an
+intersection): the commentor reads it. """
 
 from __future__ import annotations
 
@@ -150,8 +150,8 @@ def page_batch(pages: Sequence[dict[str, Any]], order: Sequence[tuple[int, float
 def document_retrieval(graph: StaticKG, question: str, k: int, *, types: Sequence[str] | None = None,
                        embedder: Any = None, max_chars: int = 2000, kind: str | None = None,
                        vector: Any = None) -> Retrieval:
-    """Dense retrieval over the nodes' documents (the text module of a knowledge base with documents); ``kind``
-    and ``vector`` as :meth:`~tools.pgraph.StaticKG.nearest_nodes` takes them."""
+    """Dense retrieval over the nodes' documents (the text module of a knowledge base with documents);
+    ``kind`` and ``vector`` as :meth:`~tools.pgraph.StaticKG.nearest_nodes` takes them."""
     hits = graph.nearest_nodes(question, k, field="text", types=types or None, embedder=embedder, kind=kind,
                                vector=vector)
     refs = [Reference(id=i, text=f"{graph.display_name(i)}: {graph.node_text(i, max_chars=max_chars)}", score=s,

@@ -1,38 +1,36 @@
 """Small STaRK datasets (MAG, Amazon, PrimeKG) in STaRK's released layout, for the tests.
 
-    python -m tests.agent_g.stark_fixtures OUT_DIR      writes OUT_DIR/qa/<name>/... and OUT_DIR/skb/<name>/...
+    python -m tests.agent_g.stark_fixtures OUT_DIR      writes OUT_DIR/qa/<name>/... and
+    OUT_DIR/skb/<name>/...
 
 The layout is the one of the Hugging Face dataset ``snap-stanford/stark`` that STaRK's loaders read:
 
     qa/<name>/stark_qa/stark_qa.csv                     id, query, answer_ids (a Python list as text)
-    qa/<name>/stark_qa/stark_qa_human_generated_eval.csv
-    qa/<name>/split/{train,val,test,test-0.1}.index     query ids, one per line
-    skb/mag/processed/        node_info.pkl, node_types.pt, edge_index.pt, edge_types.pt (no type dictionaries:
-                              STaRK's MAG loader holds them)
-    skb/amazon/processed/     the products alone: node_info.pkl, edge_index.pt, edge_types.pt, edge_type_dict.pkl
-    skb/amazon/processed/cache/brand-category-color/    the graph with brand, category and color nodes: the six
-                              files, type dictionaries included
-    skb/prime/processed/      the six files
+    qa/<name>/stark_qa/stark_qa_human_generated_eval.csv qa/<name>/split/{train,val,test,test-0.1}.index
+    query ids, one per line skb/mag/processed/        node_info.pkl, node_types.pt, edge_index.pt,
+    edge_types.pt (no type dictionaries: STaRK's MAG loader holds them) skb/amazon/processed/     the products
+    alone: node_info.pkl, edge_index.pt, edge_types.pt, edge_type_dict.pkl
+    skb/amazon/processed/cache/brand-category-color/    the graph with brand, category and color nodes: the
+    six files, type dictionaries included skb/prime/processed/      the six files
 
 Node records use the fields STaRK's processed records have and its ``get_doc_info`` reads: MAG ``type``,
-``mag_id``, ``DisplayName``, ``PaperCount``, ``CitationCount`` (authors, institutions, fields of study; -1 when
-unknown) and ``title``, ``abstract``, ``Date``, ``OriginalVenue``, ``JournalDisplayName``, … (papers); Amazon
-``asin``, ``title``, ``brand``, ``description`` (a list), ``feature``, ``review`` (``summary``, ``reviewText``,
-``vote``), ``qa``, ``details`` and ``<type>_name`` for the link nodes; PrimeKG ``id``, ``type``, ``name``,
-``source``, ``details``. Node indices follow STaRK's order (MAG: authors, institutions, fields, papers; Amazon:
-products, then brands, categories, colors).
+``mag_id``, ``DisplayName``, ``PaperCount``, ``CitationCount`` (authors, institutions, fields of study; -1
+when unknown) and ``title``, ``abstract``, ``Date``, ``OriginalVenue``, ``JournalDisplayName``, … (papers);
+Amazon ``asin``, ``title``, ``brand``, ``description`` (a list), ``feature``, ``review`` (``summary``,
+``reviewText``, ``vote``), ``qa``, ``details`` and ``<type>_name`` for the link nodes; PrimeKG ``id``,
+``type``, ``name``, ``source``, ``details``. Node indices follow STaRK's order (MAG: authors, institutions,
+fields, papers; Amazon: products, then brands, categories, colors).
 
 Provenance. STaRK's repository (snap-stanford/stark, MIT; data CC-BY-4.0) holds no data files; its notebook
-``load_dataset.ipynb`` @ ``b246b9490b1dc216892ce78303140014506932c1`` prints a few real records, copied here in
-part: the Amazon question 1 ("Looking for a user-friendly fly fishing knot guide ...") with its three answers'
-titles, the first answer's brand (Lake), description, five features, two reviews (their text cut short) and the
-titles of some products bought or viewed with it; the PrimeKG question 1 ("What drugs target the CYP3A4 enzyme and
-are used to treat strongyloidiasis?") with its answer Ivermectin (STaRK's node 15450, renumbered 0), its source,
-the beginning of its description and its relations (enzyme CYP3A4; target GABRB3, GLRA3; indication
-onchocerciasis, strongyloidiasis). Everything else — the MAG graph (after the paper's Figure 4: Netaji Subhash
-Engineering College and optical TALU implementations), the other questions, counts, reviews and the nodes the
-relations need — is written for these tests.
-"""
+``load_dataset.ipynb`` @ ``b246b9490b1dc216892ce78303140014506932c1`` prints a few real records, copied here
+in part: the Amazon question 1 ("Looking for a user-friendly fly fishing knot guide ...") with its three
+answers' titles, the first answer's brand (Lake), description, five features, two reviews (their text cut
+short) and the titles of some products bought or viewed with it; the PrimeKG question 1 ("What drugs target
+the CYP3A4 enzyme and are used to treat strongyloidiasis?") with its answer Ivermectin (STaRK's node 15450,
+renumbered 0), its source, the beginning of its description and its relations (enzyme CYP3A4; target GABRB3,
+GLRA3; indication onchocerciasis, strongyloidiasis). Everything else — the MAG graph (after the paper's Figure
+4: Netaji Subhash Engineering College and optical TALU implementations), the other questions, counts, reviews
+and the nodes the relations need — is written for these tests. """
 
 from __future__ import annotations
 

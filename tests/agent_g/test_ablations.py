@@ -1,6 +1,6 @@
 """The paper's ablations as settings (§4.3, Tables 6 and 7, Figure 5): the validator without its context, the
-oracle validator and commentor reading the gold, fewer commentor shots, the per-iteration metrics of one run, and
-ReAct with its examples and step budget."""
+oracle validator and commentor reading the gold, fewer commentor shots, the per-iteration metrics of one run,
+and ReAct with its examples and step budget."""
 
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ async def test_oracles_need_the_gold_and_nothing_else_keeps_it(prime):
 
 
 async def test_the_oracle_critic_on_a_ranking(prime):
-    """No validator or commentor call: the oracle rejects Rifampin (not an answer), names the error from the gold
-    (one entity whose ego-graph misses the answer), and accepts Ivermectin."""
+    """No validator or commentor call: the oracle rejects Rifampin (not an answer), names the error from the
+    gold (one entity whose ego-graph misses the answer), and accepts Ivermectin."""
     steps = [WRONG_FIRST, {**RIGHT_SECOND, "when": RIGHT_SECOND["when"] + ".*The entity or relation is incorrect"}]
     state, model, _ = await run({"question": QUESTION, "graph": prime, "oracle": {"answer_ids": ["0"]}}, steps,
                                 task="retrieval", oracle_validator=True, oracle_commentor=True)
@@ -156,3 +156,16 @@ async def test_react_with_examples_and_four_steps():
     state, model, nodes = await run_baseline(B.react, {"question": "who plays keyboards?", "pages": pages}, steps)
     assert nodes.count("react_step") == 4 and state["final_answer"] == "PJ Morton"
     assert P.REACT_EXAMPLES.splitlines()[0] in model.calls[0]
+
+
+def test_the_papers_presets_are_valid_settings():
+    from graphs.agent_g import PRESETS
+    from kgagents.workflows import preset
+
+    for name, values in PRESETS.items():
+        ctx = AgentGContext(**values)
+        assert ctx.max_iterations == 5 and ctx.radius == 2, name
+    assert PRESETS["paper-stark-oracle"]["oracle_validator"] and PRESETS["paper-crag-0-shot"]["commentor_shots"] == 0
+    assert preset("agent-g-text-rag", "paper-stark")["embedding_model"] == "openai:text-embedding-ada-002"
+    with pytest.raises(ValueError, match="no preset 'paper-stark-oracle'"):
+        preset("agent-g-react", "paper-stark-oracle")  # the ablations are Agent-G's

@@ -1,6 +1,6 @@
-"""Agent-G on CRAG as the paper runs it: its three-way evaluator (``--scorer agent-g-paper``) beside CRAG's own
-local evaluation, the generator's prompt without an added "I don't know" instruction, and the bugs that made
-pages vanish, sent the text module back to its first batch, or turned short replies into error types."""
+"""Agent-G on CRAG as the paper runs it: its three-way evaluator (``--scorer agent-g-paper``) beside CRAG's
+own local evaluation, the generator's prompt without an added "I don't know" instruction, and the bugs that
+made pages vanish, sent the text module back to its first batch, or turned short replies into error types."""
 
 from __future__ import annotations
 

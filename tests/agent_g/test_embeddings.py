@@ -1,6 +1,6 @@
 """Agent-G's embeddings as the paper's: the VSS embedder by name (OpenAI's text-embedding-ada-002 through any
-OpenAI-compatible server, here a fake one on loopback), STaRK's released embeddings used instead of embedding the
-documents again, exact search unless IVF is asked for, and the ego-graph cap as a setting whose cuts are
+OpenAI-compatible server, here a fake one on loopback), STaRK's released embeddings used instead of embedding
+the documents again, exact search unless IVF is asked for, and the ego-graph cap as a setting whose cuts are
 recorded."""
 
 from __future__ import annotations

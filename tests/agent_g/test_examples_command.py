@@ -1,5 +1,5 @@
-"""``kgagents agent-g examples``: in-context examples collected from STaRK's training split and verified by its
-gold, written where the example settings read them, and read back by a run."""
+"""``kgagents agent-g examples``: in-context examples collected from STaRK's training split and verified by
+its gold, written where the example settings read them, and read back by a run."""
 
 from __future__ import annotations
 

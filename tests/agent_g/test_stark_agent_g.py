@@ -1,6 +1,6 @@
 """Agent-G on STaRK's three datasets, end to end: ``kgagents eval`` over the released layout (official split,
-the SKB imported as STaRK builds it) with a scripted model that follows each question's gold path; both retrieval
-modules rank only the dataset's candidates, and the scorer scores over them."""
+the SKB imported as STaRK builds it) with a scripted model that follows each question's gold path; both
+retrieval modules rank only the dataset's candidates, and the scorer scores over them."""
 
 from __future__ import annotations
 
@@ -76,8 +76,8 @@ async def test_scoring_drops_what_is_not_a_candidate(stark_root):
 
 
 async def test_without_a_dataset_the_graph_says_what_its_candidates_are(stark_root):
-    """``kgagents ask --graph skb/mag --set task=retrieval``: no dataset sets ``candidate_types``; the imported
-    SKB records MAG's (papers), and both modules keep to them."""
+    """``kgagents ask --graph skb/mag --set task=retrieval``: no dataset sets ``candidate_types``; the
+    imported SKB records MAG's (papers), and both modules keep to them."""
     from tests.agent_g.test_graph import run
 
     steps = [decide(1, source="text documents"), validate(1, "no"),

@@ -1,6 +1,6 @@
-"""STaRK's released files read as they are: the questions of each official split (and the human-generated set),
-from both layouts STaRK's loaders use, and its three knowledge bases imported with their own types, relation
-names, display names, candidate types and retrieval documents."""
+"""STaRK's released files read as they are: the questions of each official split (and the human-generated
+set), from both layouts STaRK's loaders use, and its three knowledge bases imported with their own types,
+relation names, display names, candidate types and retrieval documents."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""STaRK's ranking metrics as its evaluator computes them: the cases of ``data/stark_metric_vectors.json`` were
-computed by STaRK's own ``Evaluator`` (stark_qa/evaluator.py) under torchmetrics 1.4.2, 1.7.3, 1.7.4 and 1.8.2
-(``data/make_stark_metric_vectors.py``): short rankings, unranked answers among tied candidates, ties in the run's
-scores, ids outside the candidate set, scores ≤ 0."""
+"""STaRK's ranking metrics as its evaluator computes them: the cases of ``data/stark_metric_vectors.json``
+were computed by STaRK's own ``Evaluator`` (stark_qa/evaluator.py) under torchmetrics 1.4.2, 1.7.3, 1.7.4 and
+1.8.2 (``data/make_stark_metric_vectors.py``): short rankings, unranked answers among tied candidates, ties in
+the run's scores, ids outside the candidate set, scores ≤ 0."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ def test_agrees_with_starks_evaluator(case, version):
 
 
 def test_the_cases_cover_what_differs():
-    """The vectors include cases where the two torchmetrics behaviours differ, and where torch's argsort and topk
-    break the same ties differently (an unranked answer within the first 20 for Recall, far down for MRR)."""
+    """The vectors include cases where the two torchmetrics behaviours differ, and where torch's argsort and
+    topk break the same ties differently (an unranked answer within the first 20 for Recall, far down for
+    MRR)."""
     differ = [c for c in VECTORS["cases"] if c["expected"]["1.4.2"] != c["expected"]["1.7.4"]]
     assert len(differ) >= 5
     split = [c for c in VECTORS["cases"] if c["expected"]["1.4.2"]["recall@20"] == 1.0
@@ -55,6 +56,7 @@ def test_repeats_empty_rankings_and_default_candidates():
     assert ranking_metrics(["x", "a", "x"], ["a"], ["a", "x", "y"]) == ranking_metrics(["x", "a"], ["a"],
                                                                                        ["a", "x", "y"])
     assert ranking_metrics(["x", "a", "x"], ["a"], ["a", "x", "y"])["mrr"] == 0.5
+    assert ranking_metrics(["x", "x", "a"], ["a"], ["a", "x", "y"])["mrr"] == 0.5  # a repeat takes no place
     assert ranking_metrics([], ["a"], ["a", "b"]) == {"hit@1": 0.0, "hit@5": 0.0, "recall@20": 0.0, "mrr": 0.0}
     # without a candidate set: the ranked and gold ids (an unranked answer comes right after the ranking)
     assert ranking_metrics(["b", "c"], ["a"]) == {"hit@1": 0.0, "hit@5": 1.0, "recall@20": 1.0, "mrr": 1 / 3}
@@ -79,3 +81,37 @@ def test_the_two_scorers(stark_root):
     b = asyncio.run(new.score_run(item, None, ranked)).details
     assert a["recall@20"] == 1.0 and a["mrr"] > 0  # the unranked answer counts, after the ranking
     assert b["recall@20"] == 0.0 and b["mrr"] == 0.0 and b["hit@5"] == a["hit@5"] == 1.0
+
+
+def test_per_iteration_means():
+    from evals.stark import curve_means
+
+    records = [{"details": {"curve": [{"mrr": 0.0}, {"mrr": 1.0}, {"mrr": 1.0}]}},
+               {"details": {"curve": [{"mrr": 0.5}]}},  # stopped after one iteration: its value holds
+               {"details": {"curve": [{"mrr": None}, {"mrr": 0.25}]}}]
+    assert curve_means(records, ["mrr"]) == {"mrr t=1": 0.5 / 3, "mrr t=2": 1.75 / 3, "mrr t=3": 1.75 / 3}
+    assert curve_means([{"details": {}}, {"error": "x"}], ["mrr"]) == {}
+
+
+async def test_candidates_come_from_the_item_then_the_graph(stark_root, tmp_path):
+    """A MAG-shaped table-layout SKB records no candidate types: the item's (stark-mag: papers) decide."""
+    import json as _json
+
+    from evals.datasets import Item
+    from evals.stark import StarkScorer
+
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    nodes = [{"id": 0, "type": "author", "name": "A"}, {"id": 1, "type": "paper", "name": "P1"},
+             {"id": 2, "type": "paper", "name": "P2"}]
+    (folder / "nodes.jsonl").write_text("\n".join(_json.dumps(n) for n in nodes) + "\n")
+    (folder / "edges.jsonl").write_text(_json.dumps({"src": 0, "relation": "writes", "dst": 1}) + "\n")
+    scorer = StarkScorer()
+    mag = Item(id="q", question="q", gold=["2"], inputs={"graph": str(folder)}, meta={"candidate_types": ["paper"]})
+    plain = Item(id="q", question="q", gold=["2"], inputs={"graph": str(folder)})
+    assert scorer.candidates_of(mag).ids == ["1", "2"] and scorer.candidates_of(plain).ids == ["0", "1", "2"]
+    hit = await scorer.score_run(mag, None, {"ranked_ids": ["0", "2"]})
+    assert hit.grade == "HIT" and hit.correct and hit.details["mrr"] == 1.0  # the author is no candidate
+    miss = await scorer.score_run(plain, None, {"ranked_ids": ["0", "2"]})
+    assert miss.grade == "MISS" and not miss.correct and miss.details["mrr"] == 0.5
+    assert scorer.candidates_of(Item(id="q", question="q", gold=[])) is None

@@ -1,9 +1,11 @@
-"""STaRK's three semi-structured knowledge bases (Amazon, MAG, PrimeKG) read from their released processed folders.
+"""STaRK's three semi-structured knowledge bases (Amazon, MAG, PrimeKG) read from their released processed
+folders.
 
-STaRK (snap-stanford/stark, its Hugging Face dataset ``snap-stanford/stark``) ships each SKB as a ``processed``
-folder of pickles and tensors: ``node_info.pkl`` (node index → record), ``edge_index.pt`` (2 × E), ``edge_types.pt``,
-``node_types.pt`` and, for some of them, ``node_type_dict.pkl`` / ``edge_type_dict.pkl``. What the folders hold
-differs by dataset, and what they leave out lives in STaRK's loader classes:
+STaRK (snap-stanford/stark, its Hugging Face dataset ``snap-stanford/stark``) ships each SKB as a
+``processed`` folder of pickles and tensors: ``node_info.pkl`` (node index → record), ``edge_index.pt`` (2 ×
+E), ``edge_types.pt``, ``node_types.pt`` and, for some of them, ``node_type_dict.pkl`` /
+``edge_type_dict.pkl``. What the folders hold differs by dataset, and what they leave out lives in STaRK's
+loader classes:
 
 =========  ==========================================================================================================
 dataset    processed folder
@@ -21,10 +23,11 @@ prime      ``skb/prime/processed``: both dictionaries; names are ``name``; every
 =========  ==========================================================================================================
 
 Each node's document is the text STaRK embeds for retrieval: its ``get_doc_info(add_rel=True, compact=True)``,
-the folder ``doc`` of STaRK's released embeddings (``emb_generate.py`` names the other variants ``doc_no_rel`` and
-``doc_no_compact``): the node's fields, then its relations (neighbours over the graph made undirected, by
+the folder ``doc`` of STaRK's released embeddings (``emb_generate.py`` names the other variants ``doc_no_rel``
+and ``doc_no_compact``): the node's fields, then its relations (neighbours over the graph made undirected, by
 relation in the dictionary's order, each relation's neighbours by index), then newlines folded into ". ".
-:func:`document` writes it for one node, following STaRK's ``get_doc_info`` / ``get_rel_info`` of each dataset.
+:func:`document` writes it for one node, following STaRK's ``get_doc_info`` / ``get_rel_info`` of each
+dataset.
 
 Pickles can run code when read: open only folders you downloaded from STaRK yourself.
 """
@@ -70,9 +73,9 @@ DOCUMENT_VARIANT = "STaRK get_doc_info(add_rel=True, compact=True): the text of 
 # Finding and reading a processed folder
 # ----------------------------------------------------------------------------------------------------------
 def find_processed(path: Path) -> Path | None:
-    """The folder that holds a STaRK SKB's ``node_info.pkl``: ``path`` itself, its ``processed/``, and for Amazon
-    the ``cache/brand-category-color`` folder with the brand, category and color nodes (preferred: the graph
-    STaRK's loader builds); ``None`` when there is none."""
+    """The folder that holds a STaRK SKB's ``node_info.pkl``: ``path`` itself, its ``processed/``, and for
+    Amazon the ``cache/brand-category-color`` folder with the brand, category and color nodes (preferred: the
+    graph STaRK's loader builds); ``None`` when there is none."""
     for base in (path, path / "processed"):
         if (base / AMAZON_CACHE / "node_info.pkl").is_file():
             return base / AMAZON_CACHE
@@ -185,8 +188,8 @@ def read_processed(path: Path, dataset: str | None = None) -> ProcessedSKB:
 def detect_dataset(node_info: Mapping[int, Mapping[str, Any]], node_type_dict: Mapping[int, str] | None,
                    edge_type_dict: Mapping[int, str] | None) -> str:
     """Which STaRK SKB the records are: MAG's records carry ``mag_id`` and a ``type`` among its four, Amazon's
-    products an ``asin`` (its link nodes only ``<type>_name``), PrimeKG's a ``source`` and a type among its ten;
-    ``""`` for none of them."""
+    products an ``asin`` (its link nodes only ``<type>_name``), PrimeKG's a ``source`` and a type among its
+    ten; ``""`` for none of them."""
     sample = [node_info[i] for i in list(node_info)[:1000]]
     types = {str(r.get("type")) for r in sample if r.get("type") is not None}
     relations = set((edge_type_dict or {}).values())
@@ -215,8 +218,8 @@ def clean_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Neighbours:
-    """Each node's neighbours per relation over the graph made undirected (STaRK's SKB adds every edge's reverse,
-    of the same relation, and looks neighbours up in a sparse matrix: sorted, each once)."""
+    """Each node's neighbours per relation over the graph made undirected (STaRK's SKB adds every edge's
+    reverse, of the same relation, and looks neighbours up in a sparse matrix: sorted, each once)."""
 
     def __init__(self, heads: np.ndarray, tails: np.ndarray, relations: np.ndarray, count: int) -> None:
         src = np.concatenate([heads, tails])
@@ -505,11 +508,10 @@ class StarkEmbeddings:
     ``query/query_emb_dict.pt`` (query id → the question's embedding; ``query_human_generated_eval/`` for the
     human-generated questions). The released ones are text-embedding-ada-002's.
 
-    :meth:`install` keeps the document embeddings as the graph's exact ``text`` index for the model, so that no
-    document is embedded again; :meth:`query_vector` gives a question's embedding by its query id (``human:<id>``
-    for a human-generated question), ``None`` when it has none (the question's text is then embedded by the
-    model).
-    """
+    :meth:`install` keeps the document embeddings as the graph's exact ``text`` index for the model, so that
+    no document is embedded again; :meth:`query_vector` gives a question's embedding by its query id
+    (``human:<id>`` for a human-generated question), ``None`` when it has none (the question's text is then
+    embedded by the model). """
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
@@ -540,8 +542,8 @@ class StarkEmbeddings:
                 for k, v in data.items()}
 
     def install(self, graph: Any, embedder: Any, *, kind: str = "flat") -> None:
-        """Put the document embeddings into ``graph``'s ``text`` index for ``embedder``'s model id (once: a saved
-        index is found again by later runs and processes)."""
+        """Put the document embeddings into ``graph``'s ``text`` index for ``embedder``'s model id (once: a
+        saved index is found again by later runs and processes)."""
         from tools.pgraph.vectors import model_id_of
 
         model_id = model_id_of(embedder)

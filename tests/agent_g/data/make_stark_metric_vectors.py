@@ -1,13 +1,13 @@
-"""Compute the cases of ``stark_metric_vectors.json`` with STaRK's own evaluator, under the installed torchmetrics.
+"""Compute the cases of ``stark_metric_vectors.json`` with STaRK's own evaluator, under the installed
+torchmetrics.
 
     python tests/agent_g/data/make_stark_metric_vectors.py STARK_EVALUATOR_PY OUT_JSON
 
-``STARK_EVALUATOR_PY`` is ``stark_qa/evaluator.py`` of a checkout of snap-stanford/stark (the vectors in this folder
-were made from commit ``b246b9490b1dc216892ce78303140014506932c1``); it is loaded by path, so only torch and
-torchmetrics are needed. Run it once per torchmetrics version: each run adds that version's results to the file
-(``expected[<torchmetrics version>]``), keeping the others. The cases are defined here; what they expect is
-whatever STaRK's ``Evaluator.evaluate(pred_dict, answer_ids, metrics)`` returns for them.
-"""
+``STARK_EVALUATOR_PY`` is ``stark_qa/evaluator.py`` of a checkout of snap-stanford/stark (the vectors in this
+folder were made from commit ``b246b9490b1dc216892ce78303140014506932c1``); it is loaded by path, so only
+torch and torchmetrics are needed. Run it once per torchmetrics version: each run adds that version's results
+to the file (``expected[<torchmetrics version>]``), keeping the others. The cases are defined here; what they
+expect is whatever STaRK's ``Evaluator.evaluate(pred_dict, answer_ids, metrics)`` returns for them. """
 
 from __future__ import annotations
 
@@ -55,6 +55,8 @@ def cases() -> list[dict]:
          "answer_ids": [59, 45, 40, 39, 20, 3]},
         {"name": "gold at rank 6", "candidates": list(range(30)), "pred": rank([11, 12, 13, 14, 15, 16, 17]),
          "answer_ids": [16]},
+        {"name": "scores above one: the unranked stay above zero", "candidates": list(range(12)),
+         "pred": [[3, 2.5], [4, 1.75], [5, 1.5]], "answer_ids": [0, 5]},
     ]
     for n in range(6):  # random rankings over random candidate sets
         size = rng.choice([15, 50, 200, 1000])
