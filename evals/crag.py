@@ -320,7 +320,7 @@ class _Graded:
             return graded[text]
 
         grade, details = await grade_once(answer)
-        details = dict(details)
+        details = {**details, "judge model": _model_label(self.model)}
         curve = state.get("curve") if isinstance(state, Mapping) else None
         if curve:
             details["curve"] = [(await grade_once(a))[0] for a in curve]
@@ -335,7 +335,9 @@ class _Graded:
             at = crag_metrics([(c[min(t, len(c) - 1)] if c else (r.get("grade") or MISSING))
                                for c, r in zip(curves, records)])
             out.update({f"{key} t={t + 1}": at[key] for key in ("accuracy", "hallucination", "missing", "score")})
-        out["judge model"] = _model_label(self.model)
+        judges = sorted({str((r.get("details") or {}).get("judge model")) for r in records
+                         if (r.get("details") or {}).get("judge model")})
+        out["judge model"] = ", ".join(judges) or _model_label(self.model)
         out["failed runs"] = sum(1 for r in records if r.get("error"))
         return out
 

@@ -47,6 +47,9 @@ async def test_the_papers_three_way_evaluator():
     assert "### Question: capital of france?\n### True Answer: Paris\n### Predicted Answer: paris" in prompt
     assert "accurate, incorrect, or missing? The" in prompt and "paree" not in prompt  # one true answer
     assert parse_paper_judgement("INCORRECT") == "incorrect" and parse_paper_judgement("inaccurate") is None
+    detail = (await scorer.score(item, "lyon")).details
+    assert detail == {"rule": "agent-g evaluator", "judgement": "incorrect", "reply": "incorrect.",
+                      "judge model": "scripted"}
     assert scorer.metrics([{"grade": ACCURATE}])["judge model"] == "scripted"
 
 

@@ -56,7 +56,7 @@ def test_repeats_empty_rankings_and_default_candidates():
     assert ranking_metrics(["x", "a", "x"], ["a"], ["a", "x", "y"]) == ranking_metrics(["x", "a"], ["a"],
                                                                                        ["a", "x", "y"])
     assert ranking_metrics(["x", "a", "x"], ["a"], ["a", "x", "y"])["mrr"] == 0.5
-    assert ranking_metrics(["x", "x", "a"], ["a"], ["a", "x", "y"])["mrr"] == 0.5  # a repeat takes no place
+    assert ranking_metrics(["x", "x", "z"], ["z"], ["a", "x", "y", "z"])["mrr"] == 0.5  # a repeat takes no place
     assert ranking_metrics([], ["a"], ["a", "b"]) == {"hit@1": 0.0, "hit@5": 0.0, "recall@20": 0.0, "mrr": 0.0}
     # without a candidate set: the ranked and gold ids (an unranked answer comes right after the ranking)
     assert ranking_metrics(["b", "c"], ["a"]) == {"hit@1": 0.0, "hit@5": 1.0, "recall@20": 1.0, "mrr": 1 / 3}
@@ -89,8 +89,9 @@ def test_per_iteration_means():
     records = [{"details": {"curve": [{"mrr": 0.0}, {"mrr": 1.0}, {"mrr": 1.0}]}},
                {"details": {"curve": [{"mrr": 0.5}]}},  # stopped after one iteration: its value holds
                {"details": {"curve": [{"mrr": None}, {"mrr": 0.25}]}}]
-    assert curve_means(records, ["mrr"]) == {"mrr t=1": 0.5 / 3, "mrr t=2": 1.75 / 3, "mrr t=3": 1.75 / 3}
-    assert curve_means([{"details": {}}, {"error": "x"}], ["mrr"]) == {}
+    records.append({"error": "failed: no curve"})  # counts 0 at every t
+    assert curve_means(records, ["mrr"]) == {"mrr t=1": 0.5 / 4, "mrr t=2": 1.75 / 4, "mrr t=3": 1.75 / 4}
+    assert curve_means([{"details": {}}, {"error": "x"}], ["mrr"]) == {} and curve_means([], ["mrr"]) == {}
 
 
 async def test_candidates_come_from_the_item_then_the_graph(stark_root, tmp_path):
@@ -115,3 +116,25 @@ async def test_candidates_come_from_the_item_then_the_graph(stark_root, tmp_path
     miss = await scorer.score_run(plain, None, {"ranked_ids": ["0", "2"]})
     assert miss.grade == "MISS" and not miss.correct and miss.details["mrr"] == 0.5
     assert scorer.candidates_of(Item(id="q", question="q", gold=[])) is None
+    # the answer alone (no state), and the per-iteration curve over the same candidates and torchmetrics
+    assert (await scorer.score(mag, '["0", "2"]')).details["mrr"] == 1.0
+    curved = await scorer.score_run(mag, None, {"ranked_ids": ["2"], "curve": [["0", "2"], ["1"]]})
+    assert [c["mrr"] for c in curved.details["curve"]] == [1.0, 0.5]
+    newer = StarkScorer(">=1.7.4")
+    curved = await newer.score_run(mag, None, {"ranked_ids": ["2"], "curve": [["1"]]})
+    assert curved.details["curve"][0]["mrr"] == 0.0  # the unranked answer scores 0: not counted from 1.7.4 on
+    # without the item's types, the imported SKB's: MAG's papers
+    graph_only = Item(id="q", question="q", gold=["9"], inputs={"graph": str(stark_root / "skb" / "mag")})
+    assert scorer.candidates_of(graph_only).ids == ["9", "10", "11", "12", "13"]
+
+
+def test_the_scorers_means():
+    from evals.stark import StarkScorer
+
+    records = [{"details": {"hit@1": 1.0, "mrr": 1.0, "hit@5": 1.0, "recall@20": 1.0}},
+               {"details": {"hit@1": 0.0, "mrr": 0.5, "hit@5": 1.0, "recall@20": 0.5, "truncated_egos": 2}},
+               {"error": "boom"}]  # a failed run counts 0
+    out = StarkScorer().metrics(records)
+    assert (out["n"], out["hit@1"], out["mrr"], out["hit@5"]) == (3, 1 / 3, 0.5, 2 / 3)
+    assert out["failed runs"] == 1 and out["items with cut ego-graphs"] == 1
+    assert StarkScorer().metrics([])["hit@1"] == 0.0

@@ -169,7 +169,8 @@ async def test_rules_before_the_judge():
     for prediction in ("I don't know.", "Sorry, i don't know the answer", "I DON'T KNOW"):
         assert (await grade("paris", prediction)).grade == MISSING
     exact = await grade("Paris", "  paris ")
-    assert exact.grade == ACCURATE and exact.details == {"rule": "exact match", "ground_truth": "Paris"}
+    assert exact.grade == ACCURATE and exact.details == {"rule": "exact match", "ground_truth": "Paris",
+                                                         "judge model": "scripted"}
     assert (await grade("invalid question", "Invalid question")).grade == ACCURATE
     assert (await grade("invalid question", "This question is invalid: he never won it")).grade == ACCURATE
     assert (await grade("invalid question", "paris")).grade == HALLUCINATION
@@ -215,6 +216,8 @@ def test_the_metrics():
     assert m["accuracy"] == 0.5 and m["missing"] == 0.3 and m["hallucination"] == 0.2
     assert m["score"] == pytest.approx((2 * 5 + 3) / 10 - 1)
     assert m["score"] == pytest.approx(m["accuracy"] - m["hallucination"])
+    assert crag_metrics([]) == {"n": 0, "accuracy": 0.0, "hallucination": 0.0, "missing": 0.0, "score": 0.0,
+                                "n_correct": 0, "n_miss": 0, "n_hallucination": 0}
     records = [{"grade": ACCURATE}, {"grade": HALLUCINATION}, {"grade": None, "error": "boom"}]
     out = make_scorer("crag").metrics(records)
     assert out["failed runs"] == 1 and out["missing"] == pytest.approx(1 / 3) and out["score"] == 0.0
@@ -284,3 +287,22 @@ def test_eval_agent_g_on_crag_with_the_mock_kg(tmp_path, capsys):
     assert manifest["dataset"] == "crag" and manifest["scorer"] == "crag"
     report = (out / "report.md").read_text()
     assert "hallucination" in report and "| finance |" in report
+
+
+async def test_the_judge_reads_the_question_and_the_alternatives_in_turn():
+    """CRAG's loop goes on to the next ground truth after an invalid-question mismatch; the judge's message
+    carries the question."""
+    from evals.datasets import load_plugins
+
+    load_plugins()
+    judge = ScriptedChatModel(steps=[{"when": r"Question: which city\?\n Ground truth: paris\n Prediction: the capital",
+                                      "content": score_json(1)}])
+    scorer = make_scorer("crag-alternatives", grader_model=judge)
+    assert scorer.name == "crag-alternatives" and make_scorer("crag").name == "crag"
+    item = Item(id="x", question="which city?", gold="paris", meta={"alternative_answers": ["invalid question"]})
+    premise = await scorer.score(item, "the question is invalid")
+    assert premise.grade == ACCURATE and premise.details["rule"] == "invalid question"
+    assert premise.details["ground_truth"] == "invalid question"
+    judged = await scorer.score(item, "the capital")
+    assert judged.grade == ACCURATE and judged.details["rule"] == "judge" and judged.details["ground_truth"] == "paris"
+    assert judged.details["judge model"] == "scripted"
