@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from evals.crag import ACCURATE, HALLUCINATION, CragScorer
+from evals.crag import ACCURATE, HALLUCINATION, MISSING, CragScorer
 from evals.datasets import Item
 from graphs import agent_g_baselines as B
 from kgagents.cli import main
@@ -147,6 +147,13 @@ async def test_crag_grades_each_iterations_answer_once():
     assert len(judge.calls) == 1  # "lyon" once; "paris" by exact match
     metrics = scorer.metrics([{"grade": score.grade, "details": score.details}])
     assert (metrics["accuracy t=1"], metrics["accuracy t=2"], metrics["score t=3"]) == (0.0, 1.0, 1.0)
+    records = [{"grade": score.grade, "details": score.details},
+               {"grade": HALLUCINATION, "details": {"curve": [HALLUCINATION], "judge model": "other"}},
+               {"grade": MISSING, "details": {}}, {"error": "boom"}]  # no curve: its grade (or missing) holds
+    metrics = scorer.metrics(records)
+    assert (metrics["accuracy t=1"], metrics["hallucination t=1"], metrics["missing t=1"]) == (0.0, 0.5, 0.5)
+    assert (metrics["accuracy t=3"], metrics["hallucination t=3"]) == (0.25, 0.25) and "accuracy t=4" not in metrics
+    assert metrics["judge model"] == "other, scripted" and "accuracy t=1" not in scorer.metrics([])
 
 
 async def test_react_with_examples_and_four_steps():

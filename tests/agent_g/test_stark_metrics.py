@@ -138,3 +138,4 @@ def test_the_scorers_means():
     assert (out["n"], out["hit@1"], out["mrr"], out["hit@5"]) == (3, 1 / 3, 0.5, 2 / 3)
     assert out["failed runs"] == 1 and out["items with cut ego-graphs"] == 1
     assert StarkScorer().metrics([])["hit@1"] == 0.0
+    assert (StarkScorer().name, StarkScorer(">=1.7.4").name) == ("stark", "stark-torchmetrics-1.7.4")

@@ -167,7 +167,8 @@ async def test_rules_before_the_judge():
         return await scorer.score(item, prediction)
 
     for prediction in ("I don't know.", "Sorry, i don't know the answer", "I DON'T KNOW"):
-        assert (await grade("paris", prediction)).grade == MISSING
+        missing = await grade("paris", prediction)
+        assert missing.grade == MISSING and missing.details == {"rule": "i don't know", "judge model": "scripted"}
     exact = await grade("Paris", "  paris ")
     assert exact.grade == ACCURATE and exact.details == {"rule": "exact match", "ground_truth": "Paris",
                                                          "judge model": "scripted"}
@@ -180,6 +181,7 @@ async def test_rules_before_the_judge():
     scorer = CragScorer(judge, alternatives=True)  # crag-alternatives: the answer, then each alternative
     second = await grade("new york city", "the big apple", ["nyc"])  # the judge, once per ground truth
     assert second.grade == ACCURATE and [j["score"] for j in second.details["judge"]] == [0, 1]
+    assert second.details["judge"][0] == {"ground_truth": "new york city", "reply": score_json(0), "score": 0}
     assert len(judge.calls) == 2 and second.usage
     # CRAG's order: each ground truth in turn, its exact match, then the judge; an alternative's exact match
     # comes after the judge's verdict on the answer
