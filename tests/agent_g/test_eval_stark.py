@@ -69,5 +69,6 @@ def test_ranked_of():
     from evals.stark import ranked_of
 
     assert ranked_of('["3", 4]', {}) == ["3", "4"] and ranked_of("7", {}) == ["7"]
+    assert ranked_of(["3", 4], {}) == ["3", "4"]
     assert ranked_of("ignored", {"ranked_ids": [1, 2]}) == ["1", "2"]
     assert ranked_of("[not json", {}) == [] and ranked_of("", {}) == []

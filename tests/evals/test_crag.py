@@ -308,3 +308,24 @@ async def test_the_judge_reads_the_question_and_the_alternatives_in_turn():
     judged = await scorer.score(item, "the capital")
     assert judged.grade == ACCURATE and judged.details["rule"] == "judge" and judged.details["ground_truth"] == "paris"
     assert judged.details["judge model"] == "scripted"
+
+
+def test_the_judge_runs_at_temperature_zero_with_the_scorers_retries():
+    """CRAG's script asks its judge at temperature 0; the scorer's retry settings reach the judge's calls."""
+    from evals.crag import AgentGPaperScorer
+
+    for scorer in (CragScorer("scripted:x", max_api_retries=2, api_backoff_base_s=0.5),
+                   AgentGPaperScorer("scripted:x", max_api_retries=2, api_backoff_base_s=0.5)):
+        caller = scorer._caller()
+        assert caller.role == "graph_executor" and caller.context.temperature == 0.0
+        assert (caller.context.max_api_retries, caller.context.api_backoff_base_s) == (2, 0.5)
+    assert (CragScorer().max_api_retries, CragScorer().api_backoff_base_s) == (6, 1.0)
+
+
+def test_per_iteration_grades_of_runs_of_different_lengths():
+    curves = [{"grade": MISSING, "details": {"curve": [HALLUCINATION, ACCURATE, MISSING]}},
+              {"grade": ACCURATE, "details": {"curve": [ACCURATE]}},  # stopped at t = 1: holds
+              {"grade": ACCURATE, "details": {}}]  # no curve: its grade at every t
+    out = CragScorer().metrics(curves)
+    assert (out["accuracy t=1"], out["accuracy t=2"], out["accuracy t=3"]) == (2 / 3, 1.0, 2 / 3)
+    assert out["missing t=3"] == 1 / 3 and out["hallucination t=1"] == 1 / 3
