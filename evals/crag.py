@@ -8,16 +8,29 @@ evaluation.
   or a folder of such files. ``--split``: ``all`` (default), ``validation`` (CRAG's split 0) or ``test``
   (split 1). Each item gives the workflow ``question``, ``query_time`` and ``pages`` (``{name, url, snippet,
   html}``), and the context ``task="generation"`` (Agent-G's CRAG mode); its group is the domain.
-- The scorer ``crag`` is CRAG's local evaluation (``local_evaluation.py``): a prediction containing
-  "i don't know" is *missing*; otherwise, for each ground truth (the answer, then the alternative answers): an
-  exact lower-case match is *accurate*; "invalid" in both the prediction and the ground truth is accurate, in
+- The scorer ``crag`` (the default) is CRAG's local evaluation (``local_evaluation.py``): a prediction
+  containing "i don't know" is *missing*; otherwise, for each ground truth: an exact lower-case match is
+  *accurate*; "invalid" in both the prediction and the ground truth is accurate, in
   only one of them not (false-premise questions, whose answer is "invalid question"); else the LLM judge with
   CRAG's instructions and its 35 in-context examples (:mod:`prompts.crag_judge`) answers JSON ``{"score":
   0|1}`` (read as CRAG reads it: ``"score": N`` in the last ``{...}`` of the reply; anything else is
   incorrect); a score of 1 is accurate. Every other prediction is a *hallucination*. Metrics: ``accuracy``,
   ``hallucination``, ``missing`` (fractions of n) and ``score = (2·accurate + missing)/n − 1`` (= accuracy −
   hallucination); a run that failed counts as missing (it gave no answer) and is counted in ``failed runs``.
-  The judge is the evaluation's grader model (``--grader-model``, default the run's model).
+  The judge is the evaluation's grader model (``--grader-model``, default the run's model; CRAG's script uses
+  gpt-4-0125-preview). The ground truth is the record's ``answer`` alone, which is what CRAG's script loads
+  (``load_data_in_batches`` reads ``answer``, not ``alt_ans``; its loop over ground truths then walks the
+  characters of that one string, which is read here as the one ground truth it is meant to be).
+  ``crag-alternatives`` grades against the answer and then each alternative answer (``alt_ans``) in turn.
+- The scorer ``agent-g-paper`` is the Agent-G paper's evaluator (§4, appendix A.1.2): an LLM reads the
+  question, the true answer and the predicted answer and says in one word whether the prediction is
+  *accurate*, *incorrect* or *missing* — no rule before it, one true answer (the record's ``answer``), its
+  first such word taken (a reply with none is incorrect). The paper's judge is Claude 3 Sonnet: give it as
+  ``--grader-model`` (e.g. ``anthropic:claude-3-sonnet-20240229``). Same metrics; incorrect is a
+  hallucination.
+
+Both CRAG scorers also grade the answer a run had after each iteration when the run records them (``curve``:
+Agent-G with ``iteration_metrics``), each distinct answer once: the paper's Figure 5 from one run.
 
 Not reproduced: CRAG cuts predictions to 75 Llama-2 tokens before grading; this scorer grades them whole.
 """
@@ -207,10 +220,10 @@ def parse_judge_reply(reply: str) -> int | None:
     return score if score in (0, 1) else None
 
 
-def ground_truths(item: Any) -> list[str]:
-    """The answer, then the alternative answers."""
-    alternatives = (getattr(item, "meta", None) or {}).get("alternative_answers") or []
-    return [str(item.gold), *[str(a) for a in alternatives]]
+def ground_truths(item: Any, alternatives: bool = False) -> list[str]:
+    """The answer, then (``alternatives``) the alternative answers."""
+    others = (getattr(item, "meta", None) or {}).get("alternative_answers") or [] if alternatives else []
+    return [str(item.gold), *[str(a) for a in others]]
 
 
 Judge = Callable[[str, str, str], Any]
@@ -264,43 +277,112 @@ def crag_metrics(grades: Sequence[str]) -> dict[str, Any]:
             "n_hallucination": hallucinated}
 
 
-class CragScorer:
-    """CRAG's local evaluation with an LLM judge (``model``: a chat model or a ``provider:model`` string)."""
+def _model_label(model: Any) -> str:
+    if model is None or isinstance(model, str):
+        return str(model or "the run's model")
+    return str(getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__)
 
-    name = "crag"
+
+class _Graded:
+    """What the CRAG scorers share: the judge's model resolved like any run's, a grade per answer, the
+    per-iteration curve, and CRAG's metrics."""
+
+    name = ""
     needs_model = True
 
-    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0,
-                 examples: Path = JUDGE_EXAMPLES) -> None:
+    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0) -> None:
         self.model = model
         self.max_api_retries = max_api_retries
         self.api_backoff_base_s = api_backoff_base_s
-        self.system = judge_system(judge_examples(examples))
 
-    async def score(self, item: Any, answer: Any) -> Score:
+    def _caller(self) -> Any:
         from nodes.context import Context
         from nodes.llm import LLMCaller
 
-        llm: LLMCaller | None = None
+        ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
+                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
+        return LLMCaller(ctx, JUDGE_ROLE)
 
-        async def judge(question: str, truth: str, prediction: str) -> str:
-            nonlocal llm
-            if llm is None:  # the model is resolved like any run's (None: the configured default)
-                ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                              api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
-                llm = LLMCaller(ctx, JUDGE_ROLE)
-            return await llm.text(judge_user(question, truth, prediction), system=self.system)
+    async def grade(self, item: Any, prediction: str, llm: Any) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
 
-        prediction = "" if answer is None else str(answer)
-        grade, details = await crag_grade(item.question, ground_truths(item), prediction, judge)
-        return Score(correct=grade == ACCURATE, grade=grade, usage=llm.usage if llm is not None else {},
-                     details=details)
+    async def score(self, item: Any, answer: Any) -> Score:
+        return await self.score_run(item, answer, {})
+
+    async def score_run(self, item: Any, answer: Any, state: Mapping[str, Any]) -> Score:
+        llm = self._caller()
+        graded: dict[str, tuple[str, dict[str, Any]]] = {}
+
+        async def grade_once(prediction: Any) -> tuple[str, dict[str, Any]]:
+            text = "" if prediction is None else str(prediction)
+            if text not in graded:
+                graded[text] = await self.grade(item, text, llm)
+            return graded[text]
+
+        grade, details = await grade_once(answer)
+        details = {**details, "judge model": _model_label(self.model)}
+        curve = state.get("curve") if isinstance(state, Mapping) else None
+        if curve:
+            details["curve"] = [(await grade_once(a))[0] for a in curve]
+        return Score(correct=grade == ACCURATE, grade=grade, usage=llm.usage, details=details)
 
     def metrics(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """CRAG's metrics; a failed run (no grade) counts as missing, and as a failed run."""
-        out = crag_metrics([r.get("grade") or MISSING for r in records])
+        """CRAG's metrics (and per iteration with curves); a failed run (no grade) counts as missing, and as a
+        failed run."""
+        out: dict[str, Any] = crag_metrics([r.get("grade") or MISSING for r in records])
+        curves = [(r.get("details") or {}).get("curve") or [] for r in records]
+        for t in range(max((len(c) for c in curves), default=0)):
+            at = crag_metrics([(c[min(t, len(c) - 1)] if c else (r.get("grade") or MISSING))
+                               for c, r in zip(curves, records)])
+            out.update({f"{key} t={t + 1}": at[key] for key in ("accuracy", "hallucination", "missing", "score")})
+        judges = sorted({str((r.get("details") or {}).get("judge model")) for r in records
+                         if (r.get("details") or {}).get("judge model")})
+        out["judge model"] = ", ".join(judges) or _model_label(self.model)
         out["failed runs"] = sum(1 for r in records if r.get("error"))
         return out
+
+
+class CragScorer(_Graded):
+    """CRAG's local evaluation with an LLM judge (``model``: a chat model or a ``provider:model`` string); the
+    answer alone is the ground truth, or the answer and then its alternatives (``alternatives``)."""
+
+    def __init__(self, model: Any = None, *, alternatives: bool = False, max_api_retries: int = 6,
+                 api_backoff_base_s: float = 1.0, examples: Path = JUDGE_EXAMPLES) -> None:
+        super().__init__(model, max_api_retries=max_api_retries, api_backoff_base_s=api_backoff_base_s)
+        self.alternatives = alternatives
+        self.name = "crag-alternatives" if alternatives else "crag"
+        self.system = judge_system(judge_examples(examples))
+
+    async def grade(self, item: Any, prediction: str, llm: Any) -> tuple[str, dict[str, Any]]:
+        async def judge(question: str, truth: str, predicted: str) -> str:
+            return await llm.text(judge_user(question, truth, predicted), system=self.system)
+
+        return await crag_grade(item.question, ground_truths(item, self.alternatives), prediction, judge)
+
+
+_PAPER_WORD = re.compile(r"(?<![a-z])(accurate|incorrect|missing)(?![a-z])")
+PAPER_GRADES = {"accurate": ACCURATE, "incorrect": HALLUCINATION, "missing": MISSING}
+
+
+def parse_paper_judgement(reply: str) -> str | None:
+    """The first of accurate / incorrect / missing in the evaluator's reply (``None``: none of them)."""
+    match = _PAPER_WORD.search((reply or "").lower())
+    return match.group(1) if match else None
+
+
+class AgentGPaperScorer(_Graded):
+    """The Agent-G paper's evaluator (see the module docstring): the LLM's one-word judgement, nothing else."""
+
+    name = "agent-g-paper"
+
+    async def grade(self, item: Any, prediction: str, llm: Any) -> tuple[str, dict[str, Any]]:
+        from prompts import agent_g as P
+
+        reply = str(await llm.text(P.render(P.EVALUATOR, question=item.question, answer=str(item.gold),
+                                            prediction=prediction)))
+        word = parse_paper_judgement(reply)
+        grade = PAPER_GRADES.get(word or "", HALLUCINATION)
+        return grade, {"rule": "agent-g evaluator", "judgement": word, "reply": reply[:500]}
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
@@ -312,3 +394,6 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                          default_split="all", group_label="Domain", how_to_get=HOW_TO, default_data=SAMPLE,
                          context={"task": "generation"}))
     register_scorer("crag", lambda grader_model=None, **kw: CragScorer(grader_model, **kw))
+    register_scorer("crag-alternatives",
+                    lambda grader_model=None, **kw: CragScorer(grader_model, alternatives=True, **kw))
+    register_scorer("agent-g-paper", lambda grader_model=None, **kw: AgentGPaperScorer(grader_model, **kw))

@@ -21,6 +21,22 @@ from nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_conte
 
 NAME = "agent-g"
 
+#: The paper's settings per benchmark (appendix A.2; docs/agent_g.md's table), and its ablations (Tables 6, 7).
+_STARK = {"task": "retrieval", "embedding_model": "openai:text-embedding-ada-002", "vector_index": "exact",
+          "max_iterations": 5, "radius": 2, "max_nodes": None}
+_CRAG = {"task": "generation", "embedding_model": "BAAI/bge-m3", "batch_size": 5, "max_iterations": 5, "radius": 2,
+         "generator_idk": False}
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper-stark": _STARK,
+    "paper-stark-no-context": {**_STARK, "validator_context": False},
+    "paper-stark-5-shot": {**_STARK, "commentor_shots": 5},
+    "paper-stark-oracle": {**_STARK, "oracle_validator": True, "oracle_commentor": True},
+    "paper-crag": _CRAG,
+    "paper-crag-no-context": {**_CRAG, "validator_context": False},
+    "paper-crag-0-shot": {**_CRAG, "commentor_shots": 0},
+    "paper-crag-oracle": {**_CRAG, "oracle_validator": True, "oracle_commentor": True},
+}
+
 
 async def route_critic(state: AgentGState, runtime: Any) -> Literal["finish", "commentor"]:
     """Lines 7–12 of Algorithm 1: an accepted answer ends the run; a rejected one gets feedback while

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
+from graphs.agent_g import PRESETS as PAPER
 from graphs.baselines import Workflow
 from graphs.routing import add_routed_node
 from nodes import agent_g as n
@@ -108,12 +109,20 @@ def build_react() -> StateGraph:
     return g
 
 
-cot = Workflow("agent-g-cot", build_cot)
-text_rag = Workflow("agent-g-text-rag", build_text_rag)
-graph_rag = Workflow("agent-g-graph-rag", build_graph_rag)
-hybrid_rag = Workflow("agent-g-hybrid-rag", build_hybrid_rag)
-corrective_rag = Workflow("agent-g-corrective-rag", build_corrective_rag)
-react = Workflow("agent-g-react", build_react)
+#: The baselines of Agent-G's experiments run with the paper's settings per benchmark (``--preset``).
+BASELINE_PRESETS: dict[str, dict[str, Any]] = {name: PAPER[name] for name in ("paper-stark", "paper-crag")}
+
+
+def _baseline(name: str, build: Any) -> Workflow:
+    return Workflow(name, build, PRESETS=BASELINE_PRESETS)
+
+
+cot = _baseline("agent-g-cot", build_cot)
+text_rag = _baseline("agent-g-text-rag", build_text_rag)
+graph_rag = _baseline("agent-g-graph-rag", build_graph_rag)
+hybrid_rag = _baseline("agent-g-hybrid-rag", build_hybrid_rag)
+corrective_rag = _baseline("agent-g-corrective-rag", build_corrective_rag)
+react = _baseline("agent-g-react", build_react)
 
 #: For ``langgraph.json``: no checkpointer (the server brings its own).
 cot_graph = cot.graph

@@ -31,7 +31,7 @@ _commands: dict[str, Command] = {}
 #: Modules that add sub-commands: each has ``add_commands(subparsers, command)`` which adds its parsers and
 #: registers their handlers with the ``command(name)`` decorator.
 COMMAND_MODULES: list[str] = ["kgagents.cli_eval", "kgagents.cli_graph", "kgagents.cli_clean",
-                              "kgagents.cli_doctor"]
+                              "kgagents.cli_doctor", "kgagents.cli_agent_g"]
 
 
 def command(name: str) -> Callable[[Command], Command]:

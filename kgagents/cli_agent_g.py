@@ -1,19 +1,19 @@
 """Agent-G on the command line.
 
-    kgagents ask "question" --workflow agent-g --page a.html --page b.txt [--query-time "03/10/2024, 23:34:42 PT"]
-        a question answered from the given web pages (the text module) and, with --set crag_api_url=URL, CRAG's
-        knowledge graphs (the graph module)
-    kgagents ask "question" --workflow agent-g --graph NAME --set task=retrieval
-        STaRK-style retrieval over a knowledge base whose nodes have documents: the answer is a ranked id list
-    kgagents demo --workflow agent-g
-        an offline, scripted run of a CRAG sample question through the real retriever bank (the question's real
-        web pages, the mock KG API serving CRAG's saved calls): one rejection, corrective feedback, an accepted
-        second answer
+    kgagents ask "question" --workflow agent-g --page a.html --page b.txt [--query-time "03/10/2024, 23:34:42
+        PT"] a question answered from the given web pages (the text module) and, with --set crag_api_url=URL,
+        CRAG's knowledge graphs (the graph module) kgagents ask "question" --workflow agent-g --graph NAME
+        --set task=retrieval STaRK-style retrieval over a knowledge base whose nodes have documents: the
+        answer is a ranked id list kgagents demo --workflow agent-g an offline, scripted run of a CRAG sample
+        question through the real retriever bank (the question's real web pages, the mock KG API serving
+        CRAG's saved calls): one rejection, corrective feedback, an accepted second answer kgagents agent-g
+        examples --dataset stark-mag --data DIR --split train --n 25 in-context examples for the agent and the
+        commentor, collected from a training split and verified by its gold (the runs use the oracle critic)
 
-The demo's script makes the decisions a model would make, but every answer in it is conditioned on what the real
-retriever bank returned (the generator's second answer is only given when the ranked pages that reach it hold the
-fact), so the run gets to the gold answer only if the retrieval, the critic loop and the checkpoints behave.
-"""
+The demo's script makes the decisions a model would make, but every answer in it is conditioned on what the
+real retriever bank returned (the generator's second answer is only given when the ranked pages that reach it
+hold the fact), so the run gets to the gold answer only if the retrieval, the critic loop and the checkpoints
+behave. """
 
 from __future__ import annotations
 
@@ -124,4 +124,60 @@ def run_demo(args: argparse.Namespace) -> int:
             print(f"gold answer: {item.gold if isinstance(item.gold, str) else json.dumps(item.gold)}",
                   file=sys.stderr)
         print(state.get("final_answer", "(no answer)"))
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# kgagents agent-g examples
+# --------------------------------------------------------------------------------------------------------------
+def add_commands(sub: Any, command: Any) -> None:
+    """Add ``agent-g examples`` to the ``kgagents`` parser."""
+    group = sub.add_parser("agent-g", help="Agent-G's own commands (in-context examples)")
+    gsub = group.add_subparsers(dest="agent_g_command", required=True)
+    ex = gsub.add_parser("examples", help="collect in-context examples from a training split, verified by its gold")
+    ex.add_argument("--dataset", required=True, help="stark-mag, stark-amazon, stark-prime, stark or crag")
+    ex.add_argument("--data", help="the dataset's files (as for kgagents eval)")
+    ex.add_argument("--split", help="default: train (STaRK), validation (CRAG), as the paper")
+    ex.add_argument("--n", type=int, default=25, help="questions to run (the first N of the split; default 25)")
+    ex.add_argument("--out", help="where the runs and the example files go (default .eval-results/"
+                                  "agent-g-examples-DATASET-SPLIT)")
+    ex.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
+    ex.add_argument("--base-url", help="an OpenAI-compatible server for the model")
+    ex.add_argument("--max-iterations", type=int)
+    ex.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field")
+    ex.add_argument("--concurrency", "-c", type=int, default=4)
+    ex.add_argument("--no-progress", action="store_true")
+    command("agent-g")(cmd_agent_g)
+
+
+def cmd_agent_g(args: argparse.Namespace) -> int:
+    """``kgagents agent-g examples``: run Agent-G with the oracle critic over the first ``--n`` questions of a
+    training split, then keep what the gold verifies: each action whose output it accepts (agent examples) and
+    each rejected action with the oracle's feedback whose next action did better (commentor examples), the
+    paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
+    commentor_examples=FILE``."""
+    from evals import event_loop
+    from evals.agent_g import EXAMPLE_SPLITS, collect_examples
+    from evals.datasets import load_dataset
+    from evals.runner import EvalOptions
+    from kgagents.cli import context_values_from_args, start_checks
+    from kgagents.cli_eval import DEFAULT_RESULTS_DIR
+
+    if args.n < 1:
+        raise ValueError("--n must be at least 1")
+    split = args.split or EXAMPLE_SPLITS.get(args.dataset, "train")
+    dataset = load_dataset(args.dataset, args.data, split=split, limit=args.n)
+    if not dataset.items:
+        raise ValueError(f"{args.dataset} {split}: no questions")
+    values = {**context_values_from_args(args), "oracle_validator": True, "oracle_commentor": True}
+    start_checks("agent-g", values, dataset=dataset.name, graph=True)
+    out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / f"agent-g-examples-{dataset.name}-{split}"
+    options = EvalOptions(workflow="agent-g", out_dir=out, concurrency=args.concurrency, context_values=values,
+                          progress=not args.no_progress)
+    summary = event_loop.run(collect_examples(options, dataset))
+    print(f"{summary['questions']} question(s) of {dataset.name} {split} run with the oracle critic "
+          f"({summary['failed']} failed) in {out}", file=sys.stderr)
+    print(f"{summary['agent_examples']} agent example(s): {summary['agent_file']}")
+    print(f"{summary['commentor_examples']} commentor example(s): {summary['commentor_file']}")
+    print(f"use them: --set agent_examples={summary['agent_file']} --set commentor_examples={summary['commentor_file']}")
     return 0

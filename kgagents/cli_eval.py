@@ -3,8 +3,8 @@
     kgagents eval WORKFLOW --dataset NAME [--data PATH] [--split S] [--limit N] [--ids ID ...]
                   [--sample FRACTION [--sample-seed N]] [--concurrency C] [--runs R]
                   [--temperature T] [--seed S] [--protocol NAME] [--out DIR] [--model provider:model]
-                  [--grader-model provider:model] [--retry-failed] [--processes N|auto] [--dask [SCHEDULER]]
-                  [--workers N]
+                  [--grader-model provider:model] [--scorer NAME] [--retry-failed] [--processes N|auto]
+                  [--dask [SCHEDULER]] [--workers N]
     kgagents report DIR [DIR ...] [--out DIR] [--label NAME ...] [--ideal-fusion]
 
 Running the same ``eval`` command again resumes the evaluation: finished items are skipped, interrupted ones
@@ -55,6 +55,8 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field")
     ev.add_argument("--grader-model", help="the LLM grader's model (SimpleQA, GRBench's GPT4Score; 'none': no "
                     "judge); default: the benchmark's own judge (GRBench: the paper's, openai:gpt-4o), else --model")
+    ev.add_argument("--scorer", help="another of the dataset's scorers (crag: crag, crag-alternatives, agent-g-paper; "
+                                     "stark: stark, stark-torchmetrics-1.7.4; see docs/evals.md)")
     ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
     ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
                                            "postgresql://... for a cluster)")
@@ -87,6 +89,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     load_workflow(args.workflow)  # an unknown workflow is an error before anything else
     dataset = load_dataset(args.dataset, args.data, split=args.split, limit=args.limit, ids=args.ids,
                            sample=args.sample, sample_seed=args.sample_seed)
+    default_scorer = dataset.scorer
+    if getattr(args, "scorer", None):
+        from evals.scorers import SCORERS
+
+        if args.scorer not in SCORERS:
+            raise ValueError(f"unknown scorer {args.scorer!r}; available: {', '.join(sorted(SCORERS))}")
+        dataset.scorer = args.scorer
     if args.dask and args.processes != 1:
         raise ValueError("--processes and --dask are two ways to use several processes: choose one")
     values = context_values_from_args(args)
@@ -108,8 +117,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                  scorer=dataset.scorer, grader=grader_of(args, values, dataset.scorer))
     if protocol is not None:
         return _run_protocol(args, dataset, values, protocol)
-    out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / default_out_name(args.workflow, dataset.name,
-                                                                                 dataset.split, args.temperature)
+    out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / default_out_name(
+        args.workflow, dataset.name, dataset.split, args.temperature,
+        None if dataset.scorer == default_scorer else dataset.scorer)
     result = _evaluate(args, dataset, out, values, runs=1 if args.runs is None else args.runs, seed=args.seed)
     _print_result(result, dataset)
     if not args.no_report and result.records:
@@ -228,11 +238,13 @@ def processes_argument(value: str) -> int | str:
     return n
 
 
-def default_out_name(workflow: str, dataset: str, split: str, temperature: float | None) -> str:
+def default_out_name(workflow: str, dataset: str, split: str, temperature: float | None,
+                     scorer: str | None = None) -> str:
     """``WORKFLOW-DATASET-SPLIT``, with ``-T<temperature>`` when one is given (runs at another temperature are
-    another evaluation, not a continuation of this one)."""
+    another evaluation, not a continuation of this one) and ``-<scorer>`` for a scorer other than the dataset's."""
     name = f"{workflow}-{dataset}-{split}"
-    return name if temperature is None else f"{name}-T{temperature:g}"
+    name = name if temperature is None else f"{name}-T{temperature:g}"
+    return name if scorer is None else f"{name}-{scorer}"
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -3,18 +3,18 @@ rejection the commentor's corrective feedback for the next action; at most T ite
 
 Two task modes (the paper's two benchmark designs):
 
-- ``generation`` (CRAG): the output is an answer ("I don't know" allowed); the agent also decides the question's
-  domain, type and dynamism; the text module reads the question's web pages in batches; the graph module returns
-  reasoning paths; the validator judges the answer against the retrieved references.
-- ``retrieval`` (STaRK): the output is a ranked list of node ids; the text module ranks the nodes' documents; the
-  graph module ranks the documents of the entities its ego-graphs reach; the validator judges the top document
-  with its reasoning paths.
+- ``generation`` (CRAG): the output is an answer ("I don't know" allowed); the agent also decides the
+  question's domain, type and dynamism; the text module reads the question's web pages in batches; the graph
+  module returns reasoning paths; the validator judges the answer against the retrieved references.
+- ``retrieval`` (STaRK): the output is a ranked list of node ids; the text module ranks the nodes' documents;
+  the graph module ranks the documents of the entities its ego-graphs reach; the validator judges the top
+  document with its reasoning paths.
 
 Every iteration's action, references, answer, verdict and feedback are in the state (``iterations``).
 
 A model call that fails for good (after its API retries and parse re-asks) never ends the run: a failed agent
-call falls back to the text module, a failed generator answers "I don't know", a failed validator call rejects,
-a failed commentor gives the feedback the retrieval notes suggest. Each is logged in ``failures``.
+call falls back to the text module, a failed generator answers "I don't know", a failed validator call
+rejects, a failed commentor gives the feedback the retrieval notes suggest. Each is logged in ``failures``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
+import numpy as np
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
@@ -49,6 +50,7 @@ from nodes.state import Failure, append
 from prompts import agent_g as P
 from tools.pgraph import GraphRef, StaticKG, resolve
 from tools.pgraph.embeddings import embedder_spec
+from tools.pgraph.vectors import index_kind
 
 ROLE = "graph_executor"
 Task = Literal["generation", "retrieval"]
@@ -58,12 +60,13 @@ IDK = "I don't know"
 
 @dataclass(kw_only=True)
 class AgentGContext(Context):
-    """Agent-G's task mode and limits, with the paper's defaults (appendix A.2: T = 1 + 4 reflections, ego-graph
-    radius ≤ 2, batches of 5 pages)."""
+    """Agent-G's task mode and limits, with the paper's defaults (appendix A.2: T = 1 + 4 reflections,
+    ego-graph radius ≤ 2, batches of 5 pages)."""
 
     task: Task = "generation"
     max_iterations: int = 5
-    """T: iterations of Algorithm 1 (the first action and four reflections)."""
+    """T: iterations of Algorithm 1. Five: the first action and the "four self-reflection iterations" of
+    appendix A.2.2 (§4.3: iteration 1 has no self-reflection)."""
     radius: int = 2
     batch_size: int = 5
     """Web pages per batch of the text module (CRAG)."""
@@ -72,8 +75,30 @@ class AgentGContext(Context):
     ranked_k: int = 100
     page_chars: int = 3000
     """Characters of each web page the generator reads: the page's passages most similar to the question."""
-    max_nodes: int = 20_000
-    """Upper bound on an ego-graph's nodes (hubs)."""
+    generator_idk: bool = False
+    """Tell the generator to answer "I don't know" when it does not know (not in the paper's prompt)."""
+    validator_context: bool = True
+    """The validator's validation context (§2.3): the references (CRAG), the reasoning paths (STaRK); off:
+    Tables 6 and 7's "w/o Context" ablation."""
+    oracle_validator: bool = False
+    """Ablation: the validator judges from the gold answer (Tables 6 and 7's "Oracle"; see
+    :mod:`nodes.agent_g_oracle`); needs the gold, which ``kgagents eval`` hands over."""
+    oracle_commentor: bool = False
+    """Ablation: the commentor names the error type from the gold (Tables 6 and 7's "Oracle")."""
+    commentor_shots: int | None = None
+    """How many of the commentor's in-context examples it reads (blank-line separated; ``None``: all, 0:
+    none): Table 6's 5-shot and Table 7's 0-shot rows."""
+    iteration_metrics: bool = False
+    """Record the output the run would have returned with T = 1, 2, …, T (``curve``): the scorers then report
+    the metrics per iteration (Figure 5) from one run."""
+    react_steps: int = 4
+    """ReAct's thought–action–observation steps ("for four iterations", appendix A.2.3), then an answer."""
+    react_examples: str | None = None
+    """A text file of ReAct's in-context examples, instead of the built-in ones."""
+    max_nodes: int | None = None
+    """An optional bound on an ego-graph's nodes around hubs; ``None`` (the paper): none. A cut ego-graph is
+    recorded in its iteration (``retrieval.truncated``) and in the run (``truncated_egos``), and a missing
+    intersection of cut ego-graphs is reported as possibly hidden by the cut, not as no intersection."""
     domains: list[str] = field(default_factory=lambda: list(CRAG_DOMAINS))
     entity_types: list[str] | None = None
     """The entity types the agent chooses from; default: the graph's node types."""
@@ -89,7 +114,22 @@ class AgentGContext(Context):
     crag_api_url: str | None = None
     """CRAG's mock KG API (the graph module of the generation task without a static KG); default: CRAG_SERVER."""
     embedding_model: Any = None
+    """The embedder of the text module and the VSS rankers, by name: a sentence-transformers model (name or
+    path; default the packaged all-MiniLM-L6-v2) or ``openai:<model>`` (the paper's STaRK runs:
+    ``openai:text-embedding-ada-002``; CRAG: BAAI/bge-m3); default with ``stark_embeddings``: their model."""
     embedding_device: str | None = None
+    embedding_base_url: str | None = None
+    """An OpenAI-compatible server for ``openai:<model>`` embeddings (default ``OPENAI_BASE_URL``, else OpenAI)."""
+    linking_model: Any = None
+    """The embedder that links a topic entity to the nearest node name when no name matches exactly (default:
+    ``embedding_model`` when it is a local model, else the packaged MiniLM — a large graph's names are many to
+    embed with a paid API)."""
+    stark_embeddings: str | None = None
+    """STaRK's released embeddings of the dataset (``emb/<dataset>/<model>``: ``doc/candidate_emb_dict.pt``
+    and ``query/query_emb_dict.pt``), used instead of embedding every document again; questions they lack are
+    embedded by the model."""
+    vector_index: Literal["exact", "ivf"] = "exact"
+    """``exact`` (the paper's VSS: every candidate scored) or ``ivf`` (an approximate inverted-file index)."""
     recursion_limit: int = 100
 
     def __post_init__(self) -> None:
@@ -100,26 +140,67 @@ class AgentGContext(Context):
             raise ValueError(f"task must be generation or retrieval, not {self.task!r}")
         if self.max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
+        if self.react_steps < 1:
+            raise ValueError("react_steps must be at least 1")
+        if self.commentor_shots is not None and self.commentor_shots < 0:
+            raise ValueError("commentor_shots must be at least 0, or null for every example")
         if not 0 < self.radius <= 3:
             raise ValueError("radius must be 1, 2 or 3 (the paper uses at most 2)")
+        if self.max_nodes is not None and self.max_nodes < 1:
+            raise ValueError("max_nodes must be at least 1, or null for no bound")
+        if self.vector_index not in ("exact", "ivf"):
+            raise ValueError(f"vector_index must be exact or ivf, not {self.vector_index!r}")
+        for name in ("domains", "entity_types", "relation_types", "candidate_types"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (list, tuple))
+                                      or not all(isinstance(v, str) for v in value)):
+                raise ValueError(f"{name} must be a list of names, e.g. --set '{name}=[\"{value}\"]' (a JSON list), "
+                                 f"not {value!r}")
         self.recursion_limit = max(self.recursion_limit, 6 * self.max_iterations + 10)
 
     def embedder(self) -> Any:
-        return embedder_spec(self.embedding_model, self.embedding_device)
+        """The VSS embedder (see ``embedding_model``)."""
+        model = self.embedding_model
+        if model is None and self.stark_embeddings:
+            from tools.pgraph.stark import stark_embeddings
 
-    def examples(self, which: Literal["agent", "commentor"]) -> str:
-        """The in-context examples of the agent or the commentor for this task: the user's file, else the
-        built-in ones; an unreadable file is a clear error."""
-        path = self.agent_examples if which == "agent" else self.commentor_examples
+            model = stark_embeddings(self.stark_embeddings).model_name
+        return embedder_spec(model, self.embedding_device, self.embedding_base_url)
+
+    def linker(self) -> Any:
+        """The embedder that links entity names (see ``linking_model``): that model, else the VSS model when
+        it runs here (a sentence-transformers model), else the packaged one."""
+        model = self.linking_model
+        if model is None and not (isinstance(self.embedding_model, str) and self.embedding_model.startswith("openai:")):
+            model = self.embedding_model
+        return embedder_spec(model, self.embedding_device, self.embedding_base_url)
+
+    @property
+    def index_kind(self) -> str:
+        """The vector index searches ask for: ``flat`` (exact) or ``ivf``."""
+        return index_kind(self.vector_index) or "flat"
+
+    def examples(self, which: Literal["agent", "commentor", "react"]) -> str:
+        """The in-context examples of the agent, the commentor (the first ``commentor_shots``) or ReAct for
+        this task: the user's file, else the built-in ones; an unreadable file is a clear error."""
+        path = {"agent": self.agent_examples, "commentor": self.commentor_examples,
+                "react": self.react_examples}[which]
+        generation = self.task == "generation"
         if path:
             try:
-                return Path(path).read_text(encoding="utf-8").strip()
+                text = Path(path).read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError) as exc:
                 raise ValueError(f"cannot read the {which}'s examples file {path}: {exc}") from exc
-        generation = self.task == "generation"
-        if which == "agent":
-            return P.AGENT_EXAMPLES_GENERATION if generation else P.AGENT_EXAMPLES_RETRIEVAL
-        return P.COMMENTOR_EXAMPLES_GENERATION if generation else P.COMMENTOR_EXAMPLES_RETRIEVAL
+        elif which == "agent":
+            text = P.AGENT_EXAMPLES_GENERATION if generation else P.AGENT_EXAMPLES_RETRIEVAL
+        elif which == "react":
+            text = P.REACT_EXAMPLES
+        else:
+            text = P.COMMENTOR_EXAMPLES_GENERATION if generation else P.COMMENTOR_EXAMPLES_RETRIEVAL
+        if which == "commentor" and self.commentor_shots is not None:
+            shots = [b.strip() for b in re.split(r"\n\s*\n", text) if b.strip()][: self.commentor_shots]
+            text = "\n\n".join(shots) or "(none)"
+        return text
 
 
 def agent_g_context_of(runtime: Runtime[AgentGContext] | None) -> AgentGContext:
@@ -171,6 +252,8 @@ class AgentGInput(TypedDict, total=False):
     """A static KG by name or path (STaRK's SKB; any graph); CRAG's graph module can use its API instead."""
     pages: list[Page]
     """CRAG: the question's pre-fetched web pages (HTML or text)."""
+    oracle: dict[str, Any] | None
+    """The gold, for the oracle ablations only (``kgagents eval`` hands it over; dropped at the start otherwise)."""
 
 
 def merge_iterations(old: list[Iteration] | None, new: list[Iteration] | None) -> list[Iteration]:
@@ -200,6 +283,10 @@ class AgentGState(AgentGInput, total=False):
     ranked_ids: list[str]
     final_answer: str
     exit_reason: str
+    truncated_egos: list[dict[str, Any]]
+    curve: list[Any]
+    """With ``iteration_metrics``: the output the run would have returned with T = 1, 2, …"""
+    """The iterations whose ego-graphs ``max_nodes`` cut, with the entities cut (empty: none was)."""
     usage: Annotated[Usage, merge_usage]
     failures: Annotated[list[Failure], append]
 
@@ -308,6 +395,11 @@ async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     if ctx.task == "retrieval" and not state.get("graph"):
         raise ValueError("the retrieval task needs a knowledge base: give 'graph' (a name or path)")
     out: dict[str, Any] = {"question": question, "t": 0, "feedback": ""}
+    oracles = ctx.oracle_validator or ctx.oracle_commentor
+    if oracles and not state.get("oracle"):
+        raise ValueError("the oracle ablations need the gold answer: run them with kgagents eval, which hands it "
+                         "over (the input's oracle field)")
+    out["oracle"] = state.get("oracle") if oracles else None  # no later node, prompt or checkpoint holds it
     if state.get("graph"):
         out["graph_ref"] = await asyncio.to_thread(resolve, str(state["graph"]))
     pages = list(state.get("pages") or [])
@@ -367,7 +459,7 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
                       relation_types=", ".join(relation_types[:400]) or "(any)", previous=previous,
                       feedback=state.get("feedback") or "(none: this is the first attempt)")
     llm = LLMCaller(ctx, ROLE)
-    last = state.get("action") or {}
+    last = last_text_batch(state)
     try:
         decision = await llm.structured(prompt, AgentDecision)
     except LLMError as exc:  # no usable action: the text module (no entity needed)
@@ -386,16 +478,48 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
     return {"t": t, "action": action, "usage": llm.usage}
 
 
-def _next_batch(last: Action, wanted: bool) -> int:
-    """The page batch: the next one when asked for after a text retrieval, else the first."""
-    if last.get("module") == "text" and wanted:
-        return int(last.get("batch", 0)) + 1
-    return int(last.get("batch", 0)) if last.get("module") == "text" else 0
+def last_text_batch(state: AgentGState) -> int | None:
+    """The page batch the text module read last in this run (``None``: it has read none), whatever the graph
+    module did since."""
+    for iteration in reversed(state.get("iterations") or []):
+        action = iteration.get("action") or {}
+        if action.get("module") == "text":
+            return int(action.get("batch", 0))
+    return None
+
+
+def _next_batch(last: int | None, wanted: bool) -> int:
+    """The page batch: the next one when asked for, else the one the text module was on (the first at the
+    start). A detour to the graph module does not send the text module back to the first batch."""
+    if last is None:
+        return 0
+    return last + 1 if wanted else last
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Retriever bank
 # --------------------------------------------------------------------------------------------------------------
+def candidate_types(ctx: AgentGContext, graph: StaticKG) -> list[str] | None:
+    """The node types a ranking may hold: the context's, else those the knowledge base records (STaRK's SKBs:
+    MAG's papers, Amazon's products; PrimeKG's every node), else every type (``None``)."""
+    if ctx.candidate_types is not None:
+        return list(ctx.candidate_types) or None
+    recorded = (graph.meta.get("stark") or {}).get("candidate_types")
+    return list(recorded) if recorded else None
+
+
+async def vss_query(ctx: AgentGContext, graph: StaticKG, state: AgentGState) -> np.ndarray | None:
+    """The question's precomputed embedding when STaRK's embeddings are given (their document embeddings are
+    put into the graph's index the first time); ``None``: the question's text is embedded."""
+    if not ctx.stark_embeddings:
+        return None
+    from tools.pgraph.stark import stark_embeddings
+
+    embeddings = await asyncio.to_thread(stark_embeddings, ctx.stark_embeddings)
+    await asyncio.to_thread(embeddings.install, graph, ctx.embedder(), kind=ctx.index_kind)
+    return await asyncio.to_thread(embeddings.query_vector, state.get("question_id"))
+
+
 async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """``X_t = RetrieverBank(q, a_t, D)``: run the selected module."""
     ctx = agent_g_context_of(runtime)
@@ -410,18 +534,23 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
                                    ctx.page_chars)
         elif state.get("graph_ref"):
             graph = await graph_for(state["graph_ref"])
+            vector = await vss_query(ctx, graph, state)
             retrieval = await asyncio.to_thread(document_retrieval, graph, question, ctx.ranked_k,
-                                                types=ctx.candidate_types, embedder=embedder)
+                                                types=candidate_types(ctx, graph), embedder=embedder,
+                                                kind=ctx.index_kind, vector=vector)
         else:
             retrieval = Retrieval(module="text", references=[], ranked_ids=[], paths=[], linked={}, batch=0,
                                   notes=["there are no text documents for this question"])
     elif state.get("graph_ref"):
         graph = await graph_for(state["graph_ref"])
+        retrieving = ctx.task == "retrieval"
+        vector = await vss_query(ctx, graph, state) if retrieving else None
         retrieval = await asyncio.to_thread(
             graph_retrieval, graph, question, action.get("entities") or [], action.get("relations") or [],
-            output="documents" if ctx.task == "retrieval" else "paths",
-            k=ctx.ranked_k if ctx.task == "retrieval" else ctx.top_k, radius=ctx.radius, max_nodes=ctx.max_nodes,
-            embedder=embedder)
+            output="documents" if retrieving else "paths", k=ctx.ranked_k if retrieving else ctx.top_k,
+            radius=ctx.radius, max_nodes=ctx.max_nodes, embedder=embedder,
+            types=candidate_types(ctx, graph) if retrieving else None, kind=ctx.index_kind, vector=vector,
+            linker=ctx.linker())
     else:
         from nodes.crag_paths import crag_graph_retrieval
 
@@ -432,6 +561,35 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
 # --------------------------------------------------------------------------------------------------------------
 # Generator
 # --------------------------------------------------------------------------------------------------------------
+#: Characters a page's name and a reference's number add to the page text the generator reads.
+PAGE_NAME_CHARS = 400
+#: Characters of a document or a reasoning path the generator reads (documents are cut to this by the
+#: retriever).
+DOCUMENT_CHARS = 2000
+
+
+def select_references(retrieval: Retrieval, ctx: AgentGContext) -> Retrieval:
+    """The references the generator and the validator read: the top ``top_k`` paths or documents and the whole
+    batch of pages (``batch_size``), each part kept whole — the Text + Graph RAG baseline hands over both,
+    graph paths first, and many paths must not push the pages out."""
+    refs = list(retrieval.get("references") or [])
+    pages = [n for n, r in enumerate(refs) if r.get("kind") == "page"][: ctx.batch_size]
+    others = [n for n, r in enumerate(refs) if r.get("kind") != "page"][: ctx.top_k]
+    return {**retrieval, "references": [refs[n] for n in sorted(pages + others)]}  # type: ignore[typeddict-item]
+
+
+def references_budget(ctx: AgentGContext) -> int:
+    """The characters of references the generator and the validator read, derived from what a retrieval can
+    hand over: a whole batch of pages (``batch_size`` × ``page_chars`` and their names) and ``top_k`` paths or
+    documents."""
+    return ctx.batch_size * (ctx.page_chars + PAGE_NAME_CHARS) + ctx.top_k * DOCUMENT_CHARS
+
+
+def references_text(retrieval: Retrieval, ctx: AgentGContext) -> str:
+    """The selected references as the generator and the validator read them."""
+    return render_references(select_references(retrieval, ctx), max_chars=references_budget(ctx))
+
+
 _FINAL = re.compile(r"final answer\s*[:：]\s*(.+)", re.IGNORECASE)
 
 
@@ -443,18 +601,18 @@ def final_answer_of(reply: str) -> str:
 
 
 async def generator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """``ŷ_t = Generator(q, X_t)``: an answer from the top-K references with chain-of-thought (generation task);
-    the retrieval task's output is the ranked list itself."""
+    """``ŷ_t = Generator(q, X_t)``: an answer from the top-K references with chain-of-thought (generation
+    task); the retrieval task's output is the ranked list itself."""
     ctx = agent_g_context_of(runtime)
     retrieval = state.get("retrieval") or Retrieval()
     if ctx.task == "retrieval":
         ranked = list(retrieval.get("ranked_ids") or [])[: ctx.ranked_k]
         return {"answer": ranked[0] if ranked else "", "ranked_ids": ranked}
     action = state.get("action") or Action()
-    references = {**retrieval, "references": (retrieval.get("references") or [])[: ctx.top_k]}
     prompt = P.render(P.GENERATOR, iteration=state.get("t", 1), example=P.GENERATOR_EXAMPLE,
+                      idk_instruction=P.GENERATOR_IDK if ctx.generator_idk else "",
                       source="knowledge graph" if retrieval.get("module") == "graph" else "text documents",
-                      references=render_references(references), question=state["question"],
+                      references=references_text(retrieval, ctx), question=state["question"],
                       query_time=state.get("query_time") or "(not given)",
                       question_type=action.get("question_type") or "(unknown)",
                       dynamism=action.get("dynamism") or "(unknown)", domain=action.get("domain") or "(unknown)")
@@ -477,32 +635,58 @@ def _yes(reply: str) -> bool:
 
 
 async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """``C_val(q, ŷ_t, X_t)``: yes or no, with the task's validation context (§2.3): the retrieved references for
-    an answer, the top document with its reasoning paths for a ranking."""
+    """``C_val(q, ŷ_t, X_t)``: yes or no, with the task's validation context (§2.3): the retrieved references
+    for an answer, the top document with its reasoning paths for a ranking (without them:
+    ``validator_context`` off); or the oracle's judgement from the gold (``oracle_validator``)."""
     ctx = agent_g_context_of(runtime)
     retrieval = state.get("retrieval") or Retrieval()
     t = state.get("t", 1)
     answer = state.get("answer") or ""
     llm = LLMCaller(ctx, ROLE)
-    if ctx.task == "retrieval":
+    if ctx.oracle_validator:
+        accepted, reply = await _oracle_verdict(state, ctx, llm, answer)
+    elif ctx.task == "retrieval":
         refs = retrieval.get("references") or []
         if not refs:
             accepted, reply = False, "(no document retrieved)"
-        else:
+        elif ctx.validator_context:
             context = refs[0]["text"] + "\nReasoning paths:\n" + ("\n".join(retrieval.get("paths") or [])
                                                                   or "(none: the text module)")
             reply = await _ask(llm, P.render(P.VALIDATOR_RETRIEVAL, iteration=t, question=state["question"],
                                              context=context))
             accepted = _yes(reply)
-    else:
-        references = {**retrieval, "references": (retrieval.get("references") or [])[: ctx.top_k]}
-        reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION, iteration=t, context=render_references(references),
+        else:
+            reply = await _ask(llm, P.render(P.VALIDATOR_RETRIEVAL_BARE, iteration=t, question=state["question"],
+                                             context=refs[0]["text"]))
+            accepted = _yes(reply)
+    elif ctx.validator_context:
+        reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION, iteration=t, context=references_text(retrieval, ctx),
                                          answer=answer, question=state["question"],
                                          query_time=state.get("query_time") or "(not given)"))
+        accepted = _yes(reply)
+    else:
+        reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION_BARE, iteration=t, answer=answer,
+                                         question=state["question"], query_time=state.get("query_time") or "(not given)"))
         accepted = _yes(reply)
     record = Iteration(t=t, action=state.get("action") or Action(), retrieval=retrieval, answer=answer,
                        ranked_ids=list(state.get("ranked_ids") or []), accepted=accepted, validator_reply=reply[:500])
     return {**accounting(llm), "iterations": [record]}
+
+
+async def _oracle_verdict(state: AgentGState, ctx: AgentGContext, llm: LLMCaller, answer: str) -> tuple[bool, str]:
+    """The oracle validator (:mod:`nodes.agent_g_oracle`): Hit@1 for a ranking; CRAG's rules, then the paper's
+    evaluator with the run's model, for an answer."""
+    from nodes import agent_g_oracle as O
+
+    oracle = state.get("oracle") or {}
+    if ctx.task == "retrieval":
+        correct = O.ranking_is_correct(list(state.get("ranked_ids") or []), oracle)
+        return correct, f"(oracle: the first document {'is' if correct else 'is not'} an answer)"
+    decided = O.answer_by_rules(answer, oracle)
+    if decided is not None:
+        return decided, f"(oracle: {'correct' if decided else 'not correct'} by CRAG's rules)"
+    reply = await _ask(llm, O.evaluator_prompt(state["question"], answer, oracle))
+    return O.judged_accurate(reply), f"(oracle, the evaluator: {reply[:200]})"
 
 
 async def _ask(llm: LLMCaller, prompt: str) -> str:
@@ -521,13 +705,23 @@ def route_verdict(state: AgentGState, ctx: AgentGContext) -> Verdict:
 
 
 async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """``f_t = C_com(q, a_t)``: the error in the action, from the task's error taxonomy (Table 3), as corrective
-    feedback; in-context examples of (action, feedback) pairs; no ground truth is used."""
+    """``f_t = C_com(q, a_t)``: the error in the action, from the task's error taxonomy (Table 3), as
+    corrective feedback; in-context examples of (action, feedback) pairs; no ground truth is used (except by
+    the oracle commentor of the ablations, ``oracle_commentor``)."""
     ctx = agent_g_context_of(runtime)
     taxonomy = P.ERROR_TYPES_GENERATION if ctx.task == "generation" else P.ERROR_TYPES_RETRIEVAL
-    examples = await asyncio.to_thread(ctx.examples, "commentor")
     retrieval = state.get("retrieval") or Retrieval()
     action = state.get("action") or Action()
+    if ctx.oracle_commentor:
+        from nodes import agent_g_oracle as O
+
+        oracle = state.get("oracle") or {}
+        error = O.retrieval_error(action, retrieval, oracle) if ctx.task == "retrieval" else \
+            O.generation_error(action, oracle)
+        feedback = taxonomy[error]
+        return {"feedback": feedback, "iterations": [Iteration(t=state.get("t", 1), error_type=error,
+                                                                feedback=feedback)]}
+    examples = await asyncio.to_thread(ctx.examples, "commentor")
     llm = LLMCaller(ctx, ROLE)
     prompt = P.render(P.COMMENTOR, iteration=state.get("t", 1), error_types="\n".join(f"- {k}" for k in taxonomy),
                       examples=examples, question=state["question"],
@@ -547,20 +741,22 @@ async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
 
 
 def _match_error(text: str, taxonomy: dict[str, str]) -> str | None:
-    key = text.strip().strip(".").lower()
+    """The error type a commentor's reply names: the type itself (case, punctuation and quotes aside), else
+    the one type whose full name the reply contains; ``None`` for a reply that names none, or more than one —
+    a short reply such as "no" or "incorrect" is no error type, however many type names it occurs in."""
+    key = " ".join(re.sub(r"[^a-z/ ]+", " ", text.lower()).split())
     if key in taxonomy:
         return key
-    for name in taxonomy:
-        if name in key or key in name:
-            return name
-    return None
+    named = [name for name in taxonomy if re.search(rf"(?<![a-z]){re.escape(name)}(?![a-z])", key)]
+    named = [n for n in named if not any(n != other and n in other for other in named)]  # the longest names
+    return named[0] if len(named) == 1 else None
 
 
 def default_error(action: Action, retrieval: Retrieval, task: Task) -> str:
     """The error a rejection most likely came from when the commentor gives none: what the retrieval notes say."""
     notes = " ".join(retrieval.get("notes") or [])
     if task == "retrieval":
-        if "no intersection" in notes:
+        if "no intersection between" in notes and not retrieval.get("truncated"):
             return "no intersection"
         if action.get("module") == "text":
             return "incorrect document"
@@ -580,8 +776,28 @@ async def finish(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[st
     accepted = bool(last.get("accepted"))
     reason = f"accepted at iteration {last.get('t')}" if accepted else \
         f"{ctx.max_iterations} iteration(s) without an accepted answer: the last answer"
+    cut = [{"t": i.get("t"), "entities": list((i.get("retrieval") or {}).get("truncated") or [])}
+           for i in iterations if (i.get("retrieval") or {}).get("truncated")]
+    extra: dict[str, Any] = {"truncated_egos": cut}
+    if ctx.iteration_metrics:
+        extra["curve"] = output_curve(iterations, ctx)
     if ctx.task == "retrieval":
         ranked = list(last.get("ranked_ids") or [])
-        return {"ranked_ids": ranked, "final_answer": json.dumps(ranked), "exit_reason": reason}
+        return {"ranked_ids": ranked, "final_answer": json.dumps(ranked), "exit_reason": reason, **extra}
     answer = str(last.get("answer") or IDK)
-    return {"final_answer": answer, "exit_reason": reason}
+    return {"final_answer": answer, "exit_reason": reason, **extra}
+
+
+def output_curve(iterations: list[Iteration], ctx: AgentGContext) -> list[Any]:
+    """The output the run would have returned with T = 1 … ``max_iterations``: the first accepted one up to T,
+    else iteration T's (the last one when the run stopped earlier): Figure 5's points from one run."""
+    out: list[Any] = []
+    kept: Iteration | None = None
+    for t in range(1, ctx.max_iterations + 1):
+        chosen = kept or next((i for i in iterations if i.get("t") == t), None) or \
+            (iterations[-1] if iterations else Iteration())
+        if chosen.get("accepted"):
+            kept = chosen
+        out.append(list(chosen.get("ranked_ids") or []) if ctx.task == "retrieval"
+                   else str(chosen.get("answer") or IDK))
+    return out

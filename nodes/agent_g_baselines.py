@@ -6,6 +6,7 @@ ReAct (thought → action over the two modules and entity extraction → observa
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, Literal
 
@@ -124,7 +125,8 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     scratchpad = "\n".join(f"Thought {i['t']}: {i.get('reasoning', '')}\nAction {i['t']}: {i.get('error_type', '')}\n"
                            f"Observation {i['t']}: {i.get('feedback', '')}" for i in state.get("iterations") or [])
     llm = LLMCaller(ctx, ag.ROLE)
-    prompt = P.render(P.REACT_STEP, step=t, entity_types=", ".join(entity_types) or "(any)",
+    prompt = P.render(P.REACT_STEP, step=t, examples=await asyncio.to_thread(ctx.examples, "react"),
+                      entity_types=", ".join(entity_types) or "(any)",
                       relation_types=", ".join(relation_types[:400]) or "(any)", question=state["question"],
                       query_time=state.get("query_time") or "(not given)", scratchpad=scratchpad or "(none)")
     action = dict(state.get("action") or Action(entities=[], relations=[]))
@@ -141,8 +143,8 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
         observation = f"extracted: {ag.describe_action(Action(**action))}"  # type: ignore[typeddict-item]
     elif step.action in ("search_web", "search_kg"):
         if step.action == "search_web":
-            action.update(module="text", batch=int(action.get("batch", -1)) + 1 if action.get("module") == "text"
-                          else 0)
+            # the next batch after the last one read, whatever search_kg did since (a detour keeps the place)
+            action.update(module="text", batch=int(action["batch"]) + 1 if "batch" in action else 0)
         else:
             action["module"] = "graph"
         retrieval = (await ag.retriever_bank({**state, "action": action}, runtime))["retrieval"]  # type: ignore[typeddict-item]
@@ -158,8 +160,9 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
 
 
 def react_route(state: AgentGState, ctx: AgentGContext) -> Literal["react_step", "generator", "finish"]:
-    """Finish when the model finished; after ``max_iterations`` steps, answer from the last references."""
+    """Finish when the model finished; after ``react_steps`` steps (the paper's four), answer from the last
+    references."""
     last = (state.get("iterations") or [{}])[-1]
     if last.get("accepted"):
         return "finish"
-    return "react_step" if state.get("t", 0) < ctx.max_iterations else "generator"
+    return "react_step" if state.get("t", 0) < ctx.react_steps else "generator"

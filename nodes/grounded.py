@@ -44,6 +44,7 @@ from prompts.grounded_domains import DOMAINS, domain_of_types
 from tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
 from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
+from tools.pgraph.vectors import index_kind
 
 ROLE = "graph_executor"
 ROOT = "t0"
@@ -628,7 +629,7 @@ async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, g
     values = _agent_values(task, ctx)
     thought = record.get("thought", "")
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
-                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=ctx.vector_index,
+                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=index_kind(ctx.vector_index),
                                retrieve_exact=ctx.retrieve_exact)
     if ctx.action_format == "text":
         written = (await llm.text(P.render(P.AGENT_ACTION_TEXT, thought=thought, **values))).strip()
@@ -687,7 +688,7 @@ async def _explore_search(task: StepTask, ctx: GroundedContext, llm: LLMCaller, 
     embedder = ctx.embedder()
     linked: dict[str, str] = {}
     for entity in entities:
-        node_id = await asyncio.to_thread(_link, graph, entity, embedder, ctx.vector_index)
+        node_id = await asyncio.to_thread(_link, graph, entity, embedder, index_kind(ctx.vector_index))
         if node_id is not None:
             linked[entity] = node_id
     record["linked"] = linked
@@ -737,7 +738,7 @@ def _link(graph: StaticKG, entity: str, embedder: Any, index: str | None = None)
         return named[0].id
     if graph.has_node(entity):
         return entity
-    near = graph.nearest_nodes(entity, 1, embedder=embedder, index=index)
+    near = graph.nearest_nodes(entity, 1, embedder=embedder, kind=index)
     return near[0][0] if near else None
 
 

@@ -23,6 +23,7 @@ from nodes.state import NO_SOLUTION, Failure, append
 from prompts import grounded as P
 from tools.pgraph import GraphRef, StaticKG, resolve
 from tools.pgraph.embeddings import embedder_spec
+from tools.pgraph.vectors import index_kind
 
 
 @dataclass(kw_only=True)
@@ -88,7 +89,7 @@ def retrieve_node(hops: int):
         await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
         found = await asyncio.to_thread(graph.nearest_nodes, question, ctx.rag_top_k, field=ctx.rag_field,
                                         embedder=embedder_spec(ctx.embedding_model, ctx.embedding_device),
-                                        index=ctx.vector_index)
+                                        kind=index_kind(ctx.vector_index))
         ids = [node_id for node_id, _ in found]
         parts = [await asyncio.to_thread(node_context, graph, i, hops=hops, per_relation=ctx.neighbours_per_relation)
                  for i in ids]

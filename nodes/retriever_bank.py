@@ -1,18 +1,18 @@
-"""Agent-G's retriever bank (paper 004, §2.2, Table 2): a text and a graph retrieval module, each a retriever and
-a ranker, selected and fed by the agent's action.
+"""Agent-G's retriever bank (paper 004, §2.2, Table 2): a text and a graph retrieval module, each a retriever
+and a ranker, selected and fed by the agent's action.
 
-- **Text module**: dense retrieval by vector similarity (VSS) — over the documents of a static KG's nodes (STaRK:
-  each entity has a document), or over a question's pre-fetched web pages (CRAG), ranked once and read in batches
-  of ``batch_size`` (the agent can ask for the next batch).
-- **Graph module**: each topic entity linked to a node (exact name, else the store's nearest-node search within
-  its type); the ego-graph of each along the useful relations (radius ≤ 2); the intersection of the ego-graphs
-  when there are several; then either the *documents* of the entities reached, ranked by VSS (STaRK), or the
-  verbalised *reasoning paths* ``{e} → {r} → … → {n}`` from the topic entities to them, ranked by VSS (CRAG). For
-  CRAG's knowledge graphs, reachable only through its API, :mod:`nodes.crag_paths` gives the same paths.
+- **Text module**: dense retrieval by vector similarity (VSS) — over the documents of a static KG's nodes
+  (STaRK: each entity has a document), or over a question's pre-fetched web pages (CRAG), ranked once and read
+  in batches of ``batch_size`` (the agent can ask for the next batch).
+- **Graph module**: each topic entity linked to a node (exact name, else the store's nearest-node search
+  within its type); the ego-graph of each along the useful relations (radius ≤ 2); the intersection of the
+  ego-graphs when there are several; then either the *documents* of the entities reached, ranked by VSS
+  (STaRK), or the verbalised *reasoning paths* ``{e} → {r} → … → {n}`` from the topic entities to them, ranked
+  by VSS (CRAG). For CRAG's knowledge graphs, reachable only through its API, :mod:`nodes.crag_paths` gives
+  the same paths.
 
-Every retrieval says what happened (entities not found, relations unknown, ego-graphs without an intersection):
-the commentor reads it.
-"""
+Every retrieval says what happened (entities not found, relations unknown, ego-graphs without an
+intersection): the commentor reads it. """
 
 from __future__ import annotations
 
@@ -47,6 +47,8 @@ class Retrieval(TypedDict, total=False):
     linked: dict[str, str]
     batch: int
     notes: list[str]
+    truncated: list[str]
+    """The topic entities whose ego-graphs ``max_nodes`` cut (their reach, and any intersection, is partial)."""
 
 
 class TopicEntity(TypedDict):
@@ -146,9 +148,12 @@ def page_batch(pages: Sequence[dict[str, Any]], order: Sequence[tuple[int, float
 
 
 def document_retrieval(graph: StaticKG, question: str, k: int, *, types: Sequence[str] | None = None,
-                       embedder: Any = None, max_chars: int = 2000) -> Retrieval:
-    """Dense retrieval over the nodes' documents (the text module of a knowledge base with documents)."""
-    hits = graph.nearest_nodes(question, k, field="text", types=types or None, embedder=embedder)
+                       embedder: Any = None, max_chars: int = 2000, kind: str | None = None,
+                       vector: Any = None) -> Retrieval:
+    """Dense retrieval over the nodes' documents (the text module of a knowledge base with documents);
+    ``kind`` and ``vector`` as :meth:`~tools.pgraph.StaticKG.nearest_nodes` takes them."""
+    hits = graph.nearest_nodes(question, k, field="text", types=types or None, embedder=embedder, kind=kind,
+                               vector=vector)
     refs = [Reference(id=i, text=f"{graph.display_name(i)}: {graph.node_text(i, max_chars=max_chars)}", score=s,
                       kind="document") for i, s in hits]
     return Retrieval(module="text", references=refs, ranked_ids=[i for i, _ in hits], paths=[], linked={}, batch=0,
@@ -158,7 +163,7 @@ def document_retrieval(graph: StaticKG, question: str, k: int, *, types: Sequenc
 # --------------------------------------------------------------------------------------------------------------
 # Graph module
 # --------------------------------------------------------------------------------------------------------------
-def link_entity(graph: StaticKG, entity: TopicEntity, embedder: Any = None) -> str | None:
+def link_entity(graph: StaticKG, entity: TopicEntity, embedder: Any = None, kind: str | None = None) -> str | None:
     """The node a topic entity names: an exact name (of its type, when it has one), else the nearest name."""
     types = [entity["type"]] if entity.get("type") in set(graph.stats().types) else None
     named = [n for n in graph.nodes_named(entity["name"]) if types is None or n.type in types]
@@ -166,14 +171,18 @@ def link_entity(graph: StaticKG, entity: TopicEntity, embedder: Any = None) -> s
         return named[0].id
     if graph.has_node(entity["name"]):
         return entity["name"]
-    near = graph.nearest_nodes(entity["name"], 1, types=types, embedder=embedder)
+    near = graph.nearest_nodes(entity["name"], 1, types=types, embedder=embedder, kind=kind)
     return near[0][0] if near else None
 
 
 def graph_retrieval(graph: StaticKG, question: str, entities: Sequence[TopicEntity], relations: Sequence[str], *,
-                    output: Literal["paths", "documents"], k: int, radius: int = 2, max_nodes: int = 20_000,
-                    embedder: Any = None, max_chars: int = 2000) -> Retrieval:
-    """Ego-graphs of the topic entities along the useful relations, their intersection, ranked references."""
+                    output: Literal["paths", "documents"], k: int, radius: int = 2, max_nodes: int | None = None,
+                    embedder: Any = None, max_chars: int = 2000, types: Sequence[str] | None = None,
+                    kind: str | None = None, vector: Any = None, linker: Any = None) -> Retrieval:
+    """Ego-graphs of the topic entities along the useful relations, their intersection, ranked references; the
+    documents output ranks only the nodes of the candidate ``types`` (all when ``None``). ``max_nodes`` bounds
+    each ego-graph (``None``: no bound); the cut ones are listed in ``truncated``. ``linker`` links entities
+    whose name matches no node exactly (default ``embedder``)."""
     notes: list[str] = []
     known = set(graph.stats().relations)
     wanted = [r for r in dict.fromkeys(relations) if r in known]
@@ -184,7 +193,7 @@ def graph_retrieval(graph: StaticKG, question: str, entities: Sequence[TopicEnti
         notes.append("none of the useful relations exists: every relation is followed")
     linked: dict[str, str] = {}
     for entity in entities:
-        node_id = link_entity(graph, entity, embedder)
+        node_id = link_entity(graph, entity, embedder if linker is None else linker, kind)
         if node_id is None:
             notes.append(f"entity not found: {entity['name']}")
         else:
@@ -194,12 +203,16 @@ def graph_retrieval(graph: StaticKG, question: str, entities: Sequence[TopicEnti
         return Retrieval(module="graph", references=[], ranked_ids=[], paths=[], linked=linked, batch=0, notes=notes)
     seeds = list(dict.fromkeys(linked.values()))
     egos = [graph.ego_graph([s], wanted or None, radius=radius, max_nodes=max_nodes) for s in seeds]
-    for seed, ego in zip(seeds, egos):
-        if ego.truncated:
-            notes.append(f"the ego-graph of {graph.display_name(seed)} was cut at {max_nodes} nodes")
+    cut = {seed for seed, ego in zip(seeds, egos) if ego.truncated}
+    truncated = [name for name, node in linked.items() if node in cut]
+    for name in truncated:
+        notes.append(f"the ego-graph of {name} was cut at {max_nodes} nodes (max_nodes)")
     if len(egos) > 1:
         candidates = graph.intersection(egos)
-        if not candidates:
+        if not candidates and truncated:
+            notes.append(f"no intersection found within the cut ego-graphs of {', '.join(linked)}: the nodes the "
+                         "cut left out may hold one")
+        elif not candidates:
             notes.append(f"no intersection between the ego-graphs of {', '.join(linked)} "
                          f"({', '.join(str(len(e.reached())) for e in egos)} nodes reached)")
     else:
@@ -207,22 +220,34 @@ def graph_retrieval(graph: StaticKG, question: str, entities: Sequence[TopicEnti
         if not candidates:
             notes.append(f"the ego-graph of {next(iter(linked))} is empty along these relations")
     if not candidates:
-        return Retrieval(module="graph", references=[], ranked_ids=[], paths=[], linked=linked, batch=0, notes=notes)
+        return Retrieval(module="graph", references=[], ranked_ids=[], paths=[], linked=linked, batch=0, notes=notes,
+                         truncated=truncated)
     if output == "documents":
-        ranked = graph.nearest_nodes(question, max(k, 1), field="text", among=candidates, embedder=embedder)
+        if types:
+            wanted_types = set(types)
+            reached = len(candidates)
+            candidates = [c for c in candidates if graph.node_type(c) in wanted_types]
+            if not candidates:
+                notes.append(f"the {reached} node(s) reached include no candidate ({', '.join(types)})")
+                return Retrieval(module="graph", references=[], ranked_ids=[], paths=[], linked=linked, batch=0,
+                                 notes=notes, truncated=truncated)
+        ranked = graph.nearest_nodes(question, max(k, 1), field="text", among=candidates, embedder=embedder,
+                                     kind=kind, vector=vector)
+        if len(ranked) < min(k, len(candidates)):
+            notes.append(f"{min(k, len(candidates)) - len(ranked)} candidate(s) reached have no embedding")
         refs = [Reference(id=i, text=f"{graph.display_name(i)}: {graph.node_text(i, max_chars=max_chars)}",
                           score=s, kind="document") for i, s in ranked]
         top = [i for i, _ in ranked[:1]]
         paths = [graph.verbalise(egos[n].paths[t]) for t in top for n in range(len(egos)) if t in egos[n].paths]
         return Retrieval(module="graph", references=refs, ranked_ids=[i for i, _ in ranked], paths=paths,
-                         linked=linked, batch=0, notes=notes)
+                         linked=linked, batch=0, notes=notes, truncated=truncated)
     wanted_targets = set(candidates)
     texts = [graph.verbalise(e.paths[t]) for e in egos for t in e.reached() if t in wanted_targets]
     texts = list(dict.fromkeys(texts))
     order = rank_texts(question, texts, embedder)[:k]
     refs = [Reference(id=f"path-{i}", text=texts[i], score=s, kind="path") for i, s in order]
     return Retrieval(module="graph", references=refs, ranked_ids=[], paths=[r["text"] for r in refs], linked=linked,
-                     batch=0, notes=notes)
+                     batch=0, notes=notes, truncated=truncated)
 
 
 def render_references(retrieval: Retrieval, *, max_chars: int = 12_000) -> str:

@@ -12,8 +12,10 @@ from prompts.kgot import placeholders, render
 
 __all__ = ["AGENT", "AGENT_EXAMPLES_GENERATION", "AGENT_EXAMPLES_RETRIEVAL", "COMMENTOR",
            "COMMENTOR_EXAMPLES_GENERATION", "COMMENTOR_EXAMPLES_RETRIEVAL", "CORRECTIVE_EVALUATOR",
-           "ERROR_TYPES_GENERATION", "ERROR_TYPES_RETRIEVAL", "GENERATOR", "GENERATOR_EXAMPLE", "REACT_STEP",
-           "VALIDATOR_GENERATION", "VALIDATOR_RETRIEVAL", "placeholders", "render"]
+           "ERROR_TYPES_GENERATION", "ERROR_TYPES_RETRIEVAL", "EVALUATOR", "GENERATOR", "GENERATOR_EXAMPLE",
+           "GENERATOR_IDK", "REACT_EXAMPLES", "REACT_STEP", "VALIDATOR_GENERATION",
+           "VALIDATOR_GENERATION_BARE", "VALIDATOR_RETRIEVAL", "VALIDATOR_RETRIEVAL_BARE",
+           "placeholders", "render"]
 
 # --------------------------------------------------------------------------------------------------------------
 # The agent: a_t = {domain, (question type, dynamism), topic entities, useful relations, selection}
@@ -84,10 +86,10 @@ GENERATOR = """[stage: generator, iteration {iteration}]
 <task>
 You are a helpful, pattern-following assistant. You are given a question, references and the time when it was
 asked in the Pacific Time Zone (PT), the query time (mm/dd/yyyy, hh:mm:ss PT). The references may help answer the
-question. If the question contains a false premise or assumption, answer "invalid question". If you do not know
-the answer, answer "I don't know". First list systematically and in detail the problems that need to be solved
-before you can arrive at the correct answer. Then solve each problem using the answers of the previous ones and
-reach a final solution. End with one line `Final answer: <answer>`, the answer as short as possible.
+question. If the question contains a false premise or assumption, answer "invalid question".{idk_instruction}
+First list systematically and in detail the problems that need to be solved before you can arrive at the correct
+answer. Then solve each problem using the answers of the previous ones and reach a final solution. End with one
+line `Final answer: <answer>`, the answer as short as possible.
 </task>
 <example>
 {example}
@@ -102,6 +104,27 @@ reach a final solution. End with one line `Final answer: <answer>`, the answer a
 <query_dynamism>{dynamism}</query_dynamism>
 <query_domain>{domain}</query_domain>"""
 
+#: ReAct's in-context examples (appendix A.2.3: "is given a few examples"), written for this project.
+REACT_EXAMPLES = """Question: how many grammy awards has adele won?
+Thought 1: The count of an artist's awards is a knowledge-graph fact; first the entity and relation.
+Action 1: extract (domain music; entities: adele (artist); relations: music_grammy_get_award_count_by_artist)
+Observation 1: extracted: domain: music; entities: adele (artist); relations: music_grammy_get_award_count_by_artist
+Thought 2: Now the knowledge graph can answer.
+Action 2: search_kg
+Observation 2: [1] Adele → music_grammy_get_award_count_by_artist → 16
+Thought 3: The reference gives the count.
+Action 3: finish (16)
+
+Question: what did critics say about the finale of the series?
+Thought 1: Opinions are in web pages, not in a knowledge graph.
+Action 1: search_web
+Observation 1: [1] Review: the finale was praised for ... [2] ...
+Thought 2: The pages answer it.
+Action 2: finish (critics praised it)"""
+
+#: What the generator reads only with ``generator_idk`` (the paper's generator prompt has no such instruction).
+GENERATOR_IDK = ' If you do not know the answer, answer "I don\'t know".'
+
 # --------------------------------------------------------------------------------------------------------------
 # The critic: validator and commentor (§2.3, Table 3)
 # --------------------------------------------------------------------------------------------------------------
@@ -115,11 +138,29 @@ VALIDATOR_GENERATION = """[stage: validator, iteration {iteration}]
 <task>The prediction was generated from the references. Does the prediction answer the question? Answer with one
 word, yes or no.</task>"""
 
+#: The validator without its validation context (Tables 6 and 7's "w/o Context"): the question and the prediction.
+VALIDATOR_GENERATION_BARE = """[stage: validator, iteration {iteration}]
+<prediction>{answer}</prediction>
+<question>{question}</question>
+<query_time>{query_time}</query_time>
+<task>Does the prediction answer the question? Answer with one word, yes or no.</task>"""
+
 VALIDATOR_RETRIEVAL = """[stage: validator, iteration {iteration}]
 <task>
 You are a helpful, pattern-following assistant. Is the document aligned with the requirements of the question?
 The reasoning paths show how the document's entity is connected to the question's topic entities in the knowledge
 graph. Reply with only yes or no.
+</task>
+<question>{question}</question>
+<document>
+{context}
+</document>"""
+
+#: The retrieval validator without its validation context (the reasoning paths): the document alone.
+VALIDATOR_RETRIEVAL_BARE = """[stage: validator, iteration {iteration}]
+<task>
+You are a helpful, pattern-following assistant. Is the document aligned with the requirements of the question?
+Reply with only yes or no.
 </task>
 <question>{question}</question>
 <document>
@@ -220,6 +261,9 @@ web pages, the next batch each time), search_kg (the knowledge graph, with the t
 extracted), extract (extract the domain, topic entities with types and useful relations), finish (give the
 answer). Reply with your thought and one action.
 </task>
+<examples>
+{examples}
+</examples>
 <entity_types>{entity_types}</entity_types>
 <relation_types>
 {relation_types}
@@ -229,3 +273,13 @@ answer). Reply with your thought and one action.
 <scratchpad>
 {scratchpad}
 </scratchpad>"""
+
+# --------------------------------------------------------------------------------------------------------------
+# The paper's evaluator (§4, appendix A.1.2): a three-way judgement of an answer against the true answer
+# --------------------------------------------------------------------------------------------------------------
+EVALUATOR = """[stage: agent-g evaluator]
+### Question: {question}
+### True Answer: {answer}
+### Predicted Answer: {prediction}
+### Task: Based on the question and the true answer, is the predicted answer accurate, incorrect, or missing? The
+answer must be one of them and is in one word."""

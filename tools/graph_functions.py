@@ -81,7 +81,7 @@ class GraphFunctions:
     names = ("RetrieveNode", "NodeFeature", "NeighbourCheck", "NodeDegree", FINISH)
 
     def __init__(self, graph: StaticKG, *, max_chars: int = 2000, retrieve_k: int = 1,
-                 retrieve_field: str = "name", embedder: Any = None, index: str | None = "exact",
+                 retrieve_field: str = "name", embedder: Any = None, index: str | None = "flat",
                  retrieve_exact: bool = True) -> None:
         self.graph = graph
         self.max_chars = max_chars
@@ -89,7 +89,8 @@ class GraphFunctions:
         self.retrieve_field = retrieve_field
         self.embedder = embedder
         self.index = index
-        """The kind of vector index RetrieveNode searches (``exact``, ``ivf``; ``None``: by the graph's size)."""
+        """The kind of vector index RetrieveNode searches (``flat``: exact, ``ivf``; ``None``: by the graph's
+        size)."""
         self.retrieve_exact = retrieve_exact
         """Whether RetrieveNode first looks for nodes named exactly as the keyword (else: embedding search only,
         as Graph-CoT's retriever)."""
@@ -102,7 +103,7 @@ class GraphFunctions:
         exact = self.graph.nodes_named(keyword) if self.retrieve_exact else []
         found = [n.id for n in exact][: self.retrieve_k] or \
             [i for i, _ in self.graph.nearest_nodes(keyword, self.retrieve_k, field=self.retrieve_field,
-                                                    embedder=self.embedder, index=self.index)]
+                                                    embedder=self.embedder, kind=self.index)]
         if not found:
             return Observation("There is no information that can be matched in the database. Please try another "
                                "query.", ok=False)

@@ -62,3 +62,11 @@ def validate(iteration: int | str, answer: str, *, context: str = "", times: int
 def comment(iteration: int | str, error: str, reason: str = "", *, times: int = 1) -> dict[str, Any]:
     return step(rf"\[stage: commentor, iteration {iteration}\]", times=times,
                 structured={"error_type": error, "reason": reason})
+
+
+@pytest.fixture(scope="session")
+def stark_root(tmp_path_factory) -> Path:
+    """STaRK's released layout with small MAG, Amazon and PrimeKG datasets (:mod:`tests.agent_g.stark_fixtures`)."""
+    from tests.agent_g.stark_fixtures import write_all
+
+    return write_all(tmp_path_factory.mktemp("stark"))

@@ -86,7 +86,7 @@ async def test_react_at_its_step_limit_answers_from_the_last_references():
     steps = [step(r"\[stage: react", times=0, structured={"thought": "read", "action": "search_web"}),
              generate("strongyloidiasis")]
     state, _, nodes = await run(B.react, {"question": "What does Ivermectin treat?", "pages": PAGES}, steps,
-                                max_iterations=2)
+                                react_steps=2)
     assert nodes.count("react_step") == 2 and nodes[-3:] == ["generator", "record", "finish"]
     assert [i["action"]["batch"] for i in state["iterations"][:2]] == [0, 1]
     assert state["final_answer"] == "strongyloidiasis"

@@ -177,13 +177,16 @@ async def test_a_resumed_run_finishes_like_an_uninterrupted_one(prime):
 EXPECTED = {
     "AGENT": {"iteration", "decisions", "examples", "entity_types", "relation_types", "question", "query_time",
               "previous", "feedback"},
-    "GENERATOR": {"iteration", "example", "source", "references", "question", "query_time", "question_type",
-                  "dynamism", "domain"},
+    "GENERATOR": {"iteration", "example", "idk_instruction", "source", "references", "question", "query_time",
+                  "question_type", "dynamism", "domain"},
+    "EVALUATOR": {"question", "answer", "prediction"},
     "VALIDATOR_GENERATION": {"iteration", "context", "answer", "question", "query_time"},
     "VALIDATOR_RETRIEVAL": {"iteration", "question", "context"},
     "COMMENTOR": {"iteration", "error_types", "examples", "question", "query_time", "action", "retrieval"},
     "CORRECTIVE_EVALUATOR": {"question", "references"},
-    "REACT_STEP": {"step", "entity_types", "relation_types", "question", "query_time", "scratchpad"},
+    "REACT_STEP": {"step", "examples", "entity_types", "relation_types", "question", "query_time", "scratchpad"},
+    "VALIDATOR_GENERATION_BARE": {"iteration", "answer", "question", "query_time"},
+    "VALIDATOR_RETRIEVAL_BARE": {"iteration", "question", "context"},
 }
 
 

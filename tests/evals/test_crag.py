@@ -167,23 +167,38 @@ async def test_rules_before_the_judge():
         return await scorer.score(item, prediction)
 
     for prediction in ("I don't know.", "Sorry, i don't know the answer", "I DON'T KNOW"):
-        assert (await grade("paris", prediction)).grade == MISSING
+        missing = await grade("paris", prediction)
+        assert missing.grade == MISSING and missing.details == {"rule": "i don't know", "judge model": "scripted"}
     exact = await grade("Paris", "  paris ")
-    assert exact.grade == ACCURATE and exact.details == {"rule": "exact match", "ground_truth": "Paris"}
+    assert exact.grade == ACCURATE and exact.details == {"rule": "exact match", "ground_truth": "Paris",
+                                                         "judge model": "scripted"}
     assert (await grade("invalid question", "Invalid question")).grade == ACCURATE
     assert (await grade("invalid question", "This question is invalid: he never won it")).grade == ACCURATE
     assert (await grade("invalid question", "paris")).grade == HALLUCINATION
     premise = await grade("paris", "invalid question")
     assert premise.grade == HALLUCINATION and premise.details["rule"] == "invalid question"
     assert judge.calls == []  # no rule above needed the judge
+    scorer = CragScorer(judge, alternatives=True)  # crag-alternatives: the answer, then each alternative
     second = await grade("new york city", "the big apple", ["nyc"])  # the judge, once per ground truth
     assert second.grade == ACCURATE and [j["score"] for j in second.details["judge"]] == [0, 1]
+    assert second.details["judge"][0] == {"ground_truth": "new york city", "reply": score_json(0), "score": 0}
     assert len(judge.calls) == 2 and second.usage
     # CRAG's order: each ground truth in turn, its exact match, then the judge; an alternative's exact match
     # comes after the judge's verdict on the answer
     alternative = await grade("new york city", "NYC", ["nyc"])
     assert alternative.grade == ACCURATE and alternative.details["rule"] == "exact match"
     assert alternative.details["ground_truth"] == "nyc" and len(judge.calls) == 3
+
+
+async def test_crag_grades_against_the_answer_alone_as_its_script_loads_it():
+    """CRAG's local_evaluation.py loads each record's ``answer`` (not ``alt_ans``): an alternative answer is no
+    ground truth for ``crag``; ``crag-alternatives`` counts it."""
+    item = Item(id="x", question="q?", gold="new york city", meta={"alternative_answers": ["nyc"]})
+    judge = ScriptedChatModel(steps=[{**judge_step("new york city", "nyc", score_json(0)), "times": 0}])
+    plain = await make_scorer("crag", grader_model=judge).score(item, "nyc")
+    assert plain.grade == HALLUCINATION and [j["ground_truth"] for j in plain.details["judge"]] == ["new york city"]
+    widened = await make_scorer("crag-alternatives", grader_model=judge).score(item, "nyc")
+    assert widened.grade == ACCURATE and widened.details["rule"] == "exact match"
 
 
 async def test_an_unparseable_judge_reply_is_incorrect():
@@ -203,6 +218,8 @@ def test_the_metrics():
     assert m["accuracy"] == 0.5 and m["missing"] == 0.3 and m["hallucination"] == 0.2
     assert m["score"] == pytest.approx((2 * 5 + 3) / 10 - 1)
     assert m["score"] == pytest.approx(m["accuracy"] - m["hallucination"])
+    assert crag_metrics([]) == {"n": 0, "accuracy": 0.0, "hallucination": 0.0, "missing": 0.0, "score": 0.0,
+                                "n_correct": 0, "n_miss": 0, "n_hallucination": 0}
     records = [{"grade": ACCURATE}, {"grade": HALLUCINATION}, {"grade": None, "error": "boom"}]
     out = make_scorer("crag").metrics(records)
     assert out["failed runs"] == 1 and out["missing"] == pytest.approx(1 / 3) and out["score"] == 0.0
@@ -272,3 +289,43 @@ def test_eval_agent_g_on_crag_with_the_mock_kg(tmp_path, capsys):
     assert manifest["dataset"] == "crag" and manifest["scorer"] == "crag"
     report = (out / "report.md").read_text()
     assert "hallucination" in report and "| finance |" in report
+
+
+async def test_the_judge_reads_the_question_and_the_alternatives_in_turn():
+    """CRAG's loop goes on to the next ground truth after an invalid-question mismatch; the judge's message
+    carries the question."""
+    from evals.datasets import load_plugins
+
+    load_plugins()
+    judge = ScriptedChatModel(steps=[{"when": r"Question: which city\?\n Ground truth: paris\n Prediction: the capital",
+                                      "content": score_json(1)}])
+    scorer = make_scorer("crag-alternatives", grader_model=judge)
+    assert scorer.name == "crag-alternatives" and make_scorer("crag").name == "crag"
+    item = Item(id="x", question="which city?", gold="paris", meta={"alternative_answers": ["invalid question"]})
+    premise = await scorer.score(item, "the question is invalid")
+    assert premise.grade == ACCURATE and premise.details["rule"] == "invalid question"
+    assert premise.details["ground_truth"] == "invalid question"
+    judged = await scorer.score(item, "the capital")
+    assert judged.grade == ACCURATE and judged.details["rule"] == "judge" and judged.details["ground_truth"] == "paris"
+    assert judged.details["judge model"] == "scripted"
+
+
+def test_the_judge_runs_at_temperature_zero_with_the_scorers_retries():
+    """CRAG's script asks its judge at temperature 0; the scorer's retry settings reach the judge's calls."""
+    from evals.crag import AgentGPaperScorer
+
+    for scorer in (CragScorer("scripted:x", max_api_retries=2, api_backoff_base_s=0.5),
+                   AgentGPaperScorer("scripted:x", max_api_retries=2, api_backoff_base_s=0.5)):
+        caller = scorer._caller()
+        assert caller.role == "graph_executor" and caller.context.temperature == 0.0
+        assert (caller.context.max_api_retries, caller.context.api_backoff_base_s) == (2, 0.5)
+    assert (CragScorer().max_api_retries, CragScorer().api_backoff_base_s) == (6, 1.0)
+
+
+def test_per_iteration_grades_of_runs_of_different_lengths():
+    curves = [{"grade": MISSING, "details": {"curve": [HALLUCINATION, ACCURATE, MISSING]}},
+              {"grade": ACCURATE, "details": {"curve": [ACCURATE]}},  # stopped at t = 1: holds
+              {"grade": ACCURATE, "details": {}}]  # no curve: its grade at every t
+    out = CragScorer().metrics(curves)
+    assert (out["accuracy t=1"], out["accuracy t=2"], out["accuracy t=3"]) == (2 / 3, 1.0, 2 / 3)
+    assert out["missing t=3"] == 1 / 3 and out["hallucination t=1"] == 1 / 3

@@ -11,7 +11,9 @@ Tests queue what the next requests get, in order:
     server.truncated() / server.not_json()        a 200 whose JSON body is cut in half / is not JSON at all
 
 A request for ``n`` choices gets ``n`` copies of its step's message (``choices`` steps give theirs as they are).
-Each POST /v1/chat/completions takes the next step; when none is left the server answers 400 with a message
+POST /v1/embeddings answers every input with a deterministic vector (:func:`fake_embedding`: words hashed into
+``embedding_dim`` buckets, normalised), refusing an input longer than ``embedding_max_chars`` with OpenAI's
+context-length error. Each POST /v1/chat/completions takes the next step; when none is left the server answers 400 with a message
 that says so (not a 5xx, which the client would retry), unless a :class:`FaultPolicy` answers it
 (:meth:`FakeOpenAIServer.answer_with`): a seeded share of faults of every kind (500, 429, a stall, a cut or
 non-JSON body, a reply that breaks the requested schema), otherwise what a *responder* says, e.g.
@@ -158,6 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = self._record(body, raw)
         fake = self.server.fake
+        if self.path.rstrip("/") in ("/v1/embeddings", "/embeddings"):
+            self._embeddings(body)
+            return
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._error(404, f"no route POST {self.path}")
             return
@@ -192,6 +197,40 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, fake.completion(body, step))
 
 
+    def _embeddings(self, body: Any) -> None:
+        fake = self.server.fake
+        if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            self._error(401, "Incorrect API key provided.")
+            return
+        inputs = body.get("input") if isinstance(body, dict) else None
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) and t for t in inputs):
+            self._error(400, "'input' must be a non-empty string or a list of non-empty strings")
+            return
+        longest = max(len(t) for t in inputs)
+        if fake.embedding_max_chars is not None and longest > fake.embedding_max_chars:
+            self._error(400, f"This model's maximum context length is {fake.embedding_max_chars} tokens, however "
+                             f"you requested {longest} tokens (0 in your prompt; 0 for the completion).")
+            return
+        data = [{"object": "embedding", "index": i, "embedding": fake_embedding(t, fake.embedding_dim)}
+                for i, t in enumerate(inputs)]
+        tokens = sum(len(t.split()) for t in inputs)
+        self._send_json(200, {"object": "list", "data": data, "model": body.get("model", "?"),
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+
+def fake_embedding(text: str, dim: int = 32) -> list[float]:
+    """A deterministic embedding: each lower-case word adds 1 to the bucket its hash falls in, normalised."""
+    import hashlib
+
+    vector = [0.0] * dim
+    for word in text.lower().split():
+        vector[int.from_bytes(hashlib.blake2b(word.encode(), digest_size=4).digest(), "little") % dim] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [v / norm for v in vector]
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -212,6 +251,9 @@ class FakeOpenAIServer:
         """When set, requests without ``Authorization: Bearer <api_key>`` get a 401."""
         self.models = models or ["gpt-4o-mini", "local-model"]
         self.default_usage = default_usage
+        self.embedding_dim = 32
+        self.embedding_max_chars: int | None = None
+        """An embeddings request with a longer input gets OpenAI's context-length error (a 400)."""
         self.requests: list[RecordedRequest] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -337,6 +379,12 @@ class FakeOpenAIServer:
         """The chat-completions requests received, in order."""
         with self.lock:
             return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/").endswith("completions")]
+
+    @property
+    def embedding_requests(self) -> list[RecordedRequest]:
+        """The embeddings requests received, in order."""
+        with self.lock:
+            return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/").endswith("embeddings")]
 
     # -- replies ----------------------------------------------------------------------------------
     def completion(self, body: dict[str, Any], step: Step) -> dict[str, Any]:

@@ -443,7 +443,13 @@ def test_stark_processed_layout(tmp_path):
     check_stark_mini_structure(graph)
     features = graph.features("0")
     assert features["source"] == "DrugBank" and features["details"] == info[0]["details"]
-    assert "- name: Ivermectin" in features["text"]  # a document written from the record
+    # STaRK's retrieval document (get_doc_info with relations, compacted); its relation part as the STaRK
+    # notebook prints it for Ivermectin, before compaction: "enzyme: {gene/protein: (CYP3A4),}" ...
+    assert features["text"] == (
+        "name: Ivermectin. type: drug. source: DrugBank. details: description: Ivermectin is a broad-spectrum "
+        "anti-parasite medication. ... relations: enzyme: {gene/protein: (CYP3A4),}. target: {gene/protein: "
+        "(GABRB3, GLRA3),}. indication: {disease: (onchocerciasis, strongyloidiasis),}")
+    assert graph.meta["stark"]["dataset"] == "prime" and graph.meta["stark"]["candidate_types"] is None
 
     (folder / "edge_index.pt").unlink()
     with pytest.raises(GraphFormatError, match=r"cannot read .*edge_index.pt"):

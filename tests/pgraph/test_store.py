@@ -291,10 +291,10 @@ def test_a_search_may_ask_for_an_exact_or_an_ivf_index_whatever_the_size(tmp_pat
     fake = CountingEmbedder()
     fake.model_id = "counting"  # type: ignore[attr-defined]
     approximate = g.nearest_nodes("node 7 hhhh", 5, embedder=fake)
-    exact = g.nearest_nodes("node 7 hhhh", 5, embedder=fake, index="exact")
-    assert g.nearest_nodes("node 7 hhhh", 5, embedder=fake, index="ivf") == approximate  # the same index
+    exact = g.nearest_nodes("node 7 hhhh", 5, embedder=fake, kind="flat")
+    assert g.nearest_nodes("node 7 hhhh", 5, embedder=fake, kind="ivf") == approximate  # the same index
     status = g.indexes.status()
-    assert status["name--counting"]["kind"] == "ivf" and status["name--counting--exact"]["kind"] == "flat"
+    assert status["name--counting"]["kind"] == "ivf" and status["name--counting--flat"]["kind"] == "flat"
     assert "name--counting--ivf" not in status
     vectors = fake.encode([g.node(f"n{i}").name for i in range(1200)])
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -303,13 +303,13 @@ def test_a_search_may_ask_for_an_exact_or_an_ivf_index_whatever_the_size(tmp_pat
     assert [s for _, s in exact] == pytest.approx(list(best), abs=1e-3)
     small = CompactGraph(tmp_path / "kinds")
     small.indexes = IndexSet(small.directory / "index2", small)  # below the threshold: exact by size
-    assert small.nearest_nodes("node 7", 3, embedder=fake, index="exact") == small.nearest_nodes("node 7", 3,
+    assert small.nearest_nodes("node 7", 3, embedder=fake, kind="flat") == small.nearest_nodes("node 7", 3,
                                                                                                     embedder=fake)
-    assert small.nearest_nodes("node 7", 3, embedder=fake, index="ivf")
+    assert small.nearest_nodes("node 7", 3, embedder=fake, kind="ivf")
     assert set(small.indexes.status()) == {"name--counting", "name--counting--ivf"}
     assert small.indexes.status()["name--counting--ivf"]["kind"] == "ivf"
-    with pytest.raises(ValueError, match="unknown vector index kind"):
-        small.nearest_nodes("x", 1, embedder=fake, index="hnsw")
+    with pytest.raises(ValueError, match="an index is flat or ivf"):
+        small.nearest_nodes("x", 1, embedder=fake, kind="hnsw")
 
 
 def test_inline_edges_are_built_once_by_content(tmp_path, monkeypatch):

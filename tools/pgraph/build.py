@@ -92,6 +92,9 @@ class GraphBuilder:
         self._dst = array("q")
         self._qual = [array("q"), array("i"), array("b"), array("q"), array("q")]
         self._started = time.monotonic()
+        self.meta: dict[str, Any] = {}
+        """What a loader knows of its source beyond nodes and edges (e.g. a STaRK knowledge base's dataset and
+        candidate types): written to the manifest's ``meta``, read back as ``graph.meta``."""
 
     # --- input -------------------------------------------------------------------------------------------------
     def _intern(self, node_id: str) -> int:
@@ -273,6 +276,7 @@ class GraphBuilder:
             "qualifier_keys": list(self._qualifier_keys),
             "type_features": type_features,
             "schema": schema,
+            "meta": self.meta,
             "arrays": layout,
             "bytes": {"arrays": (self.directory / "arrays.bin").stat().st_size,
                       "strings": (self.directory / "strings.bin").stat().st_size},

@@ -205,6 +205,10 @@ class CompactGraph(StaticKG):
         return self._id_str(int(index))
 
     # --- whole graph ------------------------------------------------------------------------------------------
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self.manifest.get("meta") or {})
+
     def stats(self) -> GraphStats:
         """Counts and vocabularies, from memory (no I/O: nodes on the event loop call it); the embedding
         indexes on disk are listed by ``self.indexes.status()``."""
@@ -263,18 +267,19 @@ class CompactGraph(StaticKG):
                 for position in range(start, end):
                     yield Triple(head, relation, self._id_str(int(dst[position])), self._qualifiers(position))
 
-    def node_texts(self, start: int, end: int, field: str) -> list[str]:
+    def node_texts(self, start: int, end: int, field: str, *, max_chars: int | None = 1000) -> list[str]:
         """The texts of nodes ``start..end`` for an embedding field (``name`` or ``text``)."""
         if field == "name":
             return [self._name_str(i) for i in range(start, end)]
         if field == "text":
-            return [self._text_of(i, 1000) for i in range(start, end)]
+            return [self._text_of(i, max_chars) for i in range(start, end)]
         raise ValueError(f"unknown embedding field {field!r}: use 'name' or 'text'")
 
     # --- nearest ---------------------------------------------------------------------------------------------
     def nearest_nodes(self, text: str, k: int = 5, *, field: str = "name", among: Iterable[str] | None = None,
                       types: Iterable[str] | None = None, heads_only: bool = False,
-                      embedder: Any = None, index: str | None = None) -> list[tuple[str, float]]:
+                      embedder: Any = None, kind: str | None = None,
+                      vector: Any = None) -> list[tuple[str, float]]:
         if field not in ("name", "text"):
             raise ValueError(f"unknown embedding field {field!r}: use 'name' or 'text'")
         ids: np.ndarray | None = None
@@ -289,8 +294,9 @@ class CompactGraph(StaticKG):
             mask = heads if mask is None else mask & heads
         if ids is not None and mask is not None:
             ids, mask = ids[mask[ids]], None
-        vectors = self.indexes.get(field, embedder, index)
-        return [(self._id_str(int(i)), s) for i, s in vectors.search(text, k, ids=ids, mask=mask)]
+        index = self.indexes.get(field, embedder, kind=kind)
+        found = index.search(text, k, ids=ids, mask=mask, vector=vector, embedder=embedder)
+        return [(self._id_str(int(i)), s) for i, s in found]
 
     def nearest_relations(self, text: str, k: int = 5, *, among: Iterable[str] | None = None,
                           embedder: Any = None) -> list[tuple[str, float]]:

@@ -627,7 +627,7 @@ class CypherGraph(StaticKG):
             cache.clear()
 
     # --- embedding indexes -----------------------------------------------------------------------------------
-    def node_texts(self, start: int, end: int, field: str) -> list[str]:
+    def node_texts(self, start: int, end: int, field: str, *, max_chars: int | None = 1000) -> list[str]:
         """The texts of nodes ``start..end`` (by ``_i``) for an embedding field (``name`` or ``text``)."""
         if field not in ("name", "text"):
             raise ValueError(f"unknown embedding field {field!r}: use 'name' or 'text'")
@@ -642,7 +642,7 @@ class CypherGraph(StaticKG):
             return [str(row[2]) for row in rows]
         for handle, row in zip(handles, rows):
             self._features.put(handle, row[6])  # the cache holds a batch: _text_of reads it back
-        return [self._text_of(handle, 1000) for handle in handles]
+        return [self._text_of(handle, max_chars) for handle in handles]
 
     def _subset(self, among: list[str] | None, types: list[str] | None, heads_only: bool) -> np.ndarray:
         """The sorted ``_i`` of the nodes in ``among`` (all when ``None``) of ``types`` (with outgoing edges)."""
@@ -661,7 +661,8 @@ class CypherGraph(StaticKG):
 
     def nearest_nodes(self, text: str, k: int = 5, *, field: str = "name", among: Iterable[str] | None = None,
                       types: Iterable[str] | None = None, heads_only: bool = False,
-                      embedder: Any = None, index: str | None = None) -> list[tuple[str, float]]:
+                      embedder: Any = None, kind: str | None = None,
+                      vector: Any = None) -> list[tuple[str, float]]:
         if field not in ("name", "text"):
             raise ValueError(f"unknown embedding field {field!r}: use 'name' or 'text'")
         wanted = None if among is None else sorted({str(i) for i in among})
@@ -676,5 +677,6 @@ class CypherGraph(StaticKG):
                 mask[subset] = True
             else:
                 ids = subset
-        found = self.indexes.get(field, embedder, index).search(text, k, ids=ids, mask=mask)
+        index = self.indexes.get(field, embedder, kind=kind)
+        found = index.search(text, k, ids=ids, mask=mask, vector=vector, embedder=embedder)
         return [(self._node_of(int(i)).id, score) for i, score in found]

@@ -6,14 +6,17 @@ loaded copy per (model, device) in the process, like the chat-model clients; eve
 never shared (:class:`EmbeddingIndex`).
 
 A model is named by a path, a sentence-transformers id (downloaded by sentence-transformers the first time, which
-needs the network) or a short name (:func:`canonical_model`): ``all-MiniLM-L6-v2`` is the packaged model, offline;
-``all-mpnet-base-v2`` is ``sentence-transformers/all-mpnet-base-v2`` (the retriever of Graph-CoT and paper 001).
-A model that cannot be loaded is an :class:`EmbedderUnavailable` that says so.
+needs the network), a short name (:func:`canonical_model`: ``all-MiniLM-L6-v2`` is the packaged model, offline;
+``all-mpnet-base-v2`` is ``sentence-transformers/all-mpnet-base-v2``, the retriever of Graph-CoT and paper 001), or
+``openai:<model>`` (e.g. ``openai:text-embedding-ada-002``, the embeddings of Agent-G's STaRK experiments): OpenAI's
+embeddings endpoint, or any OpenAI-compatible server at ``base_url`` (:class:`OpenAIEmbedder`). A model that
+cannot be loaded is an :class:`EmbedderUnavailable` that says so.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -113,6 +116,104 @@ def load_embedder(model: str | Path | None = None, *, device: str | None = None)
         return _loaded[key]
 
 
+#: The prefix of an OpenAI embeddings model name (``openai:text-embedding-ada-002``).
+OPENAI_PREFIX = "openai:"
+
+
+class OpenAIEmbedder:
+    """An OpenAI embeddings model (or any server that speaks its ``/v1/embeddings``) as an :class:`Embedder`.
+
+    Texts go in batches of ``batch_size``; an empty text is sent as one space (the endpoint refuses empty ones).
+    A text longer than the model's context is shortened as STaRK's own embedding code does: cut to the share of its
+    words that the error's token counts say fits, then by tenths until the model takes it. The client retries
+    rate limits and server errors (``max_retries``). ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL``
+    and ``OPENAI_API_KEY``.
+    """
+
+    max_chars = None
+    """The whole of a node's text is sent (the model, not a character cut, bounds it)."""
+
+    def __init__(self, model: str = "text-embedding-ada-002", *, base_url: str | None = None,
+                 api_key: str | None = None, batch_size: int = 100, max_retries: int = 6,
+                 timeout: float = 120.0) -> None:
+        model = model.removeprefix(OPENAI_PREFIX)
+        if not model:
+            raise ValueError("an OpenAI embeddings model needs a name, e.g. openai:text-embedding-ada-002")
+        self.model = model
+        self.model_id = f"openai-{model}"
+        self.base_url = base_url
+        self.api_key = api_key
+        self.batch_size = max(1, int(batch_size))
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _openai(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import os
+
+                import openai
+
+                self._client = openai.OpenAI(base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None,
+                                             api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "unset",
+                                             max_retries=self.max_retries, timeout=self.timeout)
+            return self._client
+
+    def _create(self, texts: list[str]) -> list[list[float]]:
+        response = self._openai().embeddings.create(input=texts, model=self.model)
+        return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+
+    def _one(self, text: str, refused: Exception | None = None) -> list[float]:
+        """One text, shortened until the model takes it (``refused``: the error the whole text already got)."""
+        import openai
+
+        try:
+            if refused is not None:
+                raise refused
+            return self._create([text])[0]
+        except openai.BadRequestError as exc:
+            match = re.search(r"maximum context length is (\d+) tokens, however you requested (\d+) tokens",
+                              str(exc))
+            if match is None:
+                raise
+            ratio = int(match.group(1)) / max(1, int(match.group(2)))
+            words = text.split(" ")
+            for tenths in range(9, 0, -1):
+                shorter = " ".join(words[:max(1, int(ratio * len(words) * tenths / 10))])
+                try:
+                    return self._create([shorter])[0]
+                except openai.BadRequestError:
+                    continue
+            raise
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
+        rows: list[list[float]] = []
+        clean = [t if t.strip() else " " for t in texts]
+        for start in range(0, len(clean), self.batch_size):
+            batch = clean[start:start + self.batch_size]
+            try:
+                rows += self._create(batch)
+            except openai.BadRequestError as exc:  # a text too long for the model: one at a time, shortened
+                rows += [self._one(t, exc if len(batch) == 1 else None) for t in batch]
+        if not rows:
+            return np.zeros((0, 1), dtype="float32")
+        matrix = np.asarray(rows, dtype="float32")
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return np.ascontiguousarray(matrix / np.where(norms == 0, 1, norms), dtype="float32")
+
+
+def embedder_from_name(name: str, *, device: str | None = None, base_url: str | None = None) -> Embedder:
+    """The embedder a model name asks for: ``openai:<model>`` an :class:`OpenAIEmbedder`, else a
+    sentence-transformers model by name or path (loaded once per process)."""
+    if name.startswith(OPENAI_PREFIX):
+        return OpenAIEmbedder(name, base_url=base_url)
+    return load_embedder(name, device=device)
+
+
 class LazyEmbedder:
     """An :class:`Embedder` that loads its model (via :func:`load_embedder`) when it first encodes."""
 
@@ -124,12 +225,15 @@ class LazyEmbedder:
         return load_embedder(self.model, device=self.device).encode(texts)
 
 
-def embedder_spec(model: Any = None, device: str | None = None) -> Any:
-    """What a run's settings ``embedding_model`` / ``embedding_device`` ask for, as the stores take it: an
-    embedder instance as given, ``None`` for the packaged model on the default device, else a
-    :class:`LazyEmbedder` that loads the model (by name or path) when it first encodes."""
+def embedder_spec(model: Any = None, device: str | None = None, base_url: str | None = None) -> Any:
+    """What a run's settings ``embedding_model`` / ``embedding_device`` / ``embedding_base_url`` ask for, as the
+    stores take it: an embedder instance as given, ``None`` for the packaged model on the default device, an
+    :class:`OpenAIEmbedder` for ``openai:<model>``, else a :class:`LazyEmbedder` that loads the model (by name or
+    path) when it first encodes."""
     if model is not None and not isinstance(model, (str, Path)):
         return model
+    if isinstance(model, str) and model.startswith(OPENAI_PREFIX):
+        return OpenAIEmbedder(model, base_url=base_url)
     name = canonical_model(model)
     if name is None and device is None:
         return None

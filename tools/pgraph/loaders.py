@@ -10,9 +10,10 @@ grbench    GRBench ``graph.json`` (Graph-CoT): ``{"<type>_nodes": {id: {"feature
            {edge_type: [ids]}}}}``, read as a stream (a multi-GB file never sits in memory), ``.json.gz`` too
 stark      a STaRK-style semi-structured KB: a folder with a node table (``nodes.jsonl|csv|parquet``: ``id``,
            ``type``, ``name``, ``text`` = the node's document, other columns become features) and an edge list
-           (``edges.jsonl|csv|tsv|parquet``: ``src``, ``relation``, ``dst``), or STaRK's own processed folder
-           (``node_info.pkl``, ``edge_index.pt``, ``edge_types.pt``, ``edge_type_dict.pkl``,
-           ``node_types.pt``, ``node_type_dict.pkl``; pickles can run code: load only files you trust)
+           (``edges.jsonl|csv|tsv|parquet``: ``src``, ``relation``, ``dst``), or STaRK's released processed
+           folder of Amazon, MAG or PrimeKG (``skb/<name>``, its ``processed/`` or Amazon's
+           ``processed/cache/brand-category-color``: see :mod:`tools.pgraph.stark`; pickles can run code: load
+           only files you trust)
 triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``) or JSON lines (``{"head", "relation", "tail",
            "qualifiers"}`` or ``[head, relation, tail]``)
 crag       CRAG's mock KG API answers saved as ``{"calls": [{"call": "api.fn(args)", "output_repr...": ...}]}``,
@@ -37,6 +38,7 @@ from typing import Any, TextIO
 from kgagents.extras import MissingExtra, require
 from tools.pgraph.build import GraphBuilder
 from tools.pgraph.model import GraphFormatError
+from tools.pgraph.stark import find_processed, load_processed
 
 FORMATS = ("ark", "grbench", "stark", "triples", "crag")
 
@@ -52,6 +54,9 @@ def source_files(path: Path, fmt: str) -> list[Path]:
     if path.is_dir():
         if fmt == "grbench":
             return [_grbench_file(path)]
+        processed = find_processed(path) if fmt == "stark" else None
+        if processed is not None:
+            return sorted(p for p in processed.iterdir() if p.is_file() and not p.name.startswith("."))
         return sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
     return [path]
 
@@ -65,7 +70,7 @@ def detect_format(path: str | Path) -> str:
         names = {p.name for p in path.iterdir()}
         if "graph.json" in names or "graph.json.gz" in names:
             return "grbench"
-        if "node_info.pkl" in names or any(n.startswith("nodes.") for n in names):
+        if find_processed(path) is not None or any(n.startswith("nodes.") for n in names):
             return "stark"
         raise GraphFormatError(f"{path}: a folder with neither graph.json (GRBench) nor nodes.* + edges.* / "
                                "node_info.pkl (STaRK-style); give --format")
@@ -513,8 +518,8 @@ def load_stark(builder: GraphBuilder, path: Path, *, progress: Progress | None =
     if not path.is_dir():
         raise GraphFormatError(f"{path}: a STaRK-style KB is a folder (nodes.* and edges.*, or STaRK's processed "
                                "files)")
-    if (path / "node_info.pkl").is_file():
-        _load_stark_processed(builder, path)
+    if find_processed(path) is not None:
+        load_processed(builder, path, progress=progress)
         return
     nodes, edges = _table_file(path, "nodes"), _table_file(path, "edges")
     for number, row in _rows(nodes):
@@ -534,45 +539,6 @@ def load_stark(builder: GraphBuilder, path: Path, *, progress: Progress | None =
                                    f"{sorted(row)}")
         qualifiers = {str(k): v for k, v in row.items() if k not in (src, dst, rel) and v not in (None, "")}
         builder.add_edge(str(row[src]), str(row[rel]), str(row[dst]), qualifiers or None)
-
-
-def _load_stark_processed(builder: GraphBuilder, path: Path) -> None:
-    import pickle
-
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - torch comes with sentence-transformers
-        raise GraphFormatError("STaRK's processed files need torch") from exc
-
-    def pkl(name: str) -> Any:
-        try:
-            with open(path / name, "rb") as f:
-                return pickle.load(f)  # noqa: S301 - the user's own STaRK download (see the module docstring)
-        except (OSError, pickle.UnpicklingError, EOFError) as exc:
-            raise GraphFormatError(f"cannot read {path / name}: {exc}") from exc
-
-    def tensor(name: str) -> Any:
-        try:
-            return torch.load(path / name, weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - any torch error: the file is not a tensor
-            raise GraphFormatError(f"cannot read {path / name}: {exc}") from exc
-
-    node_info = pkl("node_info.pkl")
-    node_type_dict = pkl("node_type_dict.pkl") if (path / "node_type_dict.pkl").is_file() else {}
-    edge_type_dict = pkl("edge_type_dict.pkl") if (path / "edge_type_dict.pkl").is_file() else {}
-    node_types = tensor("node_types.pt").tolist() if (path / "node_types.pt").is_file() else None
-    edge_index = tensor("edge_index.pt")
-    edge_types = tensor("edge_types.pt").tolist() if (path / "edge_types.pt").is_file() else None
-    for index in sorted(node_info):
-        info = node_info[index] or {}
-        type_name = str(node_type_dict.get(node_types[index], node_types[index])) if node_types is not None else ""
-        features = {str(k): v for k, v in info.items() if v not in (None, "", [], {})}
-        features.setdefault("text", "\n".join(f"- {k}: {v}" for k, v in features.items()))
-        builder.add_node(str(index), type=type_name, name=name_from_features(info, str(index)), features=features)
-    heads, tails = edge_index.tolist()
-    for i, (h, t) in enumerate(zip(heads, tails)):
-        rel = edge_type_dict.get(edge_types[i], edge_types[i]) if edge_types is not None else "related"
-        builder.add_edge(str(h), str(rel), str(t))
 
 
 # ----------------------------------------------------------------------------------------------------------

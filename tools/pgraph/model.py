@@ -202,6 +202,12 @@ class StaticKG:
 
     ref: GraphRef
 
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What the graph's loader recorded of its source (e.g. ``{"stark": {"dataset": "mag", ...}}``); empty when
+        it recorded nothing."""
+        return {}
+
     # --- primitives (backends) ---------------------------------------------------------------------------
     def _handle(self, node_id: str) -> Hashable | None:
         """The handle of a node id, ``None`` when the graph has no such node."""
@@ -234,11 +240,13 @@ class StaticKG:
 
     def nearest_nodes(self, text: str, k: int = 5, *, field: str = "name", among: Iterable[str] | None = None,
                       types: Iterable[str] | None = None, heads_only: bool = False,
-                      embedder: Any = None, index: str | None = None) -> list[tuple[str, float]]:
-        """The ``k`` node ids whose ``field`` (``name`` or ``text``) embeds closest to ``text``, with cosine
-        scores, best first; restricted to the ids in ``among``, the node ``types``, or nodes with outgoing
-        edges (``heads_only``) when asked. ``index``: the kind of vector index searched (``exact`` or ``ivf``;
-        ``None``: the kind the graph's size chooses, see :mod:`tools.pgraph.vectors`)."""
+                      embedder: Any = None, kind: str | None = None,
+                      vector: Any = None) -> list[tuple[str, float]]:
+        """The ``k`` node ids whose ``field`` (``name`` or ``text``) embeds closest to ``text`` (or to the query
+        embedding ``vector``), with cosine scores, best first; restricted to the ids in ``among``, the node
+        ``types``, or nodes with outgoing edges (``heads_only``) when asked. ``kind``: ``flat`` for exact search,
+        ``ivf`` for the approximate index, ``None`` for what the graph's size gives
+        (:mod:`tools.pgraph.vectors`)."""
         raise NotImplementedError
 
     def nearest_relations(self, text: str, k: int = 5, *, among: Iterable[str] | None = None,
@@ -299,7 +307,7 @@ class StaticKG:
         handle = self._handle(str(node_id))
         return "" if handle is None else self._text_of(handle, max_chars)
 
-    def _text_of(self, handle: Hashable, max_chars: int = 2000) -> str:
+    def _text_of(self, handle: Hashable, max_chars: int | None = 2000) -> str:
         node = self._node_of(handle)
         features = self._features_of(handle)
         if isinstance(features.get("text"), str) and features["text"].strip():
@@ -309,7 +317,7 @@ class StaticKG:
             parts += [f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)}"
                       for k, v in features.items() if not (isinstance(v, str) and v == node.name)]
             text = "; ".join(parts)
-        return text[:max_chars]
+        return text if max_chars is None else text[:max_chars]
 
     def definition(self, *, max_patterns: int = 60) -> str:
         """The graph's definition for a prompt: its node types with their features, and which relations link
@@ -405,10 +413,10 @@ class StaticKG:
 
     # --- ego-graphs and reasoning paths (Agent-G) ----------------------------------------------------------
     def ego_graph(self, seeds: Iterable[str], relations: Iterable[str] | None = None, *, radius: int = 2,
-                  direction: Direction = "both", max_nodes: int = 20_000) -> EgoGraph:
+                  direction: Direction = "both", max_nodes: int | None = 20_000) -> EgoGraph:
         """The nodes within ``radius`` (≤ 2 for Agent-G; any is allowed) hops of the seeds along ``relations``
         (all when ``None``), breadth first, with one shortest path to each node. Unknown seeds are skipped;
-        ``max_nodes`` bounds the search around hubs (``truncated`` says when it did)."""
+        ``max_nodes`` bounds the search around hubs (``truncated`` says when it did; ``None``: no bound)."""
         wanted = None if relations is None else set(relations)
         seed_ids = [s for s in dict.fromkeys(str(s) for s in seeds) if self._handle(s) is not None]
         hops: dict[str, int] = {s: 0 for s in seed_ids}
@@ -428,7 +436,7 @@ class StaticKG:
                             other_id = self._id_of(other)
                             if other_id in hops:
                                 continue
-                            if len(hops) >= max_nodes:
+                            if max_nodes is not None and len(hops) >= max_nodes:
                                 truncated = True
                                 break
                             hops[other_id] = depth
@@ -454,7 +462,7 @@ class StaticKG:
 
     def reasoning_paths(self, seeds: Iterable[str], relations: Iterable[str] | None = None, *, radius: int = 2,
                         direction: Direction = "both", targets: Iterable[str] | None = None,
-                        max_nodes: int = 20_000) -> list[ReasoningPath]:
+                        max_nodes: int | None = 20_000) -> list[ReasoningPath]:
         """The verbalisable paths from each seed to the nodes its ego-graph reached (to ``targets`` only when
         given, e.g. the intersection of several ego-graphs), one shortest path per (seed, node)."""
         wanted = None if targets is None else set(targets)

@@ -8,15 +8,21 @@ of embedding again:
 - ``index.faiss``: a FAISS inner-product index: exact (``IndexFlatIP``) up to :data:`IVF_THRESHOLD` vectors,
   above it an inverted-file index with 8-bit scalar quantisation (``IVF<nlist>,SQ8``, ``nlist = 4·√N``,
   searched with ``nprobe`` lists). The benchmark in ``evals/bench_static_kg.py`` measures its recall against
-  exact search; the README gives the numbers. A caller may ask for one kind (``kind="exact"`` or ``"ivf"``,
-  see :meth:`IndexSet.get`): where the size-chosen index is of another kind, that kind is built beside it
-  (``<field>--<model>--exact`` or ``--ivf``).
+  exact search; the README gives the numbers.
 - ``meta.json``: the model, dimension, count, kind and build time.
 
 A search restricted to a subset (``ids``: a few rows, or ``mask``: one boolean per row) is exact: up to
-:data:`EXACT_LIMIT` rows it is a dot product over their stored vectors, beyond that FAISS with an ID selector.
+:data:`EXACT_LIMIT` rows it is a dot product over their vectors (the flat index's float32 vectors, or the stored
+float16 ones of an IVF index), beyond that FAISS with an ID selector.
 Embedders are identified by a model id (the packaged all-MiniLM-L6-v2, or the name or path given); an
 embedder object without one is used in memory only, never saved.
+
+A caller that needs exact search whatever the size asks for ``kind="flat"`` (an IVF index of the same field and
+model is then left alone and a flat one built beside it, ``<field>--<model>--flat``), and ``kind="ivf"`` for an
+IVF index whatever the size. An index can also hold vectors computed elsewhere for some of the rows only (STaRK's
+released embeddings of its candidate nodes: :meth:`IndexSet.install`); a search then ranks only those rows. A
+search takes the query's text (embedded by the index's model) or its vector (``vector=``: a precomputed query
+embedding).
 """
 
 from __future__ import annotations
@@ -37,10 +43,12 @@ from typing import Any
 import numpy as np
 
 from tools.pgraph.embeddings import (
+    OPENAI_PREFIX,
     Embedder,
     LazyEmbedder,
     SentenceTransformerEmbedder,
     canonical_model,
+    embedder_from_name,
     load_embedder,
     packaged_model_path,
 )
@@ -56,6 +64,8 @@ DEFAULT_MODEL_ID = "all-MiniLM-L6-v2"
 BATCH = 2048
 #: Build a progress bar from this many texts on.
 PROGRESS_FROM = 5_000
+#: Characters of a node's text the ``text`` index embeds, unless the embedder says (``max_chars``; ``None``: all).
+TEXT_CHARS = 1000
 
 
 def model_id_of(embedder: Any) -> str | None:
@@ -76,6 +86,8 @@ def _model_id_for_name(name: str | None) -> str:
     name = canonical_model(name)
     if name is None:
         return DEFAULT_MODEL_ID
+    if name.startswith(OPENAI_PREFIX):
+        return f"openai-{name[len(OPENAI_PREFIX):]}"
     with contextlib.suppress(RuntimeError):
         if Path(name).resolve() == packaged_model_path().resolve():
             return DEFAULT_MODEL_ID
@@ -84,11 +96,12 @@ def _model_id_for_name(name: str | None) -> str:
 
 
 def resolve_embedder(embedder: Any) -> Embedder:
-    """An object with ``encode``: the packaged model for ``None``, a model by name or path, or ``embedder``."""
+    """An object with ``encode``: the packaged model for ``None``, a model by name or path (``openai:<model>``
+    too), or ``embedder``."""
     if embedder is None:
         return load_embedder()
     if isinstance(embedder, (str, Path)):
-        return load_embedder(str(embedder))
+        return embedder_from_name(str(embedder))
     if not hasattr(embedder, "encode"):
         raise TypeError(f"an embedder needs an encode(texts) method, got {type(embedder).__name__}")
     return embedder
@@ -106,26 +119,68 @@ def file_lock(path: Path):
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-class VectorIndex:
-    """Embeddings of ``count`` texts and a FAISS index over them; searches return ``(row, score)``."""
+KINDS = ("flat", "ivf")
 
-    def __init__(self, vectors: np.ndarray, index: Any, meta: dict[str, Any], embedder: Embedder) -> None:
+
+def index_kind(setting: str | None) -> str | None:
+    """The index kind a run's ``vector_index`` setting asks for: ``exact`` (or ``flat``) -> ``flat``, ``ivf`` ->
+    ``ivf``, ``None`` -> what the size gives."""
+    if setting is None:
+        return None
+    kind = {"exact": "flat", "flat": "flat", "ivf": "ivf"}.get(setting)
+    if kind is None:
+        raise ValueError(f"vector_index is exact or ivf, not {setting!r}")
+    return kind
+
+
+class VectorIndex:
+    """Embeddings of ``count`` texts and a FAISS index over them; searches return ``(row, score)``.
+
+    ``rows`` (sorted) says which rows the vectors belong to when they are not all of them (vectors computed
+    elsewhere for some nodes); ``None``: vector ``i`` is row ``i``."""
+
+    def __init__(self, vectors: np.ndarray, index: Any, meta: dict[str, Any], embedder: Embedder,
+                 rows: np.ndarray | None = None) -> None:
         self.vectors = vectors
         self.index = index
         self.meta = meta
         self.embedder = embedder
+        self.rows = rows
+        self.exact = vectors
+        if meta.get("kind") == "flat" and int(meta.get("count") or 0):
+            import faiss
+
+            with contextlib.suppress(AttributeError, RuntimeError):  # the flat index's own float32 vectors
+                self.exact = faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal,
+                                                                                                   index.d)
 
     @property
     def count(self) -> int:
         return int(self.meta["count"])
 
     @classmethod
+    def from_matrix(cls, directory: Path | None, matrix: np.ndarray, embedder: Embedder, *, model_id: str | None,
+                    label: str, kind: str = "flat", rows: np.ndarray | None = None) -> VectorIndex:
+        """An index over vectors computed elsewhere (normalised here), for ``rows`` when given; saved under
+        ``directory`` when given."""
+        if kind not in KINDS:
+            raise ValueError(f"an index is {' or '.join(KINDS)}, not {kind!r}")
+        started = time.monotonic()
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        if rows is not None:
+            order = np.argsort(rows, kind="stable")
+            rows, matrix = np.asarray(rows, dtype=np.int64)[order], matrix[order]
+            if len(rows) and bool((np.diff(rows) == 0).any()):
+                raise ValueError("a row has two vectors")
+        return cls._finish(directory, matrix, embedder, model_id=model_id, label=label, kind=kind, rows=rows,
+                           started=started)
+
+    @classmethod
     def build(cls, directory: Path | None, count: int, texts: Callable[[int, int], list[str]], embedder: Embedder,
               *, model_id: str | None, label: str, ivf_threshold: int = IVF_THRESHOLD,
-              progress: bool | None = None) -> VectorIndex:
-        """Embed ``texts(start, end)`` for ``0..count`` in batches; save under ``directory`` when given."""
-        import faiss
-
+              progress: bool | None = None, kind: str | None = None) -> VectorIndex:
+        """Embed ``texts(start, end)`` for ``0..count`` in batches; save under ``directory`` when given. ``kind``:
+        ``flat`` or ``ivf`` whatever the count; ``None``: IVF above ``ivf_threshold`` vectors, else flat."""
         started = time.monotonic()
         show = progress if progress is not None else count >= PROGRESS_FROM
         bar = None
@@ -146,10 +201,20 @@ class VectorIndex:
                 bar.close()
         dim = chunks[0].shape[1] if chunks else int(getattr(embedder, "dimension", 1) or 1)
         matrix = np.concatenate(chunks) if chunks else np.zeros((0, dim), dtype=np.float32)
+        kind = kind or ("ivf" if count > ivf_threshold else "flat")
+        return cls._finish(directory, matrix, embedder, model_id=model_id, label=label, kind=kind, rows=None,
+                           started=started)
+
+    @classmethod
+    def _finish(cls, directory: Path | None, matrix: np.ndarray, embedder: Embedder, *, model_id: str | None,
+                label: str, kind: str, rows: np.ndarray | None, started: float) -> VectorIndex:
+        import faiss
+
+        count, dim = matrix.shape[0], (matrix.shape[1] if matrix.ndim == 2 and matrix.shape[1] else 1)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = matrix / np.where(norms == 0, 1, norms)
-        if count > ivf_threshold:
-            nlist = max(1, int(4 * np.sqrt(count)))
+        if kind == "ivf" and count:
+            nlist = max(1, min(int(4 * np.sqrt(count)), count))
             index = faiss.index_factory(dim, f"IVF{nlist},SQ8", faiss.METRIC_INNER_PRODUCT)
             rng = np.random.default_rng(0)
             sample = matrix[rng.choice(count, size=min(count, nlist * 40), replace=False)]
@@ -165,20 +230,22 @@ class VectorIndex:
             kind = "flat"
         meta = {"model": model_id, "dim": dim, "count": count, "kind": kind, "nlist": nlist,
                 "nprobe": DEFAULT_NPROBE if kind == "ivf" else 0, "label": label,
-                "build_seconds": round(time.monotonic() - started, 3)}
+                "build_seconds": round(time.monotonic() - started, 3), "subset": rows is not None}
         vectors = matrix.astype(np.float16)
         if directory is not None:
             tmp = directory.with_name(directory.name + f".tmp-{os.getpid()}-{threading.get_ident()}")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             np.save(tmp / "vectors.npy", vectors)
+            if rows is not None:
+                np.save(tmp / "rows.npy", rows)
             faiss.write_index(index, str(tmp / "index.faiss"))
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
             if directory.exists():
                 shutil.rmtree(directory)
             os.replace(tmp, directory)
             return cls.load(directory, embedder)
-        return cls(vectors, index, meta, embedder)
+        return cls(vectors, index, meta, embedder, rows)
 
     @classmethod
     def load(cls, directory: Path, embedder: Embedder) -> VectorIndex:
@@ -191,19 +258,57 @@ class VectorIndex:
         index = faiss.read_index(str(directory / "index.faiss"), flags | faiss.IO_FLAG_READ_ONLY)
         if meta["kind"] == "ivf":
             faiss.extract_index_ivf(index).nprobe = max(int(meta.get("nprobe") or 0), DEFAULT_NPROBE)
-        return cls(vectors, index, meta, embedder)
+        rows = np.load(directory / "rows.npy", mmap_mode="r") if (directory / "rows.npy").is_file() else None
+        return cls(vectors, index, meta, embedder, rows)
 
-    def encode(self, text: str) -> np.ndarray:
-        vector = np.asarray(self.embedder.encode([text]), dtype=np.float32).reshape(1, -1)
+    def encode(self, text: str, embedder: Any = None) -> np.ndarray:
+        """The query's normalised embedding, by ``embedder`` (another object of the index's model, e.g. one with
+        another server address) or the index's own."""
+        model = self.embedder if embedder is None else resolve_embedder(embedder)
+        vector = np.asarray(model.encode([text]), dtype=np.float32).reshape(1, -1)
         norm = np.linalg.norm(vector)
         return vector / norm if norm else vector
 
-    def search(self, text: str, k: int = 5, *, ids: np.ndarray | None = None, mask: np.ndarray | None = None,
-               nprobe: int | None = None) -> list[tuple[int, float]]:
-        """The ``k`` rows closest to ``text`` (among ``ids`` / where ``mask`` is true), best first."""
+    def _positions(self, ids: np.ndarray | None, mask: np.ndarray | None
+                   ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Rows (``ids``) or a row mask as positions among this index's vectors (when they cover some rows)."""
+        if self.rows is None:
+            return ids, mask
+        if mask is not None:
+            return None, np.asarray(mask, dtype=bool)[self.rows]
+        if ids is None:
+            return None, None
+        ids = np.asarray(ids, dtype=np.int64)
+        at = np.searchsorted(self.rows, ids)
+        at = np.minimum(at, max(len(self.rows) - 1, 0))
+        found = (self.rows[at] == ids) if len(self.rows) else np.zeros(len(ids), dtype=bool)
+        return at[found], None
+
+    def search(self, text: str | None, k: int = 5, *, ids: np.ndarray | None = None,
+               mask: np.ndarray | None = None, nprobe: int | None = None,
+               vector: np.ndarray | None = None, embedder: Any = None) -> list[tuple[int, float]]:
+        """The ``k`` rows closest to ``text`` — or to the query embedding ``vector`` — (among ``ids`` / where
+        ``mask`` is true), best first; ``embedder`` embeds ``text`` (default: the index's)."""
         if k <= 0 or self.count == 0:
             return []
-        query = self.encode(text)
+        if vector is not None:
+            query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+            if query.shape[1] != self.index.d:
+                raise ValueError(f"a query vector of {query.shape[1]} dimensions for an index of {self.index.d}")
+            norm = np.linalg.norm(query)
+            query = query / norm if norm else query
+        elif text is None:
+            raise ValueError("a search needs a text or a vector")
+        else:
+            query = self.encode(text, embedder)
+        ids, mask = self._positions(ids, mask)
+        found = self._search_positions(query, k, ids=ids, mask=mask, nprobe=nprobe)
+        if self.rows is None:
+            return found
+        return [(int(self.rows[p]), s) for p, s in found]
+
+    def _search_positions(self, query: np.ndarray, k: int, *, ids: np.ndarray | None, mask: np.ndarray | None,
+                          nprobe: int | None) -> list[tuple[int, float]]:
         if mask is not None:
             selected = int(np.count_nonzero(mask))
             if selected <= EXACT_LIMIT:
@@ -213,8 +318,8 @@ class VectorIndex:
             if len(ids) == 0:
                 return []
             if len(ids) <= EXACT_LIMIT:
-                scores = np.asarray(self.vectors[np.sort(ids)], dtype=np.float32) @ query[0]
-                rows = np.sort(ids)
+                rows = np.unique(ids)
+                scores = np.asarray(self.exact[rows], dtype=np.float32) @ query[0]
                 top = np.argsort(-scores, kind="stable")[:k]
                 return [(int(rows[i]), round(float(scores[i]), 4)) for i in top]
         return self._faiss_search(query, k, ids=ids, mask=mask, nprobe=nprobe)
@@ -254,64 +359,113 @@ class IndexSet:
         self.directory = directory
         self.source = source
         self.ivf_threshold = ivf_threshold
-        self._built: dict[tuple[str, str], VectorIndex] = {}
-        self._memory: dict[tuple[str, int], VectorIndex] = {}
+        self._built: dict[str, VectorIndex] = {}
+        self._memory: dict[tuple[str, int, str | None], VectorIndex] = {}
         self._lock = threading.Lock()
         self.builds = 0
         """How many indexes this instance embedded (not loaded): tests check that runs share them."""
 
-    def _spec(self, field: str) -> tuple[int, Callable[[int, int], list[str]]]:
+    def _spec(self, field: str, embedder: Any = None) -> tuple[int, Callable[[int, int], list[str]]]:
         if field == "relation":
             count = len(self.source.stats().relations)
             return count, self.source.relation_texts
         if field in ("name", "text"):
-            return int(self.source.node_count), lambda s, e: self.source.node_texts(s, e, field)
+            # how much of a node's text the model reads (an embedder may say; the default fits MiniLM)
+            chars = getattr(embedder, "max_chars", TEXT_CHARS) if embedder is not None else TEXT_CHARS
+            return int(self.source.node_count), lambda s, e: self.source.node_texts(s, e, field, max_chars=chars)
         raise ValueError(f"unknown embedding field {field!r}: use one of {', '.join(self.FIELDS)}")
 
-    def get(self, field: str, embedder: Any = None, kind: str | None = None) -> VectorIndex:
+    def get(self, field: str, embedder: Any = None, *, kind: str | None = None) -> VectorIndex:
         """The index of ``field`` for ``embedder`` (see :func:`model_id_of`), built on first use. ``kind``:
-        ``None`` for the kind the size chooses (exact up to the IVF threshold), ``exact`` or ``ivf`` for that kind
-        whatever the size."""
-        if kind not in (None, "exact", "ivf"):
-            raise ValueError(f"unknown vector index kind {kind!r}: use 'exact' or 'ivf'")
-        threshold = IVF_THRESHOLD if self.ivf_threshold is None else self.ivf_threshold
-        if kind is not None and (kind == "ivf") == (self._spec(field)[0] > threshold):
-            kind = None  # the size chooses that kind already: one index serves both
-        forced = {} if kind is None else {"ivf_threshold": sys.maxsize if kind == "exact" else 0}
-        suffix = "" if kind is None else f"--{kind}"
+        ``flat`` (exact) or ``ivf`` whatever the size; ``None``: IVF above the threshold, else flat (see the
+        module docstring)."""
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"an index is {' or '.join(KINDS)}, not {kind!r}")
         model_id = model_id_of(embedder)
         if model_id is None:  # an embedder object without a model id: in memory, for this object only
-            key = (field + suffix, id(embedder))
+            key = (field, id(embedder), kind)
             with self._lock:
                 if key not in self._memory:
-                    count, texts = self._spec(field)
+                    count, texts = self._spec(field, embedder)
                     self._memory[key] = VectorIndex.build(None, count, texts, resolve_embedder(embedder),
-                                                          model_id=None, label=f"{field}s",
-                                                          **(forced or self._threshold()))
+                                                          model_id=None, label=f"{field}s", kind=kind,
+                                                          **self._threshold())
                     self.builds += 1
                 return self._memory[key]
         with self._lock:
-            found = self._built.get((field + suffix, model_id))
-            if found is not None:
-                return found
+            for name in self._names(field, model_id, kind):
+                found = self._built.get(name)
+                if found is not None and (kind is None or found.meta.get("kind") == kind):
+                    return found
             model = resolve_embedder(embedder)
             if self.directory is None:
-                count, texts = self._spec(field)
+                count, texts = self._spec(field, embedder)
                 index = VectorIndex.build(None, count, texts, model, model_id=model_id, label=f"{field}s",
-                                          **(forced or self._threshold()))
+                                          kind=kind, **self._threshold())
                 self.builds += 1
-            else:
-                name = f"{field}--{model_id}{suffix}"
-                with file_lock(self.directory / f".{name}.lock"):
-                    if (self.directory / name / "meta.json").is_file():
-                        index = VectorIndex.load(self.directory / name, model)
-                    else:
-                        count, texts = self._spec(field)
-                        index = VectorIndex.build(self.directory / name, count, texts, model, model_id=model_id,
-                                                  label=f"{field}s", **(forced or self._threshold()))
-                        self.builds += 1
-            self._built[(field + suffix, model_id)] = index
+                self._built[self._names(field, model_id, kind)[-1]] = index
+                return index
+            for name in self._names(field, model_id, kind):  # saved by an earlier process
+                target = self.directory / name
+                if (target / "meta.json").is_file() and self._fits(target, kind):
+                    with file_lock(self.directory / f".{name}.lock"):
+                        index = VectorIndex.load(target, model)
+                    self._built[name] = index
+                    return index
+            count, texts = self._spec(field, embedder)
+            threshold = self.ivf_threshold if self.ivf_threshold is not None else IVF_THRESHOLD
+            by_size = "ivf" if count > threshold else "flat"
+            name = self._names(field, model_id, None if kind == by_size else kind)[-1]
+            target = self.directory / name
+            with file_lock(self.directory / f".{name}.lock"):
+                if (target / "meta.json").is_file():
+                    index = VectorIndex.load(target, model)
+                else:
+                    index = VectorIndex.build(target, count, texts, model, model_id=model_id, label=f"{field}s",
+                                              kind=kind, **self._threshold())
+                    self.builds += 1
+            self._built[name] = index
             return index
+
+    @staticmethod
+    def _names(field: str, model_id: str, kind: str | None) -> list[str]:
+        """Where an index of this kind may lie: the default one (whatever kind its size gave it) first, then the
+        one built for the kind asked."""
+        base = f"{field}--{model_id}"
+        return [base] if kind is None else [base, f"{base}--{kind}"]
+
+    @staticmethod
+    def _fits(target: Path, kind: str | None) -> bool:
+        if kind is None:
+            return True
+        try:
+            return json.loads((target / "meta.json").read_text(encoding="utf-8")).get("kind") == kind
+        except (OSError, ValueError):
+            return False
+
+    def install(self, field: str, model_id: str, rows: np.ndarray, matrix: np.ndarray, *, embedder: Any,
+                kind: str = "flat") -> VectorIndex:
+        """Keep vectors computed elsewhere (``matrix``, one per row of ``rows``) as the ``kind`` index of ``field``
+        for ``model_id`` — what :meth:`get` then finds for an embedder of that model id (which embeds the queries
+        a search gives as text)."""
+        name = f"{field}--{model_id}--{kind}"
+        with self._lock:
+            target = None if self.directory is None else self.directory / name
+            if target is None:
+                index = VectorIndex.from_matrix(None, matrix, resolve_embedder(embedder), model_id=model_id,
+                                                label=f"{field}s", kind=kind, rows=rows)
+            else:
+                with file_lock(self.directory / f".{name}.lock"):
+                    index = VectorIndex.from_matrix(target, matrix, resolve_embedder(embedder), model_id=model_id,
+                                                    label=f"{field}s", kind=kind, rows=rows)
+            self._built[name] = index
+            self._built.pop(f"{field}--{model_id}", None)
+            return index
+
+    def installed(self, field: str, model_id: str, kind: str = "flat") -> bool:
+        """Whether vectors of ``model_id`` for ``field`` are there (in this process or saved)."""
+        name = f"{field}--{model_id}--{kind}"
+        return name in self._built or (self.directory is not None and (self.directory / name / "meta.json").is_file())
 
     def _threshold(self) -> dict[str, Any]:
         return {} if self.ivf_threshold is None else {"ivf_threshold": self.ivf_threshold}
