@@ -3,12 +3,13 @@
 Two task modes follow the paper's two benchmark designs: **generation** (CRAG: the output is an answer; the
 agent also decides the question's domain, type and dynamism; the text module is web pages read in batches) and
 **retrieval** (STaRK: the output is a ranked list of documents; each entity of the knowledge base has one). Every
-template opens with a ``[stage: ...]`` line, then XML-like sections.
+template is a :class:`~prompts.kgot.Template`: XML-like sections for the model, and the stage that names its
+calls (which role, which iteration), which travels as the call's metadata and never reaches the model.
 """
 
 from __future__ import annotations
 
-from prompts.kgot import placeholders, render
+from prompts.kgot import Template, placeholders, render
 
 __all__ = ["AGENT", "AGENT_EXAMPLES_GENERATION", "AGENT_EXAMPLES_RETRIEVAL", "COMMENTOR",
            "COMMENTOR_EXAMPLES_GENERATION", "COMMENTOR_EXAMPLES_RETRIEVAL", "CORRECTIVE_EVALUATOR",
@@ -20,8 +21,7 @@ __all__ = ["AGENT", "AGENT_EXAMPLES_GENERATION", "AGENT_EXAMPLES_RETRIEVAL", "CO
 # --------------------------------------------------------------------------------------------------------------
 # The agent: a_t = {domain, (question type, dynamism), topic entities, useful relations, selection}
 # --------------------------------------------------------------------------------------------------------------
-AGENT = """[stage: agent, iteration {iteration}]
-<task>
+AGENT = Template("agent, iteration {iteration}", """<task>
 You are a helpful, pattern-following assistant that decides how to retrieve references for a question. Extract
 from the question the information requested, then choose the reference source.
 {decisions}
@@ -43,7 +43,7 @@ Rules:
 <previous_actions>
 {previous}
 </previous_actions>
-<feedback>{feedback}</feedback>"""
+<feedback>{feedback}</feedback>""")
 
 DECISIONS_GENERATION = """Decide: the question's domain (one of: {domains}); its type (simple, simple_w_condition, set,
 comparison, aggregation, multi_hop, post_processing, false_premise); its dynamism (real-time, fast-changing,
@@ -82,8 +82,7 @@ Reference: Adele → music_grammy_get_award_count_by_artist → 16
 Problems to solve: 1. Which artist is asked about? Adele. 2. How many Grammy awards does the reference give? 16.
 Final answer: 16"""
 
-GENERATOR = """[stage: generator, iteration {iteration}]
-<task>
+GENERATOR = Template("generator, iteration {iteration}", """<task>
 You are a helpful, pattern-following assistant. You are given a question, references and the time when it was
 asked in the Pacific Time Zone (PT), the query time (mm/dd/yyyy, hh:mm:ss PT). The references may help answer the
 question. If the question contains a false premise or assumption, answer "invalid question".{idk_instruction}
@@ -102,7 +101,7 @@ line `Final answer: <answer>`, the answer as short as possible.
 <query_time>{query_time}</query_time>
 <query_type>{question_type}</query_type>
 <query_dynamism>{dynamism}</query_dynamism>
-<query_domain>{domain}</query_domain>"""
+<query_domain>{domain}</query_domain>""")
 
 #: ReAct's in-context examples (appendix A.2.3: "is given a few examples"), written for this project.
 REACT_EXAMPLES = """Question: how many grammy awards has adele won?
@@ -128,25 +127,22 @@ GENERATOR_IDK = ' If you do not know the answer, answer "I don\'t know".'
 # --------------------------------------------------------------------------------------------------------------
 # The critic: validator and commentor (§2.3, Table 3)
 # --------------------------------------------------------------------------------------------------------------
-VALIDATOR_GENERATION = """[stage: validator, iteration {iteration}]
-<references>
+VALIDATOR_GENERATION = Template("validator, iteration {iteration}", """<references>
 {context}
 </references>
 <prediction>{answer}</prediction>
 <question>{question}</question>
 <query_time>{query_time}</query_time>
 <task>The prediction was generated from the references. Does the prediction answer the question? Answer with one
-word, yes or no.</task>"""
+word, yes or no.</task>""")
 
 #: The validator without its validation context (Tables 6 and 7's "w/o Context"): the question and the prediction.
-VALIDATOR_GENERATION_BARE = """[stage: validator, iteration {iteration}]
-<prediction>{answer}</prediction>
+VALIDATOR_GENERATION_BARE = Template("validator, iteration {iteration}", """<prediction>{answer}</prediction>
 <question>{question}</question>
 <query_time>{query_time}</query_time>
-<task>Does the prediction answer the question? Answer with one word, yes or no.</task>"""
+<task>Does the prediction answer the question? Answer with one word, yes or no.</task>""")
 
-VALIDATOR_RETRIEVAL = """[stage: validator, iteration {iteration}]
-<task>
+VALIDATOR_RETRIEVAL = Template("validator, iteration {iteration}", """<task>
 You are a helpful, pattern-following assistant. Is the document aligned with the requirements of the question?
 The reasoning paths show how the document's entity is connected to the question's topic entities in the knowledge
 graph. Reply with only yes or no.
@@ -154,18 +150,17 @@ graph. Reply with only yes or no.
 <question>{question}</question>
 <document>
 {context}
-</document>"""
+</document>""")
 
 #: The retrieval validator without its validation context (the reasoning paths): the document alone.
-VALIDATOR_RETRIEVAL_BARE = """[stage: validator, iteration {iteration}]
-<task>
+VALIDATOR_RETRIEVAL_BARE = Template("validator, iteration {iteration}", """<task>
 You are a helpful, pattern-following assistant. Is the document aligned with the requirements of the question?
 Reply with only yes or no.
 </task>
 <question>{question}</question>
 <document>
 {context}
-</document>"""
+</document>""")
 
 #: Table 3, CRAG: error type → the corrective feedback the agent receives.
 ERROR_TYPES_GENERATION = {
@@ -221,8 +216,7 @@ Action: entities: Maria Ortiz (author); relations: author___writes___paper
 Retrieval: 240 papers reached; the question also names a venue
 Feedback: missing entity"""
 
-COMMENTOR = """[stage: commentor, iteration {iteration}]
-<task>
+COMMENTOR = Template("commentor, iteration {iteration}", """<task>
 You are a helpful, pattern-following assistant. The answer produced with the action below was rejected. Point out
 what was wrong in the action: choose exactly one error type from the list.
 </task>
@@ -239,23 +233,21 @@ what was wrong in the action: choose exactly one error type from the list.
 </action>
 <retrieval>
 {retrieval}
-</retrieval>"""
+</retrieval>""")
 
 # --------------------------------------------------------------------------------------------------------------
 # Baselines (§4): Corrective RAG's retrieval evaluator and ReAct's step
 # --------------------------------------------------------------------------------------------------------------
-CORRECTIVE_EVALUATOR = """[stage: retrieval evaluator]
-<task>
+CORRECTIVE_EVALUATOR = Template("retrieval evaluator", """<task>
 Is the reference relevant and sufficient to answer the question? Answer with one word: correct, ambiguous or
 incorrect.
 </task>
 <question>{question}</question>
 <references>
 {references}
-</references>"""
+</references>""")
 
-REACT_STEP = """[stage: react, step {step}]
-<task>
+REACT_STEP = Template("react, step {step}", """<task>
 Answer the question by interleaving Thought, Action and Observation steps. Actions: search_web (the question's
 web pages, the next batch each time), search_kg (the knowledge graph, with the topic entities and relations you
 extracted), extract (extract the domain, topic entities with types and useful relations), finish (give the
@@ -272,14 +264,13 @@ answer). Reply with your thought and one action.
 <query_time>{query_time}</query_time>
 <scratchpad>
 {scratchpad}
-</scratchpad>"""
+</scratchpad>""")
 
 # --------------------------------------------------------------------------------------------------------------
 # The paper's evaluator (§4, appendix A.1.2): a three-way judgement of an answer against the true answer
 # --------------------------------------------------------------------------------------------------------------
-EVALUATOR = """[stage: agent-g evaluator]
-### Question: {question}
+EVALUATOR = Template("agent-g evaluator", """### Question: {question}
 ### True Answer: {answer}
 ### Predicted Answer: {prediction}
 ### Task: Based on the question and the true answer, is the predicted answer accurate, incorrect, or missing? The
-answer must be one of them and is in one word."""
+answer must be one of them and is in one word.""")

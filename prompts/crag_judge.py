@@ -7,8 +7,8 @@ non-commercial use, with attribution); the 35 examples are read from
 (``Question: "..."`` / ``Ground Truth: "..."`` / ``Prediction: "..."`` /
 ``Output: {"score": N, "explanation": "..."}``). As in CRAG,
 the instructions and examples are the system message and each (question, ground truth, prediction) the user
-message, in CRAG's exact format; the system message adds only this project's ``[stage: ...]`` line and
-XML-like section tags around CRAG's text.
+message, in CRAG's exact format; the system message adds only XML-like section tags around CRAG's text. The
+judge's calls are named ``crag judge`` by their metadata (:class:`~prompts.kgot.Template`), not by any text.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prompts.kgot import render
+from prompts.kgot import Template, render
 
 __all__ = ["EXAMPLE", "INSTRUCTIONS", "SYSTEM", "USER", "judge_system", "judge_user", "render_examples"]
 
@@ -49,8 +49,7 @@ Prediction: "{prediction}"
 Output: {output}"""
 
 #: The system message: CRAG's instructions, then its examples (``render_examples``).
-SYSTEM = """[stage: crag judge]
-<instructions>
+SYSTEM = """<instructions>
 {instructions}
 </instructions>
 <examples>
@@ -60,7 +59,7 @@ Examples:
 </examples>"""
 
 #: The user message of one judgement, CRAG's format exactly (leading spaces included).
-USER = "Question: {question}\n Ground truth: {ground_truth}\n Prediction: {prediction}\n"
+USER = Template("crag judge", "Question: {question}\n Ground truth: {ground_truth}\n Prediction: {prediction}\n")
 
 
 def render_examples(examples: Sequence[Mapping[str, Any]]) -> str:

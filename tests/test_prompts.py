@@ -71,3 +71,48 @@ def test_next_step_asks_each_mode_for_its_solve_operation():
         assert lang.read_guide in rendered and lang.read_examples in rendered
     direct = P.render(P.NEXT_STEP, problem="p", existing_data="d", tool_calls_made="t", **P.NEXT_STEP_DIRECT)
     assert "give in `solve_operation` the solution you derive" in direct and "code" not in direct.split("<examples>")[0]
+
+
+def test_no_prompt_holds_text_for_a_scripted_model():
+    """A prompt holds only what the model should read: the stage that names a call is its metadata
+    (:class:`prompts.kgot.Template`), never a line of the text."""
+    import importlib
+    import pkgutil
+
+    import prompts
+    from prompts.kgot import Template
+
+    staged = 0
+    for info in pkgutil.iter_modules(prompts.__path__):
+        module = importlib.import_module(f"prompts.{info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, str) and not name.startswith("__"):
+                assert "[stage" not in value and not value.startswith("[reasoning step"), f"{info.name}.{name}"
+                staged += isinstance(value, Template)
+    assert staged >= 27  # the grounded, Agent-G and CRAG judge templates name their calls
+
+
+async def test_a_calls_stage_travels_as_metadata_and_never_in_the_request(monkeypatch):
+    """Through the real OpenAI client: the request holds the prompt only; its stage goes as a header only when a
+    scripted test server asks for it (KGAGENTS_STAGE_HEADER), and a scripted model reads it from the metadata."""
+    from kgagents.scripted import ScriptedChatModel
+    from nodes.context import Context
+    from nodes.llm import LLMCaller
+    from prompts.kgot import Template, render
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    template = Template("probe, step {n}", "Say hi, {who}.")
+    with FakeOpenAIServer() as server:
+        server.reply("hi").reply("hi")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        llm = LLMCaller(Context(model="openai:gpt-4o-mini", base_url=server.base_url), "graph_executor")
+        monkeypatch.delenv("KGAGENTS_STAGE_HEADER")
+        assert await llm.text(render(template, n=2, who="Ann")) == "hi"
+        monkeypatch.setenv("KGAGENTS_STAGE_HEADER", "1")
+        assert await llm.text(render(template, n=3, who="Bo")) == "hi"
+    first, second = server.requests[-2:]
+    assert first.messages[-1]["content"] == "Say hi, Ann." and "probe" not in first.raw.decode()
+    assert not any(k.lower() == "x-kgagents-stage" for k in first.headers)
+    assert second.headers.get("x-kgagents-stage") == "probe, step 3" and "probe" not in second.raw.decode()
+    model = ScriptedChatModel(steps=[{"when": r"^\[stage: probe, step 4\]\nSay hi, Cy\.$", "content": "ok"}])
+    assert await LLMCaller(Context(model=model), "graph_executor").text(render(template, n=4, who="Cy")) == "ok"

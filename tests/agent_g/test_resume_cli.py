@@ -34,7 +34,7 @@ KILLER = textwrap.dedent("""
 
     generate = ScriptedChatModel._generate
     def killing(self, messages, stop=None, run_manager=None, **kwargs):
-        if "[stage: validator, iteration 2]" in "\\n".join(str(m.content) for m in messages):
+        if run_manager is not None and (run_manager.metadata or {}).get("kgagents_stage") == "validator, iteration 2":
             time.sleep(1.0)  # the checkpoints of the steps before are written (asynchronously)
             os.kill(os.getpid(), signal.SIGKILL)
         return generate(self, messages, stop=stop, run_manager=run_manager, **kwargs)

@@ -228,10 +228,11 @@ def test_the_metrics():
 
 def test_the_judge_prompt():
     system = judge_system(judge_examples())
-    assert system.startswith("[stage: crag judge]\n<instructions>\nAssume you are a human expert")
+    assert system.startswith("<instructions>\nAssume you are a human expert")
     assert ("</instructions>\n<examples>\nYou should make the judgment based on provided examples.\n"
             "Examples:\n") in system
-    assert judge_user("q?", "a", "b") == "Question: q?\n Ground truth: a\n Prediction: b\n"
+    user = judge_user("q?", "a", "b")
+    assert user == "Question: q?\n Ground truth: a\n Prediction: b\n" and user.stage == "crag judge"
     with pytest.raises(ValueError, match="judge example 0 lacks explanation"):
         judge_system([{"question": "q", "ground_truth": "a", "prediction": "b", "expected_score": 1}])
 
