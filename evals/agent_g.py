@@ -30,7 +30,7 @@ def oracle_of(item: Any) -> dict[str, Any]:
 
 def agent_g_input(item: Any) -> dict[str, Any]:
     """The runner's default input (question and the item's inputs) plus the item's gold for the oracles."""
-    from evals.runner import default_input
+    from kgagents.evals.runner import default_input
 
     return {**default_input(item), "oracle": oracle_of(item)}
 
@@ -42,7 +42,7 @@ def agent_g_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 def register_adapters() -> None:
     """Teach the runner Agent-G and its baselines."""
-    from evals.runner import Adapter, register_adapter
+    from kgagents.evals.runner import Adapter, register_adapter
 
     for workflow in WORKFLOWS:
         register_adapter(workflow, Adapter(to_input=agent_g_input, stats=agent_g_stats))
@@ -83,7 +83,7 @@ def verified_examples(question: str, state: dict[str, Any], oracle: dict[str, An
     """The agent and commentor examples one oracle run yields: each action whose output the gold verifies
     (accepted), and each (rejected action, the oracle's feedback) pair whose next action did better against
     the gold — the paper's "successful experiences"."""
-    from nodes.retriever_bank import describe_retrieval
+    from kgagents.nodes.retriever_bank import describe_retrieval
 
     iterations = list(state.get("iterations") or [])
     agent, commentor = [], []
@@ -106,7 +106,7 @@ async def collect_examples(options: Any, dataset: Any) -> dict[str, Any]:
     settings read them) and their provenance into ``examples.jsonl``."""
     import json
 
-    from evals.runner import ItemRunner, evaluate, thread_id_for
+    from kgagents.evals.runner import ItemRunner, evaluate, thread_id_for
 
     result = await evaluate(options, dataset)
     runner = ItemRunner(options, dataset.name, None)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """Benchmark (not a test): how much concurrency buys, with a chat model that answers after a fixed latency.
 
-    python -m evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1|auto]
+    python -m kgagents.evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1|auto]
                                 [--route enhance|direct] [--model-path http|lean|langchain]
                                 [--samples one|separate] [--profile C] [--json FILE]
 
@@ -18,8 +18,8 @@ Two measurements, both on the real KGoT graph:
 sends one request per sample. The in-process paths always make one call per sample.
 
 The model answers every call after ``latency`` seconds, from a script. The ``http`` model path (the default) is
-the one users run: the real ``langchain-openai`` client (built from a model string by ``nodes.models``, as for
-any OpenAI-compatible server) over HTTP to :mod:`evals.latency_server`, which waits and answers in a process of
+the one users run: the real ``langchain-openai`` client (built from a model string by ``kgagents.nodes.models``, as for
+any OpenAI-compatible server) over HTTP to :mod:`kgagents.evals.latency_server`, which waits and answers in a process of
 its own. The two in-process paths use :class:`LatencyChatModel` instead: ``lean`` answers structured-output and
 tool-binding calls directly (no client, no chain: the graph's own cost), ``langchain`` goes through LangChain's
 generic structured-output chain. The
@@ -50,12 +50,12 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from evals import event_loop
-from evals.datasets import Dataset, Item
-from evals.latency_server import LatencyServer
-from evals.runner import EvalOptions, evaluate
-from kgagents.cli_eval import processes_argument
-from kgagents.scripted import ScriptedChatModel
+from kgagents.evals import event_loop
+from kgagents.evals.datasets import Dataset, Item
+from kgagents.evals.latency_server import LatencyServer
+from kgagents.evals.runner import EvalOptions, evaluate
+from kgagents.cli.eval import processes_argument
+from kgagents.core.scripted import ScriptedChatModel
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
 VOTE = "Can you solve the initial problem"
@@ -153,7 +153,7 @@ def script(route: str) -> list[dict[str, Any]]:
 
 def register_simulated_tool(latency: float) -> None:
     """A tool that answers after ``latency`` seconds (registered for this process only)."""
-    from tools.manager import register_tool
+    from kgagents.tools.manager import register_tool
 
     async def lookup(query: str) -> str:
         await asyncio.sleep(latency)
@@ -183,7 +183,7 @@ def model_spec(model_path: str, route: str, latency: float, base_url: str | None
 
 
 def context_for(model: dict[str, Any], work_dir: Path) -> Any:
-    from nodes.context import Context
+    from kgagents.nodes.context import Context
 
     return Context(**model, solve_mode="direct", tools=[TOOL_NAME], work_dir=str(work_dir), max_api_retries=0,
                    llm_timeout_s=60)
@@ -227,7 +227,7 @@ async def single_task_time(route: str, model: dict[str, Any], root: Path, sequen
                            one_request: bool = False) -> float:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graphs.kgot import compile_graph
+    from kgagents.graphs.kgot import compile_graph
 
     graph = compile_graph(InMemorySaver())
     config: dict[str, Any] = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
@@ -329,9 +329,9 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
 
 
 def processes_for(processes: int | str, concurrency: int) -> int:
-    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`evals.processes.auto_processes`)."""
+    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.processes.auto_processes`)."""
     if processes == "auto":
-        from evals.processes import auto_processes
+        from kgagents.evals.processes import auto_processes
 
         return auto_processes(concurrency)
     return min(int(processes), concurrency)
@@ -387,7 +387,7 @@ async def compare_paths(latency: float, concurrencies: list[int], route: str, mo
         if server is not None:
             server.stop()
         shutil.rmtree(root, ignore_errors=True)
-        from tools.manager import unregister_tool
+        from kgagents.tools.manager import unregister_tool
 
         unregister_tool(TOOL_NAME)
 
@@ -469,7 +469,7 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
         if server is not None:
             server.stop()
         shutil.rmtree(root, ignore_errors=True)
-        from tools.manager import unregister_tool
+        from kgagents.tools.manager import unregister_tool
 
         unregister_tool(TOOL_NAME)
 
@@ -503,7 +503,7 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.bench_batch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_batch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per model/tool call (default 0.2)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--processes", type=processes_argument, default=1,

@@ -1,6 +1,6 @@
 """Benchmark (not a test): does graph-operation parallelism (KGoT paper §3.4, appendix B.6) pay here?
 
-    python -m evals.bench_graph_parallelism [--backends simulated falkordb sparql bolt]
+    python -m kgagents.evals.bench_graph_parallelism [--backends simulated falkordb sparql bolt]
                                             [--latency-ms 0 2 10 25] [--repeat 3] [--llm-split-s 1.0] [--json FILE]
 
 The paper turns each KG write into a list of graph operations, asks an LLM to split the list into independent
@@ -59,7 +59,7 @@ class FalkorDBExecutor(Executor):
     def __init__(self) -> None:
         from falkordb import FalkorDB
 
-        from tools.kg.servers import start_falkordb
+        from kgagents.tools.kg.servers import start_falkordb
 
         self.server = start_falkordb()
         self.graph = FalkorDB(host="127.0.0.1", port=self.server.port).select_graph("kgagents_bench")
@@ -89,8 +89,8 @@ class BoltExecutor(Executor):
     def __init__(self) -> None:
         import neo4j
 
-        from tools.kg.cypher_scope import scope_label_for
-        from tools.kg.servers import start_arcadedb_bolt
+        from kgagents.tools.kg.cypher_scope import scope_label_for
+        from kgagents.tools.kg.servers import start_arcadedb_bolt
 
         self.server = start_arcadedb_bolt()
         self.driver = neo4j.GraphDatabase.driver(self.server.url,
@@ -103,7 +103,7 @@ class BoltExecutor(Executor):
             session.run(f"MATCH (n:`{self.label}`) DETACH DELETE n").consume()
 
     def run(self, statement: str) -> None:
-        from tools.kg.cypher_scope import scope_query
+        from kgagents.tools.kg.cypher_scope import scope_query
 
         with self.driver.session(database=self.database) as session:
             session.run(scope_query(statement, self.label)).consume()
@@ -124,7 +124,7 @@ class SparqlExecutor(Executor):
     def __init__(self) -> None:
         import httpx
 
-        from tools.kg.servers import start_oxigraph
+        from kgagents.tools.kg.servers import start_oxigraph
 
         self.server = start_oxigraph()
         self.client = httpx.Client(timeout=60, trust_env=False)
@@ -133,7 +133,7 @@ class SparqlExecutor(Executor):
         self._update(f"DROP SILENT GRAPH <{BENCH_GRAPH}>")
 
     def _update(self, text: str) -> None:
-        from tools.kg.sparql_store import with_prefixes
+        from kgagents.tools.kg.sparql_store import with_prefixes
 
         response = self.client.post(self.server.extra["update"], data={"update": with_prefixes(text)})
         response.raise_for_status()
@@ -208,7 +208,7 @@ def measure(executor: Executor, writes: list[dict[str, Any]], latency_ms: float,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.bench_graph_parallelism",
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_graph_parallelism",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", nargs="+", default=["simulated", "falkordb", "sparql", "bolt"],
                         choices=sorted(EXECUTORS))

@@ -1,6 +1,6 @@
 """Benchmark (not a test): how long the event loop is held up while sandbox calls start.
 
-    python -m evals.bench_sandbox_spawn [--calls 10] [--rounds 5] [--tick-ms 5] [--heavy] [--ballast-mb 0]
+    python -m kgagents.evals.bench_sandbox_spawn [--calls 10] [--rounds 5] [--tick-ms 5] [--heavy] [--ballast-mb 0]
                                         [--sandbox-module FILE] [--json FILE]
 
 A task on the event loop sleeps ``--tick-ms`` at a time and notes how late each wake-up comes; meanwhile
@@ -36,9 +36,9 @@ LATE_S = 0.002
 
 
 def _sandbox_module(path: str | None) -> ModuleType:
-    """``tools.sandbox``, or the module in the file ``path`` (another revision of it)."""
+    """``kgagents.tools.sandbox``, or the module in the file ``path`` (another revision of it)."""
     if path is None:
-        from tools import sandbox
+        from kgagents.tools import sandbox
 
         return sandbox
     spec = importlib.util.spec_from_file_location("kgagents_bench_sandbox", path)

@@ -1,18 +1,18 @@
 """Benchmark (not a test): the compact static-KG store against Graph-CoT's Python dicts and networkx, side by side.
 
-    python -m evals.bench_static_kg [--scales 10000:100000 100000:1000000] [--stores compact dicts networkx]
+    python -m kgagents.evals.bench_static_kg [--scales 10000:100000 100000:1000000] [--stores compact dicts networkx]
                                     [--nodes 4000000 --edges 40000000] [--large-stores compact]
                                     [--ivf-vectors 1200000] [--ivf-data clustered uniform names]
                                     [--lookups 20000] [--egos 200] [--ego-max-nodes 20000] [--nearest 50]
                                     [--nearest-max-nodes 200000] [--seed 0] [--workdir DIR] [--keep] [--out FILE]
 
-Every graph is a synthetic academic graph in GRBench's ``graph.json`` layout (:mod:`evals.synthetic_kg`:
+Every graph is a synthetic academic graph in GRBench's ``graph.json`` layout (:mod:`kgagents.evals.synthetic_kg`:
 power-law degrees, realistic string lengths). Each scale ``NODES:EDGES`` of ``--scales`` is held by every store
 of ``--stores``; the large graph (``--nodes`` / ``--edges``) by ``--large-stores`` only (the baselines do not fit
 in memory there: their bytes per edge at the smaller scales give the extrapolation). The stores:
 
-- ``compact``: :mod:`tools.pgraph` — built once with ``import_graph`` (the GRBench loader), opened with
-  ``open_graph`` (memory maps), queried through :class:`~tools.pgraph.model.StaticKG`;
+- ``compact``: :mod:`kgagents.tools.pgraph` — built once with ``import_graph`` (the GRBench loader), opened with
+  ``open_graph`` (memory maps), queried through :class:`~kgagents.tools.pgraph.model.StaticKG`;
 - ``dicts``: what Graph-CoT does — ``json.load`` of the whole file into dicts, plus a map from node id to its
   type; neighbours are ``graph[type][id]["neighbors"][relation]``;
 - ``networkx``: a ``MultiDiGraph`` built from the loaded file (node type and features as attributes, the
@@ -35,7 +35,7 @@ Each measurement runs in a fresh process, so memory is that store's alone (``VmR
   Every store's answers are hashed; the run checks that all stores gave the same neighbours and ego-graphs.
 
 ``--ivf-vectors`` measures the recall of the store's IVF index (``IVF<4·√N>,SQ8``, ``nprobe`` 128 by default:
-what :mod:`tools.pgraph.vectors` builds above 1 M vectors) against exact search, built through the store's own
+what :mod:`kgagents.tools.pgraph.vectors` builds above 1 M vectors) against exact search, built through the store's own
 ``VectorIndex.build``: on synthetic unit vectors (``clustered``: a Gaussian mixture with the cluster structure
 of sentence embeddings; ``uniform``: uniform on the sphere, the worst case) and, with ``names``, on the real
 MiniLM name embeddings of the largest scale that had them (the IVF recipe forced at that size).
@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.synthetic_kg import generate
+from kgagents.evals.synthetic_kg import generate
 
 STORES = ("compact", "dicts", "networkx")
 IVF_DATA = ("clustered", "uniform", "names")
@@ -186,13 +186,13 @@ class Store:
 
 
 class CompactStore(Store):
-    """The embedded compact store of :mod:`tools.pgraph`."""
+    """The embedded compact store of :mod:`kgagents.tools.pgraph`."""
 
     name = "compact"
 
     @staticmethod
     def build(source: Path, directory: Path) -> dict[str, Any]:
-        from tools.pgraph.registry import import_graph
+        from kgagents.tools.pgraph.registry import import_graph
 
         import_graph(source, format="grbench", to=directory, progress=False)
         manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
@@ -200,7 +200,7 @@ class CompactStore(Store):
                 "edges": manifest["counts"]["edges"]}
 
     def open(self, source: Path, directory: Path) -> None:
-        from tools.pgraph.registry import open_graph
+        from kgagents.tools.pgraph.registry import open_graph
 
         self.graph = open_graph(directory)
 
@@ -282,7 +282,7 @@ class InMemoryVectors:
     store's saved embeddings, so no store embeds twice)."""
 
     def __init__(self, vectors: Path, ids: Path) -> None:
-        from tools.pgraph.embeddings import load_embedder
+        from kgagents.tools.pgraph.embeddings import load_embedder
 
         self.matrix = np.asarray(np.load(vectors), dtype=np.float32)
         self.ids: list[str] = json.loads(ids.read_text(encoding="utf-8"))
@@ -316,8 +316,8 @@ def measure_build(spec: dict[str, Any]) -> dict[str, Any]:
                            "build_peak_bytes": memory()["peak"] - before["rss"]}
     if spec.get("nearest"):
         _limit_threads(spec)
-        from tools.pgraph.embeddings import load_embedder
-        from tools.pgraph.registry import open_graph
+        from kgagents.tools.pgraph.embeddings import load_embedder
+        from kgagents.tools.pgraph.registry import open_graph
 
         load_embedder().encode(["warm up"])
         graph = open_graph(directory)
@@ -339,7 +339,7 @@ def measure_open(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["store"] == "networkx":
         import networkx  # noqa: F401 - imported before the baseline memory, like the other stores' modules
     else:
-        import tools.pgraph.registry  # noqa: F401
+        import kgagents.tools.pgraph.registry  # noqa: F401
     gc.collect()
     before = memory()
     start = time.perf_counter()
@@ -372,7 +372,7 @@ def measure_open(spec: dict[str, Any]) -> dict[str, Any]:
     texts = queries["nearest"][:spec.get("nearest", 0)]
     if texts:
         _limit_threads(spec)
-        from tools.pgraph.embeddings import load_embedder
+        from kgagents.tools.pgraph.embeddings import load_embedder
 
         load_embedder().encode(["warm up"])  # the model's load is the same for every store: not counted
         if store.name != "compact":
@@ -390,7 +390,7 @@ def measure_ivf(spec: dict[str, Any]) -> dict[str, Any]:
     """Recall@k of the store's IVF index against exact search, on synthetic or saved vectors."""
     import faiss
 
-    from tools.pgraph.vectors import VectorIndex
+    from kgagents.tools.pgraph.vectors import VectorIndex
 
     data, queries = _ivf_vectors(spec)
     count, dim = data.shape
@@ -442,7 +442,7 @@ def _ivf_vectors(spec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(spec["seed"])
     count, queries, dim = spec["vectors"], spec["queries"], spec.get("dim", 384)
     if spec["data"] == "names":
-        from tools.pgraph.embeddings import load_embedder
+        from kgagents.tools.pgraph.embeddings import load_embedder
 
         _limit_threads(spec)
         data = np.asarray(np.load(spec["source"]), dtype=np.float32)
@@ -483,7 +483,7 @@ def in_fresh_process(spec: dict[str, Any], work: Path) -> dict[str, Any]:
     result_file = spec_file.with_suffix(".result.json")
     spec_file.write_text(json.dumps({**spec, "result": str(result_file)}), encoding="utf-8")
     try:
-        subprocess.run([sys.executable, "-m", "evals.bench_static_kg", "--worker", str(spec_file)], check=True)
+        subprocess.run([sys.executable, "-m", "kgagents.evals.bench_static_kg", "--worker", str(spec_file)], check=True)
         return json.loads(result_file.read_text(encoding="utf-8"))
     finally:
         spec_file.unlink(missing_ok=True)
@@ -687,7 +687,7 @@ def _scale(text: str) -> tuple[int, int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m evals.bench_static_kg", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_static_kg", description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", nargs="*", type=_scale, default=[(10_000, 100_000), (100_000, 1_000_000)],
                         metavar="NODES:EDGES", help="graphs every store of --stores holds (default 10k:100k 100k:1m)")
     parser.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES))
@@ -722,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
         return _worker(args.worker)
-    args.command = "python -m evals.bench_static_kg " + " ".join(sys.argv[1:] if argv is None else argv)
+    args.command = "python -m kgagents.evals.bench_static_kg " + " ".join(sys.argv[1:] if argv is None else argv)
     result = run_benchmark(args, log=lambda text: print(text, file=sys.stderr, flush=True))
     print(markdown(result))
     return 0

@@ -237,7 +237,7 @@ async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
     """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``)."""
     text = str(url)
     if text.startswith(("postgres://", "postgresql://")):
-        from kgagents.extras import require
+        from kgagents.core.extras import require
 
         postgres = require("langgraph.checkpoint.postgres.aio", "PostgreSQL checkpoints")
         async with postgres.AsyncPostgresSaver.from_conn_string(text) as saver:

@@ -17,7 +17,7 @@ as mean ± standard deviation over the R runs, and the entropy-based reliability
 averaged over the questions.
 
 The evaluation (:func:`evaluate_ark`) runs the ARK-V1 workflow over CR-LT through the batch runner
-(:mod:`evals.runner`): each (question, run) is a checkpointed thread, and a repeated call resumes.
+(:mod:`kgagents.evals.runner`): each (question, run) is a checkpointed thread, and a repeated call resumes.
 """
 
 from __future__ import annotations
@@ -498,10 +498,10 @@ def paper_table(label: str, legs: Sequence[tuple[Any, Sequence[Mapping[str, Any]
     """The results of the ARK-V1 paper's protocol laid out as its Table III: one row for the model, per leg
     (temperature × runs) answer rate, conditional and overall accuracy, and reliability for legs of several runs.
 
-    ``legs`` holds each :class:`~evals.datasets.ProtocolLeg` with its result records; failed runs are left out of
+    ``legs`` holds each :class:`~kgagents.evals.datasets.ProtocolLeg` with its result records; failed runs are left out of
     the metrics and counted below the table.
     """
-    from evals.report import _table
+    from kgagents.evals.report import _table
 
     header, cells, notes = ["Model"], [label], []
     for leg, records in legs:
@@ -524,7 +524,7 @@ def paper_table(label: str, legs: Sequence[tuple[Any, Sequence[Mapping[str, Any]
 def paper_protocol() -> Any:
     """ARK-V1's protocol (§V, Table III): temperature 0.7 with 30 runs, and temperature 0 with one run; run r
     gets the seed 42 + r where the provider takes a seed (42: the seed of the authors' experiment script)."""
-    from evals.datasets import Protocol, ProtocolLeg
+    from kgagents.evals.datasets import Protocol, ProtocolLeg
 
     return Protocol(legs=(ProtocolLeg(0.7, 30), ProtocolLeg(0.0, 1)), table=paper_table, seed=42,
                     description="ARK-V1's Table III: T = 0.7 × 30 runs and T = 0 × 1 run")
@@ -547,7 +547,7 @@ def ark_input(question: KGQAQuestion) -> dict[str, Any]:
 
 def to_items(questions: Sequence[KGQAQuestion]) -> list[Any]:
     """The questions as the batch runner's items (gold = the boolean answer; group = first reasoning strategy)."""
-    from evals.datasets import Item
+    from kgagents.evals.datasets import Item
 
     items = []
     for q in questions:
@@ -566,7 +566,7 @@ class CoLoTaScorer:
     needs_model = False
 
     async def score(self, item: Any, answer: Any) -> Any:
-        from evals.scorers import Score
+        from kgagents.evals.scorers import Score
 
         given = normalise_answer(answer)
         if item.gold is None:
@@ -615,9 +615,9 @@ def records_to_answers(records: Sequence[Mapping[str, Any]]
 def check_ark_dataset(dataset: Any) -> None:
     """Refuse a dataset whose questions come without their knowledge graph: ARK-V1 walks a given graph, so every
     run would fail (the CoLoTa question files hold no graph; CR-LT has the same 200 questions with theirs)."""
-    from evals.datasets import DatasetError
-    from evals.runner import default_input
-    from nodes.ark import has_graph
+    from kgagents.evals.datasets import DatasetError
+    from kgagents.evals.runner import default_input
+    from kgagents.nodes.ark import has_graph
 
     missing = [item.id for item in dataset.items if not has_graph(default_input(item))]
     if missing:
@@ -637,10 +637,10 @@ def _ark_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
-    """Plug CR-LT and CoLoTa into :mod:`evals.datasets`, the CoLoTa scorer and the ARK-V1 adapter into the runner."""
-    from evals.datasets import DatasetSpec
-    from evals.runner import Adapter, register_adapter
-    from evals.scorers import register_scorer
+    """Plug CR-LT and CoLoTa into :mod:`kgagents.evals.datasets`, the CoLoTa scorer and the ARK-V1 adapter into the runner."""
+    from kgagents.evals.datasets import DatasetSpec
+    from kgagents.evals.runner import Adapter, register_adapter
+    from kgagents.evals.scorers import register_scorer
 
     def cr_lt(path: Path, split: str) -> list[Any]:
         return to_items(load_cr_lt(path))
@@ -678,14 +678,14 @@ async def evaluate_ark(*, out_dir: str | Path, runs: int = 1, temperature: float
     """ARK-V1 over the CR-LT subgraph questions, ``runs`` times each, with the paper's metrics.
 
     ``context_values`` are the ARK context's JSON values (``model``, ``c_max``, ...); ``temperature`` overrides
-    theirs; ``context`` (a ready :class:`~nodes.ark.ArkContext`, e.g. with a model instance) replaces them.
+    theirs; ``context`` (a ready :class:`~kgagents.nodes.ark.ArkContext`, e.g. with a model instance) replaces them.
     Results, checkpoints and ``summary.json`` go to ``out_dir``; calling again with the same ``out_dir`` skips
     finished (question, run) pairs and resumes interrupted ones. Returns the metrics with the answers per run.
     """
     import dataclasses
 
-    from evals.datasets import Dataset, register_dataset
-    from evals.runner import EvalOptions, evaluate
+    from kgagents.evals.datasets import Dataset, register_dataset
+    from kgagents.evals.runner import EvalOptions, evaluate
 
     register_datasets(register_dataset)
     questions = load_cr_lt(data, ids=ids, limit=limit)

@@ -12,7 +12,7 @@ evaluation.
   containing "i don't know" is *missing*; otherwise, for each ground truth: an exact lower-case match is
   *accurate*; "invalid" in both the prediction and the ground truth is accurate, in
   only one of them not (false-premise questions, whose answer is "invalid question"); else the LLM judge with
-  CRAG's instructions and its 35 in-context examples (:mod:`prompts.crag_judge`) answers JSON ``{"score":
+  CRAG's instructions and its 35 in-context examples (:mod:`kgagents.prompts.crag_judge`) answers JSON ``{"score":
   0|1}`` (read as CRAG reads it: ``"score": N`` in the last ``{...}`` of the reply; anything else is
   incorrect); a score of 1 is accurate. Every other prediction is a *hallucination*. Metrics: ``accuracy``,
   ``hallucination``, ``missing`` (fractions of n) and ``score = (2·accurate + missing)/n − 1`` (= accuracy −
@@ -50,9 +50,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-from evals.datasets import DatasetError, Item
-from evals.scorers import Score
-from prompts.crag_judge import judge_system, judge_user
+from kgagents.evals.datasets import DatasetError, Item
+from kgagents.evals.scorers import Score
+from kgagents.prompts.crag_judge import judge_system, judge_user
 
 DATA_DIR = Path(__file__).parent / "data" / "crag"
 SAMPLE = DATA_DIR / "dev_data.jsonl.bz2"
@@ -296,8 +296,8 @@ class _Graded:
         self.api_backoff_base_s = api_backoff_base_s
 
     def _caller(self) -> Any:
-        from nodes.context import Context
-        from nodes.llm import LLMCaller
+        from kgagents.nodes.context import Context
+        from kgagents.nodes.llm import LLMCaller
 
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
                       api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
@@ -376,7 +376,7 @@ class AgentGPaperScorer(_Graded):
     name = "agent-g-paper"
 
     async def grade(self, item: Any, prediction: str, llm: Any) -> tuple[str, dict[str, Any]]:
-        from prompts import agent_g as P
+        from kgagents.prompts import agent_g as P
 
         reply = str(await llm.text(P.render(P.EVALUATOR, question=item.question, answer=str(item.gold),
                                             prediction=prediction)))
@@ -387,8 +387,8 @@ class AgentGPaperScorer(_Graded):
 
 def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug CRAG (its sample by default) and CRAG's local evaluation into the evaluation."""
-    from evals.datasets import DatasetSpec
-    from evals.scorers import register_scorer
+    from kgagents.evals.datasets import DatasetSpec
+    from kgagents.evals.scorers import register_scorer
 
     register(DatasetSpec(name="crag", load=load_crag, scorer="crag", splits=tuple(SPLITS),
                          default_split="all", group_label="Domain", how_to_get=HOW_TO, default_data=SAMPLE,

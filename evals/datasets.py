@@ -3,7 +3,7 @@
 - ``gaia``: a local copy of the gated Hugging Face dataset ``gaia-benchmark/GAIA`` (``metadata.jsonl`` or
   ``metadata.parquet`` per split, attachments next to it); attachments are given to workflows as file paths.
 - ``simpleqa``: the public CSV (columns ``metadata, problem, answer``) from a local path.
-- ``cr-lt`` / ``colota``: registered by :mod:`evals.colota` (the ARK-V1 loaders) when that module exists; their
+- ``cr-lt`` / ``colota``: registered by :mod:`kgagents.evals.colota` (the ARK-V1 loaders) when that module exists; their
   files ship with kgagents, so they load without a path.
 
 Other datasets plug in with :func:`register_dataset`.
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgagents.extras import require
+from kgagents.core.extras import require
 
 
 class DatasetError(ValueError):
@@ -114,13 +114,13 @@ def register_dataset(spec: DatasetSpec) -> None:
 
 _PLUGINS_LOADED = False
 #: Modules of this package that register datasets (each has ``register_datasets(register)``).
-PLUGINS = ("evals.colota", "evals.grbench", "evals.stark", "evals.crag", "evals.kgot_baselines")
+PLUGINS = ("kgagents.evals.colota", "kgagents.evals.grbench", "kgagents.evals.stark", "kgagents.evals.crag", "kgagents.evals.kgot_baselines")
 
 
 def load_plugins() -> None:
     """Let the dataset modules of this package register their datasets, scorers and workflow adapters (once).
 
-    :mod:`evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) and :mod:`evals.grbench` (GRBench, the grounded
+    :mod:`kgagents.evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) and :mod:`kgagents.evals.grbench` (GRBench, the grounded
     workflows' adapters) plug in through ``register_datasets(register)``, which calls ``register(DatasetSpec(...))``
     for each of their datasets.
     """
@@ -207,7 +207,7 @@ def load_dataset(name: str, path: str | Path | None, *, split: str | None = None
 
 def packaged_data(spec: DatasetSpec) -> Path | None:
     """Where a dataset's files ship with kgagents: ``spec.default_data``, else the ``DATA_DIR`` folder of the
-    module that defines its loader (how :mod:`evals.colota` ships CR-LT and CoLoTa); None when they don't ship."""
+    module that defines its loader (how :mod:`kgagents.evals.colota` ships CR-LT and CoLoTa); None when they don't ship."""
     if spec.default_data is not None:
         return Path(spec.default_data)
     module = sys.modules.get(getattr(spec.load, "__module__", "") or "")

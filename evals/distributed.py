@@ -1,7 +1,7 @@
 """The batch runner over several processes or machines, with Dask distributed.
 
 Each (item, run) is one Dask task. A task opens the shared checkpointer, runs (or resumes) its item's thread with
-the same :class:`~evals.runner.ItemRunner` as the local runner and returns the item's record; the client is the
+the same :class:`~kgagents.evals.runner.ItemRunner` as the local runner and returns the item's record; the client is the
 only writer of ``results.jsonl``, so resuming works exactly as locally: finished items are skipped, unfinished
 ones resume from their checkpoints.
 
@@ -23,9 +23,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from evals.datasets import Dataset, Item
-from kgagents.extras import require
-from evals.runner import (
+from kgagents.evals.datasets import Dataset, Item
+from kgagents.core.extras import require
+from kgagents.evals.runner import (
     RESULTS_FILE,
     EvalOptions,
     EvalResult,

@@ -1,7 +1,7 @@
 """The event loop of evaluation runs and benchmarks: uvloop where it is installed.
 
 A batch evaluation keeps tens to hundreds of model calls in flight in one process, and the event loop's own
-scheduling is a measurable share of its CPU (``evals.bench_batch``: 0.86·C → 0.88·C at C = 64 on two cores,
+scheduling is a measurable share of its CPU (``kgagents.evals.bench_batch``: 0.86·C → 0.88·C at C = 64 on two cores,
 loop CPU -7 %). uvloop is a drop-in replacement for asyncio's loop on Linux and macOS; elsewhere, or with
 ``KGAGENTS_EVENT_LOOP=asyncio``, asyncio's own loop runs.
 """

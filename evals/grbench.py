@@ -7,9 +7,9 @@ of §7, the grounded workflows' adapters, and the paper's Table 1 layout.
   once, by the first item, and shared by every item of the run.
 - ``grbench-fixture``: the GRBench-shaped fixture graphs that ship with kgagents (one-hop questions, real names;
   see ``evals/data/grbench/PROVENANCE.md``), for offline runs; ``grbench-multihop``: their multi-hop questions
-  (2–3 hops, :mod:`evals.grbench_multihop`).
+  (2–3 hops, :mod:`kgagents.evals.grbench_multihop`).
 
-Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`evals.scorers.rouge_l`, the ``rouge-score`` package
+Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`kgagents.evals.scorers.rouge_l`, the ``rouge-score`` package
 without stemming) and GPT4Score, an LLM judge with Graph-CoT's prompt. The judge is named apart from the run's
 model: ``--grader-model``, by default the paper's judge (:data:`PAPER_JUDGE`, GPT-4o); ``--grader-model none``
 turns it off. A judgement that fails (the judge's API, an unusable reply) is recorded as *not judged* — left out of
@@ -30,8 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evals.scorers import Score, rouge_l
-from kgagents.usage import format_cost, sum_costs
+from kgagents.evals.scorers import Score, rouge_l
+from kgagents.core.usage import format_cost, sum_costs
 
 DATA_DIR = Path(__file__).parent / "data" / "grbench"
 QUESTIONS_DIR = DATA_DIR / "questions"
@@ -105,7 +105,7 @@ def difficulty(domain: str, qid: str | int) -> str | None:
 
 def load_grbench(path: Path, split: str) -> list[Any]:
     """One domain's questions over the user's GRBench folder (or ``graph.json``)."""
-    from evals.datasets import Item
+    from kgagents.evals.datasets import Item
 
     folder = path.parent if path.is_file() else path
     graph = path if path.is_file() else folder / "graph.json"
@@ -136,8 +136,8 @@ def fixture_graph(domain: str, folder: Path = FIXTURE_DIR) -> Path:
 
 def load_multihop(path: Path, split: str) -> list[Any]:
     """The multi-hop fixture's questions (``evals/grbench_multihop.py``), for one domain or all."""
-    from evals.datasets import Item
-    from evals.grbench_multihop import MANIFEST, graph_of, load_manifest
+    from kgagents.evals.datasets import Item
+    from kgagents.evals.grbench_multihop import MANIFEST, graph_of, load_manifest
 
     rows = [e for e in load_manifest(path / "multihop" / MANIFEST) if split in ("all", e["domain"])]
     if not rows:
@@ -148,7 +148,7 @@ def load_multihop(path: Path, split: str) -> list[Any]:
 
 
 def load_fixture(path: Path, split: str) -> list[Any]:
-    from evals.datasets import Item
+    from kgagents.evals.datasets import Item
 
     rows = fixture_questions(split, path)
     if not rows:
@@ -258,8 +258,8 @@ class GRBenchScorer:
         """The judge's verdict (``None``: no judge, or the judgement failed), its usage, and why it failed."""
         if self.model is None:
             return None, {}, None
-        from nodes.context import Context
-        from nodes.llm import LLMCaller
+        from kgagents.nodes.context import Context
+        from kgagents.nodes.llm import LLMCaller
 
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
                       api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
@@ -409,10 +409,10 @@ def given_answer(state: dict[str, Any]) -> Any:
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
-    """Plug GRBench and its fixture into :mod:`evals.datasets`, the scorer and the grounded adapters into the runner."""
-    from evals.datasets import DatasetSpec
-    from evals.runner import Adapter, register_adapter
-    from evals.scorers import register_scorer
+    """Plug GRBench and its fixture into :mod:`kgagents.evals.datasets`, the scorer and the grounded adapters into the runner."""
+    from kgagents.evals.datasets import DatasetSpec
+    from kgagents.evals.runner import Adapter, register_adapter
+    from kgagents.evals.scorers import register_scorer
 
     register(DatasetSpec(name="grbench", load=load_grbench, scorer="grbench", splits=("auto", *DOMAINS),
                          default_split="auto", group_label="Template", how_to_get=HOW_TO))

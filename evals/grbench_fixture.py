@@ -1,6 +1,6 @@
 """A GRBench-shaped fixture graph derived from GRBench's one-hop questions.
 
-Run ``python -m evals.grbench_fixture`` to write it, ``--check`` to verify the committed files.
+Run ``python -m kgagents.evals.grbench_fixture`` to write it, ``--check`` to verify the committed files.
 
 GRBench (Graph-CoT) ships its questions openly but its graphs (``graph.json`` per domain, several GB) only by
 download. For tests and small demos this module derives, from the questions alone, one small graph per domain
@@ -31,7 +31,7 @@ The output (committed under ``evals/data/grbench/fixture/``):
   ``{"relation": edge_type, "target_feature": feature}`` (follow the edges, read that feature of each node
   reached, join with ``", "``) or ``{"feature": key}`` (read the start node's feature; a list is joined with
   ``", "``, a number written as Python writes it). :func:`gold_answer` follows a hop on any
-  :class:`~tools.pgraph.model.StaticKG`.
+  :class:`~kgagents.tools.pgraph.model.StaticKG`.
 
 The derivation is deterministic (no randomness; ids are hashes, counters for ``pub_N``/``brand_N``).
 """
@@ -414,7 +414,7 @@ def _apply(graph: _Graph, template: Template, record: Mapping[str, Any]) -> dict
 
 
 def build_domain(name: str, questions_dir: Path = QUESTIONS_DIR) -> tuple[_Graph, list[dict[str, Any]]]:
-    """One domain's fixture graph (still open for more facts, see :mod:`evals.grbench_multihop`) and its
+    """One domain's fixture graph (still open for more facts, see :mod:`kgagents.evals.grbench_multihop`) and its
     manifest entries."""
     templates = {t.block: t for t in TEMPLATES if t.domain == name}
     graph = _Graph(DOMAINS[name])
@@ -482,7 +482,7 @@ def graph_path(domain: str, root: Path = FIXTURE_DIR) -> Path:
 
 
 def gold_answer(graph: Any, entry: Mapping[str, Any]) -> str:
-    """Follow an entry's gold hop on a :class:`~tools.pgraph.model.StaticKG` and write the answer as GRBench's
+    """Follow an entry's gold hop on a :class:`~kgagents.tools.pgraph.model.StaticKG` and write the answer as GRBench's
     templates did."""
     hop = entry["hop"]
     if "feature" in hop:
@@ -519,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             counts[entry["domain"]] = counts.get(entry["domain"], 0) + 1
         return ", ".join(f"{d} {n}" for d, n in counts.items())
 
-    return run_cli(argv, prog="python -m evals.grbench_fixture", doc=__doc__, out=FIXTURE_DIR, derivation=derive,
+    return run_cli(argv, prog="python -m kgagents.evals.grbench_fixture", doc=__doc__, out=FIXTURE_DIR, derivation=derive,
                    describe=per_domain)
 
 

@@ -1,8 +1,8 @@
 """Multi-hop GRBench-shaped questions (2–3 hops) over the fixture graphs, derived from GRBench's own templates.
 
-Run ``python -m evals.grbench_multihop`` to write them, ``--check`` to verify the committed files.
+Run ``python -m kgagents.evals.grbench_multihop`` to write them, ``--check`` to verify the committed files.
 
-The one-hop fixture (:mod:`evals.grbench_fixture`) holds the facts GRBench's one-hop questions state. This module
+The one-hop fixture (:mod:`kgagents.evals.grbench_fixture`) holds the facts GRBench's one-hop questions state. This module
 adds what GRBench's *multi-hop* question templates state, and derives questions whose gold answer is a path
 through the graph:
 
@@ -24,7 +24,7 @@ A question's path is ``hops`` (edge types followed from ``start``); the nodes re
 each without the nodes of earlier levels (as graph exploration's visited set). The answer is the ``answer_at``
 level — only its nodes with a ``reaches`` node among their next hop's neighbours, when given — as names joined
 with ``", "`` in edge order, or (``count``) how many. :func:`gold_answer` follows it on any
-:class:`~tools.pgraph.model.StaticKG`.
+:class:`~kgagents.tools.pgraph.model.StaticKG`.
 
 Literature (Goodreads) is absent: its multi-hop questions ("books by the same author as X") never name the
 author in between, so no path of named facts can be added for them.
@@ -45,8 +45,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals import grbench_fixture as fixture
-from evals.grbench_fixture import (
+from kgagents.evals import grbench_fixture as fixture
+from kgagents.evals.grbench_fixture import (
     FIXTURE_DIR,
     QUESTIONS_DIR,
     FixtureError,
@@ -93,7 +93,7 @@ def answer_nodes(graph: Any, entry: Mapping[str, Any]) -> list[str]:
 
 
 def gold_answer(graph: Any, entry: Mapping[str, Any]) -> str:
-    """Follow an entry's path on a :class:`~tools.pgraph.model.StaticKG` and write its answer."""
+    """Follow an entry's path on a :class:`~kgagents.tools.pgraph.model.StaticKG` and write its answer."""
     nodes = answer_nodes(graph, entry)
     if entry.get("count"):
         return str(len(nodes))
@@ -168,7 +168,7 @@ def _entry(domain: str, graph: str, record: Mapping[str, Any], kind: str, entity
 
 
 class _JsonGraph:
-    """Just enough of a :class:`~tools.pgraph.model.StaticKG` over GRBench's JSON to follow paths."""
+    """Just enough of a :class:`~kgagents.tools.pgraph.model.StaticKG` over GRBench's JSON to follow paths."""
 
     def __init__(self, store: Mapping[str, Any]) -> None:
         self.nodes = {node_id: node for nodes in store.values() for node_id, node in nodes.items()}
@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             hops[len(entry["hops"])] = hops.get(len(entry["hops"]), 0) + 1
         return ", ".join(f"{n} of {h} hops" for h, n in sorted(hops.items()))
 
-    return fixture.run_cli(argv, prog="python -m evals.grbench_multihop", doc=__doc__, out=OUT, derivation=derive,
+    return fixture.run_cli(argv, prog="python -m kgagents.evals.grbench_multihop", doc=__doc__, out=OUT, derivation=derive,
                            describe=per_hops)
 
 

@@ -8,7 +8,7 @@ The paper's comparison (§5) runs KGoT first, then the baselines over the same t
     kgagents eval kgot-graphrag --dataset gaia --data data/GAIA --set kgot_results=.eval-results/kgot-gaia
 
 Each baseline item is the thread ``{dataset}-{item}-run{r}`` of its own evaluation and reads KGoT's thread of
-the same id from the KGoT evaluation's checkpoints (see :mod:`nodes.baselines`). Before anything runs, the check
+the same id from the KGoT evaluation's checkpoints (see :mod:`kgagents.nodes.baselines`). Before anything runs, the check
 makes sure that evaluation is KGoT's, on the same dataset and split, and finished every (item, run) the
 baseline will ask for; the items that carry their own ``tool_calls`` or ``kgot_thread`` need none of it.
 """
@@ -33,9 +33,9 @@ def _context_value(options: Any, name: str) -> Any:
 
 def check_kgot_results(dataset: Any, options: Any) -> None:
     """Refuse an evaluation of a RAG baseline whose items have no KGoT tool outputs to read (raises
-    :class:`~evals.datasets.DatasetError` saying which and what to do)."""
-    from evals.datasets import DatasetError
-    from evals.runner import CHECKPOINTS_FILE, read_manifest, read_results
+    :class:`~kgagents.evals.datasets.DatasetError` saying which and what to do)."""
+    from kgagents.evals.datasets import DatasetError
+    from kgagents.evals.runner import CHECKPOINTS_FILE, read_manifest, read_results
 
     workflow = options.workflow
     need = [item for item in dataset.items if "tool_calls" not in item.inputs and "kgot_thread" not in item.inputs]
@@ -83,8 +83,8 @@ def baseline_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def register_datasets(register: Any) -> None:
-    """No datasets: the RAG baselines' adapter (see :func:`evals.datasets.load_plugins`)."""
-    from evals.runner import Adapter, register_adapter
+    """No datasets: the RAG baselines' adapter (see :func:`kgagents.evals.datasets.load_plugins`)."""
+    from kgagents.evals.runner import Adapter, register_adapter
 
     for workflow in RAG_BASELINES:
         register_adapter(workflow, Adapter(stats=baseline_stats, check_options=check_kgot_results))

@@ -1,19 +1,19 @@
 """An OpenAI-compatible chat-completions server on loopback that answers from a script after a fixed latency.
 
-Benchmarks point the real ``langchain-openai`` client at it (``evals.bench_batch --model-path http``), so every
+Benchmarks point the real ``langchain-openai`` client at it (``kgagents.evals.bench_batch --model-path http``), so every
 model call pays what a user's pays on the client side: our LLM layer, LangChain's chat-model run, the OpenAI SDK,
 its HTTP client, JSON and pydantic. The server runs in a process of its own (:class:`LatencyServer` starts and
 stops it), so its CPU is not counted as the client's.
 
 ``POST /v1/chat/completions`` (HTTP/1.1 with keep-alive) takes the first step of a
-:class:`~kgagents.scripted.ScriptedChatModel` script whose ``when`` pattern matches the request's message texts
+:class:`~kgagents.core.scripted.ScriptedChatModel` script whose ``when`` pattern matches the request's message texts
 (joined by newlines), waits ``latency`` seconds (without blocking other requests) and answers as OpenAI does:
 ``structured`` as a call of the tool the request forces through ``tool_choice`` (else its first tool), or as JSON
 content for a ``response_format`` request; ``tool_calls`` as those calls; ``content`` as text; ``raise`` as an
 HTTP error (``status``, default 500). A request for ``n`` choices gets that many, each the step's reply. A request
 no step matches gets a 400 that says so. Every reply carries ``usage`` (about four characters a token).
 
-    python -m evals.latency_server SCRIPT.json [--latency 0.2] [--port 0]
+    python -m kgagents.evals.latency_server SCRIPT.json [--latency 0.2] [--port 0]
 
 prints ``http://127.0.0.1:PORT/v1`` on its first line once it accepts connections.
 """
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgagents.scripted import ScriptedChatModel, ScriptExhausted
+from kgagents.core.scripted import ScriptedChatModel, ScriptExhausted
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -227,7 +227,7 @@ class LatencyServer:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"steps": self.steps}, f)
         self._script = Path(name)
-        self._proc = subprocess.Popen([sys.executable, "-m", "evals.latency_server", name, "--latency",
+        self._proc = subprocess.Popen([sys.executable, "-m", "kgagents.evals.latency_server", name, "--latency",
                                        str(self.latency)], stdout=subprocess.PIPE, text=True,
                                       cwd=Path(__file__).resolve().parent.parent)
         assert self._proc.stdout is not None
@@ -272,7 +272,7 @@ class LatencyServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.latency_server", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.latency_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("script", help="a JSON script: {\"steps\": [...]} or a list of steps")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds before each reply (default 0.2)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")

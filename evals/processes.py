@@ -3,14 +3,14 @@
 One process runs every item's Python (LangGraph's supersteps, checkpoint serialisation, the nodes) on one core:
 with many items in flight and fast models it becomes the limit. ``processes=N`` starts N worker processes that
 share the work: each takes (item, run) pairs from one queue as it has room (its share of ``concurrency``: C
-items in flight in all) and runs them with the same :class:`~evals.runner.ItemRunner` as one process would, on
+items in flight in all) and runs them with the same :class:`~kgagents.evals.runner.ItemRunner` as one process would, on
 the same SQLite checkpoint file (WAL mode lets the processes write to it one commit at a time). This process
 stays the only writer of ``results.jsonl``, so resuming works as with one process; a worker that dies loses
 only the model calls it had in flight.
 
 Workers start from a fork server that has imported the runner and the workflow once (``spawn`` where there is
 no fork server), so a start costs a fraction of a second after the first; they take this process's sandbox
-probe (:func:`tools.sandbox.isolation_probe`) instead of running bubblewrap to probe it again.
+probe (:func:`kgagents.tools.sandbox.isolation_probe`) instead of running bubblewrap to probe it again.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from evals import event_loop
-from evals.checkpointer import open_checkpointer
-from evals.datasets import Dataset, Item
-from evals.runner import EvalOptions, ItemRunner, batch_collector, build_scorer
-from tools.sandbox import adopt_isolation_probe, isolation_probe
+from kgagents.evals import event_loop
+from kgagents.evals.checkpointer import open_checkpointer
+from kgagents.evals.datasets import Dataset, Item
+from kgagents.evals.runner import EvalOptions, ItemRunner, batch_collector, build_scorer
+from kgagents.tools.sandbox import adopt_isolation_probe, isolation_probe
 
 #: How long the coordinator waits for a message before it checks that the workers are alive.
 POLL_S = 1.0
@@ -45,7 +45,7 @@ def shares(concurrency: int, processes: int) -> list[int]:
 
 
 #: Items in flight that one process's event loop keeps up with on the real model client before its CPU makes
-#: them wait (``evals.bench_batch``: about 0.9·C up to C = 64 through langchain-openai at 200 ms per call; two
+#: them wait (``kgagents.evals.bench_batch``: about 0.9·C up to C = 64 through langchain-openai at 200 ms per call; two
 #: processes on two cores gave 0.87·C at C = 64 and 0.82·C at C = 128, one process 0.86·C at C = 128).
 ITEMS_PER_PROCESS = 64
 
@@ -85,7 +85,7 @@ def provider_modules(options: EvalOptions) -> list[str]:
             if module is not None and importlib.util.find_spec(module) is not None:
                 modules.add(module)
     if "langchain_openai" in modules:
-        modules.update(("nodes.http_client", "nodes.openai_chat"))
+        modules.update(("kgagents.nodes.http_client", "kgagents.nodes.openai_chat"))
     return sorted(modules)
 
 
@@ -113,14 +113,14 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
     if not todo:
         return
     _check_picklable(options)
-    from kgagents.workflows import WORKFLOWS
+    from kgagents.graphs.workflows import WORKFLOWS
 
     if not options.checkpointer_url.startswith(("postgres://", "postgresql://")):
         async with open_checkpointer(options.checkpointer_url):
             pass  # the tables exist before the workers open the file together
     ctx = _context()
     if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["evals.processes", WORKFLOWS[options.workflow].partition(":")[0],
+        ctx.set_forkserver_preload(["kgagents.evals.processes", WORKFLOWS[options.workflow].partition(":")[0],
                                     *provider_modules(options)])
     jobs = ctx.Queue()
     results = ctx.Queue()

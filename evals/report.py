@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.datasets import load_plugins
-from evals.runner import read_manifest, read_results
-from evals.scorers import ideal_correct, make_scorer
-from kgagents.extras import MissingExtra, installed
-from kgagents.usage import CostTotal, format_cost, sum_costs
+from kgagents.evals.datasets import load_plugins
+from kgagents.evals.runner import read_manifest, read_results
+from kgagents.evals.scorers import ideal_correct, make_scorer
+from kgagents.core.extras import MissingExtra, installed
+from kgagents.core.usage import CostTotal, format_cost, sum_costs
 
 
 @dataclass
@@ -388,7 +388,7 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     if ideal_fusion and len(runsets) > 1:
         lines += ["", "## Ideal fusion of the directories (KGoT §5: fusion simulated from single runs)", ""]
         lines += ideal_across(runsets)
-    from evals.grbench import difficulty_table, table1
+    from kgagents.evals.grbench import difficulty_table, table1
 
     grbench = table1(runsets)
     if grbench:
@@ -404,7 +404,7 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
         plot_pareto(runsets, out_dir / "pareto.png")
         plot_runtime(runsets, out_dir / "runtime_by_node.png")
         lines += ["", "![solved vs cost](pareto.png)", "", "![runtime by node](runtime_by_node.png)"]
-    lines += ["", ("Cost is the workflow's own LLM usage (prices from `kgagents.usage`); an LLM grader's cost is "
+    lines += ["", ("Cost is the workflow's own LLM usage (prices from `kgagents.core.usage`); an LLM grader's cost is "
                    "listed apart. A model without a price makes a cost unknown, never $0: totals then say how "
                    "many items are unknown, and the plot places such a directory at its known cost. Node time "
                    "sums each node task's time, so concurrent tasks add up.")]

@@ -35,16 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals import event_loop
-from evals.checkpointer import open_checkpointer
-from evals.datasets import Dataset, Item, dataset_context, load_plugins
-from evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
-from kgagents.runs import is_finished
-from kgagents.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
-from kgagents.workflows import load_workflow, make_context
-from nodes.llm import FATAL_ERRORS
-from nodes.runtime import gather_bounded
-from nodes.state import every_call_failed, failure_summary
+from kgagents.evals import event_loop
+from kgagents.evals.checkpointer import open_checkpointer
+from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
+from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
+from kgagents.core.runs import is_finished
+from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
+from kgagents.graphs.workflows import load_workflow, make_context
+from kgagents.nodes.llm import FATAL_ERRORS
+from kgagents.nodes.runtime import gather_bounded
+from kgagents.nodes.state import every_call_failed, failure_summary
 
 RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -80,7 +80,7 @@ class Adapter:
     variant_answers: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     """The answer of every variant of a run that combines several (fusion), by variant name; each is scored."""
     check: Callable[[Dataset], None] | None = None
-    """Refuses a dataset the workflow cannot run (raises :class:`~evals.datasets.DatasetError` saying why),
+    """Refuses a dataset the workflow cannot run (raises :class:`~kgagents.evals.datasets.DatasetError` saying why),
     before anything is written or paid for."""
     failed: Callable[[dict[str, Any]], str | None] | None = None
     """Why a run that ended has no answer of the agent (e.g. ARK-V1's final answer failed for good), or None:
@@ -244,16 +244,16 @@ class EvalOptions:
     """The name of the workflow's preset the context values came from (recorded in the manifest)."""
     seed: int | None = None
     """Base sampling seed: run ``r`` of every item gets ``seed + r`` as its context's ``seed`` (passed to the
-    providers that take one, see :data:`nodes.models.SEED_PARAMETERS`); ``None`` leaves the context's own."""
+    providers that take one, see :data:`kgagents.nodes.models.SEED_PARAMETERS`); ``None`` leaves the context's own."""
     grader_model: Any = None
     """Chat model (instance or ``provider:model``) of an LLM grader; default: the benchmark's own judge where its
-    scorer names one (:data:`evals.scorers.DEFAULT_GRADERS`), else the workflow's ``model``."""
+    scorer names one (:data:`kgagents.evals.scorers.DEFAULT_GRADERS`), else the workflow's ``model``."""
     retry_failed: bool = False
     progress: bool = True
     checkpointer: str | None = None
     """Checkpointer URL; default: ``checkpoints.sqlite`` in ``out_dir``."""
     processes: int = 1
-    """Worker processes on this machine that share the ``concurrency`` items in flight (see evals.processes)."""
+    """Worker processes on this machine that share the ``concurrency`` items in flight (see kgagents.evals.processes)."""
     worker_setup: Callable[[], Any] | None = None
     """Called once in every worker process before its first item (e.g. to register a tool the context names);
     a module-level function (or a ``functools.partial`` of one), so that it can be sent to the process."""
@@ -318,7 +318,7 @@ class _Progress:
 
 
 def workflow_defaults(module: Any, dataset_name: str) -> dict[str, Any]:
-    """The dataset's context values (:func:`evals.datasets.dataset_context`) that the workflow's context
+    """The dataset's context values (:func:`kgagents.evals.datasets.dataset_context`) that the workflow's context
     has."""
     values = dataset_context(dataset_name)
     if not values:
@@ -565,7 +565,7 @@ def role_models(options: EvalOptions) -> dict[str, Any]:
     """The model of every role, as given (a ``provider:model`` string, a model instance's name) or as the
     environment configures it (``KGAGENTS_MODEL`` and the role variables), with the OpenAI-compatible server's
     URL where one is set."""
-    from kgagents.config import ROLES, get_settings
+    from kgagents.core.config import ROLES, get_settings
 
     settings = get_settings()
     ctx, values = options.context, options.context_values
@@ -603,7 +603,7 @@ def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
         ctx = options.context
         grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")
     if grader is None:  # the model the run resolves from the environment (KGAGENTS_MODEL)
-        from kgagents.config import get_settings
+        from kgagents.core.config import get_settings
 
         grader = get_settings().model_for("graph_executor")
     return make_scorer(dataset.scorer, grader_model=grader)
@@ -669,7 +669,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
 
         try:
             if options.processes > 1:
-                from evals.processes import run_in_processes
+                from kgagents.evals.processes import run_in_processes
 
                 await run_in_processes(options, dataset, todo, write)
             else:

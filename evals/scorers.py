@@ -9,7 +9,7 @@
 - Graph-CoT's Rouge-L (:func:`rouge_l`, by the ``rouge-score`` package as Graph-CoT's evaluation) and STaRK's
   rank-based retrieval metrics (:func:`hit_at_k`, :func:`recall_at_k`, :func:`reciprocal_rank`), for the datasets
   that use them.
-- CoLoTa / CR-LT-KGQA metrics live with their loader in :mod:`evals.colota`.
+- CoLoTa / CR-LT-KGQA metrics live with their loader in :mod:`kgagents.evals.colota`.
 
 A runner scorer (:class:`Scorer`) grades one item (``score``) and aggregates a list of result records
 (``metrics``); :data:`SCORERS` maps a dataset's scorer name to a factory.
@@ -27,8 +27,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from kgagents.extras import require
-from kgagents.usage import Usage
+from kgagents.core.extras import require
+from kgagents.core.usage import Usage
 
 # ----------------------------------------------------------------------------------------------------------------
 # GAIA
@@ -255,8 +255,8 @@ class SimpleQAScorer(Scorer):
         self.api_backoff_base_s = api_backoff_base_s
 
     async def score(self, item: Any, answer: Any) -> Score:
-        from nodes.context import Context
-        from nodes.llm import LLMCaller
+        from kgagents.nodes.context import Context
+        from kgagents.nodes.llm import LLMCaller
 
         predicted = "" if answer is None else str(answer)
         prompt = simpleqa_grader_prompt(item.question, str(item.gold), predicted)

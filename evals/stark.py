@@ -52,8 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from evals.datasets import DatasetError
-from evals.scorers import Score
+from kgagents.evals.datasets import DatasetError
+from kgagents.evals.scorers import Score
 
 QA_FILES = ("qa.jsonl", "qa.csv", "stark_qa.csv", "questions.jsonl")
 QA_CSV = "stark_qa.csv"
@@ -209,7 +209,7 @@ def split_questions(layout: Layout, split: str) -> list[dict[str, Any]]:
 def load_stark(path: Path, split: str, name: str | None = None) -> list[Any]:
     """The questions of one split of a STaRK dataset, each with the knowledge base as its graph, its query id
     (STaRK's precomputed query embeddings are keyed by it) and its dataset's candidate types."""
-    from evals.datasets import Item
+    from kgagents.evals.datasets import Item
 
     layout = find_layout(path, name)
     rows = split_questions(layout, split)
@@ -332,7 +332,7 @@ class StarkScorer:
         graph_ref = (getattr(item, "inputs", None) or {}).get("graph")
         if not graph_ref:
             return None
-        from tools.pgraph import open_graph
+        from kgagents.tools.pgraph import open_graph
 
         graph = open_graph(graph_ref)
         meta = getattr(item, "meta", None) or {}
@@ -403,8 +403,8 @@ def candidate_ids(graph: Any, types: Sequence[str] | None) -> list[str]:
 
 def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug the STaRK datasets (generic and the three released ones) and their scorers into the evaluation."""
-    from evals.datasets import DatasetSpec
-    from evals.scorers import register_scorer
+    from kgagents.evals.datasets import DatasetSpec
+    from kgagents.evals.scorers import register_scorer
 
     register(DatasetSpec(name="stark", load=load_stark, scorer="stark", splits=SPLITS, default_split="test",
                          group_label="Split", how_to_get=HOW_TO, context={"task": "retrieval"}))
@@ -414,6 +414,6 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                              context={"task": "retrieval", "candidate_types": CANDIDATE_TYPES[name]}))
     register_scorer("stark", lambda grader_model=None, **_: StarkScorer("<1.7.4"))
     register_scorer("stark-torchmetrics-1.7.4", lambda grader_model=None, **_: StarkScorer(">=1.7.4"))
-    from evals.agent_g import register_adapters
+    from kgagents.evals.agent_g import register_adapters
 
     register_adapters()

@@ -1,6 +1,6 @@
 """A seeded generator of large heterogeneous graphs in GRBench's ``graph.json`` layout (for benchmarks).
 
-    python -m evals.synthetic_kg OUT_DIR --nodes 100000 --edges 1000000 [--seed 0]
+    python -m kgagents.evals.synthetic_kg OUT_DIR --nodes 100000 --edges 1000000 [--seed 0]
 
 The graph is an academic domain shaped like GRBench's DBLP/MAPLE graphs: ``paper``, ``author``, ``keyword`` and
 ``venue`` nodes; papers link to their authors, keywords, one venue and the papers they cite. Every link is
@@ -383,7 +383,7 @@ def generate(directory: str | Path, *, nodes: int, edges: int, seed: int = 0, sa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.synthetic_kg", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.synthetic_kg", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", help="the folder to write graph.json (and meta.json) into")
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--edges", type=int, default=1_000_000, help="adjacency entries (even: 2 per link)")

@@ -6,7 +6,7 @@
                   ─ rejected, t = T → finish (the last answer)
 
 The task mode (``generation`` for CRAG-style questions, ``retrieval`` for STaRK-style ones) and T come from the
-context; the baselines of the paper's §4 are in :mod:`graphs.agent_g_baselines`.
+context; the baselines of the paper's §4 are in :mod:`kgagents.graphs.agent_g_baselines`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.routing import add_routed_node
-from nodes import agent_g as n
-from nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
+from kgagents.graphs.routing import add_routed_node
+from kgagents.nodes import agent_g as n
+from kgagents.nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
 
 NAME = "agent-g"
 

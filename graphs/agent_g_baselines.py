@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.agent_g import PRESETS as PAPER
-from graphs.baselines import Workflow
-from graphs.routing import add_routed_node
-from nodes import agent_g as n
-from nodes import agent_g_baselines as b
-from nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
+from kgagents.graphs.agent_g import PRESETS as PAPER
+from kgagents.graphs.baselines import Workflow
+from kgagents.graphs.routing import add_routed_node
+from kgagents.nodes import agent_g as n
+from kgagents.nodes import agent_g_baselines as b
+from kgagents.nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
 
 
 def _graph() -> StateGraph:

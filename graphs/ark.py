@@ -20,10 +20,10 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.routing import add_routed_node
-from nodes import ark as n
-from nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
-from nodes.critic import verdict
+from kgagents.graphs.routing import add_routed_node
+from kgagents.nodes import ark as n
+from kgagents.nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
+from kgagents.nodes.critic import verdict
 
 NAME = "ark"
 

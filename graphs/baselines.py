@@ -37,11 +37,11 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from graphs.kgot import PRESETS as KGOT_PRESETS
-from graphs.routing import add_routed_node
-from nodes import baselines as n
-from nodes.context import Context
-from nodes.kgot import (
+from kgagents.graphs.kgot import PRESETS as KGOT_PRESETS
+from kgagents.graphs.routing import add_routed_node
+from kgagents.nodes import baselines as n
+from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import (
     define_tool_calls,
     iteration_limit_reached,
     parse_solution,
@@ -49,7 +49,7 @@ from nodes.kgot import (
     run_tool_call,
     tool_tasks,
 )
-from nodes.runtime import context_of
+from kgagents.nodes.runtime import context_of
 
 
 def build_zeroshot() -> StateGraph:
@@ -141,7 +141,7 @@ def build_nokg() -> StateGraph:
 
 @dataclass(frozen=True)
 class Workflow:
-    """A workflow defined next to others in one module: what ``kgagents.workflows`` needs of it."""
+    """A workflow defined next to others in one module: what ``kgagents.graphs.workflows`` needs of it."""
 
     name: str
     build: Callable[[], StateGraph]

@@ -16,9 +16,9 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from graphs import kgot
-from graphs.routing import add_routed_node
-from nodes import fusion as f
+from kgagents.graphs import kgot
+from kgagents.graphs.routing import add_routed_node
+from kgagents.nodes import fusion as f
 
 NAME = "fusion"
 

@@ -25,9 +25,9 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from graphs.routing import add_routed_node
-from nodes import grounded as n
-from nodes.grounded import GroundedContext, GroundedInput, GroundedState, grounded_context_of
+from kgagents.graphs.routing import add_routed_node
+from kgagents.nodes import grounded as n
+from kgagents.nodes.grounded import GroundedContext, GroundedInput, GroundedState, grounded_context_of
 
 NAME = "grounded"
 

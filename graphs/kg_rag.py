@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
-from graphs.baselines import Workflow
-from nodes import kg_rag as n
+from kgagents.graphs.baselines import Workflow
+from kgagents.nodes import kg_rag as n
 
 
 def _build(hops: int) -> StateGraph:

@@ -31,12 +31,12 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-import graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
-from graphs.routing import add_routed_node
-from nodes import cleanup
-from nodes import kgot as n
-from nodes.context import Context
-from nodes.runtime import context_of
+import kgagents.graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
+from kgagents.graphs.routing import add_routed_node
+from kgagents.nodes import cleanup
+from kgagents.nodes import kgot as n
+from kgagents.nodes.context import Context
+from kgagents.nodes.runtime import context_of
 
 NAME = "kgot"
 

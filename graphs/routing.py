@@ -3,7 +3,7 @@
 ``add_conditional_edges(name, router)`` runs the router after the node, on the state as the node's writes leave
 it; LangGraph builds that view by copying every channel of the graph and applying the node's writes to the
 copies, once per routed step (for KGoT's ~40 channels that was the largest single cost of a superstep,
-``evals.bench_batch --profile``). :func:`add_routed_node` keeps the router a plain function of the state, and
+``kgagents.evals.bench_batch --profile``). :func:`add_routed_node` keeps the router a plain function of the state, and
 runs it inside the node's task on the state with the node's update applied to the written keys only — by the
 graph's own channels, so reducers, defaults and ``Overwrite`` behave as LangGraph's own read would — then sends
 the update and the router's choice (a node, ``END`` or ``Send`` packets) as one ``Command``. The checkpoints,

@@ -20,13 +20,13 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from graphs.routing import add_routed_node
-from kgagents.config import Settings
-from kgagents.retry import ModelUnavailableError
-from kgagents.usage import merge_usage
-from nodes import surfer as n
-from nodes.context import Context
-from tools.manager import ToolEnv, ToolStatus, register_tool
+from kgagents.graphs.routing import add_routed_node
+from kgagents.core.config import Settings
+from kgagents.core.retry import ModelUnavailableError
+from kgagents.core.usage import merge_usage
+from kgagents.nodes import surfer as n
+from kgagents.nodes.context import Context
+from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
 
 NAME = "surfer"
 #: Enough super-steps for ``max_steps`` agent steps (two per step, plus start, wrap-up and finish).

@@ -30,12 +30,12 @@ import numpy as np
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
-from kgagents.usage import Usage, merge_usage
-from nodes.context import Context
-from nodes.critic import Verdict, verdict
-from nodes.grounded import graph_for
-from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.retriever_bank import (
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.critic import Verdict, verdict
+from kgagents.nodes.grounded import graph_for
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.retriever_bank import (
     Retrieval,
     TopicEntity,
     describe_retrieval,
@@ -45,12 +45,12 @@ from nodes.retriever_bank import (
     rank_pages,
     render_references,
 )
-from nodes.runtime import context_as
-from nodes.state import Failure, append
-from prompts import agent_g as P
-from tools.pgraph import GraphRef, StaticKG, resolve
-from tools.pgraph.embeddings import embedder_spec
-from tools.pgraph.vectors import index_kind
+from kgagents.nodes.runtime import context_as
+from kgagents.nodes.state import Failure, append
+from kgagents.prompts import agent_g as P
+from kgagents.tools.pgraph import GraphRef, StaticKG, resolve
+from kgagents.tools.pgraph.embeddings import embedder_spec
+from kgagents.tools.pgraph.vectors import index_kind
 
 ROLE = "graph_executor"
 Task = Literal["generation", "retrieval"]
@@ -82,7 +82,7 @@ class AgentGContext(Context):
     Tables 6 and 7's "w/o Context" ablation."""
     oracle_validator: bool = False
     """Ablation: the validator judges from the gold answer (Tables 6 and 7's "Oracle"; see
-    :mod:`nodes.agent_g_oracle`); needs the gold, which ``kgagents eval`` hands over."""
+    :mod:`kgagents.nodes.agent_g_oracle`); needs the gold, which ``kgagents eval`` hands over."""
     oracle_commentor: bool = False
     """Ablation: the commentor names the error type from the gold (Tables 6 and 7's "Oracle")."""
     commentor_shots: int | None = None
@@ -162,7 +162,7 @@ class AgentGContext(Context):
         """The VSS embedder (see ``embedding_model``)."""
         model = self.embedding_model
         if model is None and self.stark_embeddings:
-            from tools.pgraph.stark import stark_embeddings
+            from kgagents.tools.pgraph.stark import stark_embeddings
 
             model = stark_embeddings(self.stark_embeddings).model_name
         return embedder_spec(model, self.embedding_device, self.embedding_base_url)
@@ -369,7 +369,7 @@ def page_text(page: Page, max_chars: int = PAGE_TEXT_LIMIT) -> str:
         return str(page["text"])[:max_chars]
     html = page.get("html") or ""
     if html.strip():
-        from tools.files.convert import convert_bytes
+        from kgagents.tools.files.convert import convert_bytes
 
         try:
             text = convert_bytes(str(html).encode("utf-8"), filename="page.html").text
@@ -425,7 +425,7 @@ async def _vocabulary(state: AgentGState, ctx: AgentGContext) -> tuple[list[str]
         entity_types = entity_types if entity_types is not None else [t for t in stats.types if t]
         relation_types = relation_types if relation_types is not None else list(stats.relations)
     if relation_types is None and ctx.task == "generation":
-        from tools.crag_api import relation_types as crag_relations
+        from kgagents.tools.crag_api import relation_types as crag_relations
 
         relation_types = crag_relations()
     return list(entity_types or []), list(relation_types or [])
@@ -513,7 +513,7 @@ async def vss_query(ctx: AgentGContext, graph: StaticKG, state: AgentGState) -> 
     put into the graph's index the first time); ``None``: the question's text is embedded."""
     if not ctx.stark_embeddings:
         return None
-    from tools.pgraph.stark import stark_embeddings
+    from kgagents.tools.pgraph.stark import stark_embeddings
 
     embeddings = await asyncio.to_thread(stark_embeddings, ctx.stark_embeddings)
     await asyncio.to_thread(embeddings.install, graph, ctx.embedder(), kind=ctx.index_kind)
@@ -552,7 +552,7 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
             types=candidate_types(ctx, graph) if retrieving else None, kind=ctx.index_kind, vector=vector,
             linker=ctx.linker())
     else:
-        from nodes.crag_paths import crag_graph_retrieval
+        from kgagents.nodes.crag_paths import crag_graph_retrieval
 
         retrieval = await crag_graph_retrieval(question, action, ctx)
     return {"retrieval": retrieval}
@@ -674,9 +674,9 @@ async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
 
 
 async def _oracle_verdict(state: AgentGState, ctx: AgentGContext, llm: LLMCaller, answer: str) -> tuple[bool, str]:
-    """The oracle validator (:mod:`nodes.agent_g_oracle`): Hit@1 for a ranking; CRAG's rules, then the paper's
+    """The oracle validator (:mod:`kgagents.nodes.agent_g_oracle`): Hit@1 for a ranking; CRAG's rules, then the paper's
     evaluator with the run's model, for an answer."""
-    from nodes import agent_g_oracle as O
+    from kgagents.nodes import agent_g_oracle as O
 
     oracle = state.get("oracle") or {}
     if ctx.task == "retrieval":
@@ -713,7 +713,7 @@ async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
     retrieval = state.get("retrieval") or Retrieval()
     action = state.get("action") or Action()
     if ctx.oracle_commentor:
-        from nodes import agent_g_oracle as O
+        from kgagents.nodes import agent_g_oracle as O
 
         oracle = state.get("oracle") or {}
         error = O.retrieval_error(action, retrieval, oracle) if ctx.task == "retrieval" else \

@@ -13,11 +13,11 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
-from nodes import agent_g as ag
-from nodes.agent_g import Action, AgentGContext, AgentGState, agent_g_context_of
-from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.retriever_bank import Retrieval, TopicEntity, render_references
-from prompts import agent_g as P
+from kgagents.nodes import agent_g as ag
+from kgagents.nodes.agent_g import Action, AgentGContext, AgentGState, agent_g_context_of
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.retriever_bank import Retrieval, TopicEntity, render_references
+from kgagents.prompts import agent_g as P
 
 
 def fixed_action(module: Literal["text", "none"]):

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prompts import agent_g as P
+from kgagents.prompts import agent_g as P
 
 IDK = "i don't know"
 

@@ -2,7 +2,7 @@
 
 The state holds only JSON values and messages: the question, a reference to its knowledge graph (name, location
 and fingerprint, never the graph), the message context, the reasoning step in progress, the finished steps and
-every attempt. The graph is the static-KG store of :mod:`tools.pgraph`: built once per graph into the graphs
+every attempt. The graph is the static-KG store of :mod:`kgagents.tools.pgraph`: built once per graph into the graphs
 directory, opened read-only and shared by every run of the process (:func:`graph_of`), reopened from the
 reference when a thread resumes. Edges given inline in the input are imported into that store by the first step
 and dropped from the state.
@@ -30,13 +30,13 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
-from kgagents.usage import Usage, merge_usage
-from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError, StructuredOutputError, accounting
-from nodes.runtime import context_as
-from nodes.state import Failure, append
-from prompts import ark as P
-from tools.pgraph import (
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError, StructuredOutputError, accounting
+from kgagents.nodes.runtime import context_as
+from kgagents.nodes.state import Failure, append
+from kgagents.prompts import ark as P
+from kgagents.tools.pgraph import (
     Embedder,
     GraphRef,
     StaticKG,
@@ -47,7 +47,7 @@ from tools.pgraph import (
     open_graph,
     resolve,
 )
-from tools.pgraph.embeddings import embedder_spec
+from kgagents.tools.pgraph.embeddings import embedder_spec
 
 ROLE = "graph_executor"
 Stage = Literal["anchor", "relation", "reasoning"]
@@ -260,7 +260,7 @@ _GRAPH_CACHE_SIZE = 4
 
 
 def _embedder_for(ctx: ArkContext) -> Embedder | None:
-    """The context's embedder (see :func:`tools.pgraph.embeddings.embedder_spec`)."""
+    """The context's embedder (see :func:`kgagents.tools.pgraph.embeddings.embedder_spec`)."""
     return embedder_spec(ctx.embedding_model, ctx.embedding_device)
 
 

@@ -11,13 +11,13 @@
   the entities that match the question, their neighbourhood and the chunks they came from are the context.
 - **No KG**: KGoT's loop (majority vote ENHANCE/SOLVE, tool calls) with the tool outputs themselves as the task
   state instead of a knowledge graph; the solution comes straight from them. The tool executor, the tool calls,
-  the math step and the solution parser are KGoT's own nodes (:mod:`nodes.kgot`).
+  the math step and the solution parser are KGoT's own nodes (:mod:`kgagents.nodes.kgot`).
 
 Where the RAG baselines' tool outputs come from (:func:`load_tool_outputs`): the task's ``tool_calls`` (KGoT's
-:class:`~nodes.kgot.ToolCallRecord` list), or a finished KGoT thread: ``kgot_thread`` in the task, read from the
+:class:`~kgagents.nodes.kgot.ToolCallRecord` list), or a finished KGoT thread: ``kgot_thread`` in the task, read from the
 context's ``kgot_checkpointer`` (default: the runs directory's checkpoints, as ``kgagents run`` keeps them), or,
 in a batch evaluation, the KGoT evaluation's results directory ``kgot_results``: each item reads the KGoT item of
-the same dataset, item and run (the runner's thread ids, :func:`evals.runner.thread_id_for`). A task with none of
+the same dataset, item and run (the runner's thread ids, :func:`kgagents.evals.runner.thread_id_for`). A task with none of
 these is refused with a clear error.
 
 As in KGoT, a model call that fails for good never ends the run: a failed extraction adds nothing to the graph,
@@ -39,9 +39,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kgagents.usage import Usage, merge_usage
-from nodes.context import Context
-from nodes.kgot import (
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import (
     DirectSolution,
     ToolCallRecord,
     Vote,
@@ -51,12 +51,12 @@ from nodes.kgot import (
     sample_votes,
     tally,
 )
-from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.runtime import EPHEMERAL, context_as, context_of, new_run_key, thread_id_of
-from nodes.state import NO_SOLUTION, Failure, append
-from prompts import baselines as P
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.runtime import EPHEMERAL, context_as, context_of, new_run_key, thread_id_of
+from kgagents.nodes.state import NO_SOLUTION, Failure, append
+from kgagents.prompts import baselines as P
 
-#: The checkpoint file of an evaluation's results directory (evals.runner.CHECKPOINTS_FILE).
+#: The checkpoint file of an evaluation's results directory (kgagents.evals.runner.CHECKPOINTS_FILE).
 EVAL_CHECKPOINTS_FILE = "checkpoints.sqlite"
 
 
@@ -155,7 +155,7 @@ class BaselineState(BaselineInput, total=False):
     final_answer: str
     usage: Annotated[Usage, merge_usage]
     failures: Annotated[list[Failure], append]
-    run_key: str  # a run without a checkpointer only (nodes.runtime.new_run_key)
+    run_key: str  # a run without a checkpointer only (kgagents.nodes.runtime.new_run_key)
 
 
 class ChunkTask(TypedDict):
@@ -249,8 +249,8 @@ def kgot_checkpointer_for(ctx: BaselineContext, thread_id: str) -> str:
         return str(ctx.kgot_checkpointer)
     if ctx.kgot_results:
         return str(Path(ctx.kgot_results) / EVAL_CHECKPOINTS_FILE)
-    from kgagents.config import get_settings
-    from kgagents.runs import RunRegistry, configured_checkpointer
+    from kgagents.core.config import get_settings
+    from kgagents.core.runs import RunRegistry, configured_checkpointer
 
     return RunRegistry(get_settings().runs_dir).checkpointer_for(thread_id, configured_checkpointer())
 
@@ -270,8 +270,8 @@ def _holds_checkpoints(path: Path) -> bool:
 
 async def read_kgot_tool_calls(thread_id: str, location: str) -> list[ToolCallRecord]:
     """The tool calls of the finished KGoT thread ``thread_id`` in the checkpointer at ``location``."""
-    from graphs import kgot as kgot_graph
-    from kgagents.runs import is_finished, is_postgres_url, open_checkpointer, without_password
+    from kgagents.graphs import kgot as kgot_graph
+    from kgagents.core.runs import is_finished, is_postgres_url, open_checkpointer, without_password
 
     where = without_password(location) if is_postgres_url(location) else location
     if not is_postgres_url(location):
@@ -329,7 +329,7 @@ def nearest(texts: list[str], query: str, k: int, ctx: BaselineContext) -> list[
     it in a worker thread). The texts must be distinct."""
     if not texts:
         return []
-    from tools.pgraph.embeddings import EmbeddingIndex, load_embedder
+    from kgagents.tools.pgraph.embeddings import EmbeddingIndex, load_embedder
 
     position = {text: i for i, text in enumerate(texts)}
     index = EmbeddingIndex(texts, load_embedder(ctx.embedding_model))

@@ -16,15 +16,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from nodes.context import Context
-from nodes.kgot import KGoTState, KGWrite, problem_text
-from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.runtime import context_of, for_run, open_task_kg
-from prompts import kgot as P
-from prompts.kgot_cleanup import NOISE_MITIGATION
-from tools.kg.base import KGSnapshot, empty_snapshot, render_snapshot
-from tools.kg.cypher import quote_name
-from tools.kg.sparql_store import expand as sparql_iri
+from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTState, KGWrite, problem_text
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.runtime import context_of, for_run, open_task_kg
+from kgagents.prompts import kgot as P
+from kgagents.prompts.kgot_cleanup import NOISE_MITIGATION
+from kgagents.tools.kg.base import KGSnapshot, empty_snapshot, render_snapshot
+from kgagents.tools.kg.cypher import quote_name
+from kgagents.tools.kg.sparql_store import expand as sparql_iri
 
 #: The ``tool_call_id`` of the KG write a clean-up makes (``kg_writes`` holds it with its snapshot).
 CLEANUP_WRITE_ID = "noise-mitigation"

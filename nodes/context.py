@@ -2,7 +2,7 @@
 
 The context is *not* checkpointed: callers pass it again when they resume a thread. Model fields take a
 ``provider:model`` string (what the LangGraph server and the CLI pass) or, from Python, a chat-model instance.
-``None`` means "use the configured default" (see :mod:`kgagents.config`).
+``None`` means "use the configured default" (see :mod:`kgagents.core.config`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Context:
     0.0 and the tools at 0.5 (``--preset paper``)."""
     seed: int | None = None
     """Sampling seed, passed to the providers that take one (OpenAI and OpenAI-compatible servers, Ollama; see
-    ``nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``
+    ``kgagents.nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``
     gives run r of every item the seed S + r."""
     structured_output_method: StructuredMethod = "function_calling"
     samples_in_one_request: bool = True
@@ -79,7 +79,7 @@ class Context:
     sandbox_timeout_s: float = 30.0
     sandbox_memory_mb: int = 1024
     sandbox_call_quota_mb: int = 256
-    """Disk quota of one sandboxed call: what it may write into its work dir (``tools.sandbox.DiskQuota``)."""
+    """Disk quota of one sandboxed call: what it may write into its work dir (``kgagents.tools.sandbox.DiskQuota``)."""
     sandbox_call_quota_files: int = 2_000
     sandbox_run_quota_mb: int = 1024
     """Disk quota of a run: what each of its sandbox work dirs (the KG's, the Python tool's) may hold."""

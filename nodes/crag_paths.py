@@ -1,5 +1,5 @@
 """Agent-G's graph retrieval module for CRAG (paper 004, §2.2 and §3.2): reasoning paths from CRAG's knowledge
-graphs, which are reachable only through CRAG's mock KG API (:mod:`tools.crag_api`).
+graphs, which are reachable only through CRAG's mock KG API (:mod:`kgagents.tools.crag_api`).
 
 From the agent's action ``{domain, entities, relations}``:
 
@@ -20,7 +20,7 @@ From the agent's action ``{domain, entities, relations}``:
    list one path per item, a table (sports) one row at a time; long values are cut.
 5. **Radius 2**: movie ids in a result (``acted_movies``, ``directed_movies``, ``movie_list``) are resolved
    with ``movie_get_movie_info_by_id``, a few per retrieval, extending their paths.
-6. **Ranking**: the paths by vector similarity to the question (:func:`nodes.retriever_bank.rank_texts`); the
+6. **Ranking**: the paths by vector similarity to the question (:func:`kgagents.nodes.retriever_bank.rank_texts`); the
    top ``top_k`` are the references.
 
 Every problem is a note of the retrieval (no API configured, the API down, an entity not found, a relation
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from nodes.retriever_bank import Reference, Retrieval, TopicEntity, rank_texts
-from tools.crag_api import (
+from kgagents.nodes.retriever_bank import Reference, Retrieval, TopicEntity, rank_texts
+from kgagents.tools.crag_api import (
     FUNCTIONS,
     CragAPI,
     CragAPIError,
@@ -53,7 +53,7 @@ from tools.crag_api import (
 )
 
 if TYPE_CHECKING:
-    from nodes.agent_g import Action, AgentGContext
+    from kgagents.nodes.agent_g import Action, AgentGContext
 
 ARROW = " → "
 #: Agent-G's domain names → the API's.
@@ -550,7 +550,7 @@ async def crag_graph_retrieval(question: str, action: Action, ctx: AgentGContext
     url = api_url(getattr(ctx, "crag_api_url", None))
     if url is None:
         return _empty([("no CRAG API is configured: set crag_api_url in the context or CRAG_SERVER "
-                        "(python -m tools.crag_api serve starts a mock of saved calls)")])
+                        "(python -m kgagents.tools.crag_api serve starts a mock of saved calls)")])
     notes: list[str] = []
     entities = [e for e in action.get("entities") or [] if str(e.get("name", "")).strip()]
     relations = list(action.get("relations") or [])

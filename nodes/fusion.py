@@ -5,7 +5,7 @@ its task KG is its own), run as a subgraph of the fusion run, concurrently with 
 variant). The answers are combined by a majority over normalised answers; a tie is judged by the LLM. Every
 variant's answer, partial solution and final KG stay in the state, and its failures join the run's
 (``variant › node``). A variant that fails counts as no solution; only a fault that leaves no way forward
-(:data:`nodes.llm.FATAL_ERRORS`) stops the fusion run.
+(:data:`kgagents.nodes.llm.FATAL_ERRORS`) stops the fusion run.
 
 The variants come with the task or, for a batch evaluation, from the context (``--set variants=...``). The
 paper's own fusion numbers are an *ideal* fusion (a task solved when any variant solved it); the evaluation
@@ -22,15 +22,15 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from kgagents.usage import Usage, merge_usage
-from nodes.context import Context
-from nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
-from nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting
-from nodes.runtime import context_of
-from nodes.state import Failure, append
-from prompts import kgot as P
-from tools.kg.base import KGSnapshot
-from tools.kg.stores import backend_names
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
+from kgagents.nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting
+from kgagents.nodes.runtime import context_of
+from kgagents.nodes.state import Failure, append
+from kgagents.prompts import kgot as P
+from kgagents.tools.kg.base import KGSnapshot
+from kgagents.tools.kg.stores import backend_names
 
 SOLVE_MODES = ("query", "direct")
 DEFAULT_VARIANTS = ["networkx:query", "networkx:direct"]

@@ -34,17 +34,17 @@ from typing import Annotated, Any, Literal, TypedDict
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from kgagents.usage import Usage, merge_usage
-from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.runtime import context_as
-from nodes.state import NO_SOLUTION, Failure, append
-from prompts import grounded as P
-from prompts.grounded_domains import DOMAINS, domain_of_types
-from tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
-from tools.pgraph import GraphRef, StaticKG, open_graph, resolve
-from tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
-from tools.pgraph.vectors import index_kind
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.runtime import context_as
+from kgagents.nodes.state import NO_SOLUTION, Failure, append
+from kgagents.prompts import grounded as P
+from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
+from kgagents.tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
+from kgagents.tools.pgraph import GraphRef, StaticKG, open_graph, resolve
+from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
+from kgagents.tools.pgraph.vectors import index_kind
 
 ROLE = "graph_executor"
 ROOT = "t0"
@@ -123,7 +123,7 @@ class GroundedContext(Context):
     action_format: ActionFormat = "tools"
     """Agent: how actions are asked for: ``tools`` (native tool calls, the graph functions bound as tools) or
     ``text`` (Graph-CoT's text protocol: ``Action n: Function[args], Function[args]``, parsed by
-    :func:`tools.graph_functions.parse_actions`). Several calls per step either way."""
+    :func:`kgagents.tools.graph_functions.parse_actions`). Several calls per step either way."""
     observation_chars: int = 2000
     """Agent: observations are cut to this many characters (with a note of what was cut)."""
     retrieve_k: int = 1
@@ -200,7 +200,7 @@ class GroundedContext(Context):
         return (1, 1) if self.strategy == "cot" else (self.branching, self.keep)
 
     def embedder(self) -> Any:
-        """The embedder node search uses (see :func:`tools.pgraph.embeddings.embedder_spec`)."""
+        """The embedder node search uses (see :func:`kgagents.tools.pgraph.embeddings.embedder_spec`)."""
         return embedder_spec(self.embedding_model, self.embedding_device)
 
 
@@ -304,7 +304,7 @@ class StepTask(TypedDict):
     graph_ref: GraphRef
     graph_definition: str
     domain: str
-    """The domain whose examples the prompts show (:data:`prompts.grounded_domains.DOMAINS`)."""
+    """The domain whose examples the prompts show (:data:`kgagents.prompts.grounded_domains.DOMAINS`)."""
     id: str
     depth: int
     parents: list[str]

@@ -2,7 +2,7 @@
 
 The SDK's default async client (httpx) walks every pooled connection, probing its socket, whenever a request
 starts or ends; with the tens to hundreds of calls a batch evaluation keeps in flight that walk costs more CPU
-than the rest of the call's HTTP work (``evals.bench_batch``: 1.3 ms of a 3.2 ms call at 320 calls in flight).
+than the rest of the call's HTTP work (``kgagents.evals.bench_batch``: 1.3 ms of a 3.2 ms call at 320 calls in flight).
 The SDK's aiohttp backend (``openai.DefaultAioHttpClient``, documented by the SDK for high concurrency) takes an
 idle connection in constant time. Requests, responses and errors reach the SDK as httpx objects either way
 (aiohttp's errors mapped to httpx's), so the SDK's error classes, and our retries, stay the same.
@@ -26,7 +26,7 @@ from typing import Any
 import httpx2
 from openai import DefaultAioHttpClient
 
-from kgagents.scripted import CALL_STAGE, STAGE_HEADER, STAGE_HEADER_VARIABLE
+from kgagents.core.scripted import CALL_STAGE, STAGE_HEADER, STAGE_HEADER_VARIABLE
 
 
 class LoopLocalTransport(httpx2.AsyncBaseTransport):
@@ -53,7 +53,7 @@ class LoopLocalTransport(httpx2.AsyncBaseTransport):
         return transport
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if os.environ.get(STAGE_HEADER_VARIABLE) == "1":  # scripted test servers only (kgagents.scripted)
+        if os.environ.get(STAGE_HEADER_VARIABLE) == "1":  # scripted test servers only (kgagents.core.scripted)
             stage = CALL_STAGE.get()
             if stage:
                 request.headers[STAGE_HEADER] = stage

@@ -14,16 +14,16 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.runtime import Runtime
 
-from kgagents.usage import Usage, merge_usage
-from nodes.context import Context
-from nodes.grounded import ensure_embedder, graph_for
-from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.runtime import context_as
-from nodes.state import NO_SOLUTION, Failure, append
-from prompts import grounded as P
-from tools.pgraph import GraphRef, StaticKG, resolve
-from tools.pgraph.embeddings import embedder_spec
-from tools.pgraph.vectors import index_kind
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.grounded import ensure_embedder, graph_for
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.runtime import context_as
+from kgagents.nodes.state import NO_SOLUTION, Failure, append
+from kgagents.prompts import grounded as P
+from kgagents.tools.pgraph import GraphRef, StaticKG, resolve
+from kgagents.tools.pgraph.embeddings import embedder_spec
+from kgagents.tools.pgraph.vectors import index_kind
 
 
 @dataclass(kw_only=True)

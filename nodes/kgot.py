@@ -11,7 +11,7 @@ A model call that fails for good (after its API retries and parse re-asks) never
 log the error, skip the failing query, go on): a vote counts as invalid, a step makes no tool calls, a write is
 discarded, a failed query-based solve falls back to the forced solution, math is skipped, a parse is no
 candidate. Each such failure is logged in the state's ``failures``. Only a fault that leaves no way forward
-(:data:`nodes.llm.FATAL_ERRORS`) stops the run, resumable from its last checkpoint.
+(:data:`kgagents.nodes.llm.FATAL_ERRORS`) stops the run, resumable from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kgagents.usage import Usage, merge_usage
-from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError, accounting
-from nodes.runtime import (
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.runtime import (
     atool_env,
     context_of,
     for_run,
@@ -39,13 +39,13 @@ from nodes.runtime import (
     release_task_kg,
     run_work_dir,
 )
-from nodes.state import NO_SOLUTION, Failure, append, jsonable
-from prompts import kgot as P
-from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
-from tools.base import run_tool_with_retry, truncate
-from tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
-from tools.kg.cypher_text import split_statements
-from tools.manager import ToolManager, registered_names
+from kgagents.nodes.state import NO_SOLUTION, Failure, append, jsonable
+from kgagents.prompts import kgot as P
+from kgagents.prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL prompt parts)
+from kgagents.tools.base import run_tool_with_retry, truncate
+from kgagents.tools.kg.base import KGSnapshot, KGStore, ReadResult, empty_snapshot, render_snapshot
+from kgagents.tools.kg.cypher_text import split_statements
+from kgagents.tools.manager import ToolManager, registered_names
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ class KGoTState(TypedDict, total=False):
     # the task KG (whole, after the last write) and its history
     kg: KGSnapshot
     kg_writes: Annotated[list[KGWrite], append]
-    noise_removals: Annotated[list[dict[str, Any]], append]  # clean-up passes before solving (nodes.cleanup)
+    noise_removals: Annotated[list[dict[str, Any]], append]  # clean-up passes before solving (kgagents.nodes.cleanup)
     # solving
     solve_attempts: Annotated[list[SolveAttempt], append]
     solve_operations: Annotated[list[SolveOperation], append]
@@ -153,7 +153,7 @@ class KGoTState(TypedDict, total=False):
     final_answer: str
     usage: Annotated[Usage, merge_usage]
     failures: Annotated[list[Failure], append]  # model calls that failed for good, and what was done instead
-    run_key: str  # a run without a checkpointer only (nodes.runtime.new_run_key)
+    run_key: str  # a run without a checkpointer only (kgagents.nodes.runtime.new_run_key)
 
 
 class ToolTask(TypedDict):

@@ -7,7 +7,7 @@
 - every call is retried on transient API errors (429, 5xx, timeouts, dropped connections) with exponential
   backoff and jitter (``Context.max_api_retries``, ``api_backoff_base_s`` .. ``api_backoff_max_s``);
 - token usage per model accumulates in :attr:`LLMCaller.usage`, which the node returns into the state's
-  ``usage`` channel (reducer :func:`kgagents.usage.merge_usage`), so usage and cost survive checkpoints.
+  ``usage`` channel (reducer :func:`kgagents.core.usage.merge_usage`), so usage and cost survive checkpoints.
 
 A call that fails for good raises :class:`LLMError` (:class:`StructuredOutputError` when the replies never
 parsed): the node degrades as its paper's error handling says, notes it with :meth:`LLMCaller.failed` and
@@ -35,15 +35,15 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langgraph.config import get_config
 from pydantic import BaseModel, ValidationError
 
-from kgagents.config import ConfigurationError
-from kgagents.endpoints import describe_model, model_key, model_label
-from kgagents.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
-from kgagents.scripted import CALL_STAGE, STAGE_KEY
-from kgagents.usage import Usage, merge_usage, reply_usage
-from nodes.context import Context
-from nodes.models import aresolve_model, resolve_model
-from nodes.runtime import gather_bounded
-from nodes.state import Failure
+from kgagents.core.config import ConfigurationError
+from kgagents.core.endpoints import describe_model, model_key, model_label
+from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
+from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
+from kgagents.core.usage import Usage, merge_usage, reply_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.models import aresolve_model, resolve_model
+from kgagents.nodes.runtime import gather_bounded
+from kgagents.nodes.state import Failure
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -78,7 +78,7 @@ FATAL_ERRORS: tuple[type[Exception], ...] = (ModelUnavailableError, Configuratio
 
 
 def stage_of(prompt: str | Sequence[BaseMessage]) -> str | None:
-    """The stage that names a call: the rendered template's (:class:`prompts.kgot.Prompt`), else ``None``."""
+    """The stage that names a call: the rendered template's (:class:`kgagents.prompts.kgot.Prompt`), else ``None``."""
     return getattr(prompt, "stage", None) if isinstance(prompt, str) else None
 
 

@@ -4,9 +4,9 @@ A model is given per role as a chat-model instance (Python callers, tests) or a 
 - ``provider:model`` (``openai:gpt-4o-mini``, ``anthropic:claude-sonnet-4-5``, ``ollama:qwen2.5:7b``) through
   LangChain's ``init_chat_model``;
 - a bare model name with an OpenAI-compatible ``base_url`` (vLLM, llama.cpp, LM Studio, Ollama's ``/v1``);
-- ``scripted:/path/script.json`` — the offline :class:`~kgagents.scripted.ScriptedChatModel`.
+- ``scripted:/path/script.json`` — the offline :class:`~kgagents.core.scripted.ScriptedChatModel`.
 With nothing given, the environment decides (``KGAGENTS_MODEL`` and the role overrides), then a local Ollama
-server if one answers; otherwise :class:`~kgagents.config.ConfigurationError` names the variables to set.
+server if one answers; otherwise :class:`~kgagents.core.config.ConfigurationError` names the variables to set.
 """
 
 from __future__ import annotations
@@ -21,20 +21,20 @@ from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from kgagents.config import MODEL_VARIABLES_HELP, ConfigurationError, get_settings, ollama_available
-from kgagents.endpoints import (  # noqa: F401 - re-exported for the nodes
+from kgagents.core.config import MODEL_VARIABLES_HELP, ConfigurationError, get_settings, ollama_available
+from kgagents.core.endpoints import (  # noqa: F401 - re-exported for the nodes
     describe_model,
     model_endpoint,
     model_key,
     model_label,
 )
-from kgagents.extras import require
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
+from kgagents.core.extras import require
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
 
 log = logging.getLogger(__name__)
 
-#: Providers whose LangChain integration comes with an extra (:mod:`kgagents.extras`): its module.
+#: Providers whose LangChain integration comes with an extra (:mod:`kgagents.core.extras`): its module.
 PROVIDER_MODULES = {"anthropic": "langchain_anthropic", "ollama": "langchain_ollama"}
 
 #: The providers whose chat models take a sampling seed, and the name of their parameter. OpenAI's covers every
@@ -127,7 +127,7 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
         # Our LLM layer retries with backoff itself; the SDK's own retries would hide errors from it.
         kwargs["max_retries"] = 0
         # The SDK's aiohttp backend: far less CPU per call with many calls in flight (nodes/http_client.py).
-        from nodes.http_client import async_http_client
+        from kgagents.nodes.http_client import async_http_client
 
         client = async_http_client()
         if client is not None:
@@ -152,7 +152,7 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
         require(PROVIDER_MODULES[provider], f"{provider} models")
     try:
         if provider == "openai":
-            from nodes.openai_chat import OpenAIChatModel
+            from kgagents.nodes.openai_chat import OpenAIChatModel
 
             return OpenAIChatModel(model=name, **kwargs)
         return init_chat_model(name, model_provider=provider, **kwargs)

@@ -2,8 +2,8 @@
 for several choices (``n``) in one request.
 
 Every call goes through ``ChatOpenAI`` and the OpenAI SDK as LangChain makes it (on the SDK's aiohttp backend,
-:mod:`nodes.http_client`). A direct path that posted LangChain's payload itself and skipped langchain-core's
-callback run was measured against this one side by side (``evals.bench_batch --model-path http http-sdk``, C =
+:mod:`kgagents.nodes.http_client`). A direct path that posted LangChain's payload itself and skipped langchain-core's
+callback run was measured against this one side by side (``kgagents.evals.bench_batch --model-path http http-sdk``, C =
 64, three runs of six repetitions on the 2-core machine): the SDK path's throughput was 83–99 % of it, median
 90.5 % — within 10 %, too little for fifteen private symbols of four libraries; it was removed (docs/evals.md,
 "Benchmark").

@@ -8,7 +8,7 @@ and a ranker, selected and fed by the agent's action.
   within its type); the ego-graph of each along the useful relations (radius ≤ 2); the intersection of the
   ego-graphs when there are several; then either the *documents* of the entities reached, ranked by VSS
   (STaRK), or the verbalised *reasoning paths* ``{e} → {r} → … → {n}`` from the topic entities to them, ranked
-  by VSS (CRAG). For CRAG's knowledge graphs, reachable only through its API, :mod:`nodes.crag_paths` gives
+  by VSS (CRAG). For CRAG's knowledge graphs, reachable only through its API, :mod:`kgagents.nodes.crag_paths` gives
   the same paths.
 
 Every retrieval says what happened (entities not found, relations unknown, ego-graphs without an
@@ -22,8 +22,8 @@ from typing import Any, Literal, TypedDict
 
 import numpy as np
 
-from tools.pgraph import StaticKG
-from tools.pgraph.vectors import resolve_embedder
+from kgagents.tools.pgraph import StaticKG
+from kgagents.tools.pgraph.vectors import resolve_embedder
 
 
 class Reference(TypedDict):
@@ -151,7 +151,7 @@ def document_retrieval(graph: StaticKG, question: str, k: int, *, types: Sequenc
                        embedder: Any = None, max_chars: int = 2000, kind: str | None = None,
                        vector: Any = None) -> Retrieval:
     """Dense retrieval over the nodes' documents (the text module of a knowledge base with documents);
-    ``kind`` and ``vector`` as :meth:`~tools.pgraph.StaticKG.nearest_nodes` takes them."""
+    ``kind`` and ``vector`` as :meth:`~kgagents.tools.pgraph.StaticKG.nearest_nodes` takes them."""
     hits = graph.nearest_nodes(question, k, field="text", types=types or None, embedder=embedder, kind=kind,
                                vector=vector)
     refs = [Reference(id=i, text=f"{graph.display_name(i)}: {graph.node_text(i, max_chars=max_chars)}", score=s,

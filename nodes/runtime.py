@@ -15,14 +15,14 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from kgagents.config import get_settings
-from kgagents.tempdirs import process_dir
-from nodes.context import Context
-from nodes.models import aresolve_model, resolve_model
-from tools.kg.base import KGSnapshot, KGStore, empty_snapshot
-from tools.kg.stores import open_store, opens_without_io, release_run
-from tools.manager import ToolEnv
-from tools.sandbox import DiskQuota, SandboxLimits, isolation_known, isolation_status, prepare_work_dir
+from kgagents.core.config import get_settings
+from kgagents.core.tempdirs import process_dir
+from kgagents.nodes.context import Context
+from kgagents.nodes.models import aresolve_model, resolve_model
+from kgagents.tools.kg.base import KGSnapshot, KGStore, empty_snapshot
+from kgagents.tools.kg.stores import open_store, opens_without_io, release_run
+from kgagents.tools.manager import ToolEnv
+from kgagents.tools.sandbox import DiskQuota, SandboxLimits, isolation_known, isolation_status, prepare_work_dir
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
@@ -83,7 +83,7 @@ def for_run(config: RunnableConfig | None, state: Any) -> RunnableConfig | None:
 def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:
     """The run's own work directory: ``Context.work_dir``, else one per thread under the runs directory; a run
     without a checkpointer works in this process's temporary folder (``<kgagents-proc-…>/runs/<run key>``,
-    kept while the process lives and removed when it exits: see :mod:`kgagents.tempdirs`)."""
+    kept while the process lives and removed when it exits: see :mod:`kgagents.core.tempdirs`)."""
     if ctx.work_dir:
         path = Path(ctx.work_dir)
     else:
@@ -197,7 +197,7 @@ def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | No
 
 async def atool_env(ctx: Context, work_dir: Path, attachments: Sequence[str] = ()) -> ToolEnv:
     """:func:`tool_env` for a prepared work dir, on an event loop: the tools' model is resolved without
-    blocking it (:func:`~nodes.models.aresolve_model`); the task's ``attachments`` are, with the work dir, the
+    blocking it (:func:`~kgagents.nodes.models.aresolve_model`); the task's ``attachments`` are, with the work dir, the
     only local files the file tools may read."""
     try:
         llm = await aresolve_model(ctx, "tools", temperature=ctx.tools_temperature)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
-from kgagents.usage import Usage, merge_usage
-from tools.kg.base import KGSnapshot
+from kgagents.core.usage import Usage, merge_usage
+from kgagents.tools.kg.base import KGSnapshot
 
 __all__ = ["NO_SOLUTION", "Failure", "KGSnapshot", "Usage", "UsageState", "append", "every_call_failed",
            "failure_summary", "merge_usage"]

@@ -1,10 +1,10 @@
 """Nodes of the surfer agent: a ReAct loop (think → browse → think ...) over the web tools of
-:mod:`tools.web.tools`, bounded by a number of steps, ending with findings and their sources.
+:mod:`kgagents.tools.web.tools`, bounded by a number of steps, ending with findings and their sources.
 
 The browser's state (page, viewport, find position) lives in the graph state as a plain dict, so every step is
 checkpointed and two runs never share a browser. The tools' environment (settings, the tools' model, limits)
 comes from the caller through ``config["configurable"][TOOL_ENV_KEY]`` (the ``ask_search_agent`` tool passes
-its own); a run started alone (Studio, tests) builds one from the run's :class:`~nodes.context.Context`.
+its own); a run started alone (Studio, tests) builds one from the run's :class:`~kgagents.nodes.context.Context`.
 """
 
 from __future__ import annotations
@@ -29,19 +29,19 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kgagents.config import ConfigurationError
-from kgagents.retry import ModelUnavailableError
-from kgagents.usage import Usage, merge_usage, subtract_usage
-from nodes.context import Context
-from nodes.llm import LLMCaller
-from nodes.runtime import EPHEMERAL, context_of, thread_id_of, tool_env, work_dir_for
-from prompts import surfer as P
-from prompts.kgot import render
-from tools.base import run_tool_with_retry
-from tools.manager import ToolEnv
-from tools.web.browser import TextBrowser
-from tools.web.http import limits_of
-from tools.web.tools import make_surfer_tools
+from kgagents.core.config import ConfigurationError
+from kgagents.core.retry import ModelUnavailableError
+from kgagents.core.usage import Usage, merge_usage, subtract_usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller
+from kgagents.nodes.runtime import EPHEMERAL, context_of, thread_id_of, tool_env, work_dir_for
+from kgagents.prompts import surfer as P
+from kgagents.prompts.kgot import render
+from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.manager import ToolEnv
+from kgagents.tools.web.browser import TextBrowser
+from kgagents.tools.web.http import limits_of
+from kgagents.tools.web.tools import make_surfer_tools
 
 #: Where a caller puts its :class:`ToolEnv` in ``config["configurable"]`` (objects are never checkpointed).
 TOOL_ENV_KEY = "kgagents_tool_env"

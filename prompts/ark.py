@@ -1,4 +1,4 @@
-"""Prompt templates of the ARK-V1 workflow (paper §III, Figure 1), filled with :func:`prompts.kgot.render`.
+"""Prompt templates of the ARK-V1 workflow (paper §III, Figure 1), filled with :func:`kgagents.prompts.kgot.render`.
 
 The message context of one reasoning step grows as the figure's steps add to it: the system prompt and the
 question (step 1), then the summary of the previous steps (step 10), then each stage's instruction and the model's
@@ -9,7 +9,7 @@ model reads.
 
 from __future__ import annotations
 
-from prompts.kgot import placeholders, render
+from kgagents.prompts.kgot import placeholders, render
 
 __all__ = [
            "ANCHOR_NOT_HEAD",

@@ -2,14 +2,14 @@
 GraphRAG over KGoT's tool outputs, and KGoT's loop with no knowledge graph.
 
 Zero-shot, simple RAG and GraphRAG end their reply with ``FINAL ANSWER: ...`` formatted by the same rules as
-KGoT's parser (:data:`prompts.kgot.FORMATTERS`), so that a report compares like with like. The "no KG" baseline
+KGoT's parser (:data:`kgagents.prompts.kgot.FORMATTERS`), so that a report compares like with like. The "no KG" baseline
 goes through KGoT's own tool executor, math step and solution parser; its own prompts are the vote and the
 solution, which read the tool outputs where KGoT reads its knowledge graph.
 """
 
 from __future__ import annotations
 
-from prompts.kgot import FORMATTERS, placeholders, render
+from kgagents.prompts.kgot import FORMATTERS, placeholders, render
 
 __all__ = ["FINAL_ANSWER_MARK", "FORMATTERS", "GRAPHRAG_ANSWER", "GRAPHRAG_EXTRACT", "NOKG_FORCED_SOLUTION",
            "NOKG_NEXT_STEP", "NOKG_SOLUTION", "RAG_ANSWER", "ZERO_SHOT", "placeholders", "render"]

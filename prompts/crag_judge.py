@@ -1,4 +1,4 @@
-"""The LLM judge of CRAG's local evaluation (Meta's Comprehensive RAG benchmark), used by :mod:`evals.crag`.
+"""The LLM judge of CRAG's local evaluation (Meta's Comprehensive RAG benchmark), used by :mod:`kgagents.evals.crag`.
 
 Provenance: the instructions are CRAG's ``INSTRUCTIONS`` and the in-context examples its
 ``IN_CONTEXT_EXAMPLES`` (facebookresearch/CRAG ``prompts/templates.py`` @ ``ad1518887dd4``, CC BY-NC 4.0:
@@ -8,7 +8,7 @@ non-commercial use, with attribution); the 35 examples are read from
 ``Output: {"score": N, "explanation": "..."}``). As in CRAG,
 the instructions and examples are the system message and each (question, ground truth, prediction) the user
 message, in CRAG's exact format; the system message adds only XML-like section tags around CRAG's text. The
-judge's calls are named ``crag judge`` by their metadata (:class:`~prompts.kgot.Template`), not by any text.
+judge's calls are named ``crag judge`` by their metadata (:class:`~kgagents.prompts.kgot.Template`), not by any text.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prompts.kgot import Template, render
+from kgagents.prompts.kgot import Template, render
 
 __all__ = ["EXAMPLE", "INSTRUCTIONS", "SYSTEM", "USER", "judge_system", "judge_user", "render_examples"]
 

@@ -6,7 +6,7 @@ Written for this project from each domain's schema (node types, features and nei
 ``graph.json`` files have them). The examples' entities, ids and values are made up: they belong to no GRBench
 question, so no evaluated question is shown to the model. Each domain's examples cover a feature lookup, a
 neighbour list turned into names, a degree, and one two-hop question; the observations are written exactly as
-:mod:`tools.graph_functions` writes them, and the actions in Graph-CoT's text protocol (``Function[args]``).
+:mod:`kgagents.tools.graph_functions` writes them, and the actions in Graph-CoT's text protocol (``Function[args]``).
 
 ``generic`` is for graphs that are not GRBench's: two academic examples and no definition (the definition is then
 written from the graph's schema).

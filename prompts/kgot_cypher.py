@@ -3,7 +3,7 @@
 The write guide carries the paper's ingestion rules for Cypher (appendix C.2, "Create Cypher for data
 ingestion": combine operations with WITH clauses, group related queries, omit RETURN statements, omit ID usage,
 merge existing nodes, relationships between entities only, escape characters). What differs between servers is
-the dialect (:class:`tools.kg.cypher_dialects.CypherDialect`, the store's ``dialect``): Neo4j gets the whole language the
+the dialect (:class:`kgagents.tools.kg.cypher_dialects.CypherDialect`, the store's ``dialect``): Neo4j gets the whole language the
 paper's prompts allow ("You can use ALL Cypher/Neo4j functionalities": subqueries, ``CALL {}``, APOC functions
 where installed), ArcadeDB and FalkorDB the parts they have. Procedure calls stay out everywhere: on a shared Bolt
 database they could reach past the run's own KG (see docs/backends.md).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from prompts.kgot import LANGUAGES, QueryLanguage
+from kgagents.prompts.kgot import LANGUAGES, QueryLanguage
 
 WRITE_RULES = """Write Cypher queries that add the new information to the graph database.
 - Give one or more queries separated by `;`. Each query runs on its own and, if it fails, is fixed and run again

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prompts.kgot import LANGUAGES, QueryLanguage
+from kgagents.prompts.kgot import LANGUAGES, QueryLanguage
 
 SPARQL = QueryLanguage(
     name="SPARQL 1.1",

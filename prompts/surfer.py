@@ -1,6 +1,6 @@
 """Prompt templates of the surfer agent (the web-research subgraph behind ``ask_search_agent``).
 
-Templates are ``str.format`` strings with named placeholders, filled with :func:`prompts.kgot.render`, which
+Templates are ``str.format`` strings with named placeholders, filled with :func:`kgagents.prompts.kgot.render`, which
 fails on a missing or unexpected placeholder.
 """
 

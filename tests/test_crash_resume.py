@@ -32,8 +32,8 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from kgagents.cli import main
-from kgagents.runs import RunRegistry, open_checkpointer
-from kgagents.workflows import thread_state
+from kgagents.core.runs import RunRegistry, open_checkpointer
+from kgagents.graphs.workflows import thread_state
 from tests.crashpoint import counting_checkpoints, kill_point
 from tests.postgres import PASSWORD
 
@@ -134,9 +134,9 @@ def _ark(folder: Path, shared: Path, thread: str) -> list[str]:
 
 
 def _grounded(folder: Path, shared: Path, thread: str) -> list[str]:
-    from evals.grbench import fixture_graph, fixture_questions
-    from kgagents.cli_grounded import gold_path_steps
-    from tools.pgraph import open_graph
+    from kgagents.evals.grbench import fixture_graph, fixture_questions
+    from kgagents.cli.grounded import gold_path_steps
+    from kgagents.tools.pgraph import open_graph
 
     row = next(r for r in fixture_questions("dblp") if r["qid"] == "0")
     source = fixture_graph("dblp")
@@ -273,8 +273,8 @@ def test_sigkill_at_a_random_superstep_then_resume(name: str, store: str, seed: 
     stored = asyncio.run(_stored_checkpoints(url or runs / "checkpoints.sqlite", thread))
     assert stored == reference.checkpoints, f"{stored} checkpoints, not {reference.checkpoints} ({point})"
     if name == "kgot-sparql":  # the database holds the final KG, each write applied once
-        from tools.kg.stores import open_store
-        from tools.sandbox import SandboxLimits
+        from kgagents.tools.kg.stores import open_store
+        from kgagents.tools.sandbox import SandboxLimits
 
         database = open_store("sparql", snapshot=None, work_dir=tmp_path / "work", thread_id=thread,
                               limits=SandboxLimits(), url=f"oxigraph:{tmp_path / 'oxigraph'}", sync=False)
@@ -349,9 +349,9 @@ def test_resume_after_the_results_of_a_superstep_before_its_checkpoint(
 
 
 async def test_an_evaluation_resumes_an_item_left_in_that_window(tmp_path: Path) -> None:
-    from evals.runner import RESULTS_FILE, EvalOptions, evaluate, read_results, thread_id_for
-    from kgagents.scripted import ScriptedChatModel
-    from nodes.context import Context
+    from kgagents.evals.runner import RESULTS_FILE, EvalOptions, evaluate, read_results, thread_id_for
+    from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.nodes.context import Context
     from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
 
     def options() -> EvalOptions:

@@ -13,15 +13,15 @@ import pytest
 from pydantic import BaseModel
 
 from kgagents.cli import main
-from kgagents.config import ConfigurationError
-from kgagents.retry import ModelUnavailableError, is_unreachable
-from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError
-from nodes.models import build_chat_model
+from kgagents.core.config import ConfigurationError
+from kgagents.core.retry import ModelUnavailableError, is_unreachable
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError
+from kgagents.nodes.models import build_chat_model
 from tests.fakes import closed_port, isolate_model_env
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
-from tools.base import run_tool_with_retry
-from tools.manager import ToolEnv
+from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.manager import ToolEnv
 
 
 @pytest.fixture(autouse=True)
@@ -143,7 +143,7 @@ def test_doctor_checks_the_endpoint_the_key_and_the_pieces(openai_server: FakeOp
 
 
 def test_what_a_run_cannot_do_is_said_at_its_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kgagents.preflight import run_limits
+    from kgagents.cli.preflight import run_limits
 
     [note] = run_limits("kgot", {})
     assert note.startswith("web search is off: no SERPAPI_API_KEY")

@@ -18,7 +18,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from kgagents.extras import EXTRAS, MissingExtra, extra_of, install_hint, missing_extras, require
+from kgagents.core.extras import EXTRAS, MissingExtra, extra_of, install_hint, missing_extras, require
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -115,7 +115,7 @@ def test_a_backend_without_its_extra_is_refused_before_the_run(monkeypatch, caps
 
 
 def test_the_neo4j_backend_needs_no_extra_with_a_server_of_its_own(monkeypatch):
-    from tools.kg.stores import check_backend
+    from kgagents.tools.kg.stores import check_backend
 
     monkeypatch.setitem(sys.modules, "arcadedb_embedded", None)
     check_backend("neo4j", "bolt://db.example:7687")
@@ -127,7 +127,7 @@ def test_the_neo4j_backend_needs_no_extra_with_a_server_of_its_own(monkeypatch):
     ("anthropic:claude-sonnet-4-5", "langchain_anthropic", "anthropic"),
     ("ollama:qwen2.5:7b", "langchain_ollama", "ollama")])
 def test_a_provider_without_its_extra_names_it(monkeypatch, spec, module, extra):
-    from nodes.models import build_chat_model
+    from kgagents.nodes.models import build_chat_model
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     monkeypatch.setitem(sys.modules, module, None)
@@ -136,7 +136,7 @@ def test_a_provider_without_its_extra_names_it(monkeypatch, spec, module, extra)
 
 
 def test_tools_without_their_extra_are_unavailable_and_say_which(monkeypatch):
-    from tools.manager import tool_statuses
+    from kgagents.tools.manager import tool_statuses
 
     monkeypatch.setitem(sys.modules, "PIL", None)
     [status] = tool_statuses(names=["image_inspector"])
@@ -149,7 +149,7 @@ def test_a_pdf_without_the_files_extra_says_so(monkeypatch):
     from markitdown import MissingDependencyException
     from markitdown.converters import PdfConverter
 
-    from tools.files.convert import ConversionError, convert_bytes
+    from kgagents.tools.files.convert import ConversionError, convert_bytes
 
     def missing(self, *args, **kwargs):
         raise MissingDependencyException("PdfConverter recognized the input as a potential .pdf file, "
@@ -161,7 +161,7 @@ def test_a_pdf_without_the_files_extra_says_so(monkeypatch):
 
 
 def test_a_report_without_the_eval_extra_has_no_plots_and_says_why(monkeypatch, tmp_path):
-    from evals.report import build_report
+    from kgagents.evals.report import build_report
 
     out = tmp_path / "run"
     out.mkdir()
@@ -176,9 +176,9 @@ def test_a_report_without_the_eval_extra_has_no_plots_and_says_why(monkeypatch, 
 def test_gaias_parquet_and_postgres_checkpoints_and_dask_name_their_extras(monkeypatch, tmp_path):
     import asyncio
 
-    from evals.checkpointer import open_checkpointer
-    from evals.datasets import load_dataset
-    from evals.distributed import local_cluster
+    from kgagents.evals.checkpointer import open_checkpointer
+    from kgagents.evals.datasets import load_dataset
+    from kgagents.evals.distributed import local_cluster
 
     (tmp_path / "2023" / "validation").mkdir(parents=True)
     (tmp_path / "2023" / "validation" / "metadata.parquet").write_bytes(b"PAR1")

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import kgot
+from kgagents.graphs import kgot
 from kgagents.cli import main
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
-from nodes.kgot import NO_SOLUTION
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import NO_SOLUTION
 from tests import kgot_script as S
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer, FaultPolicy, script_responder
@@ -131,7 +131,7 @@ def test_the_paper_preset_runs_the_controller_at_0_and_the_tools_at_0_5(fault_se
 
 
 def test_the_kgot_papers_baselines_and_fusion_take_kgots_presets() -> None:
-    from kgagents.workflows import preset
+    from kgagents.graphs.workflows import preset
 
     paper = preset("kgot", "paper")
     assert paper == {"temperature": 0.0, "tools_temperature": 0.5, "samples_in_one_request": False}

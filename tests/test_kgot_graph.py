@@ -7,10 +7,10 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.kgot import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
-from nodes.kgot import NO_SOLUTION
+from kgagents.graphs.kgot import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import NO_SOLUTION
 from tests import kgot_script as S
 
 QUESTION = "The array [42, 23, 2, 88, 37, 15] is in a script. Sort it and add the third and fifth values."
@@ -331,7 +331,7 @@ async def test_repeated_tool_call_is_served_from_the_run_cache(tmp_path):
 async def test_failing_tool_is_retried_and_reported_without_ending_the_run(tmp_path, monkeypatch):
     from langchain_core.tools import tool
 
-    from tools.manager import register_tool, unregister_tool
+    from kgagents.tools.manager import register_tool, unregister_tool
 
     calls = {"n": 0}
 

@@ -1,5 +1,5 @@
-"""Structured output without LangChain's include_raw chain (nodes.llm.DirectStructured), and the chat models'
-HTTP client (nodes.http_client): the same requests, replies, parse errors and API errors as before, less CPU."""
+"""Structured output without LangChain's include_raw chain (kgagents.nodes.llm.DirectStructured), and the chat models'
+HTTP client (kgagents.nodes.http_client): the same requests, replies, parse errors and API errors as before, less CPU."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-from kgagents.retry import is_transient
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
-from nodes.http_client import LoopLocalAioHttpClient, LoopLocalTransport
-from nodes.llm import DirectStructured, LLMCaller, StructuredOutputError, structured_runnable
-from nodes.models import build_chat_model
+from kgagents.core.retry import is_transient
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
+from kgagents.nodes.http_client import LoopLocalAioHttpClient, LoopLocalTransport
+from kgagents.nodes.llm import DirectStructured, LLMCaller, StructuredOutputError, structured_runnable
+from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
 from tests.fakes.openai_server import FakeOpenAIServer, Step, openai_server  # noqa: F401 - fixture
 

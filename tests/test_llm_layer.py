@@ -1,4 +1,4 @@
-"""The LLM layer (nodes.llm.LLMCaller) with the real langchain-openai client against a scripted fake server.
+"""The LLM layer (kgagents.nodes.llm.LLMCaller) with the real langchain-openai client against a scripted fake server.
 
 Covers structured output with parse-retry, API retries with backoff (500, 429 + Retry-After, timeouts, bodies
 cut short or not JSON), non-transient errors, faults that leave no way forward (a rejected key, an unknown
@@ -22,12 +22,12 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
-import kgagents.usage as usage_mod
-from kgagents.retry import is_transient, retry_after_s
-from kgagents.usage import register_price
-from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError, ModelUnavailableError, StructuredOutputError
-from nodes.models import build_chat_model
+import kgagents.core.usage as usage_mod
+from kgagents.core.retry import is_transient, retry_after_s
+from kgagents.core.usage import register_price
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError, ModelUnavailableError, StructuredOutputError
+from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
 from tests.fakes.openai_server import (  # noqa: F401 - fixture
     FAULT_KINDS,
@@ -582,7 +582,7 @@ async def test_usage_survives_sqlite_checkpoints(openai_server: FakeOpenAIServer
     from langgraph.graph import END, START, StateGraph
     from langgraph.runtime import Runtime
 
-    from nodes.state import UsageState
+    from kgagents.nodes.state import UsageState
 
     class State(UsageState, total=False):
         question: str

@@ -1,4 +1,4 @@
-"""The samples of one decision (nodes.llm.LLMCaller.structured_samples): as the ``n`` choices of one request on an
+"""The samples of one decision (kgagents.nodes.llm.LLMCaller.structured_samples): as the ``n`` choices of one request on an
 OpenAI-compatible server, each choice parsed and re-asked on its own; one request per sample elsewhere, when
 switched off, or when the server rejects ``n``."""
 
@@ -13,12 +13,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from pydantic import BaseModel
 
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError, StructuredOutputError
-from nodes.models import build_chat_model
-from nodes import openai_chat
-from nodes.openai_chat import OpenAIChatModel
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError, StructuredOutputError
+from kgagents.nodes.models import build_chat_model
+from kgagents.nodes import openai_chat
+from kgagents.nodes.openai_chat import OpenAIChatModel
 from tests.fakes import isolate_model_env
 from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
 

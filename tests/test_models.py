@@ -13,11 +13,11 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_ollama import ChatOllama
 from langchain_openai import ChatOpenAI
 
-from kgagents.config import ROLES, ConfigurationError, get_settings, ollama_url
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
-from nodes.llm import LLMCaller, LLMError
-from nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
+from kgagents.core.config import ROLES, ConfigurationError, get_settings, ollama_url
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError
+from kgagents.nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
 from tests.fakes import closed_port, isolate_model_env
 from tests.fakes.ollama_server import FakeOllamaServer, ollama_server  # noqa: F401 - fixture
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -119,10 +119,10 @@ def test_nothing_configured_names_the_variables() -> None:
 
 
 def test_dotenv_in_the_working_directory_is_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import kgagents.config
+    import kgagents.core.config
 
     monkeypatch.delenv("KGAGENTS_NO_DOTENV")
-    monkeypatch.setattr(kgagents.config, "_dotenv_loaded", False)  # read once per process: once more here
+    monkeypatch.setattr(kgagents.core.config, "_dotenv_loaded", False)  # read once per process: once more here
     monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", "openai:from-environment")
     (tmp_path / ".env").write_text("KGAGENTS_MODEL=openai:from-dotenv\nKGAGENTS_TOOLS_MODEL=openai:from-dotenv\n")
     monkeypatch.setattr(os, "environ", dict(os.environ))  # load_dotenv writes here; keep it to this test
@@ -270,7 +270,7 @@ async def test_the_context_seed_reaches_providers_that_take_one(monkeypatch: pyt
     assert isinstance(build_chat_model("ollama:qwen2.5:7b", seed=3), ChatOllama)
     assert build_chat_model("ollama:qwen2.5:7b", seed=3).seed == 3  # type: ignore[attr-defined]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    with caplog.at_level("WARNING", logger="nodes.models"):
+    with caplog.at_level("WARNING", logger="kgagents.nodes.models"):
         build_chat_model("anthropic:claude-sonnet-4-5", seed=3)   # no seed parameter: built without, and said
     assert "'anthropic' takes no sampling seed" in caplog.text
 
@@ -352,19 +352,19 @@ async def test_a_node_finds_the_local_ollama_off_the_event_loop_once(monkeypatch
                                                                     ollama_server: FakeOllamaServer) -> None:
     import threading
 
-    import kgagents.config
-    import nodes.models
+    import kgagents.core.config
+    import kgagents.nodes.models
 
     monkeypatch.setenv("OLLAMA_HOST", ollama_server.url)
     ollama_server.replies.extend(["first", "second"])
     probes: list[str] = []
-    real = kgagents.config.ollama_available
+    real = kgagents.core.config.ollama_available
 
     def probe(url: str, *args, **kwargs) -> bool:
         probes.append(threading.current_thread().name)
         return real(url, *args, **kwargs)
 
-    monkeypatch.setattr(nodes.models, "ollama_available", probe)
+    monkeypatch.setattr(kgagents.nodes.models, "ollama_available", probe)
     llm = LLMCaller(Context(), "graph_executor")  # resolves nothing yet
     assert probes == []
     assert await llm.text("hi") == "first"
@@ -399,7 +399,7 @@ def test_settings_are_read_again_when_a_variable_they_read_changes(monkeypatch: 
 
 
 def test_openai_compatible_models_are_the_openai_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nodes.openai_chat import OpenAIChatModel
+    from kgagents.nodes.openai_chat import OpenAIChatModel
 
     model = build_chat_model("openai:gpt-4o-mini", base_url="http://127.0.0.1:1/v1", temperature=0.1, timeout_s=3.0,
                              seed=5)

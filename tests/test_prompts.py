@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from prompts import kgot as P
-from prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL languages)
+from kgagents.prompts import kgot as P
+from kgagents.prompts import kgot_cypher, kgot_sparql  # noqa: F401  (register the Cypher and SPARQL languages)
 
 EXPECTED = {
     "NEXT_STEP": {"problem", "existing_data", "tool_calls_made", "solve_operation", "solve_guide",
@@ -75,16 +75,16 @@ def test_next_step_asks_each_mode_for_its_solve_operation():
 
 def test_no_prompt_holds_text_for_a_scripted_model():
     """A prompt holds only what the model should read: the stage that names a call is its metadata
-    (:class:`prompts.kgot.Template`), never a line of the text."""
+    (:class:`kgagents.prompts.kgot.Template`), never a line of the text."""
     import importlib
     import pkgutil
 
-    import prompts
-    from prompts.kgot import Template
+    import kgagents.prompts
+    from kgagents.prompts.kgot import Template
 
     staged = 0
-    for info in pkgutil.iter_modules(prompts.__path__):
-        module = importlib.import_module(f"prompts.{info.name}")
+    for info in pkgutil.iter_modules(kgagents.prompts.__path__):
+        module = importlib.import_module(f"kgagents.prompts.{info.name}")
         for name, value in vars(module).items():
             if isinstance(value, str) and not name.startswith("__"):
                 assert "[stage" not in value and not value.startswith("[reasoning step"), f"{info.name}.{name}"
@@ -95,10 +95,10 @@ def test_no_prompt_holds_text_for_a_scripted_model():
 async def test_a_calls_stage_travels_as_metadata_and_never_in_the_request(monkeypatch):
     """Through the real OpenAI client: the request holds the prompt only; its stage goes as a header only when a
     scripted test server asks for it (KGAGENTS_STAGE_HEADER), and a scripted model reads it from the metadata."""
-    from kgagents.scripted import ScriptedChatModel
-    from nodes.context import Context
-    from nodes.llm import LLMCaller
-    from prompts.kgot import Template, render
+    from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.nodes.context import Context
+    from kgagents.nodes.llm import LLMCaller
+    from kgagents.prompts.kgot import Template, render
     from tests.fakes.openai_server import FakeOpenAIServer
 
     template = Template("probe, step {n}", "Say hi, {who}.")

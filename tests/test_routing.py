@@ -12,8 +12,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite, Send
 
-from graphs import kgot
-from graphs.routing import add_routed_node, destinations_of, state_after
+from kgagents.graphs import kgot
+from kgagents.graphs.routing import add_routed_node, destinations_of, state_after
 
 
 class State(TypedDict, total=False):

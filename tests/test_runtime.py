@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-import nodes.runtime as rt
-import tools.sandbox as sb
-from graphs.kgot import build
-from nodes.context import Context
-from tools.kg.stores import backend_names, opens_without_io
+import kgagents.nodes.runtime as rt
+import kgagents.tools.sandbox as sb
+from kgagents.graphs.kgot import build
+from kgagents.nodes.context import Context
+from kgagents.tools.kg.stores import backend_names, opens_without_io
 
 
 async def test_samples_run_concurrently_in_order():
@@ -111,7 +111,7 @@ async def test_sandboxes_and_the_networkx_kg_open_on_the_loop_without_touching_f
 
 @pytest.mark.skipif(sb.isolation_status()[0] != "bwrap", reason="no bubblewrap here")
 async def test_the_context_sets_the_disk_quota_of_the_runs_sandboxes(tmp_path):
-    from tools.python_tool import make_python_tool
+    from kgagents.tools.python_tool import make_python_tool
 
     ctx = Context(work_dir=str(tmp_path / "run"), sandbox_call_quota_mb=1, sandbox_call_quota_files=50,
                   sandbox_run_quota_mb=2, sandbox_run_quota_files=100)
@@ -153,8 +153,8 @@ def test_a_worker_process_adopts_the_probe_of_its_coordinator(monkeypatch):
 async def test_a_tool_call_builds_only_its_own_tool(tmp_path):
     from langchain_core.tools import StructuredTool
 
-    from nodes.kgot import tool_manager
-    from tools.manager import register_tool, unregister_tool
+    from kgagents.nodes.kgot import tool_manager
+    from kgagents.tools.manager import register_tool, unregister_tool
 
     built: list[str] = []
 
@@ -200,21 +200,21 @@ async def test_the_tools_model_is_built_off_the_event_loop(tmp_path, monkeypatch
     next tool call of the process finds it built and stays on the loop."""
     import threading
 
-    import nodes.models
-    from nodes.kgot import tool_manager
+    import kgagents.nodes.models
+    from kgagents.nodes.kgot import tool_manager
 
     script = tmp_path / "tools-model.json"
     script.write_text('{"name": "tools-model", "steps": []}', encoding="utf-8")
     monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", f"scripted:{script}")
-    monkeypatch.setattr(nodes.models, "_cache", {})
+    monkeypatch.setattr(kgagents.nodes.models, "_cache", {})
     threads: list[str] = []
-    real = nodes.models.resolve_model
+    real = kgagents.nodes.models.resolve_model
 
     def resolve(*args, **kwargs):
         threads.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nodes.models, "resolve_model", resolve)
+    monkeypatch.setattr(kgagents.nodes.models, "resolve_model", resolve)
     ctx = Context(work_dir=str(tmp_path / "work"), tools=[])
     config = {"configurable": {"thread_id": "tools-model"}}
     first = await tool_manager(ctx, config)
@@ -231,9 +231,9 @@ async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_pa
     own temporary folder (removed when the process exits: tests/test_tempdirs.py)."""
     import tempfile
 
-    from graphs.kgot import graph
-    from kgagents import tempdirs
-    from kgagents.scripted import ScriptedChatModel
+    from kgagents.graphs.kgot import graph
+    from kgagents.core import tempdirs
+    from kgagents.core.scripted import ScriptedChatModel
     from tests import kgot_script as S
     from tests.test_kgot_graph import QUESTION, READ_SORTED, enhance_once
 

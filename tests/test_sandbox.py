@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from kgagents.tempdirs import process_dir
-from tools import sandbox as sb
-from tools.sandbox import (
+from kgagents.core.tempdirs import process_dir
+from kgagents.tools import sandbox as sb
+from kgagents.tools.sandbox import (
     DiskQuota,
     Sandbox,
     SandboxLimits,

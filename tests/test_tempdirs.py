@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kgagents import cli, tempdirs
-from tools.sandbox import isolation_status
+from kgagents import cli
+from kgagents.core import tempdirs
+from kgagents.tools.sandbox import isolation_status
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 requires_bwrap = pytest.mark.skipif(isolation_status()[0] != "bwrap", reason="no bubblewrap here")
@@ -24,9 +25,9 @@ requires_bwrap = pytest.mark.skipif(isolation_status()[0] != "bwrap", reason="no
 #: os._exit and so skips atexit.
 RUNS = """
 import multiprocessing
-from nodes.context import Context
-from nodes.runtime import for_run, new_run_key, work_dir_for
-from tools.sandbox import Sandbox
+from kgagents.nodes.context import Context
+from kgagents.nodes.runtime import for_run, new_run_key, work_dir_for
+from kgagents.tools.sandbox import Sandbox
 
 
 def run():
@@ -63,7 +64,7 @@ def test_processes_leave_nothing_in_the_temporary_directory(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(temp_dir)) == []
     # a process that runs code in a work dir of its own and is then killed: it had nothing in the temp dir
-    script.write_text("import os\nfrom tools.sandbox import Sandbox\n"
+    script.write_text("import os\nfrom kgagents.tools.sandbox import Sandbox\n"
                       f"assert Sandbox({str(tmp_path / 'work')!r}).run_sync('result = 1').ok\nos._exit(0)\n")
     done = _run_python(script, temp_dir)
     assert done.returncode == 0, done.stderr
@@ -77,7 +78,7 @@ def test_clean_removes_what_ended_processes_left_and_nothing_else(
     monkeypatch.setattr(tempfile, "tempdir", str(temp_dir))
     # a process that was killed (os._exit: no clean-up) with a run's files, a read-only folder among them
     script = tmp_path / "killed.py"
-    script.write_text("import os\nfrom kgagents.tempdirs import process_dir\n"
+    script.write_text("import os\nfrom kgagents.core.tempdirs import process_dir\n"
                       "run = process_dir() / 'runs' / 'r1'\n(run / 'ro').mkdir(parents=True)\n"
                       "(run / 'ro' / 'out.txt').write_text('x' * 5000)\nos.chmod(run / 'ro', 0o500)\n"
                       "print(os.getpid(), flush=True)\nos._exit(0)\n")

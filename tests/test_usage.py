@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from kgagents.usage import (
+from kgagents.core.usage import (
     DEFAULT_PRICES,
     CostTotal,
     cost_of,
@@ -81,7 +81,7 @@ def test_unknown_costs_stay_unknown_in_sums_and_say_so() -> None:
 
 
 def test_kgagents_show_prints_an_unknown_cost_as_unknown() -> None:
-    from kgagents.report import format_run
+    from kgagents.cli.report import format_run
 
     usage = merge_usage(usage_entry("gpt-4o-mini", 1_000_000, 0), usage_entry("my-local-llama", 10, 20))
     text = format_run("kgot", "t1", {"question": "q", "final_answer": "a", "usage": usage})
@@ -109,9 +109,9 @@ def test_a_reply_without_usage_has_unknown_tokens_and_cost_not_zero() -> None:
 
 
 async def test_a_server_that_reports_no_usage_is_an_unknown_cost(tmp_path: Path) -> None:
-    from nodes.context import Context
-    from nodes.llm import LLMCaller
-    from nodes.models import build_chat_model
+    from kgagents.nodes.context import Context
+    from kgagents.nodes.llm import LLMCaller
+    from kgagents.nodes.models import build_chat_model
     from tests.fakes.openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer(default_usage=None) as server:
@@ -264,7 +264,7 @@ async def test_parallel_branches_add_up_in_the_state() -> None:
     """Fan-out nodes that each return their own usage delta: the reducer sums them in one superstep."""
     from langgraph.graph import END, START, StateGraph
 
-    from nodes.state import UsageState
+    from kgagents.nodes.state import UsageState
 
     class State(UsageState, total=False):
         log: Annotated[list[str], operator.add]

@@ -10,7 +10,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from kgagents.retry import ModelUnavailableError
+from kgagents.core.retry import ModelUnavailableError
 
 
 class ToolFailure(RuntimeError):

@@ -11,7 +11,7 @@ mode (:func:`relation_types`).
 - :class:`CragAPI`: ``await api.call("music_get_members", "Maroon 5")`` → the ``result`` value, or a
   :class:`CragAPIError` that says what went wrong (server down, HTTP error, malformed body, unknown function,
   wrong arguments), with bounded timeouts;
-- :class:`CragMockServer` / ``python -m tools.crag_api serve``: CRAG's endpoints served from saved calls
+- :class:`CragMockServer` / ``python -m kgagents.tools.crag_api serve``: CRAG's endpoints served from saved calls
   (``{"calls": [{"call": "api.fn(args)", "output_repr_truncated": "<repr>"}]}``, by default the 40 calls that
   ship with kgagents in ``evals/data/crag/``). A saved call answers its saved ``result`` (a cut output
   recovered as far as it parses); names match case-insensitively; a call that was not saved answers what
@@ -45,7 +45,7 @@ from typing import Any, Self
 
 import httpx
 
-from kgagents.extras import require
+from kgagents.core.extras import require
 
 ENV_VAR = "CRAG_SERVER"
 #: The domains as the API names them (Agent-G's "encyclopedia" is the API's "open").
@@ -323,7 +323,7 @@ class CragAPI:
                                f"({type(exc).__name__})", "timeout") from exc
         except httpx.HTTPError as exc:
             raise CragAPIError(f"the CRAG API at {self.url} cannot be reached ({type(exc).__name__}: {exc}); "
-                               "is the server running? (python -m tools.crag_api serve starts a local mock)",
+                               "is the server running? (python -m kgagents.tools.crag_api serve starts a local mock)",
                                "unreachable") from exc
         if response.status_code >= 400:
             raise CragAPIError(f"{name}: the CRAG API answered HTTP {response.status_code}: "
@@ -385,7 +385,7 @@ def _recovered(text: str) -> Any:
     """A saved output as a value: the whole literal, or as much of a cut one as parses. A string cut off is
     closed with "…" first, so that its beginning survives (a number cut off is dropped: its digits would
     lie)."""
-    from tools.pgraph.loaders import parse_repr
+    from kgagents.tools.pgraph.loaders import parse_repr
 
     best, best_size = None, -1
     for closer in ("", "…',", '…",'):  # the comma lets parse_repr cut right after the closed string
@@ -601,7 +601,7 @@ def _argument(text: str) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``serve`` the mock API, ``call`` a function of an API, or list the ``functions``."""
-    parser = argparse.ArgumentParser(prog="python -m tools.crag_api", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.tools.crag_api", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve CRAG's endpoints from saved calls")
     serve.add_argument("--calls", help="saved calls (default: the 40 that ship with kgagents)")

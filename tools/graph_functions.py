@@ -28,7 +28,7 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from tools.pgraph import StaticKG
+from kgagents.tools.pgraph import StaticKG
 
 FINISH = "Finish"
 #: Each function's parameters, in the order the text protocol writes them (``NeighborCheck`` is accepted too).

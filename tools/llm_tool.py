@@ -10,8 +10,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from kgagents.config import Settings
-from tools.manager import ToolEnv, ToolStatus, register_tool
+from kgagents.core.config import Settings
+from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
 
 SYSTEM = ("You answer self-contained questions from your own knowledge, precisely and briefly. If you do not "
           "know, or the question needs information you cannot have (files, recent events, web pages), say so "

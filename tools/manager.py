@@ -9,7 +9,7 @@ Adding a tool takes one line::
     register_tool(my_langchain_tool)                       # an instance, shared as it is
     register_tool(lambda env: MyTool(workdir=env.work_dir), name="my_tool", check=my_check)
 
-Workflows build their tools on the event loop (see ``nodes.runtime.run_work_dir``): a factory should only
+Workflows build their tools on the event loop (see ``kgagents.nodes.runtime.run_work_dir``): a factory should only
 construct objects and leave file, network and subprocess work to the tool's call; checks run there too and
 should be cheap (a probe that is slow the first time caches its answer, as the sandbox's does).
 """
@@ -25,12 +25,12 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
-from kgagents.config import Settings, get_settings
-from kgagents.extras import MissingExtra, installed
-from kgagents.endpoints import describe_model, model_key
-from kgagents.retry import ModelUnavailableError, cannot_be_used, retry_model_call
-from kgagents.usage import Usage, merge_usage, reply_usage
-from tools.sandbox import DiskQuota
+from kgagents.core.config import Settings, get_settings
+from kgagents.core.extras import MissingExtra, installed
+from kgagents.core.endpoints import describe_model, model_key
+from kgagents.core.retry import ModelUnavailableError, cannot_be_used, retry_model_call
+from kgagents.core.usage import Usage, merge_usage, reply_usage
+from kgagents.tools.sandbox import DiskQuota
 
 MAX_DESCRIPTION_CHARS = 1024
 
@@ -45,7 +45,7 @@ class ToolStatus:
 
     @classmethod
     def missing_extra(cls, name: str, *modules: str) -> ToolStatus | None:
-        """Unavailable, naming the extra to install, when one of ``modules`` (of :mod:`kgagents.extras`) is
+        """Unavailable, naming the extra to install, when one of ``modules`` (of :mod:`kgagents.core.extras`) is
         missing; None when all are installed."""
         for module in modules:
             if not installed(module):
@@ -76,7 +76,7 @@ class ToolEnv:
     """Workflow-specific objects (e.g. ``"context"``: the run's ``Context`` for tools that run subgraphs)."""
     attachments: tuple[str, ...] = ()
     """The task's attached files: with the work dir (and ``KGAGENTS_FILE_ROOTS``), the only local files the
-    file tools may read (``tools.files.access``)."""
+    file tools may read (``kgagents.tools.files.access``)."""
 
     def add_usage(self, delta: Usage) -> None:
         """Add the usage of a model call made by a tool (a chat reply, a transcription) to :attr:`usage`."""
@@ -121,7 +121,7 @@ class _Registration:
 _registry: dict[str, _Registration] = {}
 
 #: Modules whose import registers the built-in tools (each calls :func:`register_tool`).
-BUILTIN_TOOL_MODULES = ["tools.python_tool", "tools.llm_tool", "tools.files"]
+BUILTIN_TOOL_MODULES = ["kgagents.tools.python_tool", "kgagents.tools.llm_tool", "kgagents.tools.files"]
 _loaded = False
 
 

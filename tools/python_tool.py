@@ -10,9 +10,9 @@ from pathlib import Path
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from kgagents.config import Settings
-from tools.manager import ToolEnv, ToolStatus, register_tool
-from tools.sandbox import Sandbox, SandboxLimits, isolation_status
+from kgagents.core.config import Settings
+from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
+from kgagents.tools.sandbox import Sandbox, SandboxLimits, isolation_status
 
 
 class RunPythonCodeInput(BaseModel):

@@ -79,7 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgagents.tempdirs import process_dir, remove_tree, short_lived_prefix
+from kgagents.core.tempdirs import process_dir, remove_tree, short_lived_prefix
 
 __all__ = [
     "DiskQuota",
@@ -830,7 +830,7 @@ def _etc_args(opts: frozenset[str], fds: list[int]) -> list[str]:
 
 @functools.cache
 def _etc_dir(pid: int) -> Path:
-    """The synthetic /etc files in the folder of process ``pid``, this one (:mod:`kgagents.tempdirs`: removed
+    """The synthetic /etc files in the folder of process ``pid``, this one (:mod:`kgagents.core.tempdirs`: removed
     at exit; a forked child makes its own)."""
     path = process_dir() / "etc"
     path.mkdir(mode=0o755, exist_ok=True)

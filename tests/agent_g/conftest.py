@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.build import GraphBuilder
 
 QUESTION = "What drugs target the CYP3A4 enzyme and are used to treat strongyloidiasis?"
 

@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from evals.crag import ACCURATE, HALLUCINATION, MISSING, CragScorer
-from evals.datasets import Item
-from graphs import agent_g_baselines as B
+from kgagents.evals.crag import ACCURATE, HALLUCINATION, MISSING, CragScorer
+from kgagents.evals.datasets import Item
+from kgagents.graphs import agent_g_baselines as B
 from kgagents.cli import main
-from kgagents.scripted import ScriptedChatModel
-from nodes import agent_g_oracle as O
-from nodes.agent_g import AgentGContext
-from prompts import agent_g as P
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes import agent_g_oracle as O
+from kgagents.nodes.agent_g import AgentGContext
+from kgagents.prompts import agent_g as P
 from tests.agent_g.conftest import QUESTION, comment, decide, step, validate
 from tests.agent_g.test_baselines import run as run_baseline
 from tests.agent_g.test_graph import BOTH, run
@@ -166,8 +166,8 @@ async def test_react_with_examples_and_four_steps():
 
 
 def test_the_papers_presets_are_valid_settings():
-    from graphs.agent_g import PRESETS
-    from kgagents.workflows import preset
+    from kgagents.graphs.agent_g import PRESETS
+    from kgagents.graphs.workflows import preset
 
     for name, values in PRESETS.items():
         ctx = AgentGContext(**values)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kgagents.cli import main
-from kgagents.cli_agent_g import pages_from_files
+from kgagents.cli.agent_g import pages_from_files
 from tests.agent_g.conftest import comment, decide, step, validate
 
 

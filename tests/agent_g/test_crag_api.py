@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.fakes import closed_port
-from tools.crag_api import (
+from kgagents.tools.crag_api import (
     FUNCTIONS,
     CragAPI,
     CragAPIError,
@@ -24,7 +24,7 @@ from tools.crag_api import (
     load_calls,
     relation_types,
 )
-from tools.pgraph.loaders import parse_repr
+from kgagents.tools.pgraph.loaders import parse_repr
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +208,7 @@ def test_serve_by_hand_then_call_and_list(tmp_path):
     calls = tmp_path / "calls.json"
     calls.write_text(json.dumps({"calls": [{"call": 'api.music_get_members("The Band")',
                                             "output": "{'result': ['Robbie Robertson', 'Levon Helm']}"}]}))
-    module = [sys.executable, "-m", "tools.crag_api"]
+    module = [sys.executable, "-m", "kgagents.tools.crag_api"]
     server = subprocess.Popen([*module, "serve", "--calls", str(calls), "--port", str(port)],
                               stderr=subprocess.PIPE, text=True)
     try:

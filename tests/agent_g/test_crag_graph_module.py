@@ -8,13 +8,13 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.agent_g import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.agent_g import AgentGContext
-from nodes.crag_paths import column_table, crag_graph_retrieval, entity_kinds, value_of, verbalise
+from kgagents.graphs.agent_g import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.agent_g import AgentGContext
+from kgagents.nodes.crag_paths import column_table, crag_graph_retrieval, entity_kinds, value_of, verbalise
 from tests.agent_g.conftest import comment, decide, step, validate
 from tests.fakes import closed_port
-from tools.crag_api import CragMockServer, default_calls_file
+from kgagents.tools.crag_api import CragMockServer, default_calls_file
 
 MEMBERS = ["Adam Levine", "James Valentine", "Jesse Carmichael", "Matt Flynn", "Mickey Madden", "PJ Morton",
            "Ryan Dusick"]

@@ -8,19 +8,19 @@ import json
 
 import pytest
 
-from evals.crag import ACCURATE, HALLUCINATION, MISSING, parse_paper_judgement
-from evals.datasets import Item, load_plugins
-from evals.scorers import make_scorer
-from graphs import agent_g_baselines as B
+from kgagents.evals.crag import ACCURATE, HALLUCINATION, MISSING, parse_paper_judgement
+from kgagents.evals.datasets import Item, load_plugins
+from kgagents.evals.scorers import make_scorer
+from kgagents.graphs import agent_g_baselines as B
 from kgagents.cli import main
-from kgagents.scripted import ScriptedChatModel
-from nodes.agent_g import AgentGContext, _match_error, references_text
-from nodes.retriever_bank import Reference, Retrieval
-from prompts import agent_g as P
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.agent_g import AgentGContext, _match_error, references_text
+from kgagents.nodes.retriever_bank import Reference, Retrieval
+from kgagents.prompts import agent_g as P
 from tests.agent_g.conftest import comment, decide, step, validate
 from tests.agent_g.test_baselines import run as run_baseline
 from tests.agent_g.test_graph import run
-from tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.build import GraphBuilder
 
 load_plugins()
 
@@ -54,7 +54,7 @@ async def test_the_papers_three_way_evaluator():
 
 
 def test_eval_with_the_papers_evaluator(tmp_path, capsys):
-    from tools.crag_api import CragMockServer
+    from kgagents.tools.crag_api import CragMockServer
 
     agent = tmp_path / "agent.json"
     agent.write_text(json.dumps({"steps": [decide(1, source="text documents", domain="encyclopedia", times=0),
@@ -79,7 +79,7 @@ def test_eval_with_the_papers_evaluator(tmp_path, capsys):
 
 
 def test_a_scorer_of_its_own_gets_a_results_folder_of_its_own():
-    from kgagents.cli_eval import default_out_name
+    from kgagents.cli.eval import default_out_name
 
     assert default_out_name("agent-g", "crag", "all", None) == "agent-g-crag-all"
     assert default_out_name("agent-g", "crag", "all", None, "agent-g-paper") == "agent-g-crag-all-agent-g-paper"

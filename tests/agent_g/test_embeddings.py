@@ -10,12 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from nodes.agent_g import AgentGContext, default_error
+from kgagents.nodes.agent_g import AgentGContext, default_error
 from tests.agent_g.conftest import QUESTION, comment, decide, validate
 from tests.agent_g.test_graph import run
 from tests.fakes.openai_server import FakeOpenAIServer, fake_embedding
-from tools.pgraph import open_graph
-from tools.pgraph.embeddings import OpenAIEmbedder
+from kgagents.tools.pgraph import open_graph
+from kgagents.tools.pgraph.embeddings import OpenAIEmbedder
 
 ADA = "openai:text-embedding-ada-002"
 
@@ -94,7 +94,7 @@ async def test_starks_released_embeddings_instead_of_embedding_again(stark_root,
 @pytest.fixture()
 def own_instances():
     """Graphs opened afresh (a test that changes an instance's index threshold leaves others alone)."""
-    from tools.pgraph.registry import forget_open_graphs
+    from kgagents.tools.pgraph.registry import forget_open_graphs
 
     forget_open_graphs()
     yield

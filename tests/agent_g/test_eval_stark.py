@@ -66,7 +66,7 @@ def test_eval_agent_g_and_text_rag_on_stark(tmp_path, capsys):
 
 
 def test_ranked_of():
-    from evals.stark import ranked_of
+    from kgagents.evals.stark import ranked_of
 
     assert ranked_of('["3", 4]', {}) == ["3", "4"] and ranked_of("7", {}) == ["7"]
     assert ranked_of(["3", 4], {}) == ["3", "4"]

@@ -4,8 +4,8 @@ falls back to the text module, a failed generator says "I don't know", a failed 
 
 from __future__ import annotations
 
-from graphs import agent_g
-from nodes.agent_g import AgentGContext
+from kgagents.graphs import agent_g
+from kgagents.nodes.agent_g import AgentGContext
 from tests.agent_g.conftest import comment, decide, step, validate
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -9,11 +9,11 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import agent_g as agent_g_graph
-from graphs.agent_g import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.agent_g import AgentGContext, final_answer_of
-from prompts import agent_g as P
+from kgagents.graphs import agent_g as agent_g_graph
+from kgagents.graphs.agent_g import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.agent_g import AgentGContext, final_answer_of
+from kgagents.prompts import agent_g as P
 from tests.agent_g.conftest import QUESTION, comment, decide, step, validate
 
 BOTH = [("CYP3A4", "gene/protein"), ("strongyloidiasis", "disease")]
@@ -207,8 +207,8 @@ async def test_the_served_graph(prime, tmp_path):
 def test_pages_are_read_where_they_speak_to_the_question():
     """A long page is cut into passages; the generator reads its passages most similar to the question (not
     its navigation), and pages rank by their best passage; repeated passages are embedded once."""
-    from nodes.agent_g import page_text
-    from nodes.retriever_bank import passages, rank_pages
+    from kgagents.nodes.agent_g import page_text
+    from kgagents.nodes.retriever_bank import passages, rank_pages
 
     navigation = "\n\n".join(f"* [Menu item {i}](/wiki/item_{i})" for i in range(400))
     html = (f"<html><body><nav>{navigation}</nav><h1>Maroon 5</h1><p>Maroon 5 is an American pop rock band. "

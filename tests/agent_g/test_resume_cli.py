@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 
 from kgagents.cli import main
-from kgagents.runs import RunRegistry
-from kgagents.workflows import thread_state
+from kgagents.core.runs import RunRegistry
+from kgagents.graphs.workflows import thread_state
 from tests.agent_g.conftest import QUESTION, comment, decide, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ STEPS = [decide(1, entities=[BOTH[0]], relations=["enzyme"]), validate(1, "no"),
 KILLER = textwrap.dedent("""
     import os, signal, sys, time
     from kgagents import cli
-    from kgagents.scripted import ScriptedChatModel
+    from kgagents.core.scripted import ScriptedChatModel
 
     generate = ScriptedChatModel._generate
     def killing(self, messages, stop=None, run_manager=None, **kwargs):

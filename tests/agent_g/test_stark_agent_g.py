@@ -65,8 +65,8 @@ def test_the_text_module_and_the_baseline_rank_only_candidates(stark_root, tmp_p
 
 
 async def test_scoring_drops_what_is_not_a_candidate(stark_root):
-    from evals.datasets import load_dataset
-    from evals.stark import StarkScorer
+    from kgagents.evals.datasets import load_dataset
+    from kgagents.evals.stark import StarkScorer
 
     item = load_dataset("stark-mag", stark_root).items[0]  # gold: paper 9
     scorer = StarkScorer()

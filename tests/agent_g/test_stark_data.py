@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from evals.datasets import DatasetError, load_dataset
-from evals.stark import StarkDataError, load_stark
-from tools.pgraph import open_graph
+from kgagents.evals.datasets import DatasetError, load_dataset
+from kgagents.evals.stark import StarkDataError, load_stark
+from kgagents.tools.pgraph import open_graph
 
 MAG_PAPER = "All-optical tri-state arithmetic logic unit using terahertz optical asymmetric demultiplexers"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from evals.stark import Candidates, rank_scores, ranking_metrics
+from kgagents.evals.stark import Candidates, rank_scores, ranking_metrics
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "stark_metric_vectors.json").read_text())
 BEHAVIOUR = {"1.4.2": "<1.7.4", "1.7.3": "<1.7.4", "1.7.4": ">=1.7.4", "1.8.2": ">=1.7.4"}
@@ -71,8 +71,8 @@ def test_repeats_empty_rankings_and_default_candidates():
 def test_the_two_scorers(stark_root):
     import asyncio
 
-    from evals.datasets import load_dataset
-    from evals.scorers import make_scorer
+    from kgagents.evals.datasets import load_dataset
+    from kgagents.evals.scorers import make_scorer
 
     item = load_dataset("stark-prime", stark_root).items[0]  # gold: node 0, never ranked below
     old, new = make_scorer("stark"), make_scorer("stark-torchmetrics-1.7.4")
@@ -84,7 +84,7 @@ def test_the_two_scorers(stark_root):
 
 
 def test_per_iteration_means():
-    from evals.stark import curve_means
+    from kgagents.evals.stark import curve_means
 
     records = [{"details": {"curve": [{"mrr": 0.0}, {"mrr": 1.0}, {"mrr": 1.0}]}},
                {"details": {"curve": [{"mrr": 0.5}]}},  # stopped after one iteration: its value holds
@@ -98,8 +98,8 @@ async def test_candidates_come_from_the_item_then_the_graph(stark_root, tmp_path
     """A MAG-shaped table-layout SKB records no candidate types: the item's (stark-mag: papers) decide."""
     import json as _json
 
-    from evals.datasets import Item
-    from evals.stark import StarkScorer
+    from kgagents.evals.datasets import Item
+    from kgagents.evals.stark import StarkScorer
 
     folder = tmp_path / "kb"
     folder.mkdir()
@@ -129,7 +129,7 @@ async def test_candidates_come_from_the_item_then_the_graph(stark_root, tmp_path
 
 
 def test_the_scorers_means():
-    from evals.stark import StarkScorer
+    from kgagents.evals.stark import StarkScorer
 
     records = [{"details": {"hit@1": 1.0, "mrr": 1.0, "hit@5": 1.0, "recall@20": 1.0}},
                {"details": {"hit@1": 0.0, "mrr": 0.5, "hit@5": 1.0, "recall@20": 0.5, "truncated_egos": 2}},

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from tools.pgraph import StaticKG, graph_from_edges, load_embedder
+from kgagents.tools.pgraph import StaticKG, graph_from_edges, load_embedder
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from evals.datasets import DatasetError
+from kgagents.evals.datasets import DatasetError
 
 from kgagents.cli import main
-from kgagents.cli_ark import add_eval_arguments, run_eval
+from kgagents.cli.ark import add_eval_arguments, run_eval
 from tests.ark import script as S
 
 #: Answers any CR-LT question: an anchor that is never valid, then "true" at the final answer (C_max exit).
@@ -37,7 +37,7 @@ def test_demo_prints_false(capsys, embedder):
 def test_ask_with_an_attached_graph_then_show(tmp_path, capsys, example):
     graph = tmp_path / "example.json"
     graph.write_text(json.dumps(example), encoding="utf-8")
-    from tools.pgraph import graph_from_edges
+    from kgagents.tools.pgraph import graph_from_edges
 
     g = graph_from_edges(example["graph"])
     steps = [*S.anchor("Yui Yuigahama"), *S.relation("has pet"),
@@ -89,14 +89,14 @@ def test_the_evaluation_needs_a_model(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     add_eval_arguments(parser)
     args = parser.parse_args(["--limit", "1", "--out", str(tmp_path / "e")])
-    from kgagents.config import ConfigurationError
+    from kgagents.core.config import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="KGAGENTS_MODEL"):
         run_eval(args)
 
 
 def test_the_general_eval_command_runs_ark_on_cr_lt(tmp_path, any_question_script, capsys, embedder):
-    from evals.colota import DATA_DIR
+    from kgagents.evals.colota import DATA_DIR
 
     out = tmp_path / "general"
     code = main(["eval", "ark", "--dataset", "cr-lt", "--data", str(DATA_DIR), "--limit", "2", "--runs", "1",
@@ -123,7 +123,7 @@ def test_a_dataset_without_graphs_is_refused_before_anything_runs(tmp_path, any_
 
 
 def test_the_papers_protocol_is_table_iii():
-    from evals.datasets import dataset_protocol
+    from kgagents.evals.datasets import dataset_protocol
 
     protocol = dataset_protocol("cr-lt", "paper")
     assert [(leg.temperature, leg.runs) for leg in protocol.legs] == [(0.7, 30), (0.0, 1)]
@@ -137,8 +137,8 @@ def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_qu
     temperature, run r seeded with seed + r, then the table in the paper's layout."""
     import dataclasses
 
-    from evals.colota import DATA_DIR
-    from evals.datasets import DATASETS, ProtocolLeg, dataset_protocol
+    from kgagents.evals.colota import DATA_DIR
+    from kgagents.evals.datasets import DATASETS, ProtocolLeg, dataset_protocol
 
     small = dataclasses.replace(dataset_protocol("cr-lt", "paper"), legs=(ProtocolLeg(0.7, 2), ProtocolLeg(0.0, 1)))
     monkeypatch.setitem(DATASETS["cr-lt"].protocols, "paper", small)
@@ -167,7 +167,7 @@ def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_qu
 def test_a_final_answer_that_failed_for_good_is_a_failed_run_not_an_abstention(tmp_path, capsys, embedder):
     """The docs promise it: a run without the agent's answer is left out of the answer rate and reliability. A
     final-answer call that kept failing used to be counted as an abstention (answer rate 0, reliability 1)."""
-    from evals.colota import DATA_DIR
+    from kgagents.evals.colota import DATA_DIR
 
     failing = [*S.anchor("no such entity", times=0),
                S.step(S.FINAL, times=0, **{"raise": "the provider is overloaded", "status": 503})]

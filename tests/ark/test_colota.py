@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from evals.colota import (
+from kgagents.evals.colota import (
     DATA_DIR,
     CoLoTaDataError,
     CoLoTaScorer,

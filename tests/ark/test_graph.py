@@ -8,13 +8,13 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import ark as ark_graph
-from graphs.ark import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.ark import ArkContext
-from prompts import ark as P
+from kgagents.graphs import ark as ark_graph
+from kgagents.graphs.ark import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.ark import ArkContext
+from kgagents.prompts import ark as P
 from tests.ark import script as S
-from tools.pgraph import graph_from_edges
+from kgagents.tools.pgraph import graph_from_edges
 
 YUI, SABLE = "Yui Yuigahama", "Sablé"
 FIRST_STEP = ["initialise_context", "new_reasoning_step", "prompt_select_anchor", "select_anchor",
@@ -251,7 +251,7 @@ async def test_unparseable_replies_are_invalid_attempts(example, keys):
     assert "Your previous reply could not be read" in model.calls[1]
     # a final answer that never parsed is no abstention: the run has no answer (evaluations leave it out)
     assert state["answer"] is None and state["justification"].startswith("no final answer: the call failed")
-    from evals.colota import ark_answer_failed
+    from kgagents.evals.colota import ark_answer_failed
 
     assert "not an abstention" in ark_answer_failed(state)
 

@@ -12,12 +12,12 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from graphs.ark import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.ark import ArkContext
+from kgagents.graphs.ark import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.ark import ArkContext
 from tests.ark import script as S
-from tools.pgraph import graph_from_edges, open_graph, registry
-from tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph import graph_from_edges, open_graph, registry
+from kgagents.tools.pgraph.build import GraphBuilder
 
 YUI, SABLE = "Yui Yuigahama", "Sablé"
 UNTOUCHED = "Chiba Municipal"  # an edge tail of the example graph that the scripted runs never retrieve

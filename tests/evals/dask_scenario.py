@@ -16,8 +16,8 @@ from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
 def main(tmp: Path) -> dict:
     from distributed import Client
 
-    from evals.distributed import evaluate_distributed, local_cluster
-    from evals.runner import EvalOptions, read_results
+    from kgagents.evals.distributed import evaluate_distributed, local_cluster
+    from kgagents.evals.runner import EvalOptions, read_results
 
     answers = {f"Q{i}": str(2 * i) for i in range(8)}
     script = tmp / "script.json"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from evals.datasets import Dataset, Item
-from kgagents.scripted import ScriptedChatModel
+from kgagents.evals.datasets import Dataset, Item
+from kgagents.core.scripted import ScriptedChatModel
 from tests import kgot_script as S
 
 
@@ -52,7 +52,7 @@ class GatedChatModel(ScriptedChatModel):
     async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):  # type: ignore[override]
         import asyncio
 
-        from kgagents.scripted import _message_text
+        from kgagents.core.scripted import _message_text
 
         prompt = "\n".join(_message_text(m) for m in messages)
         if self.block and re.search(self.block, prompt, re.DOTALL):

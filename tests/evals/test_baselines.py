@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evals.datasets import Dataset, DatasetError, Item
-from evals.runner import EvalOptions, evaluate, read_results
-from graphs import kgot
-from graphs.baselines import (
+from kgagents.evals.datasets import Dataset, DatasetError, Item
+from kgagents.evals.runner import EvalOptions, evaluate, read_results
+from kgagents.graphs import kgot
+from kgagents.graphs.baselines import (
     build_graphrag,
     build_nokg,
     build_rag,
@@ -24,13 +24,13 @@ from graphs.baselines import (
     rag,
     zeroshot,
 )
-from kgagents.runs import open_checkpointer
-from kgagents.scripted import ScriptedChatModel
-from kgagents.workflows import load_workflow, make_context
-from nodes.baselines import BaselineContext, build_knowledge_graph, chunks_of, final_answer_of
-from nodes.context import Context
-from nodes.state import NO_SOLUTION
-from prompts import baselines as P
+from kgagents.core.runs import open_checkpointer
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.workflows import load_workflow, make_context
+from kgagents.nodes.baselines import BaselineContext, build_knowledge_graph, chunks_of, final_answer_of
+from kgagents.nodes.context import Context
+from kgagents.nodes.state import NO_SOLUTION
+from kgagents.prompts import baselines as P
 from tests import kgot_script as S
 from tests.evals.helpers import FAST, both
 
@@ -90,7 +90,7 @@ def test_registered_as_workflows_and_served_without_a_checkpointer():
     with pytest.raises(ValueError, match="unknown context field"):
         make_context(load_workflow("rag"), {"rag_chunk_chars": 1000})  # there is no re-chunking
     served = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
-    import graphs.baselines as module
+    import kgagents.graphs.baselines as module
     for name, workflow in {"rag": rag, "kgot-graphrag": graphrag, "kgot-nokg": nokg}.items():
         attribute = served[name].rpartition(":")[2]
         assert served[name].startswith("./graphs/baselines.py:")

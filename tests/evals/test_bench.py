@@ -9,9 +9,9 @@ import urllib.request
 
 import pytest
 
-from evals.bench_batch import main, markdown, run_benchmark, script
-from evals.latency_server import LatencyServer, Responder
-from tools.manager import registered_names
+from kgagents.evals.bench_batch import main, markdown, run_benchmark, script
+from kgagents.evals.latency_server import LatencyServer, Responder
+from kgagents.tools.manager import registered_names
 
 
 async def test_benchmark_smoke():
@@ -137,7 +137,7 @@ def test_the_latency_server_runs_in_its_own_process_and_answers_after_its_latenc
 
 async def test_paths_side_by_side():
     """Several model paths in one run: each its own baseline, the paths taking turns at each C."""
-    from evals.bench_batch import compare_paths, compared_markdown
+    from kgagents.evals.bench_batch import compare_paths, compared_markdown
 
     result = await compare_paths(0.0, [2], "direct", ["lean", "langchain"], sequential_items=1, waves=1,
                                  repeats=2)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evals.bench_static_kg import (
+from kgagents.evals.bench_static_kg import (
     CompactStore,
     DictStore,
     NetworkxStore,
@@ -20,7 +20,7 @@ from evals.bench_static_kg import (
     measure_ivf,
     memory,
 )
-from evals.synthetic_kg import LINK_TYPES, VENUE, generate
+from kgagents.evals.synthetic_kg import LINK_TYPES, VENUE, generate
 
 
 @pytest.fixture(scope="module")

@@ -104,7 +104,7 @@ def test_eval_ark_on_the_packaged_cr_lt_with_runs_and_temperature(tmp_path, caps
 
 
 def test_eval_options_are_checked(tmp_path, capsys):
-    from kgagents.cli_eval import default_out_name
+    from kgagents.cli.eval import default_out_name
 
     assert default_out_name("ark", "cr-lt", "qa", None) == "ark-cr-lt-qa"
     assert default_out_name("ark", "cr-lt", "qa", 0.7) == "ark-cr-lt-qa-T0.7"
@@ -124,7 +124,7 @@ def test_eval_options_are_checked(tmp_path, capsys):
 def test_automatic_processes_follow_the_concurrency():
     import argparse
 
-    from kgagents.cli_eval import _process_count
+    from kgagents.cli.eval import _process_count
 
     assert _process_count(argparse.Namespace(processes="auto", concurrency=4)) == 1
     assert _process_count(argparse.Namespace(processes="auto", concurrency=64)) >= 1

@@ -13,7 +13,7 @@ import tarfile
 
 import pytest
 
-from evals.crag import (
+from kgagents.evals.crag import (
     ACCURATE,
     HALLUCINATION,
     MISSING,
@@ -24,15 +24,15 @@ from evals.crag import (
     load_crag,
     parse_judge_reply,
 )
-from evals.datasets import DatasetError, Item, load_dataset
-from evals.runner import EvalOptions, ItemRunner
-from evals.scorers import make_scorer
+from kgagents.evals.datasets import DatasetError, Item, load_dataset
+from kgagents.evals.runner import EvalOptions, ItemRunner
+from kgagents.evals.scorers import make_scorer
 from kgagents.cli import main
-from kgagents.scripted import ScriptedChatModel
-from nodes.agent_g import AgentGContext
-from prompts.crag_judge import INSTRUCTIONS, judge_system, judge_user
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.agent_g import AgentGContext
+from kgagents.prompts.crag_judge import INSTRUCTIONS, judge_system, judge_user
 from tests.agent_g.conftest import decide, step, validate
-from tools.crag_api import CragMockServer
+from kgagents.tools.crag_api import CragMockServer
 
 FIRST = "3dbed55e-66a3-4dcd-907d-096f49387e41"
 
@@ -295,7 +295,7 @@ def test_eval_agent_g_on_crag_with_the_mock_kg(tmp_path, capsys):
 async def test_the_judge_reads_the_question_and_the_alternatives_in_turn():
     """CRAG's loop goes on to the next ground truth after an invalid-question mismatch; the judge's message
     carries the question."""
-    from evals.datasets import load_plugins
+    from kgagents.evals.datasets import load_plugins
 
     load_plugins()
     judge = ScriptedChatModel(steps=[{"when": r"Question: which city\?\n Ground truth: paris\n Prediction: the capital",
@@ -313,7 +313,7 @@ async def test_the_judge_reads_the_question_and_the_alternatives_in_turn():
 
 def test_the_judge_runs_at_temperature_zero_with_the_scorers_retries():
     """CRAG's script asks its judge at temperature 0; the scorer's retry settings reach the judge's calls."""
-    from evals.crag import AgentGPaperScorer
+    from kgagents.evals.crag import AgentGPaperScorer
 
     for scorer in (CragScorer("scripted:x", max_api_retries=2, api_backoff_base_s=0.5),
                    AgentGPaperScorer("scripted:x", max_api_retries=2, api_backoff_base_s=0.5)):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evals.datasets import DATASETS, DatasetError, load_dataset
+from kgagents.evals.datasets import DATASETS, DatasetError, load_dataset
 
 
 def gaia_tree(root, split="validation", *, attachment=True):

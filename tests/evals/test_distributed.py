@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.distributed import evaluate_distributed
-from evals.runner import EvalOptions
+from kgagents.evals.distributed import evaluate_distributed
+from kgagents.evals.runner import EvalOptions
 from tests.evals.helpers import tiny_gaia
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def test_items_are_spread_over_two_workers_and_resume(tmp_path):
 
 
 def test_distributed_needs_plain_context_values(tmp_path):
-    from nodes.context import Context
+    from kgagents.nodes.context import Context
 
     with pytest.raises(ValueError, match="plain values"):
         evaluate_distributed(EvalOptions(workflow="kgot", out_dir=tmp_path, context=Context()), tiny_gaia(1))

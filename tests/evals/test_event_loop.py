@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from evals import event_loop
+from kgagents.evals import event_loop
 
 
 async def loop_type() -> str:

@@ -9,9 +9,9 @@ import pickle
 
 import pytest
 
-from evals.processes import auto_processes, provider_modules, shares
-from evals.runner import EvalOptions, batch_collector, run_evaluation
-from kgagents.scripted import ScriptedChatModel
+from kgagents.evals.processes import auto_processes, provider_modules, shares
+from kgagents.evals.runner import EvalOptions, batch_collector, run_evaluation
+from kgagents.core.scripted import ScriptedChatModel
 from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
 
 ANSWERS = {f"Q{i}": str(2 * i) for i in range(6)}
@@ -34,15 +34,15 @@ def test_automatic_processes_follow_the_items_in_flight_and_the_cpus():
 
 
 def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
-    from nodes.context import Context
+    from kgagents.nodes.context import Context
 
     def modules(**context):
         return provider_modules(EvalOptions(workflow="kgot", out_dir=tmp_path, context_values=context))
 
-    assert modules(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1") == ["langchain_openai", "nodes.http_client",
-                                                                                  "nodes.openai_chat"]
+    assert modules(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1") == ["langchain_openai", "kgagents.nodes.http_client",
+                                                                                  "kgagents.nodes.openai_chat"]
     assert modules(model="openai:gpt-4o", tools_model="anthropic:claude-sonnet-4-5") == [
-        "langchain_anthropic", "langchain_openai", "nodes.http_client", "nodes.openai_chat"]
+        "langchain_anthropic", "langchain_openai", "kgagents.nodes.http_client", "kgagents.nodes.openai_chat"]
     assert modules(model="scripted:/x.json", backend="networkx", solve_mode="direct") == []
     options = EvalOptions(workflow="kgot", out_dir=tmp_path, context=Context(model=ScriptedChatModel(),
                                                                              tool_executor_model="ollama:qwen"))
@@ -68,7 +68,7 @@ def test_two_processes_share_the_items_and_the_checkpoints(tmp_path):
 
 
 def test_a_context_that_cannot_be_sent_is_a_clear_error(tmp_path):
-    from nodes.context import Context
+    from kgagents.nodes.context import Context
 
     class LocalModel(ScriptedChatModel):  # a class defined in a function: pickle cannot find it again
         pass

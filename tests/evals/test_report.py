@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from evals.datasets import Dataset, Item
-from evals.report import build_report, load_runset, pareto_front
-from evals.runner import EvalOptions, evaluate
-from graphs.baselines import zeroshot  # noqa: F401  (the workflow is registered by name)
-from kgagents.scripted import ScriptedChatModel
-from kgagents.usage import register_price
-from nodes.baselines import BaselineContext
-from nodes.context import Context
-from nodes.fusion import FusionContext
+from kgagents.evals.datasets import Dataset, Item
+from kgagents.evals.report import build_report, load_runset, pareto_front
+from kgagents.evals.runner import EvalOptions, evaluate
+from kgagents.graphs.baselines import zeroshot  # noqa: F401  (the workflow is registered by name)
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.core.usage import register_price
+from kgagents.nodes.baselines import BaselineContext
+from kgagents.nodes.context import Context
+from kgagents.nodes.fusion import FusionContext
 from tests import kgot_script as S
 from tests.evals.helpers import FAST, both, kgot_direct_steps, tiny_gaia
 
@@ -130,7 +130,7 @@ async def test_a_fuzzed_evaluation_reports_its_degraded_items(tmp_path):
     """Through the real OpenAI client against a server that answers 30 % of the calls with faults: the items
     whose calls failed for good carry their failures in results.jsonl, and the report counts them beside the
     errors, by kind — never as clean wrong answers."""
-    from evals.runner import read_results
+    from kgagents.evals.runner import read_results
     from tests.fakes.faults import fault_settings
     from tests.fakes.openai_server import FakeOpenAIServer, FaultPolicy, script_responder
 
@@ -197,7 +197,7 @@ def test_the_ideal_fusion_of_directories_counts_an_item_solved_by_any_of_them(tm
 
 
 def test_the_ideal_fusion_of_a_runs_variants_counts_a_task_solved_by_any_variant():
-    from evals.scorers import fusion_metrics, ideal_correct
+    from kgagents.evals.scorers import fusion_metrics, ideal_correct
 
     record = {"correct": False, "variants": {"nx:query": {"correct": False}, "nx:direct": {"correct": True},
                                              "sparql:query": {"correct": None}}}
@@ -233,7 +233,7 @@ def test_ideal_fusion_pairs_the_same_item_and_run_and_a_fusion_that_solves_nothi
 
 
 def test_degraded_items_and_not_graded_leave_errors_aside(tmp_path):
-    from evals.report import degraded, graded
+    from kgagents.evals.report import degraded, graded
 
     records = [{"id": "a", "correct": True, "failures": {"count": 3, "kinds": {"api": 2, "parse": 1}}},
                {"id": "b", "correct": False, "failures": {"count": 1, "kinds": {"api": 1}}},

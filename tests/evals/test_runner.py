@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evals.runner import (
+from kgagents.evals.runner import (
     RESULTS_FILE,
     Adapter,
     EvalOptions,
@@ -16,10 +16,10 @@ from evals.runner import (
     register_adapter,
     thread_id_for,
 )
-from kgagents.runs import sqlite_checkpointer
-from kgagents.scripted import ScriptedChatModel
-from kgagents.usage import register_price
-from nodes.context import Context
+from kgagents.core.runs import sqlite_checkpointer
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.core.usage import register_price
+from kgagents.nodes.context import Context
 from tests import kgot_script as S
 from tests.evals.helpers import FAST, GatedChatModel, both, kgot_direct_steps, tiny_gaia
 
@@ -106,7 +106,7 @@ async def test_resume_after_interruption_pays_nothing_twice(tmp_path):
         await task
     assert {r["id"] for r in read_results(tmp_path / "out")} == {"t0", "t2", "t3"}
     async with sqlite_checkpointer(tmp_path / "out" / "checkpoints.sqlite") as saver:
-        from graphs.kgot import compile_graph
+        from kgagents.graphs.kgot import compile_graph
 
         snap = await compile_graph(saver).aget_state({"configurable": {"thread_id": thread_id_for("tiny", "t1", 0)}})
         assert snap.next == ("solve_directly",)
@@ -213,7 +213,7 @@ async def test_adapter_for_a_workflow_with_other_input_and_output(tmp_path):
         model = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS))
         result = await evaluate(options(tmp_path, model), ds)
     finally:
-        from evals.runner import ADAPTERS
+        from kgagents.evals.runner import ADAPTERS
         ADAPTERS.pop("kgot", None)
     assert seen == ["ctx"] and any("(ctx)" in p for p in model.calls)
     assert result.records[0]["iterations"] == 99 and result.records[0]["correct"] is True

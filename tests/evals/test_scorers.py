@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evals.datasets import Item
-from evals.scorers import (
+from kgagents.evals.datasets import Item
+from kgagents.evals.scorers import (
     GaiaScorer,
     SimpleQAScorer,
     hit_at_k,
@@ -23,7 +23,7 @@ from evals.scorers import (
     simpleqa_grader_template,
     simpleqa_metrics,
 )
-from kgagents.scripted import ScriptedChatModel
+from kgagents.core.scripted import ScriptedChatModel
 
 DATA = Path(__file__).parent / "data"
 

@@ -24,9 +24,9 @@ def closed_port() -> int:
 def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No KGAGENTS_* / provider variables, no ``.env``, no Ollama, no cached models, registered prices or
     models that answered before."""
-    import kgagents.retry
-    import kgagents.usage
-    import nodes.models
+    import kgagents.core.retry
+    import kgagents.core.usage
+    import kgagents.nodes.models
 
     for name in list(os.environ):
         if name.startswith("KGAGENTS_") or name in MODEL_VARIABLES:
@@ -35,9 +35,9 @@ def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KGAGENTS_STAGE_HEADER", "1")  # the fake servers' scripts recognise calls by their stage
     monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.chdir(tmp_path)  # no .env in the working directory either
-    monkeypatch.setattr(nodes.models, "_cache", {})
-    monkeypatch.setattr(nodes.models, "_ollama_found", {})
-    monkeypatch.setattr(kgagents.usage, "_extra_prices", {})
-    monkeypatch.setattr(kgagents.retry, "_answered", set())  # no model has answered in this test yet
-    if hasattr(kgagents.usage, "_file_cache"):
-        monkeypatch.setattr(kgagents.usage, "_file_cache", {})
+    monkeypatch.setattr(kgagents.nodes.models, "_cache", {})
+    monkeypatch.setattr(kgagents.nodes.models, "_ollama_found", {})
+    monkeypatch.setattr(kgagents.core.usage, "_extra_prices", {})
+    monkeypatch.setattr(kgagents.core.retry, "_answered", set())  # no model has answered in this test yet
+    if hasattr(kgagents.core.usage, "_file_cache"):
+        monkeypatch.setattr(kgagents.core.usage, "_file_cache", {})

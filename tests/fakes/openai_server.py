@@ -17,7 +17,7 @@ context-length error. Each POST /v1/chat/completions takes the next step; when n
 that says so (not a 5xx, which the client would retry), unless a :class:`FaultPolicy` answers it
 (:meth:`FakeOpenAIServer.answer_with`): a seeded share of faults of every kind (500, 429, a stall, a cut or
 non-JSON body, a reply that breaks the requested schema), otherwise what a *responder* says, e.g.
-:func:`script_responder`, which answers from a :class:`~kgagents.scripted.ScriptedChatModel` script. Every
+:func:`script_responder`, which answers from a :class:`~kgagents.core.scripted.ScriptedChatModel` script. Every
 successful reply carries ``model`` and ``usage``. Every request is recorded in
 :attr:`FakeOpenAIServer.requests` (method, path, headers, JSON body). GET /v1/models lists
 :attr:`FakeOpenAIServer.models`. Streaming requests are refused with a 400.
@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from evals.latency_server import forced_tool
-from kgagents.scripted import STAGE_HEADER, ScriptedChatModel, ScriptExhausted
+from kgagents.evals.latency_server import forced_tool
+from kgagents.core.scripted import STAGE_HEADER, ScriptedChatModel, ScriptExhausted
 
 
 @dataclass
@@ -488,7 +488,7 @@ def _schema_breaking(body: dict[str, Any], rng: random.Random) -> Step:
 
 
 def script_responder(steps: list[dict[str, Any]]) -> Responder:
-    """A responder that answers as :class:`~kgagents.scripted.ScriptedChatModel` with ``steps`` would: the first
+    """A responder that answers as :class:`~kgagents.core.scripted.ScriptedChatModel` with ``steps`` would: the first
     step (with uses left) whose ``when`` matches the request's messages; ``structured`` as a call of the forced
     tool (or as JSON content for ``response_format`` requests); no matching step: a 400 that says so. The
     model, whose ``calls`` lists the prompts answered, is the responder's ``model`` attribute."""

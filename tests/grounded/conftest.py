@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.build import GraphBuilder
 
 
 @pytest.fixture()

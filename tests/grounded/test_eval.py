@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from evals.datasets import load_dataset
-from evals.grbench import (
+from kgagents.evals.datasets import load_dataset
+from kgagents.evals.grbench import (
     GRBenchScorer,
     answer_in_trace,
     difficulty,
@@ -19,10 +19,10 @@ from evals.grbench import (
     read_questions,
     trace_values,
 )
-from evals.scorers import rouge_l
+from kgagents.evals.scorers import rouge_l
 from kgagents.cli import main
-from kgagents.cli_grounded import gold_path_steps
-from tools.pgraph import open_graph
+from kgagents.cli.grounded import gold_path_steps
+from kgagents.tools.pgraph import open_graph
 
 IDS = ["dblp-0", "dblp-10", "dblp-20", "dblp-1"]
 
@@ -76,9 +76,9 @@ def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
 
 
 def test_gpt4score_s_judge_is_the_paper_s_unless_named_and_a_failed_judgement_is_not_judged(tmp_path, capsys):
-    from evals.datasets import load_dataset as load
-    from evals.grbench import PAPER_JUDGE
-    from evals.runner import EvalOptions, build_scorer
+    from kgagents.evals.datasets import load_dataset as load
+    from kgagents.evals.grbench import PAPER_JUDGE
+    from kgagents.evals.runner import EvalOptions, build_scorer
 
     dataset = load("grbench-fixture", None, split="dblp", ids=IDS[:1])
     default = EvalOptions(workflow="grounded", out_dir=tmp_path, context_values={"model": "x:y"})
@@ -188,7 +188,7 @@ def test_a_user_grbench_folder(tmp_path):
 
 
 def test_ask_show_and_the_thought_graph_page(tmp_path, capsys):
-    from evals.grbench import fixture_graph, fixture_questions
+    from kgagents.evals.grbench import fixture_graph, fixture_questions
 
     row = next(r for r in fixture_questions("goodreads") if r["qid"] == "10")
     source = str(fixture_graph("goodreads"))

@@ -1,7 +1,7 @@
 """A scripted model that follows each question's gold path through the real store and graph reaches the gold
 answer, on the GRBench-shaped fixture graphs (real GRBench questions and answers; see
 evals/data/grbench/PROVENANCE.md). The scripts are written from each question's manifest entry and the graph by
-:func:`kgagents.cli_grounded.gold_path_steps`; every step of the gold path is conditioned on what the store
+:func:`kgagents.cli.grounded.gold_path_steps`; every step of the gold path is conditioned on what the store
 returned for the previous one."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evals.grbench import fixture_graph, fixture_questions
-from graphs.grounded import compile_graph
-from kgagents.cli_grounded import gold_answer, gold_path_steps
-from kgagents.scripted import ScriptedChatModel
-from nodes.grounded import GroundedContext
-from tools.pgraph import open_graph
+from kgagents.evals.grbench import fixture_graph, fixture_questions
+from kgagents.graphs.grounded import compile_graph
+from kgagents.cli.grounded import gold_answer, gold_path_steps
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.grounded import GroundedContext
+from kgagents.tools.pgraph import open_graph
 
 ROWS = fixture_questions()
 #: Every domain, every template: 3 questions per (domain, template) for the agent, 1 for exploration.

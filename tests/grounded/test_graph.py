@@ -10,11 +10,11 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs import grounded as grounded_graph
-from graphs.grounded import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.grounded import GroundedContext, chain_of, rank_by_scores, render_chain
-from prompts import grounded as P
+from kgagents.graphs import grounded as grounded_graph
+from kgagents.graphs.grounded import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.grounded import GroundedContext, chain_of, rank_by_scores, render_chain
+from kgagents.prompts import grounded as P
 from tests.grounded.conftest import action, step, thought
 
 QUESTION = "Who are the authors of the paper Deep Graphs?"

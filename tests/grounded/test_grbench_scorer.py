@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evals.grbench import (
+from kgagents.evals.grbench import (
     GPT4SCORE_PROMPT,
     GRBenchScorer,
     answer_in_trace,
@@ -20,7 +20,7 @@ from evals.grbench import (
     trace_text,
     trace_values,
 )
-from kgagents.scripted import ScriptedChatModel
+from kgagents.core.scripted import ScriptedChatModel
 
 
 def _item(gold: str = "Ann Lee", difficulty: str | None = "easy") -> SimpleNamespace:
@@ -150,7 +150,7 @@ def test_the_answer_scored_is_the_answer_given():
 async def test_what_the_judge_is_asked_and_how(monkeypatch, tmp_path):
     import json
 
-    from nodes import llm as llm_module
+    from kgagents.nodes import llm as llm_module
 
     contexts = []
     original = llm_module.LLMCaller.__init__

@@ -2,7 +2,7 @@
 gold path reaches the gold answer under CoT, ToT (Selection and Score) and GoT, with the agent and with automatic
 graph exploration. The questions, paths and graphs are derived from GRBench's templates by
 ``evals/grbench_multihop.py`` (see evals/data/grbench/PROVENANCE.md); the scripts are written from each entry and
-the graph by :func:`kgagents.cli_grounded.gold_path_steps`, nothing per question."""
+the graph by :func:`kgagents.cli.grounded.gold_path_steps`, nothing per question."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from collections import Counter
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evals.grbench import QUESTIONS_DIR
-from evals.grbench_multihop import gold_answer, graph_of, load_manifest, stale
-from graphs.grounded import PAPER_PROTOCOL, compile_graph
-from kgagents.cli_grounded import gold_path_steps
-from kgagents.scripted import ScriptedChatModel
-from nodes.grounded import GroundedContext
-from tools.pgraph import open_graph
+from kgagents.evals.grbench import QUESTIONS_DIR
+from kgagents.evals.grbench_multihop import gold_answer, graph_of, load_manifest, stale
+from kgagents.graphs.grounded import PAPER_PROTOCOL, compile_graph
+from kgagents.cli.grounded import gold_path_steps
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.grounded import GroundedContext
+from kgagents.tools.pgraph import open_graph
 
 ENTRIES = load_manifest()
 IDS = [e["id"] for e in ENTRIES]
@@ -114,7 +114,7 @@ async def test_tot_and_got_follow_the_gold_path(entry, strategy, evaluator, inte
 
 
 def test_kgagents_eval_on_the_multihop_dataset(tmp_path, capsys):
-    from evals.datasets import load_dataset
+    from kgagents.evals.datasets import load_dataset
     from kgagents.cli import main
 
     dataset = load_dataset("grbench-multihop", None, split="biomedical")

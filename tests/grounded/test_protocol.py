@@ -9,17 +9,17 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evals.grbench import QUESTIONS_DIR, fixture_graph, fixture_questions
-from graphs.grounded import compile_graph
-from kgagents.cli_grounded import gold_path_steps
-from kgagents.scripted import ScriptedChatModel
-from nodes.grounded import GroundedContext
-from prompts.grounded_domains import DOMAINS, domain_of_types
+from kgagents.evals.grbench import QUESTIONS_DIR, fixture_graph, fixture_questions
+from kgagents.graphs.grounded import compile_graph
+from kgagents.cli.grounded import gold_path_steps
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.grounded import GroundedContext
+from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
 from tests.grounded.conftest import step, thought
 from tests.grounded.test_graph import explore, run
-from tools.graph_functions import parse_actions
-from tools.pgraph import open_graph
-from tools.pgraph.build import GraphBuilder
+from kgagents.tools.graph_functions import parse_actions
+from kgagents.tools.pgraph import open_graph
+from kgagents.tools.pgraph.build import GraphBuilder
 
 GOLD = "Ann Lee, Bo Chen"
 
@@ -124,7 +124,7 @@ async def test_at_the_step_limit_the_paper_protocol_answers_nothing(academic):
     assert state["exit_reason"] == "reached the step limit (no answer: answer_at_limit is off)"
     assert not any("[stage: final answer]" in c for c in model.calls) and len(model.calls) == 4
 
-    from evals.grbench import error_type, given_answer
+    from kgagents.evals.grbench import error_type, given_answer
     assert given_answer(state) == "" and error_type(False, "Bo Chen", state) == "reached the step limit"
     forced, model, _ = await run(academic, steps, max_steps=2, action_format="text")
     assert forced["final_answer"] == forced["answer"] == "2 papers" and "[stage: final answer]" in model.calls[-1]
@@ -155,7 +155,7 @@ _OBSERVATION = re.compile(r"Observation \d+(\.\d+)?: (The ID of this retrieval t
 
 @pytest.mark.parametrize("domain", sorted(DOMAINS))
 def test_each_domain_s_examples_are_written_as_the_functions_answer(domain):
-    """Every example action parses, and every observation is written as tools.graph_functions writes it."""
+    """Every example action parses, and every observation is written as kgagents.tools.graph_functions writes it."""
     text = DOMAINS[domain].agent_examples
     actions = [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("Action ")]
     assert actions and all(a.error is None for line in actions for a in parse_actions(line))
@@ -234,7 +234,7 @@ async def test_no_reverse_duplicates_where_the_graph_lists_both_directions(acade
 
 async def test_exploration_decisions_at_the_context_temperature_candidates_at_the_candidate_one(academic,
                                                                                                 monkeypatch):
-    from nodes import grounded
+    from kgagents.nodes import grounded
 
     seen: list[tuple[str, float | None]] = []
 
@@ -292,9 +292,9 @@ async def test_a_merged_thought_is_grounded_by_graph_exploration(academic):
 # The retriever: the embedder by name, an exact index
 # --------------------------------------------------------------------------------------------------------------
 def test_the_embedder_is_chosen_by_name():
-    from graphs.grounded import PAPER_PROTOCOL
-    from tools.pgraph.embeddings import LazyEmbedder
-    from tools.pgraph.vectors import DEFAULT_MODEL_ID, model_id_of
+    from kgagents.graphs.grounded import PAPER_PROTOCOL
+    from kgagents.tools.pgraph.embeddings import LazyEmbedder
+    from kgagents.tools.pgraph.vectors import DEFAULT_MODEL_ID, model_id_of
 
     for name in (None, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
         ctx = GroundedContext(embedding_model=name)
@@ -325,7 +325,7 @@ async def test_an_embedder_that_cannot_be_loaded_is_a_clear_error_at_the_start(a
 # Baselines as the paper's
 # --------------------------------------------------------------------------------------------------------------
 async def test_base_asks_for_the_answer_only(tmp_path):
-    from kgagents.workflows import load_workflow
+    from kgagents.graphs.workflows import load_workflow
 
     model = ScriptedChatModel(steps=[step(r"\[stage: zero-shot answer\]", content=" Yang Yang ")])
     graph = load_workflow("base").compile_graph(InMemorySaver())
@@ -338,8 +338,8 @@ async def test_base_asks_for_the_answer_only(tmp_path):
 
 
 async def test_rag_retrieves_over_names_by_default_and_over_texts_when_asked():
-    from kgagents.workflows import load_workflow
-    from nodes.kg_rag import KGRagContext
+    from kgagents.graphs.workflows import load_workflow
+    from kgagents.nodes.kg_rag import KGRagContext
 
     row = next(r for r in fixture_questions("dblp") if r["qid"] == "0")
     source = str(fixture_graph("dblp"))
@@ -357,8 +357,8 @@ async def test_rag_retrieves_over_names_by_default_and_over_texts_when_asked():
 # The presets
 # --------------------------------------------------------------------------------------------------------------
 def test_every_row_has_a_paper_preset_with_the_protocol():
-    from graphs.grounded import PAPER_PROTOCOL, PRESETS, ROWS
-    from kgagents.workflows import load_workflow, make_context, preset
+    from kgagents.graphs.grounded import PAPER_PROTOCOL, PRESETS, ROWS
+    from kgagents.graphs.workflows import load_workflow, make_context, preset
 
     assert set(PRESETS) == set(ROWS) | {f"paper-{row}" for row in ROWS} and len(ROWS) == 10
     for row, values in ROWS.items():
@@ -371,7 +371,7 @@ def test_every_row_has_a_paper_preset_with_the_protocol():
 
 
 def test_retrieve_node_by_embedding_alone_as_graph_cot(academic):
-    from tools.graph_functions import GraphFunctions
+    from kgagents.tools.graph_functions import GraphFunctions
 
     class Counting:
         model_id = "counting-grounded"

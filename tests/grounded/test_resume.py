@@ -13,12 +13,12 @@ from pathlib import Path
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from evals.grbench import fixture_graph, fixture_questions
-from graphs.grounded import compile_graph
-from kgagents.cli_grounded import gold_path_steps
-from kgagents.scripted import ScriptedChatModel
-from nodes.grounded import GroundedContext
-from tools.pgraph import open_graph
+from kgagents.evals.grbench import fixture_graph, fixture_questions
+from kgagents.graphs.grounded import compile_graph
+from kgagents.cli.grounded import gold_path_steps
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.grounded import GroundedContext
+from kgagents.tools.pgraph import open_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTEXT = {"strategy": "tot", "interaction": "agent", "evaluator": "select"}
@@ -26,9 +26,9 @@ CONTEXT = {"strategy": "tot", "interaction": "agent", "evaluator": "select"}
 KILLER = textwrap.dedent("""
     import asyncio, json, os, signal, sys, time
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-    from graphs.grounded import compile_graph
-    from kgagents.scripted import ScriptedChatModel
-    from nodes.grounded import GroundedContext
+    from kgagents.graphs.grounded import compile_graph
+    from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.nodes.grounded import GroundedContext
 
     class Killer(ScriptedChatModel):
         def _generate(self, messages, stop=None, run_manager=None, **kwargs):

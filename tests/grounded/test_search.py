@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.grounded import GroundedContext, best_state, rank_by_scores
+from kgagents.nodes.grounded import GroundedContext, best_state, rank_by_scores
 from tests.grounded.conftest import step, thought
 from tests.grounded.test_graph import run
 

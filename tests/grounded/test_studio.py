@@ -8,10 +8,10 @@ import json
 import pytest
 from langgraph_sdk import get_client
 
-from evals.grbench import fixture_graph, fixture_questions
-from kgagents.cli_grounded import gold_path_steps
+from kgagents.evals.grbench import fixture_graph, fixture_questions
+from kgagents.cli.grounded import gold_path_steps
 from tests.test_studio import server  # noqa: F401  (the module-scoped `langgraph dev` fixture)
-from tools.pgraph import open_graph
+from kgagents.tools.pgraph import open_graph
 
 pytestmark = pytest.mark.slow
 

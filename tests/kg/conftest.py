@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from tools.kg.base import KGError, KGSnapshot, KGStore
-from tools.kg.servers import ServerProcess, start_arcadedb_bolt, start_falkordb, start_oxigraph
-from tools.kg.stores import open_store
-from tools.sandbox import SandboxLimits
+from kgagents.tools.kg.base import KGError, KGSnapshot, KGStore
+from kgagents.tools.kg.servers import ServerProcess, start_arcadedb_bolt, start_falkordb, start_oxigraph
+from kgagents.tools.kg.stores import open_store
+from kgagents.tools.sandbox import SandboxLimits
 
 #: A secret in this process's environment before any server starts: no child server, query or reply may hold it.
 CANARY = os.environ.setdefault("KGAGENTS_CANARY_SECRET", f"kgagents-canary-{uuid.uuid4().hex}")
@@ -48,7 +48,7 @@ def _start(kind: str, starter: Any) -> ServerProcess:
 def arcadedb_server() -> Iterator[ServerProcess]:
     server = _start("ArcadeDB Bolt", lambda: start_arcadedb_bolt(query_timeout=ARCADEDB_QUERY_TIMEOUT_S))
     yield server
-    from tools.kg.cypher_store import close_drivers
+    from kgagents.tools.kg.cypher_store import close_drivers
 
     close_drivers()
     server.stop()
@@ -72,7 +72,7 @@ def oxigraph_server() -> Iterator[ServerProcess]:
 def _stop_embedded_servers() -> Iterator[None]:
     """Embedded servers a test started in this process stop with the package's tests."""
     yield
-    from tools.kg import servers
+    from kgagents.tools.kg import servers
 
     for server in list(servers._embedded.values()):
         if server in servers._started:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nodes.cleanup import CLEANUP_WRITE_ID, NoiseRemoval, RelationshipRef, checked_proposal
+from kgagents.nodes.cleanup import CLEANUP_WRITE_ID, NoiseRemoval, RelationshipRef, checked_proposal
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 from tests.kg.helpers import run

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kgagents.kgview import kgot_graphs, render_html
-from tools.kg.base import snapshot_from_jsonl
+from kgagents.cli.kgview import kgot_graphs, render_html
+from kgagents.tools.kg.base import snapshot_from_jsonl
 
 
 def cli_env(tmp_path: Path) -> dict[str, str]:
@@ -104,8 +104,8 @@ def test_the_page_script_lays_out_and_shows_nodes(tmp_path):
 
 def test_bolt_backend_without_a_uri_uses_the_embedded_server(request, monkeypatch):
     """Without NEO4J_URI the store starts (here: reuses) the process's embedded ArcadeDB Bolt server."""
-    from tools.kg import servers
-    from tools.kg.cypher_store import bolt_config
+    from kgagents.tools.kg import servers
+    from kgagents.tools.kg.cypher_store import bolt_config
 
     server = request.getfixturevalue("arcadedb_server")
     monkeypatch.delenv("NEO4J_URI", raising=False)

@@ -13,13 +13,13 @@ import uuid
 
 import pytest
 
-from nodes.kgot import language_of
+from kgagents.nodes.kgot import language_of
 from tests import kgot_script as S
 from tests.kg.conftest import Backend
 from tests.kg.helpers import run
-from tools.kg.cypher_dialects import ARCADEDB, COMMON_CYPHER, FALKORDB, NEO4J, bolt_dialect
-from tools.kg.cypher_scope import scope_query
-from tools.kg.cypher_text import CypherRejected
+from kgagents.tools.kg.cypher_dialects import ARCADEDB, COMMON_CYPHER, FALKORDB, NEO4J, bolt_dialect
+from kgagents.tools.kg.cypher_scope import scope_query
+from kgagents.tools.kg.cypher_text import CypherRejected
 
 QUESTION = "Who wrote 'Alice's Adventures in Wonderland' and when was it published?"
 
@@ -63,7 +63,7 @@ def test_the_scope_rewrite_lets_through_what_the_server_has():
 def neo4j_in_disguise(backend: Backend, monkeypatch: pytest.MonkeyPatch, *, apoc: bool = False) -> None:
     """Make the Bolt store take the ArcadeDB test server for Neo4j (what ``dialect_for`` concludes from an agent
     string ``Neo4j/5.26.0``)."""
-    from tools.kg import cypher_store
+    from kgagents.tools.kg import cypher_store
 
     config = cypher_store.bolt_config(backend.url)
     monkeypatch.setattr(cypher_store.server_for(config), "dialect", bolt_dialect("Neo4j/5.26.0", apoc=apoc))

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.kg.cypher import (
+from kgagents.tools.kg.cypher import (
     NodeRow,
     RelRow,
     build_snapshot,
@@ -17,9 +17,9 @@ from tools.kg.cypher import (
     restore_statements,
     snapshot_digest,
 )
-from tools.kg.cypher_dialects import ARCADEDB, COMMON_CYPHER, FALKORDB, NEO4J
-from tools.kg.cypher_scope import FUNCTIONS, SCOPE_PREFIX, prepare, scope_label_for, scope_query
-from tools.kg.cypher_text import CypherRejected
+from kgagents.tools.kg.cypher_dialects import ARCADEDB, COMMON_CYPHER, FALKORDB, NEO4J
+from kgagents.tools.kg.cypher_scope import FUNCTIONS, SCOPE_PREFIX, prepare, scope_label_for, scope_query
+from kgagents.tools.kg.cypher_text import CypherRejected
 
 L = "KGScope_test"
 S = ":`KGScope_test`"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.kg.cypher_text import CypherRejected, render, split_statements, tokenize
+from kgagents.tools.kg.cypher_text import CypherRejected, render, split_statements, tokenize
 
 
 def kinds(query: str) -> list[tuple[str, str]]:

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.fusion import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
-from nodes.fusion import parse_variants
-from prompts.kgot import LANGUAGES
+from kgagents.graphs.fusion import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
+from kgagents.nodes.fusion import parse_variants
+from kgagents.prompts.kgot import LANGUAGES
 from tests import kgot_script as S
 from tests.kg.conftest import CODE
 from tests.kg.helpers import QUESTION
@@ -69,7 +69,7 @@ async def test_variants_on_every_backend_agree(tmp_path, request, monkeypatch):
         assert sorted(n["id"] for n in result["kg"]["nodes"]) == ["array", "sorted_array", "total"]
     assert state["usage"]["scripted"]["calls"] == len(model.calls)
     # each variant had its own KG, even on the same database
-    from tools.kg.falkordb_store import graph_name_for
+    from kgagents.tools.kg.falkordb_store import graph_name_for
 
     assert graph_name_for("fusion-1/falkordb:query") != graph_name_for("fusion-1/falkordb:direct")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graphs import fusion
-from nodes.context import Context
-from nodes.kgot import NO_SOLUTION
+from kgagents.graphs import fusion
+from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import NO_SOLUTION
 from tests import kgot_script as S
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer

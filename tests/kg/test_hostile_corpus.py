@@ -49,7 +49,7 @@ def walled_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 
 def switch_checks_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """From here on the query checks let everything through: the model's text reaches the engine as it is."""
-    from tools.kg import cypher_store, falkordb_store, sparql_store
+    from kgagents.tools.kg import cypher_store, falkordb_store, sparql_store
 
     for module in (cypher_store, falkordb_store):
         monkeypatch.setattr(module, "prepare", lambda statement, dialect, label=None: statement)
@@ -80,7 +80,7 @@ async def test_the_database_walls_hold_without_the_query_checks(walled_backend: 
     """The checks are not the wall: with them switched off, a run's database (Bolt), graph (FalkorDB) or sandboxed
     private copy (SPARQL) still keeps every query of the corpus from other runs, host files and the network."""
     if walled_backend.language == "sparql":
-        from tools.sandbox import isolation_status
+        from kgagents.tools.sandbox import isolation_status
 
         if isolation_status()[0] != "bwrap":
             pytest.skip("the SPARQL sandbox needs bubblewrap")
@@ -148,7 +148,7 @@ async def _corpus_holds(b: Backend, tmp_path: Path, then: Callable[[], None] = l
 
 
 def _refused(query: str) -> bool:
-    from tools.kg.sparql_text import SparqlRejected, clean
+    from kgagents.tools.kg.sparql_text import SparqlRejected, clean
 
     try:
         clean(query)
@@ -236,8 +236,8 @@ async def test_a_kgot_run_whose_retrieve_query_attacks_gets_nothing_of_another_r
         hostile_backend: Backend, tmp_path: Path, number: int):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graphs.kgot import compile_graph
-    from kgagents.scripted import ScriptedChatModel
+    from kgagents.graphs.kgot import compile_graph
+    from kgagents.core.scripted import ScriptedChatModel
     from tests import kgot_script as S
     from tests.kg.conftest import CODE
     from tests.kg.helpers import SORT_CALL, context

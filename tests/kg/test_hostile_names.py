@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.kg.conftest import CODE, Backend
-from tools.kg.base import KGSnapshot, KGStore
-from tools.kg.cypher import snapshot_digest
+from kgagents.tools.kg.base import KGSnapshot, KGStore
+from kgagents.tools.kg.cypher import snapshot_digest
 
 HOSTILE = [
     "a'b\"c\\d",

@@ -12,7 +12,7 @@ from langchain_core.tools import tool
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 from tests.kg.helpers import kg_shape, run, two_writes
-from tools.manager import register_tool, unregister_tool
+from kgagents.tools.manager import register_tool, unregister_tool
 
 CYPHER_ATTACKS = [
     "MATCH (n) DETACH DELETE n",
@@ -163,8 +163,8 @@ async def test_concurrent_runs_one_of_which_wipes_the_database(backend: Backend,
 @pytest.mark.parametrize("attack", ["MATCH (n) DETACH DELETE n"])
 async def test_bolt_scope_is_per_thread_and_per_fusion_variant(cypher_backend: Backend, tmp_path, attack):
     """Two KGs of one thread (fusion variants) are separate scopes too."""
-    from tools.kg.stores import open_store
-    from tools.sandbox import SandboxLimits
+    from kgagents.tools.kg.stores import open_store
+    from kgagents.tools.sandbox import SandboxLimits
 
     tid = f"shared-{uuid.uuid4().hex[:6]}"
     a = open_store(cypher_backend.backend, snapshot=None, work_dir=tmp_path, thread_id=f"{tid}/neo4j:query",
@@ -182,7 +182,7 @@ async def test_bolt_scope_is_per_thread_and_per_fusion_variant(cypher_backend: B
 def _bolt(arcadedb_server, monkeypatch, **env: str):
     """The test ArcadeDB server as a Bolt backend configured by ``env`` (a fresh server object per test)."""
     from tests.kg.conftest import Backend
-    from tools.kg import cypher_store
+    from kgagents.tools.kg import cypher_store
 
     for name in ("KGAGENTS_ARCADEDB_HTTP", "KGAGENTS_BOLT_CONCURRENT", "KGAGENTS_BOLT_ISOLATION",
                  "KGAGENTS_BOLT_LEASE_S", "NEO4J_URI"):
@@ -203,7 +203,7 @@ def _bolt(arcadedb_server, monkeypatch, **env: str):
 
 
 async def test_each_run_has_a_database_of_its_own(arcadedb_server, tmp_path, monkeypatch):
-    from tools.kg import cypher_store
+    from kgagents.tools.kg import cypher_store
 
     backend, config = _bolt(arcadedb_server, monkeypatch,
                             KGAGENTS_ARCADEDB_HTTP=f"http://127.0.0.1:{arcadedb_server.extra['http_port']}")
@@ -222,7 +222,7 @@ async def test_each_run_has_a_database_of_its_own(arcadedb_server, tmp_path, mon
 
 async def test_idle_databases_beyond_the_cap_are_dropped_and_come_back_from_the_state(arcadedb_server, tmp_path,
                                                                                        monkeypatch):
-    from tools.kg import cypher_store
+    from kgagents.tools.kg import cypher_store
 
     backend, config = _bolt(arcadedb_server, monkeypatch,
                             KGAGENTS_ARCADEDB_HTTP=f"http://127.0.0.1:{arcadedb_server.extra['http_port']}")
@@ -242,8 +242,8 @@ async def test_idle_databases_beyond_the_cap_are_dropped_and_come_back_from_the_
 
 
 async def test_a_single_database_server_serves_one_run_at_a_time(arcadedb_server, tmp_path, monkeypatch):
-    from tools.kg.base import KGError
-    from tools.kg.stores import release_run
+    from kgagents.tools.kg.base import KGError
+    from kgagents.tools.kg.stores import release_run
 
     backend, _ = _bolt(arcadedb_server, monkeypatch, KGAGENTS_BOLT_LEASE_S="2")
     first = backend.open(f"lease-a-{uuid.uuid4().hex[:6]}", None, tmp_path)

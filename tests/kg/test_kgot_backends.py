@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from prompts.kgot import LANGUAGES
+from kgagents.prompts.kgot import LANGUAGES
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 from tests.kg.helpers import kg_shape, run, two_writes

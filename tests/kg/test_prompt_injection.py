@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.kgot import compile_graph
-from kgagents.scripted import ScriptedChatModel
-from nodes.context import Context
+from kgagents.graphs.kgot import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import Context
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 from tests.tools import files as F
 from tests.tools.conftest import web  # noqa: F401 - the loopback fixture server, one per session
 from tests.tools.server import FixtureServer
-from tools.sandbox import isolation_status
+from kgagents.tools.sandbox import isolation_status
 
 SECRET = "sk-kgagents-injected-4b1d"
 QUESTION = "How many people visited the Lake Vornhal observatory in 2023? The page and report are attached."
@@ -157,9 +157,9 @@ async def test_the_embedded_bolt_server_takes_no_password_anyone_knows(arcadedb_
     also answers HTTP there, with basic auth: its root password is random and never on a command line."""
     import neo4j
 
-    from tools.base import run_tool_with_retry
-    from tools.files.inspector import make_text_inspector
-    from tools.manager import ToolEnv
+    from kgagents.tools.base import run_tool_with_retry
+    from kgagents.tools.files.inspector import make_text_inspector
+    from kgagents.tools.manager import ToolEnv
 
     password = arcadedb_server.extra["password"]
     assert len(password) >= 24 and password not in {"kgagents-local", "root", "playwithdata"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyoxigraph as ox
 import pytest
 
-from tools.kg.sparql_store import (
+from kgagents.tools.kg.sparql_store import (
     KG,
     compact,
     derive_update_url,

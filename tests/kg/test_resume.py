@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.kgot import compile_graph
-from kgagents.scripted import ScriptedChatModel
+from kgagents.graphs.kgot import compile_graph
+from kgagents.core.scripted import ScriptedChatModel
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, DB_CASES, Backend, make_backend
 from tests.kg.helpers import QUESTION, context, kg_shape, run, two_writes
@@ -100,7 +100,7 @@ def ask_args(backend: Backend, script: Path, thread: str) -> list[str]:
 
 
 async def show_state(tmp_path: Path, thread: str) -> dict:
-    from kgagents.workflows import thread_state
+    from kgagents.graphs.workflows import thread_state
 
     state, _ = await thread_state("kgot", tmp_path / "runs", thread)
     return state

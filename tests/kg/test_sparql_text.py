@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tools.kg.sparql_store import PREFIXES
-from tools.kg.sparql_text import SparqlRejected, clean, tokenize
+from kgagents.tools.kg.sparql_store import PREFIXES
+from kgagents.tools.kg.sparql_text import SparqlRejected, clean, tokenize
 
 
 @pytest.mark.parametrize("query", [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from tests.kg.conftest import CODE, Backend
-from tools.kg.base import KGStore, snapshot_from_jsonl, snapshot_to_jsonl
+from kgagents.tools.kg.base import KGStore, snapshot_from_jsonl, snapshot_to_jsonl
 
 
 def thread() -> str:

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from tools.pgraph import load_embedder
+from kgagents.tools.pgraph import load_embedder
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 
 from kgagents.cli import main
-from tools.kg.base import snapshot_from_jsonl
+from kgagents.tools.kg.base import snapshot_from_jsonl
 
 CR_LT = resources.files("evals") / "data" / "colota" / "customized_dataset.jsonl"
 
@@ -72,7 +72,7 @@ def test_usage_errors(argv, capsys):
 
 def test_ask_explores_an_imported_graph_by_name(capsys, tmp_path, ark_example):
     from tests.ark import script as S
-    from tools.pgraph import open_graph
+    from kgagents.tools.pgraph import open_graph
 
     source = tmp_path / "yui.json"
     source.write_text(json.dumps(ark_example), encoding="utf-8")

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from kgagents.cli import main
-from tools.kg.cypher import quote_name
-from tools.kg.servers import free_port
-from tools.pgraph import GraphFormatError, import_graph, known_graphs, open_graph
-from tools.pgraph import cypher as cypher_module
-from tools.pgraph.compact import CompactGraph
-from tools.pgraph.cypher import (
+from kgagents.tools.kg.cypher import quote_name
+from kgagents.tools.kg.servers import free_port
+from kgagents.tools.pgraph import GraphFormatError, import_graph, known_graphs, open_graph
+from kgagents.tools.pgraph import cypher as cypher_module
+from kgagents.tools.pgraph.compact import CompactGraph
+from kgagents.tools.pgraph.cypher import (
     CATALOG_GRAPH,
     CATALOG_LABEL,
     CypherGraph,
@@ -30,8 +30,8 @@ from tools.pgraph.cypher import (
     import_to_cypher,
     redact,
 )
-from tools.pgraph.model import StaticKG
-from tools.pgraph.registry import forget_open_graphs
+from kgagents.tools.pgraph.model import StaticKG
+from kgagents.tools.pgraph.registry import forget_open_graphs
 
 DBLP = Path(str(resources.files("evals") / "data" / "grbench" / "fixture" / "dblp" / "graph.json"))
 
@@ -321,7 +321,7 @@ def embedded_falkordb(monkeypatch):
     """No FALKORDB_URL: the process's embedded FalkorDB server, stopped after the test."""
     monkeypatch.delenv("FALKORDB_URL", raising=False)
     yield
-    from tools.kg import servers
+    from kgagents.tools.kg import servers
 
     server = servers._embedded.pop("falkordb", None)
     if server is not None:

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from evals import grbench_fixture
-from evals.colota import DATA_DIR as COLOTA_DIR
-from tools.pgraph import GraphFormatError, StaticKG, cached, loaders, open_graph
-from tools.pgraph.build import GraphBuilder
-from tools.pgraph.loaders import detect_format, parse_repr
-from tools.pgraph.registry import build
+from kgagents.evals import grbench_fixture
+from kgagents.evals.colota import DATA_DIR as COLOTA_DIR
+from kgagents.tools.pgraph import GraphFormatError, StaticKG, cached, loaders, open_graph
+from kgagents.tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.loaders import detect_format, parse_repr
+from kgagents.tools.pgraph.registry import build
 
 CR_LT = COLOTA_DIR / "customized_dataset.jsonl"
 FIXTURE = grbench_fixture.FIXTURE_DIR

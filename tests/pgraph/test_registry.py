@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tools.pgraph import (
+from kgagents.tools.pgraph import (
     GraphFormatError,
     cached,
     graphs_dir,
@@ -20,7 +20,7 @@ from tools.pgraph import (
     registry,
     resolve,
 )
-from tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.build import GraphBuilder
 
 EDGES = [["Ada", "Bob", {"relation": "knows"}], ["Bob", "Paris", {"relation": "lives in"}]]
 

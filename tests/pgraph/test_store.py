@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from tools.kg.base import snapshot_from_jsonl
-from tools.pgraph import GraphFormatError, graph_from_edges, import_edges, open_graph
-from tools.pgraph.build import GraphBuilder
-from tools.pgraph.compact import CompactGraph
-from tools.pgraph.vectors import IndexSet
+from kgagents.tools.kg.base import snapshot_from_jsonl
+from kgagents.tools.pgraph import GraphFormatError, graph_from_edges, import_edges, open_graph
+from kgagents.tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.compact import CompactGraph
+from kgagents.tools.pgraph.vectors import IndexSet
 
 EDGES = [
     ["Ada", "Bob", {"relation": "knows"}],
@@ -313,7 +313,7 @@ def test_a_search_may_ask_for_an_exact_or_an_ivf_index_whatever_the_size(tmp_pat
 
 
 def test_inline_edges_are_built_once_by_content(tmp_path, monkeypatch):
-    from tools.pgraph import registry
+    from kgagents.tools.pgraph import registry
 
     calls = []
     original = GraphBuilder.finish

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tools.pgraph.build import GraphBuilder
-from tools.pgraph.compact import CompactGraph
-from tools.pgraph.vectors import IndexSet
+from kgagents.tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.compact import CompactGraph
+from kgagents.tools.pgraph.vectors import IndexSet
 
 
 class HashEmbedder:

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from kgagents.config import Settings
-from kgagents.scripted import ScriptedChatModel
+from kgagents.core.config import Settings
+from kgagents.core.scripted import ScriptedChatModel
 from tests.tools.server import FixtureServer
-from tools.manager import ToolEnv
-from tools.web.http import FetchLimits
+from kgagents.tools.manager import ToolEnv
+from kgagents.tools.web.http import FetchLimits
 
 
 @pytest.fixture(scope="session")

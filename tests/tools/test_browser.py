@@ -8,8 +8,8 @@ import re
 import pytest
 
 from tests.tools.conftest import TEST_LIMITS
-from tools.base import ToolFailure
-from tools.web.browser import TextBrowser
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.web.browser import TextBrowser
 
 
 @pytest.fixture

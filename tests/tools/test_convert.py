@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.tools import files as F
-from tools.files.convert import ConversionError, convert_bytes, convert_path, decode_text, kind_of
+from kgagents.tools.files.convert import ConversionError, convert_bytes, convert_path, decode_text, kind_of
 
 
 def test_html_to_markdown_drops_scripts():

@@ -10,11 +10,11 @@ import pytest
 
 from tests.tools import files as F
 from tests.tools.conftest import make_env, scripted
-from tools.base import run_tool_with_retry
-from tools.files.image import check_image_inspector, make_image_inspector, prepare_image
-from tools.files.inspector import make_text_inspector
-from tools.files.media import youtube_video_id
-from tools.manager import ToolManager
+from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.files.image import check_image_inspector, make_image_inspector, prepare_image
+from kgagents.tools.files.inspector import make_text_inspector
+from kgagents.tools.files.media import youtube_video_id
+from kgagents.tools.manager import ToolManager
 
 
 async def run(tool, args, env):
@@ -265,6 +265,6 @@ def test_registered_file_tools_and_statuses(env):
     manager = ToolManager(env, ["inspect_file_as_text", "image_inspector", "extract_zip"])
     assert [t.name for t in manager.get_tools()] == ["inspect_file_as_text", "image_inspector", "extract_zip"]
     assert all(len(t.description) <= 1024 for t in manager.get_tools())
-    from kgagents.config import Settings
+    from kgagents.core.config import Settings
 
     assert check_image_inspector(Settings(model="openai:gpt-4o")).reason.startswith("available")

@@ -17,9 +17,9 @@ import pytest
 
 from tests.tools import files as F
 from tests.tools.conftest import make_env, scripted
-from tools.base import ToolFailure, run_tool_with_retry
-from tools.files.image import MAX_SIDE, make_image_inspector, prepare_image
-from tools.files.inspector import make_extract_zip, make_text_inspector
+from kgagents.tools.base import ToolFailure, run_tool_with_retry
+from kgagents.tools.files.image import MAX_SIDE, make_image_inspector, prepare_image
+from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
 
 GB = 1024 ** 3
 
@@ -172,9 +172,9 @@ async def test_a_kgot_run_goes_on_past_hostile_attachments(tmp_path):
     error in the run's state, and the run answers."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from graphs.kgot import compile_graph
-    from kgagents.scripted import ScriptedChatModel
-    from nodes.context import Context
+    from kgagents.graphs.kgot import compile_graph
+    from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.nodes.context import Context
     from tests import kgot_script as S
 
     folder = tmp_path / "attachments"

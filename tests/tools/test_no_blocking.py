@@ -8,14 +8,14 @@ from contextlib import contextmanager
 
 import pytest
 
-from graphs import surfer
-from nodes.context import Context
+from kgagents.graphs import surfer
+from kgagents.nodes.context import Context
 from tests.tools import files as F
 from tests.tools.conftest import make_env, scripted
 from tests.tools.test_surfer import QUESTION, research_script
-from tools.base import run_tool_with_retry
-from tools.files.image import make_image_inspector
-from tools.files.inspector import make_extract_zip, make_text_inspector
+from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.files.image import make_image_inspector
+from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
 
 blockbuster = pytest.importorskip("blockbuster")
 

@@ -10,15 +10,15 @@ from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from graphs import surfer
-from kgagents.config import Settings
-from nodes import surfer as n
-from nodes.context import Context
-from prompts import surfer as P
-from prompts.kgot import placeholders
+from kgagents.graphs import surfer
+from kgagents.core.config import Settings
+from kgagents.nodes import surfer as n
+from kgagents.nodes.context import Context
+from kgagents.prompts import surfer as P
+from kgagents.prompts.kgot import placeholders
 from tests.tools.conftest import make_env, scripted
-from tools.base import run_tool_with_retry
-from tools.manager import ToolManager, tool_statuses
+from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.manager import ToolManager, tool_statuses
 
 
 def research_script(web) -> list[dict[str, Any]]:

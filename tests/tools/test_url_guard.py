@@ -6,9 +6,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from kgagents.config import allowed_hosts
+from kgagents.core.config import allowed_hosts
 from tests.tools.server import FixtureServer
-from tools.web.http import FetchError, FetchLimits, check_public, fetch
+from kgagents.tools.web.http import FetchError, FetchLimits, check_public, fetch
 
 
 @pytest.fixture(autouse=True)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from kgagents.config import Settings
+from kgagents.core.config import Settings
 from tests.tools.conftest import make_env, scripted
-from tools.base import run_tool_with_retry
-from tools.web.browser import TextBrowser
-from tools.web.search import make_client, search_params, web_search
-from tools.web.tools import SURFER_TOOL_NAMES, make_surfer_tools
-from tools.web.wikipedia import parse_date
+from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.web.browser import TextBrowser
+from kgagents.tools.web.search import make_client, search_params, web_search
+from kgagents.tools.web.tools import SURFER_TOOL_NAMES, make_surfer_tools
+from kgagents.tools.web.wikipedia import parse_date
 
 
 def tools_for(env, browser=None):
@@ -173,7 +173,7 @@ async def test_summarize_without_a_model(env, web):
 
 
 async def test_long_documents_are_read_in_parts(tmp_path, settings):
-    from tools.files.qa import CHUNK_CHARS, answer_about_text
+    from kgagents.tools.files.qa import CHUNK_CHARS, answer_about_text
 
     llm = scripted({"when": "part 1 of 3", "content": "NOTHING RELEVANT"},
                    {"when": "part 2 of 3", "content": "The key is 7Q."},

@@ -8,9 +8,9 @@ import pytest
 
 from tests.tools import files as F
 from tests.tools.conftest import make_env, scripted
-from tools.base import run_tool_with_retry
-from tools.files.inspector import make_extract_zip
-from tools.files.zip import ZipBombError, ZipLimits, extract
+from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.files.inspector import make_extract_zip
+from kgagents.tools.files.zip import ZipBombError, ZipLimits, extract
 
 
 async def run(tool, args, env):

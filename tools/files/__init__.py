@@ -3,10 +3,10 @@ ExtractZip (``extract_zip``). Importing this package registers them with the too
 
 from __future__ import annotations
 
-from kgagents.config import Settings
-from tools.files.image import check_image_inspector, make_image_inspector
-from tools.files.inspector import make_extract_zip, make_text_inspector
-from tools.manager import ToolStatus, register_tool
+from kgagents.core.config import Settings
+from kgagents.tools.files.image import check_image_inspector, make_image_inspector
+from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
+from kgagents.tools.manager import ToolStatus, register_tool
 
 
 def check_text_inspector(settings: Settings) -> ToolStatus:

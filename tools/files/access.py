@@ -10,7 +10,7 @@ with every symbolic link followed, and the result must be
 - inside a folder the user listed in ``KGAGENTS_FILE_ROOTS`` (``os.pathsep``-separated);
 
 and never inside ``/proc``, ``/sys`` or ``/dev``, whatever the roots say. A refused path is a
-:class:`FileAccessError` (a :class:`~tools.base.ToolFailure`: a clear tool error, no retries), raised before the
+:class:`FileAccessError` (a :class:`~kgagents.tools.base.ToolFailure`: a clear tool error, no retries), raised before the
 file is looked at, so a refusal says nothing about whether the file exists.
 
 :func:`open_allowed` opens the *resolved* path without following a final symbolic link, refuses anything but a
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlparse
 
-from tools.base import ToolFailure
-from tools.manager import ToolEnv
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.manager import ToolEnv
 
 #: Never readable, even under a root the user listed (process memory and environment, kernel and devices).
 DENIED_ROOTS = (Path("/proc"), Path("/sys"), Path("/dev"))

@@ -2,7 +2,7 @@
 
 Text in an unknown or wrong encoding is decoded with a fallback (declared charset, UTF-8, detection, latin-1)
 rather than failing. A file that cannot be converted raises :class:`ConversionError` with a short reason.
-Archives are never opened here (see :mod:`tools.files.zip` for safe extraction).
+Archives are never opened here (see :mod:`kgagents.tools.files.zip` for safe extraction).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from urllib.parse import unquote, urlparse
 
 import charset_normalizer
 
-from tools.base import ToolFailure
-from tools.files.zip import ZipBombError, ZipLimits, check_limits
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.files.zip import ZipBombError, ZipLimits, check_limits
 
 #: Files larger than this are not converted (the converters hold the whole file in memory).
 MAX_CONVERT_BYTES = 100 * 1024 * 1024
@@ -236,7 +236,7 @@ def _convert_pdf(data: bytes, info: Any, name: str | None) -> Document:
 
 def _needs_files_extra(kind: str) -> ConversionError:
     """The error for a format whose converter comes with the ``files`` extra."""
-    from kgagents.extras import install_hint
+    from kgagents.core.extras import install_hint
 
     return ConversionError(f"converting {kind or 'this file'} needs the `files` extra, which is not "
                            f"installed: {install_hint('files')}")
@@ -267,7 +267,7 @@ def _first_cause(exc: Exception) -> str:
 
 def convert_path(path: str | Path) -> Document:
     """Convert a local file to Markdown (see :func:`convert_bytes`). It opens ``path`` as it is: tools that
-    read a path the model chose go through :mod:`tools.files.access` instead."""
+    read a path the model chose go through :mod:`kgagents.tools.files.access` instead."""
     path = Path(path)
     size = path.stat().st_size
     if size > MAX_CONVERT_BYTES:

@@ -15,12 +15,12 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
-from kgagents.config import Settings
-from prompts import files as P
-from tools.base import ToolFailure
-from tools.files.convert import kind_of
-from tools.files.sources import load
-from tools.manager import ToolEnv, ToolStatus
+from kgagents.core.config import Settings
+from kgagents.prompts import files as P
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.files.convert import kind_of
+from kgagents.tools.files.sources import load
+from kgagents.tools.manager import ToolEnv, ToolStatus
 
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 #: Longest side sent to the model (larger images are scaled down; providers downscale anyway).

@@ -17,14 +17,14 @@ from pathlib import Path
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools.base import ToolFailure, truncate
-from tools.files.access import FileRoots, read_allowed, roots_of
-from tools.files.convert import MAX_CONVERT_BYTES, ConversionError, convert_bytes, kind_of
-from tools.files.media import transcribe, youtube_transcript, youtube_video_id
-from tools.files.qa import answer_about_text
-from tools.files.sources import Loaded, is_url, load
-from tools.files.zip import Extraction, ZipLimits, extract
-from tools.manager import ToolEnv
+from kgagents.tools.base import ToolFailure, truncate
+from kgagents.tools.files.access import FileRoots, read_allowed, roots_of
+from kgagents.tools.files.convert import MAX_CONVERT_BYTES, ConversionError, convert_bytes, kind_of
+from kgagents.tools.files.media import transcribe, youtube_transcript, youtube_video_id
+from kgagents.tools.files.qa import answer_about_text
+from kgagents.tools.files.sources import Loaded, is_url, load
+from kgagents.tools.files.zip import Extraction, ZipLimits, extract
+from kgagents.tools.manager import ToolEnv
 
 #: At most this many extracted files are read in one extract_zip call.
 MAX_INSPECTED_FILES = 30
@@ -82,7 +82,7 @@ class _Read:
 
 def _read_extracted(env: ToolEnv, roots: FileRoots, result: Extraction, path: Path) -> _Read:
     """One extracted file as text, or a note saying which tool reads it (blocking: run in a thread). It is read
-    through the same access check as any other file (:mod:`tools.files.access`)."""
+    through the same access check as any other file (:mod:`kgagents.tools.files.access`)."""
     rel = result.relative(path)
     try:
         data, _ = read_allowed(env, str(path), MAX_CONVERT_BYTES, roots)

@@ -1,7 +1,7 @@
 """Audio transcription (through the tools' model provider, when it offers one) and YouTube transcripts.
 
 A transcription is a paid model call like any other: its usage (tokens, or seconds of audio for ``whisper-1``) goes
-into the run's usage through the tool environment, priced by :mod:`kgagents.usage`.
+into the run's usage through the tool environment, priced by :mod:`kgagents.core.usage`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from kgagents.retry import is_transient
-from kgagents.usage import Usage, usage_entry
-from tools.base import ToolFailure
-from tools.manager import ToolEnv
+from kgagents.core.retry import is_transient
+from kgagents.core.usage import Usage, usage_entry
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.manager import ToolEnv
 
 #: OpenAI's upload limit for one transcription.
 MAX_AUDIO_BYTES = 25 * 1024 * 1024
@@ -103,7 +103,7 @@ Fetcher = Callable[[str], list[dict[str, Any]]]
 
 
 def _default_fetcher(video_id: str) -> list[dict[str, Any]]:
-    from kgagents.extras import require
+    from kgagents.core.extras import require
 
     YouTubeTranscriptApi = require("youtube_transcript_api", "YouTube transcripts").YouTubeTranscriptApi
 

@@ -10,9 +10,9 @@ import asyncio
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from prompts import files as P
-from tools.base import ToolFailure
-from tools.manager import ToolEnv
+from kgagents.prompts import files as P
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.manager import ToolEnv
 
 #: Characters of document per LLM call (about 15k tokens).
 CHUNK_CHARS = 60_000

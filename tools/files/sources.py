@@ -1,5 +1,5 @@
 """Where the file tools read from: a local path (a task attachment, a file in the run's work dir; see
-:mod:`tools.files.access`) or a URL."""
+:mod:`kgagents.tools.files.access`) or a URL."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tools.base import ToolFailure
-from tools.files.access import read_allowed
-from tools.files.convert import MAX_CONVERT_BYTES
-from tools.manager import ToolEnv
-from tools.web.http import download, limits_of
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.files.access import read_allowed
+from kgagents.tools.files.convert import MAX_CONVERT_BYTES
+from kgagents.tools.manager import ToolEnv
+from kgagents.tools.web.http import download, limits_of
 
 
 @dataclass
@@ -35,7 +35,7 @@ def is_url(source: str) -> bool:
 
 
 async def load(env: ToolEnv, source: str, *, max_bytes: int = MAX_CONVERT_BYTES) -> Loaded:
-    """Read a local file the run may read (``tools.files.access``; in a worker thread: file I/O never blocks the
+    """Read a local file the run may read (``kgagents.tools.files.access``; in a worker thread: file I/O never blocks the
     event loop) or download a URL (within the run's fetch limits)."""
     if not source or not source.strip():
         raise ToolFailure("no file path or URL was given")

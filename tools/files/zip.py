@@ -16,7 +16,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from tools.base import ToolFailure
+from kgagents.tools.base import ToolFailure
 
 CHUNK = 1024 * 1024
 

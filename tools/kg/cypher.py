@@ -6,8 +6,8 @@
   FalkorDB all accept (no APOC, no ``elementId()`` on FalkorDB, no ``EXISTS {}``);
 - turning driver values (nodes, relationships, paths, temporal and spatial values) into compact JSON for the LLM.
 
-The dialects are in :mod:`tools.kg.cypher_dialects`, the tokenizer in :mod:`tools.kg.cypher_text` and the checks
-and scope rewrite of LLM-written statements in :mod:`tools.kg.cypher_scope`.
+The dialects are in :mod:`kgagents.tools.kg.cypher_dialects`, the tokenizer in :mod:`kgagents.tools.kg.cypher_text` and the checks
+and scope rewrite of LLM-written statements in :mod:`kgagents.tools.kg.cypher_scope`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
+from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 
 MAX_RESULT_ROWS = 200
 

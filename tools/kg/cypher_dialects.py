@@ -3,7 +3,7 @@
 Neo4j gets the whole language the KGoT paper's prompts allow (subqueries, ``CALL {}``, APOC's pure functions where
 installed); ArcadeDB and FalkorDB their subsets; a Bolt server is recognised by the agent string it announces
 (:func:`bolt_dialect`). The dialect selects the prompts and what the statement checks
-(:mod:`tools.kg.cypher_scope`) let through.
+(:mod:`kgagents.tools.kg.cypher_scope`) let through.
 """
 
 from __future__ import annotations

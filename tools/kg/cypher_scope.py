@@ -1,7 +1,7 @@
 """The checks every LLM-written Cypher statement passes, and the scope label that confines it to one run's KG.
 
 :func:`prepare` is the one gate between the model's text and a Cypher server (Bolt servers and FalkorDB alike).
-It reads the statement with the strict tokenizer of :mod:`tools.kg.cypher_text`, walks it clause by clause and
+It reads the statement with the strict tokenizer of :mod:`kgagents.tools.kg.cypher_text`, walks it clause by clause and
 returns it **rebuilt from the checked tokens** (comments dropped), so the server runs exactly what was checked.
 
 Refused on every server (the message says what to write instead):
@@ -25,7 +25,7 @@ left alone (it is a scoped node, and re-labelling it is an error). Variables fol
 variable is bound it labels the pattern (a new node in the scope, or a server error), never the other way round.
 
 The label is defence in depth: on the embedded ArcadeDB server and on Neo4j servers with several databases each
-run has a database of its own (:mod:`tools.kg.cypher_store`).
+run has a database of its own (:mod:`kgagents.tools.kg.cypher_store`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 
-from tools.kg.cypher_dialects import APOC_NAMESPACES, COMMON_CYPHER, CypherDialect
-from tools.kg.cypher_text import CypherRejected, Token, render, tokenize
+from kgagents.tools.kg.cypher_dialects import APOC_NAMESPACES, COMMON_CYPHER, CypherDialect
+from kgagents.tools.kg.cypher_text import CypherRejected, Token, render, tokenize
 
 __all__ = ["SCOPE_PREFIX", "prepare", "scope_label_for", "scope_query"]
 
@@ -504,7 +504,7 @@ def _node_pattern(tokens: list[Token], i: int) -> tuple[int, str | None, int, bo
 
 def prepare(statement: str, dialect: CypherDialect = COMMON_CYPHER, scope_label: str | None = None) -> str:
     """The statement as it may reach the server: checked, rebuilt from its tokens, with ``scope_label`` on every
-    node pattern when one is given. Raises :class:`~tools.kg.cypher_text.CypherRejected` with a message for the
+    node pattern when one is given. Raises :class:`~kgagents.tools.kg.cypher_text.CypherRejected` with a message for the
     model."""
     return _Walk(tokenize(statement), dialect, scope_label).run()
 

@@ -3,7 +3,7 @@
 Configuration: ``NEO4J_URI`` (or the context's ``kg_url``), ``NEO4J_USER`` (default ``neo4j``),
 ``NEO4J_PASSWORD``, ``NEO4J_DATABASE`` (default: the server's default database). Without a URI, an embedded
 ArcadeDB Bolt server is started in a child process for the life of this process (see
-:mod:`tools.kg.servers`; it takes a few seconds: a JVM starts).
+:mod:`kgagents.tools.kg.servers`; it takes a few seconds: a JVM starts).
 
 **Isolation** (:class:`BoltServer`): runs are kept apart by the database wherever the server has several.
 
@@ -23,7 +23,7 @@ ArcadeDB Bolt server is started in a child process for the life of this process 
   ``KGAGENTS_BOLT_ISOLATION=database|shared`` forces a mode (``auto``, the default, picks ``database`` where the
   server offers it).
 
-In both modes every LLM-written statement passes :func:`tools.kg.cypher_scope.prepare` (the checks, rebuilt from
+In both modes every LLM-written statement passes :func:`kgagents.tools.kg.cypher_scope.prepare` (the checks, rebuilt from
 its tokens, the scope label on every node pattern) and a write runs in one transaction together with the id
 assignment and a check that the number of nodes in the scope moved exactly as the server's counters say; reads
 run in a transaction that is always rolled back. Every transaction has a time limit
@@ -32,7 +32,7 @@ run in a transaction that is always rolled back. Every transaction has a time li
 On open, the run's KG is compared with the snapshot the graph state holds and restored from it when they differ
 (e.g. after a crash between a database write and the checkpoint): a resumed run never sees a duplicate.
 
-The server's dialect (:func:`tools.kg.cypher_dialects.bolt_dialect`) comes from the agent string it announces,
+The server's dialect (:func:`kgagents.tools.kg.cypher_dialects.bolt_dialect`) comes from the agent string it announces,
 once per server and process; it selects the prompts (``store.dialect``) and what the statement checks allow.
 """
 
@@ -49,8 +49,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
-from tools.kg.cypher import (
+from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
+from kgagents.tools.kg.cypher import (
     NodeRow,
     RelRow,
     build_snapshot,
@@ -61,10 +61,10 @@ from tools.kg.cypher import (
     restore_statements,
     snapshot_digest,
 )
-from tools.kg.cypher_dialects import CypherDialect, bolt_dialect
-from tools.kg.cypher_scope import SCOPE_PREFIX, prepare, scope_label_for
-from tools.kg.cypher_text import CypherRejected, split_statements
-from tools.kg.servers import embedded, query_timeout_s
+from kgagents.tools.kg.cypher_dialects import CypherDialect, bolt_dialect
+from kgagents.tools.kg.cypher_scope import SCOPE_PREFIX, prepare, scope_label_for
+from kgagents.tools.kg.cypher_text import CypherRejected, split_statements
+from kgagents.tools.kg.servers import embedded, query_timeout_s
 
 #: The lease node of a shared (single-tenant) database: its label starts with the reserved scope prefix, so no
 #: LLM-written statement can name it.

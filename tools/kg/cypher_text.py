@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.kg.query_text import describe_char, where
+from kgagents.tools.kg.query_text import describe_char, where
 
 __all__ = ["CypherRejected", "Token", "render", "split_statements", "tokenize"]
 

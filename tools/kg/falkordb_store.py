@@ -2,18 +2,18 @@
 
 Configuration: ``FALKORDB_URL`` (or the context's ``kg_url``; ``redis://host:port``, ``rediss://...`` or
 ``unix:///path/to.sock``). Without one, the embedded FalkorDB server of the ``falkordblite`` wheel is started
-on a private Unix socket for the life of this process (see :mod:`tools.kg.servers`).
+on a private Unix socket for the life of this process (see :mod:`kgagents.tools.kg.servers`).
 
 Each run has its own FalkorDB graph (a Redis key derived from the thread id): a Cypher query addresses exactly
 one graph, so an LLM-written ``MATCH (n) DETACH DELETE n`` empties its own run's KG and nothing else. Every
-LLM-written statement passes :func:`tools.kg.cypher_scope.prepare` first (no ``LOAD CSV``, no procedures, only
+LLM-written statement passes :func:`kgagents.tools.kg.cypher_scope.prepare` first (no ``LOAD CSV``, no procedures, only
 Cypher's own functions; rebuilt from its checked tokens) and runs under the time limit
 ``KGAGENTS_KG_QUERY_TIMEOUT_S`` (the embedded server caps every query at it too).
 FalkorDB runs each query atomically but has no multi-query transactions, so a write that fails after an
 earlier statement of the same code succeeded, or whose result breaks the id rules, is undone by restoring
 the KG from the snapshot taken before it. Reads run with ``GRAPH.RO_QUERY``, which refuses to change the graph.
 
-FalkorDB's dialect (:data:`tools.kg.cypher.FALKORDB`) has no ``elementId()``, no APOC and no ``EXISTS {}``
+FalkorDB's dialect (:data:`kgagents.tools.kg.cypher.FALKORDB`) has no ``elementId()``, no APOC and no ``EXISTS {}``
 subqueries, ``CALL {}`` subqueries only with an importing ``WITH``, and property values are scalars or arrays of
 scalars; the Cypher prompts for this store keep to that subset.
 """
@@ -28,8 +28,8 @@ import threading
 from typing import Any
 from urllib.parse import urlparse
 
-from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
-from tools.kg.cypher import (
+from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
+from kgagents.tools.kg.cypher import (
     NodeRow,
     RelRow,
     build_snapshot,
@@ -39,10 +39,10 @@ from tools.kg.cypher import (
     restore_statements,
     snapshot_digest,
 )
-from tools.kg.cypher_dialects import FALKORDB
-from tools.kg.cypher_scope import prepare
-from tools.kg.cypher_text import CypherRejected, split_statements
-from tools.kg.servers import query_timeout_s
+from kgagents.tools.kg.cypher_dialects import FALKORDB
+from kgagents.tools.kg.cypher_scope import prepare
+from kgagents.tools.kg.cypher_text import CypherRejected, split_statements
+from kgagents.tools.kg.servers import query_timeout_s
 
 GRAPH_PREFIX = "kgagents_"
 
@@ -62,14 +62,14 @@ def falkordb_url(url: str | None = None) -> str:
     url = url or os.environ.get("FALKORDB_URL", "").strip()
     if url:
         return url
-    from tools.kg.servers import embedded
+    from kgagents.tools.kg.servers import embedded
 
     return embedded("falkordb").url
 
 
 def client_for(url: str) -> Any:
     """One client (connection pool) per server for the process."""
-    from kgagents.extras import require
+    from kgagents.core.extras import require
 
     FalkorDB = require("falkordb", "the FalkorDB backend").FalkorDB
 

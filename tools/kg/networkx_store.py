@@ -1,7 +1,7 @@
 """The embedded task KG: a NetworkX ``MultiDiGraph`` whose whole content lives in the graph state.
 
 LLM-written insert and read code never runs in this process: it runs in the sandbox
-(:mod:`tools.sandbox`) against a copy of the KG built from the snapshot, and a write returns the new KG
+(:mod:`kgagents.tools.sandbox`) against a copy of the KG built from the snapshot, and a write returns the new KG
 as a snapshot, validated before it is accepted. The code sees:
 
 - ``G`` — a ``networkx.MultiDiGraph``; a node has a ``label`` attribute (its type) and property attributes;
@@ -17,8 +17,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from tools.kg.base import KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
-from tools.sandbox import Sandbox, SandboxLimits
+from kgagents.tools.kg.base import KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
+from kgagents.tools.sandbox import Sandbox, SandboxLimits
 
 _PRELUDE = """
 import json, math, re, collections, itertools, statistics, datetime

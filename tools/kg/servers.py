@@ -4,7 +4,7 @@
   embedded default listens on a private Unix socket; test servers listen on a free loopback port.
 - **Bolt** (the ``neo4j`` driver's protocol): an ArcadeDB server with its Bolt plugin, from the
   ``arcadedb-embedded`` wheel (it bundles a Java runtime). It runs in a child Python process
-  (``python -m tools.kg.servers arcadedb ...``), because the JVM lives for the whole life of its process.
+  (``python -m kgagents.tools.kg.servers arcadedb ...``), because the JVM lives for the whole life of its process.
 - **SPARQL**: the ``oxigraph`` server binary (PyPI ``oxigraph``).
 
 Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that
@@ -16,9 +16,9 @@ forked the child ends.
 
 Run one by hand (it stays in the foreground until interrupted)::
 
-    python -m tools.kg.servers falkordb --port 6379
-    python -m tools.kg.servers arcadedb --port 7687 --password secret-pass   # default: a random one, printed
-    python -m tools.kg.servers oxigraph --port 7878
+    python -m kgagents.tools.kg.servers falkordb --port 6379
+    python -m kgagents.tools.kg.servers arcadedb --port 7687 --password secret-pass   # default: a random one, printed
+    python -m kgagents.tools.kg.servers oxigraph --port 7878
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgagents.extras import MissingExtra
-from tools.kg.base import KGError
+from kgagents.core.extras import MissingExtra
+from kgagents.tools.kg.base import KGError
 
 DEFAULT_QUERY_TIMEOUT_S = 30.0
 
@@ -294,7 +294,7 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
     http_port = free_port()
     tmp = tempfile.TemporaryDirectory(prefix="kgagents-arcadedb-")
     ready_file = Path(tmp.name) / "ready"
-    cmd = [sys.executable, "-m", "tools.kg.servers", "arcadedb", "--port", str(port), "--http-port", str(http_port),
+    cmd = [sys.executable, "-m", "kgagents.tools.kg.servers", "arcadedb", "--port", str(port), "--http-port", str(http_port),
            "--root", str(Path(tmp.name) / "root"), "--ready-file", str(ready_file)]
     cmd += ["--password-stdin", "--query-timeout", str(query_timeout or query_timeout_s())]
     password = password or secrets.token_urlsafe(24)
@@ -368,7 +368,7 @@ def embedded(kind: str) -> ServerProcess:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.kg.servers", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.tools.kg.servers", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="kind", required=True)
     fk = sub.add_parser("falkordb")
     fk.add_argument("--port", type=int, default=6379)

@@ -25,8 +25,8 @@ queries run on a **private in-memory copy** of the run's graph (its default grap
 run's data): an update's result replaces the run's named graph in one update request built from ``pyoxigraph``
 terms, so ``DROP ALL``, ``CLEAR ALL`` or ``GRAPH <other>`` can only affect the copy, and a query can only see
 the run's own triples -- whatever an endpoint would make of ``FROM``, ``GRAPH ?g`` or ``SERVICE`` to itself.
-Before it runs, the text passes :func:`tools.kg.sparql_text.clean` (``SERVICE`` and ``LOAD`` refused, the
-query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox (:mod:`tools.kg.sparql_engine`
+Before it runs, the text passes :func:`kgagents.tools.kg.sparql_text.clean` (``SERVICE`` and ``LOAD`` refused, the
+query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox (:mod:`kgagents.tools.kg.sparql_engine`
 runs there: no network at all, the sandbox's time and memory limits), so the engine itself cannot reach the
 network either. Without bubblewrap it runs in this process, and the query check is the only wall.
 """
@@ -49,10 +49,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
-from tools.kg.cypher import canonical, snapshot_digest
-from tools.kg.sparql_text import SparqlRejected, clean
-from tools.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
+from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
+from kgagents.tools.kg.cypher import canonical, snapshot_digest
+from kgagents.tools.kg.sparql_text import SparqlRejected, clean
+from kgagents.tools.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
 
 KG = "urn:kg:"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -346,7 +346,7 @@ def term_value(term: Any) -> Any:
 
 
 def engine_term(term: list[Any]) -> Any:
-    """A term as :func:`tools.kg.sparql_engine.execute` describes it (``[kind, value, datatype, language]``), as
+    """A term as :func:`kgagents.tools.kg.sparql_engine.execute` describes it (``[kind, value, datatype, language]``), as
     the LLM reads it."""
     import pyoxigraph as ox
 
@@ -427,7 +427,7 @@ _warned_in_process = False
 
 class SparqlRunner:
     """Where LLM-written SPARQL runs: the sandbox (bubblewrap: no network; or, when the user allowed it, the weak
-    sandbox), else this process. Either way on a private store holding one KG (:mod:`tools.kg.sparql_engine`)."""
+    sandbox), else this process. Either way on a private store holding one KG (:mod:`kgagents.tools.kg.sparql_engine`)."""
 
     def __init__(self, work_dir: Path | None, limits: SandboxLimits, allow_weak: bool) -> None:
         self.sandbox: Sandbox | None = None
@@ -447,7 +447,7 @@ class SparqlRunner:
         """``(outcome, None)`` or ``(None, error for the model)``."""
         args = {"triples": triples, "text": text, "update": update, "prefixes": PREFIXES,
                 "max_rows": MAX_RESULT_ROWS}
-        from tools.kg import sparql_engine  # imports pyoxigraph (the sparql extra)
+        from kgagents.tools.kg import sparql_engine  # imports pyoxigraph (the sparql extra)
 
         if self.sandbox is None:
             try:

@@ -17,7 +17,7 @@ Refused, with a message the model can act on:
   anything the grammar has no token for.
 
 The engine then parses the rebuilt text itself; with bubblewrap it runs in the sandbox, which has no network at
-all (:mod:`tools.kg.sparql_store`).
+all (:mod:`kgagents.tools.kg.sparql_store`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tools.kg.query_text import describe_char, where
+from kgagents.tools.kg.query_text import describe_char, where
 
 __all__ = ["SparqlRejected", "SparqlToken", "clean", "tokenize"]
 

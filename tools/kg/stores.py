@@ -2,7 +2,7 @@
 
 ``networkx`` (embedded, the default) is built in; other backends register a factory with
 :func:`register_backend`. A factory receives the run's parameters as keyword arguments and returns a
-:class:`tools.kg.base.KGStore`.
+:class:`kgagents.tools.kg.base.KGStore`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kgagents.extras import require
-from tools.kg.base import KGSnapshot, KGStore
-from tools.kg.networkx_store import NetworkXStore
-from tools.sandbox import SandboxLimits
+from kgagents.core.extras import require
+from kgagents.tools.kg.base import KGSnapshot, KGStore
+from kgagents.tools.kg.networkx_store import NetworkXStore
+from kgagents.tools.sandbox import SandboxLimits
 
 BackendFactory = Callable[..., KGStore]
 
@@ -30,8 +30,8 @@ def register_backend(name: str, factory: BackendFactory, query_language: str = "
     """Make a backend available under ``name`` (``query_language`` selects its prompts).
 
     ``opens_without_io``: the factory touches no file, socket or subprocess once the run's work dir is
-    prepared (``tools.sandbox.prepare_work_dir``), so runs open it on the event loop; otherwise in a thread.
-    ``requires``: modules of an extra (:mod:`kgagents.extras`) the backend needs.
+    prepared (``kgagents.tools.sandbox.prepare_work_dir``), so runs open it on the event loop; otherwise in a thread.
+    ``requires``: modules of an extra (:mod:`kgagents.core.extras`) the backend needs.
     """
     _backends[name] = factory
     _languages[name] = query_language
@@ -60,7 +60,7 @@ def backend_names() -> list[str]:
 
 def check_backend(name: str, url: str | None = None) -> None:
     """Refuse a backend that does not exist or whose extra is not installed
-    (:class:`kgagents.extras.MissingExtra` names it), before anything is started. ``url``: the backend's
+    (:class:`kgagents.core.extras.MissingExtra` names it), before anything is started. ``url``: the backend's
     database, if one is given (the neo4j backend needs an extra only for its embedded server)."""
     backend_language(name)
     needs = _requires.get(name, ())
@@ -82,21 +82,21 @@ register_backend("networkx", _networkx, opens_without_io=True)
 # ``sync=False`` opens without making the database equal to ``snapshot`` (diagnostics and tests only).
 def _neo4j(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
            run_id: str | None = None, **_: Any) -> KGStore:
-    from tools.kg.cypher_store import Neo4jStore, bolt_config
+    from kgagents.tools.kg.cypher_store import Neo4jStore, bolt_config
 
     return Neo4jStore(snapshot, thread_id=thread_id, config=bolt_config(url), run_id=run_id, sync=sync)
 
 
 def _falkordb(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
               **_: Any) -> KGStore:
-    from tools.kg.falkordb_store import FalkorDBStore, falkordb_url
+    from kgagents.tools.kg.falkordb_store import FalkorDBStore, falkordb_url
 
     return FalkorDBStore(snapshot, thread_id=thread_id, url=falkordb_url(url), sync=sync)
 
 
 def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, work_dir: Path, limits: SandboxLimits,
             allow_weak_sandbox: bool, url: str | None = None, sync: bool = True, **_: Any) -> KGStore:
-    from tools.kg.sparql_store import SparqlStore, database_for
+    from kgagents.tools.kg.sparql_store import SparqlStore, database_for
 
     return SparqlStore(snapshot, thread_id=thread_id, database=database_for(url), work_dir=work_dir / "kg",
                        limits=limits, allow_weak_sandbox=allow_weak_sandbox, sync=sync)
@@ -110,7 +110,7 @@ register_backend("sparql", _sparql, "sparql", requires=("pyoxigraph",))
 def release_run(name: str, *, run_id: str, url: str | None = None) -> None:
     """Run ``run_id`` is done with backend ``name``: a single-tenant Bolt server is free for the next run."""
     if name == "neo4j":
-        from tools.kg.cypher_store import release_run as release_bolt
+        from kgagents.tools.kg.cypher_store import release_run as release_bolt
 
         release_bolt(url, run_id)
 

@@ -1,20 +1,20 @@
 """Static knowledge graphs that agents explore (ARK-V1, grounded Graph-CoT/ToT/GoT, Agent-G).
 
 One read-only interface (:class:`StaticKG`), an embedded compact store built once per graph and shared by every
-run of a process (:mod:`tools.pgraph.compact`), Cypher databases for graphs beyond one machine
-(:mod:`tools.pgraph.cypher`), loaders for the benchmarks' formats (:mod:`tools.pgraph.loaders`) and persistent
-embedding indexes for fuzzy lookup (:mod:`tools.pgraph.vectors`). :func:`open_graph` is the way in.
+run of a process (:mod:`kgagents.tools.pgraph.compact`), Cypher databases for graphs beyond one machine
+(:mod:`kgagents.tools.pgraph.cypher`), loaders for the benchmarks' formats (:mod:`kgagents.tools.pgraph.loaders`) and persistent
+embedding indexes for fuzzy lookup (:mod:`kgagents.tools.pgraph.vectors`). :func:`open_graph` is the way in.
 """
 
-from tools.pgraph.embeddings import (
+from kgagents.tools.pgraph.embeddings import (
     Embedder,
     EmbeddingIndex,
     LazyEmbedder,
     SentenceTransformerEmbedder,
     load_embedder,
 )
-from tools.pgraph.loaders import FORMATS, load_ark_record, load_ark_records
-from tools.pgraph.model import (
+from kgagents.tools.pgraph.loaders import FORMATS, load_ark_record, load_ark_records
+from kgagents.tools.pgraph.model import (
     EgoGraph,
     GraphFormatError,
     GraphRef,
@@ -24,7 +24,7 @@ from tools.pgraph.model import (
     StaticKG,
     Triple,
 )
-from tools.pgraph.registry import (
+from kgagents.tools.pgraph.registry import (
     cached,
     graph_from_edges,
     graphs_dir,

@@ -12,7 +12,7 @@ a loader in any order — an edge may name a node that is declared later, or nev
   lies, the source and the fingerprint.
 
 Memory while building is a dict from node id to integer plus a few integers per edge; the strings go to disk
-as they arrive. :class:`~tools.pgraph.compact.CompactGraph` memory-maps the result.
+as they arrive. :class:`~kgagents.tools.pgraph.compact.CompactGraph` memory-maps the result.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The embedded compact store: a built graph directory (:mod:`tools.pgraph.build`), memory-mapped read-only.
+"""The embedded compact store: a built graph directory (:mod:`kgagents.tools.pgraph.build`), memory-mapped read-only.
 
 Opening costs two ``mmap`` calls and a JSON manifest, whatever the graph's size: pages are read from disk when
 a lookup touches them and shared by every run and every process that opens the same directory. Node handles
 are integers; a lookup by id or by name is a binary search over sorted 64-bit hashes with a string check.
-The embedding indexes live in ``index/`` beside the arrays (:mod:`tools.pgraph.vectors`), built when a search
+The embedding indexes live in ``index/`` beside the arrays (:mod:`kgagents.tools.pgraph.vectors`), built when a search
 first needs them.
 """
 
@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tools.pgraph.build import FORMAT_VERSION, KIND_STR, string_hash
-from tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
-from tools.pgraph.vectors import IndexSet
+from kgagents.tools.pgraph.build import FORMAT_VERSION, KIND_STR, string_hash
+from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
+from kgagents.tools.pgraph.vectors import IndexSet
 
 
 class CompactGraph(StaticKG):

@@ -4,7 +4,7 @@ For graphs that outgrow one machine's memory. :func:`import_to_cypher` (``kgagen
 [URI]`` / ``--falkordb [URL]``) builds the source into a temporary compact store with the usual loaders, streams
 it into the database in batches of parameterised ``UNWIND $rows`` queries, and writes a local manifest to
 ``<graphs dir>/<name>/manifest.json``, so workflows name the graph like any other; :class:`CypherGraph` answers
-the :class:`~tools.pgraph.model.StaticKG` interface from the database with small parameterised queries.
+the :class:`~kgagents.tools.pgraph.model.StaticKG` interface from the database with small parameterised queries.
 
 Layout in the database (one *namespace* per import, ``KGStatic_<name>_<random hex>``):
 
@@ -50,12 +50,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
-from tools.kg.base import KGError
-from tools.kg.cypher import quote_name
-from tools.pgraph.compact import CompactGraph
-from tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
-from tools.pgraph.vectors import BATCH as EMBED_BATCH
-from tools.pgraph.vectors import IndexSet, file_lock
+from kgagents.tools.kg.base import KGError
+from kgagents.tools.kg.cypher import quote_name
+from kgagents.tools.pgraph.compact import CompactGraph
+from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
+from kgagents.tools.pgraph.vectors import BATCH as EMBED_BATCH
+from kgagents.tools.pgraph.vectors import IndexSet, file_lock
 
 BACKENDS = ("neo4j", "falkordb")
 #: Version of the layout in the database; a graph of another version must be imported again.
@@ -150,7 +150,7 @@ class BoltDatabase(Database):
     def __init__(self, config: Any, describes: str) -> None:
         import neo4j.exceptions
 
-        from tools.kg.cypher_store import driver_for
+        from kgagents.tools.kg.cypher_store import driver_for
 
         self.config = config
         self.describes = describes
@@ -183,7 +183,7 @@ class FalkorDatabase(Database):
     def __init__(self, url: str, describes: str) -> None:
         import redis.exceptions
 
-        from tools.kg.falkordb_store import client_for
+        from kgagents.tools.kg.falkordb_store import client_for
 
         self.url = url
         self.describes = describes
@@ -201,7 +201,7 @@ class FalkorDatabase(Database):
             raise
 
     def _forget(self) -> None:
-        from tools.kg.falkordb_store import forget_client
+        from kgagents.tools.kg.falkordb_store import forget_client
 
         forget_client(self.url)
 
@@ -256,11 +256,11 @@ class Location:
         """A connection to this place. ``url``: the same server's URL with credentials, when the caller has
         it; otherwise credentials come from the environment (``NEO4J_USER`` / ``NEO4J_PASSWORD``, or the user
         and password of ``FALKORDB_URL`` when it names this server)."""
-        from tools.kg.servers import embedded
+        from kgagents.tools.kg.servers import embedded
 
         try:
             if self.backend == "neo4j":
-                from tools.kg.cypher_store import BoltConfig, bolt_config
+                from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config
 
                 if self.url is None:
                     server = embedded("arcadedb")
@@ -286,7 +286,7 @@ def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None
                      batch_size: int = 5000, progress: bool | None = None) -> GraphRef:
     """``kgagents graph import SOURCE --neo4j/--falkordb``: load ``source`` into the database in batches of
     ``batch_size`` rows and write its manifest to ``<graphs dir>/<name>/`` (replacing a graph of that name)."""
-    from tools.pgraph.registry import _NAME, _default_name, _ref_of, _swap_in, build, graphs_dir
+    from kgagents.tools.pgraph.registry import _NAME, _default_name, _ref_of, _swap_in, build, graphs_dir
 
     if int(batch_size) < 1:
         raise GraphFormatError(f"the batch size must be at least 1, not {batch_size}")
@@ -397,7 +397,7 @@ def _node_rows(compact: Any) -> Iterator[dict[str, Any]]:
 
 def _edge_rows(compact: Any) -> Iterator[dict[str, Any]]:
     """Every edge in the compact store's outgoing order (``_s``), with its place in the incoming order (``_t``)
-    and its qualifiers. Reads the store's arrays (the layout of :mod:`tools.pgraph.build`) directly."""
+    and its qualifiers. Reads the store's arrays (the layout of :mod:`kgagents.tools.pgraph.build`) directly."""
     a = compact._a
     incoming = np.empty(len(a["in_pos"]), dtype=np.int64)
     incoming[a["in_pos"]] = np.arange(len(a["in_pos"]), dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Loaders: source files of static KGs streamed into a :class:`~tools.pgraph.build.GraphBuilder`.
+"""Loaders: source files of static KGs streamed into a :class:`~kgagents.tools.pgraph.build.GraphBuilder`.
 
 =========  ===================================================================================================
 format     source
@@ -12,7 +12,7 @@ stark      a STaRK-style semi-structured KB: a folder with a node table (``nodes
            ``type``, ``name``, ``text`` = the node's document, other columns become features) and an edge list
            (``edges.jsonl|csv|tsv|parquet``: ``src``, ``relation``, ``dst``), or STaRK's released processed
            folder of Amazon, MAG or PrimeKG (``skb/<name>``, its ``processed/`` or Amazon's
-           ``processed/cache/brand-category-color``: see :mod:`tools.pgraph.stark`; pickles can run code: load
+           ``processed/cache/brand-category-color``: see :mod:`kgagents.tools.pgraph.stark`; pickles can run code: load
            only files you trust)
 triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``) or JSON lines (``{"head", "relation", "tail",
            "qualifiers"}`` or ``[head, relation, tail]``)
@@ -20,7 +20,7 @@ crag       CRAG's mock KG API answers saved as ``{"calls": [{"call": "api.fn(arg
            turned into a graph: the argument is the subject, the function the relation, the answer the object(s)
 =========  ===================================================================================================
 
-Every loader raises :class:`~tools.pgraph.model.GraphFormatError` naming the file and the place that is wrong.
+Every loader raises :class:`~kgagents.tools.pgraph.model.GraphFormatError` naming the file and the place that is wrong.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from kgagents.extras import MissingExtra, require
-from tools.pgraph.build import GraphBuilder
-from tools.pgraph.model import GraphFormatError
-from tools.pgraph.stark import find_processed, load_processed
+from kgagents.core.extras import MissingExtra, require
+from kgagents.tools.pgraph.build import GraphBuilder
+from kgagents.tools.pgraph.model import GraphFormatError
+from kgagents.tools.pgraph.stark import find_processed, load_processed
 
 FORMATS = ("ark", "grbench", "stark", "triples", "crag")
 
@@ -613,7 +613,7 @@ def load_crag(builder: GraphBuilder, path: Path, *, progress: Progress | None = 
     subject (a dict of dicts: one edge per key with the inner values as qualifiers); a list of values one
     edge per value. Node ids are ``domain:name`` (records with an id: ``domain:id``).
     """
-    from tools.crag_api import load_calls
+    from kgagents.tools.crag_api import load_calls
 
     try:
         calls = load_calls(path)  # one reader of saved calls: the mock KG API serves the same file

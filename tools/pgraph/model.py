@@ -8,8 +8,8 @@ It is read-only once built.
 primitives (look a node up, list a node's adjacency runs, read strings); everything built on them — the
 triples of (node, relation) with stable short keys, neighbours and degrees per relation and direction,
 ego-graphs up to radius 2, their intersection, verbalised reasoning paths, exports to the snapshot format —
-is written once here, so the embedded compact store (:mod:`tools.pgraph.compact`) and the Cypher databases
-(:mod:`tools.pgraph.cypher`) answer them identically.
+is written once here, so the embedded compact store (:mod:`kgagents.tools.pgraph.compact`) and the Cypher databases
+(:mod:`kgagents.tools.pgraph.cypher`) answer them identically.
 
 Node ids are the graph's own (GRBench ids, STaRK indices, entity names for ARK-V1 and triple files); the
 methods take and return them as strings. Looking up an id that is not in the graph gives an empty answer
@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, TypedDict
 
-from tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
+from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 
 Direction = Literal["out", "in", "both"]
 
@@ -246,7 +246,7 @@ class StaticKG:
         embedding ``vector``), with cosine scores, best first; restricted to the ids in ``among``, the node
         ``types``, or nodes with outgoing edges (``heads_only``) when asked. ``kind``: ``flat`` for exact search,
         ``ivf`` for the approximate index, ``None`` for what the graph's size gives
-        (:mod:`tools.pgraph.vectors`)."""
+        (:mod:`kgagents.tools.pgraph.vectors`)."""
         raise NotImplementedError
 
     def nearest_relations(self, text: str, k: int = 5, *, among: Iterable[str] | None = None,
@@ -503,7 +503,7 @@ class StaticKG:
                 "relationships": [_edge_record(t) for t in triples]}
 
     def export_jsonl(self, out: TextIO) -> int:
-        """Stream the whole graph as snapshot JSON lines (the format of :func:`tools.kg.base.snapshot_to_jsonl`);
+        """Stream the whole graph as snapshot JSON lines (the format of :func:`kgagents.tools.kg.base.snapshot_to_jsonl`);
         returns the number of lines."""
         lines = 0
         for node in self.iter_nodes():

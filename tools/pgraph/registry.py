@@ -7,7 +7,7 @@ Layout under the graphs directory (``KGAGENTS_GRAPHS_DIR``, default ``.kgagents/
     cache/inline-<hash>/    a graph given inline (e.g. ARK-V1 edges in a run's input), by content
 
 A *reference* is a name, a path (a built graph directory, or a source file or folder), or a :class:`GraphRef`
-from a run's state. :func:`open_graph` turns it into a :class:`~tools.pgraph.model.StaticKG`: every run of the
+from a run's state. :func:`open_graph` turns it into a :class:`~kgagents.tools.pgraph.model.StaticKG`: every run of the
 process that opens the same graph gets the same read-only instance (keyed by the fingerprint), with its
 embedding indexes; nothing is copied per run and nothing is put in a checkpoint but the reference.
 
@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.pgraph.build import FORMAT_VERSION, GraphBuilder
-from tools.pgraph.loaders import FORMATS, LOADERS, add_ark_edges, detect_format, parse_ark_edges, source_files
-from tools.pgraph.model import GraphFormatError, GraphRef, StaticKG
-from tools.pgraph.vectors import file_lock
+from kgagents.tools.pgraph.build import FORMAT_VERSION, GraphBuilder
+from kgagents.tools.pgraph.loaders import FORMATS, LOADERS, add_ark_edges, detect_format, parse_ark_edges, source_files
+from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, StaticKG
+from kgagents.tools.pgraph.vectors import file_lock
 
 GRAPHS_DIR_ENV = "KGAGENTS_GRAPHS_DIR"
 #: How many graphs a process keeps open when no run holds them (each costs two file descriptors).
@@ -350,11 +350,11 @@ def _instantiate(ref: GraphRef) -> StaticKG:
     manifest = _read_manifest(location) or {}
     backend = manifest.get("backend", "compact")
     if backend == "compact":
-        from tools.pgraph.compact import CompactGraph
+        from kgagents.tools.pgraph.compact import CompactGraph
 
         return CompactGraph(location, ref=ref)
     if backend in ("neo4j", "falkordb"):
-        from tools.pgraph.cypher import CypherGraph
+        from kgagents.tools.pgraph.cypher import CypherGraph
 
         return CypherGraph.from_manifest(location, manifest, ref=ref)
     raise GraphFormatError(f"{location}: unknown graph backend {backend!r}")

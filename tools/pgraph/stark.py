@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from tools.pgraph.model import GraphFormatError
+from kgagents.tools.pgraph.model import GraphFormatError
 
 MAG_NODE_TYPES = {0: "author", 1: "institution", 2: "field_of_study", 3: "paper"}
 MAG_RELATIONS = {0: "author___affiliated_with___institution", 1: "paper___cites___paper",
@@ -478,7 +478,7 @@ def _feature_value(value: Any) -> Any:
 
 def load_processed(builder: Any, path: Path, *, dataset: str | None = None,
                    progress: Callable[[int], None] | None = None) -> ProcessedSKB:
-    """Stream a STaRK processed folder into a :class:`~tools.pgraph.build.GraphBuilder`: nodes by index with
+    """Stream a STaRK processed folder into a :class:`~kgagents.tools.pgraph.build.GraphBuilder`: nodes by index with
     their dataset's types, names and documents (feature ``text``) and their records' fields as features; edges
     with their relation names, as the folder lists them. The dataset, its candidate types and the document
     variant go to the graph's ``meta``."""
@@ -544,7 +544,7 @@ class StarkEmbeddings:
     def install(self, graph: Any, embedder: Any, *, kind: str = "flat") -> None:
         """Put the document embeddings into ``graph``'s ``text`` index for ``embedder``'s model id (once: a
         saved index is found again by later runs and processes)."""
-        from tools.pgraph.vectors import model_id_of
+        from kgagents.tools.pgraph.vectors import model_id_of
 
         model_id = model_id_of(embedder)
         if model_id is None:

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from tools.pgraph.embeddings import (
+from kgagents.tools.pgraph.embeddings import (
     OPENAI_PREFIX,
     Embedder,
     LazyEmbedder,

@@ -12,7 +12,7 @@ for the check and again by the connection, so a DNS server that changes its answ
 A page larger than the limit is refused when the server says so up front (``Content-Length``) and cut at the
 limit otherwise; a page that never ends stops at the limit or at the total time limit, keeping what arrived.
 Failures that retrying may fix (connection errors, 429 and 5xx answers, a server that sends nothing) raise
-:class:`TransientFetchError`; the others raise :class:`FetchError`, a :class:`~tools.base.ToolFailure`.
+:class:`TransientFetchError`; the others raise :class:`FetchError`, a :class:`~kgagents.tools.base.ToolFailure`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from urllib.parse import unquote, urlparse
 
 import httpx
 
-from kgagents.config import get_settings
-from kgagents.retry import TRANSIENT_STATUS
-from tools.base import ToolFailure
+from kgagents.core.config import get_settings
+from kgagents.core.retry import TRANSIENT_STATUS
+from kgagents.tools.base import ToolFailure
 
 DEFAULT_USER_AGENT = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
                       "Chrome/124.0 Safari/537.36 kgagents/0.1")

@@ -12,9 +12,9 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from kgagents.config import Settings
-from kgagents.retry import TRANSIENT_STATUS
-from tools.base import ToolFailure
+from kgagents.core.config import Settings
+from kgagents.core.retry import TRANSIENT_STATUS
+from kgagents.tools.base import ToolFailure
 
 SERPAPI_BASE = "https://serpapi.com"
 

@@ -1,9 +1,9 @@
 """The surfer agent's tools: web search, the text browser's navigation, Wikipedia, archived pages and a
-full-page summary, as LangChain tools over one :class:`~tools.web.browser.TextBrowser`.
+full-page summary, as LangChain tools over one :class:`~kgagents.tools.web.browser.TextBrowser`.
 
 :func:`make_surfer_tools` builds them for one browser (one surfer run). They raise
-:class:`~tools.base.ToolFailure` for failures that retrying will not fix and other exceptions for transient
-ones, so :func:`tools.base.run_tool_with_retry` retries only what may pass and turns every failure into a
+:class:`~kgagents.tools.base.ToolFailure` for failures that retrying will not fix and other exceptions for transient
+ones, so :func:`kgagents.tools.base.run_tool_with_retry` retries only what may pass and turns every failure into a
 clear error string.
 """
 
@@ -14,13 +14,13 @@ from typing import Any
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from tools.base import ToolFailure
-from tools.files.qa import answer_about_text
-from tools.manager import ToolEnv
-from tools.web import wayback, wikipedia
-from tools.web.browser import TextBrowser
-from tools.web.http import limits_of
-from tools.web.search import render_results, web_search
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.files.qa import answer_about_text
+from kgagents.tools.manager import ToolEnv
+from kgagents.tools.web import wayback, wikipedia
+from kgagents.tools.web.browser import TextBrowser
+from kgagents.tools.web.http import limits_of
+from kgagents.tools.web.search import render_results, web_search
 
 SURFER_TOOL_NAMES = ["web_search", "visit_page", "page_up", "page_down", "find_on_page", "find_next",
                      "wikipedia_search", "wikipedia_page", "wikipedia_page_at_date", "archived_url",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tools.base import ToolFailure
-from tools.web.http import FetchLimits, fetch_json
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.web.http import FetchLimits, fetch_json
 
 DEFAULT_API = "https://archive.org/wayback/available"
 

@@ -14,9 +14,9 @@ from datetime import date, datetime
 from typing import Any
 from urllib.parse import quote, urlparse
 
-from tools.base import ToolFailure
-from tools.files.convert import convert_bytes
-from tools.web.http import FetchLimits, fetch_json
+from kgagents.tools.base import ToolFailure
+from kgagents.tools.files.convert import convert_bytes
+from kgagents.tools.web.http import FetchLimits, fetch_json
 
 DEFAULT_API = "https://en.wikipedia.org/w/api.php"
 

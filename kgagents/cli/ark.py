@@ -6,7 +6,7 @@
                                       [[head, tail, {"relation": r}], ...]}``, a list of them, or JSON lines)
     kgagents eval ark --dataset cr-lt --runs R --temperature T
                                       the general evaluation command, through the CR-LT / CoLoTa plug-ins of
-                                      :mod:`evals.colota` (answer rate, accuracies, reliability)
+                                      :mod:`kgagents.evals.colota` (answer rate, accuracies, reliability)
 
 :func:`add_eval_arguments` and :func:`run_eval` are the ARK-V1 evaluation as the paper runs it
 (``--dataset cr-lt --runs R --temperature T``, packaged data by default, the paper's table as output), ready to
@@ -31,8 +31,8 @@ DEFAULT_OUT = ".eval-results"
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow ark``: CoLoTa S2 over its 32-edge subgraph with a scripted model; prints False."""
     from kgagents.cli import _run
-    from kgagents.report import format_ark
-    from nodes.ark import ArkContext
+    from kgagents.cli.report import format_ark
+    from kgagents.nodes.ark import ArkContext
 
     data = resources.files("kgagents") / "data" / "ark"
     print("Scripted demo: the ARK-V1 paper's example question (CoLoTa S2, \"Is Yui Yuigahama's pet a corgi?\") "
@@ -72,11 +72,11 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Run the ARK-V1 evaluation from parsed :func:`add_eval_arguments` options; prints the paper's metrics."""
-    from evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
-    from kgagents.usage import format_cost
+    from kgagents.evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
+    from kgagents.core.usage import format_cost
     from kgagents.cli import context_values_from_args
-    from nodes.ark import ArkContext
-    from nodes.models import configured_model_string
+    from kgagents.nodes.ark import ArkContext
+    from kgagents.nodes.models import configured_model_string
 
     values = context_values_from_args(args)
     ctx = ArkContext.from_mapping({**values, **({"temperature": args.temperature} if args.temperature is not None

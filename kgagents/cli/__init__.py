@@ -23,15 +23,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kgagents.config import ConfigurationError, get_settings
+from kgagents.core.config import ConfigurationError, get_settings
 
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
 
 #: Modules that add sub-commands: each has ``add_commands(subparsers, command)`` which adds its parsers and
 #: registers their handlers with the ``command(name)`` decorator.
-COMMAND_MODULES: list[str] = ["kgagents.cli_eval", "kgagents.cli_graph", "kgagents.cli_clean",
-                              "kgagents.cli_doctor", "kgagents.cli_agent_g"]
+COMMAND_MODULES: list[str] = ["kgagents.cli.eval", "kgagents.cli.graph", "kgagents.cli.clean",
+                              "kgagents.cli.doctor", "kgagents.cli.agent_g"]
 
 
 def command(name: str) -> Callable[[Command], Command]:
@@ -73,7 +73,7 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
                  grader: Any = None) -> None:
     """Before a run starts: fail when no model is configured or a backend's extra is missing (the messages say
     what to set or install); print the models of every role with their URLs, and what this run cannot do."""
-    from kgagents.preflight import check_backends, models_line, role_models, run_limits
+    from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
 
     models = role_models(values)
     check_backends(values, variants)
@@ -84,7 +84,7 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
 
 def _warn_isolation() -> None:
     """Say at start-up when LLM-written code cannot run under full isolation."""
-    from tools.sandbox import isolation_status
+    from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
     if kind == "bwrap":
@@ -100,7 +100,7 @@ def _warn_isolation() -> None:
 
 def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
     """Print a finished run's answer; its exit status: 1 when every model call of the run failed."""
-    from nodes.state import every_call_failed, failure_summary
+    from kgagents.nodes.state import every_call_failed, failure_summary
 
     print(state.get("final_answer", "(no answer)"))
     print(f"thread: {thread_id} (details: kgagents show {thread_id})", file=sys.stderr)
@@ -123,8 +123,8 @@ class RunFailed(RuntimeError):
 def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
          values: dict[str, Any], context_override: Any = None,
          checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
-    from kgagents.runs import new_thread_id
-    from kgagents.workflows import run_thread, stderr_progress
+    from kgagents.core.runs import new_thread_id
+    from kgagents.graphs.workflows import run_thread, stderr_progress
 
     thread = thread or new_thread_id()
     print(f"thread: {thread}", file=sys.stderr, flush=True)
@@ -145,12 +145,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     checkpointer = _checkpointer(args)
     values = context_values_from_args(args)
     if getattr(args, "preset", None):
-        from kgagents.workflows import preset
+        from kgagents.graphs.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
     variants = None
     if getattr(args, "fusion", None):
-        from nodes.fusion import parse_variants
+        from kgagents.nodes.fusion import parse_variants
 
         variants = parse_variants(args.fusion)
     start_checks("fusion" if variants else args.workflow, values, variants=variants,
@@ -165,7 +165,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     task: dict[str, Any] = {"question": args.question, "attachments": attachments}
     workflow = args.workflow
     if getattr(args, "graph", None):
-        from kgagents.workflows import load_workflow
+        from kgagents.graphs.workflows import load_workflow
 
         if "graph" not in getattr(load_workflow(workflow).build(), "input_schema", dict).__annotations__:
             raise ValueError(f"the {workflow} workflow does not read a static knowledge graph (--graph is for "
@@ -175,7 +175,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if not workflow.startswith("agent-g"):
             raise ValueError("--page and --query-time are for the agent-g workflows (web pages for their text "
                              "module)")
-        from kgagents.cli_agent_g import pages_from_files
+        from kgagents.cli.agent_g import pages_from_files
 
         task["pages"] = pages_from_files(args.page or [])
         if args.query_time:
@@ -184,7 +184,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if workflow not in ("rag", "kgot-graphrag"):
             raise ValueError("--kgot-thread is for the rag and kgot-graphrag baselines (their corpus is that KGoT "
                              "run's tool outputs)")
-        from kgagents.runs import RunRegistry
+        from kgagents.core.runs import RunRegistry
 
         task["kgot_thread"] = args.kgot_thread
         values.setdefault("kgot_checkpointer", RunRegistry(_runs_dir(args)).checkpointer_for(args.kgot_thread,
@@ -197,7 +197,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def _checkpointer(args: argparse.Namespace) -> str | None:
     """``--checkpointer`` or ``KGAGENTS_CHECKPOINTER``: a PostgreSQL URL (None: SQLite in the runs dir)."""
-    from kgagents.runs import configured_checkpointer, is_postgres_url
+    from kgagents.core.runs import configured_checkpointer, is_postgres_url
 
     url = getattr(args, "checkpointer", None) or configured_checkpointer()
     if url and not is_postgres_url(url):
@@ -208,7 +208,7 @@ def _checkpointer(args: argparse.Namespace) -> str | None:
 
 def _known_run(args: argparse.Namespace) -> Any:
     """The registry record of ``args.thread``, or a clear error."""
-    from kgagents.runs import RunRegistry
+    from kgagents.core.runs import RunRegistry
 
     record = RunRegistry(_runs_dir(args)).get(args.thread)
     if record is None:
@@ -226,7 +226,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 @command("runs")
 def cmd_runs(args: argparse.Namespace) -> int:
-    from kgagents.runs import RunRegistry
+    from kgagents.core.runs import RunRegistry
 
     records = RunRegistry(_runs_dir(args)).list()
     if not records:
@@ -241,8 +241,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
-    from kgagents.report import format_run
-    from kgagents.workflows import thread_state
+    from kgagents.cli.report import format_run
+    from kgagents.graphs.workflows import thread_state
 
     record = _known_run(args)
     state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread, _checkpointer(args)))
@@ -259,9 +259,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _show_thought_graph(args: argparse.Namespace, state: dict[str, Any]) -> int:
     """``show --kg`` of a grounded run: its thought graph (HTML page, or JSON lines with ``--format json``)."""
-    from kgagents.kgview import render_html
-    from nodes.grounded import thought_graph
-    from tools.kg.base import snapshot_to_jsonl
+    from kgagents.cli.kgview import render_html
+    from kgagents.nodes.grounded import thought_graph
+    from kgagents.tools.kg.base import snapshot_to_jsonl
 
     graph = thought_graph(state)  # type: ignore[arg-type]
     if not graph["nodes"]:
@@ -283,8 +283,8 @@ def _show_thought_graph(args: argparse.Namespace, state: dict[str, Any]) -> int:
 
 def _show_kg(args: argparse.Namespace, state: dict[str, Any]) -> int:
     """``show --kg``: the run's KG as a self-contained HTML page, or (``--format json``) as JSON lines."""
-    from kgagents.kgview import kgot_graphs, render_html
-    from tools.kg.base import snapshot_to_jsonl
+    from kgagents.cli.kgview import kgot_graphs, render_html
+    from kgagents.tools.kg.base import snapshot_to_jsonl
 
     graphs = kgot_graphs(state, snapshot=args.snapshot)
     if not graphs:
@@ -306,23 +306,23 @@ def _show_kg(args: argparse.Namespace, state: dict[str, Any]) -> int:
 
 @command("demo")
 def cmd_demo(args: argparse.Namespace) -> int:
-    from nodes.context import Context
+    from kgagents.nodes.context import Context
 
     if args.workflow == "ark":
-        from kgagents.cli_ark import run_demo
+        from kgagents.cli.ark import run_demo
 
         return run_demo(args)
     if args.workflow == "grounded":
-        from kgagents.cli_grounded import run_demo as run_grounded_demo
+        from kgagents.cli.grounded import run_demo as run_grounded_demo
 
         return run_grounded_demo(args)
     if args.workflow == "agent-g":
-        from kgagents.cli_agent_g import run_demo as run_agent_g_demo
+        from kgagents.cli.agent_g import run_demo as run_agent_g_demo
 
         return run_agent_g_demo(args)
     if args.workflow != "kgot":
         raise ValueError(f"no demo for workflow {args.workflow!r}")
-    from tools.kg.stores import backend_language
+    from kgagents.tools.kg.stores import backend_language
 
     suffix = {"python": ""}.get(backend_language(args.backend), f"_{backend_language(args.backend)}")
     script = resources.files("kgagents") / "data" / f"demo_kgot_figure9{suffix}.json"
@@ -341,8 +341,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 @command("tools")
 def cmd_tools(args: argparse.Namespace) -> int:
-    import graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
-    from tools.manager import tool_statuses
+    import kgagents.graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
+    from kgagents.tools.manager import tool_statuses
 
     for status in tool_statuses():
         print(f"{status.name:24} {'available' if status.available else 'unavailable':12} {status.reason}")

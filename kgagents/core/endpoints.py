@@ -1,6 +1,6 @@
 """Which model a chat-model object is and where it sends its requests: for messages that name both, and for
 the rule that a model which never answered in this process is not retried when it cannot be reached
-(:func:`kgagents.retry.retry_model_call`).
+(:func:`kgagents.core.retry.retry_model_call`).
 
 This module is a leaf: it imports none of ours.
 """
@@ -27,7 +27,7 @@ def model_endpoint(model: Any) -> str | None:
 
 
 def model_key(model: Any) -> str:
-    """The model and its endpoint, as one string (what :func:`kgagents.retry.retry_model_call` remembers)."""
+    """The model and its endpoint, as one string (what :func:`kgagents.core.retry.retry_model_call` remembers)."""
     return f"{type(model).__name__} {model_label(model)} {model_endpoint(model) or ''}".strip()
 
 

@@ -1,4 +1,4 @@
-"""Retry policy shared by LLM calls (``nodes.llm``) and tools that call models or web APIs."""
+"""Retry policy shared by LLM calls (``kgagents.nodes.llm``) and tools that call models or web APIs."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ temporary directory). Folders that earlier versions made without a pid (``kgagen
 process of an earlier version still uses one, and a long-lived one would fail without it). Folders the user
 names (``Context.work_dir``, ``KGAGENTS_RUNS_DIR``) are never made or removed here.
 
-This module is a leaf, like :mod:`kgagents.config`: the tools may import it.
+This module is a leaf, like :mod:`kgagents.core.config`: the tools may import it.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ import os
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from kgagents.config import ROLES, get_settings
-from kgagents.endpoints import describe_model
+from kgagents.core.config import ROLES, get_settings
+from kgagents.core.endpoints import describe_model
 
 #: Workflows whose tool executor may search the web (KGoT's tools; their baselines that run KGoT's loop).
 TOOL_WORKFLOWS = ("kgot", "fusion", "kgot-nokg")
@@ -25,8 +25,8 @@ TOOL_WORKFLOWS = ("kgot", "fusion", "kgot-nokg")
 def role_models(values: dict[str, Any]) -> dict[str, Any]:
     """The chat model of every role for a run with the context ``values`` (a clear error when none is
     configured, or when a provider's extra or key is missing)."""
-    from nodes.context import Context
-    from nodes.models import resolve_model
+    from kgagents.nodes.context import Context
+    from kgagents.nodes.models import resolve_model
 
     ctx = Context.from_mapping({k: v for k, v in values.items() if k in Context.__dataclass_fields__})
     return {role: resolve_model(ctx, role, temperature=ctx.tools_temperature if role == "tools" else None)
@@ -61,7 +61,7 @@ def run_limits(workflow: str, values: dict[str, Any], *, dataset: str | None = N
             values.get("crag_api_url") or os.environ.get("CRAG_SERVER")):
         if dataset in (None, "crag"):
             notes.append("CRAG's graph module is off: no CRAG_SERVER (or --set crag_api_url=...); start the "
-                         "mock KG API with `python -m tools.crag_api serve` and export CRAG_SERVER")
+                         "mock KG API with `python -m kgagents.tools.crag_api serve` and export CRAG_SERVER")
     no_grader = grader is None or (isinstance(grader, str) and grader.lower() == "none")
     if scorer in OPTIONAL_GRADER and no_grader:
         notes.append(f"no grader model: {OPTIONAL_GRADER[scorer]}; --grader-model provider:model grades them")
@@ -74,7 +74,7 @@ OPTIONAL_GRADER = {"grbench": "the answers get Rouge-L only; GPT4Score and accur
 
 
 def _context_fields(workflow: str) -> set[str]:
-    from kgagents.workflows import load_workflow
+    from kgagents.graphs.workflows import load_workflow
 
     schema = load_workflow(workflow).build().context_schema
     return {f.name for f in fields(schema)} if is_dataclass(schema) else set()
@@ -83,7 +83,7 @@ def _context_fields(workflow: str) -> set[str]:
 def check_backends(values: dict[str, Any], variants: list[str] | None = None) -> None:
     """Refuse, before anything starts, a task-KG backend whose extra is missing (the run's, or each fusion
     variant's)."""
-    from tools.kg.stores import check_backend
+    from kgagents.tools.kg.stores import check_backend
 
     backends = [v.split(":", 1)[0] for v in variants or []] or [values.get("backend") or "networkx"]
     for backend in dict.fromkeys(backends):

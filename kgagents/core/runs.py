@@ -176,7 +176,7 @@ def without_password(url: str) -> str:
 
 def configured_checkpointer() -> str | None:
     """``KGAGENTS_CHECKPOINTER`` from the environment (or ``.env``): where new CLI runs keep checkpoints."""
-    from kgagents.config import load_env
+    from kgagents.core.config import load_env
 
     load_env()
     value = os.environ.get(CHECKPOINTER_VARIABLE, "").strip()
@@ -195,10 +195,10 @@ async def open_checkpointer(target: str | Path) -> AsyncIterator[BaseCheckpointS
         async with sqlite_checkpointer(text.removeprefix("sqlite:///")) as saver:
             yield saver
         return
-    from kgagents.extras import require
+    from kgagents.core.extras import require
 
     psycopg = require("psycopg", "PostgreSQL checkpoints")
-    from evals.checkpointer import open_checkpointer as open_database
+    from kgagents.evals.checkpointer import open_checkpointer as open_database
 
     async with AsyncExitStack() as stack:
         try:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tools.kg.base import KGSnapshot
+    from kgagents.tools.kg.base import KGSnapshot
 
 
 def _json_for_script(value: Any) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from kgagents.config import load_env
+from kgagents.core.config import load_env
 
 
 class ModelUsage(TypedDict):
@@ -53,7 +53,7 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-sonnet-4-5": {"input": 3.00, "output": 15.00},
     "claude-haiku-4-5": {"input": 1.00, "output": 5.00},
     "claude-opus-4-1": {"input": 15.00, "output": 75.00},
-    # audio transcription (tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by token,
+    # audio transcription (kgagents.tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by token,
     # with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
     "whisper-1": {"per_minute": 0.006},
     "gpt-4o-transcribe": {"input": 6.00, "output": 10.00},

@@ -93,7 +93,7 @@ def demo_steps() -> list[dict[str, Any]]:
 
 
 def _demo_item() -> Any:
-    from evals.datasets import load_dataset
+    from kgagents.evals.datasets import load_dataset
 
     for item in load_dataset("crag", None).items:
         if item.question.strip().lower() == DEMO_QUERY:
@@ -104,9 +104,9 @@ def _demo_item() -> Any:
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow agent-g``: a CRAG sample question, scripted decisions, real retrieval."""
     from kgagents.cli import _run
-    from kgagents.report import format_agent_g
-    from nodes.agent_g import AgentGContext
-    from tools.crag_api import CragMockServer
+    from kgagents.cli.report import format_agent_g
+    from kgagents.nodes.agent_g import AgentGContext
+    from kgagents.tools.crag_api import CragMockServer
 
     item = _demo_item()
     print("Scripted demo: a CRAG sample question with its five real web pages and the mock KG API (CRAG's saved "
@@ -156,12 +156,12 @@ def cmd_agent_g(args: argparse.Namespace) -> int:
     each rejected action with the oracle's feedback whose next action did better (commentor examples), the
     paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
     commentor_examples=FILE``."""
-    from evals import event_loop
-    from evals.agent_g import EXAMPLE_SPLITS, collect_examples
-    from evals.datasets import load_dataset
-    from evals.runner import EvalOptions
+    from kgagents.evals import event_loop
+    from kgagents.evals.agent_g import EXAMPLE_SPLITS, collect_examples
+    from kgagents.evals.datasets import load_dataset
+    from kgagents.evals.runner import EvalOptions
     from kgagents.cli import context_values_from_args, start_checks
-    from kgagents.cli_eval import DEFAULT_RESULTS_DIR
+    from kgagents.cli.eval import DEFAULT_RESULTS_DIR
 
     if args.n < 1:
         raise ValueError("--n must be at least 1")

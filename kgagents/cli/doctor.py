@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from kgagents.config import ConfigurationError, get_settings
-from kgagents.endpoints import describe_model, model_endpoint, model_key
-from kgagents.retry import is_unreachable
+from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.endpoints import describe_model, model_endpoint, model_key
+from kgagents.core.retry import is_unreachable
 
 #: What a tool that cannot be used takes away from a run.
 TOOL_USES = {
@@ -79,7 +79,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def model_checks(values: dict[str, Any], timeout: float) -> list[Check]:
     """One check per distinct model of the roles: does its endpoint answer, take the key, know the model?"""
-    from kgagents.preflight import role_models
+    from kgagents.cli.preflight import role_models
 
     try:
         models = role_models(values)
@@ -154,8 +154,8 @@ def _listed_models(reply: Any) -> set[str]:
 
 def tool_checks() -> list[Check]:
     """The tools' own conditions (keys, extras)."""
-    import graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
-    from tools.manager import tool_statuses
+    import kgagents.graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
+    from kgagents.tools.manager import tool_statuses
 
     return [Check(f"tool {s.name}", s.available, s.reason, TOOL_USES.get(s.name, ""))
             for s in tool_statuses()]
@@ -163,7 +163,7 @@ def tool_checks() -> list[Check]:
 
 def sandbox_check() -> Check:
     """Whether LLM-written code runs isolated (bubblewrap), with weak isolation, or not at all."""
-    from tools.sandbox import isolation_status
+    from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
     if kind == "bwrap":
@@ -192,7 +192,7 @@ def server_checks(timeout: float) -> list[Check]:
 
 def extra_checks() -> list[Check]:
     """The extras that are not installed, and what each would enable."""
-    from kgagents.extras import install_hint, missing_extras
+    from kgagents.core.extras import install_hint, missing_extras
 
     return [Check(f"extra {extra.name}", False, f"not installed ({install_hint(extra.name)})",
                   extra.enables) for extra in missing_extras()]

@@ -6,7 +6,7 @@ models, web search. Every other backend, provider and feature is an extra of ``p
 '.[falkordb,anthropic]'``; ``all`` for everything). Code that needs an extra's package imports it through
 :func:`require`, which says which extra to install when it is missing.
 
-This module is a leaf: it imports only :mod:`kgagents.config`.
+This module is a leaf: it imports only :mod:`kgagents.core.config`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import importlib.util
 from dataclasses import dataclass
 from types import ModuleType
 
-from kgagents.config import ConfigurationError
+from kgagents.core.config import ConfigurationError
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
     """Add ``graph`` and its sub-commands to the ``kgagents`` parser."""
-    from tools.pgraph import FORMATS
+    from kgagents.tools.pgraph import FORMATS
 
     graph = sub.add_parser("graph", help="import and inspect static knowledge graphs")
     gsub = graph.add_subparsers(dest="graph_command", required=True)
@@ -72,12 +72,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from tools.pgraph import import_graph
+    from kgagents.tools.pgraph import import_graph
 
     started = time.monotonic()
     progress = False if args.quiet else None
     if args.neo4j is not None or args.falkordb is not None:
-        from tools.pgraph.cypher import import_to_cypher
+        from kgagents.tools.pgraph.cypher import import_to_cypher
 
         backend = "neo4j" if args.neo4j is not None else "falkordb"
         url = (args.neo4j if backend == "neo4j" else args.falkordb) or None
@@ -95,13 +95,13 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _default_name(source: str, record: str | None) -> str:
-    from tools.pgraph.registry import _default_name as default
+    from kgagents.tools.pgraph.registry import _default_name as default
 
     return default(Path(source), record)
 
 
 def _list(args: argparse.Namespace) -> int:
-    from tools.pgraph import graphs_dir, known_graphs
+    from kgagents.tools.pgraph import graphs_dir, known_graphs
 
     names = known_graphs()
     if not names:
@@ -116,7 +116,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _open(name: str) -> Any:
-    from tools.pgraph import open_graph
+    from kgagents.tools.pgraph import open_graph
 
     return open_graph(name)
 
@@ -185,7 +185,7 @@ def _resolve_node(graph: Any, text: str) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from tools.kg.base import snapshot_to_jsonl
+    from kgagents.tools.kg.base import snapshot_to_jsonl
 
     graph = _open(args.name)
     node_id = _resolve_node(graph, args.node)
@@ -195,7 +195,7 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(graph.describe(node_id))
     if args.html:
-        from kgagents.kgview import render_html
+        from kgagents.cli.kgview import render_html
 
         snapshot = graph.neighbourhood(node_id, radius=args.radius, max_nodes=args.max_nodes)
         Path(args.html).write_text(render_html([(f"{graph.display_name(node_id)}, radius {args.radius}", snapshot)],

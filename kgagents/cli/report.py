@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kgagents.usage import format_cost, sum_costs, total_tokens
+from kgagents.core.usage import format_cost, sum_costs, total_tokens
 
 
 def _usage_lines(usage: dict[str, Any]) -> list[str]:
@@ -37,7 +37,7 @@ def _failure_lines(failures: list[dict[str, Any]]) -> list[str]:
 
 
 def format_kgot(state: dict[str, Any]) -> list[str]:
-    from tools.kg.base import empty_snapshot, render_snapshot
+    from kgagents.tools.kg.base import empty_snapshot, render_snapshot
 
     lines = [f"Iterations: {state.get('iteration', 0)}", "", "Votes:"]
     for v in state.get("votes", []):
@@ -171,7 +171,7 @@ def format_grounded(state: dict[str, Any]) -> list[str]:
 
 def format_agent_g(state: dict[str, Any]) -> list[str]:
     """Agent-G: every iteration's action, references, answer, the validator's verdict and the feedback."""
-    from nodes.agent_g import describe_action
+    from kgagents.nodes.agent_g import describe_action
 
     lines = [f"Exit: {state.get('exit_reason', '(running)')}"]
     if state.get("ranked_ids"):

@@ -39,9 +39,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
 
 
-#: The metadata key that names a call's stage (set by ``nodes.llm.LLMCaller`` from the prompt's template).
+#: The metadata key that names a call's stage (set by ``kgagents.nodes.llm.LLMCaller`` from the prompt's template).
 STAGE_KEY = "kgagents_stage"
-#: The stage of the model call in flight in this context (set by ``nodes.llm.LLMCaller``).
+#: The stage of the model call in flight in this context (set by ``kgagents.nodes.llm.LLMCaller``).
 CALL_STAGE: ContextVar[str | None] = ContextVar("kgagents_call_stage", default=None)
 #: With ``KGAGENTS_STAGE_HEADER=1`` (the test suite sets it) OpenAI-compatible requests carry their call's stage
 #: in this header, for scripted test servers (``tests/fakes/openai_server.py``), which match on it as this model

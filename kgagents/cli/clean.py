@@ -27,7 +27,7 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from kgagents.tempdirs import clean
+    from kgagents.core.tempdirs import clean
 
     stale = clean(dry_run=args.dry_run)
     for item in stale:

@@ -6,7 +6,7 @@
 
 :func:`gold_path_steps` writes a scripted chat model's steps for one question of the fixture from its entry (a
 one-hop manifest row: start node and gold hop; a multi-hop entry: start node and the path's hops, see
-:mod:`evals.grbench_multihop`) and the graph: the first candidate of every state walks the gold path, and each of
+:mod:`kgagents.evals.grbench_multihop`) and the graph: the first candidate of every state walks the gold path, and each of
 its steps is conditioned on the observations the real store gave the previous one, so the script only gets to the
 answer if the store and the workflow behave; the other candidates wander. Nothing is written per question.
 """
@@ -21,8 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evals.grbench_multihop import answer_nodes, levels_of
-from tools.pgraph import StaticKG
+from kgagents.evals.grbench_multihop import answer_nodes, levels_of
+from kgagents.tools.pgraph import StaticKG
 
 DEMO_DOMAIN = "dblp"
 DEMO_QID = "0"
@@ -38,7 +38,7 @@ def render_value(value: Any) -> str:
 
 
 def gold_path(row: dict[str, Any]) -> dict[str, Any]:
-    """A fixture question as a path (see :mod:`evals.grbench_multihop`): a multi-hop entry as it is; a one-hop
+    """A fixture question as a path (see :mod:`kgagents.evals.grbench_multihop`): a multi-hop entry as it is; a one-hop
     manifest row's relation hop as a one-hop path, its feature hop as the start node's ``feature``."""
     if "hops" in row:
         return row
@@ -201,11 +201,11 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow grounded``: a fixture question through the real graph, scripted."""
-    from evals.grbench import fixture_graph, fixture_questions
+    from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.cli import _run
-    from kgagents.report import format_grounded
-    from nodes.grounded import GroundedContext
-    from tools.pgraph import open_graph
+    from kgagents.cli.report import format_grounded
+    from kgagents.nodes.grounded import GroundedContext
+    from kgagents.tools.pgraph import open_graph
 
     strategy = getattr(args, "strategy", None) or "tot"
     interaction = getattr(args, "interaction", None) or "agent"

@@ -82,16 +82,16 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from evals.datasets import dataset_protocol, load_dataset
+    from kgagents.evals.datasets import dataset_protocol, load_dataset
     from kgagents.cli import context_values_from_args, start_checks
-    from kgagents.workflows import load_workflow
+    from kgagents.graphs.workflows import load_workflow
 
     load_workflow(args.workflow)  # an unknown workflow is an error before anything else
     dataset = load_dataset(args.dataset, args.data, split=args.split, limit=args.limit, ids=args.ids,
                            sample=args.sample, sample_seed=args.sample_seed)
     default_scorer = dataset.scorer
     if getattr(args, "scorer", None):
-        from evals.scorers import SCORERS
+        from kgagents.evals.scorers import SCORERS
 
         if args.scorer not in SCORERS:
             raise ValueError(f"unknown scorer {args.scorer!r}; available: {', '.join(sorted(SCORERS))}")
@@ -100,7 +100,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("--processes and --dask are two ways to use several processes: choose one")
     values = context_values_from_args(args)
     if args.preset:
-        from kgagents.workflows import preset
+        from kgagents.graphs.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
     protocol = None
@@ -123,7 +123,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     result = _evaluate(args, dataset, out, values, runs=1 if args.runs is None else args.runs, seed=args.seed)
     _print_result(result, dataset)
     if not args.no_report and result.records:
-        from evals.report import build_report
+        from kgagents.evals.report import build_report
 
         print(f"report: {build_report([out])}", file=sys.stderr)
     return _exit_status([result])
@@ -148,7 +148,7 @@ def grader_of(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> 
     LLM-graded)."""
     if scorer not in LLM_GRADED_SCORERS:
         return None
-    from kgagents.config import get_settings
+    from kgagents.core.config import get_settings
 
     return args.grader_model or values.get("model") or get_settings().model_for("graph_executor")
 
@@ -156,7 +156,7 @@ def grader_of(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> 
 def _process_count(args: argparse.Namespace) -> int:
     if args.processes != "auto":
         return int(args.processes)
-    from evals.processes import auto_processes
+    from kgagents.evals.processes import auto_processes
 
     return auto_processes(args.concurrency)
 
@@ -164,7 +164,7 @@ def _process_count(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[str, Any], *, runs: int,
               seed: int | None) -> Any:
     """One evaluation into ``out``, in this process, in worker processes or on Dask as the options say."""
-    from evals.runner import EvalOptions, run_evaluation
+    from kgagents.evals.runner import EvalOptions, run_evaluation
 
     options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
                           context_values=values, preset=args.preset, seed=seed,
@@ -172,7 +172,7 @@ def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[st
                           retry_failed=args.retry_failed, progress=not args.no_progress,
                           checkpointer=args.checkpointer, processes=_process_count(args))
     if args.dask:
-        from evals.distributed import evaluate_distributed
+        from kgagents.evals.distributed import evaluate_distributed
 
         return evaluate_distributed(options, dataset, scheduler=None if args.dask == "local" else args.dask,
                                     n_workers=args.workers)
@@ -191,7 +191,7 @@ def _print_result(result: Any, dataset: Any) -> None:
 
     print(", ".join(shown(k, v) for k, v in result.metrics.items() if k != "n"))
     if dataset.scorer == "colota":
-        from evals.colota import colota_metrics, format_metrics, records_to_answers
+        from kgagents.evals.colota import colota_metrics, format_metrics, records_to_answers
 
         print(format_metrics(colota_metrics(*records_to_answers(result.records))))
 
@@ -199,8 +199,8 @@ def _print_result(result: Any, dataset: Any) -> None:
 def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any) -> int:
     """Every leg of a paper's protocol (its temperature × runs, seeds from the protocol's or ``--seed``), each in
     its own folder under ``--out``, then the paper's table of them (printed and written to ``table.md``)."""
-    from evals.report import build_report
-    from kgagents.config import get_settings
+    from kgagents.evals.report import build_report
+    from kgagents.core.config import get_settings
 
     base = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / (
         f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}")
@@ -248,7 +248,7 @@ def default_out_name(workflow: str, dataset: str, split: str, temperature: float
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evals.report import build_report
+    from kgagents.evals.report import build_report
 
     path = build_report(args.dirs, args.out, labels=args.label, plots=not args.no_plots,
                         ideal_fusion=args.ideal_fusion)

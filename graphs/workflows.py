@@ -11,19 +11,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kgagents.runs import RunRegistry, is_finished, new_thread_id, open_checkpointer
-from nodes.state import every_call_failed
+from kgagents.core.runs import RunRegistry, is_finished, new_thread_id, open_checkpointer
+from kgagents.nodes.state import every_call_failed
 
 #: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
 #: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
-WORKFLOWS: dict[str, str] = {"kgot": "graphs.kgot", "fusion": "graphs.fusion",
-                             "zeroshot": "graphs.baselines:zeroshot", "rag": "graphs.baselines:rag",
-                             "kgot-graphrag": "graphs.baselines:graphrag", "kgot-nokg": "graphs.baselines:nokg",
-                             "ark": "graphs.ark",
-                             "grounded": "graphs.grounded", "base": "graphs.kg_rag:base",
-                             "text-rag": "graphs.kg_rag:text_rag", "graph-rag": "graphs.kg_rag:graph_rag",
-                             "agent-g": "graphs.agent_g",
-                             **{f"agent-g-{b}": f"graphs.agent_g_baselines:{b.replace('-', '_')}"
+WORKFLOWS: dict[str, str] = {"kgot": "kgagents.graphs.kgot", "fusion": "kgagents.graphs.fusion",
+                             "zeroshot": "kgagents.graphs.baselines:zeroshot", "rag": "kgagents.graphs.baselines:rag",
+                             "kgot-graphrag": "kgagents.graphs.baselines:graphrag", "kgot-nokg": "kgagents.graphs.baselines:nokg",
+                             "ark": "kgagents.graphs.ark",
+                             "grounded": "kgagents.graphs.grounded", "base": "kgagents.graphs.kg_rag:base",
+                             "text-rag": "kgagents.graphs.kg_rag:text_rag", "graph-rag": "kgagents.graphs.kg_rag:graph_rag",
+                             "agent-g": "kgagents.graphs.agent_g",
+                             **{f"agent-g-{b}": f"kgagents.graphs.agent_g_baselines:{b.replace('-', '_')}"
                                 for b in ("cot", "text-rag", "graph-rag", "hybrid-rag", "corrective-rag", "react")}}
 
 
