@@ -53,8 +53,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.latency_server import LatencyServer
+from kgagents.evals.workers import auto_processes, processes_argument
 from kgagents.evals.runner import EvalOptions, evaluate
-from kgagents.cli.eval import processes_argument
 from kgagents.core.scripted import ScriptedChatModel
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
@@ -329,10 +329,8 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
 
 
 def processes_for(processes: int | str, concurrency: int) -> int:
-    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.processes.auto_processes`)."""
+    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.workers.auto_processes`)."""
     if processes == "auto":
-        from kgagents.evals.processes import auto_processes
-
         return auto_processes(concurrency)
     return min(int(processes), concurrency)
 

@@ -23,21 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import hashlib
 import json
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kgagents.evals import event_loop
-from kgagents.evals.checkpointer import open_checkpointer
+from kgagents.evals.event_loop import batch_collector
+from kgagents.core.checkpointer import open_checkpointer
 from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
+from kgagents.evals.processes import run_in_processes
 from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
 from kgagents.core.runs import is_finished
 from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
@@ -518,31 +519,6 @@ class ItemRunner:
         }
 
 
-#: The young generation's collection threshold during a batch (CPython's default: 700 allocations).
-BATCH_GC_THRESHOLD = 10_000
-
-
-@contextmanager
-def batch_collector() -> Iterator[None]:
-    """Garbage-collector settings for many items in flight in one process, restored afterwards.
-
-    Everything that exists when the batch starts (imported libraries, the compiled graph) lives until it ends:
-    ``gc.freeze()`` keeps the collector from scanning those objects again and again (a full collection of an
-    evaluation process otherwise stops every item for about 0.1 s). The young generation is collected every
-    ``BATCH_GC_THRESHOLD`` allocations rather than 700, so that the state of items that are merely waiting for a
-    model is not promoted and rescanned. Reference counting frees almost everything anyway; this only spaces
-    out the searches for reference cycles.
-    """
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], BATCH_GC_THRESHOLD), *threshold[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
 def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], retry_failed: bool
                  ) -> tuple[list[tuple[Item, int]], int]:
     """The (item, run) pairs still to do, and how many are skipped as finished."""
@@ -609,6 +585,13 @@ def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
     return make_scorer(dataset.scorer, grader_model=grader)
 
 
+def item_runner(options: EvalOptions, dataset_name: str, scorer_name: str) -> ItemRunner:
+    """The item runner of a worker process (:mod:`kgagents.evals.processes`): ``options``' workflow on items of
+    ``dataset_name``, scored by the scorer named ``scorer_name``."""
+    scorer = build_scorer(options, Dataset(name=dataset_name, split="", items=[], scorer=scorer_name))
+    return ItemRunner(options, dataset_name, scorer)
+
+
 def cost_totals(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
     """The records' ``key`` cost in total: ``None`` when some item's cost is unknown (a model without a price),
     then also its known part (``<key>_known``) and how many items are unknown (``<key>_unknown_items``)."""
@@ -669,9 +652,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
 
         try:
             if options.processes > 1:
-                from kgagents.evals.processes import run_in_processes
-
-                await run_in_processes(options, dataset, todo, write)
+                await run_in_processes(options, dataset, todo, write, item_runner)
             else:
                 async with runner.opened():
                     with batch_collector():

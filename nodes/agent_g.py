@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import Context
+from kgagents.nodes.crag_paths import crag_graph_retrieval
 from kgagents.nodes.critic import Verdict, verdict
 from kgagents.nodes.grounded import graph_for
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
@@ -552,8 +553,6 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
             types=candidate_types(ctx, graph) if retrieving else None, kind=ctx.index_kind, vector=vector,
             linker=ctx.linker())
     else:
-        from kgagents.nodes.crag_paths import crag_graph_retrieval
-
         retrieval = await crag_graph_retrieval(question, action, ctx)
     return {"retrieval": retrieval}
 

@@ -30,7 +30,9 @@ import asyncio
 import contextlib
 import json
 import re
+import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
@@ -39,6 +41,15 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
+from kgagents.core.config import get_settings
+from kgagents.core.runs import (
+    RunRegistry,
+    configured_checkpointer,
+    is_finished,
+    is_postgres_url,
+    open_checkpointer,
+    without_password,
+)
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import Context
 from kgagents.nodes.kgot import (
@@ -249,17 +260,12 @@ def kgot_checkpointer_for(ctx: BaselineContext, thread_id: str) -> str:
         return str(ctx.kgot_checkpointer)
     if ctx.kgot_results:
         return str(Path(ctx.kgot_results) / EVAL_CHECKPOINTS_FILE)
-    from kgagents.core.config import get_settings
-    from kgagents.core.runs import RunRegistry, configured_checkpointer
-
     return RunRegistry(get_settings().runs_dir).checkpointer_for(thread_id, configured_checkpointer())
 
 
 def _holds_checkpoints(path: Path) -> bool:
     """Whether the SQLite file ``path`` has LangGraph's checkpoints table (read-only: a file that is not a
     checkpoint database is left as it is, not given the tables)."""
-    import sqlite3
-
     try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
             return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
@@ -268,11 +274,23 @@ def _holds_checkpoints(path: Path) -> bool:
         return False
 
 
+#: KGoT's graph compiler (``kgagents.graphs.kgot.compile_graph``), through which the baselines read a KGoT
+#: thread's state. Nodes sit below graphs (docs/architecture.md, "The floors"): the baselines' graph module
+#: hands it over when it is imported (:func:`use_kgot_graph`).
+_compile_kgot: Callable[..., Any] | None = None
+
+
+def use_kgot_graph(compile_graph: Callable[..., Any]) -> None:
+    """Give the baselines KGoT's graph compiler, which reads a finished KGoT thread's state (its tool calls)."""
+    global _compile_kgot
+    _compile_kgot = compile_graph
+
+
 async def read_kgot_tool_calls(thread_id: str, location: str) -> list[ToolCallRecord]:
     """The tool calls of the finished KGoT thread ``thread_id`` in the checkpointer at ``location``."""
-    from kgagents.graphs import kgot as kgot_graph
-    from kgagents.core.runs import is_finished, is_postgres_url, open_checkpointer, without_password
-
+    if _compile_kgot is None:
+        raise RuntimeError("the KGoT graph is not known to the baselines: build them through "
+                           "kgagents.graphs.baselines, which hands it over")
     where = without_password(location) if is_postgres_url(location) else location
     if not is_postgres_url(location):
         path = Path(location.removeprefix("sqlite:///"))
@@ -281,7 +299,7 @@ async def read_kgot_tool_calls(thread_id: str, location: str) -> list[ToolCallRe
         if not await asyncio.to_thread(_holds_checkpoints, path):
             raise ValueError(f"{where} is not a checkpoint database (it has no checkpoints table)")
     async with open_checkpointer(location) as saver:
-        snapshot = await kgot_graph.compile_graph(saver).aget_state({"configurable": {"thread_id": thread_id}})
+        snapshot = await _compile_kgot(saver).aget_state({"configurable": {"thread_id": thread_id}})
     if not snapshot.values:
         raise ValueError(f"no KGoT thread {thread_id!r} in {where}: run KGoT on the task first")
     if not is_finished(snapshot):

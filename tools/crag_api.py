@@ -381,12 +381,51 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def parse_repr(text: str) -> Any:
+    """A Python literal (``repr`` output), recovering what it can of one that was cut off: the longest prefix
+    that parses once its open brackets are closed."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    stack: list[str] = []
+    cuts: list[tuple[int, str]] = []
+    quote = ""
+    i = 0
+    closers = {"[": "]", "{": "}", "(": ")"}
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in closers:
+            stack.append(closers[ch])
+            cuts.append((i + 1, "".join(reversed(stack))))  # an empty container: a value cut off at its start
+        elif ch in "]})":
+            if stack:
+                stack.pop()
+            if stack:
+                cuts.append((i + 1, "".join(reversed(stack))))
+        elif ch == "," and stack:
+            cuts.append((i, "".join(reversed(stack))))
+        i += 1
+    for cut, closing in reversed(cuts):
+        try:
+            return ast.literal_eval(text[:cut] + closing)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+    raise ValueError("not a Python literal, even cut short")
+
+
 def _recovered(text: str) -> Any:
     """A saved output as a value: the whole literal, or as much of a cut one as parses. A string cut off is
     closed with "…" first, so that its beginning survives (a number cut off is dropped: its digits would
     lie)."""
-    from kgagents.tools.pgraph.loaders import parse_repr
-
     best, best_size = None, -1
     for closer in ("", "…',", '…",'):  # the comma lets parse_repr cut right after the closed string
         try:

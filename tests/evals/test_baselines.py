@@ -93,7 +93,7 @@ def test_registered_as_workflows_and_served_without_a_checkpointer():
     import kgagents.graphs.baselines as module
     for name, workflow in {"rag": rag, "kgot-graphrag": graphrag, "kgot-nokg": nokg}.items():
         attribute = served[name].rpartition(":")[2]
-        assert served[name].startswith("./graphs/baselines.py:")
+        assert served[name].startswith("kgagents.graphs.baselines:")
         exported = getattr(module, attribute)
         assert exported.checkpointer is None and exported.name == workflow.name
 

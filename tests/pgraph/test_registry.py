@@ -16,6 +16,7 @@ from kgagents.tools.pgraph import (
     graphs_dir,
     import_graph,
     known_graphs,
+    loaders,
     open_graph,
     registry,
     resolve,
@@ -119,7 +120,7 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
         builder.add_edge("a", "r", "b")
         raise RuntimeError("killed mid-build")
 
-    monkeypatch.setitem(registry.LOADERS, "ark", broken)
+    monkeypatch.setitem(loaders.LOADERS, "ark", broken)
     with pytest.raises(RuntimeError, match="killed mid-build"):
         cached(source)
     cache = graphs_dir() / "cache"

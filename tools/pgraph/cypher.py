@@ -52,6 +52,7 @@ import numpy as np
 
 from kgagents.tools.kg.base import KGError
 from kgagents.tools.kg.cypher import quote_name
+from kgagents.tools.pgraph.catalog import build, check_name, default_name, graphs_dir, ref_of, swap_in
 from kgagents.tools.pgraph.compact import CompactGraph
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
 from kgagents.tools.pgraph.vectors import BATCH as EMBED_BATCH
@@ -286,14 +287,11 @@ def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None
                      batch_size: int = 5000, progress: bool | None = None) -> GraphRef:
     """``kgagents graph import SOURCE --neo4j/--falkordb``: load ``source`` into the database in batches of
     ``batch_size`` rows and write its manifest to ``<graphs dir>/<name>/`` (replacing a graph of that name)."""
-    from kgagents.tools.pgraph.registry import _NAME, _default_name, _ref_of, _swap_in, build, graphs_dir
-
     if int(batch_size) < 1:
         raise GraphFormatError(f"the batch size must be at least 1, not {batch_size}")
     path = Path(source)
-    name = name or _default_name(path, record)
-    if not _NAME.fullmatch(name):
-        raise GraphFormatError(f"a graph name uses letters, digits, '.', '_' and '-' only: {name!r}")
+    name = name or default_name(path, record)
+    check_name(name)
     where, given = Location.of_import(backend, url)
     db = where.open(given)
     db.run(CATALOG_GRAPH, "RETURN 1")  # a database that is down fails here, before the build
@@ -315,11 +313,11 @@ def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None
         staged = Path(tmp) / "graph"
         staged.mkdir()
         (staged / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
-        _swap_in(staged, target)
+        swap_in(staged, target)
         for row in db.run(CATALOG_GRAPH, f"MATCH (g:{CATALOG_LABEL} {{name: $name}}) WHERE g.namespace <> $keep "
                                          "RETURN g.namespace", {"name": name, "keep": manifest["namespace"]}):
             _drop_namespace(db, str(row[0]))
-    return _ref_of(target, manifest)
+    return ref_of(target, manifest)
 
 
 def _drop_namespace(db: Database, namespace: str) -> None:

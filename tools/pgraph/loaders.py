@@ -25,7 +25,6 @@ Every loader raises :class:`~kgagents.tools.pgraph.model.GraphFormatError` namin
 
 from __future__ import annotations
 
-import ast
 import csv
 import gzip
 import io
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kgagents.core.extras import MissingExtra, require
+from kgagents.tools.crag_api import load_calls
 from kgagents.tools.pgraph.build import GraphBuilder
 from kgagents.tools.pgraph.model import GraphFormatError
 from kgagents.tools.pgraph.stark import find_processed, load_processed
@@ -544,47 +544,6 @@ def load_stark(builder: GraphBuilder, path: Path, *, progress: Progress | None =
 # ----------------------------------------------------------------------------------------------------------
 # CRAG's mock KG API, from saved calls
 # ----------------------------------------------------------------------------------------------------------
-def parse_repr(text: str) -> Any:
-    """A Python literal (``repr`` output), recovering what it can of one that was cut off: the longest prefix
-    that parses once its open brackets are closed."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        pass
-    stack: list[str] = []
-    cuts: list[tuple[int, str]] = []
-    quote = ""
-    i = 0
-    closers = {"[": "]", "{": "}", "(": ")"}
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in closers:
-            stack.append(closers[ch])
-            cuts.append((i + 1, "".join(reversed(stack))))  # an empty container: a value cut off at its start
-        elif ch in "]})":
-            if stack:
-                stack.pop()
-            if stack:
-                cuts.append((i + 1, "".join(reversed(stack))))
-        elif ch == "," and stack:
-            cuts.append((i, "".join(reversed(stack))))
-        i += 1
-    for cut, closing in reversed(cuts):
-        try:
-            return ast.literal_eval(text[:cut] + closing)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            continue
-    raise ValueError("not a Python literal, even cut short")
-
-
 #: Strings longer than this become features of their node rather than nodes of their own.
 LONG_TEXT = 120
 MAX_ITEMS = 50
@@ -613,8 +572,6 @@ def load_crag(builder: GraphBuilder, path: Path, *, progress: Progress | None = 
     subject (a dict of dicts: one edge per key with the inner values as qualifiers); a list of values one
     edge per value. Node ids are ``domain:name`` (records with an id: ``domain:id``).
     """
-    from kgagents.tools.crag_api import load_calls
-
     try:
         calls = load_calls(path)  # one reader of saved calls: the mock KG API serves the same file
     except ValueError as exc:
