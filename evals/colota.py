@@ -22,6 +22,7 @@ The evaluation (:func:`evaluate_ark`) runs the ARK-V1 workflow over CR-LT throug
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -31,6 +32,20 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kgagents.evals.datasets import (
+    Dataset,
+    DatasetError,
+    DatasetSpec,
+    Item,
+    Protocol,
+    ProtocolLeg,
+    register_dataset,
+)
+from kgagents.evals.report import _table
+from kgagents.evals.runner import Adapter, EvalOptions, default_input, evaluate, register_adapter
+from kgagents.evals.scorers import Score, register_scorer
+from kgagents.nodes.ark import has_graph
 
 log = logging.getLogger(__name__)
 
@@ -501,8 +516,6 @@ def paper_table(label: str, legs: Sequence[tuple[Any, Sequence[Mapping[str, Any]
     ``legs`` holds each :class:`~kgagents.evals.datasets.ProtocolLeg` with its result records; failed runs are left out of
     the metrics and counted below the table.
     """
-    from kgagents.evals.report import _table
-
     header, cells, notes = ["Model"], [label], []
     for leg, records in legs:
         m = colota_metrics(*records_to_answers(records))
@@ -524,8 +537,6 @@ def paper_table(label: str, legs: Sequence[tuple[Any, Sequence[Mapping[str, Any]
 def paper_protocol() -> Any:
     """ARK-V1's protocol (§V, Table III): temperature 0.7 with 30 runs, and temperature 0 with one run; run r
     gets the seed 42 + r where the provider takes a seed (42: the seed of the authors' experiment script)."""
-    from kgagents.evals.datasets import Protocol, ProtocolLeg
-
     return Protocol(legs=(ProtocolLeg(0.7, 30), ProtocolLeg(0.0, 1)), table=paper_table, seed=42,
                     description="ARK-V1's Table III: T = 0.7 × 30 runs and T = 0 × 1 run")
 
@@ -547,8 +558,6 @@ def ark_input(question: KGQAQuestion) -> dict[str, Any]:
 
 def to_items(questions: Sequence[KGQAQuestion]) -> list[Any]:
     """The questions as the batch runner's items (gold = the boolean answer; group = first reasoning strategy)."""
-    from kgagents.evals.datasets import Item
-
     items = []
     for q in questions:
         inputs = ark_input(q) if q.graph_file else {}
@@ -566,8 +575,6 @@ class CoLoTaScorer:
     needs_model = False
 
     async def score(self, item: Any, answer: Any) -> Any:
-        from kgagents.evals.scorers import Score
-
         given = normalise_answer(answer)
         if item.gold is None:
             return Score(correct=None, grade="NO_GOLD")
@@ -615,10 +622,6 @@ def records_to_answers(records: Sequence[Mapping[str, Any]]
 def check_ark_dataset(dataset: Any) -> None:
     """Refuse a dataset whose questions come without their knowledge graph: ARK-V1 walks a given graph, so every
     run would fail (the CoLoTa question files hold no graph; CR-LT has the same 200 questions with theirs)."""
-    from kgagents.evals.datasets import DatasetError
-    from kgagents.evals.runner import default_input
-    from kgagents.nodes.ark import has_graph
-
     missing = [item.id for item in dataset.items if not has_graph(default_input(item))]
     if missing:
         hint = " Use --dataset cr-lt: the same seed questions with their Wikidata subgraphs." if (
@@ -638,10 +641,6 @@ def _ark_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug CR-LT and CoLoTa into :mod:`kgagents.evals.datasets`, the CoLoTa scorer and the ARK-V1 adapter into the runner."""
-    from kgagents.evals.datasets import DatasetSpec
-    from kgagents.evals.runner import Adapter, register_adapter
-    from kgagents.evals.scorers import register_scorer
-
     def cr_lt(path: Path, split: str) -> list[Any]:
         return to_items(load_cr_lt(path))
 
@@ -682,11 +681,6 @@ async def evaluate_ark(*, out_dir: str | Path, runs: int = 1, temperature: float
     Results, checkpoints and ``summary.json`` go to ``out_dir``; calling again with the same ``out_dir`` skips
     finished (question, run) pairs and resumes interrupted ones. Returns the metrics with the answers per run.
     """
-    import dataclasses
-
-    from kgagents.evals.datasets import Dataset, register_dataset
-    from kgagents.evals.runner import EvalOptions, evaluate
-
     register_datasets(register_dataset)
     questions = load_cr_lt(data, ids=ids, limit=limit)
     if not questions:

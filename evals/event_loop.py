@@ -27,7 +27,7 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     if choice != "uvloop":
         raise ValueError(f"{VARIABLE}={choice!r}: expected 'uvloop' or 'asyncio'")
     try:
-        import uvloop
+        import uvloop  # optional: not installed on Windows
     except ImportError:  # Windows, or a trimmed install
         return None
     return uvloop.new_event_loop

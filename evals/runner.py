@@ -34,14 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgagents.evals import event_loop
-from kgagents.evals.event_loop import batch_collector
+from tqdm import tqdm
+
 from kgagents.core.checkpointer import open_checkpointer
-from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
-from kgagents.evals.processes import run_in_processes
-from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
+from kgagents.core.config import ROLES, get_settings
 from kgagents.core.runs import is_finished
 from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
+from kgagents.evals import event_loop
+from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
+from kgagents.evals.event_loop import batch_collector
+from kgagents.evals.processes import run_in_processes
+from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
 from kgagents.graphs.workflows import load_workflow, make_context
 from kgagents.nodes.llm import FATAL_ERRORS
 from kgagents.nodes.runtime import gather_bounded
@@ -298,8 +301,6 @@ class _Progress:
         self.costs: list[float | None] = []
         self.bar = None
         if enabled and total:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, desc=desc, unit="item", file=sys.stderr, dynamic_ncols=True)
 
     def update(self, record: dict[str, Any]) -> None:
@@ -541,8 +542,6 @@ def role_models(options: EvalOptions) -> dict[str, Any]:
     """The model of every role, as given (a ``provider:model`` string, a model instance's name) or as the
     environment configures it (``KGAGENTS_MODEL`` and the role variables), with the OpenAI-compatible server's
     URL where one is set."""
-    from kgagents.core.config import ROLES, get_settings
-
     settings = get_settings()
     ctx, values = options.context, options.context_values
     models: dict[str, Any] = {}
@@ -579,7 +578,6 @@ def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
         ctx = options.context
         grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")
     if grader is None:  # the model the run resolves from the environment (KGAGENTS_MODEL)
-        from kgagents.core.config import get_settings
 
         grader = get_settings().model_for("graph_executor")
     return make_scorer(dataset.scorer, grader_model=grader)

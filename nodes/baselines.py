@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
+import networkx as nx
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -66,6 +67,7 @@ from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import EPHEMERAL, context_as, context_of, new_run_key, thread_id_of
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import baselines as P
+from kgagents.tools.pgraph.embeddings import EmbeddingIndex, load_embedder
 
 #: The checkpoint file of an evaluation's results directory (kgagents.evals.runner.CHECKPOINTS_FILE).
 EVAL_CHECKPOINTS_FILE = "checkpoints.sqlite"
@@ -347,7 +349,6 @@ def nearest(texts: list[str], query: str, k: int, ctx: BaselineContext) -> list[
     it in a worker thread). The texts must be distinct."""
     if not texts:
         return []
-    from kgagents.tools.pgraph.embeddings import EmbeddingIndex, load_embedder
 
     position = {text: i for i, text in enumerate(texts)}
     index = EmbeddingIndex(texts, load_embedder(ctx.embedding_model))
@@ -406,8 +407,6 @@ def build_knowledge_graph(extractions: list[ChunkExtraction]) -> Any:
     """The static KG of the extractions: a ``networkx.MultiDiGraph`` whose nodes are entities (``name``,
     ``type``, ``descriptions``, ``chunks``) and whose edges are relations (``relation``, ``description``,
     ``chunk``); an entity a relation names but no extraction lists becomes a node too."""
-    import networkx as nx
-
     graph = nx.MultiDiGraph()
 
     def add_entity(name: str, chunk: int, type_: str = "", description: str = "") -> str | None:
@@ -440,8 +439,6 @@ def build_knowledge_graph(extractions: list[ChunkExtraction]) -> Any:
 
 async def build_graph(state: BaselineState) -> dict[str, Any]:
     """The chunks' extractions as one static KG, kept in the state as node-link data."""
-    import networkx as nx
-
     graph = build_knowledge_graph(state.get("extractions") or [])
     return {"graph": nx.node_link_data(graph, edges="edges")}
 
@@ -495,8 +492,6 @@ def retrieve_from_graph(graph_data: dict[str, Any], chunks: list[Chunk], questio
     """GraphRAG's retrieval by traversal: the entities the question names and those whose descriptions embed
     closest to it, their neighbourhood within ``graph_hops``, and the chunks the retrieved entities and relations
     came from (the most often cited first). Returns ``(matched entity names, the subgraph as text, chunks)``."""
-    import networkx as nx
-
     graph = nx.node_link_graph(graph_data, directed=True, multigraph=True, edges="edges")
     if graph.number_of_nodes() == 0:
         return [], "(the knowledge graph is empty: no entity was extracted)", []

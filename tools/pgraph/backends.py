@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.tools.pgraph.compact import CompactGraph
-from kgagents.tools.pgraph.cypher import CypherGraph
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, StaticKG
 
 BackendOpener = Callable[[Path, Mapping[str, Any], GraphRef], StaticKG]
@@ -46,6 +45,9 @@ def _compact(location: Path, manifest: Mapping[str, Any], ref: GraphRef) -> Stat
 
 
 def _database(location: Path, manifest: Mapping[str, Any], ref: GraphRef) -> StaticKG:
+    # the database clients' support (Bolt, FalkorDB, their servers): loaded when such a graph opens
+    from kgagents.tools.pgraph.cypher import CypherGraph
+
     return CypherGraph.from_manifest(location, dict(manifest), ref=ref)
 
 

@@ -17,8 +17,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from kgagents.tools.pgraph.build import FORMAT_VERSION, GraphBuilder
 from kgagents.tools.pgraph.loaders import FORMATS, LOADERS, detect_format, source_files
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef
@@ -84,6 +82,8 @@ def ref_of(directory: Path, manifest: Mapping[str, Any]) -> GraphRef:
 def progress_bar(total: int, label: str) -> Any:
     if total < PROGRESS_FROM_BYTES:
         return None
+    from tqdm import tqdm  # only for the progress bar of a big build (the CLI's startup does without it)
+
     return tqdm(total=total, desc=f"building {label}", unit="B", unit_scale=True, file=sys.stderr)
 
 

@@ -49,9 +49,13 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+from tqdm import tqdm
 
 from kgagents.tools.kg.base import KGError
 from kgagents.tools.kg.cypher import quote_name
+from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config, driver_for
+from kgagents.tools.kg.falkordb_store import client_for, forget_client
+from kgagents.tools.kg.servers import embedded
 from kgagents.tools.pgraph.catalog import build, check_name, default_name, graphs_dir, ref_of, swap_in
 from kgagents.tools.pgraph.compact import CompactGraph
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
@@ -149,9 +153,7 @@ class BoltDatabase(Database):
     backend = "neo4j"
 
     def __init__(self, config: Any, describes: str) -> None:
-        import neo4j.exceptions
-
-        from kgagents.tools.kg.cypher_store import driver_for
+        import neo4j.exceptions  # the Neo4j driver: loaded when a Bolt database opens
 
         self.config = config
         self.describes = describes
@@ -182,9 +184,7 @@ class FalkorDatabase(Database):
     backend = "falkordb"
 
     def __init__(self, url: str, describes: str) -> None:
-        import redis.exceptions
-
-        from kgagents.tools.kg.falkordb_store import client_for
+        import redis.exceptions  # falkordb's client (the falkordb extra)
 
         self.url = url
         self.describes = describes
@@ -202,8 +202,6 @@ class FalkorDatabase(Database):
             raise
 
     def _forget(self) -> None:
-        from kgagents.tools.kg.falkordb_store import forget_client
-
         forget_client(self.url)
 
     def create_indexes(self, namespace: str) -> None:
@@ -257,12 +255,8 @@ class Location:
         """A connection to this place. ``url``: the same server's URL with credentials, when the caller has
         it; otherwise credentials come from the environment (``NEO4J_USER`` / ``NEO4J_PASSWORD``, or the user
         and password of ``FALKORDB_URL`` when it names this server)."""
-        from kgagents.tools.kg.servers import embedded
-
         try:
             if self.backend == "neo4j":
-                from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config
-
                 if self.url is None:
                     server = embedded("arcadedb")
                     config = BoltConfig(server.url, server.extra["user"], server.extra["password"],
@@ -337,8 +331,6 @@ def _load(compact: Any, db: Database, where: Location, batch_size: int, progress
     n, e = compact.node_count, len(compact)
     bar = None
     if progress or (progress is None and n + e >= PROGRESS_FROM_ROWS):
-        from tqdm import tqdm
-
         bar = tqdm(total=n + e, desc=f"loading {name} into {db.backend}", unit="row", file=sys.stderr)
     try:
         db.create_indexes(namespace)

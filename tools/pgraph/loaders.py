@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kgagents.core.extras import MissingExtra, require
-from kgagents.tools.crag_api import load_calls
+from kgagents.tools.crag.calls import load_calls
 from kgagents.tools.pgraph.build import GraphBuilder
 from kgagents.tools.pgraph.model import GraphFormatError
 from kgagents.tools.pgraph.stark import find_processed, load_processed
