@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 python3.13 python3.14 python3 $$(ls -d $$H
 	if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then \
 	command -v $$c; break; fi; done)
 
-.PHONY: install test lock ask demo dev tools clean
+.PHONY: install test lint lock ask demo dev tools clean
 
 # Every package at the version CI tested: requirements.lock (made by `make lock` from pyproject.toml), installed
 # as it is (--no-deps: the lock lists every package), then kgagents itself with every extra and the test tools.
@@ -53,6 +53,11 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The static checks. lint-imports: the floors of docs/architecture.md (pyproject's [tool.importlinter]), run through
+# .ci/lint_imports.py so that it sees graphs/, nodes/, tools/, prompts/ and evals/ under the kgagents namespace.
+lint: $(STAMP)
+	$(BIN)/python .ci/lint_imports.py
 
 ask: $(STAMP)
 	@if [ -z "$(Q)" ]; then echo 'usage: make ask Q="your question" [ATTACH=file]'; exit 2; fi

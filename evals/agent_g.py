@@ -7,7 +7,18 @@ on; otherwise its first node drops it, so no later node, prompt or checkpoint ho
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from kgagents.evals.runner import (
+    Adapter,
+    ItemRunner,
+    default_input,
+    evaluate,
+    register_adapter,
+    thread_id_for,
+)
+from kgagents.nodes.retriever_bank import describe_retrieval
 
 WORKFLOWS = ("agent-g", "agent-g-cot", "agent-g-text-rag", "agent-g-graph-rag", "agent-g-hybrid-rag",
              "agent-g-corrective-rag", "agent-g-react")
@@ -30,8 +41,6 @@ def oracle_of(item: Any) -> dict[str, Any]:
 
 def agent_g_input(item: Any) -> dict[str, Any]:
     """The runner's default input (question and the item's inputs) plus the item's gold for the oracles."""
-    from kgagents.evals.runner import default_input
-
     return {**default_input(item), "oracle": oracle_of(item)}
 
 
@@ -42,8 +51,6 @@ def agent_g_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 def register_adapters() -> None:
     """Teach the runner Agent-G and its baselines."""
-    from kgagents.evals.runner import Adapter, register_adapter
-
     for workflow in WORKFLOWS:
         register_adapter(workflow, Adapter(to_input=agent_g_input, stats=agent_g_stats))
 
@@ -83,8 +90,6 @@ def verified_examples(question: str, state: dict[str, Any], oracle: dict[str, An
     """The agent and commentor examples one oracle run yields: each action whose output the gold verifies
     (accepted), and each (rejected action, the oracle's feedback) pair whose next action did better against
     the gold — the paper's "successful experiences"."""
-    from kgagents.nodes.retriever_bank import describe_retrieval
-
     iterations = list(state.get("iterations") or [])
     agent, commentor = [], []
     for n, iteration in enumerate(iterations):
@@ -104,10 +109,6 @@ async def collect_examples(options: Any, dataset: Any) -> dict[str, Any]:
     in ``options.out_dir``), then write the verified agent and commentor examples of every run into
     ``agent_examples.txt`` and ``commentor_examples.txt`` (blank-line separated, as the in-context example
     settings read them) and their provenance into ``examples.jsonl``."""
-    import json
-
-    from kgagents.evals.runner import ItemRunner, evaluate, thread_id_for
-
     result = await evaluate(options, dataset)
     runner = ItemRunner(options, dataset.name, None)  # type: ignore[arg-type]
     task = getattr(runner.base_context, "task", "retrieval")

@@ -49,13 +49,17 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.runner import EvalOptions, evaluate
-from kgagents.cli.eval import processes_argument
-from kgagents.core.scripted import ScriptedChatModel
+from kgagents.evals.workers import auto_processes, processes_argument
+from kgagents.graphs.kgot import compile_graph
+from kgagents.nodes.context import Context
+from kgagents.tools.manager import register_tool, unregister_tool
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
 VOTE = "Can you solve the initial problem"
@@ -153,8 +157,6 @@ def script(route: str) -> list[dict[str, Any]]:
 
 def register_simulated_tool(latency: float) -> None:
     """A tool that answers after ``latency`` seconds (registered for this process only)."""
-    from kgagents.tools.manager import register_tool
-
     async def lookup(query: str) -> str:
         await asyncio.sleep(latency)
         return f"The answer to {query!r} is 42."
@@ -183,8 +185,6 @@ def model_spec(model_path: str, route: str, latency: float, base_url: str | None
 
 
 def context_for(model: dict[str, Any], work_dir: Path) -> Any:
-    from kgagents.nodes.context import Context
-
     return Context(**model, solve_mode="direct", tools=[TOOL_NAME], work_dir=str(work_dir), max_api_retries=0,
                    llm_timeout_s=60)
 
@@ -225,10 +225,6 @@ async def batch_time(n: int, concurrency: int, latency: float, route: str, model
 
 async def single_task_time(route: str, model: dict[str, Any], root: Path, sequential: bool,
                            one_request: bool = False) -> float:
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from kgagents.graphs.kgot import compile_graph
-
     graph = compile_graph(InMemorySaver())
     config: dict[str, Any] = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
     if sequential:
@@ -312,8 +308,8 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
                         root: Path) -> dict[str, Any]:
     """One in-process batch run under cProfile, timed with the process's CPU clock: its CPU per item by
     :data:`COMPONENTS` (profiling slows the run; the shares are what counts)."""
-    import cProfile
-    import pstats
+    import cProfile  # the profiler: only for this profiling run
+    import pstats  # the profiler: only for this profiling run
 
     profiler = cProfile.Profile(time.process_time)
     profiler.enable()
@@ -329,10 +325,8 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
 
 
 def processes_for(processes: int | str, concurrency: int) -> int:
-    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.processes.auto_processes`)."""
+    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.workers.auto_processes`)."""
     if processes == "auto":
-        from kgagents.evals.processes import auto_processes
-
         return auto_processes(concurrency)
     return min(int(processes), concurrency)
 
@@ -387,8 +381,6 @@ async def compare_paths(latency: float, concurrencies: list[int], route: str, mo
         if server is not None:
             server.stop()
         shutil.rmtree(root, ignore_errors=True)
-        from kgagents.tools.manager import unregister_tool
-
         unregister_tool(TOOL_NAME)
 
 
@@ -469,8 +461,6 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
         if server is not None:
             server.stop()
         shutil.rmtree(root, ignore_errors=True)
-        from kgagents.tools.manager import unregister_tool
-
         unregister_tool(TOOL_NAME)
 
 

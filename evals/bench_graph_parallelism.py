@@ -30,6 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from kgagents.tools.kg.cypher_scope import scope_label_for, scope_query
+from kgagents.tools.kg.servers import start_arcadedb_bolt, start_falkordb, start_oxigraph
+from kgagents.tools.kg.sparql_store import PREFIXES
+
 FIXTURE = Path(__file__).resolve().parent / "data" / "graph_parallelism_writes.json"
 BENCH_GRAPH = "urn:kgagents:bench"
 
@@ -57,9 +63,7 @@ class FalkorDBExecutor(Executor):
     name = "falkordb"
 
     def __init__(self) -> None:
-        from falkordb import FalkorDB
-
-        from kgagents.tools.kg.servers import start_falkordb
+        from falkordb import FalkorDB  # the falkordb extra: loaded when a FalkorDB graph opens
 
         self.server = start_falkordb()
         self.graph = FalkorDB(host="127.0.0.1", port=self.server.port).select_graph("kgagents_bench")
@@ -87,10 +91,7 @@ class BoltExecutor(Executor):
     name = "bolt"
 
     def __init__(self) -> None:
-        import neo4j
-
-        from kgagents.tools.kg.cypher_scope import scope_label_for
-        from kgagents.tools.kg.servers import start_arcadedb_bolt
+        import neo4j  # the Neo4j driver: loaded when a Bolt database opens
 
         self.server = start_arcadedb_bolt()
         self.driver = neo4j.GraphDatabase.driver(self.server.url,
@@ -103,8 +104,6 @@ class BoltExecutor(Executor):
             session.run(f"MATCH (n:`{self.label}`) DETACH DELETE n").consume()
 
     def run(self, statement: str) -> None:
-        from kgagents.tools.kg.cypher_scope import scope_query
-
         with self.driver.session(database=self.database) as session:
             session.run(scope_query(statement, self.label)).consume()
 
@@ -117,15 +116,16 @@ class BoltExecutor(Executor):
         self.server.stop()
 
 
+def _with_prefixes(text: str) -> str:
+    """The update with ``PREFIX`` lines for the task KG's prefixes (a later one replaces it)."""
+    return "".join(f"PREFIX {prefix}: <{ns}>\n" for prefix, ns in PREFIXES.items()) + text
+
+
 class SparqlExecutor(Executor):
     name = "sparql"
     language = "sparql"
 
     def __init__(self) -> None:
-        import httpx
-
-        from kgagents.tools.kg.servers import start_oxigraph
-
         self.server = start_oxigraph()
         self.client = httpx.Client(timeout=60, trust_env=False)
 
@@ -133,9 +133,7 @@ class SparqlExecutor(Executor):
         self._update(f"DROP SILENT GRAPH <{BENCH_GRAPH}>")
 
     def _update(self, text: str) -> None:
-        from kgagents.tools.kg.sparql_store import with_prefixes
-
-        response = self.client.post(self.server.extra["update"], data={"update": with_prefixes(text)})
+        response = self.client.post(self.server.extra["update"], data={"update": _with_prefixes(text)})
         response.raise_for_status()
 
     def run(self, statement: str) -> None:

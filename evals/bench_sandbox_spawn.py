@@ -31,6 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Self
 
+from kgagents.tools import sandbox
+
 #: Wake-ups later than this count as the loop being held up (timer and scheduling noise stays below).
 LATE_S = 0.002
 
@@ -38,8 +40,6 @@ LATE_S = 0.002
 def _sandbox_module(path: str | None) -> ModuleType:
     """``kgagents.tools.sandbox``, or the module in the file ``path`` (another revision of it)."""
     if path is None:
-        from kgagents.tools import sandbox
-
         return sandbox
     spec = importlib.util.spec_from_file_location("kgagents_bench_sandbox", path)
     if spec is None or spec.loader is None:

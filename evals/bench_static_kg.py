@@ -63,9 +63,13 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 from kgagents.evals.synthetic_kg import generate
+from kgagents.tools.pgraph.embeddings import load_embedder
+from kgagents.tools.pgraph.registry import import_graph, open_graph
+from kgagents.tools.pgraph.vectors import VectorIndex
 
 STORES = ("compact", "dicts", "networkx")
 IVF_DATA = ("clustered", "uniform", "names")
@@ -192,16 +196,12 @@ class CompactStore(Store):
 
     @staticmethod
     def build(source: Path, directory: Path) -> dict[str, Any]:
-        from kgagents.tools.pgraph.registry import import_graph
-
         import_graph(source, format="grbench", to=directory, progress=False)
         manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
         return {"disk_bytes": sum(manifest["bytes"].values()), "nodes": manifest["counts"]["nodes"],
                 "edges": manifest["counts"]["edges"]}
 
     def open(self, source: Path, directory: Path) -> None:
-        from kgagents.tools.pgraph.registry import open_graph
-
         self.graph = open_graph(directory)
 
     def neighbours(self, node_id: str, relation: str) -> Sequence[str]:
@@ -250,8 +250,6 @@ class NetworkxStore(Store):
     name = "networkx"
 
     def open(self, source: Path, directory: Path) -> None:
-        import networkx as nx
-
         with open(source, encoding="utf-8") as f:
             data = json.load(f)
         graph = nx.MultiDiGraph()
@@ -282,8 +280,6 @@ class InMemoryVectors:
     store's saved embeddings, so no store embeds twice)."""
 
     def __init__(self, vectors: Path, ids: Path) -> None:
-        from kgagents.tools.pgraph.embeddings import load_embedder
-
         self.matrix = np.asarray(np.load(vectors), dtype=np.float32)
         self.ids: list[str] = json.loads(ids.read_text(encoding="utf-8"))
         self.embedder = load_embedder()
@@ -301,7 +297,7 @@ class InMemoryVectors:
 def _limit_threads(spec: dict[str, Any]) -> None:
     threads = spec.get("embed_threads")
     if threads:
-        import torch
+        import torch  # torch: seconds to import, only where tensors are read
 
         torch.set_num_threads(int(threads))
 
@@ -316,8 +312,6 @@ def measure_build(spec: dict[str, Any]) -> dict[str, Any]:
                            "build_peak_bytes": memory()["peak"] - before["rss"]}
     if spec.get("nearest"):
         _limit_threads(spec)
-        from kgagents.tools.pgraph.embeddings import load_embedder
-        from kgagents.tools.pgraph.registry import open_graph
 
         load_embedder().encode(["warm up"])
         graph = open_graph(directory)
@@ -372,7 +366,6 @@ def measure_open(spec: dict[str, Any]) -> dict[str, Any]:
     texts = queries["nearest"][:spec.get("nearest", 0)]
     if texts:
         _limit_threads(spec)
-        from kgagents.tools.pgraph.embeddings import load_embedder
 
         load_embedder().encode(["warm up"])  # the model's load is the same for every store: not counted
         if store.name != "compact":
@@ -388,9 +381,7 @@ def measure_open(spec: dict[str, Any]) -> dict[str, Any]:
 
 def measure_ivf(spec: dict[str, Any]) -> dict[str, Any]:
     """Recall@k of the store's IVF index against exact search, on synthetic or saved vectors."""
-    import faiss
-
-    from kgagents.tools.pgraph.vectors import VectorIndex
+    import faiss  # faiss: a native library, loaded when an index is built or read
 
     data, queries = _ivf_vectors(spec)
     count, dim = data.shape
@@ -442,8 +433,6 @@ def _ivf_vectors(spec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(spec["seed"])
     count, queries, dim = spec["vectors"], spec["queries"], spec.get("dim", 384)
     if spec["data"] == "names":
-        from kgagents.tools.pgraph.embeddings import load_embedder
-
         _limit_threads(spec)
         data = np.asarray(np.load(spec["source"]), dtype=np.float32)
         texts = json.loads(Path(spec["texts"]).read_text(encoding="utf-8"))[:queries]

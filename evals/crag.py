@@ -50,8 +50,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-from kgagents.evals.datasets import DatasetError, Item
-from kgagents.evals.scorers import Score
+from kgagents.evals.datasets import DatasetError, DatasetSpec, Item
+from kgagents.evals.scorers import Score, register_scorer
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller
+from kgagents.prompts import agent_g as P
 from kgagents.prompts.crag_judge import judge_system, judge_user
 
 DATA_DIR = Path(__file__).parent / "data" / "crag"
@@ -296,9 +299,6 @@ class _Graded:
         self.api_backoff_base_s = api_backoff_base_s
 
     def _caller(self) -> Any:
-        from kgagents.nodes.context import Context
-        from kgagents.nodes.llm import LLMCaller
-
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
                       api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
         return LLMCaller(ctx, JUDGE_ROLE)
@@ -376,8 +376,6 @@ class AgentGPaperScorer(_Graded):
     name = "agent-g-paper"
 
     async def grade(self, item: Any, prediction: str, llm: Any) -> tuple[str, dict[str, Any]]:
-        from kgagents.prompts import agent_g as P
-
         reply = str(await llm.text(P.render(P.EVALUATOR, question=item.question, answer=str(item.gold),
                                             prediction=prediction)))
         word = parse_paper_judgement(reply)
@@ -387,8 +385,6 @@ class AgentGPaperScorer(_Graded):
 
 def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug CRAG (its sample by default) and CRAG's local evaluation into the evaluation."""
-    from kgagents.evals.datasets import DatasetSpec
-    from kgagents.evals.scorers import register_scorer
 
     register(DatasetSpec(name="crag", load=load_crag, scorer="crag", splits=tuple(SPLITS),
                          default_split="all", group_label="Domain", how_to_get=HOW_TO, default_data=SAMPLE,

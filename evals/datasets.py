@@ -249,7 +249,7 @@ def _read_gaia_rows(folder: Path) -> list[dict[str, Any]]:
         return rows
     parquet = folder / "metadata.parquet"
     pa = require("pyarrow", "reading GAIA's metadata.parquet")
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # the eval extra: only for Parquet files
 
     try:
         return pq.read_table(parquet).to_pylist()  # plain Python values: None for a missing field, dicts for structs

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import socket
 from pathlib import Path
@@ -99,8 +100,6 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
         futures = [client.submit(run_pair, options, dataset.name, dataset.scorer, item, run, pure=False)
                    for item, run in todo]
         with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
-            import json
-
             for future in as_completed(futures):
                 record = future.result()
                 if record.pop("fatal", False):

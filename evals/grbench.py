@@ -30,8 +30,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kgagents.evals.scorers import Score, rouge_l
 from kgagents.core.usage import format_cost, sum_costs
+from kgagents.evals.datasets import DatasetSpec, Item
+from kgagents.evals.grbench_multihop import MANIFEST, graph_of, load_manifest
+from kgagents.evals.runner import Adapter, register_adapter
+from kgagents.evals.scorers import Score, register_scorer, rouge_l
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller
 
 DATA_DIR = Path(__file__).parent / "data" / "grbench"
 QUESTIONS_DIR = DATA_DIR / "questions"
@@ -105,8 +110,6 @@ def difficulty(domain: str, qid: str | int) -> str | None:
 
 def load_grbench(path: Path, split: str) -> list[Any]:
     """One domain's questions over the user's GRBench folder (or ``graph.json``)."""
-    from kgagents.evals.datasets import Item
-
     folder = path.parent if path.is_file() else path
     graph = path if path.is_file() else folder / "graph.json"
     if not graph.is_file() and not (folder / "graph.json.gz").is_file():
@@ -136,8 +139,6 @@ def fixture_graph(domain: str, folder: Path = FIXTURE_DIR) -> Path:
 
 def load_multihop(path: Path, split: str) -> list[Any]:
     """The multi-hop fixture's questions (``evals/grbench_multihop.py``), for one domain or all."""
-    from kgagents.evals.datasets import Item
-    from kgagents.evals.grbench_multihop import MANIFEST, graph_of, load_manifest
 
     rows = [e for e in load_manifest(path / "multihop" / MANIFEST) if split in ("all", e["domain"])]
     if not rows:
@@ -148,8 +149,6 @@ def load_multihop(path: Path, split: str) -> list[Any]:
 
 
 def load_fixture(path: Path, split: str) -> list[Any]:
-    from kgagents.evals.datasets import Item
-
     rows = fixture_questions(split, path)
     if not rows:
         raise GRBenchDataError(f"the fixture has no questions for {split!r}")
@@ -258,8 +257,6 @@ class GRBenchScorer:
         """The judge's verdict (``None``: no judge, or the judgement failed), its usage, and why it failed."""
         if self.model is None:
             return None, {}, None
-        from kgagents.nodes.context import Context
-        from kgagents.nodes.llm import LLMCaller
 
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
                       api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
@@ -410,10 +407,6 @@ def given_answer(state: dict[str, Any]) -> Any:
 
 def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug GRBench and its fixture into :mod:`kgagents.evals.datasets`, the scorer and the grounded adapters into the runner."""
-    from kgagents.evals.datasets import DatasetSpec
-    from kgagents.evals.runner import Adapter, register_adapter
-    from kgagents.evals.scorers import register_scorer
-
     register(DatasetSpec(name="grbench", load=load_grbench, scorer="grbench", splits=("auto", *DOMAINS),
                          default_split="auto", group_label="Template", how_to_get=HOW_TO))
     fixture_domains = sorted({r["domain"] for r in fixture_questions()}) if (FIXTURE_DIR / "questions.jsonl").is_file() \

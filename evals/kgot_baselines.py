@@ -18,6 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kgagents.evals.datasets import DatasetError
+from kgagents.evals.runner import CHECKPOINTS_FILE, Adapter, read_manifest, read_results, register_adapter
+
 #: The workflows that answer from KGoT's tool outputs of the same task.
 RAG_BASELINES = ("rag", "kgot-graphrag")
 
@@ -34,8 +37,6 @@ def _context_value(options: Any, name: str) -> Any:
 def check_kgot_results(dataset: Any, options: Any) -> None:
     """Refuse an evaluation of a RAG baseline whose items have no KGoT tool outputs to read (raises
     :class:`~kgagents.evals.datasets.DatasetError` saying which and what to do)."""
-    from kgagents.evals.datasets import DatasetError
-    from kgagents.evals.runner import CHECKPOINTS_FILE, read_manifest, read_results
 
     workflow = options.workflow
     need = [item for item in dataset.items if "tool_calls" not in item.inputs and "kgot_thread" not in item.inputs]
@@ -84,7 +85,5 @@ def baseline_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 def register_datasets(register: Any) -> None:
     """No datasets: the RAG baselines' adapter (see :func:`kgagents.evals.datasets.load_plugins`)."""
-    from kgagents.evals.runner import Adapter, register_adapter
-
     for workflow in RAG_BASELINES:
         register_adapter(workflow, Adapter(stats=baseline_stats, check_options=check_kgot_results))

@@ -203,7 +203,7 @@ def serve(steps: list[dict[str, Any]], latency: float, port: int = 0) -> None:
             await server.serve_forever()
 
     try:
-        import uvloop
+        import uvloop  # optional: not installed on Windows
     except ImportError:
         asyncio.run(main())
     else:

@@ -26,43 +26,25 @@ import socket
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kgagents.evals import event_loop
-from kgagents.evals.checkpointer import open_checkpointer
+from kgagents.core.checkpointer import open_checkpointer
 from kgagents.evals.datasets import Dataset, Item
-from kgagents.evals.runner import EvalOptions, ItemRunner, batch_collector, build_scorer
+from kgagents.evals.event_loop import batch_collector
+from kgagents.evals.workers import shares
+from kgagents.graphs.workflows import WORKFLOWS
+
+if TYPE_CHECKING:  # the runner imports this module: its types only for annotations
+    from kgagents.evals.runner import EvalOptions, ItemRunner
+
+#: Makes a worker's item runner from the options, the dataset's name and its scorer's name (the runner's
+#: :func:`~kgagents.evals.runner.item_runner`, a module-level function: workers get it by reference).
+RunnerFactory = Callable[["EvalOptions", str, str], "ItemRunner"]
 from kgagents.tools.sandbox import adopt_isolation_probe, isolation_probe
 
 #: How long the coordinator waits for a message before it checks that the workers are alive.
 POLL_S = 1.0
-
-
-def shares(concurrency: int, processes: int) -> list[int]:
-    """Items in flight per worker process: ``concurrency`` split as evenly as it goes (none gets 0)."""
-    n = max(1, min(processes, concurrency))
-    return [concurrency // n + (1 if i < concurrency % n else 0) for i in range(n)]
-
-
-#: Items in flight that one process's event loop keeps up with on the real model client before its CPU makes
-#: them wait (``kgagents.evals.bench_batch``: about 0.9·C up to C = 64 through langchain-openai at 200 ms per call; two
-#: processes on two cores gave 0.87·C at C = 64 and 0.82·C at C = 128, one process 0.86·C at C = 128).
-ITEMS_PER_PROCESS = 64
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
-def auto_processes(concurrency: int, cpus: int | None = None) -> int:
-    """Worker processes for ``concurrency`` items in flight: one per :data:`ITEMS_PER_PROCESS` items, at most
-    one per usable CPU, and 1 (this process, no workers) while one event loop keeps up."""
-    cpus = usable_cpus() if cpus is None else cpus
-    return max(1, min(cpus, -(-concurrency // ITEMS_PER_PROCESS)))
 
 
 #: Chat-model providers of model strings and the modules their clients live in.
@@ -104,8 +86,9 @@ def _check_picklable(options: EvalOptions) -> None:
 
 
 async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tuple[Item, int]],
-                           write: Callable[[dict[str, Any]], None]) -> None:
+                           write: Callable[[dict[str, Any]], None], make_runner: RunnerFactory) -> None:
     """Run ``todo`` in ``options.processes`` worker processes; ``write`` gets every record, in this process.
+    Each worker runs its items with the item runner ``make_runner`` makes.
 
     Raises :class:`RuntimeError` at the end when a worker failed to start or died with items in flight (their
     records are missing; running the evaluation again resumes them from their checkpoints).
@@ -113,14 +96,12 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
     if not todo:
         return
     _check_picklable(options)
-    from kgagents.graphs.workflows import WORKFLOWS
-
     if not options.checkpointer_url.startswith(("postgres://", "postgresql://")):
         async with open_checkpointer(options.checkpointer_url):
             pass  # the tables exist before the workers open the file together
     ctx = _context()
     if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["kgagents.evals.processes", WORKFLOWS[options.workflow].partition(":")[0],
+        ctx.set_forkserver_preload(["kgagents.evals.runner", WORKFLOWS[options.workflow].partition(":")[0],
                                     *provider_modules(options)])
     jobs = ctx.Queue()
     results = ctx.Queue()
@@ -130,7 +111,7 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
     for _ in sizes:
         jobs.put(None)  # one end mark per worker
     probe = await asyncio.to_thread(isolation_probe)  # probed once here, not once per worker
-    procs = [ctx.Process(target=_worker, args=(options, dataset.name, dataset.scorer, size, jobs, results, probe),
+    procs = [ctx.Process(target=_worker, args=(make_runner, options, dataset.name, dataset.scorer, size, jobs, results, probe),
                          name=f"kgagents-eval-{i}", daemon=True) for i, size in enumerate(sizes)]
     for proc in procs:
         proc.start()
@@ -178,7 +159,7 @@ def _lost(pid: int | None, code: int | None, pairs: set[tuple[str, int]]) -> str
             "resume them from their checkpoints")
 
 
-def _worker(options: EvalOptions, dataset_name: str, scorer_name: str, concurrency: int, jobs: Any,
+def _worker(make_runner: RunnerFactory, options: EvalOptions, dataset_name: str, scorer_name: str, concurrency: int, jobs: Any,
             results: Any, probe: Any = None) -> None:
     """A worker process: run pairs from ``jobs``, ``concurrency`` at a time, until its end mark."""
     pid = os.getpid()
@@ -187,18 +168,15 @@ def _worker(options: EvalOptions, dataset_name: str, scorer_name: str, concurren
             adopt_isolation_probe(probe)
         if options.worker_setup is not None:
             options.worker_setup()
-        event_loop.run(_serve(options, dataset_name, scorer_name, concurrency, jobs, results))
+        event_loop.run(_serve(make_runner(options, dataset_name, scorer_name), concurrency, jobs, results))
     except BaseException:  # noqa: BLE001 - reported to the coordinator, which raises it
         results.put(("fatal", pid, traceback.format_exc()))
     finally:
         results.put(("exit", pid, None))
 
 
-async def _serve(options: EvalOptions, dataset_name: str, scorer_name: str, concurrency: int, jobs: Any,
-                 results: Any) -> None:
+async def _serve(runner: ItemRunner, concurrency: int, jobs: Any, results: Any) -> None:
     pid = os.getpid()
-    scorer = build_scorer(options, Dataset(name=dataset_name, split="", items=[], scorer=scorer_name))
-    runner = ItemRunner(options, dataset_name, scorer)
     loop = asyncio.get_running_loop()
     local: asyncio.Queue[tuple[Item, int] | None] = asyncio.Queue()
     room = threading.Semaphore(concurrency)  # take a pair only when there is room for it: the others balance

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgagents.evals.datasets import load_plugins
-from kgagents.evals.runner import read_manifest, read_results
-from kgagents.evals.scorers import ideal_correct, make_scorer
 from kgagents.core.extras import MissingExtra, installed
 from kgagents.core.usage import CostTotal, format_cost, sum_costs
+from kgagents.evals.datasets import load_plugins
+from kgagents.evals.grbench import difficulty_table, table1
+from kgagents.evals.runner import read_manifest, read_results
+from kgagents.evals.scorers import ideal_correct, make_scorer
 
 
 @dataclass
@@ -296,10 +297,10 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 
 
 def plot_pareto(runsets: list[RunSet], path: Path) -> Path:
-    import matplotlib
+    import matplotlib  # the eval extra: only when plots are drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the eval extra: only when plots are drawn
 
     labels = [rs.label + (" (cost partly unknown)" if rs.cost_total.unknown else "") for rs in runsets]
     points = [(rs.cost, float(rs.solved)) for rs in runsets]
@@ -328,10 +329,10 @@ def plot_pareto(runsets: list[RunSet], path: Path) -> Path:
 
 
 def plot_runtime(runsets: list[RunSet], path: Path) -> Path:
-    import matplotlib
+    import matplotlib  # the eval extra: only when plots are drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the eval extra: only when plots are drawn
 
     per = [node_times(rs) for rs in runsets]
     nodes: list[str] = []
@@ -388,7 +389,6 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     if ideal_fusion and len(runsets) > 1:
         lines += ["", "## Ideal fusion of the directories (KGoT §5: fusion simulated from single runs)", ""]
         lines += ideal_across(runsets)
-    from kgagents.evals.grbench import difficulty_table, table1
 
     grbench = table1(runsets)
     if grbench:

@@ -23,24 +23,28 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
 import hashlib
 import json
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgagents.evals import event_loop
-from kgagents.evals.checkpointer import open_checkpointer
-from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
-from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
+from tqdm import tqdm
+
+from kgagents.core.checkpointer import open_checkpointer
+from kgagents.core.config import ROLES, get_settings
 from kgagents.core.runs import is_finished
 from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
+from kgagents.evals import event_loop
+from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
+from kgagents.evals.event_loop import batch_collector
+from kgagents.evals.processes import run_in_processes
+from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
 from kgagents.graphs.workflows import load_workflow, make_context
 from kgagents.nodes.llm import FATAL_ERRORS
 from kgagents.nodes.runtime import gather_bounded
@@ -297,8 +301,6 @@ class _Progress:
         self.costs: list[float | None] = []
         self.bar = None
         if enabled and total:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, desc=desc, unit="item", file=sys.stderr, dynamic_ncols=True)
 
     def update(self, record: dict[str, Any]) -> None:
@@ -518,31 +520,6 @@ class ItemRunner:
         }
 
 
-#: The young generation's collection threshold during a batch (CPython's default: 700 allocations).
-BATCH_GC_THRESHOLD = 10_000
-
-
-@contextmanager
-def batch_collector() -> Iterator[None]:
-    """Garbage-collector settings for many items in flight in one process, restored afterwards.
-
-    Everything that exists when the batch starts (imported libraries, the compiled graph) lives until it ends:
-    ``gc.freeze()`` keeps the collector from scanning those objects again and again (a full collection of an
-    evaluation process otherwise stops every item for about 0.1 s). The young generation is collected every
-    ``BATCH_GC_THRESHOLD`` allocations rather than 700, so that the state of items that are merely waiting for a
-    model is not promoted and rescanned. Reference counting frees almost everything anyway; this only spaces
-    out the searches for reference cycles.
-    """
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], BATCH_GC_THRESHOLD), *threshold[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
 def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], retry_failed: bool
                  ) -> tuple[list[tuple[Item, int]], int]:
     """The (item, run) pairs still to do, and how many are skipped as finished."""
@@ -565,8 +542,6 @@ def role_models(options: EvalOptions) -> dict[str, Any]:
     """The model of every role, as given (a ``provider:model`` string, a model instance's name) or as the
     environment configures it (``KGAGENTS_MODEL`` and the role variables), with the OpenAI-compatible server's
     URL where one is set."""
-    from kgagents.core.config import ROLES, get_settings
-
     settings = get_settings()
     ctx, values = options.context, options.context_values
     models: dict[str, Any] = {}
@@ -603,10 +578,16 @@ def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
         ctx = options.context
         grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")
     if grader is None:  # the model the run resolves from the environment (KGAGENTS_MODEL)
-        from kgagents.core.config import get_settings
 
         grader = get_settings().model_for("graph_executor")
     return make_scorer(dataset.scorer, grader_model=grader)
+
+
+def item_runner(options: EvalOptions, dataset_name: str, scorer_name: str) -> ItemRunner:
+    """The item runner of a worker process (:mod:`kgagents.evals.processes`): ``options``' workflow on items of
+    ``dataset_name``, scored by the scorer named ``scorer_name``."""
+    scorer = build_scorer(options, Dataset(name=dataset_name, split="", items=[], scorer=scorer_name))
+    return ItemRunner(options, dataset_name, scorer)
 
 
 def cost_totals(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -669,9 +650,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
 
         try:
             if options.processes > 1:
-                from kgagents.evals.processes import run_in_processes
-
-                await run_in_processes(options, dataset, todo, write)
+                await run_in_processes(options, dataset, todo, write, item_runner)
             else:
                 async with runner.opened():
                     with batch_collector():

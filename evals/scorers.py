@@ -29,6 +29,8 @@ from typing import Any
 
 from kgagents.core.extras import require
 from kgagents.core.usage import Usage
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller
 
 # ----------------------------------------------------------------------------------------------------------------
 # GAIA
@@ -255,9 +257,6 @@ class SimpleQAScorer(Scorer):
         self.api_backoff_base_s = api_backoff_base_s
 
     async def score(self, item: Any, answer: Any) -> Score:
-        from kgagents.nodes.context import Context
-        from kgagents.nodes.llm import LLMCaller
-
         predicted = "" if answer is None else str(answer)
         prompt = simpleqa_grader_prompt(item.question, str(item.gold), predicted)
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,

@@ -52,8 +52,10 @@ from typing import Any
 
 import numpy as np
 
-from kgagents.evals.datasets import DatasetError
-from kgagents.evals.scorers import Score
+from kgagents.evals.agent_g import register_adapters
+from kgagents.evals.datasets import DatasetError, DatasetSpec, Item
+from kgagents.evals.scorers import Score, register_scorer
+from kgagents.tools.pgraph import open_graph
 
 QA_FILES = ("qa.jsonl", "qa.csv", "stark_qa.csv", "questions.jsonl")
 QA_CSV = "stark_qa.csv"
@@ -209,8 +211,6 @@ def split_questions(layout: Layout, split: str) -> list[dict[str, Any]]:
 def load_stark(path: Path, split: str, name: str | None = None) -> list[Any]:
     """The questions of one split of a STaRK dataset, each with the knowledge base as its graph, its query id
     (STaRK's precomputed query embeddings are keyed by it) and its dataset's candidate types."""
-    from kgagents.evals.datasets import Item
-
     layout = find_layout(path, name)
     rows = split_questions(layout, split)
     meta: dict[str, Any] = {}
@@ -257,7 +257,7 @@ def ranking_metrics(ranked: Sequence[str], gold: Sequence[str], candidates: Cand
     candidates). ``candidates`` default to the ranked and gold ids. An empty ranking scores 0 (STaRK's
     evaluator cannot take one). ``torchmetrics``: ``"<1.7.4"`` (every relevant candidate counts) or
     ``">=1.7.4"`` (Recall and MRR drop the relevant candidates scored ≤ 0), see the module docstring. """
-    import torch
+    import torch  # torch: seconds to import, only where tensors are read
 
     if torchmetrics not in TORCHMETRICS_BEHAVIOURS:
         raise ValueError(f"torchmetrics behaviour must be one of {', '.join(TORCHMETRICS_BEHAVIOURS)}")
@@ -332,7 +332,6 @@ class StarkScorer:
         graph_ref = (getattr(item, "inputs", None) or {}).get("graph")
         if not graph_ref:
             return None
-        from kgagents.tools.pgraph import open_graph
 
         graph = open_graph(graph_ref)
         meta = getattr(item, "meta", None) or {}
@@ -403,8 +402,6 @@ def candidate_ids(graph: Any, types: Sequence[str] | None) -> list[str]:
 
 def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug the STaRK datasets (generic and the three released ones) and their scorers into the evaluation."""
-    from kgagents.evals.datasets import DatasetSpec
-    from kgagents.evals.scorers import register_scorer
 
     register(DatasetSpec(name="stark", load=load_stark, scorer="stark", splits=SPLITS, default_split="test",
                          group_label="Split", how_to_get=HOW_TO, context={"task": "retrieval"}))
@@ -414,6 +411,5 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                              context={"task": "retrieval", "candidate_types": CANDIDATE_TYPES[name]}))
     register_scorer("stark", lambda grader_model=None, **_: StarkScorer("<1.7.4"))
     register_scorer("stark-torchmetrics-1.7.4", lambda grader_model=None, **_: StarkScorer(">=1.7.4"))
-    from kgagents.evals.agent_g import register_adapters
 
     register_adapters()

@@ -38,6 +38,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from kgagents.graphs.kgot import PRESETS as KGOT_PRESETS
+from kgagents.graphs.kgot import compile_graph as compile_kgot
 from kgagents.graphs.routing import add_routed_node
 from kgagents.nodes import baselines as n
 from kgagents.nodes.context import Context
@@ -50,6 +51,8 @@ from kgagents.nodes.kgot import (
     tool_tasks,
 )
 from kgagents.nodes.runtime import context_of
+
+n.use_kgot_graph(compile_kgot)  # the baselines read KGoT's threads through its graph (nodes cannot import graphs)
 
 
 def build_zeroshot() -> StateGraph:

@@ -31,7 +31,9 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
 from kgagents.core.usage import Usage, merge_usage
+from kgagents.nodes import agent_g_oracle as O
 from kgagents.nodes.context import Context
+from kgagents.nodes.crag_paths import crag_graph_retrieval
 from kgagents.nodes.critic import Verdict, verdict
 from kgagents.nodes.grounded import graph_for
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
@@ -48,8 +50,11 @@ from kgagents.nodes.retriever_bank import (
 from kgagents.nodes.runtime import context_as
 from kgagents.nodes.state import Failure, append
 from kgagents.prompts import agent_g as P
+from kgagents.tools.crag_api import relation_types as crag_relations
+from kgagents.tools.files.convert import convert_bytes
 from kgagents.tools.pgraph import GraphRef, StaticKG, resolve
 from kgagents.tools.pgraph.embeddings import embedder_spec
+from kgagents.tools.pgraph.stark import stark_embeddings
 from kgagents.tools.pgraph.vectors import index_kind
 
 ROLE = "graph_executor"
@@ -162,8 +167,6 @@ class AgentGContext(Context):
         """The VSS embedder (see ``embedding_model``)."""
         model = self.embedding_model
         if model is None and self.stark_embeddings:
-            from kgagents.tools.pgraph.stark import stark_embeddings
-
             model = stark_embeddings(self.stark_embeddings).model_name
         return embedder_spec(model, self.embedding_device, self.embedding_base_url)
 
@@ -369,8 +372,6 @@ def page_text(page: Page, max_chars: int = PAGE_TEXT_LIMIT) -> str:
         return str(page["text"])[:max_chars]
     html = page.get("html") or ""
     if html.strip():
-        from kgagents.tools.files.convert import convert_bytes
-
         try:
             text = convert_bytes(str(html).encode("utf-8"), filename="page.html").text
         except Exception:  # noqa: BLE001 - an unconvertible page falls back to its snippet
@@ -425,8 +426,6 @@ async def _vocabulary(state: AgentGState, ctx: AgentGContext) -> tuple[list[str]
         entity_types = entity_types if entity_types is not None else [t for t in stats.types if t]
         relation_types = relation_types if relation_types is not None else list(stats.relations)
     if relation_types is None and ctx.task == "generation":
-        from kgagents.tools.crag_api import relation_types as crag_relations
-
         relation_types = crag_relations()
     return list(entity_types or []), list(relation_types or [])
 
@@ -513,7 +512,6 @@ async def vss_query(ctx: AgentGContext, graph: StaticKG, state: AgentGState) -> 
     put into the graph's index the first time); ``None``: the question's text is embedded."""
     if not ctx.stark_embeddings:
         return None
-    from kgagents.tools.pgraph.stark import stark_embeddings
 
     embeddings = await asyncio.to_thread(stark_embeddings, ctx.stark_embeddings)
     await asyncio.to_thread(embeddings.install, graph, ctx.embedder(), kind=ctx.index_kind)
@@ -552,8 +550,6 @@ async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) ->
             types=candidate_types(ctx, graph) if retrieving else None, kind=ctx.index_kind, vector=vector,
             linker=ctx.linker())
     else:
-        from kgagents.nodes.crag_paths import crag_graph_retrieval
-
         retrieval = await crag_graph_retrieval(question, action, ctx)
     return {"retrieval": retrieval}
 
@@ -676,8 +672,6 @@ async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
 async def _oracle_verdict(state: AgentGState, ctx: AgentGContext, llm: LLMCaller, answer: str) -> tuple[bool, str]:
     """The oracle validator (:mod:`kgagents.nodes.agent_g_oracle`): Hit@1 for a ranking; CRAG's rules, then the paper's
     evaluator with the run's model, for an answer."""
-    from kgagents.nodes import agent_g_oracle as O
-
     oracle = state.get("oracle") or {}
     if ctx.task == "retrieval":
         correct = O.ranking_is_correct(list(state.get("ranked_ids") or []), oracle)
@@ -713,8 +707,6 @@ async def commentor(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
     retrieval = state.get("retrieval") or Retrieval()
     action = state.get("action") or Action()
     if ctx.oracle_commentor:
-        from kgagents.nodes import agent_g_oracle as O
-
         oracle = state.get("oracle") or {}
         error = O.retrieval_error(action, retrieval, oracle) if ctx.task == "retrieval" else \
             O.generation_error(action, oracle)

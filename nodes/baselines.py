@@ -30,15 +30,27 @@ import asyncio
 import contextlib
 import json
 import re
+import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
+import networkx as nx
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
+from kgagents.core.config import get_settings
+from kgagents.core.runs import (
+    RunRegistry,
+    configured_checkpointer,
+    is_finished,
+    is_postgres_url,
+    open_checkpointer,
+    without_password,
+)
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import Context
 from kgagents.nodes.kgot import (
@@ -55,6 +67,7 @@ from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import EPHEMERAL, context_as, context_of, new_run_key, thread_id_of
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import baselines as P
+from kgagents.tools.pgraph.embeddings import EmbeddingIndex, load_embedder
 
 #: The checkpoint file of an evaluation's results directory (kgagents.evals.runner.CHECKPOINTS_FILE).
 EVAL_CHECKPOINTS_FILE = "checkpoints.sqlite"
@@ -249,17 +262,12 @@ def kgot_checkpointer_for(ctx: BaselineContext, thread_id: str) -> str:
         return str(ctx.kgot_checkpointer)
     if ctx.kgot_results:
         return str(Path(ctx.kgot_results) / EVAL_CHECKPOINTS_FILE)
-    from kgagents.core.config import get_settings
-    from kgagents.core.runs import RunRegistry, configured_checkpointer
-
     return RunRegistry(get_settings().runs_dir).checkpointer_for(thread_id, configured_checkpointer())
 
 
 def _holds_checkpoints(path: Path) -> bool:
     """Whether the SQLite file ``path`` has LangGraph's checkpoints table (read-only: a file that is not a
     checkpoint database is left as it is, not given the tables)."""
-    import sqlite3
-
     try:
         with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
             return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
@@ -268,11 +276,23 @@ def _holds_checkpoints(path: Path) -> bool:
         return False
 
 
+#: KGoT's graph compiler (``kgagents.graphs.kgot.compile_graph``), through which the baselines read a KGoT
+#: thread's state. Nodes sit below graphs (docs/architecture.md, "The floors"): the baselines' graph module
+#: hands it over when it is imported (:func:`use_kgot_graph`).
+_compile_kgot: Callable[..., Any] | None = None
+
+
+def use_kgot_graph(compile_graph: Callable[..., Any]) -> None:
+    """Give the baselines KGoT's graph compiler, which reads a finished KGoT thread's state (its tool calls)."""
+    global _compile_kgot
+    _compile_kgot = compile_graph
+
+
 async def read_kgot_tool_calls(thread_id: str, location: str) -> list[ToolCallRecord]:
     """The tool calls of the finished KGoT thread ``thread_id`` in the checkpointer at ``location``."""
-    from kgagents.graphs import kgot as kgot_graph
-    from kgagents.core.runs import is_finished, is_postgres_url, open_checkpointer, without_password
-
+    if _compile_kgot is None:
+        raise RuntimeError("the KGoT graph is not known to the baselines: build them through "
+                           "kgagents.graphs.baselines, which hands it over")
     where = without_password(location) if is_postgres_url(location) else location
     if not is_postgres_url(location):
         path = Path(location.removeprefix("sqlite:///"))
@@ -281,7 +301,7 @@ async def read_kgot_tool_calls(thread_id: str, location: str) -> list[ToolCallRe
         if not await asyncio.to_thread(_holds_checkpoints, path):
             raise ValueError(f"{where} is not a checkpoint database (it has no checkpoints table)")
     async with open_checkpointer(location) as saver:
-        snapshot = await kgot_graph.compile_graph(saver).aget_state({"configurable": {"thread_id": thread_id}})
+        snapshot = await _compile_kgot(saver).aget_state({"configurable": {"thread_id": thread_id}})
     if not snapshot.values:
         raise ValueError(f"no KGoT thread {thread_id!r} in {where}: run KGoT on the task first")
     if not is_finished(snapshot):
@@ -329,7 +349,6 @@ def nearest(texts: list[str], query: str, k: int, ctx: BaselineContext) -> list[
     it in a worker thread). The texts must be distinct."""
     if not texts:
         return []
-    from kgagents.tools.pgraph.embeddings import EmbeddingIndex, load_embedder
 
     position = {text: i for i, text in enumerate(texts)}
     index = EmbeddingIndex(texts, load_embedder(ctx.embedding_model))
@@ -388,8 +407,6 @@ def build_knowledge_graph(extractions: list[ChunkExtraction]) -> Any:
     """The static KG of the extractions: a ``networkx.MultiDiGraph`` whose nodes are entities (``name``,
     ``type``, ``descriptions``, ``chunks``) and whose edges are relations (``relation``, ``description``,
     ``chunk``); an entity a relation names but no extraction lists becomes a node too."""
-    import networkx as nx
-
     graph = nx.MultiDiGraph()
 
     def add_entity(name: str, chunk: int, type_: str = "", description: str = "") -> str | None:
@@ -422,8 +439,6 @@ def build_knowledge_graph(extractions: list[ChunkExtraction]) -> Any:
 
 async def build_graph(state: BaselineState) -> dict[str, Any]:
     """The chunks' extractions as one static KG, kept in the state as node-link data."""
-    import networkx as nx
-
     graph = build_knowledge_graph(state.get("extractions") or [])
     return {"graph": nx.node_link_data(graph, edges="edges")}
 
@@ -477,8 +492,6 @@ def retrieve_from_graph(graph_data: dict[str, Any], chunks: list[Chunk], questio
     """GraphRAG's retrieval by traversal: the entities the question names and those whose descriptions embed
     closest to it, their neighbourhood within ``graph_hops``, and the chunks the retrieved entities and relations
     came from (the most often cited first). Returns ``(matched entity names, the subgraph as text, chunks)``."""
-    import networkx as nx
-
     graph = nx.node_link_graph(graph_data, directed=True, multigraph=True, edges="edges")
     if graph.number_of_nodes() == 0:
         return [], "(the knowledge graph is empty: no entity was extracted)", []

@@ -32,6 +32,12 @@ from typing import Any, TypeVar
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.output_parsers import BaseOutputParser
+from langchain_core.outputs import ChatGeneration, Generation
+from langchain_core.prompt_values import ChatPromptValue
+from langchain_core.runnables import RunnableBinding, RunnableGenerator, RunnableSequence
+from langchain_core.runnables.config import ensure_config, merge_configs
+from langchain_core.utils.function_calling import convert_to_json_schema
 from langgraph.config import get_config
 from pydantic import BaseModel, ValidationError
 
@@ -350,8 +356,6 @@ class DirectStructured:
     @classmethod
     def build(cls, model: BaseChatModel, schema: type[BaseModel], kwargs: dict[str, Any]) -> DirectStructured | None:
         """The direct form of ``model.with_structured_output(schema, **kwargs)``, or None where it has none."""
-        from langchain_core.output_parsers import BaseOutputParser
-        from langchain_core.runnables import RunnableBinding, RunnableGenerator, RunnableSequence
 
         plain = {k: v for k, v in kwargs.items() if k != "include_raw"}
         try:
@@ -394,8 +398,6 @@ class DirectStructured:
     def samples_in_one_request(self) -> bool:
         """Whether :meth:`asample` can ask for several choices in one request: the bound model says it takes
         ``n`` for this call (``takes_n``: OpenAI-compatible chat completions) and its server has not refused it."""
-        from langchain_core.runnables import RunnableBinding
-
         binding = self.bound
         if self.refuses_n or not isinstance(binding, RunnableBinding) or binding.config_factories:
             return False
@@ -406,8 +408,6 @@ class DirectStructured:
         """One model call that asks for ``n`` choices (``n``, not streamed: a stream carries one choice),
         every choice parsed as :meth:`ainvoke` parses its reply; the model's run is traced as one run with
         ``n`` generations. Only where :meth:`samples_in_one_request` says so."""
-        from langchain_core.prompt_values import ChatPromptValue
-        from langchain_core.runnables.config import ensure_config, merge_configs
 
         binding = self.bound
         model = binding.bound
@@ -423,8 +423,6 @@ class DirectStructured:
 
 def _parse_message(parser: Any, message: Any) -> Any:
     """What an output parser's ``invoke`` does with a message, without the runnable around it."""
-    from langchain_core.outputs import ChatGeneration, Generation
-
     if isinstance(message, BaseMessage):
         return parser.parse_result([ChatGeneration(message=message)])
     return parser.parse_result([Generation(text=message)])
@@ -451,8 +449,6 @@ def _with_json_schema_metadata(bound: Any) -> Any:
     The chat model converts that schema for the trace on every call (a pydantic JSON-schema build, as costly as
     the rest of the call's preparation); converted once here, the same metadata goes out.
     """
-    from langchain_core.utils.function_calling import convert_to_json_schema
-
     meta = bound.kwargs.get("ls_structured_output_format")
     if not isinstance(meta, dict) or isinstance(meta.get("schema"), dict):
         return bound

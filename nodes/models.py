@@ -106,6 +106,7 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
            timeout_s: float | None, seed: int | None = None) -> BaseChatModel:
     if spec.startswith("scripted:"):
         return ScriptedChatModel.from_file(spec.split(":", 1)[1], lazy=True)
+    # langchain's model registry: heavy, loaded when a model is made
     from langchain.chat_models import init_chat_model
 
     provider, _, name = spec.partition(":")
@@ -152,7 +153,7 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
         require(PROVIDER_MODULES[provider], f"{provider} models")
     try:
         if provider == "openai":
-            from kgagents.nodes.openai_chat import OpenAIChatModel
+            from kgagents.nodes.openai_chat import OpenAIChatModel  # langchain-openai: slow, for OpenAI only
 
             return OpenAIChatModel(model=name, **kwargs)
         return init_chat_model(name, model_provider=provider, **kwargs)
@@ -178,6 +179,7 @@ def _add_seed(kwargs: dict[str, Any], provider: str, seed: int) -> None:
 def _is_provider(name: str) -> bool:
     """Whether ``name`` is a provider ``init_chat_model`` knows (else ``name:tag`` is a model name)."""
     try:
+        # langchain's model registry: heavy, loaded when a model is made
         from langchain.chat_models import base as chat_base
 
         known = set(getattr(chat_base, "_BUILTIN_PROVIDERS", ()))

@@ -176,7 +176,7 @@ def test_a_report_without_the_eval_extra_has_no_plots_and_says_why(monkeypatch, 
 def test_gaias_parquet_and_postgres_checkpoints_and_dask_name_their_extras(monkeypatch, tmp_path):
     import asyncio
 
-    from kgagents.evals.checkpointer import open_checkpointer
+    from kgagents.core.checkpointer import open_checkpointer
     from kgagents.evals.datasets import load_dataset
     from kgagents.evals.distributed import local_cluster
 

@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.tempdirs import process_dir, remove_tree, short_lived_prefix
+from kgagents.tools import sandbox_runner
 
 __all__ = [
     "DiskQuota",
@@ -96,7 +97,7 @@ SANDBOX_GID = 65534
 #: Name of the hidden folder in the work dir that holds one sub-folder per call (job, result).
 RUN_DIR_NAME = ".sandbox"
 #: The file name LLM code is compiled with (tracebacks are cut down to frames of this file).
-LLM_FILENAME = "<llm-code>"
+LLM_FILENAME = sandbox_runner.LLM_FILENAME
 #: Past this multiple of ``max_output_bytes`` on one stream the process is stopped (a print loop).
 OUTPUT_KILL_FACTOR = 10
 #: How often the work dir's size and entries are counted while a call runs (see :class:`DiskQuota`).
@@ -170,267 +171,10 @@ class SandboxUnavailable(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# The runner: the script the sandboxed interpreter executes (exec is fine here: it runs inside the sandbox)
+# The runner: the program the sandboxed interpreter executes (tools/sandbox_runner.py), handed over as text
 # ---------------------------------------------------------------------------------------------------------
 
-_RUNNER = r'''
-import builtins, json, linecache, os, sys, traceback
-
-_LLM = "<llm-code>"
-_MAX_FRAMES = __MAX_FRAMES__
-
-
-class _NoInstall:
-    """Refuses pip/ensurepip: packages cannot be installed in the sandbox."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in ("pip", "ensurepip"):
-            raise ModuleNotFoundError("installing packages is disabled in the sandbox; "
-                                      "use the packages that are installed", name=name)
-        return None
-
-
-def _limit_threads(limit):
-    """Refuses more than ``limit`` live threads (the pids cgroup, where there is one, is the hard cap)."""
-    import _thread
-    lock, live = _thread.allocate_lock(), [0]
-
-    def guard(start):
-        def guarded(function, *args, **kwargs):
-            with lock:
-                if live[0] >= limit:
-                    raise RuntimeError("can't start new thread: the sandbox allows at most %d threads"
-                                       % limit)
-                live[0] += 1
-
-            def run(*a, **k):
-                try:
-                    return function(*a, **k)
-                finally:
-                    with lock:
-                        live[0] -= 1
-            try:
-                return start(run, *args, **kwargs)
-            except BaseException:
-                with lock:
-                    live[0] -= 1
-                raise
-        return guarded
-
-    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
-        if hasattr(_thread, name):
-            setattr(_thread, name, guard(getattr(_thread, name)))
-    threading = sys.modules.get("threading")
-    if threading is not None and hasattr(threading, "_start_new_thread"):
-        threading._start_new_thread = _thread.start_new_thread
-
-
-def _type_name(exc):
-    t = type(exc)
-    mod = getattr(t, "__module__", "builtins")
-    return t.__qualname__ if mod in ("builtins", "__main__") else mod + "." + t.__qualname__
-
-
-def _message(exc):
-    try:
-        return str(exc)
-    except Exception:
-        return "<unprintable>"
-
-
-def _llm_error(exc, memory_mb):
-    if isinstance(exc, SyntaxError) and exc.filename == _LLM:
-        msg = "%s: %s (line %s)" % (_type_name(exc), exc.msg, exc.lineno)
-        if exc.text:
-            line = exc.text.rstrip("\n")
-            msg += "\n    " + line.strip()
-            if exc.offset:
-                indent = len(line) - len(line.lstrip())
-                msg += "\n    " + " " * max(0, exc.offset - 1 - indent) + "^"
-        return msg
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _LLM]
-    line = " (line %d)" % frames[-1].lineno if frames else ""
-    if isinstance(exc, MemoryError):
-        head = "memory limit of %d MB exceeded (MemoryError)%s" % (memory_mb, line)
-    else:
-        text = _message(exc)
-        head = _type_name(exc) + (": " + text if text else "") + line
-        if isinstance(exc, PermissionError) and exc.filename is None:
-            head += " (not allowed in the sandbox, which cannot start processes)"
-    if frames:
-        shown = frames[-_MAX_FRAMES:]
-        more = len(frames) - len(shown)
-        head += "\nTraceback (LLM code only%s):\n" % (", %d earlier frames left out" % more if more else "")
-        head += "".join(traceback.format_list(shown)).rstrip("\n")
-    return head
-
-
-def _load_seccomp(program):
-    """Weak isolation: load the filter that bubblewrap loads otherwise into this process, before any code of
-    the job runs (``program``: the ``struct sock_filter`` array)."""
-    import ctypes
-
-    class Fprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    buf = ctypes.create_string_buffer(program, len(program))
-    fprog = Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
-    for call in ((pr_set_no_new_privs, 1, 0, 0, 0),
-                 (pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0)):
-        if libc.prctl(*call) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, "prctl(%d): %s" % (call[0], os.strerror(errno)))
-
-
-def _trusted_error(phase, exc):
-    head = "sandbox %s failed: %s: %s" % (phase, _type_name(exc), _message(exc))
-    if type(exc).__module__ == "__main__":  # an error class of the prelude/postlude: a deliberate message
-        return head
-    frames = traceback.extract_tb(exc.__traceback__)[1:][-3:]
-    return head + ("\n" + "".join(traceback.format_list(frames)).rstrip("\n") if frames else "")
-
-
-def _jsonable(value, path, notes, depth=0, seen=None):
-    if value is None or type(value) in (bool, int, float, str):
-        return value
-    for base in (bool, int, float, str):  # subclasses (IntEnum, numpy.float64, ...) as the plain type
-        if isinstance(value, base):
-            return base(value)
-    if depth > 64:
-        notes.append("%s: nested too deeply, converted to its repr" % path)
-        return _repr(value)
-    seen = seen if seen is not None else set()
-    if id(value) in seen:
-        notes.append("%s: refers to itself, converted to its repr" % path)
-        return _repr(value)
-    if isinstance(value, (dict, list, tuple, set, frozenset)):
-        seen = seen | {id(value)}
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if isinstance(k, str):
-                key = k
-            elif k is None or isinstance(k, (bool, int, float)):
-                key = json.dumps(k)
-            else:
-                key = _repr(k)
-                notes.append("%s: key %s converted to its repr" % (path, type(k).__name__))
-            out[key] = _jsonable(v, "%s[%r]" % (path, key), notes, depth + 1, seen)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(value)]
-    if isinstance(value, (set, frozenset)):
-        notes.append("%s: %s converted to a list" % (path, type(value).__name__))
-        items = list(value)
-        try:
-            items.sort()
-        except Exception:
-            pass
-        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(items)]
-    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
-    if callable(tolist) and type(value).__module__.startswith("numpy"):
-        try:
-            return _jsonable(tolist(), path, notes, depth + 1, seen)
-        except Exception:
-            pass
-    notes.append("%s: %s is not JSON, converted to its repr" % (path, type(value).__name__))
-    return _repr(value)
-
-
-def _repr(value):
-    try:
-        text = repr(value)
-    except Exception as exc:
-        text = "<unrepresentable %s: %s>" % (type(value).__name__, exc)
-    return text if len(text) <= 100000 else text[:100000] + "...<cut>"
-
-
-def _main():
-    job_path, status_path = sys.argv[1], sys.argv[2]
-    dumps, _open, _exit = json.dumps, builtins.open, os._exit
-    with _open(job_path, encoding="utf-8") as f:
-        job = json.load(f)
-    sys.meta_path.insert(0, _NoInstall())
-    _limit_threads(job["max_threads"])
-    memory_mb = job["memory_mb"]
-    result_var = job["result_var"]
-    g = {"__name__": "__main__", "__builtins__": builtins, "inputs": job["inputs"]}
-    status = {"ok": True, "error": None, "result": None, "notes": []}
-
-    def finish():
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        try:
-            text = dumps(status)
-        except Exception as exc:
-            text = dumps({"ok": False, "error": "result could not be written: %s" % exc, "result": None,
-                          "notes": []})
-        try:
-            with _open(status_path, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as exc:
-            status.update(ok=False, error="result too large to return (%s)" % exc.strerror, result=None)
-            with _open(status_path, "w", encoding="utf-8") as f:
-                f.write(dumps(status))
-        _exit(0 if status["ok"] else 1)
-
-    if job["seccomp"]:
-        try:
-            _load_seccomp(bytes.fromhex(job["seccomp"]))
-        except BaseException as exc:
-            status.update(ok=False, error=_trusted_error("seccomp setup", exc))
-            finish()
-    try:
-        if job["prelude"]:
-            exec(compile(job["prelude"], "<sandbox-prelude>", "exec"), g)
-    except BaseException as exc:
-        status.update(ok=False, error=_trusted_error("prelude", exc))
-        finish()
-    code = job["code"]
-    linecache.cache[_LLM] = (len(code), None, code.splitlines(True), _LLM)
-    try:
-        exec(compile(code, _LLM, "exec"), g)
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            status.update(ok=False, error=_llm_error(exc, memory_mb) if str(exc.code) else "SystemExit")
-            finish()
-    except BaseException as exc:
-        if isinstance(exc, MemoryError):
-            g.clear()
-        status.update(ok=False, error=_llm_error(exc, memory_mb))
-        del exc
-        finish()
-    try:
-        if job["postlude"]:
-            exec(compile(job["postlude"], "<sandbox-postlude>", "exec"), g)
-    except BaseException as exc:
-        status.update(ok=False, error=_trusted_error("postlude", exc))
-        finish()
-    if result_var:
-        try:
-            value = g.get(result_var)
-            notes = []
-            status["result"] = _jsonable(value, result_var, notes)
-            if notes:
-                status["notes"] = notes[:10] + (["... %d more conversions" % (len(notes) - 10)]
-                                                if len(notes) > 10 else [])
-        except MemoryError:
-            status.update(ok=False, result=None,
-                          error="memory limit of %d MB exceeded (MemoryError) while converting %s"
-                                % (memory_mb, result_var))
-        except BaseException as exc:
-            status.update(ok=False, result=None, error="%s could not be converted to JSON: %s: %s"
-                                                      % (result_var, _type_name(exc), _message(exc)))
-    finish()
-
-
-_main()
-'''.replace("__MAX_FRAMES__", str(MAX_TRACEBACK_FRAMES))
+_RUNNER = Path(sandbox_runner.__file__).read_text(encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -776,7 +520,7 @@ def _child_env(work_dir: Path, tmp_dir: Path | str) -> dict[str, str]:
 
 def _python_dirs() -> list[Path]:
     """Directories of the Python installation and virtual environment the child needs (read-only)."""
-    import site
+    import site  # only for the sandbox's read-only mounts
 
     raw: list[str] = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
                       os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))]
@@ -1325,7 +1069,7 @@ class Sandbox:
         run_dir.mkdir(parents=True)
         job = {"inputs": inputs if inputs is not None else {}, "prelude": prelude or "", "code": code,
                "postlude": postlude or "", "result_var": result_var, "memory_mb": self.limits.memory_mb,
-               "max_threads": max(1, self.limits.max_processes),
+               "max_threads": max(1, self.limits.max_processes), "max_frames": MAX_TRACEBACK_FRAMES,
                "seccomp": None if self._bwrap is not None else _weak_seccomp_program()}
         try:
             text = json.dumps(job, default=_input_default, ensure_ascii=False)

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kgagents.evals.workers import processes_argument
+
 DEFAULT_RESULTS_DIR = Path(".eval-results")
 
 
@@ -156,7 +158,7 @@ def grader_of(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> 
 def _process_count(args: argparse.Namespace) -> int:
     if args.processes != "auto":
         return int(args.processes)
-    from kgagents.evals.processes import auto_processes
+    from kgagents.evals.workers import auto_processes
 
     return auto_processes(args.concurrency)
 
@@ -223,19 +225,6 @@ def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any]
     if not args.no_report and any(records for _, records in legs):
         print(f"report: {build_report([base / leg.name for leg in protocol.legs], base)}", file=sys.stderr)
     return _exit_status(results)
-
-
-def processes_argument(value: str) -> int | str:
-    """``--processes``: a number of worker processes, or ``auto``."""
-    if value == "auto":
-        return value
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a number of processes or auto, not {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("at least 1 process")
-    return n
 
 
 def default_out_name(workflow: str, dataset: str, split: str, temperature: float | None,

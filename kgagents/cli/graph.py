@@ -95,7 +95,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _default_name(source: str, record: str | None) -> str:
-    from kgagents.tools.pgraph.registry import _default_name as default
+    from kgagents.tools.pgraph.catalog import default_name as default
 
     return default(Path(source), record)
 

@@ -23,6 +23,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from kgagents.core.checkpointer import open_checkpointer as open_database
+from kgagents.core.config import load_env
+from kgagents.core.extras import require
+
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 REGISTRY_FILE = "runs.sqlite"
 CHECKPOINTER_VARIABLE = "KGAGENTS_CHECKPOINTER"
@@ -176,8 +180,6 @@ def without_password(url: str) -> str:
 
 def configured_checkpointer() -> str | None:
     """``KGAGENTS_CHECKPOINTER`` from the environment (or ``.env``): where new CLI runs keep checkpoints."""
-    from kgagents.core.config import load_env
-
     load_env()
     value = os.environ.get(CHECKPOINTER_VARIABLE, "").strip()
     return value or None
@@ -195,11 +197,7 @@ async def open_checkpointer(target: str | Path) -> AsyncIterator[BaseCheckpointS
         async with sqlite_checkpointer(text.removeprefix("sqlite:///")) as saver:
             yield saver
         return
-    from kgagents.core.extras import require
-
     psycopg = require("psycopg", "PostgreSQL checkpoints")
-    from kgagents.evals.checkpointer import open_checkpointer as open_database
-
     async with AsyncExitStack() as stack:
         try:
             saver = await stack.enter_async_context(open_database(text))

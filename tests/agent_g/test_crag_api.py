@@ -24,7 +24,7 @@ from kgagents.tools.crag_api import (
     load_calls,
     relation_types,
 )
-from kgagents.tools.pgraph.loaders import parse_repr
+from kgagents.tools.crag_api import parse_repr
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from kgagents.evals.checkpointer import BatchedSqliteSaver, batched_sqlite_saver, open_checkpointer
+from kgagents.core.checkpointer import BatchedSqliteSaver, batched_sqlite_saver, open_checkpointer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,7 +79,7 @@ KILLED = """
 import asyncio, os, signal, sys
 sys.path.insert(0, {root!r})
 from tests.evals.test_checkpointer import put
-from kgagents.evals.checkpointer import batched_sqlite_saver
+from kgagents.core.checkpointer import batched_sqlite_saver
 
 async def main():
     async with batched_sqlite_saver({path!r}) as saver:
@@ -110,7 +110,7 @@ def test_a_returned_write_survives_a_killed_process(tmp_path):
 async def test_tables_of_another_version_get_langgraphs_own_saver(tmp_path, monkeypatch, caplog):
     """The batched writer writes SqliteSaver's tables with its own SQL: where a langgraph-checkpoint-sqlite
     makes other tables, the file is opened with that version's AsyncSqliteSaver (the public path) instead."""
-    from kgagents.evals import checkpointer
+    from kgagents.core import checkpointer
 
     path = tmp_path / "c.sqlite"
     async with open_checkpointer(path) as saver:

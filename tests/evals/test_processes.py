@@ -9,7 +9,8 @@ import pickle
 
 import pytest
 
-from kgagents.evals.processes import auto_processes, provider_modules, shares
+from kgagents.evals.processes import provider_modules
+from kgagents.evals.workers import auto_processes, shares
 from kgagents.evals.runner import EvalOptions, batch_collector, run_evaluation
 from kgagents.core.scripted import ScriptedChatModel
 from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia

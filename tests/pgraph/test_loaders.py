@@ -19,8 +19,10 @@ from kgagents.evals import grbench_fixture
 from kgagents.evals.colota import DATA_DIR as COLOTA_DIR
 from kgagents.tools.pgraph import GraphFormatError, StaticKG, cached, loaders, open_graph
 from kgagents.tools.pgraph.build import GraphBuilder
-from kgagents.tools.pgraph.loaders import detect_format, parse_repr
-from kgagents.tools.pgraph.registry import build
+from kgagents.tools.crag_api import parse_repr
+from kgagents.tools.pgraph.formats import grbench
+from kgagents.tools.pgraph.loaders import detect_format
+from kgagents.tools.pgraph.catalog import build
 
 CR_LT = COLOTA_DIR / "customized_dataset.jsonl"
 FIXTURE = grbench_fixture.FIXTURE_DIR
@@ -241,7 +243,7 @@ def test_answers_with_names_that_hold_commas_are_split_on_the_names():
 def test_streaming_with_a_tiny_chunk_gives_the_same_graph(tmp_path, monkeypatch, domain):
     path = FIXTURE / domain / "graph.json"
     normal = fresh(path, tmp_path / "normal", "grbench")
-    monkeypatch.setattr(loaders, "_JsonStream", functools.partial(loaders._JsonStream, chunk=7))
+    monkeypatch.setattr(grbench, "_JsonStream", functools.partial(grbench._JsonStream, chunk=7))
     tiny = fresh(path, tmp_path / "tiny", "grbench")
     assert contents(tiny) == contents(normal)
 
@@ -252,9 +254,9 @@ def test_long_strings_straddling_a_refill(tmp_path, monkeypatch):
                                       "neighbors": {"author": [f"a{i}"]}} for i in range(40)}}
     path = tmp_path / "graph.json"
     path.write_text(json.dumps(data), encoding="utf-8")  # ASCII escapes, as GRBench wrote its files
-    stream = loaders._JsonStream
+    stream = grbench._JsonStream
     for chunk in (100, 333, 1000):
-        monkeypatch.setattr(loaders, "_JsonStream", functools.partial(stream, chunk=chunk))
+        monkeypatch.setattr(grbench, "_JsonStream", functools.partial(stream, chunk=chunk))
         graph = fresh(path, tmp_path / f"c{chunk}", "grbench")
         assert [n.name for n in graph.iter_nodes()][:2] == [f"0 {title}".strip(), "a0"]
         assert graph.stats().edges == 40
@@ -333,7 +335,7 @@ def grbench_read(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> tup
     def progress(done: int) -> None:
         read[0] = max(read[0], done)
 
-    monkeypatch.setattr(loaders, "_JsonStream", functools.partial(loaders._JsonStream, chunk=chunk))
+    monkeypatch.setattr(grbench, "_JsonStream", functools.partial(grbench._JsonStream, chunk=chunk))
     builder = GraphBuilder(path.parent / "built")
     try:
         loaders.load_grbench(builder, path, progress=progress)

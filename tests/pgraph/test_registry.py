@@ -16,6 +16,7 @@ from kgagents.tools.pgraph import (
     graphs_dir,
     import_graph,
     known_graphs,
+    loaders,
     open_graph,
     registry,
     resolve,
@@ -119,7 +120,7 @@ def test_a_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
         builder.add_edge("a", "r", "b")
         raise RuntimeError("killed mid-build")
 
-    monkeypatch.setitem(registry.LOADERS, "ark", broken)
+    monkeypatch.setitem(loaders.LOADERS, "ark", broken)
     with pytest.raises(RuntimeError, match="killed mid-build"):
         cached(source)
     cache = graphs_dir() / "cache"
@@ -131,3 +132,29 @@ def test_a_source_that_does_not_exist(tmp_path):
         open_graph(str(tmp_path / "nope.json"))
     with pytest.raises(GraphFormatError, match="no such graph source"):
         cached(tmp_path / "nope.json")
+
+
+def test_static_kg_backends_are_chosen_through_their_registry(tmp_path, monkeypatch):
+    """A graph's manifest names its backend; the backend registry opens it (a new backend is one
+    register_backend call), and an unknown one is a clear error naming the known ones."""
+    from kgagents.tools.pgraph import backends
+
+    monkeypatch.setattr(backends, "_backends", dict(backends._backends))
+    ref = import_graph(write(tmp_path / "g.json"), name="mine")
+    manifest_file = graphs_dir() / "mine" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+    manifest["backend"] = "in-memory"
+    manifest_file.write_text(json.dumps(manifest), encoding="utf-8")
+    registry.forget_open_graphs()
+    with pytest.raises(GraphFormatError, match="unknown graph backend 'in-memory'; known: compact, falkordb, neo4j"):
+        open_graph("mine")
+    opened, instance = [], object()
+
+    def in_memory(location, manifest, ref):
+        opened.append((location, manifest["backend"], ref["fingerprint"]))
+        return instance
+
+    backends.register_backend("in-memory", in_memory)
+    assert open_graph("mine") is instance and open_graph("mine") is instance  # one instance per graph
+    assert opened == [(graphs_dir() / "mine", "in-memory", ref["fingerprint"])]
+    assert "in-memory" in backends.backend_names()

@@ -12,7 +12,7 @@ from kgagents.core.config import Settings
 from kgagents.core.scripted import ScriptedChatModel
 from tests.tools.server import FixtureServer
 from kgagents.tools.manager import ToolEnv
-from kgagents.tools.web.http import FetchLimits
+from kgagents.tools.http import FetchLimits
 
 
 @pytest.fixture(scope="session")

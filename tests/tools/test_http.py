@@ -8,7 +8,7 @@ import pytest
 
 from tests.tools.conftest import TEST_LIMITS
 from kgagents.tools.base import ToolFailure
-from kgagents.tools.web.http import FetchError, FetchLimits, TransientFetchError, download, fetch, fetch_json
+from kgagents.tools.http import FetchError, FetchLimits, TransientFetchError, download, fetch, fetch_json
 
 
 async def test_fetch_page_and_content_type(web):

@@ -8,7 +8,7 @@ import pytest
 
 from kgagents.core.config import allowed_hosts
 from tests.tools.server import FixtureServer
-from kgagents.tools.web.http import FetchError, FetchLimits, check_public, fetch
+from kgagents.tools.http import FetchError, FetchLimits, check_public, fetch
 
 
 @pytest.fixture(autouse=True)

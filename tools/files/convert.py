@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlparse
 
 import charset_normalizer
 
+from kgagents.core.extras import install_hint
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.files.zip import ZipBombError, ZipLimits, check_limits
 
@@ -64,6 +65,7 @@ def _markitdown() -> Any:
     global _converter
     with _converter_lock:
         if _converter is None:
+            # markitdown: about a second to import, loaded when a file is converted
             from markitdown import MarkItDown
 
             _converter = MarkItDown(enable_plugins=False)
@@ -153,7 +155,7 @@ def _is_text(ext: str, mimetype: str) -> bool:
 def convert_bytes(data: bytes, *, filename: str | None = None, mimetype: str | None = None,
                   charset: str | None = None, url: str | None = None) -> Document:
     """Convert a file's bytes to Markdown (see the module docstring). Raises :class:`ConversionError`."""
-    from markitdown import (
+    from markitdown import (  # markitdown: about a second to import, loaded when a file is converted
         FileConversionException,
         MissingDependencyException,
         StreamInfo,
@@ -215,6 +217,7 @@ def _check_packaged(data: bytes) -> None:
 
 def _convert_pdf(data: bytes, info: Any, name: str | None) -> Document:
     """PDFs go to the PDF converter only, so that a broken one gives an error instead of its raw bytes."""
+    # markitdown: about a second to import, loaded when a file is converted
     from markitdown import MissingDependencyException
     from markitdown.converters import PdfConverter
 
@@ -236,14 +239,13 @@ def _convert_pdf(data: bytes, info: Any, name: str | None) -> Document:
 
 def _needs_files_extra(kind: str) -> ConversionError:
     """The error for a format whose converter comes with the ``files`` extra."""
-    from kgagents.core.extras import install_hint
-
     return ConversionError(f"converting {kind or 'this file'} needs the `files` extra, which is not "
                            f"installed: {install_hint('files')}")
 
 
 def _missing_dependency(exc: Exception) -> bool:
     """Whether a converter gave up for want of an optional package (markitdown names it in its error)."""
+    # markitdown: about a second to import, loaded when a file is converted
     from markitdown import MissingDependencyException
 
     return any(isinstance(getattr(attempt, "exc_info", (None, None))[1], MissingDependencyException)

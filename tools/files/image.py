@@ -42,7 +42,7 @@ class _TooLarge(Exception):
 def _bounded_png_surface() -> type:
     """cairosvg's PNG surface that refuses to allocate more than :data:`MAX_SVG_PIXELS` (an SVG can declare
     any size: ``width="30000"`` would make a 3.6 GB canvas)."""
-    from cairosvg.surface import PNGSurface
+    from cairosvg.surface import PNGSurface  # the files extra: only for SVG images
 
     if not callable(getattr(PNGSurface, "_create_surface", None)):  # the private method the bound rests on
         raise ToolFailure("this cairosvg version makes its canvas otherwise, so the size of an SVG cannot be "
@@ -75,7 +75,7 @@ def svg_to_png(data: bytes) -> bytes:
 
 def prepare_image(data: bytes, name: str = "image", mimetype: str | None = None) -> tuple[str, str]:
     """An image as ``(base64, mime type)`` in a format every provider takes, at most :data:`MAX_SIDE` px."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, UnidentifiedImageError  # the files extra: only for images
 
     if len(data) > MAX_IMAGE_BYTES:
         raise ToolFailure(f"{name} is {len(data) / 2**20:.1f} MB; images up to {MAX_IMAGE_BYTES / 2**20:.0f} MB "

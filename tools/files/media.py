@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from kgagents.core.extras import require
 from kgagents.core.retry import is_transient
 from kgagents.core.usage import Usage, usage_entry
 from kgagents.tools.base import ToolFailure
@@ -103,8 +104,6 @@ Fetcher = Callable[[str], list[dict[str, Any]]]
 
 
 def _default_fetcher(video_id: str) -> list[dict[str, Any]]:
-    from kgagents.core.extras import require
-
     YouTubeTranscriptApi = require("youtube_transcript_api", "YouTube transcripts").YouTubeTranscriptApi
 
     transcript = YouTubeTranscriptApi().fetch(video_id, languages=("en", "en-US", "en-GB"))

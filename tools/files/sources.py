@@ -12,7 +12,7 @@ from kgagents.tools.base import ToolFailure
 from kgagents.tools.files.access import read_allowed
 from kgagents.tools.files.convert import MAX_CONVERT_BYTES
 from kgagents.tools.manager import ToolEnv
-from kgagents.tools.web.http import download, limits_of
+from kgagents.tools.http import download, limits_of
 
 
 @dataclass

@@ -49,6 +49,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import (
     NodeRow,
@@ -133,14 +135,10 @@ class _ArcadeDBAdmin:
     """Creates and drops databases through an ArcadeDB server's HTTP API."""
 
     def __init__(self, url: str, user: str, password: str) -> None:
-        import httpx
-
         self.url = url
         self.client = httpx.Client(base_url=url, auth=(user, password), timeout=60.0, trust_env=False)
 
     def _command(self, command: str) -> None:
-        import httpx
-
         try:
             response = self.client.post("/api/v1/server", json={"command": command})
         except httpx.HTTPError as exc:
@@ -180,7 +178,7 @@ class BoltServer:
     """One Bolt server as this process uses it: its driver, its dialect and how runs are kept apart on it."""
 
     def __init__(self, config: BoltConfig) -> None:
-        import neo4j
+        import neo4j  # the Neo4j driver: loaded when a Bolt database opens
 
         self.config = config
         self.driver = driver_for(config)
@@ -307,7 +305,7 @@ _drivers_lock = threading.Lock()
 
 def driver_for(config: BoltConfig) -> Any:
     """One driver (connection pool) per server and user for the process; runs share pools, not KGs."""
-    import neo4j
+    import neo4j  # the Neo4j driver: loaded when a Bolt database opens
 
     key = (config.uri, config.user, config.password)
     with _drivers_lock:
@@ -462,7 +460,7 @@ class Neo4jStore(DatabaseStore):
         self._server.release_lease(self._run)
 
     def write_sync(self, code: str) -> WriteResult:
-        import neo4j.exceptions
+        import neo4j.exceptions  # the Neo4j driver: loaded when a Bolt database opens
 
         try:
             statements = self._statements(code)
@@ -495,7 +493,7 @@ class Neo4jStore(DatabaseStore):
         return WriteResult(True)
 
     def read_sync(self, query: str) -> ReadResult:
-        import neo4j.exceptions
+        import neo4j.exceptions  # the Neo4j driver: loaded when a Bolt database opens
 
         try:
             statements = self._statements(query)
@@ -515,7 +513,7 @@ class Neo4jStore(DatabaseStore):
 
     def _relationship_ends(self, tx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """Relationships come back with bare end nodes: look up the ``id`` property of their ends."""
-        from neo4j.graph import Path, Relationship
+        from neo4j.graph import Path, Relationship  # the Neo4j driver: loaded when a Bolt database opens
 
         wanted: set[str] = set()
 
@@ -539,6 +537,7 @@ class Neo4jStore(DatabaseStore):
                                                 "RETURN elementId(n) AS e, n.id AS id", ids=sorted(wanted))}
 
     def _convert(self, value: Any, ends: dict[str, Any]) -> Any:
+        # the Neo4j driver: loaded when a Bolt database opens
         from neo4j.graph import Node, Path, Relationship
 
         if isinstance(value, Node):

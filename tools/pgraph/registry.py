@@ -23,140 +23,34 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kgagents.tools.pgraph.backends import open_backend
 from kgagents.tools.pgraph.build import FORMAT_VERSION, GraphBuilder
-from kgagents.tools.pgraph.loaders import FORMATS, LOADERS, add_ark_edges, detect_format, parse_ark_edges, source_files
+from kgagents.tools.pgraph.catalog import (
+    NAME,
+    build,
+    build_fingerprint,
+    check_name,
+    content_hash,
+    default_name,
+    graphs_dir,
+    read_manifest,
+    ref_of,
+    source_signature,
+    swap_in,
+)
+from kgagents.tools.pgraph.loaders import add_ark_edges, detect_format, parse_ark_edges, source_files
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, StaticKG
 from kgagents.tools.pgraph.vectors import file_lock
 
-GRAPHS_DIR_ENV = "KGAGENTS_GRAPHS_DIR"
 #: How many graphs a process keeps open when no run holds them (each costs two file descriptors).
 KEEP_OPEN = 64
-#: Sources of at least this size get a progress bar while they are built.
-PROGRESS_FROM_BYTES = 64 << 20
-
-
-def graphs_dir() -> Path:
-    """The directory of imported and cached graphs."""
-    value = os.environ.get(GRAPHS_DIR_ENV, "").strip()
-    return Path(value) if value else Path(".kgagents/graphs")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Fingerprints
-# ----------------------------------------------------------------------------------------------------------
-def content_hash(files: Sequence[Path]) -> str:
-    """SHA-256 over the files' names (relative) and bytes."""
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode("utf-8") + b"\0")
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 22):
-                digest.update(chunk)
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def _signature(files: Sequence[Path]) -> list[list[Any]]:
-    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
-
-
-def _fingerprint(fmt: str, record: str | None, merge: bool, digest: str) -> str:
-    text = json.dumps([FORMAT_VERSION, fmt, record, merge, digest])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def _read_manifest(directory: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _ref_of(directory: Path, manifest: Mapping[str, Any]) -> GraphRef:
-    ref = GraphRef(name=str(manifest.get("name") or directory.name), location=str(directory.resolve()),
-                   fingerprint=str(manifest["fingerprint"]))
-    if manifest.get("backend", "compact") != "compact":
-        ref["backend"] = str(manifest["backend"])
-    source = manifest.get("source") or {}
-    for key in ("source", "format", "record"):
-        value = source.get("path" if key == "source" else key)
-        if value is not None:
-            ref[key] = str(value)  # type: ignore[literal-required]
-    return ref
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Building
-# ----------------------------------------------------------------------------------------------------------
-def _progress_bar(total: int, label: str) -> Any:
-    if total < PROGRESS_FROM_BYTES:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=f"building {label}", unit="B", unit_scale=True, file=sys.stderr)
-
-
-def _swap_in(tmp: Path, target: Path) -> None:
-    """Put a finished build at ``target``, replacing what was there (open instances keep their files)."""
-    if target.exists():
-        old = target.with_name(f"{target.name}.old-{os.getpid()}-{threading.get_ident()}")
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, target)
-
-
-def build(source: str | Path, target: str | Path, *, format: str | None = None,  # noqa: A002
-          record: str | None = None, merge: bool = False, name: str | None = None,
-          progress: bool | None = None) -> GraphRef:
-    """Build the compact store of ``source`` into ``target`` (replacing a previous build there)."""
-    path = Path(source).resolve()
-    fmt = format or detect_format(path)
-    if fmt not in LOADERS:
-        raise GraphFormatError(f"unknown graph format {fmt!r}; known: {', '.join(FORMATS)}")
-    if not path.exists():
-        raise GraphFormatError(f"no such graph source: {path}")
-    files = source_files(path, fmt)
-    target = Path(target)
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    builder = GraphBuilder(tmp)
-    label = name or path.name
-    bar = _progress_bar(sum(p.stat().st_size for p in files), label) if progress is not False else None
-    last = [0]
-
-    def report(done: int) -> None:
-        if bar is not None:
-            bar.update(max(0, done - last[0]))
-            last[0] = done
-
-    try:
-        signature = _signature(files)
-        LOADERS[fmt](builder, path, record=record, merge=merge, progress=report)
-        digest = content_hash(files)
-        manifest_source = {"path": str(path), "format": fmt, "record": record, "merge": merge,
-                           "files": signature, "sha256": digest}
-        builder.finish(name=label, fingerprint=_fingerprint(fmt, record, merge, digest), source=manifest_source)
-    except BaseException:
-        builder.abort()
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
-    _swap_in(tmp, target)
-    return _ref_of(target, _read_manifest(target) or {})
 
 
 def import_graph(source: str | Path, *, format: str | None = None, name: str | None = None,  # noqa: A002
@@ -165,24 +59,13 @@ def import_graph(source: str | Path, *, format: str | None = None, name: str | N
     """``kgagents graph import``: build ``source`` into ``to`` or ``<graphs dir>/<name>``."""
     path = Path(source)
     if to is None:
-        name = name or _default_name(path, record)
-        if not _NAME.fullmatch(name):
-            raise GraphFormatError(f"a graph name uses letters, digits, '.', '_' and '-' only: {name!r}")
+        name = name or default_name(path, record)
+        check_name(name)
         to = graphs_dir() / name
     target = Path(to)
     with file_lock(target.with_name(f".{target.name}.lock")):
         return build(path, target, format=format, record=record, merge=merge, name=name or target.name,
                      progress=progress)
-
-
-def _default_name(path: Path, record: str | None) -> str:
-    stem = path.name.split(".")[0] if path.is_file() else path.name
-    if stem == "graph" and path.parent.name:  # GRBench keeps graph.json in a folder named after its domain
-        stem = path.parent.name
-    return f"{stem}-{record}" if record else stem
-
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}")
 
 
 def cached(source: str | Path, *, format: str | None = None, record: str | None = None,  # noqa: A002
@@ -208,16 +91,16 @@ def cached(source: str | Path, *, format: str | None = None, record: str | None 
 
 def _fresh(target: Path, files: Sequence[Path]) -> GraphRef | None:
     """The cached build if its source is unchanged (size+mtime, else content); else ``None``."""
-    manifest = _read_manifest(target)
+    manifest = read_manifest(target)
     if manifest is None or manifest.get("format_version") != FORMAT_VERSION:
         return None
     source = manifest.get("source") or {}
     try:
-        signature = _signature(files)
+        signature = source_signature(files)
     except OSError:
         return None
     if source.get("files") == signature:
-        return _ref_of(target, manifest)
+        return ref_of(target, manifest)
     if [s[:2] for s in source.get("files") or []] == [s[:2] for s in signature] and \
             source.get("sha256") == content_hash(files):
         source["files"] = signature  # touched or copied, not changed: remember the new times
@@ -225,7 +108,7 @@ def _fresh(target: Path, files: Sequence[Path]) -> GraphRef | None:
             tmp = target / "manifest.json.tmp"
             tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
             os.replace(tmp, target / "manifest.json")
-        return _ref_of(target, manifest)
+        return ref_of(target, manifest)
     return None
 
 
@@ -236,26 +119,26 @@ def import_edges(edges: Any, *, name: str = "inline") -> GraphRef:
                            default=str)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     target = graphs_dir() / "cache" / f"inline-{digest[:16]}"
-    manifest = _read_manifest(target)
+    manifest = read_manifest(target)
     if manifest is not None and manifest.get("format_version") == FORMAT_VERSION:
-        return _ref_of(target, manifest)
+        return ref_of(target, manifest)
     with file_lock(target.with_name(f".{target.name}.lock")):
-        manifest = _read_manifest(target)
+        manifest = read_manifest(target)
         if manifest is not None and manifest.get("format_version") == FORMAT_VERSION:
-            return _ref_of(target, manifest)
+            return ref_of(target, manifest)
         tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         shutil.rmtree(tmp, ignore_errors=True)
         builder = GraphBuilder(tmp)
         try:
             add_ark_edges(builder, parsed)
-            builder.finish(name=name, fingerprint=_fingerprint("ark", None, False, digest),
+            builder.finish(name=name, fingerprint=build_fingerprint("ark", None, False, digest),
                            source={"path": "inline", "format": "ark", "sha256": digest})
         except BaseException:
             builder.abort()
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        _swap_in(tmp, target)
-    return _ref_of(target, _read_manifest(target) or {})
+        swap_in(tmp, target)
+    return ref_of(target, read_manifest(target) or {})
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -277,10 +160,10 @@ def resolve(ref: str | Path | Mapping[str, Any], *, format: str | None = None,  
     text = str(ref)
     path = Path(text)
     if (path / "manifest.json").is_file() and record is None:
-        return _ref_of(path, _read_manifest(path) or _bad(path))
+        return ref_of(path, read_manifest(path) or _bad(path))
     named = graphs_dir() / text
-    if _NAME.fullmatch(text) and (named / "manifest.json").is_file() and record is None:
-        return _ref_of(named, _read_manifest(named) or _bad(named))
+    if NAME.fullmatch(text) and (named / "manifest.json").is_file() and record is None:
+        return ref_of(named, read_manifest(named) or _bad(named))
     if path.exists():
         return cached(path, format=format, record=record, progress=progress)
     known = known_graphs()
@@ -297,9 +180,9 @@ def _resolve_stored(ref: Mapping[str, Any]) -> GraphRef:
     fingerprint = ref.get("fingerprint")
     location = ref.get("location")
     if location:
-        manifest = _read_manifest(Path(location))
+        manifest = read_manifest(Path(location))
         if manifest is not None and (fingerprint is None or manifest.get("fingerprint") == fingerprint):
-            return _ref_of(Path(location), manifest)
+            return ref_of(Path(location), manifest)
     source = ref.get("source")
     if source and source != "inline" and Path(source).exists():
         rebuilt = cached(source, format=ref.get("format"), record=ref.get("record"))
@@ -347,17 +230,7 @@ def open_graph(ref: str | Path | Mapping[str, Any], *, format: str | None = None
 
 def _instantiate(ref: GraphRef) -> StaticKG:
     location = Path(ref["location"])
-    manifest = _read_manifest(location) or {}
-    backend = manifest.get("backend", "compact")
-    if backend == "compact":
-        from kgagents.tools.pgraph.compact import CompactGraph
-
-        return CompactGraph(location, ref=ref)
-    if backend in ("neo4j", "falkordb"):
-        from kgagents.tools.pgraph.cypher import CypherGraph
-
-        return CypherGraph.from_manifest(location, manifest, ref=ref)
-    raise GraphFormatError(f"{location}: unknown graph backend {backend!r}")
+    return open_backend(location, read_manifest(location) or {}, ref)
 
 
 def graph_from_edges(edges: Any, *, name: str = "inline") -> StaticKG:

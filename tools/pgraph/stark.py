@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from kgagents.tools.pgraph.model import GraphFormatError
+from kgagents.tools.pgraph.vectors import model_id_of
 
 MAG_NODE_TYPES = {0: "author", 1: "institution", 2: "field_of_study", 3: "paper"}
 MAG_RELATIONS = {0: "author___affiliated_with___institution", 1: "paper___cites___paper",
@@ -128,7 +129,7 @@ def _pickle(path: Path) -> Any:
 
 def _tensor(path: Path) -> np.ndarray:
     try:
-        import torch
+        import torch  # torch: seconds to import, only where tensors are read
     except ImportError as exc:  # pragma: no cover - torch comes with sentence-transformers
         raise GraphFormatError("STaRK's processed files need torch") from exc
     try:
@@ -531,7 +532,7 @@ class StarkEmbeddings:
     @staticmethod
     def _load(path: Path) -> dict[int, np.ndarray]:
         try:
-            import torch
+            import torch  # torch: seconds to import, only where tensors are read
 
             data = torch.load(path, weights_only=True, map_location="cpu")
         except Exception as exc:  # noqa: BLE001 - any torch error: not STaRK's file
@@ -544,8 +545,6 @@ class StarkEmbeddings:
     def install(self, graph: Any, embedder: Any, *, kind: str = "flat") -> None:
         """Put the document embeddings into ``graph``'s ``text`` index for ``embedder``'s model id (once: a
         saved index is found again by later runs and processes)."""
-        from kgagents.tools.pgraph.vectors import model_id_of
-
         model_id = model_id_of(embedder)
         if model_id is None:
             raise ValueError("STaRK's embeddings need an embedder with a model id (a name)")

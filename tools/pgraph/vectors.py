@@ -148,7 +148,7 @@ class VectorIndex:
         self.rows = rows
         self.exact = vectors
         if meta.get("kind") == "flat" and int(meta.get("count") or 0):
-            import faiss
+            import faiss  # faiss: a native library, loaded when an index is built or read
 
             with contextlib.suppress(AttributeError, RuntimeError):  # the flat index's own float32 vectors
                 self.exact = faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal,
@@ -185,7 +185,7 @@ class VectorIndex:
         show = progress if progress is not None else count >= PROGRESS_FROM
         bar = None
         if show:
-            from tqdm import tqdm
+            from tqdm import tqdm  # only for the progress bar of a big index (not at the CLI's startup)
 
             bar = tqdm(total=count, desc=f"embedding {label}", unit="text", file=sys.stderr)
         chunks = []
@@ -208,7 +208,7 @@ class VectorIndex:
     @classmethod
     def _finish(cls, directory: Path | None, matrix: np.ndarray, embedder: Embedder, *, model_id: str | None,
                 label: str, kind: str, rows: np.ndarray | None, started: float) -> VectorIndex:
-        import faiss
+        import faiss  # faiss: a native library, loaded when an index is built or read
 
         count, dim = matrix.shape[0], (matrix.shape[1] if matrix.ndim == 2 and matrix.shape[1] else 1)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
@@ -250,7 +250,7 @@ class VectorIndex:
     @classmethod
     def load(cls, directory: Path, embedder: Embedder) -> VectorIndex:
         """Memory-map a saved index."""
-        import faiss
+        import faiss  # faiss: a native library, loaded when an index is built or read
 
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
         vectors = np.load(directory / "vectors.npy", mmap_mode="r")
@@ -326,7 +326,7 @@ class VectorIndex:
 
     def _faiss_search(self, query: np.ndarray, k: int, *, ids: np.ndarray | None, mask: np.ndarray | None,
                       nprobe: int | None) -> list[tuple[int, float]]:
-        import faiss
+        import faiss  # faiss: a native library, loaded when an index is built or read
 
         selector = None
         if ids is not None:

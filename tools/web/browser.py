@@ -18,7 +18,7 @@ from urllib.parse import urljoin
 
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.files.convert import ConversionError, convert_bytes, kind_of
-from kgagents.tools.web.http import FetchLimits, fetch
+from kgagents.tools.http import FetchLimits, fetch
 
 #: Characters per viewport (about 1,300 tokens), as in the text browser the KGoT surfer builds on.
 VIEWPORT_CHARS = 5 * 1024

@@ -12,6 +12,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+import requests
+
 from kgagents.core.config import Settings
 from kgagents.core.retry import TRANSIENT_STATUS
 from kgagents.tools.base import ToolFailure
@@ -64,7 +66,7 @@ def _base_domain(base: str) -> str:
 
 def make_client(settings: Settings, timeout_s: float = 30.0) -> Any:
     """A ``serpapi.Client`` for the configured key and endpoint."""
-    import serpapi
+    import serpapi  # the search API's client: loaded when a search runs
 
     if not search_configured(settings):
         raise SearchUnavailable("web search needs SERPAPI_API_KEY (or KGAGENTS_SEARCH_API_BASE)")
@@ -102,8 +104,7 @@ async def web_search(settings: Settings, query: str, *, filter_year: int | None 
                      timeout_s: float = 30.0) -> SearchPage:
     """Run one Google search; raises :class:`ToolFailure` (bad key, bad query) or
     :class:`TransientSearchError` (worth retrying)."""
-    import requests
-    import serpapi
+    import serpapi  # the search API's client: loaded when a search runs
 
     client = make_client(settings, timeout_s)
     params = search_params(query, filter_year=filter_year, num=num)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from kgagents.tools.base import ToolFailure
-from kgagents.tools.web.http import FetchLimits, fetch_json
+from kgagents.tools.http import FetchLimits, fetch_json
 
 DEFAULT_API = "https://archive.org/wayback/available"
 

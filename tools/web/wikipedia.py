@@ -16,7 +16,7 @@ from urllib.parse import quote, urlparse
 
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.files.convert import convert_bytes
-from kgagents.tools.web.http import FetchLimits, fetch_json
+from kgagents.tools.http import FetchLimits, fetch_json
 
 DEFAULT_API = "https://en.wikipedia.org/w/api.php"
 

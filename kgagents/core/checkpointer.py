@@ -1,4 +1,4 @@
-"""Checkpointers of the batch runner: SQLite for one machine, PostgreSQL for a cluster.
+"""Checkpointers of the batch runner and the CLI: SQLite for one machine, PostgreSQL for a cluster.
 
 The SQLite checkpointer is langgraph's ``SqliteSaver`` (same tables, same serialisation: any other reader of
 the file, ``AsyncSqliteSaver`` included, sees the same threads) driven by one writer thread per open file:
@@ -39,6 +39,9 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from kgagents.core.extras import require
 
 _PUT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
         "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -237,8 +240,6 @@ async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
     """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``)."""
     text = str(url)
     if text.startswith(("postgres://", "postgresql://")):
-        from kgagents.core.extras import require
-
         postgres = require("langgraph.checkpoint.postgres.aio", "PostgreSQL checkpoints")
         async with postgres.AsyncPostgresSaver.from_conn_string(text) as saver:
             await saver.setup()
@@ -256,8 +257,6 @@ async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
             raise
         log.warning("the batched SQLite checkpointer does not know this langgraph-checkpoint-sqlite's tables "
                     "(%s); using its AsyncSqliteSaver", exc)
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         await saver.setup()
         yield saver

@@ -1,0 +1,24 @@
+"""`lint-imports` over a source checkout: import-linter seeing the folders under the one ``kgagents`` namespace.
+
+grimp (import-linter's scanner) finds a package's folders without importing it, so in a source checkout it sees
+``kgagents/`` alone: ``kgagents.core`` and ``kgagents.cli``, not ``graphs/``, ``nodes/``, ``tools/``, ``prompts/``
+and ``evals/``, which an installed wheel holds inside ``kgagents/`` and a checkout keeps beside it. Importing
+:mod:`kgagents` first extends its ``__path__`` to the checkout's root, so grimp scans those folders as
+``kgagents.graphs``, ``kgagents.nodes``, ... — the names the code imports them by. The rest is ``lint-imports``
+itself, with its own options (``--help``); the contracts are pyproject's ``[tool.importlinter]``.
+
+    python .ci/lint_imports.py
+"""
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.chdir(ROOT)
+sys.path.insert(0, ROOT)
+
+import kgagents  # noqa: E402,F401  (for its __path__, see above)
+from importlinter.cli import lint_imports_command  # noqa: E402
+
+if __name__ == "__main__":
+    lint_imports_command()

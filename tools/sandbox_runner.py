@@ -1,0 +1,278 @@
+"""The program the sandboxed interpreter runs: one job of LLM-written code (:mod:`kgagents.tools.sandbox`).
+
+:class:`~kgagents.tools.sandbox.Sandbox` starts ``python -s -P -B -u -X utf8 -c <this file's text> JOB
+RESULT`` inside bubblewrap (or, in weak isolation, as a plain child process): the program reads the job (the
+code, its inputs, the trusted prelude and postlude, the limits), refuses package installs and threads beyond
+the limit, loads the seccomp filter itself in weak isolation, runs the prelude, the code and the postlude in
+one namespace, and writes the result — the value of ``result_var`` as JSON, or the error as the model should
+read it (LLM code frames only) — to ``RESULT``.
+
+It runs in another interpreter that sees nothing of kgagents: it imports the standard library only, and is
+handed over as text rather than imported (``exec`` is what it is for: it runs inside the sandbox). It is a
+module of its own so that it is read, linted and tested like the rest of the code.
+"""
+
+import _thread
+import builtins
+import json
+import linecache
+import os
+import sys
+import traceback
+
+#: The file name LLM code is compiled under: its frames are the ones an error shows.
+LLM_FILENAME = _LLM = "<llm-code>"
+
+
+class _NoInstall:
+    """Refuses pip/ensurepip: packages cannot be installed in the sandbox."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("pip", "ensurepip"):
+            raise ModuleNotFoundError("installing packages is disabled in the sandbox; "
+                                      "use the packages that are installed", name=name)
+        return None
+
+
+def _limit_threads(limit):
+    """Refuses more than ``limit`` live threads (the pids cgroup, where there is one, is the hard cap)."""
+    lock, live = _thread.allocate_lock(), [0]
+
+    def guard(start):
+        def guarded(function, *args, **kwargs):
+            with lock:
+                if live[0] >= limit:
+                    raise RuntimeError("can't start new thread: the sandbox allows at most %d threads"
+                                       % limit)
+                live[0] += 1
+
+            def run(*a, **k):
+                try:
+                    return function(*a, **k)
+                finally:
+                    with lock:
+                        live[0] -= 1
+            try:
+                return start(run, *args, **kwargs)
+            except BaseException:
+                with lock:
+                    live[0] -= 1
+                raise
+        return guarded
+
+    for name in ("start_new_thread", "start_new", "start_joinable_thread"):
+        if hasattr(_thread, name):
+            setattr(_thread, name, guard(getattr(_thread, name)))
+    threading = sys.modules.get("threading")
+    if threading is not None and hasattr(threading, "_start_new_thread"):
+        threading._start_new_thread = _thread.start_new_thread
+
+
+def _type_name(exc):
+    t = type(exc)
+    mod = getattr(t, "__module__", "builtins")
+    return t.__qualname__ if mod in ("builtins", "__main__") else mod + "." + t.__qualname__
+
+
+def _message(exc):
+    try:
+        return str(exc)
+    except Exception:
+        return "<unprintable>"
+
+
+def _llm_error(exc, memory_mb, max_frames):
+    if isinstance(exc, SyntaxError) and exc.filename == _LLM:
+        msg = "%s: %s (line %s)" % (_type_name(exc), exc.msg, exc.lineno)
+        if exc.text:
+            line = exc.text.rstrip("\n")
+            msg += "\n    " + line.strip()
+            if exc.offset:
+                indent = len(line) - len(line.lstrip())
+                msg += "\n    " + " " * max(0, exc.offset - 1 - indent) + "^"
+        return msg
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _LLM]
+    line = " (line %d)" % frames[-1].lineno if frames else ""
+    if isinstance(exc, MemoryError):
+        head = "memory limit of %d MB exceeded (MemoryError)%s" % (memory_mb, line)
+    else:
+        text = _message(exc)
+        head = _type_name(exc) + (": " + text if text else "") + line
+        if isinstance(exc, PermissionError) and exc.filename is None:
+            head += " (not allowed in the sandbox, which cannot start processes)"
+    if frames:
+        shown = frames[-max_frames:]
+        more = len(frames) - len(shown)
+        head += "\nTraceback (LLM code only%s):\n" % (", %d earlier frames left out" % more if more else "")
+        head += "".join(traceback.format_list(shown)).rstrip("\n")
+    return head
+
+
+def _load_seccomp(program):
+    """Weak isolation: load the filter that bubblewrap loads otherwise into this process, before any code of
+    the job runs (``program``: the ``struct sock_filter`` array)."""
+    import ctypes  # only in weak isolation, where this process loads the filter itself
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = Fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    for call in ((pr_set_no_new_privs, 1, 0, 0, 0),
+                 (pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0)):
+        if libc.prctl(*call) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, "prctl(%d): %s" % (call[0], os.strerror(errno)))
+
+
+def _trusted_error(phase, exc):
+    head = "sandbox %s failed: %s: %s" % (phase, _type_name(exc), _message(exc))
+    if type(exc).__module__ == "__main__":  # an error class of the prelude/postlude: a deliberate message
+        return head
+    frames = traceback.extract_tb(exc.__traceback__)[1:][-3:]
+    return head + ("\n" + "".join(traceback.format_list(frames)).rstrip("\n") if frames else "")
+
+
+def _jsonable(value, path, notes, depth=0, seen=None):
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    for base in (bool, int, float, str):  # subclasses (IntEnum, numpy.float64, ...) as the plain type
+        if isinstance(value, base):
+            return base(value)
+    if depth > 64:
+        notes.append("%s: nested too deeply, converted to its repr" % path)
+        return _repr(value)
+    seen = seen if seen is not None else set()
+    if id(value) in seen:
+        notes.append("%s: refers to itself, converted to its repr" % path)
+        return _repr(value)
+    if isinstance(value, (dict, list, tuple, set, frozenset)):
+        seen = seen | {id(value)}
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if isinstance(k, str):
+                key = k
+            elif k is None or isinstance(k, (bool, int, float)):
+                key = json.dumps(k)
+            else:
+                key = _repr(k)
+                notes.append("%s: key %s converted to its repr" % (path, type(k).__name__))
+            out[key] = _jsonable(v, "%s[%r]" % (path, key), notes, depth + 1, seen)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        notes.append("%s: %s converted to a list" % (path, type(value).__name__))
+        items = list(value)
+        try:
+            items.sort()
+        except Exception:
+            pass
+        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(items)]
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
+    if callable(tolist) and type(value).__module__.startswith("numpy"):
+        try:
+            return _jsonable(tolist(), path, notes, depth + 1, seen)
+        except Exception:
+            pass
+    notes.append("%s: %s is not JSON, converted to its repr" % (path, type(value).__name__))
+    return _repr(value)
+
+
+def _repr(value):
+    try:
+        text = repr(value)
+    except Exception as exc:
+        text = "<unrepresentable %s: %s>" % (type(value).__name__, exc)
+    return text if len(text) <= 100000 else text[:100000] + "...<cut>"
+
+
+def _main():
+    job_path, status_path = sys.argv[1], sys.argv[2]
+    dumps, _open, _exit = json.dumps, builtins.open, os._exit
+    with _open(job_path, encoding="utf-8") as f:
+        job = json.load(f)
+    sys.meta_path.insert(0, _NoInstall())
+    _limit_threads(job["max_threads"])
+    memory_mb = job["memory_mb"]
+    max_frames = job["max_frames"]
+    result_var = job["result_var"]
+    g = {"__name__": "__main__", "__builtins__": builtins, "inputs": job["inputs"]}
+    status = {"ok": True, "error": None, "result": None, "notes": []}
+
+    def finish():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        try:
+            text = dumps(status)
+        except Exception as exc:
+            text = dumps({"ok": False, "error": "result could not be written: %s" % exc, "result": None,
+                          "notes": []})
+        try:
+            with _open(status_path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            status.update(ok=False, error="result too large to return (%s)" % exc.strerror, result=None)
+            with _open(status_path, "w", encoding="utf-8") as f:
+                f.write(dumps(status))
+        _exit(0 if status["ok"] else 1)
+
+    if job["seccomp"]:
+        try:
+            _load_seccomp(bytes.fromhex(job["seccomp"]))
+        except BaseException as exc:
+            status.update(ok=False, error=_trusted_error("seccomp setup", exc))
+            finish()
+    try:
+        if job["prelude"]:
+            exec(compile(job["prelude"], "<sandbox-prelude>", "exec"), g)
+    except BaseException as exc:
+        status.update(ok=False, error=_trusted_error("prelude", exc))
+        finish()
+    code = job["code"]
+    linecache.cache[_LLM] = (len(code), None, code.splitlines(True), _LLM)
+    try:
+        exec(compile(code, _LLM, "exec"), g)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            error = _llm_error(exc, memory_mb, max_frames) if str(exc.code) else "SystemExit"
+            status.update(ok=False, error=error)
+            finish()
+    except BaseException as exc:
+        if isinstance(exc, MemoryError):
+            g.clear()
+        status.update(ok=False, error=_llm_error(exc, memory_mb, max_frames))
+        del exc
+        finish()
+    try:
+        if job["postlude"]:
+            exec(compile(job["postlude"], "<sandbox-postlude>", "exec"), g)
+    except BaseException as exc:
+        status.update(ok=False, error=_trusted_error("postlude", exc))
+        finish()
+    if result_var:
+        try:
+            value = g.get(result_var)
+            notes = []
+            status["result"] = _jsonable(value, result_var, notes)
+            if notes:
+                status["notes"] = notes[:10] + (["... %d more conversions" % (len(notes) - 10)]
+                                                if len(notes) > 10 else [])
+        except MemoryError:
+            status.update(ok=False, result=None,
+                          error="memory limit of %d MB exceeded (MemoryError) while converting %s"
+                                % (memory_mb, result_var))
+        except BaseException as exc:
+            status.update(ok=False, result=None, error="%s could not be converted to JSON: %s: %s"
+                                                      % (result_var, _type_name(exc), _message(exc)))
+    finish()
+
+
+if __name__ == "__main__":
+    _main()
