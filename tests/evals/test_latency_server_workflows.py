@@ -148,9 +148,21 @@ async def test_the_benchmark_runs_a_workflow_to_its_end(workflow):
     """Through the runner, the OpenAI client and the server: every run ends, its calls traced."""
     from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
 
-    result = await run_workflow_benchmark(workflow, latency=0.01, concurrencies=[2], waves=1, sequential_items=1,
+    result = await run_workflow_benchmark(workflow, latency=0.2, concurrencies=[2], waves=1, sequential_items=1,
                                           single_items=1)
     single = result["single_task"][0]
     assert 0 < single["rounds"] <= single["calls"] and single["wall_over_critical"] >= 1
+    if workflow == "ark":  # every call waits for the one before
+        assert single["calls"] == single["rounds"] == 9
+    else:  # ToT's 3 × 3 candidates of a depth at once: far fewer rounds than calls
+        assert single["calls"] == 64 and single["rounds"] <= 20
     assert result["batch"]["rows"][0]["items"] == 2 and result["batch"]["sequential"]["calls_per_item"] > 1
     assert f"Workflow `{workflow}`" in workflow_markdown(result)
+
+
+def test_the_profile_names_embedding_and_page_parsing_apart_from_the_standard_library():
+    from kgagents.evals.bench_batch import component
+
+    assert component("/v/lib/python3.12/site-packages/torch/nn/functional.py", "linear").startswith("embeddings")
+    assert component("/v/lib/python3.12/site-packages/bs4/element.py", "find").startswith("embeddings")
+    assert component("/usr/lib/python3.12/json/decoder.py", "decode").startswith("json")
