@@ -153,8 +153,11 @@ class WorkflowBench:
         """The dataset (STaRK's is written to ``root`` from the test fixture first)."""
         path = None
         if self.dataset.startswith("stark"):
-            from tests.agent_g.stark_fixtures import write_all
-
+            try:
+                from tests.agent_g.stark_fixtures import write_all
+            except ImportError as exc:
+                raise ValueError("the STaRK-shaped fixture is written by tests/agent_g/stark_fixtures.py: run the "
+                                 "stark-prime benchmark from a source checkout") from exc
             path = write_all(root / "stark")
         data = load_dataset(self.dataset, path)
         if self.scorer:

@@ -143,17 +143,19 @@ def test_the_critical_path_is_the_longest_chain_of_calls_that_do_not_overlap():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workflow", ["ark", "grounded"])
-async def test_the_benchmark_runs_a_workflow_to_its_end(workflow):
+@pytest.mark.parametrize(("workflow", "dataset"), [("ark", None), ("grounded", None), ("agent-g", "stark-prime")])
+async def test_the_benchmark_runs_a_workflow_to_its_end(workflow, dataset):
     """Through the runner, the OpenAI client and the server: every run ends, its calls traced."""
     from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
 
-    result = await run_workflow_benchmark(workflow, latency=0.2, concurrencies=[2], waves=1, sequential_items=1,
-                                          single_items=1)
+    result = await run_workflow_benchmark(workflow, dataset=dataset, latency=0.2, concurrencies=[2], waves=1,
+                                          sequential_items=1, single_items=1)
     single = result["single_task"][0]
     assert 0 < single["rounds"] <= single["calls"] and single["wall_over_critical"] >= 1
     if workflow == "ark":  # every call waits for the one before
         assert single["calls"] == single["rounds"] == 9
+    elif workflow == "agent-g":  # agent, generator, validator (no), commentor, agent, generator, validator (yes)
+        assert single["rounds"] == single["calls"] >= 5
     else:  # ToT's 3 × 3 candidates of a depth at once: far fewer rounds than calls
         assert single["calls"] == 64 and single["rounds"] <= 20
     assert result["batch"]["rows"][0]["items"] == 2 and result["batch"]["sequential"]["calls_per_item"] > 1
