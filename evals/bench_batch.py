@@ -3,6 +3,8 @@
     python -m kgagents.evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1|auto]
                                 [--route enhance|direct] [--model-path http|lean|langchain]
                                 [--samples one|separate] [--profile C] [--json FILE]
+    python -m kgagents.evals.bench_batch --workflow ark|grounded|agent-g [--dataset D] [--preset P]
+                                [--memory C] [--single-items N] ...   (kgagents.evals.bench_workflows)
 
 Two measurements, both on the real KGoT graph:
 
