@@ -3,6 +3,8 @@
     python -m kgagents.evals.bench_batch [--latency 0.2] [--concurrency 1 2 4 8 16 32 64] [--processes 1|auto]
                                 [--route enhance|direct] [--model-path http|lean|langchain]
                                 [--samples one|separate] [--profile C] [--json FILE]
+    python -m kgagents.evals.bench_batch --workflow ark|grounded|agent-g [--dataset D] [--preset P]
+                                [--memory C] [--single-items N] ...   (kgagents.evals.bench_workflows)
 
 Two measurements, both on the real KGoT graph:
 
@@ -41,9 +43,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
@@ -60,6 +62,8 @@ from kgagents.evals.workers import auto_processes, processes_argument
 from kgagents.graphs.kgot import compile_graph
 from kgagents.nodes.context import Context
 from kgagents.tools.manager import register_tool, unregister_tool
+
+T = TypeVar("T")
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
 VOTE = "Can you solve the initial problem"
@@ -253,6 +257,9 @@ COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
                                                       "/nodes/http_client.py", "/kgagents/usage.py")),
     ("KGoT nodes, tools, sandbox, KG", ("/nodes/", "/tools/", "/graphs/", "/prompts/", "/kgagents/", "/kg/")),
     ("evaluation runner, SQLite checkpoints", ("/evals/", "sqlite3")),
+    ("embeddings, page parsing (torch, sentence-transformers, numpy, HTML)",
+     ("/torch/", "/sentence_transformers/", "/transformers/", "/tokenizers/", "/numpy/", "/faiss/", "/bs4/",
+      "/lxml/", "/html5lib/", "/trafilatura/", "/scipy/", "/sklearn/")),
     ("asyncio", ("/asyncio/", "/concurrent/")),
     ("json, typing, copy, other standard library", ("/json/", "/typing.py", "/copy.py", "/inspect.py", "/enum.py",
                                                     "/lib/python3", "<frozen")),
@@ -308,19 +315,29 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
                         root: Path) -> dict[str, Any]:
     """One in-process batch run under cProfile, timed with the process's CPU clock: its CPU per item by
     :data:`COMPONENTS` (profiling slows the run; the shares are what counts)."""
+    row, shares = await profiled(batch_time(n, concurrency, latency, route, model, root))
+    return cpu_shares(shares, n, concurrency, row["cpu_s"])
+
+
+async def profiled(run: Awaitable[T]) -> tuple[T, dict[str, float]]:
+    """``run``'s result and its CPU seconds by component (cProfile on the process's CPU clock, :func:`attribute`)."""
     import cProfile  # the profiler: only for this profiling run
     import pstats  # the profiler: only for this profiling run
 
     profiler = cProfile.Profile(time.process_time)
     profiler.enable()
     try:
-        row = await batch_time(n, concurrency, latency, route, model, root)
+        result = await run
     finally:
         profiler.disable()
-    shares = attribute(pstats.Stats(profiler).stats)  # type: ignore[attr-defined]
+    return result, attribute(pstats.Stats(profiler).stats)  # type: ignore[attr-defined]
+
+
+def cpu_shares(shares: dict[str, float], n: int, concurrency: int, cpu_s: float) -> dict[str, Any]:
+    """The profile of ``n`` items at ``concurrency``: CPU per item and each component's share of it."""
     total = sum(shares.values()) or 1.0
     return {"items": n, "concurrency": concurrency, "profiled_cpu_ms_per_item": total / n * 1000,
-            "cpu_ms_per_item": row["cpu_s"] / n * 1000,
+            "cpu_ms_per_item": cpu_s / n * 1000,
             "shares": dict(sorted(((k, v / total) for k, v in shares.items()), key=lambda kv: -kv[1]))}
 
 
@@ -464,6 +481,16 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
         unregister_tool(TOOL_NAME)
 
 
+def profile_markdown(p: dict[str, Any] | None) -> list[str]:
+    """The lines of a profile's table (:func:`cpu_shares`; none without a profile)."""
+    if not p:
+        return []
+    lines = ["", (f"Where the CPU goes at C = {p['concurrency']} ({p['items']} items in one process, "
+                  f"{p['cpu_ms_per_item']:.1f} ms per item under cProfile):"), "",
+             "| component | share |", "|---|---|"]
+    return lines + [f"| {name} | {share * 100:.1f} % |" for name, share in p["shares"].items() if share >= 0.005]
+
+
 def markdown(result: dict[str, Any]) -> str:
     head = (f"Route `{result['route']}`, model path `{result['model_path']}`, latency "
             f"{result['latency_s'] * 1000:.0f} ms per call, samples {result.get('samples', 'one')}: "
@@ -476,12 +503,7 @@ def markdown(result: dict[str, Any]) -> str:
         cpu = f"{r['loop_cpu_s']:.2f}" if r.get("loop_cpu_s") is not None else "–"
         lines.append(f"| {r['concurrency']} | {r['items']} | {r['wall_s']:.2f} | {cpu} | "
                      f"{r['speedup']:.2f} | {r['efficiency']:.2f} |")
-    p = result.get("profile")
-    if p:
-        lines += ["", (f"Where the CPU goes at C = {p['concurrency']} ({p['items']} items in one process, "
-                       f"{p['cpu_ms_per_item']:.1f} ms per item under cProfile):"), "",
-                  "| component | share |", "|---|---|"]
-        lines += [f"| {name} | {share * 100:.1f} % |" for name, share in p["shares"].items() if share >= 0.005]
+    lines += profile_markdown(result.get("profile"))
     s = result["single_task"]
     lines += ["", (f"Single task, one request per sample: {s['sequential_s']:.2f} s with `max_concurrency=1`, "
                    f"{s['concurrent_s']:.2f} s concurrent: speedup {s['speedup']:.2f} (the paper: 2.30).")]
@@ -494,6 +516,15 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_batch", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workflow", choices=["kgot", "ark", "grounded", "agent-g"], default="kgot",
+                        help="the workflow to measure (default kgot); the others: kgagents.evals.bench_workflows")
+    parser.add_argument("--dataset", help="ark: cr-lt; grounded: grbench-fixture; agent-g: crag (default) or "
+                                          "stark-prime")
+    parser.add_argument("--preset", help="the workflow's preset (grounded default paper-tot-explore-score, "
+                                         "agent-g paper-crag or paper-stark)")
+    parser.add_argument("--single-items", type=int, default=3, help="items of the single-task trace (default 3)")
+    parser.add_argument("--memory", type=int, metavar="C",
+                        help="also the peak memory of C items at once against one (each in a process of its own)")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds per model/tool call (default 0.2)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64])
     parser.add_argument("--processes", type=processes_argument, default=1,
@@ -514,6 +545,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="also profile one in-process batch run at concurrency C: its CPU by component")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
+    if args.workflow != "kgot":
+        from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
+
+        if args.model_path != ["http"] or args.processes != 1:
+            parser.error(f"--workflow {args.workflow} runs through the http model path in one process")
+        measured = event_loop.run(run_workflow_benchmark(
+            args.workflow, dataset=args.dataset, preset=args.preset, latency=args.latency,
+            concurrencies=args.concurrency, waves=args.waves, sequential_items=args.sequential_items,
+            single_items=args.single_items, profile_c=args.profile, memory_c=args.memory))
+        print(workflow_markdown(measured))
+        if args.json:
+            Path(args.json).write_text(json.dumps(measured, indent=2) + "\n", encoding="utf-8")
+        return 0
     if len(args.model_path) > 1:
         compared = event_loop.run(compare_paths(args.latency, args.concurrency, args.route, args.model_path,
                                                 args.sequential_items, args.waves, args.repeats,

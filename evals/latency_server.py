@@ -7,11 +7,22 @@ stops it), so its CPU is not counted as the client's.
 
 ``POST /v1/chat/completions`` (HTTP/1.1 with keep-alive) takes the first step of a
 :class:`~kgagents.core.scripted.ScriptedChatModel` script whose ``when`` pattern matches the request's message texts
-(joined by newlines), waits ``latency`` seconds (without blocking other requests) and answers as OpenAI does:
-``structured`` as a call of the tool the request forces through ``tool_choice`` (else its first tool), or as JSON
-content for a ``response_format`` request; ``tool_calls`` as those calls; ``content`` as text; ``raise`` as an
-HTTP error (``status``, default 500). A request for ``n`` choices gets that many, each the step's reply. A request
-no step matches gets a 400 that says so. Every reply carries ``usage`` (about four characters a token).
+(joined by newlines; after ``[stage: <stage>]`` where the request carries the call's stage in the
+``X-KGAgents-Stage`` header, as the scripted model matches a call's metadata), waits ``latency`` seconds (without
+blocking other requests) and answers as OpenAI does: ``structured`` as a call of the tool the request forces
+through ``tool_choice`` (else its first tool), or as JSON content for a ``response_format`` request;
+``tool_calls`` as those calls; ``content`` as text; ``raise`` as an HTTP error (``status``, default 500);
+``auto`` as a reply made from the schema the request carries (:func:`auto_reply`). A request for ``n`` choices
+gets that many, each the step's reply. A request no step matches gets a 400 that says so, or, with ``auto``
+fallback, the reply of an empty ``auto`` step. Every reply carries ``usage`` (about four characters a token).
+
+An ``auto`` step (``{"when": ..., "auto": {"tool": NAME, "values": {...}, "content": TEXT}}``) lets one script
+answer every workflow's calls whatever their schemas: a ``response_format`` request gets JSON content valid for
+its JSON schema, a request with tools a call of ``tool`` (else the forced tool, else the first) with arguments
+valid for that tool's parameters, a plain request ``content`` (default ``"ok"``). ``values`` fix top-level
+fields: a JSON value, or ``{"$prompt": REGEX}`` for the first match in the prompt (its first group, if any;
+``"$last": true`` the last; ``"$all": true`` a list of every match, ``"$max": N`` at most N), falling back to a
+generated value where nothing matches.
 
     python -m kgagents.evals.latency_server SCRIPT.json [--latency 0.2] [--port 0]
 
@@ -25,6 +36,7 @@ import asyncio
 import itertools
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -33,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgagents.core.scripted import ScriptedChatModel, ScriptExhausted
+from kgagents.core.scripted import STAGE_HEADER, ScriptedChatModel, ScriptExhausted
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -57,27 +69,111 @@ def forced_tool(body: dict[str, Any]) -> str:
     return str(tools[0].get("function", {}).get("name", "tool")) if tools else "tool"
 
 
-class Responder:
-    """Answers chat-completions request bodies from a script (see the module docstring)."""
+def example_value(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
+    """A value valid for the JSON schema ``schema`` (``$ref`` resolved in ``defs``): an enum's or a union's first
+    choice, the minimum of a number, ``false``, ``"x"``, an array of ``minItems`` (at least one) items, an object
+    with every property."""
+    if not isinstance(schema, dict) or depth > 20:
+        return None
+    defs = {**(defs or {}), **schema.get("$defs", {}), **schema.get("definitions", {})}
+    if "$ref" in schema:
+        return example_value(defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {}), defs, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            options = [o for o in schema[key] if not (isinstance(o, dict) and o.get("type") == "null")]
+            return example_value((options or schema[key])[0], defs, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        return {name: example_value(prop, defs, depth + 1) for name, prop in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example_value(schema.get("items", {}), defs, depth + 1)
+                for _ in range(max(1, int(schema.get("minItems", 1))))]
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        return int(low) + (1 if "exclusiveMinimum" in schema else 0) if kind == "integer" else float(low)
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return "x" * max(1, int(schema.get("minLength", 1)))
 
-    def __init__(self, steps: list[dict[str, Any]], model_name: str = "latency-server") -> None:
-        self.script = ScriptedChatModel(steps=steps, script_name="latency-server")
-        self.model_name = model_name
+
+def _fixed_value(spec: Any, prompt: str, fallback: Any) -> Any:
+    """A field's value from an ``auto`` step's ``values`` (see the module docstring)."""
+    if not (isinstance(spec, dict) and "$prompt" in spec):
+        return spec
+    matches = [m.group(1) if m.groups() else m.group(0) for m in re.finditer(spec["$prompt"], prompt, re.DOTALL)]
+    if spec.get("$last"):
+        matches.reverse()
+    if spec.get("$all"):
+        return matches[:spec["$max"]] if "$max" in spec else matches
+    return matches[0] if matches else fallback
+
+
+def request_schema(body: dict[str, Any], tool: str | None = None) -> tuple[str | None, dict[str, Any] | None]:
+    """The JSON schema a reply must follow and the tool it calls: ``(None, schema)`` for a ``response_format``
+    request, ``(name, parameters)`` for a request with tools (``tool``, else the forced one, else the first),
+    ``(None, None)`` for a plain one."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return None, (fmt.get("json_schema") or {}).get("schema") or {}
+    tools = {t.get("function", {}).get("name"): t.get("function", {}) for t in body.get("tools") or []
+             if isinstance(t, dict)}
+    if not tools:
+        return None, None
+    name = tool if tool in tools else forced_tool(body)
+    return name, tools.get(name, {}).get("parameters") or {"type": "object", "properties": {}}
+
+
+def auto_reply(auto: dict[str, Any], body: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """The reply step an ``auto`` step stands for, for this request (see the module docstring)."""
+    tool, schema = request_schema(body, auto.get("tool"))
+    if schema is None:
+        return {"content": str(auto.get("content", "ok"))}
+    value = example_value(schema)
+    if isinstance(value, dict):
+        value.update({k: _fixed_value(v, prompt, value.get(k)) for k, v in (auto.get("values") or {}).items()})
+    if tool is None:
+        return {"structured": value}
+    return {"tool_calls": [{"name": tool, "args": value}]}
+
+
+class Responder:
+    """Answers chat-completions request bodies from a script (see the module docstring); ``auto_fallback``:
+    a request no step matches gets a reply made from its schema rather than an error."""
+
+    def __init__(self, steps: list[dict[str, Any]], model_name: str = "latency-server", *,
+                 auto_fallback: bool = False) -> None:
+        self.script = ScriptedChatModel(steps=script_steps(steps), script_name="latency-server")
+        self.model_name, self.auto_fallback = model_name, auto_fallback
         self._ids = itertools.count(1)
 
-    def answer(self, body: Any) -> tuple[int, dict[str, Any]]:
-        """The HTTP status and the JSON body that answer the request ``body``."""
+    def answer(self, body: Any, stage: str | None = None) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and the JSON body that answer the request ``body`` (``stage``: the call's stage, from
+        the ``X-KGAgents-Stage`` header)."""
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return 400, _error("'messages' is a required list", "invalid_request_error")
         if body.get("stream"):
             return 400, _error("this server does not stream; send stream=false", "invalid_request_error")
         prompt = "\n".join(message_text(m) for m in body["messages"] if isinstance(m, dict))
+        if stage:
+            prompt = f"[stage: {stage}]\n{prompt}"
         try:
             step = self.script.pick(prompt)
         except ScriptExhausted as exc:
-            return 400, _error(str(exc), "invalid_request_error")
+            if not self.auto_fallback:
+                return 400, _error(str(exc), "invalid_request_error")
+            step = {"auto": {}}
         finally:
             self.script.calls.clear()  # the script model keeps every prompt for tests; a server must not
+        if "auto" in step:
+            step = auto_reply(step["auto"], body, prompt)
         if "raise" in step:
             return int(step.get("status") or 500), _error(str(step["raise"]), "server_error")
         n = 1 if body.get("n") is None else body["n"]
@@ -110,6 +206,20 @@ class Responder:
         return {"index": index, "message": message, "finish_reason": finish, "logprobs": None}
 
 
+def script_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``steps`` as a :class:`ScriptedChatModel` checks them: an ``auto`` step is a reply of its own kind."""
+    out = []
+    for step in steps:
+        if "auto" in step:
+            if any(k in step for k in ("structured", "tool_calls", "content", "raise")):
+                raise ValueError(f"an auto step has no other reply: {step}")
+            if not isinstance(step["auto"], dict):
+                raise ValueError(f"'auto' is an object (tool, values, content): {step}")
+            step = {**step, "structured": {}}  # stands in for the auto reply when the script checks its steps
+        out.append(step)
+    return out
+
+
 def _error(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
@@ -121,6 +231,7 @@ class _HTTPProtocol(asyncio.Protocol):
     def __init__(self, responder: Responder, latency: float) -> None:
         self.responder, self.latency = responder, latency
         self.buffer = b""
+        self.stage: str | None = None
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -153,6 +264,7 @@ class _HTTPProtocol(asyncio.Protocol):
             self.buffer = self.buffer[end + 4 + length:]
             method, _, rest = head[0].partition(" ")
             path = rest.rpartition(" ")[0].split("?", 1)[0].rstrip("/")
+            self.stage = headers.get(STAGE_HEADER.lower()) or None
             self._answer(method, path, body, close=headers.get("connection", "").lower() == "close")
 
     def _answer(self, method: str, path: str, body: bytes, *, close: bool) -> None:
@@ -168,7 +280,7 @@ class _HTTPProtocol(asyncio.Protocol):
         except ValueError:
             self._send(400, _error("the request body is not JSON", "invalid_request_error"), close=close)
             return
-        status, payload = self.responder.answer(request)
+        status, payload = self.responder.answer(request, self.stage)
         if self.latency > 0:
             asyncio.get_running_loop().call_later(self.latency, self._send, status, payload, close)
         else:
@@ -186,13 +298,13 @@ class _HTTPProtocol(asyncio.Protocol):
             self.transport.close()
 
 
-def serve(steps: list[dict[str, Any]], latency: float, port: int = 0) -> None:
+def serve(steps: list[dict[str, Any]], latency: float, port: int = 0, auto_fallback: bool = False) -> None:
     """Serve until killed; print the base URL on stdout once the socket listens.
 
     A plain asyncio protocol (on uvloop where it is installed) rather than a web framework: the server shares the
     machine's cores with the client it stands in for a remote API to, so it should take as little CPU as it can.
     """
-    responder = Responder(steps)
+    responder = Responder(steps, auto_fallback=auto_fallback)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -213,11 +325,13 @@ def serve(steps: list[dict[str, Any]], latency: float, port: int = 0) -> None:
 class LatencyServer:
     """The server in a child process, for a ``with`` block: ``base_url`` is what an OpenAI client takes."""
 
-    def __init__(self, steps: list[dict[str, Any]], latency: float, *, start_timeout_s: float = 30.0) -> None:
+    def __init__(self, steps: list[dict[str, Any]], latency: float, *, start_timeout_s: float = 30.0,
+                 auto_fallback: bool = False) -> None:
         if latency < 0:
             raise ValueError(f"latency must be >= 0 seconds, got {latency}")
-        ScriptedChatModel(steps=steps)  # a bad script is an error here, not in the child
+        Responder(steps)  # a bad script is an error here, not in the child
         self.steps, self.latency, self.start_timeout_s = steps, latency, start_timeout_s
+        self.auto_fallback = auto_fallback
         self.base_url = ""
         self._proc: subprocess.Popen[str] | None = None
         self._script: Path | None = None
@@ -228,7 +342,7 @@ class LatencyServer:
             json.dump({"steps": self.steps}, f)
         self._script = Path(name)
         self._proc = subprocess.Popen([sys.executable, "-m", "kgagents.evals.latency_server", name, "--latency",
-                                       str(self.latency)], stdout=subprocess.PIPE, text=True,
+                                       str(self.latency), *(["--auto"] if self.auto_fallback else [])], stdout=subprocess.PIPE, text=True,
                                       cwd=Path(__file__).resolve().parent.parent)
         assert self._proc.stdout is not None
         ready, _, _ = select.select([self._proc.stdout], [], [], self.start_timeout_s)
@@ -276,11 +390,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("script", help="a JSON script: {\"steps\": [...]} or a list of steps")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds before each reply (default 0.2)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--auto", action="store_true",
+                        help="a request no step matches gets a reply made from its schema, not an error")
     args = parser.parse_args(argv)
     if args.latency < 0:
         parser.error("--latency must be >= 0")
     data = json.loads(Path(args.script).read_text(encoding="utf-8"))
-    serve(data["steps"] if isinstance(data, dict) else data, args.latency, args.port)
+    serve(data["steps"] if isinstance(data, dict) else data, args.latency, args.port, args.auto)
     return 0
 
 

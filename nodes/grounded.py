@@ -706,11 +706,14 @@ async def _explore_search(task: StepTask, ctx: GroundedContext, llm: LLMCaller, 
         frontier = [n for n in seen if n not in visited]
         if not frontier and level > 0:
             break
-        for node_id in frontier:
-            visited.add(node_id)
-            explored.append(node_id)
-            new_nodes, new_triples, new_attributes = await _explore_entity(task, ctx, llm, graph, node_id,
-                                                                           decisions, level)
+        visited.update(frontier)
+        explored += frontier
+        # Algorithm 1 prunes each entity of the frontier on its own: all of them at once, their findings taken
+        # in the frontier's order (as one after the other would give them)
+        found = await asyncio.gather(*(_explore_entity(task, ctx, llm, graph, node_id, level)
+                                       for node_id in frontier))
+        for new_nodes, new_triples, new_attributes, new_decisions in found:
+            decisions += new_decisions
             triples += new_triples
             attributes += new_attributes
             seen += [n for n in new_nodes if n not in seen]
@@ -753,55 +756,75 @@ async def _structured(llm: LLMCaller, prompt: str, schema: type[BaseModel],
 
 
 async def _explore_entity(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG, node_id: str,
-                          decisions: list[dict[str, Any]], level: int
-                          ) -> tuple[list[str], list[list[str]], list[str]]:
-    """Algorithm 1, lines 10–13 for one entity: its attributes, relation pruning, neighbour pruning, triples."""
+                          level: int) -> tuple[list[str], list[list[str]], list[str], list[dict[str, Any]]]:
+    """Algorithm 1, lines 10–13 for one entity: its attributes, relation pruning, neighbour pruning, triples, and
+    the decisions taken. The attribute choice and the relation pruning do not wait for each other, nor does the
+    neighbour pruning of one relation for another's (their results are kept in the order of the listing)."""
     node = graph.node(node_id)
     if node is None:
-        return [], [], []
+        return [], [], [], []
     name = node.name
-    attributes: list[str] = []
     features = await asyncio.to_thread(graph.features, node_id)
+    (attributes, attribute_decisions), (new_nodes, triples, relation_decisions) = await asyncio.gather(
+        _choose_attributes(task, llm, name, features, level), _follow_relations(task, ctx, llm, graph, node_id,
+                                                                                 name, level))
+    return new_nodes, triples, attributes, attribute_decisions + relation_decisions
+
+
+async def _choose_attributes(task: StepTask, llm: LLMCaller, name: str, features: dict[str, Any], level: int
+                             ) -> tuple[list[str], list[dict[str, Any]]]:
+    """The entity's attributes the model finds relevant (none offered: no call)."""
     shown = {k: v for k, v in features.items() if not (isinstance(v, str) and v == name)}
-    if shown:
-        listing = "; ".join(f"{k}: {str(v)[:300]}" for k, v in shown.items())
-        chosen = await _structured(llm, P.render(P.SEARCH_ATTRIBUTES, question=task["question"], entity=name,
-                                                 attributes=listing), AttributeChoice)
-        keep = [a for a in (chosen.attributes if chosen else []) if a in shown]
-        attributes = [f"{name} — {k}: {str(shown[k])[:500]}" for k in keep]
-        decisions.append({"stage": "attributes", "level": level + 1, "entity": name, "offered": list(shown),
-                          "chosen": keep})
+    if not shown:
+        return [], []
+    listing = "; ".join(f"{k}: {str(v)[:300]}" for k, v in shown.items())
+    chosen = await _structured(llm, P.render(P.SEARCH_ATTRIBUTES, question=task["question"], entity=name,
+                                             attributes=listing), AttributeChoice)
+    keep = [a for a in (chosen.attributes if chosen else []) if a in shown]
+    return ([f"{name} — {k}: {str(shown[k])[:500]}" for k in keep],
+            [{"stage": "attributes", "level": level + 1, "entity": name, "offered": list(shown), "chosen": keep}])
+
+
+async def _follow_relations(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG, node_id: str,
+                            name: str, level: int) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
+    """Relation pruning, then the neighbour pruning of every relation kept: new nodes, triples, decisions."""
     offered = _relation_labels(graph, node_id, ctx.reverse_relations)
     if not offered:
-        decisions.append({"stage": "relations", "level": level + 1, "entity": name, "offered": [], "chosen": []})
-        return [], [], attributes
+        return [], [], [{"stage": "relations", "level": level + 1, "entity": name, "offered": [], "chosen": []}]
     chosen_relations = await _structured(llm, P.render(P.PRUNE_RELATIONS, question=task["question"], entity=name,
                                                        relations="\n".join(offered), limit=ctx.max_relations),
                                          RelationChoice)
     picked = [r for r in (chosen_relations.relations if chosen_relations else []) if r in offered]
     picked = picked[: ctx.max_relations]
-    decisions.append({"stage": "relations", "level": level + 1, "entity": name, "offered": offered,
-                      "chosen": picked})
+    decisions = [{"stage": "relations", "level": level + 1, "entity": name, "offered": offered, "chosen": picked}]
     new_nodes: list[str] = []
     triples: list[list[str]] = []
-    for label in picked:
-        relation, direction = _parse_label(label)
-        tails = await asyncio.to_thread(graph.neighbours, node_id, relation, direction, limit=ctx.neighbours_shown)
-        names = await asyncio.to_thread(_tail_labels, graph, list(dict.fromkeys(tails)))
-        if not names:
-            decisions.append({"stage": "entities", "level": level + 1, "entity": name, "relation": label,
-                              "offered": [], "chosen": []})
-            continue
-        chosen = await _structured(llm, P.render(P.PRUNE_ENTITIES, question=task["question"], head_entity=name,
-                                                 relation=label, tail_entities="\n".join(names),
-                                                 limit=ctx.max_neighbours), EntityChoice)
-        keep = _matching(chosen.entities if chosen else [], names)[: ctx.max_neighbours]
-        decisions.append({"stage": "entities", "level": level + 1, "entity": name, "relation": label,
-                          "offered": list(names), "chosen": keep})
-        for tail in keep:
-            triples.append([name, relation, tail] if direction == "out" else [tail, relation, name])
-            new_nodes.append(names[tail])
-    return new_nodes, triples, attributes
+    for tails, decision in await asyncio.gather(*(_prune_tails(task, ctx, llm, graph, node_id, name, label, level)
+                                                  for label in picked)):
+        decisions.append(decision)
+        for triple, tail_id in tails:
+            triples.append(triple)
+            new_nodes.append(tail_id)
+    return new_nodes, triples, decisions
+
+
+async def _prune_tails(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG, node_id: str,
+                       name: str, label: str, level: int) -> tuple[list[tuple[list[str], str]], dict[str, Any]]:
+    """The neighbours of one relation the model keeps: (triple, node id) each, and the decision."""
+    relation, direction = _parse_label(label)
+    tails = await asyncio.to_thread(graph.neighbours, node_id, relation, direction, limit=ctx.neighbours_shown)
+    names = await asyncio.to_thread(_tail_labels, graph, list(dict.fromkeys(tails)))
+    if not names:
+        return [], {"stage": "entities", "level": level + 1, "entity": name, "relation": label, "offered": [],
+                    "chosen": []}
+    chosen = await _structured(llm, P.render(P.PRUNE_ENTITIES, question=task["question"], head_entity=name,
+                                             relation=label, tail_entities="\n".join(names),
+                                             limit=ctx.max_neighbours), EntityChoice)
+    keep = _matching(chosen.entities if chosen else [], names)[: ctx.max_neighbours]
+    decision = {"stage": "entities", "level": level + 1, "entity": name, "relation": label,
+                "offered": list(names), "chosen": keep}
+    return [([name, relation, tail] if direction == "out" else [tail, relation, name], names[tail])
+            for tail in keep], decision
 
 
 def _tail_labels(graph: StaticKG, tails: list[str]) -> dict[str, str]:
