@@ -40,12 +40,12 @@ def agent_g_stats(state: dict[str, Any]) -> dict[str, Any]:
     return {"iterations": int(state.get("t") or 0), "tool_calls": 0}
 
 
-def register_adapters() -> None:
-    """Teach the runner Agent-G and its baselines."""
-    from kgagents.evals.runner import Adapter, register_adapter
+def agent_g_adapter() -> Any:
+    """How the evaluation runner talks to Agent-G and its baselines (named by their workflow specs): the gold
+    for the oracles in every input, the iterations of Algorithm 1."""
+    from kgagents.evals.runner import Adapter
 
-    for workflow in WORKFLOWS:
-        register_adapter(workflow, Adapter(to_input=agent_g_input, stats=agent_g_stats))
+    return Adapter(to_input=agent_g_input, stats=agent_g_stats)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -409,9 +409,8 @@ def given_answer(state: dict[str, Any]) -> Any:
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
-    """Plug GRBench and its fixture into :mod:`kgagents.evals.datasets`, the scorer and the grounded adapters into the runner."""
+    """Plug GRBench and its fixture into :mod:`kgagents.evals.datasets` and the scorer into the runner."""
     from kgagents.evals.datasets import DatasetSpec
-    from kgagents.evals.runner import Adapter, register_adapter
     from kgagents.evals.scorers import register_scorer
 
     register(DatasetSpec(name="grbench", load=load_grbench, scorer="grbench", splits=("auto", *DOMAINS),
@@ -426,6 +425,18 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                          group_label="Domain and hops", how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
     register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw),
                     default_grader=PAPER_JUDGE)
-    register_adapter("grounded", Adapter(to_answer=given_answer, stats=_grounded_stats))
-    for workflow in ("base", "text-rag", "graph-rag"):
-        register_adapter(workflow, Adapter(to_answer=given_answer))
+
+
+def grounded_adapter() -> Any:
+    """How the evaluation runner talks to the grounded workflow (named by its spec): the answer it gave, as
+    scored, and its depth and steps."""
+    from kgagents.evals.runner import Adapter
+
+    return Adapter(to_answer=given_answer, stats=_grounded_stats)
+
+
+def kg_rag_adapter() -> Any:
+    """How the evaluation runner talks to the grounded workflow's baselines (base, text-rag, graph-rag)."""
+    from kgagents.evals.runner import Adapter
+
+    return Adapter(to_answer=given_answer)

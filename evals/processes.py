@@ -113,14 +113,14 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
     if not todo:
         return
     _check_picklable(options)
-    from kgagents.graphs.workflows import WORKFLOWS
+    from kgagents.graphs.registry import module_of
 
     if not options.checkpointer_url.startswith(("postgres://", "postgresql://")):
         async with open_checkpointer(options.checkpointer_url):
             pass  # the tables exist before the workers open the file together
     ctx = _context()
     if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["kgagents.evals.processes", WORKFLOWS[options.workflow].partition(":")[0],
+        ctx.set_forkserver_preload(["kgagents.evals.processes", module_of(options.workflow),
                                     *provider_modules(options)])
     jobs = ctx.Queue()
     results = ctx.Queue()

@@ -414,6 +414,3 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                              context={"task": "retrieval", "candidate_types": CANDIDATE_TYPES[name]}))
     register_scorer("stark", lambda grader_model=None, **_: StarkScorer("<1.7.4"))
     register_scorer("stark-torchmetrics-1.7.4", lambda grader_model=None, **_: StarkScorer(">=1.7.4"))
-    from kgagents.evals.agent_g import register_adapters
-
-    register_adapters()

@@ -16,14 +16,13 @@ import asyncio
 import importlib
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.graphs import registry
 
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
@@ -164,25 +163,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
         attachments.append(str(p.resolve()))
     task: dict[str, Any] = {"question": args.question, "attachments": attachments}
     workflow = args.workflow
+    inputs = registry.get(workflow).input_keys()
     if getattr(args, "graph", None):
-        from kgagents.graphs.workflows import load_workflow
-
-        if "graph" not in getattr(load_workflow(workflow).build(), "input_schema", dict).__annotations__:
+        if "graph" not in inputs:
             raise ValueError(f"the {workflow} workflow does not read a static knowledge graph (--graph is for "
-                             "ark and the other graph-exploring workflows)")
+                             f"the workflows whose input has a graph: {_workflows_reading('graph')})")
         task["graph"] = args.graph
     if getattr(args, "page", None) or getattr(args, "query_time", None):
-        if not workflow.startswith("agent-g"):
-            raise ValueError("--page and --query-time are for the agent-g workflows (web pages for their text "
-                             "module)")
+        if "pages" not in inputs:
+            raise ValueError(f"--page and --query-time are for the workflows that read web pages: "
+                             f"{_workflows_reading('pages')}")
         from kgagents.cli.agent_g import pages_from_files
 
         task["pages"] = pages_from_files(args.page or [])
         if args.query_time:
             task["query_time"] = args.query_time
     if getattr(args, "kgot_thread", None):
-        if workflow not in ("rag", "kgot-graphrag"):
-            raise ValueError("--kgot-thread is for the rag and kgot-graphrag baselines (their corpus is that KGoT "
+        if "kgot_thread" not in inputs:
+            raise ValueError(f"--kgot-thread is for {_workflows_reading('kgot_thread')} (their corpus is that KGoT "
                              "run's tool outputs)")
         from kgagents.core.runs import RunRegistry
 
@@ -193,6 +191,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         workflow, task["variants"] = "fusion", variants
     thread_id, state = _run(workflow, args, task, args.thread, values, checkpointer=checkpointer)
     return _print_answer(thread_id, state)
+
+
+def _workflows_reading(key: str) -> str:
+    """The registered workflows whose input has ``key``, for a message."""
+    return ", ".join(spec.name for spec in registry.workflows() if key in spec.input_keys())
 
 
 def _checkpointer(args: argparse.Namespace) -> str | None:
@@ -306,37 +309,8 @@ def _show_kg(args: argparse.Namespace, state: dict[str, Any]) -> int:
 
 @command("demo")
 def cmd_demo(args: argparse.Namespace) -> int:
-    from kgagents.nodes.context import Context
-
-    if args.workflow == "ark":
-        from kgagents.cli.ark import run_demo
-
-        return run_demo(args)
-    if args.workflow == "grounded":
-        from kgagents.cli.grounded import run_demo as run_grounded_demo
-
-        return run_grounded_demo(args)
-    if args.workflow == "agent-g":
-        from kgagents.cli.agent_g import run_demo as run_agent_g_demo
-
-        return run_agent_g_demo(args)
-    if args.workflow != "kgot":
-        raise ValueError(f"no demo for workflow {args.workflow!r}")
-    from kgagents.tools.kg.stores import backend_language
-
-    suffix = {"python": ""}.get(backend_language(args.backend), f"_{backend_language(args.backend)}")
-    script = resources.files("kgagents") / "data" / f"demo_kgot_figure9{suffix}.json"
-    question = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the "
-                "third and fifth integers of the sorted list.")
-    print("Scripted demo: the KGoT paper's Figure 9 task, run through the real graph, knowledge graph, sandbox and "
-          "SQLite checkpoints with a scripted chat model (no LLM is called).", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, resources.as_file(script) as path:
-        values = {"model": f"scripted:{path}", "backend": args.backend, "num_next_steps_decision": 5}
-        args.runs_dir = args.runs_dir or tmp
-        ctx = Context.from_mapping({**values, "work_dir": str(Path(tmp) / "work")})
-        thread_id, state = _run("kgot", args, {"question": question}, None, values, context_override=ctx)
-        print(state.get("final_answer", "(no answer)"))
-    return 0
+    """An offline, scripted run of the workflow's example (its spec's demo)."""
+    return int(registry.demo_of(args.workflow)(args))
 
 
 @command("tools")

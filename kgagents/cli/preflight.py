@@ -74,9 +74,9 @@ OPTIONAL_GRADER = {"grbench": "the answers get Rouge-L only; GPT4Score and accur
 
 
 def _context_fields(workflow: str) -> set[str]:
-    from kgagents.graphs.workflows import load_workflow
+    from kgagents.graphs.registry import get
 
-    schema = load_workflow(workflow).build().context_schema
+    schema = get(workflow).context
     return {f.name for f in fields(schema)} if is_dataclass(schema) else set()
 
 
