@@ -584,7 +584,7 @@ def role_models(options: EvalOptions) -> dict[str, Any]:
     settings = get_settings()
     ctx, values = options.context, options.context_values
     models: dict[str, Any] = {}
-    for role in ROLES:
+    for role in getattr(ctx, "ROLES", None) or ROLES:
         given = ctx.model_for(role) if hasattr(ctx, "model_for") else (
             values.get(f"{role}_model") or values.get("model"))
         models[role] = _model_name(given) if given is not None else settings.model_for(role)

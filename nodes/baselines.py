@@ -40,7 +40,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import Context, described
 from kgagents.nodes.kgot import (
     DirectSolution,
     ToolCallRecord,
@@ -60,6 +60,7 @@ from kgagents.prompts import baselines as P
 EVAL_CHECKPOINTS_FILE = "checkpoints.sqlite"
 
 
+@described
 @dataclass(kw_only=True)
 class BaselineContext(Context):
     """KGoT's context plus where the RAG baselines find KGoT's tool outputs and how they retrieve."""

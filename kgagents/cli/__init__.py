@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import json
 import sys
 import time
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,18 +56,121 @@ def _parse_value(text: str) -> Any:
 
 
 def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The context fields the user set on the command line (JSON values only, so they can be recorded)."""
+    """The context fields the user set on the command line (JSON values only, so they can be recorded):
+    ``--set key=value``, the flags derived from the workflow's context (:func:`add_context_flags`), and the
+    few a command declares itself (``--model``, ``--base-url``, ``--max-iterations``)."""
     values: dict[str, Any] = {}
     for item in getattr(args, "set", None) or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set takes key=value, got {item!r}")
         values[key.strip()] = _parse_value(value)
-    for field in ("model", "solve_mode", "backend", "answer_formatter", "max_iterations", "base_url"):
+    for name, value in vars(args).items():
+        if name.startswith(CONTEXT_DEST) and value is not None:
+            values[name[len(CONTEXT_DEST):]] = value
+    for field in ("model", "max_iterations", "base_url"):
         value = getattr(args, field, None)
         if value is not None:
             values[field] = value
     return values
+
+
+#: The ``argparse`` destination prefix of the flags derived from a context's fields.
+CONTEXT_DEST = "context__"
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _flag_kind(hint: Any) -> tuple[Callable[[str], Any], tuple[Any, ...] | None, bool]:
+    """``(converter, choices, is_bool)`` for a context field's type (anything else: a JSON value or text)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        if len(args) == 1:
+            convert, choices, is_bool = _flag_kind(args[0])
+
+            def nullable(text: str) -> Any:
+                return None if text.strip().lower() in ("null", "none") else convert(text)
+
+            return nullable, choices, is_bool
+        return _parse_value, None, False
+    if hint is bool:
+        return _parse_bool, None, True
+    if hint in (int, float, str):
+        return hint, None, False
+    if typing.get_origin(hint) is typing.Literal:
+        return str, tuple(str(a) for a in args), False
+    return _parse_value, None, False
+
+
+def add_context_flags(parser: argparse.ArgumentParser, context: type) -> None:
+    """A flag per field of the workflow's ``context`` (``--c-max``, ``--backend``, ...), typed by the field
+    and described by its metadata, for the fields the command has no option of its own for."""
+    from dataclasses import fields
+
+    from kgagents.nodes.context import description_of
+
+    try:
+        hints = typing.get_type_hints(context)
+    except (NameError, TypeError):  # a type only a type checker sees: the fields take JSON values or text
+        hints = {}
+    group = parser.add_argument_group(f"settings of the workflow's context ({context.__name__}; also --set "
+                                      "KEY=VALUE)")
+    for spec in fields(context):
+        flag = "--" + spec.name.replace("_", "-")
+        if flag in parser._option_string_actions:  # noqa: SLF001 - the command's own option wins
+            continue
+        convert, choices, is_bool = _flag_kind(hints.get(spec.name, Any))
+        default = spec.default if spec.default is not dataclasses.MISSING else None
+        help_text = description_of(spec).replace("%", "%%")
+        if default is not None and not callable(default):
+            help_text += f" (default: {default})"
+        names = [flag, "--formatter"] if spec.name == "answer_formatter" else [flag]
+        group.add_argument(*names, dest=CONTEXT_DEST + spec.name, type=convert, choices=choices,
+                           nargs="?" if is_bool else None, const=True if is_bool else None,
+                           metavar=None if choices else spec.name.upper(), help=help_text)
+
+
+def _workflow_in(argv: list[str]) -> tuple[str | None, str | None]:
+    """``(command, workflow)`` as far as ``argv`` tells them before parsing: ``ask``'s ``--workflow W``
+    (``--fusion``: fusion; none: kgot), ``eval``'s positional workflow."""
+    command = next((a for a in argv if a in ("ask", "eval")), None)
+    if command is None:
+        return None, None
+    rest = argv[argv.index(command) + 1:]
+    if command == "eval":
+        return command, next((a for a in rest if not a.startswith("-")), None)
+    for i, arg in enumerate(rest):
+        if arg == "--workflow" and i + 1 < len(rest):
+            return command, rest[i + 1]
+        if arg.startswith("--workflow="):
+            return command, arg.partition("=")[2]
+    return command, "fusion" if any(a == "--fusion" or a.startswith("--fusion=") for a in rest) else "kgot"
+
+
+def refuse_foreign_flags(workflow: str, extras: list[str]) -> None:
+    """Refuse flags the command line has left over: a setting of another workflow's context names the
+    workflow's own settings; anything else is an unknown argument."""
+    flags = [a.partition("=")[0] for a in extras if a.startswith("--")]
+    if not flags:
+        raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
+    from dataclasses import fields
+
+    own = sorted(f.name for f in fields(registry.get(workflow).context))
+    for flag in flags:
+        name = flag[2:].replace("-", "_")
+        owners = [spec.name for spec in registry.workflows()
+                  if name in {f.name for f in fields(spec.context)}]
+        if owners:
+            raise ValueError(f"{flag} does not apply to the {workflow} workflow (it is a setting of "
+                             f"{', '.join(owners)}); the {workflow} workflow's settings: {', '.join(own)}")
+    raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
 
 
 def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] | None = None,
@@ -74,7 +180,7 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
     what to set or install); print the models of every role with their URLs, and what this run cannot do."""
     from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
 
-    models = role_models(values)
+    models = role_models(values, workflow)
     check_backends(values, variants)
     print(models_line(models, grader), file=sys.stderr)
     for note in run_limits(workflow, values, dataset=dataset, graph=graph, grader=grader, scorer=scorer):
@@ -323,7 +429,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``kgagents`` parser; ``ask`` and ``eval`` take the flags of the workflow ``argv`` names (kgot's for
+    ``ask`` without one)."""
     parser = argparse.ArgumentParser(prog="kgagents", description="Knowledge-graph reasoning agents.")
     parser.add_argument("--runs-dir", help="where checkpoints and the run registry live (KGAGENTS_RUNS_DIR)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -338,13 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--query-time", help="agent-g: when the question is asked (CRAG: mm/dd/yyyy, hh:mm:ss PT)")
     ask.add_argument("--preset", help="a named context of the workflow (e.g. grounded: tot-agent-select)")
     ask.add_argument("--thread", help="thread id (default: a new one)")
-    ask.add_argument("--workflow", default="kgot")
-    ask.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
-    ask.add_argument("--base-url", help="an OpenAI-compatible server for the model")
-    ask.add_argument("--solve-mode", choices=["query", "direct"])
-    ask.add_argument("--backend", help="task-KG backend (default networkx)")
-    ask.add_argument("--formatter", dest="answer_formatter", choices=["gaia", "default"])
-    ask.add_argument("--max-iterations", type=int)
+    ask.add_argument("--workflow", default="kgot", choices=registry.names(),
+                     help="the workflow (default kgot); its context's settings are this command's flags "
+                          "below (`kgagents ask --workflow W --help` lists W's)")
     ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
     ask.add_argument("--checkpointer", metavar="URL",
@@ -383,13 +487,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tools", help="list the tools and whether they can be used here")
     for module in COMMAND_MODULES:
         importlib.import_module(module).add_commands(sub, command)
+    name, workflow = _workflow_in(list(sys.argv[1:] if argv is None else argv))
+    if name is not None and workflow in registry.SPECS:
+        add_context_flags(sub.choices[name], registry.get(workflow).context)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args, extras = parser.parse_known_args(argv)
     try:
+        if extras:
+            refuse_foreign_flags(_workflow_in(argv)[1] or "kgot", extras)
         return _commands[args.command](args)
     except ConfigurationError as exc:
         print(f"kgagents: {exc}", file=sys.stderr)
