@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-WORKFLOWS = ("agent-g", "agent-g-cot", "agent-g-text-rag", "agent-g-graph-rag", "agent-g-hybrid-rag",
-             "agent-g-corrective-rag", "agent-g-react")
 #: The labels of a CRAG record an oracle commentor compares the agent's decisions with.
 CRAG_LABELS = ("question_type", "static_or_dynamic", "domain", "popularity")
 

@@ -18,9 +18,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-#: The workflows that answer from KGoT's tool outputs of the same task.
-RAG_BASELINES = ("rag", "kgot-graphrag")
-
 #: The workflows whose evaluation results the baselines may read.
 KGOT_WORKFLOWS = ("kgot",)
 

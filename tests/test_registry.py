@@ -78,3 +78,14 @@ def test_the_runner_and_the_report_read_the_specs():
     assert adapter_for("kgot").to_answer({"final_answer": "4"}) == "4"  # the default adapter
     text = format_run("ark", "t1", {"question": "q", "final_answer": "a", "steps": []})
     assert "Thread t1 (ark)" in text
+
+
+def test_the_cli_lists_the_workflows_and_refuses_a_demo_that_is_not_there(capsys, tmp_path):
+    from kgagents.cli import main
+
+    assert main(["workflows"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == registry.names()
+    assert sum(line.endswith("(demo)") for line in lines) == sum(bool(s.demo) for s in registry.workflows())
+    assert main(["--runs-dir", str(tmp_path), "demo", "--workflow", "kgot-nokg"]) == 2
+    assert "no demo for the kgot-nokg workflow: a baseline of the KGoT paper" in capsys.readouterr().err

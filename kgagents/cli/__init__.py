@@ -5,6 +5,7 @@
     kgagents runs                                               list threads with their status
     kgagents show THREAD                                        the final KG, votes, tool calls, writes, usage
     kgagents demo [--workflow W]                                an offline, scripted run of the paper's example
+    kgagents workflows                                          the workflows, one line each
     kgagents tools                                              every tool with its status
     kgagents doctor                                             the models, keys, servers, sandbox and extras
 """
@@ -419,6 +420,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return int(registry.demo_of(args.workflow)(args))
 
 
+@command("workflows")
+def cmd_workflows(args: argparse.Namespace) -> int:
+    """Every registered workflow with its one-line description, and whether it has a demo."""
+    for spec in registry.workflows():
+        print(f"{spec.name:24} {spec.description}{'' if spec.demo is None else '  (demo)'}")
+    return 0
+
+
 @command("tools")
 def cmd_tools(args: argparse.Namespace) -> int:
     import kgagents.graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
@@ -477,8 +486,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     show.add_argument("--snapshot", type=int, metavar="N", help="with --kg: the KG after write N (or fusion variant N)")
     show.add_argument("--out", metavar="FILE", help="with --kg: where to write (html default: kg-THREAD.html)")
 
+    sub.add_parser("workflows", help="list the workflows with a line on each")
+
     demo = sub.add_parser("demo", help="an offline, scripted run")
-    demo.add_argument("--workflow", default="kgot")
+    demo.add_argument("--workflow", default="kgot", help="a workflow with a demo (`kgagents workflows` marks them)")
     demo.add_argument("--backend", default="networkx")
     demo.add_argument("--strategy", choices=["cot", "tot", "got"], help="grounded: the reasoning strategy (tot)")
     demo.add_argument("--interaction", choices=["agent", "explore"], help="grounded: the interaction method (agent)")
