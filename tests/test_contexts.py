@@ -66,6 +66,8 @@ def test_a_flag_of_another_workflow_is_refused_naming_the_workflows_fields(tmp_p
     runs = ["--runs-dir", str(tmp_path)]
     assert main([*runs, "ask", "q", "--workflow", "grounded", "--max-iterations", "3"]) == 2
     assert "--max-iterations does not apply to the grounded workflow" in capsys.readouterr().err
+    assert main([*runs, "eval", "ark", "--dataset", "cr-lt", "--backend", "neo4j"]) == 2
+    assert "--backend does not apply to the ark workflow" in capsys.readouterr().err
     assert main(["--runs-dir", str(tmp_path), "ask", "q", "--no-such-flag"]) == 2
     assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
     assert main(["--runs-dir", str(tmp_path), "ask", "q", "--set", "backend=neo4j", "--workflow", "ark"]) == 2
