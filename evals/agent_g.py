@@ -10,18 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kgagents.evals.runner import (
-    Adapter,
-    ItemRunner,
-    default_input,
-    evaluate,
-    register_adapter,
-    thread_id_for,
-)
+from kgagents.evals.runner import Adapter, ItemRunner, default_input, evaluate, thread_id_for
 from kgagents.nodes.retriever_bank import describe_retrieval
 
-WORKFLOWS = ("agent-g", "agent-g-cot", "agent-g-text-rag", "agent-g-graph-rag", "agent-g-hybrid-rag",
-             "agent-g-corrective-rag", "agent-g-react")
 #: The labels of a CRAG record an oracle commentor compares the agent's decisions with.
 CRAG_LABELS = ("question_type", "static_or_dynamic", "domain", "popularity")
 
@@ -49,10 +40,10 @@ def agent_g_stats(state: dict[str, Any]) -> dict[str, Any]:
     return {"iterations": int(state.get("t") or 0), "tool_calls": 0}
 
 
-def register_adapters() -> None:
-    """Teach the runner Agent-G and its baselines."""
-    for workflow in WORKFLOWS:
-        register_adapter(workflow, Adapter(to_input=agent_g_input, stats=agent_g_stats))
+def agent_g_adapter() -> Adapter:
+    """How the evaluation runner talks to Agent-G and its baselines (named by their workflow specs): the gold
+    for the oracles in every input, the iterations of Algorithm 1."""
+    return Adapter(to_input=agent_g_input, stats=agent_g_stats)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ from kgagents.evals.colota_metrics import (
     reliability,
 )
 from kgagents.evals.datasets import Dataset, DatasetError, DatasetSpec, Item, register_dataset
-from kgagents.evals.runner import Adapter, EvalOptions, default_input, evaluate, register_adapter
+from kgagents.evals.runner import Adapter, EvalOptions, default_input, evaluate
 from kgagents.evals.scorers import Score, register_scorer
 from kgagents.nodes.ark import has_graph
 
@@ -143,7 +143,7 @@ def _ark_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
-    """Plug CR-LT and CoLoTa into :mod:`kgagents.evals.datasets`, the CoLoTa scorer and the ARK-V1 adapter into the runner."""
+    """Plug CR-LT and CoLoTa into :mod:`kgagents.evals.datasets` and the CoLoTa scorer into the runner."""
     def cr_lt(path: Path, split: str) -> list[Any]:
         return to_items(load_cr_lt(path))
 
@@ -156,8 +156,6 @@ def register_datasets(register: Callable[[Any], None]) -> None:
     register(DatasetSpec(name="colota", load=colota, scorer="colota", splits=("qa", "cv"), default_split="qa",
                          group_label="Reasoning strategy", how_to_get=HOW_TO_GET))
     register_scorer("colota", lambda grader_model=None, **_: CoLoTaScorer())
-    register_adapter("ark", Adapter(to_answer=_ark_answer, stats=_ark_stats, check=check_ark_dataset,
-                                    failed=ark_answer_failed))
 
 
 def ark_answer_failed(state: Mapping[str, Any]) -> str | None:
@@ -203,3 +201,9 @@ async def evaluate_ark(*, out_dir: str | Path, runs: int = 1, temperature: float
     return {"metrics": metrics, "answers": answers, "gold": gold, "errors": result.metrics.get("errors", 0),
             "cost_usd": result.metrics.get("cost_usd", 0.0), "out_dir": str(result.out_dir),
             "data_issues": data_issues(questions)}
+
+
+def ark_adapter() -> Adapter:
+    """How the evaluation runner talks to ARK-V1 (named by its workflow spec, :data:`kgagents.graphs.ark.WORKFLOW`):
+    its answer, its reasoning steps, the datasets it can run, and a final answer that failed for good."""
+    return Adapter(to_answer=_ark_answer, stats=_ark_stats, check=check_ark_dataset, failed=ark_answer_failed)

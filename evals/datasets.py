@@ -114,15 +114,15 @@ def register_dataset(spec: DatasetSpec) -> None:
 
 _PLUGINS_LOADED = False
 #: Modules of this package that register datasets (each has ``register_datasets(register)``).
-PLUGINS = ("kgagents.evals.colota", "kgagents.evals.grbench", "kgagents.evals.stark", "kgagents.evals.crag", "kgagents.evals.kgot_baselines")
+PLUGINS = ("kgagents.evals.colota", "kgagents.evals.grbench", "kgagents.evals.stark", "kgagents.evals.crag")
 
 
 def load_plugins() -> None:
-    """Let the dataset modules of this package register their datasets, scorers and workflow adapters (once).
+    """Let the dataset modules of this package register their datasets and scorers (once).
 
-    :mod:`kgagents.evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) and :mod:`kgagents.evals.grbench` (GRBench, the grounded
-    workflows' adapters) plug in through ``register_datasets(register)``, which calls ``register(DatasetSpec(...))``
-    for each of their datasets.
+    :mod:`kgagents.evals.colota` (CR-LT-KGQA / CoLoTa) and :mod:`kgagents.evals.grbench` (GRBench) plug in through
+    ``register_datasets(register)``, which calls ``register(DatasetSpec(...))`` for each of their datasets. The
+    workflows' adapters are named by their specs (:mod:`kgagents.graphs.registry`), not registered here.
     """
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:

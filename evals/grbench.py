@@ -33,7 +33,7 @@ from typing import Any
 from kgagents.core.usage import format_cost, sum_costs
 from kgagents.evals.datasets import DatasetSpec, Item
 from kgagents.evals.grbench_multihop import MANIFEST, graph_of, load_manifest
-from kgagents.evals.runner import Adapter, register_adapter
+from kgagents.evals.runner import Adapter
 from kgagents.evals.scorers import Score, register_scorer, rouge_l
 from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller
@@ -406,7 +406,7 @@ def given_answer(state: dict[str, Any]) -> Any:
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
-    """Plug GRBench and its fixture into :mod:`kgagents.evals.datasets`, the scorer and the grounded adapters into the runner."""
+    """Plug GRBench and its fixture into :mod:`kgagents.evals.datasets` and the scorer into the runner."""
     register(DatasetSpec(name="grbench", load=load_grbench, scorer="grbench", splits=("auto", *DOMAINS),
                          default_split="auto", group_label="Template", how_to_get=HOW_TO))
     fixture_domains = sorted({r["domain"] for r in fixture_questions()}) if (FIXTURE_DIR / "questions.jsonl").is_file() \
@@ -419,6 +419,14 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                          group_label="Domain and hops", how_to_get="ships with kgagents", default_data=FIXTURE_DIR))
     register_scorer("grbench", lambda grader_model=None, **kw: GRBenchScorer(grader_model, **kw),
                     default_grader=PAPER_JUDGE)
-    register_adapter("grounded", Adapter(to_answer=given_answer, stats=_grounded_stats))
-    for workflow in ("base", "text-rag", "graph-rag"):
-        register_adapter(workflow, Adapter(to_answer=given_answer))
+
+
+def grounded_adapter() -> Adapter:
+    """How the evaluation runner talks to the grounded workflow (named by its spec): the answer it gave, as
+    scored, and its depth and steps."""
+    return Adapter(to_answer=given_answer, stats=_grounded_stats)
+
+
+def kg_rag_adapter() -> Adapter:
+    """How the evaluation runner talks to the grounded workflow's baselines (base, text-rag, graph-rag)."""
+    return Adapter(to_answer=given_answer)

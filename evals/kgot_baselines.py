@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.evals.datasets import DatasetError
-from kgagents.evals.runner import CHECKPOINTS_FILE, Adapter, read_manifest, read_results, register_adapter
-
-#: The workflows that answer from KGoT's tool outputs of the same task.
-RAG_BASELINES = ("rag", "kgot-graphrag")
+from kgagents.evals.runner import CHECKPOINTS_FILE, Adapter, read_manifest, read_results
 
 #: The workflows whose evaluation results the baselines may read.
 KGOT_WORKFLOWS = ("kgot",)
@@ -83,7 +80,7 @@ def baseline_stats(state: dict[str, Any]) -> dict[str, Any]:
     return {"iterations": 0, "tool_calls": 0}
 
 
-def register_datasets(register: Any) -> None:
-    """No datasets: the RAG baselines' adapter (see :func:`kgagents.evals.datasets.load_plugins`)."""
-    for workflow in RAG_BASELINES:
-        register_adapter(workflow, Adapter(stats=baseline_stats, check_options=check_kgot_results))
+def rag_baseline_adapter() -> Adapter:
+    """How the evaluation runner talks to the KGoT paper's RAG baselines (named by their workflow specs): no
+    iterations, and the items whose KGoT run the evaluation did not finish refused."""
+    return Adapter(stats=baseline_stats, check_options=check_kgot_results)

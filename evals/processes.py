@@ -33,7 +33,7 @@ from kgagents.core.checkpointer import open_checkpointer
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.event_loop import batch_collector
 from kgagents.evals.workers import shares
-from kgagents.graphs.workflows import WORKFLOWS
+from kgagents.graphs.registry import module_of
 
 if TYPE_CHECKING:  # the runner imports this module: its types only for annotations
     from kgagents.evals.runner import EvalOptions, ItemRunner
@@ -101,7 +101,7 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
             pass  # the tables exist before the workers open the file together
     ctx = _context()
     if ctx.get_start_method() == "forkserver":
-        ctx.set_forkserver_preload(["kgagents.evals.runner", WORKFLOWS[options.workflow].partition(":")[0],
+        ctx.set_forkserver_preload(["kgagents.evals.runner", module_of(options.workflow),
                                     *provider_modules(options)])
     jobs = ctx.Queue()
     results = ctx.Queue()

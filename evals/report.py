@@ -70,8 +70,9 @@ def load_runset(path: str | Path, label: str | None = None) -> RunSet:
 
 
 def default_label(path: Path, manifest: dict[str, Any]) -> str:
-    model = (manifest.get("context") or {}).get("model") or \
-        (manifest.get("models") or {}).get("graph_executor")
+    roles = {k: v for k, v in (manifest.get("models") or {}).items() if k != "base_url"}
+    model = (manifest.get("context") or {}).get("model") or roles.get("graph_executor") or \
+        next(iter(roles.values()), None)
     base = manifest.get("workflow", "?")
     return f"{base} ({model})" if model else f"{base} [{path.name}]"
 

@@ -45,6 +45,7 @@ from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
 from kgagents.evals.event_loop import batch_collector
 from kgagents.evals.processes import run_in_processes
 from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
+from kgagents.graphs import registry
 from kgagents.graphs.workflows import load_workflow, make_context
 from kgagents.nodes.llm import FATAL_ERRORS
 from kgagents.nodes.runtime import gather_bounded
@@ -106,17 +107,30 @@ def fusion_stats(state: dict[str, Any]) -> dict[str, Any]:
     return {"iterations": sum(int(r.get("iterations") or 0) for r in state.get("results") or []), "tool_calls": 0}
 
 
-#: workflow name -> adapter; workflows not listed use ``Adapter()``.
-ADAPTERS: dict[str, Adapter] = {"fusion": Adapter(stats=fusion_stats, variant_answers=fusion_variant_answers)}
+def fusion_adapter() -> Adapter:
+    """How the runner talks to fusion (named by its workflow spec): every variant's answer is scored too."""
+    return Adapter(stats=fusion_stats, variant_answers=fusion_variant_answers)
+
+
+#: Adapters given by :func:`register_adapter` (a workflow defined outside the registry, a test), which take the
+#: place of the one a workflow's spec names (:attr:`kgagents.graphs.spec.Workflow.adapter`).
+ADAPTERS: dict[str, Adapter] = {}
 
 
 def register_adapter(workflow: str, adapter: Adapter) -> None:
-    """Teach the runner a workflow whose input or output differs from the default."""
+    """Give the runner another adapter for ``workflow`` than the one its spec names."""
     ADAPTERS[workflow] = adapter
 
 
 def adapter_for(workflow: str) -> Adapter:
-    return ADAPTERS.get(workflow, Adapter())
+    """The workflow's adapter: a registered one, else the one its spec names, else the default ``Adapter()``."""
+    if workflow in ADAPTERS:
+        return ADAPTERS[workflow]
+    if workflow in registry.SPECS:
+        factory = registry.adapter_of(workflow)
+        if factory is not None:
+            return factory()
+    return Adapter()
 
 
 def check_dataset(workflow: str, dataset: Dataset, options: EvalOptions | None = None) -> None:
@@ -545,7 +559,7 @@ def role_models(options: EvalOptions) -> dict[str, Any]:
     settings = get_settings()
     ctx, values = options.context, options.context_values
     models: dict[str, Any] = {}
-    for role in ROLES:
+    for role in getattr(ctx, "ROLES", None) or ROLES:
         given = ctx.model_for(role) if hasattr(ctx, "model_for") else (
             values.get(f"{role}_model") or values.get("model"))
         models[role] = _model_name(given) if given is not None else settings.model_for(role)

@@ -52,7 +52,6 @@ from typing import Any
 
 import numpy as np
 
-from kgagents.evals.agent_g import register_adapters
 from kgagents.evals.datasets import DatasetError, DatasetSpec, Item
 from kgagents.evals.scorers import Score, register_scorer
 from kgagents.tools.pgraph import open_graph
@@ -411,5 +410,3 @@ def register_datasets(register: Callable[[Any], None]) -> None:
                              context={"task": "retrieval", "candidate_types": CANDIDATE_TYPES[name]}))
     register_scorer("stark", lambda grader_model=None, **_: StarkScorer("<1.7.4"))
     register_scorer("stark-torchmetrics-1.7.4", lambda grader_model=None, **_: StarkScorer(">=1.7.4"))
-
-    register_adapters()

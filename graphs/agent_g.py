@@ -16,6 +16,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import agent_g as n
 from kgagents.nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
 
@@ -65,10 +66,17 @@ def build() -> StateGraph:
     return g
 
 
+WORKFLOW = Workflow(
+    name=NAME, description="Agent-G: an agent picks the text or graph module, a critic validates and comments",
+    build=build, context=AgentGContext, served="kgagents.graphs.agent_g:graph", presets=PRESETS,
+    demo="kgagents.cli.agent_g:run_demo", adapter="kgagents.evals.agent_g:agent_g_adapter",
+    formatter="kgagents.cli.report:format_agent_g", input_schema=AgentGInput)
+
+
 def compile_graph(checkpointer: Any = None, **kwargs: Any):
     """The compiled graph, with a checkpointer for Python callers, tests and the CLI."""
-    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+    return WORKFLOW.compile_graph(checkpointer, **kwargs)
 
 
 #: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
-graph = build().compile(name=NAME)
+graph = compile_graph()

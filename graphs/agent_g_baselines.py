@@ -18,8 +18,8 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 
 from kgagents.graphs.agent_g import PRESETS as PAPER
-from kgagents.graphs.baselines import Workflow
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import agent_g as n
 from kgagents.nodes import agent_g_baselines as b
 from kgagents.nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
@@ -113,16 +113,25 @@ def build_react() -> StateGraph:
 BASELINE_PRESETS: dict[str, dict[str, Any]] = {name: PAPER[name] for name in ("paper-stark", "paper-crag")}
 
 
-def _baseline(name: str, build: Any) -> Workflow:
-    return Workflow(name, build, PRESETS=BASELINE_PRESETS)
+def _baseline(name: str, description: str, build: Any) -> Workflow:
+    """A baseline of Agent-G's experiments: Agent-G's context, adapter and report, its paper presets."""
+    return Workflow(name=name, description=description, build=build, context=AgentGContext,
+                    served=f"kgagents.graphs.agent_g_baselines:{name[len('agent-g-'):].replace('-', '_')}_graph",
+                    presets=BASELINE_PRESETS, no_demo="a baseline of Agent-G: `kgagents demo --workflow agent-g` runs "
+                    "its example", adapter="kgagents.evals.agent_g:agent_g_adapter",
+                    formatter="kgagents.cli.report:format_agent_g", input_schema=AgentGInput)
 
 
-cot = _baseline("agent-g-cot", build_cot)
-text_rag = _baseline("agent-g-text-rag", build_text_rag)
-graph_rag = _baseline("agent-g-graph-rag", build_graph_rag)
-hybrid_rag = _baseline("agent-g-hybrid-rag", build_hybrid_rag)
-corrective_rag = _baseline("agent-g-corrective-rag", build_corrective_rag)
-react = _baseline("agent-g-react", build_react)
+cot = _baseline("agent-g-cot", "Agent-G's baseline: the model alone, chain-of-thought prompting", build_cot)
+text_rag = _baseline("agent-g-text-rag", "Agent-G's baseline: the text module's references, one pass",
+                     build_text_rag)
+graph_rag = _baseline("agent-g-graph-rag", "Agent-G's baseline: the graph module's references, one pass",
+                      build_graph_rag)
+hybrid_rag = _baseline("agent-g-hybrid-rag", "Agent-G's baseline: both modules' references concatenated",
+                       build_hybrid_rag)
+corrective_rag = _baseline("agent-g-corrective-rag", "Agent-G's baseline: corrective RAG (text, else graph)",
+                           build_corrective_rag)
+react = _baseline("agent-g-react", "Agent-G's baseline: ReAct over web and KG search", build_react)
 
 #: For ``langgraph.json``: no checkpointer (the server brings its own).
 cot_graph = cot.graph

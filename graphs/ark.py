@@ -21,6 +21,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import ark as n
 from kgagents.nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
 from kgagents.nodes.critic import verdict
@@ -100,10 +101,17 @@ def build() -> StateGraph:
     return g
 
 
+WORKFLOW = Workflow(
+    name=NAME, description="ARK-V1: an agent walks a static KG anchor by anchor, relation by relation, to an answer",
+    build=build, context=ArkContext, served="kgagents.graphs.ark:graph",
+    demo="kgagents.cli.ark:run_demo", adapter="kgagents.evals.colota:ark_adapter",
+    formatter="kgagents.cli.report:format_ark", input_schema=ArkInput)
+
+
 def compile_graph(checkpointer: Any = None, **kwargs: Any):
     """The compiled ARK-V1 graph, with a checkpointer for Python callers, tests and the CLI."""
-    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+    return WORKFLOW.compile_graph(checkpointer, **kwargs)
 
 
 #: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
-graph = build().compile(name=NAME)
+graph = compile_graph()

@@ -25,13 +25,11 @@ No KG (``kgot-nokg``) — KGoT's loop with the tool outputs as the task state in
 
 The tool executor, the tool calls, the math step and the parser are KGoT's own nodes.
 
-Each is a :class:`Workflow` (``build``, ``compile_graph``, ``graph``).
+Each is a :class:`~kgagents.graphs.spec.Workflow` spec (``build``, ``compile_graph``, ``graph``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
@@ -40,6 +38,7 @@ from langgraph.types import Send
 from kgagents.graphs.kgot import PRESETS as KGOT_PRESETS
 from kgagents.graphs.kgot import compile_graph as compile_kgot
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import baselines as n
 from kgagents.nodes.context import Context
 from kgagents.nodes.kgot import (
@@ -142,30 +141,23 @@ def build_nokg() -> StateGraph:
     return g
 
 
-@dataclass(frozen=True)
-class Workflow:
-    """A workflow defined next to others in one module: what ``kgagents.graphs.workflows`` needs of it."""
-
-    name: str
-    build: Callable[[], StateGraph]
-    PRESETS: dict[str, dict[str, Any]] = field(default_factory=lambda: KGOT_PRESETS)
-    """The named contexts (``--preset``): KGoT's, so that a baseline runs as the KGoT run it is compared
-    with."""
-
-    def compile_graph(self, checkpointer: Any = None, **kwargs: Any):
-        """The compiled graph, with a checkpointer for Python callers, tests and the CLI."""
-        return self.build().compile(checkpointer=checkpointer, name=self.name, **kwargs)
-
-    @property
-    def graph(self):
-        """For ``langgraph dev``: no checkpointer."""
-        return self.build().compile(name=self.name)
+def _baseline(name: str, description: str, build: Any, context: type, **more: Any) -> Workflow:
+    """A KGoT-paper baseline: KGoT's presets, so that it runs as the KGoT run it is compared with."""
+    attribute = {"kgot-graphrag": "graphrag", "kgot-nokg": "nokg"}.get(name, name)
+    return Workflow(name=name, description=description, build=build, context=context,
+                    served=f"kgagents.graphs.baselines:{attribute}_graph", presets=KGOT_PRESETS,
+                    no_demo="a baseline of the KGoT paper: `kgagents demo` runs KGoT's example", **more)
 
 
-zeroshot = Workflow("zeroshot", build_zeroshot)
-rag = Workflow("rag", build_rag)
-graphrag = Workflow("kgot-graphrag", build_graphrag)
-nokg = Workflow("kgot-nokg", build_nokg)
+_RAG_ADAPTER = "kgagents.evals.kgot_baselines:rag_baseline_adapter"
+zeroshot = _baseline("zeroshot", "KGoT paper's baseline: the model alone, zero-shot", build_zeroshot,
+                     n.BaselineContext, input_schema=n.TaskInput)
+rag = _baseline("rag", "KGoT paper's baseline: simple RAG over KGoT's tool outputs of the same task", build_rag,
+                n.BaselineContext, adapter=_RAG_ADAPTER, input_schema=n.BaselineInput)
+graphrag = _baseline("kgot-graphrag", "KGoT paper's baseline: GraphRAG over KGoT's tool outputs of the same task",
+                     build_graphrag, n.BaselineContext, adapter=_RAG_ADAPTER, input_schema=n.BaselineInput)
+nokg = _baseline("kgot-nokg", "KGoT paper's baseline: KGoT's loop with the tool outputs as state, no KG",
+                 build_nokg, Context, input_schema=n.TaskInput)
 
 #: For ``langgraph.json``.
 zeroshot_graph = zeroshot.graph

@@ -18,6 +18,7 @@ from langgraph.types import Send
 
 from kgagents.graphs import kgot
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import fusion as f
 
 NAME = "fusion"
@@ -45,10 +46,17 @@ def build() -> StateGraph:
     return g
 
 
+WORKFLOW = Workflow(
+    name=NAME, description="Fusion of KGoT variants (backend x solve mode), run concurrently; majority answer",
+    build=build, context=f.FusionContext, served="kgagents.graphs.fusion:graph", presets=PRESETS,
+    no_demo="a fusion run is several KGoT runs: `kgagents demo` runs KGoT's; `kgagents ask --fusion ...`",
+    adapter="kgagents.evals.runner:fusion_adapter", formatter="kgagents.cli.report:format_fusion")
+
+
 def compile_graph(checkpointer: Any = None, **kwargs: Any):
     """The compiled fusion graph, with a checkpointer for Python callers, tests and the CLI."""
-    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+    return WORKFLOW.compile_graph(checkpointer, **kwargs)
 
 
 #: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
-graph = build().compile(name=NAME)
+graph = compile_graph()

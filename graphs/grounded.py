@@ -26,6 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import grounded as n
 from kgagents.nodes.grounded import GroundedContext, GroundedInput, GroundedState, grounded_context_of
 
@@ -127,10 +128,17 @@ def build() -> StateGraph:
     return g
 
 
+WORKFLOW = Workflow(
+    name=NAME, description="Grounded Graph-CoT / ToT / GoT: every reasoning step grounded in a static KG",
+    build=build, context=GroundedContext, served="kgagents.graphs.grounded:graph", presets=PRESETS,
+    demo="kgagents.cli.grounded:run_demo", adapter="kgagents.evals.grbench:grounded_adapter",
+    formatter="kgagents.cli.report:format_grounded", input_schema=GroundedInput)
+
+
 def compile_graph(checkpointer: Any = None, **kwargs: Any):
     """The compiled graph, with a checkpointer for Python callers, tests and the CLI."""
-    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+    return WORKFLOW.compile_graph(checkpointer, **kwargs)
 
 
 #: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
-graph = build().compile(name=NAME)
+graph = compile_graph()

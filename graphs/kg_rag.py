@@ -9,9 +9,11 @@ Graph-CoT is ``grounded`` with ``strategy=cot, interaction=agent`` (the ``graph-
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
-from kgagents.graphs.baselines import Workflow
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import kg_rag as n
 
 
@@ -45,9 +47,19 @@ def build_base() -> StateGraph:
     return g
 
 
-base = Workflow("base", build_base)
-text_rag = Workflow("text-rag", build_text_rag)
-graph_rag = Workflow("graph-rag", build_graph_rag)
+def _baseline(name: str, description: str, build: Any, formatter: str | None = None) -> Workflow:
+    """A baseline of grounded reasoning: the grounded workflow's evaluation adapter."""
+    return Workflow(name=name, description=description, build=build, context=n.KGRagContext,
+                    served=f"kgagents.graphs.kg_rag:{name.replace('-', '_')}_graph",
+                    no_demo="a baseline of grounded reasoning: `kgagents demo --workflow grounded` runs its example",
+                    adapter="kgagents.evals.grbench:kg_rag_adapter", formatter=formatter, input_schema=n.KGRagInput)
+
+
+base = _baseline("base", "Grounded reasoning's baseline: the model alone answers (the answer only)", build_base)
+text_rag = _baseline("text-rag", "Grounded reasoning's baseline: the KG nodes closest to the question as context",
+                     build_text_rag, "kgagents.cli.report:format_kg_rag")
+graph_rag = _baseline("graph-rag", "Grounded reasoning's baseline: the closest nodes and their 1-hop neighbours",
+                      build_graph_rag, "kgagents.cli.report:format_kg_rag")
 
 #: For ``langgraph.json``.
 base_graph = base.graph

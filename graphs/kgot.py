@@ -33,6 +33,7 @@ from langgraph.types import Send
 
 import kgagents.graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import cleanup
 from kgagents.nodes import kgot as n
 from kgagents.nodes.context import Context
@@ -122,10 +123,16 @@ def build() -> StateGraph:
     return g
 
 
+WORKFLOW = Workflow(
+    name=NAME, description="Knowledge Graph of Thoughts: a task KG built by tool calls, queried to answer",
+    build=build, context=Context, served="kgagents.graphs.kgot:graph", presets=PRESETS,
+    demo="kgagents.cli.kgot:run_demo", formatter="kgagents.cli.report:format_kgot")
+
+
 def compile_graph(checkpointer: Any = None, **kwargs: Any):
     """The compiled KGoT graph, with a checkpointer for Python callers, tests and the CLI."""
-    return build().compile(checkpointer=checkpointer, name=NAME, **kwargs)
+    return WORKFLOW.compile_graph(checkpointer, **kwargs)
 
 
 #: For ``langgraph.json`` / ``langgraph dev``: no checkpointer (the server brings its own).
-graph = build().compile(name=NAME)
+graph = compile_graph()

@@ -21,6 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
 from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.core.config import Settings
 from kgagents.core.retry import ModelUnavailableError
 from kgagents.core.usage import merge_usage
@@ -55,10 +56,17 @@ def recursion_limit(max_steps: int = n.MAX_STEPS_LIMIT) -> int:
     return RECURSION_PER_STEP * max_steps + RECURSION_EXTRA
 
 
+WORKFLOW = Workflow(
+    name=NAME, description="KGoT's web-research agent alone: search, read pages, report with sources",
+    build=build, context=Context, served="kgagents.graphs.surfer:graph",
+    no_demo="it reads the live web (a search API key); KGoT's demo runs the workflow that calls it",
+    input_schema=n.SurferInput, output_schema=n.SurferOutput,
+    compile_options={"recursion_limit": recursion_limit()})
+
+
 def compile_graph(checkpointer: Any = None, **kw: Any) -> Any:
     """The compiled surfer graph (``checkpointer=None``: none of its own, or its parent's when nested)."""
-    return build().compile(checkpointer=checkpointer, name=NAME, **kw).with_config(
-        recursion_limit=recursion_limit())
+    return WORKFLOW.compile_graph(checkpointer, **kw)
 
 
 graph = compile_graph()

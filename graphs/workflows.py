@@ -1,59 +1,31 @@
-"""The workflows the application serves, and running one on a checkpointed thread."""
+"""Running a workflow of the registry (:mod:`kgagents.graphs.registry`) on a checkpointed thread."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from kgagents.core.runs import RunRegistry, is_finished, new_thread_id, open_checkpointer
+from kgagents.graphs import registry
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes.state import every_call_failed
 
-#: workflow name -> module exposing build(), graph, compile_graph(checkpointer)
-#: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
-WORKFLOWS: dict[str, str] = {"kgot": "kgagents.graphs.kgot", "fusion": "kgagents.graphs.fusion",
-                             "zeroshot": "kgagents.graphs.baselines:zeroshot", "rag": "kgagents.graphs.baselines:rag",
-                             "kgot-graphrag": "kgagents.graphs.baselines:graphrag", "kgot-nokg": "kgagents.graphs.baselines:nokg",
-                             "ark": "kgagents.graphs.ark",
-                             "grounded": "kgagents.graphs.grounded", "base": "kgagents.graphs.kg_rag:base",
-                             "text-rag": "kgagents.graphs.kg_rag:text_rag", "graph-rag": "kgagents.graphs.kg_rag:graph_rag",
-                             "agent-g": "kgagents.graphs.agent_g",
-                             **{f"agent-g-{b}": f"kgagents.graphs.agent_g_baselines:{b.replace('-', '_')}"
-                                for b in ("cot", "text-rag", "graph-rag", "hybrid-rag", "corrective-rag", "react")}}
-
-
-def load_workflow(name: str) -> ModuleType:
-    if name not in WORKFLOWS:
-        raise ValueError(f"unknown workflow {name!r}; available: {', '.join(WORKFLOWS)}")
-    module, _, attribute = WORKFLOWS[name].partition(":")
-    loaded = importlib.import_module(module)
-    return getattr(loaded, attribute) if attribute else loaded
+def load_workflow(name: str) -> Workflow:
+    """The spec of the workflow ``name`` (:func:`kgagents.graphs.registry.get`)."""
+    return registry.get(name)
 
 
 def preset(workflow: str, name: str) -> dict[str, Any]:
-    """The context values of a workflow's named preset (a module's ``PRESETS``); a clear error when unknown."""
-    presets = getattr(load_workflow(workflow), "PRESETS", {}) or {}
-    if name not in presets:
-        known = ", ".join(presets) or "none"
-        raise ValueError(f"the {workflow} workflow has no preset {name!r}; its presets: {known}")
-    return dict(presets[name])
+    """The context values of a workflow's named preset; a clear error when unknown."""
+    return registry.get(workflow).preset(name)
 
 
-def make_context(module: ModuleType, values: dict[str, Any]) -> Any:
+def make_context(workflow: Workflow, values: dict[str, Any]) -> Any:
     """The workflow's context from plain values; unknown keys are a clear error."""
-    schema = module.build().context_schema
-    if hasattr(schema, "from_mapping"):
-        return schema.from_mapping(values)
-    known = {f.name for f in dataclasses.fields(schema)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"unknown context field(s) for this workflow: {', '.join(unknown)}")
-    return schema(**values)
+    return workflow.make_context(values)
 
 
 def run_config(thread_id: str, context: Any) -> dict[str, Any]:
@@ -81,10 +53,10 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
     ``checkpointer`` is a ``postgresql://`` URL for the checkpoints (default: SQLite in ``runs_dir``); a
     resumed thread uses the place recorded when it started (see :meth:`RunRegistry.checkpointer_for`).
     """
-    module = load_workflow(workflow)
+    spec = load_workflow(workflow)
     registry = RunRegistry(runs_dir)
     thread_id = thread_id or new_thread_id()
-    context = context_override if context_override is not None else make_context(module, context_values)
+    context = context_override if context_override is not None else make_context(spec, context_values)
     if task is not None:
         registry.record(thread_id, workflow, str(task.get("question", "")), context_values, checkpointer)
         location = checkpointer or registry.checkpoints_path
@@ -92,7 +64,7 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
         registry.mark_running(thread_id)
         location = registry.checkpointer_for(thread_id, checkpointer)
     async with open_checkpointer(location) as saver:
-        graph = module.compile_graph(saver)
+        graph = spec.compile_graph(saver)
         config = run_config(thread_id, context)
         if task is None:
             snapshot = await graph.aget_state(config)
@@ -125,9 +97,9 @@ async def thread_state(workflow: str, runs_dir: Path, thread_id: str,
     When every task of the pending superstep has its result saved (the process died before the checkpoint that
     applies them), those tasks are named: the thread is not finished, ``resume`` goes on from their results.
     """
-    module = load_workflow(workflow)
+    spec = load_workflow(workflow)
     registry = RunRegistry(runs_dir)
     async with open_checkpointer(registry.checkpointer_for(thread_id, checkpointer)) as saver:
-        graph = module.compile_graph(saver)
+        graph = spec.compile_graph(saver)
         snap = await graph.aget_state({"configurable": {"thread_id": thread_id}})
     return dict(snap.values), tuple(snap.next) or tuple(task.name for task in snap.tasks)

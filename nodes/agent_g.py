@@ -24,7 +24,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 import numpy as np
 from langgraph.runtime import Runtime
@@ -32,8 +32,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes import agent_g_oracle as O
-from kgagents.nodes.context import Context
 from kgagents.nodes.crag_paths import crag_graph_retrieval
+from kgagents.nodes.context import BaseContext, described
 from kgagents.nodes.critic import Verdict, verdict
 from kgagents.nodes.grounded import graph_for
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
@@ -57,27 +57,40 @@ from kgagents.tools.pgraph.embeddings import embedder_spec
 from kgagents.tools.pgraph.stark import stark_embeddings
 from kgagents.tools.pgraph.vectors import index_kind
 
-ROLE = "graph_executor"
+#: Agent-G's one model role (``agent_g_model``, ``KGAGENTS_AGENT_G_MODEL``): the agent, the generator, the
+#: validator and the commentor, and its baselines; it was called ``graph_executor`` before, which is still
+#: read (a context's ``graph_executor_model``, the environment's ``KGAGENTS_GRAPH_EXECUTOR_MODEL``).
+ROLE = "agent_g"
 Task = Literal["generation", "retrieval"]
 CRAG_DOMAINS = ("music", "movie", "finance", "sports", "encyclopedia")
 IDK = "I don't know"
 
 
+@described
 @dataclass(kw_only=True)
-class AgentGContext(Context):
+class AgentGContext(BaseContext):
     """Agent-G's task mode and limits, with the paper's defaults (appendix A.2: T = 1 + 4 reflections,
     ego-graph radius ≤ 2, batches of 5 pages)."""
 
+    ROLES: ClassVar[tuple[str, ...]] = (ROLE,)
+    LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": ROLE}
+
+    agent_g_model: Any = None
+    """The model of Agent-G's agent, generator, validator and commentor (``None``: ``model``)."""
+
     task: Task = "generation"
+    """``generation`` (CRAG-style questions: an answer) or ``retrieval`` (STaRK-style: a ranked id list)."""
     max_iterations: int = 5
     """T: iterations of Algorithm 1. Five: the first action and the "four self-reflection iterations" of
     appendix A.2.2 (§4.3: iteration 1 has no self-reflection)."""
     radius: int = 2
+    """The radius of the graph module's ego-graphs around the linked entities."""
     batch_size: int = 5
     """Web pages per batch of the text module (CRAG)."""
     top_k: int = 20
     """References the generator reads (paths, documents); the retrieval task ranks up to ``ranked_k`` ids."""
     ranked_k: int = 100
+    """Retrieval task: how many ids the ranking returns."""
     page_chars: int = 3000
     """Characters of each web page the generator reads: the page's passages most similar to the question."""
     generator_idk: bool = False
@@ -105,6 +118,7 @@ class AgentGContext(Context):
     recorded in its iteration (``retrieval.truncated``) and in the run (``truncated_egos``), and a missing
     intersection of cut ego-graphs is reported as possibly hidden by the cut, not as no intersection."""
     domains: list[str] = field(default_factory=lambda: list(CRAG_DOMAINS))
+    """The domains the agent chooses from (CRAG's five by default)."""
     entity_types: list[str] | None = None
     """The entity types the agent chooses from; default: the graph's node types."""
     relation_types: list[str] | None = None
@@ -123,6 +137,7 @@ class AgentGContext(Context):
     path; default the packaged all-MiniLM-L6-v2) or ``openai:<model>`` (the paper's STaRK runs:
     ``openai:text-embedding-ada-002``; CRAG: BAAI/bge-m3); default with ``stark_embeddings``: their model."""
     embedding_device: str | None = None
+    """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
     embedding_base_url: str | None = None
     """An OpenAI-compatible server for ``openai:<model>`` embeddings (default ``OPENAI_BASE_URL``, else OpenAI)."""
     linking_model: Any = None

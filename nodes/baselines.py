@@ -52,7 +52,7 @@ from kgagents.core.runs import (
     without_password,
 )
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import Context, described
 from kgagents.nodes.kgot import (
     DirectSolution,
     ToolCallRecord,
@@ -73,6 +73,7 @@ from kgagents.tools.pgraph.embeddings import EmbeddingIndex, load_embedder
 EVAL_CHECKPOINTS_FILE = "checkpoints.sqlite"
 
 
+@described
 @dataclass(kw_only=True)
 class BaselineContext(Context):
     """KGoT's context plus where the RAG baselines find KGoT's tool outputs and how they retrieve."""

@@ -1,67 +1,180 @@
-"""Run-scoped dependencies of the workflows (LangGraph ``context_schema``).
+"""Run-scoped dependencies of the workflows (LangGraph ``context_schema``), by composition.
+
+:class:`BaseContext` holds what every workflow reads: the models per role, the temperature and seed, the LLM
+layer's retries and timeouts, the recursion limit. Each workflow's context adds its own fields and names its
+own model roles (``ROLES``): KGoT's :class:`Context` here (the dual-LLM controller's graph and tool executors
+and the tools' model, the task-KG backend, the sandbox), ARK-V1's, grounded reasoning's and Agent-G's beside
+their nodes.
 
 The context is *not* checkpointed: callers pass it again when they resume a thread. Model fields take a
 ``provider:model`` string (what the LangGraph server and the CLI pass) or, from Python, a chat-model instance.
 ``None`` means "use the configured default" (see :mod:`kgagents.core.config`).
-"""
+
+Every field's description is its dataclass metadata (``metadata={"description": ...}``), written as the
+attribute docstring below the field and filled in by :func:`described`: LangGraph Studio's context form (the
+graph's context JSON schema) and the CLI's ``--help`` read it."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
+import textwrap
+import types
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 SolveMode = Literal["query", "direct"]
 AnswerFormatter = Literal["gaia", "default"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
 
 
-@dataclass(kw_only=True)
-class Context:
-    """Model choices, backends and limits, with the KGoT paper's defaults (appendix B.2)."""
+def _attribute_docstrings(cls: type) -> dict[str, str]:
+    """``name -> docstring`` of the class body's annotated attributes followed by a string literal."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):  # no source (a frozen build): no descriptions, nothing lost
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
 
-    # --- models per role (KGoT's dual-LLM controller plus the tools' own model) ---
+
+def described[C: type](cls: C) -> C:
+    """Give each field of the dataclass ``cls`` declared in its body the metadata ``{"description": <the
+    attribute docstring below it>}`` (unless its metadata has one); a field declared again without a docstring
+    (a new default) keeps its base class's description."""
+    own = cls.__dict__.get("__annotations__", {})
+    docs = _attribute_docstrings(cls)
+    for name in own:
+        spec = cls.__dataclass_fields__.get(name)  # type: ignore[attr-defined]
+        if spec is None or "description" in spec.metadata:
+            continue
+        inherited = (description_of(base.__dataclass_fields__[name]) for base in cls.__mro__[1:]
+                     if name in getattr(base, "__dataclass_fields__", {}))
+        doc = docs.get(name) or next(inherited, "")
+        if doc:
+            spec.metadata = types.MappingProxyType({**spec.metadata, "description": doc})
+    return cls
+
+
+def description_of(spec: dataclasses.Field[Any]) -> str:
+    """A field's description (its metadata), or ``""``."""
+    return str(spec.metadata.get("description", ""))
+
+
+@described
+@dataclass(kw_only=True)
+class BaseContext:
+    """What every workflow reads: the models per role, sampling, the LLM layer's retries and timeouts."""
+
+    #: The model roles of the workflow: each reads ``<role>_model``, else ``model``, else the environment's
+    #: ``KGAGENTS_<ROLE>_MODEL``, else ``KGAGENTS_MODEL``.
+    ROLES: ClassVar[tuple[str, ...]] = ()
+    #: Role names the workflow accepted before it had its own (``old -> role``): a context mapping's
+    #: ``<old>_model`` is taken as ``<role>_model``, and ``KGAGENTS_<OLD>_MODEL`` is read after the role's own
+    #: variable (:data:`kgagents.core.config.ROLE_FALLBACKS`).
+    LEGACY_ROLES: ClassVar[dict[str, str]] = {}
+
     model: Any = None
     """Default chat model for every role: ``provider:model`` string or a ``BaseChatModel``."""
-    graph_executor_model: Any = None
-    tool_executor_model: Any = None
-    tools_model: Any = None
     base_url: str | None = None
     """OpenAI-compatible server (vLLM, Ollama, llama.cpp) used for string models without a provider."""
     temperature: float | None = None
-    tools_temperature: float | None = None
-    """The temperature of the tools' own model (``None``: ``temperature``); the KGoT authors ran the controller at
-    0.0 and the tools at 0.5 (``--preset paper``)."""
+    """Sampling temperature of the models (``None``: the provider's default)."""
     seed: int | None = None
     """Sampling seed, passed to the providers that take one (OpenAI and OpenAI-compatible servers, Ollama; see
     ``kgagents.nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``
     gives run r of every item the seed S + r."""
     structured_output_method: StructuredMethod = "function_calling"
+    """How structured replies are asked for: function calling, a JSON schema or JSON mode."""
     samples_in_one_request: bool = True
-    """Ask for the samples of one decision (KGoT's votes, forced queries and solution parses) as the choices of one
-    request where the model takes ``n`` (OpenAI-compatible chat completions): the prompt is sent and paid for once.
-    Off: one request per sample, as the KGoT authors' code sends them. Other models always get one per sample."""
+    """Ask for the samples of one decision (e.g. KGoT's votes, forced queries and solution parses) as the
+    choices of one request where the model takes ``n`` (OpenAI-compatible chat completions): the prompt is
+    sent and paid for once. Off: one request per sample, as the KGoT authors' code sends them. Other models
+    always get one per sample."""
     llm_timeout_s: float = 120.0
     """Wall-clock limit of one LLM call; a call that takes longer is retried like an API error."""
-
-    # --- KGoT controller limits (paper defaults) ---
-    max_iterations: int = 7
-    num_next_steps_decision: int = 5
-    max_retrieve_query_retry: int = 3
-    max_cypher_fixing_retry: int = 3
-    """Also the limit for fixing LLM-written Python (KG writes, read code and math code)."""
-    max_final_solution_parsing: int = 3
-    max_tool_retries: int = 6
     max_parse_retries: int = 3
     """How often one structured LLM call is re-asked after an unparseable reply."""
     max_api_retries: int = 6
     """How often one LLM call is retried after a transient API error (exponential backoff)."""
     api_backoff_base_s: float = 1.0
+    """The first wait before an LLM call is retried (doubling each time)."""
     api_backoff_max_s: float = 60.0
+    """The longest wait between two tries of an LLM call."""
+    recursion_limit: int = 200
+    """The most supersteps LangGraph runs in one run (a workflow raises it to what its own limits need)."""
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any] | None) -> Any:
+        """Build a context from a plain mapping, rejecting unknown keys with a clear error that names the
+        workflow's fields. A legacy role's ``<old>_model`` (:attr:`LEGACY_ROLES`) is taken as the role's
+        own."""
+        data = dict(data or {})
+        for old, role in cls.LEGACY_ROLES.items():
+            if f"{old}_model" in data and f"{old}_model" not in cls.__dataclass_fields__:
+                value = data.pop(f"{old}_model")
+                if data.get(f"{role}_model") is None:
+                    data[f"{role}_model"] = value
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown context field(s): {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def model_for(self, role: str) -> Any:
+        """The model given for ``role`` (instance or string), falling back to ``model``."""
+        return getattr(self, f"{role}_model", None) or self.model
+
+
+@described
+@dataclass(kw_only=True)
+class Context(BaseContext):
+    """KGoT's context: its model roles, backends and limits, with the KGoT paper's defaults (appendix B.2)."""
+
+    # --- models per role (KGoT's dual-LLM controller plus the tools' own model) ---
+    ROLES: ClassVar[tuple[str, ...]] = ("graph_executor", "tool_executor", "tools")
+    graph_executor_model: Any = None
+    """The model of KGoT's graph executor (next-step votes, KG writes and queries, solutions; ``None``:
+    ``model``)."""
+    tool_executor_model: Any = None
+    """The model of KGoT's tool executor (which tools to call, with what arguments; ``None``: ``model``)."""
+    tools_model: Any = None
+    """The tools' own model (the LLM tool, the surfer agent, the text inspector; ``None``: ``model``)."""
+    tools_temperature: float | None = None
+    """The temperature of the tools' own model (``None``: ``temperature``); the KGoT authors ran the
+    controller at 0.0 and the tools at 0.5 (``--preset paper``)."""
+
+    # --- KGoT controller limits (paper defaults) ---
+    max_iterations: int = 7
+    """The most iterations of KGoT's loop (then the forced solution with what the KG holds)."""
+    num_next_steps_decision: int = 5
+    """Samples of the next-step vote (ENHANCE or SOLVE, majority)."""
+    max_retrieve_query_retry: int = 3
+    """How often a failing or empty KG read query is rewritten."""
+    max_cypher_fixing_retry: int = 3
+    """Also the limit for fixing LLM-written Python (KG writes, read code and math code)."""
+    max_final_solution_parsing: int = 3
+    """Samples of the solution parse (weighted majority)."""
+    max_tool_retries: int = 6
+    """How often a tool call is retried after a transient error."""
     tool_backoff_base_s: float = 1.0
+    """The first wait before a tool call is retried (doubling each time)."""
     tool_backoff_max_s: float = 60.0
+    """The longest wait between two tries of a tool call."""
 
     solve_mode: SolveMode = "query"
+    """How KGoT answers from its KG: ``query`` (read queries) or ``direct`` (Direct Retrieval: the whole
+    KG)."""
     answer_formatter: AnswerFormatter = "gaia"
+    """The final answer's format rules: ``gaia`` (GAIA's) or ``default``."""
     backend: str = "networkx"
     """Which task-KG store KGoT uses: ``networkx`` (embedded), ``neo4j`` (any Bolt server), ``falkordb``, ``sparql``."""
     kg_url: str | None = None
@@ -77,35 +190,28 @@ class Context:
     work_dir: str | None = None
     """Directory for the run's files (sandbox work dir, extracted archives); default: a temp dir per run."""
     sandbox_timeout_s: float = 30.0
+    """Wall-clock limit of one sandboxed call (LLM-written Python, the KG's code)."""
     sandbox_memory_mb: int = 1024
+    """Memory limit of one sandboxed call."""
     sandbox_call_quota_mb: int = 256
     """Disk quota of one sandboxed call: what it may write into its work dir (``kgagents.tools.sandbox.DiskQuota``)."""
     sandbox_call_quota_files: int = 2_000
+    """How many files one sandboxed call may write."""
     sandbox_run_quota_mb: int = 1024
     """Disk quota of a run: what each of its sandbox work dirs (the KG's, the Python tool's) may hold."""
     sandbox_run_quota_files: int = 10_000
+    """How many files each of a run's sandbox work dirs may hold."""
     allow_weak_sandbox: bool | None = None
     """Run LLM code with resource limits only when bubblewrap is missing (``None``: from the environment)."""
     tool_output_chars: int = 12_000
     """Tool outputs are cut to this many characters before they reach a prompt."""
-    recursion_limit: int = 200
-
-    @classmethod
-    def from_mapping(cls, data: dict[str, Any] | None) -> Context:
-        """Build a context from a plain mapping, rejecting unknown keys with a clear error."""
-        data = dict(data or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown context field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**data)
-
-    def model_for(self, role: str) -> Any:
-        """The model given for ``role`` (instance or string), falling back to ``model``."""
-        return getattr(self, f"{role}_model", None) or self.model
 
 
-def context_fields() -> list[str]:
-    """Names of every context field (for CLI and docs)."""
-    return [f.name for f in fields(Context)]
+#: KGoT's context by its workflow's name (``Context`` is the name the KGoT modules use).
+KGoTContext = Context
+
+
+def context_fields(cls: type[BaseContext] = Context) -> list[str]:
+    """Names of every field of a context class (KGoT's by default; for CLI and docs)."""
+    return [f.name for f in fields(cls)]
 

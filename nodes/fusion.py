@@ -23,7 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import Context, described
 from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
 from kgagents.nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import context_of
@@ -36,6 +36,7 @@ SOLVE_MODES = ("query", "direct")
 DEFAULT_VARIANTS = ["networkx:query", "networkx:direct"]
 
 
+@described
 @dataclasses.dataclass(kw_only=True)
 class FusionContext(Context):
     """KGoT's context plus the variants to run when the task names none."""

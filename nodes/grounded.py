@@ -29,13 +29,13 @@ import re
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import BaseContext, described
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import context_as
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
@@ -46,7 +46,11 @@ from kgagents.tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
 from kgagents.tools.pgraph.vectors import index_kind
 
-ROLE = "graph_executor"
+#: Grounded reasoning's one model role, the reasoner (``reasoner_model``, ``KGAGENTS_REASONER_MODEL``):
+#: thoughts, actions, evaluations and answers, and its baselines' answers; it was called ``graph_executor``
+#: before, which is still read (a context's ``graph_executor_model``, the environment's
+#: ``KGAGENTS_GRAPH_EXECUTOR_MODEL``).
+ROLE = "reasoner"
 ROOT = "t0"
 Strategy = Literal["cot", "tot", "got"]
 Interaction = Literal["agent", "explore"]
@@ -74,17 +78,29 @@ def _check_positive(name: str, value: Any, note: str = "") -> None:
         raise ValueError(f"{name} must be at least 1{' ' + note if note else ''}, not {value}")
 
 
+@described
 @dataclass(kw_only=True)
-class GroundedContext(Context):
+class GroundedContext(BaseContext):
     """The strategy, interaction method and limits, with the paper's defaults (§5: n = 10, k = t = 3)."""
 
+    ROLES: ClassVar[tuple[str, ...]] = (ROLE,)
+    LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": ROLE}
+
+    reasoner_model: Any = None
+    """The model of the reasoner (thoughts, actions, evaluations, the answer; ``None``: ``model``)."""
+
     strategy: Strategy = "cot"
+    """The reasoning strategy: ``cot`` (one chain), ``tot`` (a tree of thoughts) or ``got`` (a graph:
+    merges)."""
     interaction: Interaction = "agent"
+    """How steps are grounded: ``agent`` (Graph-CoT's graph functions) or ``explore`` (Algorithm 1's automatic
+    graph exploration)."""
     evaluator: Evaluator = "select"
     """ToT / GoT state evaluator: ``select`` (the LLM picks the top t) or ``score`` (the LLM scores each state)."""
     max_steps: int = 10
     """``n``: reasoning steps of a chain (CoT), and the depth limit of ToT / GoT unless ``max_depth`` is set."""
     max_depth: int | None = None
+    """The depth limit of ToT / GoT (``None``: ``max_steps``)."""
     branching: int = 3
     """``k``: candidate next steps per kept state (ToT / GoT)."""
     keep: int = 3
@@ -152,6 +168,7 @@ class GroundedContext(Context):
     Graph-CoT's; sentence-transformers downloads it the first time), any sentence-transformers model id or path,
     or an embedder instance. A named model that cannot be loaded is a clear error when the run starts."""
     embedding_device: str | None = None
+    """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
     vector_index: VectorIndexKind = "exact"
     """The node-search index: ``exact`` (inner product over every node, as Graph-CoT's FAISS ``IndexFlatIP``) or
     ``ivf`` (the store's approximate inverted-file index, faster on graphs of millions of nodes)."""

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 from langgraph.runtime import Runtime
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import BaseContext, described
+from kgagents.nodes.grounded import ROLE as REASONER
 from kgagents.nodes.grounded import ensure_embedder, graph_for
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import context_as
@@ -26,9 +27,17 @@ from kgagents.tools.pgraph.embeddings import embedder_spec
 from kgagents.tools.pgraph.vectors import index_kind
 
 
+@described
 @dataclass(kw_only=True)
-class KGRagContext(Context):
-    """Retrieval settings; the defaults follow Graph-CoT's baselines (the one closest node, ~3,000 tokens)."""
+class KGRagContext(BaseContext):
+    """Retrieval settings; the defaults follow Graph-CoT's baselines (the one closest node, ~3,000 tokens).
+    The baselines answer with grounded reasoning's model role, the reasoner."""
+
+    ROLES: ClassVar[tuple[str, ...]] = (REASONER,)
+    LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": REASONER}
+
+    reasoner_model: Any = None
+    """The model that answers (``None``: ``model``)."""
 
     rag_top_k: int = 1
     """How many nodes are retrieved."""
@@ -38,9 +47,13 @@ class KGRagContext(Context):
     vector_index: Literal["exact", "ivf"] = "exact"
     """The search's index: exact (as Graph-CoT's FAISS ``IndexFlatIP``) or the store's approximate IVF index."""
     context_chars: int = 12_000
+    """At most this much of the retrieved nodes' text goes into the prompt."""
     neighbours_per_relation: int = 20
+    """Graph-RAG: neighbours shown per relation and direction of a retrieved node."""
     embedding_model: Any = None
+    """The search's embedder (as grounded reasoning's ``embedding_model``; ``None``: the packaged MiniLM)."""
     embedding_device: str | None = None
+    """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
 
 
 class KGRagInput(TypedDict, total=False):
@@ -115,7 +128,7 @@ async def answer_alone(state: KGRagState, runtime: Runtime[KGRagContext]) -> dic
 
 
 async def _answer(runtime: Runtime[KGRagContext], prompt: str) -> dict[str, Any]:
-    llm = LLMCaller(_ctx(runtime), "graph_executor")
+    llm = LLMCaller(_ctx(runtime), REASONER)
     try:
         reply = (await llm.text(prompt)).strip()
     except LLMError as exc:

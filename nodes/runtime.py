@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import tempfile
 import threading
@@ -17,7 +18,7 @@ from langgraph.runtime import Runtime
 
 from kgagents.core.config import get_settings
 from kgagents.core.tempdirs import process_dir
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import BaseContext, Context
 from kgagents.nodes.models import aresolve_model, resolve_model
 from kgagents.tools.kg.base import KGSnapshot, KGStore, empty_snapshot
 from kgagents.tools.kg.stores import open_store, opens_without_io, release_run
@@ -35,18 +36,24 @@ def context_of(runtime: Runtime[Context] | None) -> Context:
     return ctx
 
 
-def context_as[C: Context](runtime: Runtime[Any] | None, cls: type[C]) -> C:
-    """The run's context as the workflow's own ``Context`` subclass: defaults when none was given, a mapping
-    validated (unknown keys are an error), a plain :class:`Context` extended with the subclass's defaults."""
+def context_as[C: BaseContext](runtime: Runtime[Any] | None, cls: type[C]) -> C:
+    """The run's context as the workflow's own context class: defaults when none was given, a mapping
+    validated (unknown keys are an error), another workflow's context (e.g. KGoT's, which a caller built)
+    carried over by the fields both have, and its model for the workflow's legacy role (``graph_executor``) as
+    the role's own."""
     ctx: Any = getattr(runtime, "context", None)
     if ctx is None:
         return cls()
     if isinstance(ctx, dict):
-        return cls.from_mapping(ctx)  # type: ignore[return-value]
+        return cls.from_mapping(ctx)
     if isinstance(ctx, cls):
         return ctx
-    if isinstance(ctx, Context):
-        return cls(**{name: getattr(ctx, name) for name in Context.__dataclass_fields__})
+    if isinstance(ctx, BaseContext):
+        shared = {f.name for f in dataclasses.fields(cls)} & {f.name for f in dataclasses.fields(ctx)}
+        values = {name: getattr(ctx, name) for name in shared}
+        values.update({f"{old}_model": getattr(ctx, f"{old}_model") for old in cls.LEGACY_ROLES
+                       if getattr(ctx, f"{old}_model", None) is not None})
+        return cls.from_mapping(values)
     raise TypeError(f"this workflow needs a {cls.__name__}, got {type(ctx).__name__}")
 
 

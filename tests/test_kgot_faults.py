@@ -54,7 +54,8 @@ STEPS = [
 async def test_kgot_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer, tmp_path: Path) -> None:
     """With the samples of a decision in one request (the default on this client) and one request per sample: a
     fault on a request for several samples is met by every sample it stood for."""
-    context = Context(**fault_settings(fault_server), work_dir=str(tmp_path / "work"), max_iterations=3,
+    context = Context(**fault_settings(fault_server, tools=True),
+                      work_dir=str(tmp_path / "work"), max_iterations=3,
                       num_next_steps_decision=3)
     runs = await runs_under_faults(fault_server, kgot, STEPS, {"question": QUESTION}, context)
     assert any(r.body.get("n") == 3 for r in fault_server.chat_requests)
@@ -70,7 +71,7 @@ async def test_kgot_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer
 
 
 def cli(tmp_path: Path, server: FakeOpenAIServer, *args: str) -> int:
-    settings = fault_settings(server)
+    settings = fault_settings(server, tools=True)
     values = [f"--set={k}={v}" for k, v in settings.items() if k not in ("model", "base_url")]
     return main(["--runs-dir", str(tmp_path / "runs"), "ask", QUESTION, "--model", settings["model"],
                  "--base-url", settings["base_url"], "--quiet", *values, *args])

@@ -5,6 +5,7 @@
     kgagents runs                                               list threads with their status
     kgagents show THREAD                                        the final KG, votes, tool calls, writes, usage
     kgagents demo [--workflow W]                                an offline, scripted run of the paper's example
+    kgagents workflows                                          the workflows, one line each
     kgagents tools                                              every tool with its status
     kgagents doctor                                             the models, keys, servers, sandbox and extras
 """
@@ -13,17 +14,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import json
 import sys
-import tempfile
 import time
+import types
+import typing
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.graphs import registry
 
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
@@ -54,18 +57,121 @@ def _parse_value(text: str) -> Any:
 
 
 def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The context fields the user set on the command line (JSON values only, so they can be recorded)."""
+    """The context fields the user set on the command line (JSON values only, so they can be recorded):
+    ``--set key=value``, the flags derived from the workflow's context (:func:`add_context_flags`), and the
+    few a command declares itself (``--model``, ``--base-url``, ``--max-iterations``)."""
     values: dict[str, Any] = {}
     for item in getattr(args, "set", None) or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set takes key=value, got {item!r}")
         values[key.strip()] = _parse_value(value)
-    for field in ("model", "solve_mode", "backend", "answer_formatter", "max_iterations", "base_url"):
+    for name, value in vars(args).items():
+        if name.startswith(CONTEXT_DEST) and value is not None:
+            values[name[len(CONTEXT_DEST):]] = value
+    for field in ("model", "max_iterations", "base_url"):
         value = getattr(args, field, None)
         if value is not None:
             values[field] = value
     return values
+
+
+#: The ``argparse`` destination prefix of the flags derived from a context's fields.
+CONTEXT_DEST = "context__"
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _flag_kind(hint: Any) -> tuple[Callable[[str], Any], tuple[Any, ...] | None, bool]:
+    """``(converter, choices, is_bool)`` for a context field's type (anything else: a JSON value or text)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        if len(args) == 1:
+            convert, choices, is_bool = _flag_kind(args[0])
+
+            def nullable(text: str) -> Any:
+                return None if text.strip().lower() in ("null", "none") else convert(text)
+
+            return nullable, choices, is_bool
+        return _parse_value, None, False
+    if hint is bool:
+        return _parse_bool, None, True
+    if hint in (int, float, str):
+        return hint, None, False
+    if typing.get_origin(hint) is typing.Literal:
+        return str, tuple(str(a) for a in args), False
+    return _parse_value, None, False
+
+
+def add_context_flags(parser: argparse.ArgumentParser, context: type) -> None:
+    """A flag per field of the workflow's ``context`` (``--c-max``, ``--backend``, ...), typed by the field
+    and described by its metadata, for the fields the command has no option of its own for."""
+    from dataclasses import fields
+
+    from kgagents.nodes.context import description_of
+
+    try:
+        hints = typing.get_type_hints(context)
+    except (NameError, TypeError):  # a type only a type checker sees: the fields take JSON values or text
+        hints = {}
+    group = parser.add_argument_group(f"settings of the workflow's context ({context.__name__}; also --set "
+                                      "KEY=VALUE)")
+    for spec in fields(context):
+        flag = "--" + spec.name.replace("_", "-")
+        if flag in parser._option_string_actions:  # noqa: SLF001 - the command's own option wins
+            continue
+        convert, choices, is_bool = _flag_kind(hints.get(spec.name, Any))
+        default = spec.default if spec.default is not dataclasses.MISSING else None
+        help_text = description_of(spec).replace("%", "%%")
+        if default is not None and not callable(default):
+            help_text += f" (default: {default})"
+        names = [flag, "--formatter"] if spec.name == "answer_formatter" else [flag]
+        group.add_argument(*names, dest=CONTEXT_DEST + spec.name, type=convert, choices=choices,
+                           nargs="?" if is_bool else None, const=True if is_bool else None,
+                           metavar=None if choices else spec.name.upper(), help=help_text)
+
+
+def _workflow_in(argv: list[str]) -> tuple[str | None, str | None]:
+    """``(command, workflow)`` as far as ``argv`` tells them before parsing: ``ask``'s ``--workflow W``
+    (``--fusion``: fusion; none: kgot), ``eval``'s positional workflow."""
+    command = next((a for a in argv if a in ("ask", "eval")), None)
+    if command is None:
+        return None, None
+    rest = argv[argv.index(command) + 1:]
+    if command == "eval":
+        return command, next((a for a in rest if not a.startswith("-")), None)
+    for i, arg in enumerate(rest):
+        if arg == "--workflow" and i + 1 < len(rest):
+            return command, rest[i + 1]
+        if arg.startswith("--workflow="):
+            return command, arg.partition("=")[2]
+    return command, "fusion" if any(a == "--fusion" or a.startswith("--fusion=") for a in rest) else "kgot"
+
+
+def refuse_foreign_flags(workflow: str, extras: list[str]) -> None:
+    """Refuse flags the command line has left over: a setting of another workflow's context names the
+    workflow's own settings; anything else is an unknown argument."""
+    flags = [a.partition("=")[0] for a in extras if a.startswith("--")]
+    if not flags:
+        raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
+    from dataclasses import fields
+
+    own = sorted(f.name for f in fields(registry.get(workflow).context))
+    for flag in flags:
+        name = flag[2:].replace("-", "_")
+        owners = [spec.name for spec in registry.workflows()
+                  if name in {f.name for f in fields(spec.context)}]
+        if owners:
+            raise ValueError(f"{flag} does not apply to the {workflow} workflow (it is a setting of "
+                             f"{', '.join(owners)}); the {workflow} workflow's settings: {', '.join(own)}")
+    raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
 
 
 def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] | None = None,
@@ -75,7 +181,7 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
     what to set or install); print the models of every role with their URLs, and what this run cannot do."""
     from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
 
-    models = role_models(values)
+    models = role_models(values, workflow)
     check_backends(values, variants)
     print(models_line(models, grader), file=sys.stderr)
     for note in run_limits(workflow, values, dataset=dataset, graph=graph, grader=grader, scorer=scorer):
@@ -164,25 +270,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
         attachments.append(str(p.resolve()))
     task: dict[str, Any] = {"question": args.question, "attachments": attachments}
     workflow = args.workflow
+    inputs = registry.get(workflow).input_keys()
     if getattr(args, "graph", None):
-        from kgagents.graphs.workflows import load_workflow
-
-        if "graph" not in getattr(load_workflow(workflow).build(), "input_schema", dict).__annotations__:
+        if "graph" not in inputs:
             raise ValueError(f"the {workflow} workflow does not read a static knowledge graph (--graph is for "
-                             "ark and the other graph-exploring workflows)")
+                             f"the workflows whose input has a graph: {_workflows_reading('graph')})")
         task["graph"] = args.graph
     if getattr(args, "page", None) or getattr(args, "query_time", None):
-        if not workflow.startswith("agent-g"):
-            raise ValueError("--page and --query-time are for the agent-g workflows (web pages for their text "
-                             "module)")
+        if "pages" not in inputs:
+            raise ValueError(f"--page and --query-time are for the workflows that read web pages: "
+                             f"{_workflows_reading('pages')}")
         from kgagents.cli.agent_g import pages_from_files
 
         task["pages"] = pages_from_files(args.page or [])
         if args.query_time:
             task["query_time"] = args.query_time
     if getattr(args, "kgot_thread", None):
-        if workflow not in ("rag", "kgot-graphrag"):
-            raise ValueError("--kgot-thread is for the rag and kgot-graphrag baselines (their corpus is that KGoT "
+        if "kgot_thread" not in inputs:
+            raise ValueError(f"--kgot-thread is for {_workflows_reading('kgot_thread')} (their corpus is that KGoT "
                              "run's tool outputs)")
         from kgagents.core.runs import RunRegistry
 
@@ -193,6 +298,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         workflow, task["variants"] = "fusion", variants
     thread_id, state = _run(workflow, args, task, args.thread, values, checkpointer=checkpointer)
     return _print_answer(thread_id, state)
+
+
+def _workflows_reading(key: str) -> str:
+    """The registered workflows whose input has ``key``, for a message."""
+    return ", ".join(spec.name for spec in registry.workflows() if key in spec.input_keys())
 
 
 def _checkpointer(args: argparse.Namespace) -> str | None:
@@ -306,36 +416,15 @@ def _show_kg(args: argparse.Namespace, state: dict[str, Any]) -> int:
 
 @command("demo")
 def cmd_demo(args: argparse.Namespace) -> int:
-    from kgagents.nodes.context import Context
+    """An offline, scripted run of the workflow's example (its spec's demo)."""
+    return int(registry.demo_of(args.workflow)(args))
 
-    if args.workflow == "ark":
-        from kgagents.cli.ark import run_demo
 
-        return run_demo(args)
-    if args.workflow == "grounded":
-        from kgagents.cli.grounded import run_demo as run_grounded_demo
-
-        return run_grounded_demo(args)
-    if args.workflow == "agent-g":
-        from kgagents.cli.agent_g import run_demo as run_agent_g_demo
-
-        return run_agent_g_demo(args)
-    if args.workflow != "kgot":
-        raise ValueError(f"no demo for workflow {args.workflow!r}")
-    from kgagents.tools.kg.stores import backend_language
-
-    suffix = {"python": ""}.get(backend_language(args.backend), f"_{backend_language(args.backend)}")
-    script = resources.files("kgagents") / "data" / f"demo_kgot_figure9{suffix}.json"
-    question = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the "
-                "third and fifth integers of the sorted list.")
-    print("Scripted demo: the KGoT paper's Figure 9 task, run through the real graph, knowledge graph, sandbox and "
-          "SQLite checkpoints with a scripted chat model (no LLM is called).", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, resources.as_file(script) as path:
-        values = {"model": f"scripted:{path}", "backend": args.backend, "num_next_steps_decision": 5}
-        args.runs_dir = args.runs_dir or tmp
-        ctx = Context.from_mapping({**values, "work_dir": str(Path(tmp) / "work")})
-        thread_id, state = _run("kgot", args, {"question": question}, None, values, context_override=ctx)
-        print(state.get("final_answer", "(no answer)"))
+@command("workflows")
+def cmd_workflows(args: argparse.Namespace) -> int:
+    """Every registered workflow with its one-line description, and whether it has a demo."""
+    for spec in registry.workflows():
+        print(f"{spec.name:24} {spec.description}{'' if spec.demo is None else '  (demo)'}")
     return 0
 
 
@@ -349,7 +438,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``kgagents`` parser; ``ask`` and ``eval`` take the flags of the workflow ``argv`` names (kgot's for
+    ``ask`` without one)."""
     parser = argparse.ArgumentParser(prog="kgagents", description="Knowledge-graph reasoning agents.")
     parser.add_argument("--runs-dir", help="where checkpoints and the run registry live (KGAGENTS_RUNS_DIR)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -364,13 +455,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--query-time", help="agent-g: when the question is asked (CRAG: mm/dd/yyyy, hh:mm:ss PT)")
     ask.add_argument("--preset", help="a named context of the workflow (e.g. grounded: tot-agent-select)")
     ask.add_argument("--thread", help="thread id (default: a new one)")
-    ask.add_argument("--workflow", default="kgot")
-    ask.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
-    ask.add_argument("--base-url", help="an OpenAI-compatible server for the model")
-    ask.add_argument("--solve-mode", choices=["query", "direct"])
-    ask.add_argument("--backend", help="task-KG backend (default networkx)")
-    ask.add_argument("--formatter", dest="answer_formatter", choices=["gaia", "default"])
-    ask.add_argument("--max-iterations", type=int)
+    ask.add_argument("--workflow", default="kgot", choices=registry.names(),
+                     help="the workflow (default kgot); its context's settings are this command's flags "
+                          "below (`kgagents ask --workflow W --help` lists W's)")
     ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
     ask.add_argument("--checkpointer", metavar="URL",
@@ -399,8 +486,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--snapshot", type=int, metavar="N", help="with --kg: the KG after write N (or fusion variant N)")
     show.add_argument("--out", metavar="FILE", help="with --kg: where to write (html default: kg-THREAD.html)")
 
+    sub.add_parser("workflows", help="list the workflows with a line on each")
+
     demo = sub.add_parser("demo", help="an offline, scripted run")
-    demo.add_argument("--workflow", default="kgot")
+    demo.add_argument("--workflow", default="kgot", help="a workflow with a demo (`kgagents workflows` marks them)")
     demo.add_argument("--backend", default="networkx")
     demo.add_argument("--strategy", choices=["cot", "tot", "got"], help="grounded: the reasoning strategy (tot)")
     demo.add_argument("--interaction", choices=["agent", "explore"], help="grounded: the interaction method (agent)")
@@ -409,13 +498,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tools", help="list the tools and whether they can be used here")
     for module in COMMAND_MODULES:
         importlib.import_module(module).add_commands(sub, command)
+    name, workflow = _workflow_in(list(sys.argv[1:] if argv is None else argv))
+    if name is not None and workflow in registry.SPECS:
+        add_context_flags(sub.choices[name], registry.get(workflow).context)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args, extras = parser.parse_known_args(argv)
     try:
+        if extras:
+            refuse_foreign_flags(_workflow_in(argv)[1] or "kgot", extras)
         return _commands[args.command](args)
     except ConfigurationError as exc:
         print(f"kgagents: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``python -m kgagents.cli``: the command line."""
+"""``python -m kgagents.cli``: the ``kgagents`` command."""
 
 from kgagents.cli import main
 

@@ -75,13 +75,13 @@ def run_eval(args: argparse.Namespace) -> int:
     from kgagents.evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
     from kgagents.core.usage import format_cost
     from kgagents.cli import context_values_from_args
-    from kgagents.nodes.ark import ArkContext
+    from kgagents.nodes.ark import ROLE, ArkContext
     from kgagents.nodes.models import configured_model_string
 
     values = context_values_from_args(args)
     ctx = ArkContext.from_mapping({**values, **({"temperature": args.temperature} if args.temperature is not None
                                                 else {})})
-    configured_model_string("graph_executor", ctx)  # fails early, naming the variables to set
+    configured_model_string(ROLE, ctx)  # fails early, naming the variables to set
     if args.runs < 1:
         raise ValueError("--runs must be at least 1")
     temp = "default" if args.temperature is None else f"{args.temperature:g}"

@@ -30,7 +30,8 @@ DEFAULT_RESULTS_DIR = Path(".eval-results")
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
     """Add ``eval`` and ``report`` to the ``kgagents`` parser."""
     ev = sub.add_parser("eval", help="evaluate a workflow on a dataset (concurrent, resumable)")
-    ev.add_argument("workflow", help="kgot, zeroshot, rag, ...")
+    ev.add_argument("workflow", help="the workflow (`kgagents workflows` lists them); its context's settings are "
+                                     "this command's flags (`kgagents eval W --dataset D --help` lists W's)")
     ev.add_argument("--dataset", required=True, help="gaia, simpleqa, ... (see docs/evals.md)")
     ev.add_argument("--data", help="the dataset's local files (GAIA folder, SimpleQA CSV, ...); "
                                    "default for cr-lt and colota: the copy that ships with kgagents")

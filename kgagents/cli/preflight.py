@@ -15,22 +15,24 @@ import os
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from kgagents.core.config import ROLES, get_settings
+from kgagents.core.config import get_settings
 from kgagents.core.endpoints import describe_model
 
 #: Workflows whose tool executor may search the web (KGoT's tools; their baselines that run KGoT's loop).
 TOOL_WORKFLOWS = ("kgot", "fusion", "kgot-nokg")
 
 
-def role_models(values: dict[str, Any]) -> dict[str, Any]:
-    """The chat model of every role for a run with the context ``values`` (a clear error when none is
-    configured, or when a provider's extra or key is missing)."""
-    from kgagents.nodes.context import Context
+def role_models(values: dict[str, Any], workflow: str = "kgot") -> dict[str, Any]:
+    """The chat model of every role of ``workflow`` (its context's ``ROLES``) for a run with the context
+    ``values``, resolved once: the run finds the same clients (a clear error when none is configured, or when
+    a provider's extra or key is missing)."""
+    from kgagents.graphs.registry import get
     from kgagents.nodes.models import resolve_model
 
-    ctx = Context.from_mapping({k: v for k, v in values.items() if k in Context.__dataclass_fields__})
-    return {role: resolve_model(ctx, role, temperature=ctx.tools_temperature if role == "tools" else None)
-            for role in ROLES}
+    ctx = get(workflow).make_context(values)
+    tools_temperature = getattr(ctx, "tools_temperature", None)
+    return {role: resolve_model(ctx, role, temperature=tools_temperature if role == "tools" else None)
+            for role in ctx.ROLES}
 
 
 def models_line(models: dict[str, Any], grader: Any = None) -> str:
@@ -74,9 +76,9 @@ OPTIONAL_GRADER = {"grbench": "the answers get Rouge-L only; GPT4Score and accur
 
 
 def _context_fields(workflow: str) -> set[str]:
-    from kgagents.graphs.workflows import load_workflow
+    from kgagents.graphs.registry import get
 
-    schema = load_workflow(workflow).build().context_schema
+    schema = get(workflow).context
     return {f.name for f in fields(schema)} if is_dataclass(schema) else set()
 
 

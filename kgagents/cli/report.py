@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from kgagents.core.usage import format_cost, sum_costs, total_tokens
+from kgagents.graphs import registry
 
 
 def _usage_lines(usage: dict[str, Any]) -> list[str]:
@@ -198,17 +199,11 @@ def format_kg_rag(state: dict[str, Any]) -> list[str]:
             str(state.get("context", ""))[:4000]]
 
 
-FORMATTERS = {"kgot": format_kgot, "ark": format_ark, "fusion": format_fusion, "grounded": format_grounded,
-              "text-rag": format_kg_rag, "graph-rag": format_kg_rag, "agent-g": format_agent_g,
-              **{f"agent-g-{b}": format_agent_g for b in ("cot", "text-rag", "graph-rag", "hybrid-rag",
-                                                            "corrective-rag", "react")}}
-
-
 def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes: tuple[str, ...] = ()) -> str:
     status = "finished" if not next_nodes else f"interrupted (next: {', '.join(next_nodes)})"
     lines = [f"Thread {thread_id} ({workflow}), {status}", f"Question: {state.get('question', '')}",
              f"Answer: {state.get('final_answer', '(none yet)')}", ""]
-    formatter = FORMATTERS.get(workflow)
+    formatter = registry.formatter_of(workflow) if workflow in registry.SPECS else None
     if formatter:
         lines += formatter(state)
     failures = _failure_lines(state.get("failures") or [])

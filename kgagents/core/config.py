@@ -15,9 +15,13 @@ from urllib.parse import urlparse
 
 from dotenv import load_dotenv
 
-#: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool
-#: executor; tools (LLM tool, surfer agent, text inspector, ...) have their own model.
-ROLES = ("graph_executor", "tool_executor", "tools")
+#: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool executor;
+#: tools (LLM tool, surfer agent, text inspector, ...) have their own model. ARK-V1's agent, grounded
+#: reasoning's reasoner and Agent-G have one role each (each workflow's context lists its own: ``ROLES``).
+ROLES = ("graph_executor", "tool_executor", "tools", "ark_agent", "reasoner", "agent_g")
+#: Roles that were called by another name before: ``KGAGENTS_<ROLE>_MODEL`` unset, the old name's variable is
+#: read.
+ROLE_FALLBACKS = {"ark_agent": "graph_executor", "reasoner": "graph_executor", "agent_g": "graph_executor"}
 
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 
@@ -84,7 +88,7 @@ class Settings:
         """The ``provider:model`` string configured for ``role`` (role override, then the default)."""
         if role not in ROLES:
             raise ValueError(f"unknown model role {role!r}; expected one of {', '.join(ROLES)}")
-        return self.role_models.get(role) or self.model
+        return self.role_models.get(role) or self.role_models.get(ROLE_FALLBACKS.get(role, "")) or self.model
 
 
 #: The variables the settings were last read from, and that snapshot (see :func:`get_settings`).
@@ -170,7 +174,8 @@ MODEL_VARIABLES_HELP = (
     "  KGAGENTS_MODEL=ollama:qwen2.5:7b          (a local Ollama server)\n"
     "  KGAGENTS_MODEL=<model> and KGAGENTS_BASE_URL=http://host:port/v1 (any OpenAI-compatible server:\n"
     "      vLLM, llama.cpp, LM Studio; KGAGENTS_API_KEY if it needs one)\n"
-    "Per-role overrides: KGAGENTS_GRAPH_EXECUTOR_MODEL, KGAGENTS_TOOL_EXECUTOR_MODEL, KGAGENTS_TOOLS_MODEL.\n"
+    "Per-role overrides: KGAGENTS_GRAPH_EXECUTOR_MODEL, KGAGENTS_TOOL_EXECUTOR_MODEL, KGAGENTS_TOOLS_MODEL\n"
+    "  (KGoT); KGAGENTS_ARK_AGENT_MODEL, KGAGENTS_REASONER_MODEL (grounded), KGAGENTS_AGENT_G_MODEL.\n"
     "Put them in the environment or in a .env file (see .env.example)."
 )
 

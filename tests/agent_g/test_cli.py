@@ -50,7 +50,7 @@ def test_ask_with_pages_then_show(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["ask", "Q?", "--page", "x.html"], "--page and --query-time are for the agent-g workflows"),
+    (["ask", "Q?", "--page", "x.html"], "--page and --query-time are for the workflows that read web pages: agent-g,"),
     (["ask", "Q?", "--workflow", "agent-g", "--page", "no-such.html"], "page not found: no-such.html"),
 ])
 def test_clear_errors(argv, message, tmp_path, capsys):

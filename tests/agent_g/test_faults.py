@@ -20,7 +20,8 @@ STEPS = [decide("\\d", entities=[("Ivermectin", "drug")], relations=["indication
 async def test_agent_g_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer, prime: str) -> None:
     context = AgentGContext(**fault_settings(fault_server), task="generation", max_iterations=3)
     runs = await runs_under_faults(fault_server, agent_g, STEPS,
-                                   {"question": "What does Ivermectin treat?", "graph": prime}, context)
+                                   {"question": "What does Ivermectin treat?", "graph": prime}, context,
+                                   seeds=(4, 5, 6))  # fault patterns that meet every kind of fault
 
     assert_clean_ends(runs)
     for run in runs:

@@ -93,7 +93,7 @@ def test_registered_as_workflows_and_served_without_a_checkpointer():
     import kgagents.graphs.baselines as module
     for name, workflow in {"rag": rag, "kgot-graphrag": graphrag, "kgot-nokg": nokg}.items():
         attribute = served[name].rpartition(":")[2]
-        assert served[name].startswith("kgagents.graphs.baselines:")
+        assert served[name] == workflow.served and served[name].startswith("kgagents.graphs.baselines:")
         exported = getattr(module, attribute)
         assert exported.checkpointer is None and exported.name == workflow.name
 
@@ -455,4 +455,4 @@ def test_cli_ask_rag_over_a_kgot_run(tmp_path, capsys):
     assert main([*runs, "ask", "Question Q7: what is it?", "--workflow", "rag", "--kgot-thread", "k1", *common]) == 0
     assert capsys.readouterr().out.strip() == "seven"
     assert main([*runs, "ask", "Question Q7?", "--workflow", "zeroshot", "--kgot-thread", "k1", *common]) == 2
-    assert "--kgot-thread is for the rag and kgot-graphrag baselines" in capsys.readouterr().err
+    assert "--kgot-thread is for rag, kgot-graphrag" in capsys.readouterr().err

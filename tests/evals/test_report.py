@@ -138,7 +138,7 @@ async def test_a_fuzzed_evaluation_reports_its_degraded_items(tmp_path):
     with FakeOpenAIServer() as server:
         server.answer_with(FaultPolicy(script_responder(kgot_direct_steps(answers)), rate=0.3, seed=5,
                                        kinds=("500", "429", "truncated", "not_json", "schema")))
-        values = {**fault_settings(server), **FAST, "num_next_steps_decision": 3}
+        values = {**fault_settings(server, tools=True), **FAST, "num_next_steps_decision": 3}
         result = await evaluate(EvalOptions(workflow="kgot", out_dir=tmp_path / "fuzzed", progress=False,
                                             context_values=values, concurrency=4), tiny_gaia(8))
     records = read_results(tmp_path / "fuzzed")

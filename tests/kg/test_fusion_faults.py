@@ -20,7 +20,8 @@ STEPS = [*fusion_steps(), S.step(S.FORCED, times=0, structured={"solution": "the
 
 
 async def test_fusion_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer, tmp_path: Path) -> None:
-    context = Context(**fault_settings(fault_server), work_dir=str(tmp_path / "work"), max_iterations=3,
+    context = Context(**fault_settings(fault_server, tools=True),
+                      work_dir=str(tmp_path / "work"), max_iterations=3,
                       num_next_steps_decision=3, max_final_solution_parsing=2, recursion_limit=300)
     runs = await runs_under_faults(fault_server, fusion, STEPS, {"question": QUESTION, "variants": VARIANTS},
                                    context)
