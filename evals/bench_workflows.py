@@ -40,6 +40,7 @@ from uuid import UUID
 
 from kgagents.evals.datasets import Dataset, load_dataset
 from kgagents.evals.latency_server import LatencyServer
+from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 
@@ -282,7 +283,6 @@ async def batch(bench: WorkflowBench, base_url: str, data: Dataset, root: Path, 
 async def profile(bench: WorkflowBench, base_url: str, data: Dataset, root: Path, concurrency: int,
                   waves: int) -> dict[str, Any]:
     """One batch run under cProfile: CPU per item by component (the KGoT benchmark's attribution)."""
-    from kgagents.evals.bench_batch import cpu_shares, profiled
 
     n = concurrency * waves
     one = dataclasses.replace(data, items=data.items[:1])
@@ -379,7 +379,6 @@ async def run_workflow_benchmark(workflow: str, *, dataset: str | None = None, p
 
 def workflow_markdown(result: dict[str, Any]) -> str:
     """The tables of :func:`run_workflow_benchmark`."""
-    from kgagents.evals.bench_batch import profile_markdown
 
     latency = result["latency_s"]
     head = (f"Workflow `{result['workflow']}` on `{result['dataset']}`"

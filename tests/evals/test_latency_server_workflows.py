@@ -163,7 +163,7 @@ async def test_the_benchmark_runs_a_workflow_to_its_end(workflow, dataset):
 
 
 def test_the_profile_names_embedding_and_page_parsing_apart_from_the_standard_library():
-    from kgagents.evals.bench_batch import component
+    from kgagents.evals.profiling import component
 
     assert component("/v/lib/python3.12/site-packages/torch/nn/functional.py", "linear").startswith("embeddings")
     assert component("/v/lib/python3.12/site-packages/bs4/element.py", "find").startswith("embeddings")
