@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.evals import event_loop
+from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
@@ -458,8 +459,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
     if args.workflow != "kgot":
-        from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
-
         if args.model_path != ["http"] or args.processes != 1:
             parser.error(f"--workflow {args.workflow} runs through the http model path in one process")
         measured = event_loop.run(run_workflow_benchmark(

@@ -28,19 +28,27 @@ What it measures, side by side in one run:
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import platform
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, load_dataset
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
+from kgagents.evals.runner import EvalOptions, evaluate
+from kgagents.graphs.workflows import preset
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 
@@ -155,6 +163,7 @@ class WorkflowBench:
         path = None
         if self.dataset.startswith("stark"):
             try:
+                # the STaRK-shaped fixture ships with the tests, not the package
                 from tests.agent_g.stark_fixtures import write_all
             except ImportError as exc:
                 raise ValueError("the STaRK-shaped fixture is written by tests/agent_g/stark_fixtures.py: run the "
@@ -167,7 +176,6 @@ class WorkflowBench:
 
     def context_values(self, base_url: str) -> dict[str, Any]:
         """The runs' context values: the preset's, the benchmark's, the latency server as the model."""
-        from kgagents.graphs.workflows import preset
 
         return {**(preset(self.workflow, self.preset) if self.preset else {}), **self.values,
                 "model": MODEL, "base_url": base_url}
@@ -216,7 +224,6 @@ async def run_items(bench: WorkflowBench, base_url: str, data: Dataset, concurre
                     trace: CallTrace | None = None) -> dict[str, Any]:
     """The items of ``data`` through the evaluation runner at ``concurrency`` (a fresh output folder), with their
     model calls recorded in ``trace``; an item that fails is an error (the benchmark measures finished runs)."""
-    from kgagents.evals.runner import EvalOptions, evaluate
 
     shutil.rmtree(out, ignore_errors=True)
     options = EvalOptions(workflow=bench.workflow, out_dir=out, concurrency=concurrency, progress=False,
@@ -294,7 +301,6 @@ def _rss_bytes() -> int:
     try:
         return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
-        import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
@@ -302,7 +308,6 @@ def _rss_bytes() -> int:
 async def memory_child(bench: WorkflowBench, base_url: str, concurrency: int) -> dict[str, Any]:
     """In a fresh process: one warm-up item (imports, the static graph, the embedder), then ``concurrency``
     items at once; the resident memory before them and its peak while they run (sampled every 5 ms)."""
-    import threading
 
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-mem-"))
     try:
@@ -331,8 +336,6 @@ async def memory_child(bench: WorkflowBench, base_url: str, concurrency: int) ->
 
 def memory(bench: WorkflowBench, base_url: str, concurrency: int) -> dict[str, Any]:
     """:func:`memory_child` at 1 and at ``concurrency``, each in a process of its own: their peaks' ratio."""
-    import json
-    import subprocess
 
     rows = []
     for c in (1, concurrency):
@@ -354,7 +357,6 @@ async def run_workflow_benchmark(workflow: str, *, dataset: str | None = None, p
                                  sequential_items: int = 4, single_items: int = 3, profile_c: int | None = None,
                                  memory_c: int | None = None) -> dict[str, Any]:
     """Everything above for one workflow, in one run against one latency server (see the module docstring)."""
-    import platform
 
     bench = bench_for(workflow, dataset, preset)
     os.environ[STAGE_HEADER_VARIABLE] = "1"  # the server routes the runs by the calls' stages
@@ -409,9 +411,7 @@ def workflow_markdown(result: dict[str, Any]) -> str:
 
 
 def _memory_child_main(argv: list[str]) -> int:
-    import json
 
-    from kgagents.evals import event_loop
 
     workflow, dataset, preset, concurrency, base_url = argv
     os.environ[STAGE_HEADER_VARIABLE] = "1"
