@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 import asyncio
 import importlib
 import json
@@ -246,10 +247,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     record = _known_run(args)
     state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread, _checkpointer(args)))
-    if args.kg and record.workflow == "grounded":
-        return _show_thought_graph(args, state)
     if args.kg:
-        return _show_kg(args, state)
+        return _show_view(args, record.workflow, state)
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
     else:
@@ -257,15 +256,34 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_thought_graph(args: argparse.Namespace, state: dict[str, Any]) -> int:
-    """``show --kg`` of a grounded run: its thought graph (HTML page, or JSON lines with ``--format json``)."""
-    from kgagents.cli.kgview import render_html
-    from kgagents.nodes.grounded import thought_graph
+def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -> int:
+    """``show --kg``: the run's picture as a self-contained HTML page, or (``--format json``) its graph as JSON
+    lines — KGoT's task KG (after each write), grounded's thought graph, ARK-V1's explored subgraph, Agent-G's
+    retrieval."""
+    from kgagents.cli import kgview
     from kgagents.tools.kg.base import snapshot_to_jsonl
 
-    graph = thought_graph(state)  # type: ignore[arg-type]
-    if not graph["nodes"]:
-        raise ValueError(f"thread {args.thread} has no thought graph yet")
+    title = f"thread {args.thread}"
+    question = str(state.get("question", ""))
+    if workflow == "grounded":
+        from kgagents.nodes.grounded import thought_graph
+
+        graph, default = thought_graph(state), f"thoughts-{args.thread}.html"  # type: ignore[arg-type]
+        if not graph["nodes"]:
+            raise ValueError(f"thread {args.thread} has no thought graph yet")
+        page = partial(kgview.render_thought_graph, graph, title=f"Thought graph of {title}", subtitle=question)
+    elif workflow == "ark":
+        graph, default = kgview.ark_graph(state), f"explored-{args.thread}.html"
+        page = partial(kgview.render_ark, state, title=f"What ARK-V1 explored in {title}")
+    elif workflow.startswith("agent-g") and state.get("iterations"):
+        graph, default = kgview.agent_g_graph(state), f"retrieval-{args.thread}.html"
+        page = partial(kgview.render_agent_g, state, title=f"What Agent-G retrieved in {title}")
+    else:
+        graphs = kgview.kgot_graphs(state, snapshot=args.snapshot)
+        if not graphs:
+            raise ValueError(f"thread {args.thread} has no knowledge graph yet")
+        graph, default = graphs[-1][1], f"kg-{args.thread}.html"
+        page = partial(kgview.render_html, graphs, title=f"Knowledge graph of {title}", subtitle=question)
     if args.format == "json":
         text = snapshot_to_jsonl(graph)  # type: ignore[arg-type]
         if args.out:
@@ -274,32 +292,8 @@ def _show_thought_graph(args: argparse.Namespace, state: dict[str, Any]) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    out = Path(args.out or f"thoughts-{args.thread}.html")
-    out.write_text(render_html([("thought graph", graph)], title=f"Thought graph of thread {args.thread}",  # type: ignore[list-item]
-                               subtitle=state.get("question", "")), encoding="utf-8")
-    print(out)
-    return 0
-
-
-def _show_kg(args: argparse.Namespace, state: dict[str, Any]) -> int:
-    """``show --kg``: the run's KG as a self-contained HTML page, or (``--format json``) as JSON lines."""
-    from kgagents.cli.kgview import kgot_graphs, render_html
-    from kgagents.tools.kg.base import snapshot_to_jsonl
-
-    graphs = kgot_graphs(state, snapshot=args.snapshot)
-    if not graphs:
-        raise ValueError(f"thread {args.thread} has no knowledge graph yet")
-    if args.format == "json":
-        text = snapshot_to_jsonl(graphs[-1][1])
-        if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
-            print(args.out)
-        else:
-            sys.stdout.write(text)
-        return 0
-    out = Path(args.out or f"kg-{args.thread}.html")
-    out.write_text(render_html(graphs, title=f"Knowledge graph of thread {args.thread}",
-                               subtitle=state.get("question", "")), encoding="utf-8")
+    out = Path(args.out or default)
+    out.write_text(page(), encoding="utf-8")
     print(out)
     return 0
 
