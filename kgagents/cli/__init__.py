@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-from functools import partial
 import asyncio
 import importlib
 import json
@@ -20,11 +19,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kgagents.cli import replay
 from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.replay import ReplayFailed
 
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
@@ -403,13 +405,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tools", help="list the tools and whether they can be used here")
     for module in COMMAND_MODULES:
         importlib.import_module(module).add_commands(sub, command)
+    for name in replay.RECORDED_COMMANDS:
+        replay.add_arguments(sub.choices[name], name)
+    replay.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
+        if args.command == "replay":
+            return replay.cmd_replay(args, _runs_dir(args), parser.parse_args, _commands)
+        if args.command in replay.RECORDED_COMMANDS:
+            return replay.run_recorded(args, argv, _runs_dir(args), _commands[args.command])
         return _commands[args.command](args)
     except ConfigurationError as exc:
         print(f"kgagents: {exc}", file=sys.stderr)
@@ -417,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"kgagents: error: {exc}", file=sys.stderr)
         return 2
+    except ReplayFailed as exc:
+        print(f"kgagents: {exc}", file=sys.stderr)
+        return 1
     except RunFailed as exc:
         print(f"kgagents: {exc}", file=sys.stderr)
         return 1
