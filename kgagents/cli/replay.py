@@ -21,6 +21,7 @@ import os
 import sqlite3
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from importlib import metadata
@@ -46,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
                         help="a persistent SQLite cache of model replies across runs (default KGAGENTS_CACHE; off)")
     parser.add_argument("--cache-sampled", action="store_true",
                         help="with --cache: also serve sampled calls (temperature > 0) from the cache")
+    if command == "eval":
+        parser.add_argument("--bundle", metavar="FILE.zip",
+                            help="afterwards, pack the results, the recording (with --record), the settings, the "
+                                 "package versions and the data fingerprint into one archive for `kgagents report` "
+                                 "/ `kgagents replay` on another machine")
 
 
 def add_parser(sub: Any) -> None:
@@ -54,6 +60,8 @@ def add_parser(sub: Any) -> None:
                          description=__doc__.split("\n\n")[0])
     rep.add_argument("target", metavar="THREAD|DIR", help="a recorded thread id, or a recorded evaluation's folder")
     rep.add_argument("--into", metavar="THREAD|DIR", help="where the replay goes (default THREAD-replay / DIR/replay)")
+    rep.add_argument("--data", metavar="PATH",
+                     help="an evaluation's data files on this machine (instead of the recorded --data path)")
 
 
 def recording_path(args: argparse.Namespace, runs_dir: Path) -> Path:
@@ -93,8 +101,8 @@ def versions() -> dict[str, str]:
 
 
 def recorded_argv(argv: list[str], args: argparse.Namespace) -> list[str]:
-    """The command a replay runs: the recorded one without ``--record``/``--cache`` and with its thread id
-    (ask) written out, so that the replay can choose its own."""
+    """The command a replay runs: the recorded one without ``--record``, ``--cache``, ``--bundle`` and the
+    thread id (the replay chooses its own)."""
     out, skip = [], False
     for token in argv:
         if skip:
@@ -102,10 +110,10 @@ def recorded_argv(argv: list[str], args: argparse.Namespace) -> list[str]:
             continue
         if token in ("--record", "--cache-sampled"):
             continue
-        if token in ("--cache", "--thread"):
+        if token in ("--cache", "--thread", "--bundle"):
             skip = True
             continue
-        if token.startswith(("--cache=", "--thread=")):
+        if token.startswith(("--cache=", "--thread=", "--bundle=")):
             continue
         out.append(token)
     return out
@@ -130,6 +138,8 @@ def run_recorded(args: argparse.Namespace, argv: list[str], runs_dir: Path,
             code = command(args)
             print(f"recorded {len(recording)} model exchange(s) in {path} (kgagents replay "
                   f"{args.thread if args.command == 'ask' else args.out})", file=sys.stderr)
+            recording.close()
+            _bundle_if_asked(args, argv)
             return code
         if getattr(args, "cache", None):
             cache = Recording(Path(args.cache), "cache", cache_sampled=args.cache_sampled)
@@ -137,8 +147,11 @@ def run_recorded(args: argparse.Namespace, argv: list[str], runs_dir: Path,
             stack.enter_context(using(cache))
             code = command(args)
             print(f"cache {args.cache}: {cache.hits} reply(ies) served, {cache.misses} new", file=sys.stderr)
+            _bundle_if_asked(args, argv)
             return code
-        return command(args)
+        code = command(args)
+        _bundle_if_asked(args, argv)
+        return code
 
 
 def _free(name: str, exists: Callable[[str], bool]) -> str:
@@ -154,6 +167,10 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
                commands: dict[str, Callable[[argparse.Namespace], int]]) -> int:
     """``kgagents replay THREAD|DIR``: see the module docstring."""
     target = Path(args.target)
+    if target.is_file() and zipfile.is_zipfile(target):
+        target = unpack_bundle(target, Path(args.into) if args.into else None)
+        args.into = None
+        print(f"bundle unpacked into {target}", file=sys.stderr)
     path = target / RECORDING_NAME if target.is_dir() else runs_dir / "recordings" / f"{args.target}.sqlite"
     if not path.is_file():
         raise ValueError(f"no recording for {args.target!r} (looked for {path}; record with `kgagents ask ... "
@@ -168,7 +185,9 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
         argv += ["--thread", into]
     else:
         into = args.into or _free(str(target / "replay"), lambda d: Path(d).exists())
-        argv = _with_out(argv, into)
+        argv = _with_option(argv, "--out", into)
+        if args.data:
+            argv = _with_option(argv, "--data", args.data)
     replayed = parse(argv)
     recording = Recording(path, "replay")
     try:
@@ -190,19 +209,74 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
     return code
 
 
-def _with_out(argv: list[str], out: str) -> list[str]:
+def _with_option(argv: list[str], option: str, value: str) -> list[str]:
+    """``argv`` with ``option`` set to ``value`` (replacing what it had)."""
     result, skip = [], False
     for token in argv:
         if skip:
             skip = False
             continue
-        if token == "--out":
+        if token == option:
             skip = True
             continue
-        if token.startswith("--out="):
+        if token.startswith(option + "="):
             continue
         result.append(token)
-    return [*result, "--out", out]
+    return [*result, option, value]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evaluation bundles
+# --------------------------------------------------------------------------------------------------------------
+BUNDLE_INFO = "bundle.json"
+BUNDLED_SUFFIXES = (".jsonl", ".json", ".md", ".png", ".sqlite")
+"""What a bundle takes from a results folder: results, manifest, reports, plots, the recording (not the
+checkpoints: they hold every state of every item and a replay makes its own)."""
+
+
+def _bundle_if_asked(args: argparse.Namespace, argv: list[str]) -> None:
+    if getattr(args, "bundle", None):
+        if not getattr(args, "out", None):
+            raise ValueError("eval --bundle needs --out DIR: the bundle packs that folder")
+        path = write_bundle(Path(args.out), Path(args.bundle), recorded_argv(argv, args))
+        print(f"bundle: {path}", file=sys.stderr)
+
+
+def write_bundle(results: Path, bundle: Path, argv: list[str]) -> Path:
+    """Pack a results folder into ``bundle`` (a zip): its results, manifest (settings and the data
+    fingerprint), reports and plots, its recording if it has one, and ``bundle.json`` (the command, the
+    package versions, what the bundle holds)."""
+    from kgagents.evals.runner import MANIFEST_FILE
+
+    if not (results / MANIFEST_FILE).is_file():
+        raise ValueError(f"{results} is not an evaluation's results folder (no {MANIFEST_FILE})")
+    files = sorted(p for p in results.iterdir() if p.is_file() and p.suffix in BUNDLED_SUFFIXES
+                   and not p.name.startswith("checkpoints"))
+    manifest = json.loads((results / MANIFEST_FILE).read_text(encoding="utf-8"))
+    info = {"argv": argv, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions(),
+            "data_fingerprint": manifest.get("data_fingerprint"), "files": [p.name for p in files],
+            "replayable": (results / RECORDING_NAME).is_file()}
+    bundle.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in files:
+            archive.write(path, path.name)
+        archive.writestr(BUNDLE_INFO, json.dumps(info, indent=2, ensure_ascii=False))
+    return bundle
+
+
+def unpack_bundle(bundle: Path, into: Path | None = None) -> Path:
+    """Unpack ``bundle`` into ``into`` (default: a folder named after it, beside it); returns the folder."""
+    folder = into or bundle.with_suffix("")
+    with zipfile.ZipFile(bundle) as archive:
+        names = archive.namelist()
+        if BUNDLE_INFO not in names:
+            raise ValueError(f"{bundle} is not a kgagents evaluation bundle (no {BUNDLE_INFO})")
+        unsafe = [n for n in names if Path(n).name != n]
+        if unsafe:
+            raise ValueError(f"{bundle} holds paths outside its folder: {unsafe[:3]}")
+        folder.mkdir(parents=True, exist_ok=True)
+        archive.extractall(folder)
+    return folder
 
 
 def _compare_runs(runs_dir: Path, recorded: str, replayed: str) -> list[str]:

@@ -39,3 +39,35 @@ def test_eval_record_needs_a_results_folder(tmp_path, capsys):
     assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", "scripted:x.json",
                  "--record"]) == 2
     assert "eval --record needs --out DIR" in capsys.readouterr().err
+
+
+def test_a_bundle_reports_and_replays_on_another_machine(tmp_path, capsys):
+    data = simpleqa_csv(tmp_path / "simpleqa.csv")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "cli", "steps": [
+        S.step(GRADER + ".*Predicted answer: Paris", content="A"), S.step(GRADER, content="B", times=0),
+        *kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "Milan"})]}))
+    out, bundle = tmp_path / "run", tmp_path / "share" / "run.zip"
+    assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
+                 "--out", str(out), "--no-progress", "--record", "--bundle", str(bundle),
+                 "--set", "solve_mode=direct", "--set", "num_next_steps_decision=2",
+                 "--set", "max_final_solution_parsing=1"]) == 0
+    assert f"bundle: {bundle}" in capsys.readouterr().err
+
+    # another machine: the bundle and its own copy of the data, no results folder, no model
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved_bundle, moved_data = elsewhere / "run.zip", elsewhere / "data.csv"
+    bundle.rename(moved_bundle)
+    data.rename(moved_data)
+    import shutil
+
+    shutil.rmtree(out)
+    script.write_text(json.dumps({"name": "cli", "steps": []}))
+    assert main(["report", str(moved_bundle), "--out", str(elsewhere / "report")]) == 0
+    report = (elsewhere / "report" / "report.md").read_text()
+    assert "| simpleqa | 3 | 1 | 33.3% |" in report, report[:600]
+    assert main(["replay", str(moved_bundle), "--data", str(moved_data)]) == 0
+    err = capsys.readouterr().err
+    assert "identical" in err, err[-2000:]
+    assert (elsewhere / "run" / "replay" / "results.jsonl").is_file()
