@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -297,27 +298,74 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i][0])
 
 
-def plot_pareto(runsets: list[RunSet], path: Path) -> Path:
+@dataclass
+class ParetoPoint:
+    """One point of the solved-vs-cost plot: ``cost`` is None when no part of it is known (drawn apart, in a
+    "cost unknown" column, never at $0); ``partial`` when only part is known (drawn at the known part, a lower
+    bound, and said so in its label)."""
+
+    label: str
+    cost: float | None
+    solved: int
+    partial: bool = False
+
+
+def pareto_points(runsets: Sequence[RunSet]) -> list[ParetoPoint]:
+    """The plot's points: each directory, and each fusion run's ideal fusion (it costs what the run cost)."""
+    points = []
+    for rs in runsets:
+        total = rs.cost_total
+        known = total.known_usd if (total.unknown == 0 or total.known_usd > 0) else None
+        partial = bool(total.unknown) and known is not None
+        suffix = " (cost partly unknown: at least this)" if partial else ""
+        points.append(ParetoPoint(rs.label + suffix, known, rs.solved, partial))
+        if rs.variants:
+            points.append(ParetoPoint(f"{rs.label} (ideal fusion){suffix}", known,
+                                      sum(ideal_correct(r) for r in rs.records), partial))
+    return points
+
+
+def pareto_plots(runsets: Sequence[RunSet], out_dir: Path) -> list[Path]:
+    """One solved-vs-cost plot per dataset (``pareto.png`` when the report has one dataset, else
+    ``pareto-<dataset>.png`` each): tasks solved on different datasets are not one scale."""
+    by_dataset: dict[str, list[RunSet]] = {}
+    for rs in runsets:
+        by_dataset.setdefault(str(rs.manifest.get("dataset", "?")), []).append(rs)
+    if len(by_dataset) == 1:
+        return [plot_pareto(runsets, out_dir / "pareto.png")]
+    return [plot_pareto(group, out_dir / f"pareto-{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png")
+            for name, group in sorted(by_dataset.items())]
+
+
+def plot_pareto(runsets: Sequence[RunSet], path: Path) -> Path:
+    """Solved tasks against total cost with the Pareto front of the priced points (KGoT's Figure 11); points
+    whose cost is unknown stand in their own column at the right."""
     import matplotlib  # the eval extra: only when plots are drawn
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # the eval extra: only when plots are drawn
+    from matplotlib.ticker import MaxNLocator  # the eval extra: only when plots are drawn
 
-    labels = [rs.label + (" (cost partly unknown)" if rs.cost_total.unknown else "") for rs in runsets]
-    points = [(rs.cost, float(rs.solved)) for rs in runsets]
-    for rs in runsets:  # a fusion run's ideal fusion costs what the run cost (all variants ran)
-        if rs.variants:
-            labels.append(f"{rs.label} (ideal fusion)")
-            points.append((rs.cost, float(sum(ideal_correct(r) for r in rs.records))))
-    front = pareto_front(points)
+    points = pareto_points(runsets)
+    priced = [p for p in points if p.cost is not None]
+    front = {id(priced[i]) for i in pareto_front([(p.cost, float(p.solved)) for p in priced])}  # type: ignore[misc]
+    top = max((p.cost for p in priced), default=0.0) or 1.0  # type: ignore[type-var]
+    unknown_x = top * 1.25
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (label, (cost, solved)) in enumerate(zip(labels, points)):
-        ax.scatter([cost], [solved], s=60, zorder=3, marker="o" if i in front else "x")
-        ax.annotate(label, (cost, solved), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    if len(front) > 1:
-        ax.plot([points[i][0] for i in front], [points[i][1] for i in front], "--", color="grey", zorder=2,
-                label="Pareto front")
+    for p in points:
+        x = p.cost if p.cost is not None else unknown_x
+        ax.scatter([x], [p.solved], s=60, zorder=3, marker="o" if id(p) in front else "x")
+        ax.annotate(p.label, (x, p.solved), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    line = sorted((p for p in priced if id(p) in front), key=lambda p: p.cost)  # type: ignore[arg-type, return-value]
+    if len(line) > 1:
+        ax.plot([p.cost for p in line], [p.solved for p in line], "--", color="grey", zorder=2, label="Pareto front")
         ax.legend(loc="lower right", fontsize=8)
+    if len(priced) < len(points):
+        ax.axvline(top * 1.12, color="grey", linestyle=":", linewidth=1)
+        ax.text(unknown_x, 0.02, "cost unknown", transform=ax.get_xaxis_transform(), ha="center", fontsize=8,
+                color="dimgrey")
+        ax.set_xlim(left=0, right=top * 1.4)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("total cost (USD)")
     ax.set_ylabel("solved tasks")
     datasets = sorted({rs.manifest.get("dataset", "?") for rs in runsets})
@@ -402,13 +450,16 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
     if plots and not installed("matplotlib"):
         lines += ["", f"(No plots: {MissingExtra('matplotlib', 'the plots')})"]
     elif plots:
-        plot_pareto(runsets, out_dir / "pareto.png")
+        for plot in pareto_plots(runsets, out_dir):
+            lines += ["", f"![solved vs cost]({plot.name})"]
         plot_runtime(runsets, out_dir / "runtime_by_node.png")
-        lines += ["", "![solved vs cost](pareto.png)", "", "![runtime by node](runtime_by_node.png)"]
-    lines += ["", ("Cost is the workflow's own LLM usage (prices from `kgagents.core.usage`); an LLM grader's cost is "
-                   "listed apart. A model without a price makes a cost unknown, never $0: totals then say how "
-                   "many items are unknown, and the plot places such a directory at its known cost. Node time "
-                   "sums each node task's time, so concurrent tasks add up.")]
+        lines += ["", "![runtime by node](runtime_by_node.png)"]
+    lines += ["", ("Cost is the workflow's own LLM usage (prices from `kgagents.core.usage`); an LLM grader's "
+                   "cost is listed apart. A model without a price makes a cost unknown, never $0: totals then say "
+                   "how many items are unknown; a plot places a directory whose cost is partly known at its known "
+                   "part (a lower bound, said in its label) and one whose cost is wholly unknown in a 'cost "
+                   "unknown' column (one plot per dataset). Node time sums each node task's time, so concurrent "
+                   "tasks add up.")]
     path = out_dir / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -22,10 +22,13 @@ import time
 import types
 import typing
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kgagents.cli import replay
 from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.replay import ReplayFailed
 from kgagents.graphs import registry
 
 Command = Callable[[argparse.Namespace], int]
@@ -356,10 +359,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     record = _known_run(args)
     state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread, _checkpointer(args)))
-    if args.kg and record.workflow == "grounded":
-        return _show_thought_graph(args, state)
     if args.kg:
-        return _show_kg(args, state)
+        return _show_view(args, record.workflow, state)
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
     else:
@@ -367,15 +368,34 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_thought_graph(args: argparse.Namespace, state: dict[str, Any]) -> int:
-    """``show --kg`` of a grounded run: its thought graph (HTML page, or JSON lines with ``--format json``)."""
-    from kgagents.cli.kgview import render_html
-    from kgagents.nodes.grounded import thought_graph
+def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -> int:
+    """``show --kg``: the run's picture as a self-contained HTML page, or (``--format json``) its graph as JSON
+    lines — KGoT's task KG (after each write), grounded's thought graph, ARK-V1's explored subgraph, Agent-G's
+    retrieval."""
+    from kgagents.cli import kgview  # Bokeh: loaded when a view is drawn
     from kgagents.tools.kg.base import snapshot_to_jsonl
 
-    graph = thought_graph(state)  # type: ignore[arg-type]
-    if not graph["nodes"]:
-        raise ValueError(f"thread {args.thread} has no thought graph yet")
+    title = f"thread {args.thread}"
+    question = str(state.get("question", ""))
+    if workflow == "grounded":
+        from kgagents.nodes.grounded import thought_graph
+
+        graph, default = thought_graph(state), f"thoughts-{args.thread}.html"  # type: ignore[arg-type]
+        if not graph["nodes"]:
+            raise ValueError(f"thread {args.thread} has no thought graph yet")
+        page = partial(kgview.render_thought_graph, graph, title=f"Thought graph of {title}", subtitle=question)
+    elif workflow == "ark":
+        graph, default = kgview.ark_graph(state), f"explored-{args.thread}.html"
+        page = partial(kgview.render_ark, state, title=f"What ARK-V1 explored in {title}")
+    elif workflow.startswith("agent-g") and state.get("iterations"):
+        graph, default = kgview.agent_g_graph(state), f"retrieval-{args.thread}.html"
+        page = partial(kgview.render_agent_g, state, title=f"What Agent-G retrieved in {title}")
+    else:
+        graphs = kgview.kgot_graphs(state, snapshot=args.snapshot)
+        if not graphs:
+            raise ValueError(f"thread {args.thread} has no knowledge graph yet")
+        graph, default = graphs[-1][1], f"kg-{args.thread}.html"
+        page = partial(kgview.render_html, graphs, title=f"Knowledge graph of {title}", subtitle=question)
     if args.format == "json":
         text = snapshot_to_jsonl(graph)  # type: ignore[arg-type]
         if args.out:
@@ -384,32 +404,8 @@ def _show_thought_graph(args: argparse.Namespace, state: dict[str, Any]) -> int:
         else:
             sys.stdout.write(text)
         return 0
-    out = Path(args.out or f"thoughts-{args.thread}.html")
-    out.write_text(render_html([("thought graph", graph)], title=f"Thought graph of thread {args.thread}",  # type: ignore[list-item]
-                               subtitle=state.get("question", "")), encoding="utf-8")
-    print(out)
-    return 0
-
-
-def _show_kg(args: argparse.Namespace, state: dict[str, Any]) -> int:
-    """``show --kg``: the run's KG as a self-contained HTML page, or (``--format json``) as JSON lines."""
-    from kgagents.cli.kgview import kgot_graphs, render_html
-    from kgagents.tools.kg.base import snapshot_to_jsonl
-
-    graphs = kgot_graphs(state, snapshot=args.snapshot)
-    if not graphs:
-        raise ValueError(f"thread {args.thread} has no knowledge graph yet")
-    if args.format == "json":
-        text = snapshot_to_jsonl(graphs[-1][1])
-        if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
-            print(args.out)
-        else:
-            sys.stdout.write(text)
-        return 0
-    out = Path(args.out or f"kg-{args.thread}.html")
-    out.write_text(render_html(graphs, title=f"Knowledge graph of thread {args.thread}",
-                               subtitle=state.get("question", "")), encoding="utf-8")
+    out = Path(args.out or default)
+    out.write_text(page(), encoding="utf-8")
     print(out)
     return 0
 
@@ -501,6 +497,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     name, workflow = _workflow_in(list(sys.argv[1:] if argv is None else argv))
     if name is not None and workflow in registry.SPECS:
         add_context_flags(sub.choices[name], registry.get(workflow).context)
+    for name in replay.RECORDED_COMMANDS:
+        replay.add_arguments(sub.choices[name], name)
+    replay.add_parser(sub)
     return parser
 
 
@@ -511,6 +510,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if extras:
             refuse_foreign_flags(_workflow_in(argv)[1] or "kgot", extras)
+        if args.command == "replay":
+            return replay.cmd_replay(args, _runs_dir(args), lambda again: build_parser(again).parse_args(again),
+                                     _commands)
+        if args.command in replay.RECORDED_COMMANDS:
+            return replay.run_recorded(args, argv, _runs_dir(args), _commands[args.command])
         return _commands[args.command](args)
     except ConfigurationError as exc:
         print(f"kgagents: {exc}", file=sys.stderr)
@@ -518,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"kgagents: error: {exc}", file=sys.stderr)
         return 2
+    except ReplayFailed as exc:
+        print(f"kgagents: {exc}", file=sys.stderr)
+        return 1
     except RunFailed as exc:
         print(f"kgagents: {exc}", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     command("eval")(cmd_eval)
 
     rep = sub.add_parser("report", help="Markdown report and plots comparing result directories")
-    rep.add_argument("dirs", nargs="+", metavar="DIR")
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="results folders, or bundles (eval --bundle)")
     rep.add_argument("--out", help="where report.md and the plots go (default: the first DIR)")
     rep.add_argument("--label", action="append", help="a name per DIR, in order")
     rep.add_argument("--no-plots", action="store_true")
@@ -238,9 +239,11 @@ def default_out_name(workflow: str, dataset: str, split: str, temperature: float
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from kgagents.cli.replay import unpack_bundle
     from kgagents.evals.report import build_report
 
-    path = build_report(args.dirs, args.out, labels=args.label, plots=not args.no_plots,
+    dirs = [unpack_bundle(Path(d)) if Path(d).is_file() and zipfile.is_zipfile(d) else d for d in args.dirs]
+    path = build_report(dirs, args.out, labels=args.label, plots=not args.no_plots,
                         ideal_fusion=args.ideal_fusion)
     print(path)
     return 0

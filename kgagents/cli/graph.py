@@ -184,6 +184,25 @@ def _resolve_node(graph: Any, text: str) -> str:
     raise ValueError(f"no node with id or name {text!r} in {graph.ref.get('name')}{hint}")
 
 
+REACH_COUNT_MAX = 100_000
+"""How far ``graph show --html`` counts a neighbourhood it cut (beyond: "at least")."""
+
+
+def cut_notice(graph: Any, node_id: str, radius: int, snapshot: Any, max_nodes: int) -> str:
+    """What a neighbourhood view leaves out: empty when it shows the whole neighbourhood, else how many nodes
+    it shows of how many lie within ``radius``."""
+    shown = len(snapshot["nodes"])
+    if shown < max_nodes:
+        return ""
+    reach = graph.ego_graph([node_id], radius=radius, max_nodes=REACH_COUNT_MAX)
+    total = len(reach.hops)
+    if total <= shown:
+        return ""
+    counted = f"at least {total:,}" if reach.truncated else f"{total:,}"
+    return (f"Cut: showing {shown:,} of {counted} nodes within {radius} hop(s) (the nearest first; "
+            f"--max-nodes sets how many).")
+
+
 def _show(args: argparse.Namespace) -> int:
     from kgagents.tools.kg.base import snapshot_to_jsonl
 
@@ -201,7 +220,9 @@ def _show(args: argparse.Namespace) -> int:
         Path(args.html).write_text(render_html([(f"{graph.display_name(node_id)}, radius {args.radius}", snapshot)],
                                                title=f"{graph.ref.get('name')}: {graph.display_name(node_id)}",
                                                subtitle=f"{len(snapshot['nodes'])} nodes, "
-                                                        f"{len(snapshot['relationships'])} edges"),
+                                                        f"{len(snapshot['relationships'])} edges",
+                                               notices=[cut_notice(graph, node_id, args.radius, snapshot,
+                                                                   args.max_nodes)]),
                                    encoding="utf-8")
         print(args.html, file=sys.stderr)
     return 0

@@ -82,6 +82,8 @@ class ScriptedChatModel(BaseChatModel):
 
     steps: list[dict[str, Any]] = Field(default_factory=list)
     script_path: str | None = None
+    script_id: str | None = None
+    """What identifies a model built from a file (the file's stem), in requests' fingerprints."""
     """A script file to load the steps from, on the first call (so building the model does no I/O)."""
     script_name: str = "scripted"
     model_name: str = "scripted"
@@ -119,7 +121,7 @@ class ScriptedChatModel(BaseChatModel):
 
         With ``lazy=True`` the file is read on the first call rather than now.
         """
-        model = cls(script_path=str(path), script_name=Path(path).stem)
+        model = cls(script_path=str(path), script_name=Path(path).stem, script_id=Path(path).stem)
         if not lazy:
             model._load()
         return model
@@ -143,7 +145,9 @@ class ScriptedChatModel(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model_name": self.model_name, "script": self.script_name}
+        # the same before and after the script file is read (its "name" replaces the file's stem in messages):
+        # a request's identity must not change with when the model happened to load its steps
+        return {"model_name": self.model_name, "script": self.script_id or self.script_name}
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):  # type: ignore[override]
         """Bind tools as OpenAI-style schemas; the reply step decides which tool is called."""

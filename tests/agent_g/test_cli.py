@@ -47,6 +47,14 @@ def test_ask_with_pages_then_show(tmp_path, capsys):
     assert "Exit: accepted at iteration 2" in shown and "Iteration 1:" in shown and "Iteration 2:" in shown
     assert "validator: rejected" in shown and "feedback [incorrect question type]" in shown
     assert "[page " in shown and "Maroon 5" in shown and "answer: PJ Morton" in shown
+    page = tmp_path / "retrieval.html"
+    assert main(["--runs-dir", runs, "show", "p1", "--kg", "--out", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    retrieved = json.loads(text.split('id="kg-data">')[1].split("</script>")[0])[0]["kg"]
+    assert "answer: PJ Morton" in text
+    pages = [n for n in retrieved["nodes"] if n["labels"] == ["page"]]
+    assert pages and all(any(r["source"] == "question" and r["target"] == n["id"] for r in retrieved["relationships"])
+                         for n in pages)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -58,6 +58,14 @@ def test_ask_with_an_attached_graph_then_show(tmp_path, capsys, example):
     assert "Knowledge graph: 32 edges, 30 entities, 2 head entities, 22 relations" in shown
     assert "(Sablé, animal breed, dachshund)" in shown and "Exit: the model stopped exploring" in shown
     assert "scripted: 7 calls" in shown
+    page = tmp_path / "explored.html"
+    assert main(["--runs-dir", runs, "show", thread, "--kg", "--out", str(page)]) == 0
+    data = json.loads(page.read_text(encoding="utf-8").split('id="kg-data">')[1].split("</script>")[0])
+    explored = data[0]["kg"]
+    anchors = {n["id"] for n in explored["nodes"] if "anchor" in n["labels"]}
+    used = {(r["source"], r["type"], r["target"]) for r in explored["relationships"] if r["properties"]["used"]}
+    assert anchors == {"Yui Yuigahama", "Sablé"}
+    assert used == {("Yui Yuigahama", "has pet", "Sablé"), ("Sablé", "animal breed", "dachshund")}
 
 
 def test_the_evaluation_function(tmp_path, any_question_script, capsys, embedder):

@@ -248,3 +248,36 @@ def test_degraded_items_and_not_graded_leave_errors_aside(tmp_path):
     row = next(line for line in build_report([tmp_path / "U"], plots=False).read_text().splitlines()
                if line.startswith("| kgot"))
     assert [c.strip() for c in row.split("|")][3:6] == ["2", "–", "not graded"]
+
+
+def _runset(tmp_path, label, dataset, costs, correct):
+    from kgagents.evals.report import RunSet
+
+    records = [{"id": f"i{n}", "cost_usd": c, "correct": ok} for n, (c, ok) in enumerate(zip(costs, correct))]
+    return RunSet(tmp_path / label, label, {"dataset": dataset}, records)
+
+
+def test_an_unpriced_run_is_plotted_as_cost_unknown_never_at_zero(tmp_path):
+    from kgagents.evals.report import pareto_points
+
+    priced = _runset(tmp_path, "priced", "d", [0.5, 0.5], [True, False])
+    unpriced = _runset(tmp_path, "unpriced", "d", [None, None], [True, True])
+    partly = _runset(tmp_path, "partly", "d", [0.2, None], [True, True])
+    free = _runset(tmp_path, "free", "d", [0.0, 0.0], [True, False])
+    points = {p.label.split(" ")[0]: p for p in pareto_points([priced, unpriced, partly, free])}
+    assert points["unpriced"].cost is None and points["unpriced"].solved == 2
+    assert points["partly"].cost == 0.2 and points["partly"].partial and "partly unknown" in points["partly"].label
+    assert points["priced"].cost == 1.0 and not points["priced"].partial
+    assert points["free"].cost == 0.0  # a priced model that cost nothing (a local server) is at $0
+
+
+def test_one_pareto_plot_per_dataset(tmp_path):
+    pytest.importorskip("matplotlib")
+    from kgagents.evals.report import pareto_plots
+
+    runsets = [_runset(tmp_path, "a", "gaia", [0.5], [True]), _runset(tmp_path, "b", "simpleqa/full", [None], [True]),
+               _runset(tmp_path, "c", "gaia", [0.2], [False])]
+    plots = pareto_plots(runsets, tmp_path)
+    assert [p.name for p in plots] == ["pareto-gaia.png", "pareto-simpleqa_full.png"]
+    assert all(p.read_bytes()[:8] == PNG for p in plots)
+    assert [p.name for p in pareto_plots(runsets[:1], tmp_path)] == ["pareto.png"]

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,41 +63,6 @@ def test_the_view_lists_every_snapshot_and_escapes_content():
     assert "&lt;i&gt;&amp;" in page
     fusion = {"results": [{"variant": "networkx:query", "final_answer": "65", "kg": kg}]}
     assert [t for t, _ in kgot_graphs(fusion)] == ["variant networkx:query (answer: 65)"]
-
-
-FAKE_DOM = r"""
-function node(tag){ return {tag, children: [], attrs: {}, listeners: {}, textContent: '', innerHTML: '', value: '',
-  classList: {toggle(){}, remove(){}}, clientWidth: 800, clientHeight: 500,
-  appendChild(c){ this.children.push(c); return c; }, setAttribute(k, v){ if (Number.isNaN(v)) throw new Error('NaN ' + k); this.attrs[k] = v; },
-  addEventListener(e, f){ this.listeners[e] = f; }, getBoundingClientRect(){ return {left: 0, top: 0}; } }; }
-const els = {'kg-data': node('script'), svg: node('svg'), details: node('aside'), which: node('select'), legend: node('span')};
-els['kg-data'].textContent = require('fs').readFileSync(process.argv[2], 'utf8');
-global.window = {addEventListener(){}, removeEventListener(){}};
-global.document = {getElementById: id => els[id], createElementNS: (ns, t) => node(t), createElement: t => node(t),
-  querySelectorAll: () => []};
-eval(require('fs').readFileSync(process.argv[3], 'utf8'));
-const circles = []; (function walk(n){ if (n.tag === 'circle') circles.push(n); n.children.forEach(walk); })(els.svg);
-for (const c of circles) c.listeners.click();
-console.log(JSON.stringify({circles: circles.length, options: els.which.children.length, details: els.details.innerHTML}));
-"""
-
-
-@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js to run the page's script")
-def test_the_page_script_lays_out_and_shows_nodes(tmp_path):
-    kg = {"nodes": [{"id": f"n{i}", "labels": ["L"], "properties": {"i": i}} for i in range(6)],
-          "relationships": [{"type": "NEXT", "source": f"n{i}", "target": f"n{i + 1}", "properties": {}}
-                            for i in range(5)]}
-    page = render_html([("one", kg), ("two", kg)])
-    data = page.split('id="kg-data">')[1].split("</script>")[0]
-    script = page.split("<script>")[1].split("</script>")[0]
-    (tmp_path / "data.json").write_text(data)
-    (tmp_path / "page.js").write_text(script)
-    (tmp_path / "dom.js").write_text(FAKE_DOM)
-    out = subprocess.run(["node", str(tmp_path / "dom.js"), str(tmp_path / "data.json"), str(tmp_path / "page.js")],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
-    assert result["circles"] == 6 and result["options"] == 2 and "n5" in result["details"]
 
 
 def test_bolt_backend_without_a_uri_uses_the_embedded_server(request, monkeypatch):

@@ -1,0 +1,254 @@
+"""Recorded model exchanges: record a run's calls, replay them offline, or keep a persistent reply cache.
+
+Every chat model call goes through LangChain's cache interface (``BaseCache``: ``lookup`` before the call,
+``update`` after it), for any provider and for models given as instances. :class:`Recording` is such a cache
+over one SQLite file, in one of three modes:
+
+- ``record``: every call reaches its model; each exchange is kept — the request's fingerprint, the node that made
+  it, the request itself and the reply with its usage. Identical requests made more than once (a sample drawn
+  twice) are kept in the order they were made and replayed in that order.
+- ``replay``: no call reaches a model. Each request is answered from the recording; a request the recording
+  lacks is a :class:`ReplayDivergence` naming the node and the request (raised to the caller and kept in
+  :attr:`Recording.divergences`, so that a caller that degrades around failed calls cannot hide it).
+- ``cache``: a persistent cache of replies across runs, off unless asked for. A request seen before is answered
+  from it; sampled requests (a temperature above 0, or none given: the provider's default samples) are never
+  served from it unless ``cache_sampled`` is set.
+
+The fingerprint is a SHA-256 of the request as LangChain serialises it (the messages, the model and its
+parameters, the bound tools or output schema, ``n``), with the ids LangChain and LangGraph give messages left
+out: they are new in every run, and the model never reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.caches import BaseCache
+from langchain_core.globals import get_llm_cache, set_llm_cache
+from langchain_core.load import dumps, loads
+from langchain_core.outputs import Generation
+from langchain_core.runnables.config import var_child_runnable_config
+
+Mode = Literal["record", "replay", "cache"]
+RECORDING_NAME = "recording.sqlite"
+"""The file name of an evaluation's recording (in its result directory)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS exchanges (
+    fingerprint TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    request TEXT NOT NULL,
+    model TEXT NOT NULL,
+    reply TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, seq)
+);
+"""
+
+
+class ReplayDivergence(RuntimeError):
+    """A replayed run made a request its recording lacks (the code, the data or the settings changed)."""
+
+    def __init__(self, node: str, fingerprint: str, request: str, seen: int) -> None:
+        self.node, self.fingerprint, self.request = node, fingerprint, request
+        again = f" (it was recorded {seen} time(s); this is call {seen + 1})" if seen else ""
+        super().__init__(f"the recording has no reply for a request of node {node!r}{again}: "
+                         f"fingerprint {fingerprint[:16]}…, request {_abbreviate(request)}")
+
+
+def _abbreviate(request: str, limit: int = 600) -> str:
+    return request if len(request) <= limit else request[: limit // 2] + " … " + request[-limit // 2:]
+
+
+def _without_ids(value: Any) -> Any:
+    """A serialised request without the ids given to messages (new in every run, never read by a model)."""
+    if isinstance(value, dict):
+        out = {k: _without_ids(v) for k, v in value.items() if not (k == "id" and isinstance(v, str | None))}
+        return out
+    if isinstance(value, list):
+        return [_without_ids(v) for v in value]
+    return value
+
+
+def canonical_request(prompt: str, llm_string: str) -> str:
+    """The request as fingerprinted: the messages without their ids, then the model and its parameters."""
+    try:
+        messages = json.dumps(_without_ids(json.loads(prompt)), sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        messages = prompt
+    return messages + "\n---\n" + llm_string
+
+
+def fingerprint(prompt: str, llm_string: str) -> str:
+    """The SHA-256 of :func:`canonical_request`."""
+    return hashlib.sha256(canonical_request(prompt, llm_string).encode("utf-8")).hexdigest()
+
+
+_TEMPERATURE = re.compile(r"""['"]temperature['"]\s*[:,]\s*([0-9.eE+-]+|None|null)""")
+
+
+def is_sampled(llm_string: str) -> bool:
+    """Whether a request samples: a temperature above 0, or no temperature (the provider's default samples)."""
+    found = _TEMPERATURE.findall(llm_string)
+    values = [v for v in found if v not in ("None", "null")]
+    if not values:
+        return True
+    try:
+        return any(float(v) > 0 for v in values)
+    except ValueError:
+        return True
+
+
+def _loads(text: str) -> list[Generation]:
+    """A kept reply (LangChain's serialisation of its generations; only LangChain's core classes are
+    revived)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"The function `loads` is in beta")
+        return loads(text, allowed_objects="core")  # type: ignore[no-any-return]
+
+
+def _node() -> str:
+    config = var_child_runnable_config.get() or {}
+    metadata = config.get("metadata") or {}
+    node = metadata.get("langgraph_node") or "(outside a graph node)"
+    stage = metadata.get("kgagents_stage")
+    return f"{node} / {stage}" if stage else str(node)
+
+
+def _model_name(llm_string: str) -> str:
+    found = re.search(r"""['"](?:model_name|model)['"]\s*[:,]\s*['"]([^'"]+)['"]""", llm_string)
+    return found.group(1) if found else "?"
+
+
+@dataclass
+class Exchange:
+    """One recorded call."""
+
+    fingerprint: str
+    seq: int
+    node: str
+    model: str
+    request: str
+    reply: list[Generation]
+
+
+class Recording(BaseCache):
+    """Model exchanges in one SQLite file, used as LangChain's cache (see the module docstring)."""
+
+    def __init__(self, path: str | Path, mode: Mode, *, cache_sampled: bool = False) -> None:
+        if mode not in ("record", "replay", "cache"):
+            raise ValueError(f"a recording's mode is record, replay or cache, not {mode!r}")
+        self.path, self.mode, self.cache_sampled = Path(path), mode, cache_sampled
+        if mode == "replay" and not self.path.is_file():
+            raise FileNotFoundError(f"no recording at {self.path} (record a run with --record first)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(_SCHEMA)
+        self._served: Counter[str] = Counter()
+        """Replay: how many times each fingerprint was answered (its next reply is that index)."""
+        self.divergences: list[ReplayDivergence] = []
+        self.hits = 0
+        self.misses = 0
+
+    # -- BaseCache ------------------------------------------------------------------------------------
+    def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
+        """The reply to a request: the recorded one (replay), a cached one (cache), or None (record: call the
+        model)."""
+        if self.mode == "record":
+            return None
+        key = fingerprint(prompt, llm_string)
+        if self.mode == "cache" and is_sampled(llm_string) and not self.cache_sampled:
+            return None
+        with self._lock:
+            index = self._served[key] if self.mode == "replay" else 0
+            row = self._db.execute("SELECT reply FROM exchanges WHERE fingerprint = ? AND seq = ?",
+                                   (key, index)).fetchone()
+            if row is not None:
+                self._served[key] += 1
+                self.hits += 1
+                return _loads(row[0])
+            self.misses += 1
+        if self.mode == "cache":
+            return None
+        divergence = ReplayDivergence(_node(), key, canonical_request(prompt, llm_string), index)
+        self.divergences.append(divergence)
+        raise divergence
+
+    def update(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
+        """Keep an exchange the model answered (record, cache)."""
+        if self.mode == "replay":
+            return
+        key = fingerprint(prompt, llm_string)
+        reply = dumps(list(return_val))
+        with self._lock:
+            seq = 0
+            if self.mode == "record":
+                seq = self._db.execute("SELECT COUNT(*) FROM exchanges WHERE fingerprint = ?", (key,)).fetchone()[0]
+            self._db.execute("INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)",
+                             (key, seq, _node(), canonical_request(prompt, llm_string), _model_name(llm_string),
+                              reply))
+
+    def clear(self, **kwargs: Any) -> None:
+        """Forget every exchange."""
+        with self._lock:
+            self._db.execute("DELETE FROM exchanges")
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def exchanges(self) -> Iterator[Exchange]:
+        """Every kept exchange, by fingerprint and order."""
+        rows = self._db.execute("SELECT fingerprint, seq, node, model, request, reply FROM exchanges "
+                                "ORDER BY fingerprint, seq").fetchall()
+        for key, seq, node, model, request, reply in rows:
+            yield Exchange(key, seq, node, model, request, _loads(reply))
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0])
+
+    def unused(self) -> int:
+        """Replay: how many recorded exchanges the replay did not ask for (a run that stopped early, or asked
+        fewer times)."""
+        return len(self) - sum(self._served.values())
+
+    def close(self) -> None:
+        self._db.close()
+
+
+@contextmanager
+def using(recording: Recording | None) -> Iterator[Recording | None]:
+    """Make ``recording`` LangChain's cache for the block (every model without a cache of its own uses it),
+    then put back what was there."""
+    if recording is None:
+        yield None
+        return
+    before = get_llm_cache()
+    set_llm_cache(recording)
+    try:
+        yield recording
+    finally:
+        set_llm_cache(before)
+
+
+class ReplayFailed(RuntimeError):
+    """A replay met requests its recording lacks (see :class:`ReplayDivergence`)."""
+
+
+def check_replay(recording: Recording | None) -> None:
+    """After a replay: fail if the run met a request its recording lacks, even one the workflow degraded
+    around (a divergence is reported, never papered over)."""
+    if recording is not None and recording.divergences:
+        count = len(recording.divergences)
+        raise ReplayFailed(f"the replay diverged from its recording at {count} request(s); the first: "
+                           f"{recording.divergences[0]}")

@@ -1,0 +1,73 @@
+"""``kgagents eval --record`` then ``kgagents replay DIR``: the same answers and scores with no model."""
+
+from __future__ import annotations
+
+import json
+
+from kgagents.cli import main
+from tests import kgot_script as S
+from tests.evals.helpers import kgot_direct_steps
+from tests.evals.test_cli_eval import GRADER, simpleqa_csv
+
+
+def test_a_recorded_evaluation_replays_to_the_same_scores(tmp_path, capsys):
+    data = simpleqa_csv(tmp_path / "simpleqa.csv")
+    steps = [S.step(GRADER + ".*Predicted answer: Paris", content="A"),
+             S.step(GRADER + ".*Predicted answer: Milan", content="B"), S.step(GRADER, content="C"),
+             *kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "I don't know"})]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "cli", "steps": steps}))
+    out = tmp_path / "kgot"
+    assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
+                 "--out", str(out), "--concurrency", "2", "--no-progress", "--no-report", "--record",
+                 "--set", "solve_mode=direct", "--set", "num_next_steps_decision=2",
+                 "--set", "max_final_solution_parsing=1"]) == 0
+    assert "recorded" in capsys.readouterr().err and (out / "recording.sqlite").is_file()
+    script.write_text(json.dumps({"name": "cli", "steps": []}))  # no model any more
+
+    assert main(["replay", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "identical" in err, err[-3000:]
+    replayed = [json.loads(line) for line in (out / "replay" / "results.jsonl").read_text().splitlines()]
+    recorded = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["grade"] for r in replayed) == sorted(r["grade"] for r in recorded) == [
+        "CORRECT", "INCORRECT", "NOT_ATTEMPTED"]
+
+
+def test_eval_record_needs_a_results_folder(tmp_path, capsys):
+    data = simpleqa_csv(tmp_path / "simpleqa.csv")
+    assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", "scripted:x.json",
+                 "--record"]) == 2
+    assert "eval --record needs --out DIR" in capsys.readouterr().err
+
+
+def test_a_bundle_reports_and_replays_on_another_machine(tmp_path, capsys):
+    data = simpleqa_csv(tmp_path / "simpleqa.csv")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "cli", "steps": [
+        S.step(GRADER + ".*Predicted answer: Paris", content="A"), S.step(GRADER, content="B", times=0),
+        *kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "Milan"})]}))
+    out, bundle = tmp_path / "run", tmp_path / "share" / "run.zip"
+    assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
+                 "--out", str(out), "--no-progress", "--record", "--bundle", str(bundle),
+                 "--set", "solve_mode=direct", "--set", "num_next_steps_decision=2",
+                 "--set", "max_final_solution_parsing=1"]) == 0
+    assert f"bundle: {bundle}" in capsys.readouterr().err
+
+    # another machine: the bundle and its own copy of the data, no results folder, no model
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved_bundle, moved_data = elsewhere / "run.zip", elsewhere / "data.csv"
+    bundle.rename(moved_bundle)
+    data.rename(moved_data)
+    import shutil
+
+    shutil.rmtree(out)
+    script.write_text(json.dumps({"name": "cli", "steps": []}))
+    assert main(["report", str(moved_bundle), "--out", str(elsewhere / "report")]) == 0
+    report = (elsewhere / "report" / "report.md").read_text()
+    assert "| simpleqa | 3 | 1 | 33.3% |" in report, report[:600]
+    assert main(["replay", str(moved_bundle), "--data", str(moved_data)]) == 0
+    err = capsys.readouterr().err
+    assert "identical" in err, err[-2000:]
+    assert (elsewhere / "run" / "replay" / "results.jsonl").is_file()
