@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from langgraph.graph import END, START, StateGraph
 
+from kgagents.graphs import io
 from kgagents.graphs.baselines import Workflow
 from kgagents.nodes import kg_rag as n
 
 
 def _build(hops: int) -> StateGraph:
-    g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
+    g = io.workflow_graph(n.KGRagState, context_schema=n.KGRagContext, input_schema=io.GraphInput,
+                          evidence=io.retrieval_evidence)
     retrieve = n.retrieve_node(hops)
     g.add_node(retrieve.__name__, retrieve)
     g.add_node("answer_from_context", n.answer_from_context)
@@ -38,7 +40,8 @@ def build_graph_rag() -> StateGraph:
 
 def build_base() -> StateGraph:
     """Base (zero-shot): the model alone answers with the answer only."""
-    g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
+    g = io.workflow_graph(n.KGRagState, context_schema=n.KGRagContext, input_schema=io.GraphInput,
+                          evidence=io.retrieval_evidence)
     g.add_node("answer_alone", n.answer_alone)
     g.add_edge(START, "answer_alone")
     g.add_edge("answer_alone", END)

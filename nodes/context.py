@@ -88,6 +88,11 @@ class Context:
     """Run LLM code with resource limits only when bubblewrap is missing (``None``: from the environment)."""
     tool_output_chars: int = 12_000
     """Tool outputs are cut to this many characters before they reach a prompt."""
+    budget_usd: float | None = None
+    """End the run once its model calls have cost this much (USD), the way its paper ends a run at its limits
+    (``kgagents.nodes.budget``); ``None``: no budget."""
+    budget_tokens: int | None = None
+    """End the run once its model calls have used this many tokens (input plus output), as ``budget_usd``."""
     recursion_limit: int = 200
 
     @classmethod

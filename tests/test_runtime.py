@@ -11,6 +11,7 @@ import pytest
 
 import kgagents.nodes.runtime as rt
 import kgagents.tools.sandbox as sb
+from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import build
 from kgagents.nodes.context import Context
 from kgagents.tools.kg.stores import backend_names, opens_without_io
@@ -244,7 +245,7 @@ async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_pa
         steps = [*enhance_once(), *S.retrieve(READ_SORTED), *S.need_math(True), *S.math("print(23 + 42)"),
                  *S.parse("65", "65", "65")]
         ctx = Context(model=ScriptedChatModel(steps=steps), api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
-        state = await graph.ainvoke({"question": QUESTION}, {"recursion_limit": 200}, context=ctx)
+        state = await final_state(graph, {"question": QUESTION}, {"recursion_limit": 200}, context=ctx)
         assert state["final_answer"] == "65" and state["math_output"].strip() == "65"
         keys.append(state["run_key"])
     assert len(set(keys)) == 2 and all(k.startswith(f"{rt.EPHEMERAL}-") for k in keys)

@@ -61,7 +61,8 @@ def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
         if not sep:
             raise ValueError(f"--set takes key=value, got {item!r}")
         values[key.strip()] = _parse_value(value)
-    for field in ("model", "solve_mode", "backend", "answer_formatter", "max_iterations", "base_url"):
+    for field in ("model", "solve_mode", "backend", "answer_formatter", "max_iterations", "base_url", "budget_usd",
+                  "budget_tokens"):
         value = getattr(args, field, None)
         if value is not None:
             values[field] = value
@@ -104,6 +105,8 @@ def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
 
     print(state.get("final_answer", "(no answer)"))
     print(f"thread: {thread_id} (details: kgagents show {thread_id})", file=sys.stderr)
+    if state.get("budget_stop"):
+        print(f"kgagents: the run ended at its budget ({state['budget_stop']})", file=sys.stderr)
     summary = failure_summary(state.get("failures"))
     if every_call_failed(state):
         kinds = ", ".join(f"{n} {kind}" for kind, n in summary["kinds"].items())
@@ -371,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--backend", help="task-KG backend (default networkx)")
     ask.add_argument("--formatter", dest="answer_formatter", choices=["gaia", "default"])
     ask.add_argument("--max-iterations", type=int)
+    ask.add_argument("--budget-usd", type=float, help="end the run the way its paper ends a run at its limits once "
+                     "its model calls have cost this much (USD)")
+    ask.add_argument("--budget-tokens", type=int, help="as --budget-usd, in tokens (input plus output)")
     ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
     ask.add_argument("--checkpointer", metavar="URL",
