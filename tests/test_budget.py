@@ -10,6 +10,7 @@ from importlib import resources
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.cli import main
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.graphs import agent_g, ark, grounded, kgot
@@ -131,3 +132,26 @@ async def test_an_evaluation_stops_starting_items_at_its_budget_and_says_how_man
     assert again.ran == 3 and again.budget_stop is None and again.budget_skipped == 0  # the rest, later
     with pytest.raises(ValueError, match="one process"):
         EvalOptions(workflow="kgot", out_dir=tmp_path, processes=2, budget_usd=1.0)
+
+
+def test_the_cli_takes_a_run_budget_and_an_evaluation_budget(tmp_path, capsys):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "budget", "steps": kgot_steps()}), encoding="utf-8")
+    assert main(["--runs-dir", str(tmp_path / "runs"), "ask", QUESTION, "--model", f"scripted:{script}",
+                 "--budget-tokens", "1", "--set", "solve_mode=direct", "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.strip() == "65" and "the run ended at its budget (token budget reached" in printed.err
+
+    data = tmp_path / "simpleqa.csv"
+    data.write_text("metadata,problem,answer\n" + "".join(f"{{}},Question Q{i}: what is {i} + {i}?,{2 * i}\n"
+                                                          for i in range(3)), encoding="utf-8")
+    grader = KS.step("Your job is to look at a question", times=0, content="A")
+    answers = {f"Q{i}": str(2 * i) for i in range(3)}
+    script.write_text(json.dumps({"steps": [grader, *kgot_direct_steps(answers)]}), encoding="utf-8")
+    out = tmp_path / "eval"
+    assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model",
+                 f"scripted:{script}", "--out", str(out), "--concurrency", "1", "--no-progress", "--no-report",
+                 "--budget-tokens", "1", "--set", "solve_mode=direct", "--set", "num_next_steps_decision=2"]) == 0
+    printed = capsys.readouterr()
+    assert "token budget reached" in printed.err and "2 item run(s) not started" in printed.err
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1
