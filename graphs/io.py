@@ -8,7 +8,8 @@ Python — see only the input schema's fields and get the output schema back::
      "tokens": {"calls": 14, "input_tokens": 9120, "output_tokens": 610},
      "failure_summary": {"count": 0, "kinds": {}}, "evidence": {"triples": [["array", "SORTED_TO", "…"]]}}
 
-``final_answer`` is the state's own answer channel (written by each workflow's final step); the other output
+ARK-V1, grounded reasoning and Agent-G add ``exit_reason``; a run that a budget ended has ``budget_stop``
+(:mod:`kgagents.nodes.budget`). ``final_answer`` is the state's own answer channel (written by each workflow's final step); the other output
 fields are computed once, from the final state, by the ``output`` node that :func:`workflow_graph` adds:
 every way to ``END`` leads through it (:class:`WorkflowGraph`), whichever node ended the run. Workflows of one
 shape share a schema pair:
@@ -33,12 +34,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Self, TypedDict
 
-from kgagents.nodes.state import failure_summary
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, StateGraph
 from pydantic import Field
 
 from kgagents.core.usage import total_cost, total_tokens
+from kgagents.nodes.state import failure_summary
 
 #: The node that computes the output fields (it runs last, once).
 OUTPUT_NODE = "output"
@@ -333,8 +334,11 @@ def workflow_graph(
 
 
 def state_keys(graph: Any) -> list[str]:
-    """The state's channels of a compiled workflow graph (what ``aget_state`` would show)."""
-    return [key for key in graph.builder.channels if key in graph.channels]
+    """The channels of a compiled workflow graph's state schema and of its output schema (what ``invoke``
+    returned before the graph had an output schema, and the output fields)."""
+    builder = graph.builder
+    keys = [*builder.schemas[builder.state_schema], *builder.schemas[builder.output_schema]]
+    return [key for key in dict.fromkeys(keys) if key in graph.channels]
 
 
 async def final_state(

@@ -137,10 +137,13 @@ async def test_an_evaluation_stops_starting_items_at_its_budget_and_says_how_man
 def test_the_cli_takes_a_run_budget_and_an_evaluation_budget(tmp_path, capsys):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"name": "budget", "steps": kgot_steps()}), encoding="utf-8")
-    assert main(["--runs-dir", str(tmp_path / "runs"), "ask", QUESTION, "--model", f"scripted:{script}",
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    assert main([*runs, "ask", QUESTION, "--model", f"scripted:{script}", "--thread", "b1",
                  "--budget-tokens", "1", "--set", "solve_mode=direct", "--quiet"]) == 0
     printed = capsys.readouterr()
     assert printed.out.strip() == "65" and "the run ended at its budget (token budget reached" in printed.err
+    assert main([*runs, "show", "b1"]) == 0
+    assert "Ended at its budget: token budget reached" in capsys.readouterr().out
 
     data = tmp_path / "simpleqa.csv"
     data.write_text("metadata,problem,answer\n" + "".join(f"{{}},Question Q{i}: what is {i} + {i}?,{2 * i}\n"

@@ -66,7 +66,8 @@ def test_the_kgot_graph_has_one_node_per_step_of_the_paper():
     nodes = set(build().compile().get_graph().nodes) - {"__start__", "__end__"}
     assert nodes == {"receive_task", "decide_next_step", "define_tool_calls", "run_tool_call",
                      "integrate_new_information", "mitigate_noise", "solve_with_query", "solve_directly",
-                     "solve_forced", "generate_forced_solution", "process_math", "parse_solution"}
+                     "solve_forced", "generate_forced_solution", "process_math", "parse_solution",
+                     "output"}  # the output schema's step (kgagents.graphs.io)
 
 
 async def test_a_run_work_dir_is_prepared_once_then_found_without_a_thread(tmp_path, monkeypatch):

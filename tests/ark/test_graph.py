@@ -330,9 +330,10 @@ async def test_one_context_serves_runs_on_different_graphs(example, keys):
                                      *S.final(True), *two_steps(keys)])
     ctx = ArkContext(model=model)
     graph = compile_graph(InMemorySaver())
-    a = await final_state(graph,
-                          {"question": "Does Ada know Bob?", "kg": other}, {"configurable": {"thread_id": "a"}},
-                            context=ctx)
+    a = await final_state(
+        graph,
+        {"question": "Does Ada know Bob?", "kg": other}, {"configurable": {"thread_id": "a"}},
+        context=ctx)
     b = await final_state(graph, {"question": example["question"], "kg": example["graph"]},
                             {"configurable": {"thread_id": "b"}}, context=ctx)
     assert a["answer"] is True and a["steps"][0]["retrieved"][0]["tail"] == "Bob"
@@ -386,8 +387,9 @@ async def test_a_real_openai_client_drives_the_graph(example, keys):
         server.tool_call({"justification": "the breed is unknown", "answer": None})
         graph = compile_graph(InMemorySaver())
         context = ArkContext(model="gpt-4o-mini", base_url=server.base_url, temperature=0.7)  # as the CLI gives it
-        state = await final_state(graph, {"question": example["question"], "kg": example["graph"]},
-                                    {"configurable": {"thread_id": "o"}, "recursion_limit": 500}, context=context)
+        state = await final_state(
+            graph, {"question": example["question"], "kg": example["graph"]},
+            {"configurable": {"thread_id": "o"}, "recursion_limit": 500}, context=context)
     finally:
         server.stop()
     assert state["answer"] is None and state["final_answer"] == "None"

@@ -200,8 +200,9 @@ async def test_rag_reads_the_tool_outputs_of_a_finished_kgot_thread(tmp_path):
                             context=BaselineContext(model=model, kgot_checkpointer=str(other)))
     assert other.read_bytes() == b"not a database"
     with pytest.raises(ValueError, match="no KGoT checkpoints at"):
-        await final_state(graph, {"question": "Q?", "kgot_thread": "k1"}, config("t3"),
-                            context=BaselineContext(model=model, kgot_checkpointer=str(tmp_path / "none.sqlite")))
+        await final_state(
+            graph, {"question": "Q?", "kgot_thread": "k1"}, config("t3"),
+            context=BaselineContext(model=model, kgot_checkpointer=str(tmp_path / "none.sqlite")))
 
 
 def two_questions(n: int = 2) -> Dataset:
@@ -338,7 +339,8 @@ async def test_graphrag_traversal_depth_bounds_the_context():
 async def test_graphrag_with_no_tool_output_answers_from_an_empty_graph():
     model = ScriptedChatModel(steps=[S.step(both(GRAPH_ANSWER, "the knowledge graph is empty"),
                                             content="FINAL ANSWER: unknown")])
-    state = await final_state(build_graphrag().compile(checkpointer=InMemorySaver()), 
+    state = await final_state(
+        build_graphrag().compile(checkpointer=InMemorySaver()),
         {"question": "Anything?", "tool_calls": []}, config(), context=BaselineContext(model=model))
     assert state["final_answer"] == "unknown" and state["graph"]["nodes"] == []
 
@@ -347,7 +349,8 @@ async def test_graphrag_answer_failure_is_no_solution_and_logged():
     steps = [*graphrag_steps("never")[:2], S.step(EXTRACT, structured=extraction([])),
              S.step(GRAPH_ANSWER, **{"raise": "overloaded", "status": 500})]
     model = ScriptedChatModel(steps=steps)
-    state = await final_state(build_graphrag().compile(checkpointer=InMemorySaver()), 
+    state = await final_state(
+        build_graphrag().compile(checkpointer=InMemorySaver()),
         {"question": "Where was Gustave Eiffel born?", "tool_calls": GRAPH_CALLS}, config(),
         context=BaselineContext(model=model, **FAST_API))
     assert state["final_answer"] == NO_SOLUTION and state["reply"] == ""
@@ -382,8 +385,8 @@ async def test_nokg_runs_kgots_loop_on_the_tool_outputs_themselves(tmp_path):
     model = ScriptedChatModel(steps=steps)
     ctx = Context(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=2,
                   max_final_solution_parsing=1, **FAST_API)
-    state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()), 
-        {"question": "How tall is the Eiffel Tower in metres?"}, config(), context=ctx)
+    state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()),
+                              {"question": "How tall is the Eiffel Tower in metres?"}, config(), context=ctx)
     assert state["final_answer"] == "330" and state["iteration"] == 1 and state["decision"] == "SOLVE"
     assert "kg" not in state and "kg_writes" not in state  # no knowledge graph at all
     [call] = state["tool_calls"]
@@ -402,8 +405,8 @@ async def test_nokg_forced_solution_at_the_limit_and_failures_degrade(tmp_path):
     model = ScriptedChatModel(steps=steps)
     ctx = Context(model=model, work_dir=str(tmp_path / "work"), max_iterations=2, num_next_steps_decision=2,
                   **FAST_API)
-    state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()), 
-        {"question": "What is unknowable?"}, config(), context=ctx)
+    state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()),
+                              {"question": "What is unknowable?"}, config(), context=ctx)
     assert state["iteration"] == 2 and state["decision"] == "FORCED_SOLVE"
     assert state["final_answer"] == NO_SOLUTION and state["tool_calls"] == []
     [failure] = state["failures"]

@@ -81,9 +81,10 @@ async def test_a_killed_tot_run_resumes_to_the_same_thought_graph(tmp_path):
                                     None, {**config, "recursion_limit": ctx.recursion_limit}, context=ctx)
 
         reference_ctx = GroundedContext(model=ScriptedChatModel(steps=steps), **CONTEXT)
-        reference = await final_state(graph, {"question": row["question"], "graph": source},
-                                        {"configurable": {"thread_id": "whole"},
-                                         "recursion_limit": reference_ctx.recursion_limit}, context=reference_ctx)
+        reference = await final_state(
+            graph, {"question": row["question"], "graph": source},
+            {"configurable": {"thread_id": "whole"},
+            "recursion_limit": reference_ctx.recursion_limit}, context=reference_ctx)
     assert resumed["final_answer"] == reference["final_answer"] == row["answer"]
     assert _shape(resumed) == _shape(reference)
     assert resumed["selections"] == reference["selections"]

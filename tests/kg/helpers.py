@@ -50,8 +50,9 @@ async def run(backend: Backend, tmp_path: Path, steps: list[dict[str, Any]], *, 
     model = ScriptedChatModel(steps=steps)
     graph = compile_graph(checkpointer or InMemorySaver())
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 200}
-    state = await final_state(graph,
-                              {"question": question}, config, context=context(backend, model, tmp_path, **ctx))
+    state = await final_state(
+        graph,
+        {"question": question}, config, context=context(backend, model, tmp_path, **ctx))
     return state, model
 
 

@@ -53,8 +53,9 @@ async def fuse(tmp_path, variants, steps, thread="fusion-1", **ctx):
     context = Context(model=model, work_dir=str(tmp_path / "work"), allow_weak_sandbox=True,
                       num_next_steps_decision=1, max_final_solution_parsing=1, **ctx)
     graph = compile_graph(InMemorySaver())
-    state = await final_state(graph, {"question": QUESTION, "variants": variants},
-                                {"configurable": {"thread_id": thread}, "recursion_limit": 300}, context=context)
+    state = await final_state(
+        graph, {"question": QUESTION, "variants": variants},
+        {"configurable": {"thread_id": thread}, "recursion_limit": 300}, context=context)
     return state, model
 
 
