@@ -63,6 +63,7 @@ from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.core.scripted import ScriptedChatModel
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
@@ -234,7 +235,7 @@ async def single_task_time(route: str, model: dict[str, Any], root: Path, sequen
     if sequential:
         config["max_concurrency"] = 1
     t0 = time.perf_counter()
-    state = await graph.ainvoke({"question": "Benchmark task: what is the answer?"}, config,
+    state = await final_state(graph, {"question": "Benchmark task: what is the answer?"}, config,
                                 context=context_for({**model, "samples_in_one_request": one_request},
                                                     root / "work-single"))
     if state.get("final_answer") != "42":

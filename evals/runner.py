@@ -47,6 +47,7 @@ from kgagents.evals.processes import run_in_processes
 from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
 from kgagents.graphs import registry
 from kgagents.graphs.workflows import load_workflow, make_context
+from kgagents.nodes.budget import budget_reached, check_budget
 from kgagents.nodes.llm import FATAL_ERRORS
 from kgagents.nodes.runtime import gather_bounded
 from kgagents.nodes.state import every_call_failed, failure_summary
@@ -272,6 +273,12 @@ class EvalOptions:
     """Checkpointer URL; default: ``checkpoints.sqlite`` in ``out_dir``."""
     processes: int = 1
     """Worker processes on this machine that share the ``concurrency`` items in flight (see kgagents.evals.processes)."""
+    budget_usd: float | None = None
+    """The evaluation's budget: once the items of this call (their runs and their graders) have cost this much,
+    no further item starts (those in flight finish); ``None``: none. A run's own budget is the context's
+    ``budget_usd`` (``--set budget_usd=...``)."""
+    budget_tokens: int | None = None
+    """As ``budget_usd``, in tokens (input plus output, runs and graders)."""
     worker_setup: Callable[[], Any] | None = None
     """Called once in every worker process before its first item (e.g. to register a tool the context names);
     a module-level function (or a ``functools.partial`` of one), so that it can be sent to the process."""
@@ -284,6 +291,9 @@ class EvalOptions:
             raise ValueError("processes must be at least 1")
         if self.runs < 1:
             raise ValueError("runs must be at least 1")
+        check_budget(self.budget_usd, self.budget_tokens)
+        if (self.budget_usd is not None or self.budget_tokens is not None) and self.processes > 1:
+            raise ValueError("an evaluation budget is kept by one process: leave processes at 1")
 
     @property
     def checkpointer_url(self) -> str:
@@ -301,6 +311,10 @@ class EvalResult:
     skipped: int = 0
     failed: int = 0
     resumed: int = 0
+    budget_stop: str | None = None
+    """Set when this call reached the evaluation's budget: which budget, how much."""
+    budget_skipped: int = 0
+    """The items (runs) this call did not start because the budget was reached."""
     fatal: str | None = None
     """The first error of this call's items that no item can get past (a model that cannot be used: a rejected
     key, an unknown model, an address that never answered); ``kgagents eval`` then exits non-zero."""
@@ -529,6 +543,7 @@ class ItemRunner:
             "iterations": stats.get("iterations", 0),
             "tool_calls": stats.get("tool_calls", 0),
             "error": error,
+            "budget_stop": state.get("budget_stop"),
             "resumed": resumed,
             "finished_at": time.time(),
         }
@@ -642,6 +657,8 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
         queue.put_nowait(pair)
 
     fatal: list[str] = []  # faults of the configuration that items met (a model that cannot be used)
+    spent: Usage = {}  # what this call's items cost, runs and graders (the evaluation's budget)
+    budget_stop: list[str] = []
 
     with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
         def write(record: dict[str, Any]) -> None:
@@ -653,9 +670,14 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
             counts["failed"] += bool(record.get("error"))
             counts["resumed"] += bool(record.get("resumed"))
             progress.update(record)
+            spent.update(merge_usage(merge_usage(spent, record.get("usage")), record.get("grader_usage")))
 
         async def worker() -> None:
             while True:
+                if not budget_stop and (reason := budget_reached(spent, options)):
+                    budget_stop.append(reason)
+                if budget_stop:
+                    return  # the budget is spent: no item starts (the queue keeps what is left)
                 try:
                     item, run = queue.get_nowait()
                 except asyncio.QueueEmpty:
@@ -673,7 +695,8 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
             progress.close()
     records = read_results(out_dir)
     result = EvalResult(out_dir=out_dir, records=records, metrics=summarize(records, scorer), skipped=skipped,
-                        fatal=fatal[0] if fatal else None, **counts)
+                        fatal=fatal[0] if fatal else None, budget_stop=budget_stop[0] if budget_stop else None,
+                        budget_skipped=queue.qsize() if budget_stop else 0, **counts)
     write_summary(out_dir, result.metrics)
     return result
 

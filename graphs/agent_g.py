@@ -15,10 +15,12 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
+from kgagents.graphs import io
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import agent_g as n
-from kgagents.nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
+from kgagents.nodes import budget
+from kgagents.nodes.agent_g import AgentGContext, AgentGState, agent_g_context_of
 
 NAME = "agent-g"
 
@@ -41,14 +43,18 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 async def route_critic(state: AgentGState, runtime: Any) -> Literal["finish", "commentor"]:
     """Lines 7–12 of Algorithm 1: an accepted answer ends the run; a rejected one gets feedback while
-    iterations are left."""
-    decision = n.route_verdict(state, agent_g_context_of(runtime))
-    return "commentor" if decision == "retry" else "finish"
+    iterations are left; a run that spent its budget ends with the generator's answer so far, as after T
+    iterations."""
+    ctx = agent_g_context_of(runtime)
+    if n.route_verdict(state, ctx) != "retry":
+        return "finish"
+    return budget.stop(state, ctx, "finish") or "commentor"
 
 
 def build() -> StateGraph:
     """The uncompiled Agent-G graph."""
-    g = StateGraph(AgentGState, input_schema=AgentGInput, context_schema=AgentGContext)
+    g = io.workflow_graph(AgentGState, context_schema=AgentGContext, input_schema=io.AgentGInput,
+                          output_schema=io.ExitOutput, evidence=io.agent_g_evidence)
     g.add_node("initialise", n.initialise)
     g.add_node("agent", n.agent)
     g.add_node("retriever_bank", n.retriever_bank)
@@ -70,7 +76,7 @@ WORKFLOW = Workflow(
     name=NAME, description="Agent-G: an agent picks the text or graph module, a critic validates and comments",
     build=build, context=AgentGContext, served="kgagents.graphs.agent_g:graph", presets=PRESETS,
     demo="kgagents.cli.agent_g:run_demo", adapter="kgagents.evals.agent_g:agent_g_adapter",
-    formatter="kgagents.cli.report:format_agent_g", input_schema=AgentGInput)
+    formatter="kgagents.cli.report:format_agent_g")
 
 
 def compile_graph(checkpointer: Any = None, **kwargs: Any):

@@ -17,16 +17,19 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
+from kgagents.graphs import io
 from kgagents.graphs.agent_g import PRESETS as PAPER
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import agent_g as n
 from kgagents.nodes import agent_g_baselines as b
-from kgagents.nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
+from kgagents.nodes import budget
+from kgagents.nodes.agent_g import AgentGContext, AgentGState, agent_g_context_of
 
 
 def _graph() -> StateGraph:
-    g = StateGraph(AgentGState, input_schema=AgentGInput, context_schema=AgentGContext)
+    g = io.workflow_graph(AgentGState, context_schema=AgentGContext, input_schema=io.AgentGInput,
+                          output_schema=io.ExitOutput, evidence=io.agent_g_evidence)
     g.add_node("initialise", n.initialise)
     g.add_node("generator", n.generator)
     g.add_node("record", b.record)
@@ -99,7 +102,9 @@ async def _corrective_judgement(state: AgentGState) -> Literal["generator", "ext
 
 
 async def route_react(state: AgentGState, runtime: Any) -> Literal["react_step", "generator", "finish"]:
-    return b.react_route(state, agent_g_context_of(runtime))
+    ctx = agent_g_context_of(runtime)
+    route = b.react_route(state, ctx)
+    return (route == "react_step" and budget.stop(state, ctx, "generator")) or route
 
 
 def build_react() -> StateGraph:
@@ -119,7 +124,7 @@ def _baseline(name: str, description: str, build: Any) -> Workflow:
                     served=f"kgagents.graphs.agent_g_baselines:{name[len('agent-g-'):].replace('-', '_')}_graph",
                     presets=BASELINE_PRESETS, no_demo="a baseline of Agent-G: `kgagents demo --workflow agent-g` runs "
                     "its example", adapter="kgagents.evals.agent_g:agent_g_adapter",
-                    formatter="kgagents.cli.report:format_agent_g", input_schema=AgentGInput)
+                    formatter="kgagents.cli.report:format_agent_g")
 
 
 cot = _baseline("agent-g-cot", "Agent-G's baseline: the model alone, chain-of-thought prompting", build_cot)

@@ -20,10 +20,12 @@ from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
+from kgagents.graphs import io
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import ark as n
-from kgagents.nodes.ark import ArkContext, ArkInput, ArkState, ark_context_of
+from kgagents.nodes import budget
+from kgagents.nodes.ark import ArkContext, ArkState, ark_context_of
 from kgagents.nodes.critic import verdict
 
 NAME = "ark"
@@ -31,11 +33,14 @@ NAME = "ark"
 
 async def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer", "retrieve_relations",
                                                            "prompt_select_anchor"]:
-    """Eq. (3): the attempt limit first, then the anchor's validity (a head entity, eq. 2)."""
+    """Eq. (3): the attempt limit first, then the anchor's validity (a head entity, eq. 2); the run's budget
+    ends it as the limit does."""
     current = state.get("current") or {}
+    ctx = ark_context_of(runtime)
     decision = verdict(bool(current.get("anchor_valid")), (current.get("c") or {}).get("anchor", 0),
-                       ark_context_of(runtime).c_max, limit_first=True)
-    return {"stop": "final_answer", "accept": "retrieve_relations", "retry": "prompt_select_anchor"}[decision]
+                       ctx.c_max, limit_first=True)
+    route = {"stop": "final_answer", "accept": "retrieve_relations", "retry": "prompt_select_anchor"}[decision]
+    return (route != "final_answer" and budget.stop(state, ctx, "final_answer")) or route
 
 
 async def route_relations(state: ArkState) -> Literal["prompt_select_anchor", "prompt_select_relation"]:
@@ -49,9 +54,12 @@ async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer
                                                              "prompt_select_relation"]:
     """Eq. (7): the attempt limit, then giving up on the anchor (r = ∅ → step 4), then validity (eq. 6)."""
     current = state.get("current") or {}
-    attempts, limit = (current.get("c") or {}).get("relation", 0), ark_context_of(runtime).c_max
+    ctx = ark_context_of(runtime)
+    attempts, limit = (current.get("c") or {}).get("relation", 0), ctx.c_max
     if attempts >= limit:
         return "final_answer"
+    if stop := budget.stop(state, ctx, "final_answer"):
+        return stop
     if current.get("gave_up"):
         return "select_anchor"
     decision = verdict(bool(current.get("relation_valid")), attempts, limit, limit_first=True)
@@ -61,24 +69,28 @@ async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer
 async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
     """Eq. (10): the attempt limit, then whether the selected triples are among the retrieved ones."""
     current = state.get("current") or {}
+    ctx = ark_context_of(runtime)
     decision = verdict(bool(current.get("reasoning_valid")), (current.get("c") or {}).get("reasoning", 0),
-                       ark_context_of(runtime).c_max, limit_first=True)
-    return {"stop": "final_answer", "accept": "clean_up", "retry": "retrieve_triples"}[decision]
+                       ctx.c_max, limit_first=True)
+    route = {"stop": "final_answer", "accept": "clean_up", "retry": "retrieve_triples"}[decision]
+    return (route != "final_answer" and budget.stop(state, ctx, "final_answer")) or route
 
 
 async def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer", "new_reasoning_step"]:
     """Eq. (11): the step limit K_max first, then the model's continue flag f."""
-    if state.get("k", 0) >= ark_context_of(runtime).k_max:
+    ctx = ark_context_of(runtime)
+    if state.get("k", 0) >= ctx.k_max:
         return "final_answer"
     steps = state.get("steps") or []
     if steps and steps[-1]["continue_exploration"]:
-        return "new_reasoning_step"
+        return budget.stop(state, ctx, "final_answer") or "new_reasoning_step"
     return "final_answer"
 
 
 def build() -> StateGraph:
     """The uncompiled ARK-V1 graph."""
-    g = StateGraph(ArkState, input_schema=ArkInput, context_schema=ArkContext)
+    g = io.workflow_graph(ArkState, context_schema=ArkContext, input_schema=io.ArkInput,
+                          output_schema=io.ExitOutput, evidence=io.ark_evidence)
     g.add_node("initialise_context", n.initialise_context)            # 1
     g.add_node("new_reasoning_step", n.new_reasoning_step)            # 2
     g.add_node("prompt_select_anchor", n.prompt_select_anchor)        # 3
@@ -105,7 +117,7 @@ WORKFLOW = Workflow(
     name=NAME, description="ARK-V1: an agent walks a static KG anchor by anchor, relation by relation, to an answer",
     build=build, context=ArkContext, served="kgagents.graphs.ark:graph",
     demo="kgagents.cli.ark:run_demo", adapter="kgagents.evals.colota:ark_adapter",
-    formatter="kgagents.cli.report:format_ark", input_schema=ArkInput)
+    formatter="kgagents.cli.report:format_ark")
 
 
 def compile_graph(checkpointer: Any = None, **kwargs: Any):

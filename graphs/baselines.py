@@ -35,11 +35,13 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from kgagents.graphs import io
 from kgagents.graphs.kgot import PRESETS as KGOT_PRESETS
 from kgagents.graphs.kgot import compile_graph as compile_kgot
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import baselines as n
+from kgagents.nodes import budget
 from kgagents.nodes.context import Context
 from kgagents.nodes.kgot import (
     define_tool_calls,
@@ -56,7 +58,8 @@ n.use_kgot_graph(compile_kgot)  # the baselines read KGoT's threads through its 
 
 def build_zeroshot() -> StateGraph:
     """The uncompiled zero-shot graph."""
-    g = StateGraph(n.BaselineState, input_schema=n.TaskInput, context_schema=n.BaselineContext)
+    g = io.workflow_graph(n.BaselineState, context_schema=n.BaselineContext, input_schema=io.TaskInput,
+                          evidence=io.tool_evidence)
     g.add_node("receive_task", n.receive_task)
     g.add_node("answer_zero_shot", n.answer_zero_shot)
     g.add_edge(START, "receive_task")
@@ -67,7 +70,8 @@ def build_zeroshot() -> StateGraph:
 
 def build_rag() -> StateGraph:
     """The uncompiled simple-RAG graph."""
-    g = StateGraph(n.BaselineState, input_schema=n.BaselineInput, context_schema=n.BaselineContext)
+    g = io.workflow_graph(n.BaselineState, context_schema=n.BaselineContext, input_schema=io.CorpusInput,
+                          evidence=io.retrieval_evidence)
     g.add_node("load_tool_outputs", n.load_tool_outputs)
     g.add_node("retrieve_and_answer", n.retrieve_and_answer)
     g.add_edge(START, "load_tool_outputs")
@@ -84,7 +88,8 @@ async def route_extraction(state: n.BaselineState) -> Literal["build_graph"] | l
 
 def build_graphrag() -> StateGraph:
     """The uncompiled GraphRAG graph."""
-    g = StateGraph(n.BaselineState, input_schema=n.BaselineInput, context_schema=n.BaselineContext)
+    g = io.workflow_graph(n.BaselineState, context_schema=n.BaselineContext, input_schema=io.CorpusInput,
+                          evidence=io.retrieval_evidence)
     add_routed_node(g, "load_tool_outputs", n.load_tool_outputs, route_extraction,
                     destinations=("extract_chunk", "build_graph"))
     g.add_node("extract_chunk", n.extract_chunk)
@@ -100,9 +105,10 @@ def build_graphrag() -> StateGraph:
 async def route_nokg_iteration(state: n.NoKGState, runtime: Any) -> Literal["solve_forced_from_tool_outputs",
                                                                             "decide_from_tool_outputs"]:
     """KGoT's iteration check: at the limit, solve with the outputs gathered; otherwise vote."""
-    if iteration_limit_reached(state, context_of(runtime)):  # type: ignore[arg-type]
+    ctx = context_of(runtime)
+    if iteration_limit_reached(state, ctx):  # type: ignore[arg-type]
         return "solve_forced_from_tool_outputs"
-    return "decide_from_tool_outputs"
+    return budget.stop(state, ctx, "solve_forced_from_tool_outputs") or "decide_from_tool_outputs"
 
 
 async def route_nokg_vote(state: n.NoKGState) -> Literal["define_tool_calls", "solve_from_tool_outputs"]:
@@ -123,7 +129,8 @@ async def route_nokg_solution(state: n.NoKGState) -> Literal["process_math", "pa
 
 def build_nokg() -> StateGraph:
     """The uncompiled "no KG" graph."""
-    g = StateGraph(n.NoKGState, input_schema=n.TaskInput, context_schema=Context)
+    g = io.workflow_graph(n.NoKGState, context_schema=Context, input_schema=io.TaskInput,
+                          evidence=io.tool_evidence)
     add_routed_node(g, "receive_task", n.receive_nokg_task, route_nokg_iteration)
     add_routed_node(g, "decide_from_tool_outputs", n.decide_from_tool_outputs, route_nokg_vote)
     add_routed_node(g, "define_tool_calls", define_tool_calls, route_nokg_tool_calls,
@@ -151,13 +158,13 @@ def _baseline(name: str, description: str, build: Any, context: type, **more: An
 
 _RAG_ADAPTER = "kgagents.evals.kgot_baselines:rag_baseline_adapter"
 zeroshot = _baseline("zeroshot", "KGoT paper's baseline: the model alone, zero-shot", build_zeroshot,
-                     n.BaselineContext, input_schema=n.TaskInput)
+                     n.BaselineContext)
 rag = _baseline("rag", "KGoT paper's baseline: simple RAG over KGoT's tool outputs of the same task", build_rag,
-                n.BaselineContext, adapter=_RAG_ADAPTER, input_schema=n.BaselineInput)
+                n.BaselineContext, adapter=_RAG_ADAPTER)
 graphrag = _baseline("kgot-graphrag", "KGoT paper's baseline: GraphRAG over KGoT's tool outputs of the same task",
-                     build_graphrag, n.BaselineContext, adapter=_RAG_ADAPTER, input_schema=n.BaselineInput)
+                     build_graphrag, n.BaselineContext, adapter=_RAG_ADAPTER)
 nokg = _baseline("kgot-nokg", "KGoT paper's baseline: KGoT's loop with the tool outputs as state, no KG",
-                 build_nokg, Context, input_schema=n.TaskInput)
+                 build_nokg, Context)
 
 #: For ``langgraph.json``.
 zeroshot_graph = zeroshot.graph

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from kgagents.graphs import io
 from kgagents.graphs import kgot
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
@@ -35,7 +36,8 @@ async def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_
 
 def build() -> StateGraph:
     """The uncompiled fusion graph."""
-    g = StateGraph(f.FusionState, context_schema=f.FusionContext)
+    g = io.workflow_graph(f.FusionState, context_schema=f.FusionContext, input_schema=io.FusionInput,
+                          evidence=io.fusion_evidence)
     add_routed_node(g, "receive_task", f.receive_fusion_task, route_variants,
                     destinations=("run_variant", "combine_answers"))
     g.add_node("run_variant", f.make_run_variant(kgot.graph))

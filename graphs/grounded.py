@@ -25,10 +25,12 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from kgagents.graphs import io
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
+from kgagents.nodes import budget
 from kgagents.nodes import grounded as n
-from kgagents.nodes.grounded import GroundedContext, GroundedInput, GroundedState, grounded_context_of
+from kgagents.nodes.grounded import GroundedContext, GroundedState, grounded_context_of
 
 NAME = "grounded"
 
@@ -78,8 +80,11 @@ async def evaluate_states(state: GroundedState) -> dict[str, Any]:
 
 
 async def route_expand(state: GroundedState, runtime: Any) -> list[Send] | Literal["answer"]:
-    """Expand every kept unfinished state into k candidates, unless the search is over."""
+    """Expand every kept unfinished state into k candidates, unless the search is over (or the run's budget is
+    spent: the answer then comes from the best state kept, as at the step limit)."""
     ctx = grounded_context_of(runtime)
+    if state.get("depth", 0) and (stop := budget.stop(state, ctx, "answer")):
+        return stop
     if state.get("depth", 0) == 0 or n.route_after_select(state, ctx):
         tasks = n.step_tasks(state, ctx)
         if tasks:
@@ -108,7 +113,8 @@ async def route_evaluate(state: GroundedState, runtime: Any) -> list[Send] | Lit
 
 def build() -> StateGraph:
     """The uncompiled grounded-reasoning graph."""
-    g = StateGraph(GroundedState, input_schema=GroundedInput, context_schema=GroundedContext)
+    g = io.workflow_graph(GroundedState, context_schema=GroundedContext, input_schema=io.GraphInput,
+                          output_schema=io.ExitOutput, evidence=io.grounded_evidence)
     add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"))
     g.add_node("generate_step", n.generate_step)
     add_routed_node(g, "collect_candidates", collect_candidates, route_merge,
@@ -132,7 +138,7 @@ WORKFLOW = Workflow(
     name=NAME, description="Grounded Graph-CoT / ToT / GoT: every reasoning step grounded in a static KG",
     build=build, context=GroundedContext, served="kgagents.graphs.grounded:graph", presets=PRESETS,
     demo="kgagents.cli.grounded:run_demo", adapter="kgagents.evals.grbench:grounded_adapter",
-    formatter="kgagents.cli.report:format_grounded", input_schema=GroundedInput)
+    formatter="kgagents.cli.report:format_grounded")
 
 
 def compile_graph(checkpointer: Any = None, **kwargs: Any):

@@ -13,12 +13,14 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from kgagents.graphs import io
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import kg_rag as n
 
 
 def _build(hops: int) -> StateGraph:
-    g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
+    g = io.workflow_graph(n.KGRagState, context_schema=n.KGRagContext, input_schema=io.GraphInput,
+                          evidence=io.retrieval_evidence)
     retrieve = n.retrieve_node(hops)
     g.add_node(retrieve.__name__, retrieve)
     g.add_node("answer_from_context", n.answer_from_context)
@@ -40,7 +42,8 @@ def build_graph_rag() -> StateGraph:
 
 def build_base() -> StateGraph:
     """Base (zero-shot): the model alone answers with the answer only."""
-    g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
+    g = io.workflow_graph(n.KGRagState, context_schema=n.KGRagContext, input_schema=io.GraphInput,
+                          evidence=io.retrieval_evidence)
     g.add_node("answer_alone", n.answer_alone)
     g.add_edge(START, "answer_alone")
     g.add_edge("answer_alone", END)
@@ -52,7 +55,7 @@ def _baseline(name: str, description: str, build: Any, formatter: str | None = N
     return Workflow(name=name, description=description, build=build, context=n.KGRagContext,
                     served=f"kgagents.graphs.kg_rag:{name.replace('-', '_')}_graph",
                     no_demo="a baseline of grounded reasoning: `kgagents demo --workflow grounded` runs its example",
-                    adapter="kgagents.evals.grbench:kg_rag_adapter", formatter=formatter, input_schema=n.KGRagInput)
+                    adapter="kgagents.evals.grbench:kg_rag_adapter", formatter=formatter)
 
 
 base = _baseline("base", "Grounded reasoning's baseline: the model alone answers (the answer only)", build_base)

@@ -32,9 +32,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 import kgagents.graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
+from kgagents.graphs import io
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
-from kgagents.nodes import cleanup
+from kgagents.nodes import budget, cleanup
 from kgagents.nodes import kgot as n
 from kgagents.nodes.context import Context
 from kgagents.nodes.runtime import context_of
@@ -52,8 +53,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 async def route_iteration_check(state: n.KGoTState, runtime: Any) -> Literal["solve_forced", "decide_next_step"]:
-    """Paper step 2: at the iteration limit solve with what the KG holds; otherwise decide the next step."""
-    return "solve_forced" if n.iteration_limit_reached(state, context_of(runtime)) else "decide_next_step"
+    """Paper step 2: at the iteration limit (or the run's budget) solve with what the KG holds; otherwise decide
+    the next step."""
+    ctx = context_of(runtime)
+    if n.iteration_limit_reached(state, ctx):
+        return "solve_forced"
+    return budget.stop(state, ctx, "solve_forced") or "decide_next_step"
 
 
 async def route_majority_vote(state: n.KGoTState, runtime: Any) -> Literal["define_tool_calls", "mitigate_noise",
@@ -101,7 +106,8 @@ async def route_parsed(state: n.KGoTState) -> Literal["generate_forced_solution"
 
 def build() -> StateGraph:
     """The uncompiled KGoT graph."""
-    g = StateGraph(n.KGoTState, context_schema=Context)
+    g = io.workflow_graph(n.KGoTState, context_schema=Context, input_schema=io.TaskInput,
+                          evidence=io.kg_evidence)
     # Every router runs inside the task of the node before it (graphs/routing.py): the same routes as conditional
     # edges, without LangGraph's copy of every channel per routed step.
     add_routed_node(g, "receive_task", n.receive_task, route_iteration_check)

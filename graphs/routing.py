@@ -21,9 +21,14 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.base import BaseChannel
 from langgraph.errors import EmptyChannelError
-from langgraph.graph import StateGraph
+from langgraph.graph import END, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
+
+from kgagents.nodes.budget import Stop
+
+#: The channel where a run that reached its budget says so (the output schemas' ``budget_stop``).
+BUDGET_CHANNEL = "budget_stop"
 
 
 def destinations_of(router: Callable[..., Any]) -> tuple[str, ...]:
@@ -96,12 +101,18 @@ def add_routed_node(builder: StateGraph, name: str, node: Callable[..., Any], ro
     nodes do; ``destinations``: where the router may go (default: its ``Literal`` return annotation)."""
     channels = builder.channels
     node_takes, router_takes = _injected(node), _injected(router)
+    end = getattr(builder, "end_node", END)  # a workflow's graph ends through its output node (graphs/io.py)
 
     async def routed(state: dict[str, Any], runtime: Runtime[Any], config: RunnableConfig) -> Command[Any]:
         update = await _call(node, node_takes, state, runtime, config)
         if isinstance(update, Command):
             raise TypeError(f"node {name!r} returned a Command: its route is its router's ({router.__name__})")
         goto = await _call(router, router_takes, state_after(channels, state, update), runtime, config)
+        if isinstance(goto, Stop):  # the run reached its budget (kgagents.nodes.budget): the state says so
+            update = {**(update or {}), BUDGET_CHANNEL: goto.reason}
+            goto = str(goto)
+        if goto == END:
+            goto = end
         if isinstance(goto, Send):
             goto = [goto]
         return Command(update=update, goto=goto)

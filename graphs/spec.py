@@ -63,10 +63,6 @@ class Workflow:
     formatter: str | None = None
     """The import string of the report's section for a run (``state -> lines`` for ``kgagents show``); None:
     question, answer, failures and usage only."""
-    input_schema: type | None = None
-    """The typed input of a run, where the workflow declares one."""
-    output_schema: type | None = None
-    """The typed output of a run, where the workflow declares one."""
     compile_options: Mapping[str, Any] = field(default_factory=dict)
     """Config the compiled graph carries (``with_config``), e.g. a recursion limit."""
 
@@ -102,7 +98,17 @@ class Workflow:
         """The workflow's context from plain values; an unknown key is a clear error naming the fields."""
         return self.context.from_mapping(dict(values or {}))
 
+    @property
+    def input_schema(self) -> type:
+        """What a caller gives a run: the graph's input schema (``kgagents.graphs.io``)."""
+        return self.build().input_schema  # type: ignore[no-any-return]
+
+    @property
+    def output_schema(self) -> type:
+        """What a run returns to a caller: the graph's output schema (``kgagents.graphs.io``)."""
+        return self.build().output_schema  # type: ignore[no-any-return]
+
     def input_keys(self) -> frozenset[str]:
         """The keys a run's input may hold (the graph's input schema)."""
-        schema = self.input_schema or self.build().input_schema
+        schema = self.input_schema
         return frozenset(getattr(schema, "__annotations__", None) or {})  # a TypedDict's: its bases' too

@@ -37,8 +37,7 @@ RECURSION_EXTRA = 10
 
 def build() -> StateGraph:
     """The uncompiled surfer graph."""
-    g = StateGraph(n.SurferState, context_schema=Context, input_schema=n.SurferInput,
-                   output_schema=n.SurferOutput)
+    g = StateGraph(n.SurferState, context_schema=Context)
     g.add_node("start", n.start)
     add_routed_node(g, "think", n.think, n.route_after_think)
     add_routed_node(g, "browse", n.browse, n.route_after_browse)
@@ -60,7 +59,6 @@ WORKFLOW = Workflow(
     name=NAME, description="KGoT's web-research agent alone: search, read pages, report with sources",
     build=build, context=Context, served="kgagents.graphs.surfer:graph",
     no_demo="it reads the live web (a search API key); KGoT's demo runs the workflow that calls it",
-    input_schema=n.SurferInput, output_schema=n.SurferOutput,
     compile_options={"recursion_limit": recursion_limit()})
 
 

@@ -301,6 +301,8 @@ class AgentGState(AgentGInput, total=False):
     ranked_ids: list[str]
     final_answer: str
     exit_reason: str
+    budget_stop: str
+    """Set when the routers ended the run at its budget (``kgagents.nodes.budget``): which budget, how much."""
     truncated_egos: list[dict[str, Any]]
     curve: list[Any]
     """With ``iteration_metrics``: the output the run would have returned with T = 1, 2, …"""
@@ -783,6 +785,8 @@ async def finish(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[st
     accepted = bool(last.get("accepted"))
     reason = f"accepted at iteration {last.get('t')}" if accepted else \
         f"{ctx.max_iterations} iteration(s) without an accepted answer: the last answer"
+    if state.get("budget_stop") and not accepted:  # kgagents.nodes.budget: the run stopped at its budget
+        reason = f"{state['budget_stop']}: the answer of iteration {last.get('t')}"
     cut = [{"t": i.get("t"), "entities": list((i.get("retrieval") or {}).get("truncated") or [])}
            for i in iterations if (i.get("retrieval") or {}).get("truncated")]
     extra: dict[str, Any] = {"truncated_egos": cut}

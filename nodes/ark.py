@@ -196,6 +196,8 @@ class ArkState(ArkInput, total=False):
     attempts: Annotated[list[Attempt], append]
     summary: str
     exit_reason: str
+    budget_stop: str
+    """Set when the routers ended the run at its budget (``kgagents.nodes.budget``): which budget, how much."""
     answer: bool | list[str] | None
     final_answer: str
     justification: str
@@ -673,6 +675,8 @@ async def clean_up(state: ArkState) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------------
 def exit_reason(state: ArkState, ctx: ArkContext) -> str:
     """Why the run reached the final answer (mirrors the routers)."""
+    if state.get("budget_stop"):  # kgagents.nodes.budget: the routers stopped the run at its budget
+        return str(state["budget_stop"])
     stage = state.get("stage")
     current = state.get("current") or CurrentStep()
     if stage == "cleanup":

@@ -108,6 +108,11 @@ class BaseContext:
     """The first wait before an LLM call is retried (doubling each time)."""
     api_backoff_max_s: float = 60.0
     """The longest wait between two tries of an LLM call."""
+    budget_usd: float | None = None
+    """End the run once its model calls have cost this much (USD), the way its paper ends a run at its limits
+    (``kgagents.nodes.budget``); ``None``: no budget."""
+    budget_tokens: int | None = None
+    """End the run once its model calls have used this many tokens (input plus output), as ``budget_usd``."""
     recursion_limit: int = 200
     """The most supersteps LangGraph runs in one run (a workflow raises it to what its own limits need)."""
 

@@ -22,6 +22,7 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from kgagents.graphs.io import final_state
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import Context, described
 from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
@@ -134,7 +135,8 @@ def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
                                partial_solution=None, iterations=0, kg=None, error=None)
         out: dict[str, Any] = {}
         try:
-            final = await kgot_graph.ainvoke({"question": task["question"], "attachments": task["attachments"]},
+            final = await final_state(kgot_graph,
+                                      {"question": task["question"], "attachments": task["attachments"]},
                                              config, context=variant_ctx)
         except FATAL_ERRORS:
             raise

@@ -310,6 +310,8 @@ class GroundedState(GroundedInput, total=False):
     answer: str
     final_answer: str
     exit_reason: str
+    budget_stop: str
+    """Set when the routers ended the run at its budget (``kgagents.nodes.budget``): which budget, how much."""
     usage: Annotated[Usage, merge_usage]
     failures: Annotated[list[Failure], append]
 
@@ -1112,12 +1114,15 @@ async def answer(state: GroundedState, runtime: Runtime[GroundedContext]) -> dic
     ``final_answer`` says "No solution found" then."""
     ctx = grounded_context_of(runtime)
     best, why = best_state(state)
+    at_limit = why == "reached the step limit"
+    if state.get("budget_stop"):  # the budget ended the search (kgagents.nodes.budget): as the step limit does
+        why, at_limit = str(state["budget_stop"]), True
     thoughts = state.get("thoughts") or {}
     record = thoughts.get(best, {})
     llm = LLMCaller(ctx, ROLE)
     if record.get("answer"):
         text = str(record["answer"])
-    elif why == "reached the step limit" and not ctx.answer_at_limit:
+    elif at_limit and not ctx.answer_at_limit:
         text = ""
         why += " (no answer: answer_at_limit is off)"
     else:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs import kgot
 from kgagents.cli import main
 from kgagents.core.scripted import ScriptedChatModel
@@ -169,7 +170,8 @@ async def scripted_run(tmp_path: Path, steps: list[dict], **ctx: object) -> dict
     context = Context(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
                       tool_backoff_base_s=0.001, max_parse_retries=0, **ctx)
     config = {"configurable": {"thread_id": "unparseable"}, "recursion_limit": 200}
-    return await kgot.compile_graph(InMemorySaver()).ainvoke({"question": QUESTION}, config, context=context)
+    return await final_state(kgot.compile_graph(InMemorySaver()),
+                             {"question": QUESTION}, config, context=context)
 
 
 def failed(state: dict) -> list[tuple[str, str]]:

@@ -7,6 +7,7 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import Context
@@ -44,7 +45,7 @@ async def run(tmp_path, steps, question=QUESTION, **ctx):
                       tool_backoff_base_s=0.001, **ctx)
     graph = compile_graph(InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}, "recursion_limit": 200}
-    state = await graph.ainvoke({"question": question}, config, context=context)
+    state = await final_state(graph, {"question": question}, config, context=context)
     return state, model
 
 

@@ -23,6 +23,7 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 import kgagents.core.usage as usage_mod
+from kgagents.graphs.io import final_state
 from kgagents.core.retry import is_transient, retry_after_s
 from kgagents.core.usage import register_price
 from kgagents.nodes.context import Context
@@ -608,8 +609,8 @@ async def test_usage_survives_sqlite_checkpoints(openai_server: FakeOpenAIServer
 
     async with AsyncSqliteSaver.from_conn_string(str(db)) as saver:
         graph = builder.compile(checkpointer=saver)
-        first = await graph.ainvoke({"question": "first?"}, config, context=ctx)
-        second = await graph.ainvoke({"question": "second?"}, config, context=ctx)
+        first = await final_state(graph, {"question": "first?"}, config, context=ctx)
+        second = await final_state(graph, {"question": "second?"}, config, context=ctx)
     assert first["answer"] == "one" and second["answer"] == "two"
 
     async with AsyncSqliteSaver.from_conn_string(str(db)) as fresh:

@@ -22,7 +22,9 @@ def specs() -> list[Workflow]:
 
 def test_langgraph_json_serves_exactly_the_registered_workflows(specs):
     served = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
-    assert served == {spec.name: spec.served for spec in specs}
+    assert {name: entry["path"] for name, entry in served.items()} == {spec.name: spec.served for spec in specs}
+    # what an MCP host shows for each tool: a description of its own, longer than the CLI's one line
+    assert all(len(entry["description"]) > 60 for entry in served.values())
 
 
 @pytest.mark.parametrize("name", registry.names())

@@ -116,8 +116,9 @@ def test_kgot_routes_inside_its_nodes_and_draws_every_route() -> None:
             ("define_tool_calls", "run_tool_call"), ("define_tool_calls", "integrate_new_information"),
             ("integrate_new_information", "integrate_new_information"),
             ("integrate_new_information", "decide_next_step"), ("integrate_new_information", "solve_forced"),
-            ("parse_solution", "generate_forced_solution"), ("parse_solution", "__end__"),
+            ("parse_solution", "generate_forced_solution"), ("parse_solution", "output"), ("output", "__end__"),
             ("solve_forced", "process_math"), ("generate_forced_solution", "parse_solution")} <= drawn
+    assert ("parse_solution", "__end__") not in drawn  # every way to the end goes through the output step
 
 
 class Narrow(TypedDict, total=False):

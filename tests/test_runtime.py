@@ -11,6 +11,7 @@ import pytest
 
 import kgagents.nodes.runtime as rt
 import kgagents.tools.sandbox as sb
+from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import build
 from kgagents.nodes.context import Context
 from kgagents.tools.kg.stores import backend_names, opens_without_io
@@ -65,7 +66,8 @@ def test_the_kgot_graph_has_one_node_per_step_of_the_paper():
     nodes = set(build().compile().get_graph().nodes) - {"__start__", "__end__"}
     assert nodes == {"receive_task", "decide_next_step", "define_tool_calls", "run_tool_call",
                      "integrate_new_information", "mitigate_noise", "solve_with_query", "solve_directly",
-                     "solve_forced", "generate_forced_solution", "process_math", "parse_solution"}
+                     "solve_forced", "generate_forced_solution", "process_math", "parse_solution",
+                     "output"}  # the output schema's step (kgagents.graphs.io)
 
 
 async def test_a_run_work_dir_is_prepared_once_then_found_without_a_thread(tmp_path, monkeypatch):
@@ -244,7 +246,7 @@ async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_pa
         steps = [*enhance_once(), *S.retrieve(READ_SORTED), *S.need_math(True), *S.math("print(23 + 42)"),
                  *S.parse("65", "65", "65")]
         ctx = Context(model=ScriptedChatModel(steps=steps), api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
-        state = await graph.ainvoke({"question": QUESTION}, {"recursion_limit": 200}, context=ctx)
+        state = await final_state(graph, {"question": QUESTION}, {"recursion_limit": 200}, context=ctx)
         assert state["final_answer"] == "65" and state["math_output"].strip() == "65"
         keys.append(state["run_key"])
     assert len(set(keys)) == 2 and all(k.startswith(f"{rt.EPHEMERAL}-") for k in keys)

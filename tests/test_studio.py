@@ -30,12 +30,17 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("studio")
+    yield from serve(tmp_path_factory.mktemp("studio"))
+
+
+def serve(tmp: Path, **extra_env: str):
+    """Start ``langgraph dev`` on a free loopback port with a clean environment (plus ``extra_env``), yield
+    ``(url, tmp)`` once it answers, stop it afterwards."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "LANGSMITH_"))}
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp / "runs"), KGAGENTS_GRAPHS_DIR=str(tmp / "graphs"),
                OLLAMA_HOST="http://127.0.0.1:9",
-               LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1")
+               LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1", **extra_env)
     log = open(tmp / "server.log", "w")
     langgraph = Path(sys.executable).with_name("langgraph")
     proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",

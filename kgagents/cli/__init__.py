@@ -213,6 +213,8 @@ def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
 
     print(state.get("final_answer", "(no answer)"))
     print(f"thread: {thread_id} (details: kgagents show {thread_id})", file=sys.stderr)
+    if state.get("budget_stop"):
+        print(f"kgagents: the run ended at its budget ({state['budget_stop']})", file=sys.stderr)
     summary = failure_summary(state.get("failures"))
     if every_call_failed(state):
         kinds = ", ".join(f"{n} {kind}" for kind, n in summary["kinds"].items())

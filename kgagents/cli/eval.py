@@ -56,6 +56,10 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
     ev.add_argument("--base-url", help="an OpenAI-compatible server for the model")
     ev.add_argument("--max-iterations", type=int)
+    ev.add_argument("--budget-usd", dest="eval_budget_usd", type=float,
+                    help="the evaluation's budget: no item starts once this call's items have cost this much (USD)")
+    ev.add_argument("--budget-tokens", dest="eval_budget_tokens", type=int,
+                    help="as --budget-usd, in tokens (a run's own budget: --set budget_tokens=N)")
     ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field")
     ev.add_argument("--grader-model", help="the LLM grader's model (SimpleQA, GRBench's GPT4Score; 'none': no "
                     "judge); default: the benchmark's own judge (GRBench: the paper's, openai:gpt-4o), else --model")
@@ -102,6 +106,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         dataset.scorer = args.scorer
     if args.dask and args.processes != 1:
         raise ValueError("--processes and --dask are two ways to use several processes: choose one")
+    if args.dask and (args.eval_budget_usd is not None or args.eval_budget_tokens is not None):
+        raise ValueError("an evaluation budget is kept by one process: leave out --dask")
     values = context_values_from_args(args)
     if args.preset:
         from kgagents.graphs.workflows import preset
@@ -174,7 +180,8 @@ def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[st
                           context_values=values, preset=args.preset, seed=seed,
                           grader_model=args.grader_model,
                           retry_failed=args.retry_failed, progress=not args.no_progress,
-                          checkpointer=args.checkpointer, processes=_process_count(args))
+                          checkpointer=args.checkpointer, processes=_process_count(args),
+                          budget_usd=args.eval_budget_usd, budget_tokens=args.eval_budget_tokens)
     if args.dask:
         from kgagents.evals.distributed import evaluate_distributed
 
@@ -187,6 +194,9 @@ def _print_result(result: Any, dataset: Any) -> None:
     """What an evaluation did (stderr) and its metrics: the scorer's, then the dataset's own table if it has one."""
     print(f"{len(result.records)} results in {result.out_dir} (this run: {result.ran} ran, {result.resumed} "
           f"resumed, {result.skipped} skipped, {result.failed} failed)", file=sys.stderr)
+    if result.budget_stop:
+        print(f"{result.budget_stop}: {result.budget_skipped} item run(s) not started (the same command goes on "
+              "with them)", file=sys.stderr)
 
     def shown(key: str, value: Any) -> str:
         if value is None:

@@ -203,6 +203,8 @@ def format_run(workflow: str, thread_id: str, state: dict[str, Any], next_nodes:
     status = "finished" if not next_nodes else f"interrupted (next: {', '.join(next_nodes)})"
     lines = [f"Thread {thread_id} ({workflow}), {status}", f"Question: {state.get('question', '')}",
              f"Answer: {state.get('final_answer', '(none yet)')}", ""]
+    if state.get("budget_stop"):
+        lines[-1:] = [f"Ended at its budget: {state['budget_stop']}", ""]
     formatter = registry.formatter_of(workflow) if workflow in registry.SPECS else None
     if formatter:
         lines += formatter(state)

@@ -43,7 +43,8 @@ EXTRAS: tuple[Extra, ...] = (
     Extra("eval", "report plots, Parquet files (GAIA's metadata, STaRK-style tables) and Graph-CoT's Rouge-L",
           ("matplotlib", "pyarrow", "rouge_score")),
     Extra("crag", "CRAG's mock KG API server (Agent-G's graph module on CRAG)", ("starlette", "uvicorn")),
-    Extra("studio", "`langgraph dev` and LangGraph Studio", ("langgraph_api", "langgraph_sdk")),
+    Extra("studio", "`langgraph dev`, LangGraph Studio and the MCP client",
+          ("langgraph_api", "langgraph_sdk", "mcp")),
 )
 
 _BY_MODULE = {module: extra for extra in EXTRAS for module in extra.modules}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import OUTPUT_NODE
 from kgagents.graphs import agent_g_baselines as B
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.agent_g import AgentGContext
@@ -24,6 +25,7 @@ async def run(workflow, task_input, steps, **ctx):
     nodes: list[str] = []
     async for chunk in graph.astream(task_input, config, context=context, stream_mode="updates"):
         nodes.extend(chunk)
+    assert nodes.pop() == OUTPUT_NODE  # the output schema's step, once, last
     return dict((await graph.aget_state(config)).values), model, nodes
 
 

@@ -8,6 +8,7 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs.agent_g import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.agent_g import AgentGContext
@@ -198,7 +199,7 @@ async def run_agent_g(task, steps, **ctx):
     context = AgentGContext(model=model, api_backoff_base_s=0.001, task="generation", **ctx)
     graph = compile_graph(InMemorySaver())
     config = {"configurable": {"thread_id": "crag"}, "recursion_limit": context.recursion_limit}
-    state = await graph.ainvoke(task, config, context=context)
+    state = await final_state(graph, task, config, context=context)
     return state, model
 
 

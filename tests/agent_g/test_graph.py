@@ -9,6 +9,7 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import OUTPUT_NODE, final_state
 from kgagents.graphs import agent_g as agent_g_graph
 from kgagents.graphs.agent_g import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
@@ -27,6 +28,7 @@ async def run(task_input, steps, **ctx):
     nodes: list[str] = []
     async for chunk in graph.astream(task_input, config, context=context, stream_mode="updates"):
         nodes.extend(chunk)
+    assert nodes.pop() == OUTPUT_NODE  # the output schema's step, once, last
     return dict((await graph.aget_state(config)).values), model, nodes
 
 
@@ -166,11 +168,12 @@ async def test_a_resumed_run_finishes_like_an_uninterrupted_one(prime):
     config = {"configurable": {"thread_id": "r"}, "recursion_limit": 100}
     interrupted = compile_graph(saver, interrupt_before=["agent"])
     context = AgentGContext(model=ScriptedChatModel(steps=steps), task="retrieval")
-    await interrupted.ainvoke({"question": QUESTION, "graph": prime}, config, context=context)
-    await interrupted.ainvoke(None, config, context=context)  # iteration 1, stopped before the second action
+    await final_state(interrupted, {"question": QUESTION, "graph": prime}, config, context=context)
+    await final_state(interrupted,
+                      None, config, context=context)  # iteration 1, stopped before the second action
     assert len((await interrupted.aget_state(config)).values["iterations"]) == 1
     fresh = AgentGContext(model=ScriptedChatModel(steps=steps[3:]), task="retrieval")  # a new process
-    state = await compile_graph(saver).ainvoke(None, config, context=fresh)
+    state = await final_state(compile_graph(saver), None, config, context=fresh)
     assert state["ranked_ids"] == ["0"] and [i["accepted"] for i in state["iterations"]] == [False, True]
 
 
@@ -199,7 +202,8 @@ async def test_the_served_graph(prime, tmp_path):
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"steps": [decide(1, entities=BOTH, relations=["enzyme", "indication"]),
                                             validate(1, "yes")]}), encoding="utf-8")
-    state = await agent_g_graph.graph.ainvoke({"question": QUESTION, "graph": prime}, {"recursion_limit": 60},
+    state = await final_state(agent_g_graph.graph,
+                              {"question": QUESTION, "graph": prime}, {"recursion_limit": 60},
                                               context={"model": f"scripted:{script}", "task": "retrieval"})
     assert state["ranked_ids"] == ["0"] and agent_g_graph.graph.checkpointer is None
 

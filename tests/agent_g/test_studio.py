@@ -28,8 +28,10 @@ async def test_langgraph_dev_runs_agent_g(server, prime):  # noqa: F811
     thread = await client.threads.create()
     result = await client.runs.wait(thread["thread_id"], "agent-g", input={"question": QUESTION, "graph": prime},
                                     context={"model": f"scripted:{script}", "task": "retrieval"})
-    assert result["ranked_ids"] == ["0"], json.dumps(result)[:2000]
-    assert [i["accepted"] for i in result["iterations"]] == [False, True]
-    assert result["iterations"][0]["error_type"] == "missing entity"
+    assert result["evidence"]["ranked_ids"] == ["0"], json.dumps(result)[:2000]  # the output schema
+    assert json.loads(result["final_answer"]) == ["0"] and "iterations" not in result
+    iterations = (await client.threads.get_state(thread["thread_id"]))["values"]["iterations"]  # the whole state
+    assert [i["accepted"] for i in iterations] == [False, True]
+    assert iterations[0]["error_type"] == "missing entity"
     history = await client.threads.get_history(thread["thread_id"], limit=50)
     assert {"agent", "retriever_bank", "validator", "commentor"} <= {n for h in history for n in h.get("next", [])}

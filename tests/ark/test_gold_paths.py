@@ -13,6 +13,7 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.evals.colota import KGQAQuestion, load_cr_lt, resolve_gold_triples
 from kgagents.graphs.ark import compile_graph
 from kgagents.cli.report import format_run
@@ -65,7 +66,7 @@ async def test_the_gold_path_is_retrieved_and_selected(question):
     config = {"configurable": {"thread_id": question.id}, "recursion_limit": 500}
     task = {"question": question.question, "question_id": question.id, "question_type": "yes_no",
             "kg_file": question.graph_file, "kg_id": question.id}
-    state = await compiled.ainvoke(task, config, context=ArkContext(model=model))
+    state = await final_state(compiled, task, config, context=ArkContext(model=model))
 
     assert state["answer"] is question.answer
     assert all(a["valid"] for a in state["attempts"]), state["attempts"]

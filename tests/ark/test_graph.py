@@ -8,6 +8,7 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import OUTPUT_NODE, final_state
 from kgagents.graphs import ark as ark_graph
 from kgagents.graphs.ark import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
@@ -38,6 +39,7 @@ async def run(example, steps, *, embedder=None, question=None, graph_input=None,
     nodes: list[str] = []
     async for chunk in graph.astream(task, config, context=context, stream_mode="updates"):
         nodes.extend(chunk)
+    assert nodes.pop() == OUTPUT_NODE  # the output schema's step, once, last
     state = dict((await graph.aget_state(config)).values)
     return state, model, nodes
 
@@ -275,9 +277,9 @@ async def test_a_new_question_on_a_used_thread_is_a_clear_error(example, keys):
     graph = compile_graph(InMemorySaver())
     config = {"configurable": {"thread_id": "same"}, "recursion_limit": 500}
     task = {"question": example["question"], "kg": example["graph"]}
-    await graph.ainvoke(task, config, context=ArkContext(model=model))
+    await final_state(graph, task, config, context=ArkContext(model=model))
     with pytest.raises(ValueError, match="already holds an ARK-V1 run"):
-        await graph.ainvoke(task, config, context=ArkContext(model=model))
+        await final_state(graph, task, config, context=ArkContext(model=model))
     assert len((await graph.aget_state(config)).values["steps"]) == 2     # the finished run is untouched
 
 
@@ -313,11 +315,11 @@ async def test_a_resumed_run_rebuilds_the_graph_from_the_state(example, keys):
     graph = compile_graph(saver, interrupt_before=["reasoning_step"])
     config = {"configurable": {"thread_id": "r"}, "recursion_limit": 500}
     first = ArkContext(model=model)
-    await graph.ainvoke({"question": example["question"], "kg": example["graph"]}, config, context=first)
+    await final_state(graph, {"question": example["question"], "kg": example["graph"]}, config, context=first)
     assert (await graph.aget_state(config)).next == ("reasoning_step",)
     fresh = ArkContext(model=model)        # a new process: no cached store
     graph = compile_graph(saver)
-    state = await graph.ainvoke(None, config, context=fresh)
+    state = await final_state(graph, None, config, context=fresh)
     assert state["answer"] is False and len(state["steps"]) == 2
     assert list(fresh.__dict__["_ark_graphs"]) == [state["kg_fingerprint"]]
 
@@ -328,9 +330,11 @@ async def test_one_context_serves_runs_on_different_graphs(example, keys):
                                      *S.final(True), *two_steps(keys)])
     ctx = ArkContext(model=model)
     graph = compile_graph(InMemorySaver())
-    a = await graph.ainvoke({"question": "Does Ada know Bob?", "kg": other}, {"configurable": {"thread_id": "a"}},
-                            context=ctx)
-    b = await graph.ainvoke({"question": example["question"], "kg": example["graph"]},
+    a = await final_state(
+        graph,
+        {"question": "Does Ada know Bob?", "kg": other}, {"configurable": {"thread_id": "a"}},
+        context=ctx)
+    b = await final_state(graph, {"question": example["question"], "kg": example["graph"]},
                             {"configurable": {"thread_id": "b"}}, context=ctx)
     assert a["answer"] is True and a["steps"][0]["retrieved"][0]["tail"] == "Bob"
     assert b["answer"] is False and b["kg_fingerprint"] != a["kg_fingerprint"]
@@ -340,7 +344,7 @@ async def test_the_served_graph_takes_a_context_of_json_values(example, keys, tm
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"name": "ark", "steps": two_steps(keys)}), encoding="utf-8")
     context = {"model": f"scripted:{script}", "c_max": 5, "k_max": 8}
-    state = await ark_graph.graph.ainvoke({"question": example["question"], "kg": example["graph"]},
+    state = await final_state(ark_graph.graph, {"question": example["question"], "kg": example["graph"]},
                                           {"recursion_limit": 500}, context=context)
     assert state["final_answer"] == "False"
     assert ark_graph.graph.get_name() == "ark" and ark_graph.graph.checkpointer is None
@@ -383,8 +387,9 @@ async def test_a_real_openai_client_drives_the_graph(example, keys):
         server.tool_call({"justification": "the breed is unknown", "answer": None})
         graph = compile_graph(InMemorySaver())
         context = ArkContext(model="gpt-4o-mini", base_url=server.base_url, temperature=0.7)  # as the CLI gives it
-        state = await graph.ainvoke({"question": example["question"], "kg": example["graph"]},
-                                    {"configurable": {"thread_id": "o"}, "recursion_limit": 500}, context=context)
+        state = await final_state(
+            graph, {"question": example["question"], "kg": example["graph"]},
+            {"configurable": {"thread_id": "o"}, "recursion_limit": 500}, context=context)
     finally:
         server.stop()
     assert state["answer"] is None and state["final_answer"] == "None"

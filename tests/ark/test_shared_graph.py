@@ -12,6 +12,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs.ark import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.ark import ArkContext
@@ -63,7 +64,7 @@ async def test_concurrent_runs_share_one_graph_one_build_and_one_index(example, 
     async def one(thread: str) -> dict:
         context = ArkContext(model=ScriptedChatModel(steps=steps(keys)))
         config = {"configurable": {"thread_id": thread}, "recursion_limit": 500}
-        return await graph.ainvoke({"kg_file": str(graph_file)}, config, context=context)
+        return await final_state(graph, {"kg_file": str(graph_file)}, config, context=context)
 
     a, b = await asyncio.gather(one("a"), one("b"))
     assert a["answer"] is False and b["answer"] is False
@@ -104,7 +105,7 @@ async def test_checkpoints_hold_the_reference_and_never_the_graph(example, keys,
         graph = compile_graph(saver)
         context = ArkContext(model=ScriptedChatModel(steps=steps(keys)))
         config = {"configurable": {"thread_id": "file"}, "recursion_limit": 500}
-        state = await graph.ainvoke({"kg_file": str(graph_file)}, config, context=context)
+        state = await final_state(graph, {"kg_file": str(graph_file)}, config, context=context)
         assert state["graph_ref"]["fingerprint"] == state["kg_fingerprint"]
         assert set(state["graph_ref"]) >= {"name", "location", "source", "format", "fingerprint"}
         dumps = [json.dumps(c.checkpoint["channel_values"], default=str) async for c in saver.alist(config)]
@@ -112,7 +113,7 @@ async def test_checkpoints_hold_the_reference_and_never_the_graph(example, keys,
 
         inline = {"configurable": {"thread_id": "inline"}, "recursion_limit": 500}
         context = ArkContext(model=ScriptedChatModel(steps=steps(keys)))
-        state = await graph.ainvoke({"question": example["question"], "kg": example["graph"]}, inline,
+        state = await final_state(graph, {"question": example["question"], "kg": example["graph"]}, inline,
                                     context=context)
         assert state["answer"] is False and state.get("kg") is None
         holding = [c.metadata.get("step") async for c in saver.alist(inline)
@@ -128,12 +129,12 @@ async def test_a_resumed_run_in_a_new_process_reopens_its_graph(example, keys, g
     model = ScriptedChatModel(steps=steps(keys))
     async with AsyncSqliteSaver.from_conn_string(db) as saver:
         graph = compile_graph(saver, interrupt_before=["reasoning_step"])
-        await graph.ainvoke({"kg_file": str(graph_file)}, config, context=ArkContext(model=model))
+        await final_state(graph, {"kg_file": str(graph_file)}, config, context=ArkContext(model=model))
         ref = (await graph.aget_state(config)).values["graph_ref"]
     # a new process: no open graphs; the built graph is gone too, so it is rebuilt from its source
     registry.forget_open_graphs()
     shutil.rmtree(ref["location"])
     async with AsyncSqliteSaver.from_conn_string(db) as saver:
-        state = await compile_graph(saver).ainvoke(None, config, context=ArkContext(model=model))
+        state = await final_state(compile_graph(saver), None, config, context=ArkContext(model=model))
     assert state["answer"] is False and len(state["steps"]) == 2 and len(builds) == 2
     assert state["graph_ref"]["fingerprint"] == ref["fingerprint"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.evals.datasets import Dataset, DatasetError, Item
 from kgagents.evals.runner import EvalOptions, evaluate, read_results
 from kgagents.graphs import kgot
@@ -92,8 +93,9 @@ def test_registered_as_workflows_and_served_without_a_checkpointer():
     served = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
     import kgagents.graphs.baselines as module
     for name, workflow in {"rag": rag, "kgot-graphrag": graphrag, "kgot-nokg": nokg}.items():
-        attribute = served[name].rpartition(":")[2]
-        assert served[name] == workflow.served and served[name].startswith("kgagents.graphs.baselines:")
+        path = served[name]["path"]
+        assert path == workflow.served and path.startswith("kgagents.graphs.baselines:") and served[name]["description"]
+        attribute = path.rpartition(":")[2]
         exported = getattr(module, attribute)
         assert exported.checkpointer is None and exported.name == workflow.name
 
@@ -109,7 +111,8 @@ def test_one_chunk_per_tool_call_output():
 async def test_zero_shot_is_the_model_alone():
     model = ScriptedChatModel(steps=[S.step("general AI assistant", content="2 and 2 make 4.\nFINAL ANSWER: 4")])
     graph = build_zeroshot().compile(checkpointer=InMemorySaver())
-    state = await graph.ainvoke({"question": "What is 2 + 2?"}, config(), context=BaselineContext(model=model))
+    state = await final_state(graph,
+                              {"question": "What is 2 + 2?"}, config(), context=BaselineContext(model=model))
     assert state["final_answer"] == "4"
     assert state["usage"]["scripted"]["calls"] == 1 and len(model.calls) == 1
     assert "What is 2 + 2?" in model.calls[0] and "FINAL ANSWER" in model.calls[0]
@@ -121,7 +124,8 @@ async def test_zero_shot_is_the_model_alone():
 async def test_rag_answers_from_the_closest_tool_outputs_and_calls_no_tool():
     model = ScriptedChatModel(steps=[S.step(RAG, content="It is 330 m.\nFINAL ANSWER: 330")])
     graph = build_rag().compile(checkpointer=InMemorySaver())
-    state = await graph.ainvoke({"question": "How tall is the Eiffel Tower in metres?", "tool_calls": CALLS},
+    state = await final_state(graph,
+                              {"question": "How tall is the Eiffel Tower in metres?", "tool_calls": CALLS},
                                 config(), context=BaselineContext(model=model, rag_top_k=2))
     assert state["final_answer"] == "330"
     assert len(state["chunks"]) == 3 and state["corpus_source"] == "the task's tool_calls"
@@ -136,9 +140,11 @@ async def test_rag_without_kgot_outputs_is_refused():
     model = ScriptedChatModel(steps=[S.step(RAG, content="FINAL ANSWER: x")])
     graph = build_rag().compile(checkpointer=InMemorySaver())
     with pytest.raises(ValueError, match="answers from KGoT's tool outputs of the same task"):
-        await graph.ainvoke({"question": "How tall is it?"}, config(), context=BaselineContext(model=model))
+        await final_state(graph,
+                          {"question": "How tall is it?"}, config(), context=BaselineContext(model=model))
     with pytest.raises(ValueError, match="not a KGoT tool-call record"):
-        await graph.ainvoke({"question": "How tall is it?", "tool_calls": [{"output": "x"}]}, config("t2"),
+        await final_state(graph,
+                          {"question": "How tall is it?", "tool_calls": [{"output": "x"}]}, config("t2"),
                             context=BaselineContext(model=model))
     assert model.calls == []
 
@@ -146,7 +152,8 @@ async def test_rag_without_kgot_outputs_is_refused():
 async def test_rag_answer_failure_is_no_solution_and_logged():
     model = ScriptedChatModel(steps=[S.step(RAG, **{"raise": "overloaded", "status": 500})])
     graph = build_rag().compile(checkpointer=InMemorySaver())
-    state = await graph.ainvoke({"question": "How tall is the Eiffel Tower?", "tool_calls": CALLS}, config(),
+    state = await final_state(graph,
+                              {"question": "How tall is the Eiffel Tower?", "tool_calls": CALLS}, config(),
                                 context=BaselineContext(model=model, **FAST_API))
     assert state["final_answer"] == NO_SOLUTION
     [failure] = state["failures"]
@@ -171,7 +178,8 @@ async def test_rag_reads_the_tool_outputs_of_a_finished_kgot_thread(tmp_path):
     kgot_model = ScriptedChatModel(steps=kgot_tool_steps({"Q7": "Q7's answer is seven."}))
     ctx = Context(model=kgot_model, work_dir=str(tmp_path / "work"), **KGOT_FAST)
     async with open_checkpointer(store) as saver:
-        done = await kgot.compile_graph(saver).ainvoke({"question": "Question Q7: what is it?"}, config("k1"),
+        done = await final_state(kgot.compile_graph(saver),
+                                 {"question": "Question Q7: what is it?"}, config("k1"),
                                                         context=ctx)
     [output] = [c["output"] for c in done["tool_calls"]]
     assert output.endswith("Q7's answer is seven.")
@@ -179,21 +187,22 @@ async def test_rag_reads_the_tool_outputs_of_a_finished_kgot_thread(tmp_path):
     model = ScriptedChatModel(steps=[S.step(both(RAG, "Q7's answer is seven"), content="FINAL ANSWER: seven")])
     graph = build_rag().compile(checkpointer=InMemorySaver())
     rag_ctx = BaselineContext(model=model, kgot_checkpointer=str(store))
-    state = await graph.ainvoke({"question": "Question Q7: what is it?", "kgot_thread": "k1"}, config(),
+    state = await final_state(graph, {"question": "Question Q7: what is it?", "kgot_thread": "k1"}, config(),
                                 context=rag_ctx)
     assert state["final_answer"] == "seven" and state["corpus_source"] == "KGoT thread k1"
     assert [c["text"] for c in state["chunks"]] == [output]
     with pytest.raises(ValueError, match="no KGoT thread 'nope'"):
-        await graph.ainvoke({"question": "Q?", "kgot_thread": "nope"}, config("t2"), context=rag_ctx)
+        await final_state(graph, {"question": "Q?", "kgot_thread": "nope"}, config("t2"), context=rag_ctx)
     other = tmp_path / "other.sqlite"
     other.write_bytes(b"not a database")
     with pytest.raises(ValueError, match="is not a checkpoint database"):
-        await graph.ainvoke({"question": "Q?", "kgot_thread": "k1"}, config("t4"),
+        await final_state(graph, {"question": "Q?", "kgot_thread": "k1"}, config("t4"),
                             context=BaselineContext(model=model, kgot_checkpointer=str(other)))
     assert other.read_bytes() == b"not a database"
     with pytest.raises(ValueError, match="no KGoT checkpoints at"):
-        await graph.ainvoke({"question": "Q?", "kgot_thread": "k1"}, config("t3"),
-                            context=BaselineContext(model=model, kgot_checkpointer=str(tmp_path / "none.sqlite")))
+        await final_state(
+            graph, {"question": "Q?", "kgot_thread": "k1"}, config("t3"),
+            context=BaselineContext(model=model, kgot_checkpointer=str(tmp_path / "none.sqlite")))
 
 
 def two_questions(n: int = 2) -> Dataset:
@@ -297,7 +306,7 @@ async def test_graphrag_extracts_a_static_kg_and_answers_by_traversal():
     model = ScriptedChatModel(steps=graphrag_steps("Gustave Eiffel -\\[BORN_IN\\]-> Dijon"))
     graph = build_graphrag().compile(checkpointer=InMemorySaver())
     ctx = BaselineContext(model=model, graph_top_entities=1, graph_hops=2, graph_top_chunks=2, **FAST_API)
-    state = await graph.ainvoke({"question": "Where was the designer of the Eiffel Tower born?",
+    state = await final_state(graph, {"question": "Where was the designer of the Eiffel Tower born?",
                                  "tool_calls": GRAPH_CALLS}, config(), context=ctx)
     assert state["final_answer"] == "Dijon"
     # the KG is in the state (node-link data): case and spacing do not make two entities
@@ -321,7 +330,7 @@ async def test_graphrag_traversal_depth_bounds_the_context():
     model = ScriptedChatModel(steps=graphrag_steps("Eiffel Tower -\\[DESIGNED_BY\\]-> Gustave Eiffel"))
     graph = build_graphrag().compile(checkpointer=InMemorySaver())
     ctx = BaselineContext(model=model, graph_top_entities=1, graph_hops=0, **FAST_API)
-    state = await graph.ainvoke({"question": "Did Gustave Eiffel design the Eiffel Tower?",
+    state = await final_state(graph, {"question": "Did Gustave Eiffel design the Eiffel Tower?",
                                  "tool_calls": GRAPH_CALLS}, config(), context=ctx)
     # zero hops: only the relations among the matched entities (Dijon is one hop away)
     assert "BORN_IN" not in state["context"] and "DESIGNED_BY" in state["context"]
@@ -330,7 +339,8 @@ async def test_graphrag_traversal_depth_bounds_the_context():
 async def test_graphrag_with_no_tool_output_answers_from_an_empty_graph():
     model = ScriptedChatModel(steps=[S.step(both(GRAPH_ANSWER, "the knowledge graph is empty"),
                                             content="FINAL ANSWER: unknown")])
-    state = await build_graphrag().compile(checkpointer=InMemorySaver()).ainvoke(
+    state = await final_state(
+        build_graphrag().compile(checkpointer=InMemorySaver()),
         {"question": "Anything?", "tool_calls": []}, config(), context=BaselineContext(model=model))
     assert state["final_answer"] == "unknown" and state["graph"]["nodes"] == []
 
@@ -339,7 +349,8 @@ async def test_graphrag_answer_failure_is_no_solution_and_logged():
     steps = [*graphrag_steps("never")[:2], S.step(EXTRACT, structured=extraction([])),
              S.step(GRAPH_ANSWER, **{"raise": "overloaded", "status": 500})]
     model = ScriptedChatModel(steps=steps)
-    state = await build_graphrag().compile(checkpointer=InMemorySaver()).ainvoke(
+    state = await final_state(
+        build_graphrag().compile(checkpointer=InMemorySaver()),
         {"question": "Where was Gustave Eiffel born?", "tool_calls": GRAPH_CALLS}, config(),
         context=BaselineContext(model=model, **FAST_API))
     assert state["final_answer"] == NO_SOLUTION and state["reply"] == ""
@@ -374,8 +385,8 @@ async def test_nokg_runs_kgots_loop_on_the_tool_outputs_themselves(tmp_path):
     model = ScriptedChatModel(steps=steps)
     ctx = Context(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=2,
                   max_final_solution_parsing=1, **FAST_API)
-    state = await build_nokg().compile(checkpointer=InMemorySaver()).ainvoke(
-        {"question": "How tall is the Eiffel Tower in metres?"}, config(), context=ctx)
+    state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()),
+                              {"question": "How tall is the Eiffel Tower in metres?"}, config(), context=ctx)
     assert state["final_answer"] == "330" and state["iteration"] == 1 and state["decision"] == "SOLVE"
     assert "kg" not in state and "kg_writes" not in state  # no knowledge graph at all
     [call] = state["tool_calls"]
@@ -394,8 +405,8 @@ async def test_nokg_forced_solution_at_the_limit_and_failures_degrade(tmp_path):
     model = ScriptedChatModel(steps=steps)
     ctx = Context(model=model, work_dir=str(tmp_path / "work"), max_iterations=2, num_next_steps_decision=2,
                   **FAST_API)
-    state = await build_nokg().compile(checkpointer=InMemorySaver()).ainvoke(
-        {"question": "What is unknowable?"}, config(), context=ctx)
+    state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()),
+                              {"question": "What is unknowable?"}, config(), context=ctx)
     assert state["iteration"] == 2 and state["decision"] == "FORCED_SOLVE"
     assert state["final_answer"] == NO_SOLUTION and state["tool_calls"] == []
     [failure] = state["failures"]

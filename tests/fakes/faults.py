@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from kgagents.graphs.io import final_state
 from langgraph.checkpoint.memory import InMemorySaver
 
 from tests.fakes import isolate_model_env
@@ -63,7 +65,7 @@ async def runs_under_faults(server: FakeOpenAIServer, graph_module: Any, steps: 
         config = {"configurable": {"thread_id": f"faults-{seed}"},
                   "recursion_limit": getattr(context, "recursion_limit", 200)}
         start = time.monotonic()
-        state = await asyncio.wait_for(graph.ainvoke(task, config, context=context), RUN_LIMIT_S)
+        state = await asyncio.wait_for(final_state(graph, task, config, context=context), RUN_LIMIT_S)
         runs.append(FaultRun(seed, dict(state), time.monotonic() - start, Counter(policy.injected)))
     return runs
 

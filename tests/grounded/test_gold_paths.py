@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.evals.grbench import fixture_graph, fixture_questions
 from kgagents.graphs.grounded import compile_graph
 from kgagents.cli.grounded import gold_answer, gold_path_steps
@@ -35,7 +36,8 @@ async def _run(row, **ctx):
                                                     action_format=ctx.get("action_format", "tools")))
     context = GroundedContext(model=model, **ctx)
     config = {"configurable": {"thread_id": row["qid"]}, "recursion_limit": context.recursion_limit}
-    state = await compile_graph(InMemorySaver()).ainvoke({"question": row["question"], "graph": source}, config,
+    state = await final_state(compile_graph(InMemorySaver()),
+                              {"question": row["question"], "graph": source}, config,
                                                           context=context)
     return state, graph
 

@@ -10,6 +10,7 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import OUTPUT_NODE, final_state
 from kgagents.graphs import grounded as grounded_graph
 from kgagents.graphs.grounded import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
@@ -29,6 +30,7 @@ async def run(graph_path, steps, question=QUESTION, **ctx):
     async for chunk in graph.astream({"question": question, "graph": graph_path}, config, context=context,
                                      stream_mode="updates"):
         nodes.extend(chunk)
+    assert nodes.pop() == OUTPUT_NODE  # the output schema's step, once, last
     return dict((await graph.aget_state(config)).values), model, nodes
 
 
@@ -350,7 +352,8 @@ def test_prompt_placeholders(name):
 async def test_the_served_graph_takes_a_context_of_json_values(academic, tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"name": "grounded", "steps": GOLD_AGENT}), encoding="utf-8")
-    state = await grounded_graph.graph.ainvoke({"question": QUESTION, "graph": academic}, {"recursion_limit": 100},
+    state = await final_state(grounded_graph.graph,
+                              {"question": QUESTION, "graph": academic}, {"recursion_limit": 100},
                                                context={"model": f"scripted:{script}", "strategy": "cot"})
     assert state["final_answer"] == "Ann Lee, Bo Chen"
     assert grounded_graph.graph.get_name() == "grounded" and grounded_graph.graph.checkpointer is None

@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.evals.grbench import QUESTIONS_DIR
 from kgagents.evals.grbench_multihop import gold_answer, graph_of, load_manifest, stale
 from kgagents.graphs.grounded import PAPER_PROTOCOL, compile_graph
@@ -64,7 +65,8 @@ async def _run(entry, **ctx):
                             action_format=ctx.get("action_format", "tools"))
     context = GroundedContext(model=ScriptedChatModel(steps=steps), **ctx)
     config = {"configurable": {"thread_id": entry["id"]}, "recursion_limit": context.recursion_limit}
-    return await compile_graph(InMemorySaver()).ainvoke({"question": entry["question"], "graph": source}, config,
+    return await final_state(compile_graph(InMemorySaver()),
+                             {"question": entry["question"], "graph": source}, config,
                                                          context=context)
 
 

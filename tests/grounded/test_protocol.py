@@ -9,6 +9,7 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.evals.grbench import QUESTIONS_DIR, fixture_graph, fixture_questions
 from kgagents.graphs.grounded import compile_graph
 from kgagents.cli.grounded import gold_path_steps
@@ -184,14 +185,16 @@ async def test_the_prompts_show_the_domain_s_examples_and_definition(tmp_path):
     for definition_source, shown in (("schema", "book -[author]-> author"), ("domain", "Node types: book, author, publisher, series.")):
         model = ScriptedChatModel(steps=steps)
         context = GroundedContext(model=model, definition_source=definition_source)
-        state = await compile_graph(InMemorySaver()).ainvoke(
+        state = await final_state(
+            compile_graph(InMemorySaver()),
             {"question": row["question"], "graph": source}, {"configurable": {"thread_id": definition_source}},
             context=context)
         assert state["domain"] == "goodreads" and state["final_answer"] == row["answer"]
         assert shown in model.calls[0] and "The Lantern Keeper's Daughter" in model.calls[0]
         assert "Graph Reasoning at Scale" not in model.calls[0]
     model = ScriptedChatModel(steps=steps)
-    state = await compile_graph(InMemorySaver()).ainvoke(
+    state = await final_state(
+        compile_graph(InMemorySaver()),
         {"question": row["question"], "graph": source}, {"configurable": {"thread_id": "g"}},
         context=GroundedContext(model=model, domain="generic"))
     assert "Graph Reasoning at Scale" in model.calls[0] and state["domain"] == "generic"
@@ -329,8 +332,10 @@ async def test_base_asks_for_the_answer_only(tmp_path):
 
     model = ScriptedChatModel(steps=[step(r"\[stage: zero-shot answer\]", content=" Yang Yang ")])
     graph = load_workflow("base").compile_graph(InMemorySaver())
-    state = await graph.ainvoke({"question": "Who wrote X?", "graph": "ignored"}, {"configurable": {"thread_id": "b"}},
-                                context={"model": model})
+    state = await final_state(
+        graph,
+        {"question": "Who wrote X?", "graph": "ignored"}, {"configurable": {"thread_id": "b"}},
+        context={"model": model})
     assert state["answer"] == state["final_answer"] == "Yang Yang"
     prompt = model.calls[0]
     assert "Reply with the answer\nonly" in prompt and "<question>Who wrote X?</question>" in prompt
@@ -347,7 +352,8 @@ async def test_rag_retrieves_over_names_by_default_and_over_texts_when_asked():
         model = ScriptedChatModel(steps=[step(r"\[stage: rag answer\]", content="someone")])
         ctx = KGRagContext(model=model) if field == "name" else KGRagContext(model=model, rag_field="text")
         assert ctx.vector_index == "exact"
-        state = await load_workflow("graph-rag").compile_graph(InMemorySaver()).ainvoke(
+        state = await final_state(
+            load_workflow("graph-rag").compile_graph(InMemorySaver()),
             {"question": row["question"], "graph": source}, {"configurable": {"thread_id": field}}, context=ctx)
         assert state["retrieved"] == [row["start"]], field  # the paper the question names
     assert KGRagContext().rag_field == "name"

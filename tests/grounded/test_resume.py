@@ -13,6 +13,7 @@ from pathlib import Path
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from kgagents.graphs.io import final_state
 from kgagents.evals.grbench import fixture_graph, fixture_questions
 from kgagents.graphs.grounded import compile_graph
 from kgagents.cli.grounded import gold_path_steps
@@ -76,12 +77,14 @@ async def test_a_killed_tot_run_resumes_to_the_same_thought_graph(tmp_path):
         saved = [t for t in snapshot.tasks if t.result is not None]
         assert 0 < len(saved) < len(snapshot.tasks)  # killed mid-depth: some branches done, some not
         ctx = GroundedContext(model=ScriptedChatModel(steps=steps), **CONTEXT)
-        resumed = await graph.ainvoke(None, {**config, "recursion_limit": ctx.recursion_limit}, context=ctx)
+        resumed = await final_state(graph,
+                                    None, {**config, "recursion_limit": ctx.recursion_limit}, context=ctx)
 
         reference_ctx = GroundedContext(model=ScriptedChatModel(steps=steps), **CONTEXT)
-        reference = await graph.ainvoke({"question": row["question"], "graph": source},
-                                        {"configurable": {"thread_id": "whole"},
-                                         "recursion_limit": reference_ctx.recursion_limit}, context=reference_ctx)
+        reference = await final_state(
+            graph, {"question": row["question"], "graph": source},
+            {"configurable": {"thread_id": "whole"},
+            "recursion_limit": reference_ctx.recursion_limit}, context=reference_ctx)
     assert resumed["final_answer"] == reference["final_answer"] == row["answer"]
     assert _shape(resumed) == _shape(reference)
     assert resumed["selections"] == reference["selections"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import Context
@@ -49,7 +50,9 @@ async def run(backend: Backend, tmp_path: Path, steps: list[dict[str, Any]], *, 
     model = ScriptedChatModel(steps=steps)
     graph = compile_graph(checkpointer or InMemorySaver())
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 200}
-    state = await graph.ainvoke({"question": question}, config, context=context(backend, model, tmp_path, **ctx))
+    state = await final_state(
+        graph,
+        {"question": question}, config, context=context(backend, model, tmp_path, **ctx))
     return state, model
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs.fusion import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import Context
@@ -52,8 +53,9 @@ async def fuse(tmp_path, variants, steps, thread="fusion-1", **ctx):
     context = Context(model=model, work_dir=str(tmp_path / "work"), allow_weak_sandbox=True,
                       num_next_steps_decision=1, max_final_solution_parsing=1, **ctx)
     graph = compile_graph(InMemorySaver())
-    state = await graph.ainvoke({"question": QUESTION, "variants": variants},
-                                {"configurable": {"thread_id": thread}, "recursion_limit": 300}, context=context)
+    state = await final_state(
+        graph, {"question": QUESTION, "variants": variants},
+        {"configurable": {"thread_id": thread}, "recursion_limit": 300}, context=context)
     return state, model
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from kgagents.graphs.io import final_state
+
 from tests.kg import hostile
 from tests.kg.conftest import CANARY, Backend, make_backend
 from tests.kg.test_sparql_text import Listener
@@ -264,9 +266,10 @@ async def test_a_kgot_run_whose_retrieve_query_attacks_gets_nothing_of_another_r
              *S.need_math(False, times=0), S.step(S.PARSE, times=0, structured={"final_answer": "unknown"})]
     model = ScriptedChatModel(steps=steps)
     hits = LISTENER.hits
-    state = await compile_graph(InMemorySaver()).ainvoke(
+    state = await final_state(
+        compile_graph(InMemorySaver()),
         {"question": "What is the sorted array?"}, {"configurable": {"thread_id": f"attacker-{suffix}"},
-                                                    "recursion_limit": 200},
+        "recursion_limit": 200},
         context=context(b, model, tmp_path))
     attempts = [a for a in state["solve_attempts"] if a["query"] == attack]
     assert attempts, state["solve_attempts"]  # the attack ran as the retrieve query: refused, failed or empty

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import Context
@@ -123,7 +124,8 @@ async def test_an_obeyed_injection_is_contained(backend: Backend, tmp_path, site
     graph = compile_graph(InMemorySaver())
     config = {"configurable": {"thread_id": f"injected-{suffix}"}, "recursion_limit": 200}
     server.requests.clear()
-    state = await graph.ainvoke({"question": QUESTION, "attachments": [str(task / "report.txt")]}, config,
+    state = await final_state(graph,
+                              {"question": QUESTION, "attachments": [str(task / "report.txt")]}, config,
                                 context=ctx)
 
     assert state["final_answer"] == "48211"  # the run goes on to its answer

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
 from tests import kgot_script as S
@@ -47,7 +48,7 @@ async def test_crash_between_database_write_and_checkpoint(backend: Backend, tmp
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 200}
     ctx = context(backend, ScriptedChatModel(steps=two_writes(backend.language)), tmp_path / "crash")
     with pytest.raises(RuntimeError, match="simulated crash"):
-        await graph.ainvoke({"question": QUESTION}, config, context=ctx)
+        await final_state(graph, {"question": QUESTION}, config, context=ctx)
     monkeypatch.setattr(store_class, "write", original)
 
     checkpointed = (await graph.aget_state(config)).values
@@ -57,7 +58,7 @@ async def test_crash_between_database_write_and_checkpoint(backend: Backend, tmp
         assert len(backend.peek(thread)["nodes"]) == 3
 
     ctx = context(backend, ScriptedChatModel(steps=two_writes(backend.language)), tmp_path / "crash")
-    final = await graph.ainvoke(None, config, context=ctx)
+    final = await final_state(graph, None, config, context=ctx)
     assert final["final_answer"] == "65"
     assert final["kg"] == reference["kg"]
     assert [w["status"] for w in final["kg_writes"]] == ["applied", "applied"]

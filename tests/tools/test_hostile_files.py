@@ -17,6 +17,7 @@ import pytest
 
 from tests.tools import files as F
 from tests.tools.conftest import make_env, scripted
+from kgagents.graphs.io import final_state
 from kgagents.tools.base import ToolFailure, run_tool_with_retry
 from kgagents.tools.files.image import MAX_SIDE, make_image_inspector, prepare_image
 from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
@@ -192,7 +193,8 @@ async def test_a_kgot_run_goes_on_past_hostile_attachments(tmp_path):
         *S.direct("The attachments could not be read; the answer is 42."), *S.need_math(False), *S.parse("42")])
     ctx = Context(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=1,
                   max_final_solution_parsing=1, solve_mode="direct", tool_backoff_base_s=0.001)
-    state = await compile_graph(InMemorySaver()).ainvoke(
+    state = await final_state(
+        compile_graph(InMemorySaver()),
         {"question": "What do the attachments say?", "attachments": [str(p) for p in sorted(folder.iterdir())]},
         {"configurable": {"thread_id": "hostile-attachments"}, "recursion_limit": 100}, context=ctx)
     assert state["final_answer"] == "42"
