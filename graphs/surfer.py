@@ -37,7 +37,8 @@ RECURSION_EXTRA = 10
 
 def build() -> StateGraph:
     """The uncompiled surfer graph."""
-    g = StateGraph(n.SurferState, context_schema=Context)
+    g = StateGraph(n.SurferState, context_schema=Context, input_schema=n.SurferInput,
+                   output_schema=n.SurferOutput)
     g.add_node("start", n.start)
     add_routed_node(g, "think", n.think, n.route_after_think)
     add_routed_node(g, "browse", n.browse, n.route_after_browse)
