@@ -1,6 +1,6 @@
 """Where built graphs live, how a reference finds one, and the one shared instance per graph and process.
 
-Layout under the graphs directory (``KGAGENTS_GRAPHS_DIR``, default ``.kgagents/graphs``)::
+Layout under the graphs directory (``KGAGENTS_GRAPHS_DIR``, default ``graphs`` in the data directory)::
 
     <name>/                 a graph imported under a name (``kgagents graph import SRC --name NAME``)
     cache/<format>-<key>/   a source opened by path: built on first use, reused while the source is unchanged
@@ -45,9 +45,14 @@ PROGRESS_FROM_BYTES = 64 << 20
 
 
 def graphs_dir() -> Path:
-    """The directory of imported and cached graphs."""
+    """The directory of imported and cached graphs: ``KGAGENTS_GRAPHS_DIR``, else ``graphs`` in the data
+    directory (:func:`kgagents.core.config.data_home`)."""
     value = os.environ.get(GRAPHS_DIR_ENV, "").strip()
-    return Path(value) if value else Path(".kgagents/graphs")
+    if value:
+        return Path(value).expanduser()
+    from kgagents.core.config import data_home
+
+    return data_home()[0] / "graphs"
 
 
 # ----------------------------------------------------------------------------------------------------------
