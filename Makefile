@@ -55,7 +55,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ask: $(STAMP)
-	@if [ -z "$(Q)" ]; then echo 'usage: make ask Q="your question" [ATTACH=file]'; exit 2; fi
+	@if [ -z "$(Q)" ]; then echo 'usage: make ask Q="your question" [ATTACH=file] (needs a model: see .env.example; without one, `make demo` runs a scripted example offline)'; exit 2; fi
 	@$(BIN)/kgagents ask "$(Q)" $(if $(ATTACH),--attach "$(ATTACH)")
 
 demo: $(STAMP)

@@ -27,13 +27,15 @@ from typing import Any
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
     """Add ``graph`` and its sub-commands to the ``kgagents`` parser."""
     from kgagents.tools.pgraph import FORMATS
+    from kgagents.tools.pgraph.loaders import FORMATS_HELP
 
     graph = sub.add_parser("graph", help="import and inspect static knowledge graphs")
     gsub = graph.add_subparsers(dest="graph_command", required=True)
 
     imp = gsub.add_parser("import", help="build a graph from a source file or folder")
-    imp.add_argument("source", help="a graph file or folder (GRBench graph.json, ARK-V1 JSON, STaRK-style KB, ...)")
-    imp.add_argument("--format", choices=FORMATS, help="the source's format (default: detected)")
+    imp.add_argument("source", help="a graph file or folder (triples as TSV, CSV or JSON lines; GRBench graph.json, "
+                                    "ARK-V1 JSON, STaRK-style KB, ...)")
+    imp.add_argument("--format", choices=FORMATS, help=f"the source's format (default: detected): {FORMATS_HELP}")
     imp.add_argument("--name", help="the graph's name (default: from the source)")
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--to", metavar="DIR", help="build the compact store into DIR instead of the graphs directory")

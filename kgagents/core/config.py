@@ -211,7 +211,8 @@ MODEL_VARIABLES_HELP = (
     "  KGAGENTS_MODEL=<model> and KGAGENTS_BASE_URL=http://host:port/v1 (any OpenAI-compatible server:\n"
     "      vLLM, llama.cpp, LM Studio; KGAGENTS_API_KEY if it needs one)\n"
     "Per-role overrides: KGAGENTS_GRAPH_EXECUTOR_MODEL, KGAGENTS_TOOL_EXECUTOR_MODEL, KGAGENTS_TOOLS_MODEL.\n"
-    "Put them in the environment or in a .env file (see .env.example)."
+    "Put them in the environment or in a .env file (see .env.example).\n"
+    "To try kgagents without a model: `kgagents demo` (or `make demo`) runs scripted examples offline."
 )
 
 

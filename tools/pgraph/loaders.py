@@ -14,8 +14,9 @@ stark      a STaRK-style semi-structured KB: a folder with a node table (``nodes
            folder of Amazon, MAG or PrimeKG (``skb/<name>``, its ``processed/`` or Amazon's
            ``processed/cache/brand-category-color``: see :mod:`kgagents.tools.pgraph.stark`; pickles can run code: load
            only files you trust)
-triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``) or JSON lines (``{"head", "relation", "tail",
-           "qualifiers"}`` or ``[head, relation, tail]``)
+triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``), CSV (``head,relation,tail[,qualifiers as JSON]``,
+           quoted as CSV quotes) or JSON lines (``{"head", "relation", "tail", "qualifiers"}`` or
+           ``[head, relation, tail]``); a first line ``head, relation, tail`` is a header
 crag       CRAG's mock KG API answers saved as ``{"calls": [{"call": "api.fn(args)", "output_repr...": ...}]}``,
            turned into a graph: the argument is the subject, the function the relation, the answer the object(s)
 =========  ===================================================================================================
@@ -41,6 +42,11 @@ from kgagents.tools.pgraph.model import GraphFormatError
 from kgagents.tools.pgraph.stark import find_processed, load_processed
 
 FORMATS = ("ark", "grbench", "stark", "triples", "crag")
+#: What each format is, for the errors that cannot tell a source's format.
+FORMATS_HELP = ("ark (ARK-V1 JSON: [[head, tail, {\"relation\": r}], ...] or records with a \"graph\"), "
+                "grbench (GRBench's graph.json, or its folder), stark (a folder of nodes.* and edges.*, or STaRK's "
+                "processed files), triples (.tsv, .csv or JSON lines of head, relation, tail), crag (CRAG's saved "
+                "mock-API calls)")
 
 Progress = Callable[[int], None]
 """Called with the number of source bytes read so far (for a progress bar)."""
@@ -73,9 +79,9 @@ def detect_format(path: str | Path) -> str:
         if find_processed(path) is not None or any(n.startswith("nodes.") for n in names):
             return "stark"
         raise GraphFormatError(f"{path}: a folder with neither graph.json (GRBench) nor nodes.* + edges.* / "
-                               "node_info.pkl (STaRK-style); give --format")
+                               f"node_info.pkl (STaRK-style); give --format, one of: {FORMATS_HELP}")
     suffixes = "".join(path.suffixes[-2:]).lower()
-    if suffixes.endswith((".tsv", ".tsv.gz", ".txt")):
+    if suffixes.endswith((".tsv", ".tsv.gz", ".txt", ".csv", ".csv.gz")):
         return "triples"
     head = _peek(path)
     if head.startswith("["):
@@ -88,8 +94,8 @@ def detect_format(path: str | Path) -> str:
         if '"head"' in head.split("\n", 1)[0] and '"relation"' in head.split("\n", 1)[0]:
             return "triples"
         return "ark"
-    raise GraphFormatError(f"{path}: cannot tell the graph format from its first bytes; give --format "
-                           f"({', '.join(FORMATS)})")
+    raise GraphFormatError(f"{path}: cannot tell the graph format from its first bytes; give --format, one of: "
+                           f"{FORMATS_HELP}")
 
 
 def _triple_line(line: str) -> bool:
@@ -398,7 +404,9 @@ def load_grbench(builder: GraphBuilder, path: Path, *, progress: Progress | None
 # Triples
 # ----------------------------------------------------------------------------------------------------------
 def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None = None, **_: Any) -> None:
-    """TSV or JSON lines of (head, relation, tail[, qualifiers])."""
+    """TSV, CSV or JSON lines of (head, relation, tail[, qualifiers])."""
+    if path.name.lower().endswith((".csv", ".csv.gz")):
+        return _load_csv_triples(builder, path, progress)
     tabular = path.suffix in (".tsv", ".txt") or path.name.endswith(".tsv.gz")
     try:
         with _open_text(path) as f:
@@ -439,6 +447,37 @@ def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None
                 if qualifiers is not None and not isinstance(qualifiers, dict):
                     raise GraphFormatError(f"{where}: qualifiers must be an object, got {qualifiers!r}")
                 builder.add_edge(str(head), str(relation), str(tail), qualifiers)
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        raise GraphFormatError(f"cannot read the triples file {path}: {exc}") from exc
+
+
+def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | None) -> None:
+    """CSV rows ``head,relation,tail[,qualifiers as JSON]`` (quoted fields as CSV quotes them); a first row
+    ``head,relation,tail`` is a header; blank rows and rows whose first field starts with ``#`` are skipped."""
+    read = 0
+
+    def counted(lines: TextIO) -> Iterator[str]:
+        nonlocal read
+        for line in lines:
+            read += len(line)
+            yield line
+
+    try:
+        with _open_text(path) as f:
+            for number, row in enumerate(csv.reader(counted(f)), 1):
+                if progress is not None and number % 100_000 == 0:
+                    progress(read)
+                if not row or not any(cell.strip() for cell in row) or row[0].lstrip().startswith("#"):
+                    continue
+                where = f"{path}, line {number}"
+                if number == 1 and [cell.strip().lower() for cell in row[:3]] == ["head", "relation", "tail"]:
+                    continue
+                if len(row) < 3 or not all(cell.strip() for cell in row[:3]):
+                    raise GraphFormatError(f"{where}: expected head,relation,tail, got {','.join(row)[:200]!r}")
+                qualifiers = _qualifiers(row[3], where) if len(row) > 3 and row[3].strip() else None
+                builder.add_edge(row[0].strip(), row[1].strip(), row[2].strip(), qualifiers)
+    except csv.Error as exc:
+        raise GraphFormatError(f"{path}: not valid CSV: {exc}") from exc
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise GraphFormatError(f"cannot read the triples file {path}: {exc}") from exc
 
