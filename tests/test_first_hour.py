@@ -43,7 +43,7 @@ def test_runs_columns_stay_aligned_for_every_workflow_name():
 
 
 def test_an_interrupted_run_names_its_real_thread(monkeypatch, tmp_path, capsys):
-    import kgagents.graphs.workflows as workflows
+    from kgagents.graphs import workflows
 
     async def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
