@@ -2,11 +2,12 @@
 behind its answer, and a resumed thread.
 
     python examples/agent_g.py                      # offline: a scripted model (no LLM is called)
-    python examples/agent_g.py openai:gpt-4o-mini   # any model kgagents takes (OPENAI_API_KEY in the environment)
+    python examples/agent_g.py openai:gpt-4o-mini   # any model kgagents takes (OPENAI_API_KEY set)
 
-The question is one of CRAG's sample questions with its five web pages (shipped with kgagents); the graph module
-asks CRAG's mock KG API, here its saved answers served on a loopback port. Your own documents: ``"pages": [{"name",
-"url", "text" or "html"}]``; your own graph: ``"graph": NAME`` (a graph imported with ``kgagents graph import``).
+The question is one of CRAG's sample questions with its five web pages (shipped with kgagents); the graph
+module asks CRAG's mock KG API, here its saved answers served on a loopback port. Your own documents:
+``"pages": [{"name", "url", "text" or "html"}]``; your own graph: ``"graph": NAME`` (imported with
+``kgagents graph import``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ QUESTION = "is dreamworks animation owned by time warner or universal pictures?"
 
 
 def scripted_model(folder: Path) -> str:
-    """An offline model making the decisions of ``kgagents demo --workflow agent-g``: a first answer the critic
-    rejects, corrective feedback, then the answer the retrieved pages support."""
+    """An offline model making the decisions of ``kgagents demo --workflow agent-g``: a first answer the
+    critic rejects, corrective feedback, then the answer the retrieved pages support."""
     from kgagents.cli.agent_g import demo_steps
 
     script = folder / "script.json"
@@ -37,11 +38,13 @@ def scripted_model(folder: Path) -> str:
 
 
 async def main(model: str | None = None) -> dict:
-    """Run the question, stopping once after the first critic verdict and resuming; returns the final state."""
+    """Run the question, stopping once after the first critic verdict and resuming; returns the final
+    state."""
     item = next(i for i in load_dataset("crag", None).items if i.question.strip().lower() == QUESTION)
     with tempfile.TemporaryDirectory() as tmp, CragMockServer() as kg_api:
         # 1. the inputs: the question, when it was asked, and its web pages (the text module's documents)
-        inputs = {"question": item.question, "query_time": item.inputs["query_time"], "pages": item.inputs["pages"]}
+        inputs = {"question": item.question, "query_time": item.inputs["query_time"],
+                  "pages": item.inputs["pages"]}
         # 2. the runtime context: the task mode (generation | retrieval), the graph module's KG API, T = 5
         context = AgentGContext(model=model or scripted_model(Path(tmp)), task="generation",
                                 crag_api_url=kg_api.url)
@@ -57,8 +60,10 @@ async def main(model: str | None = None) -> dict:
     print(f"answer: {state['final_answer']} (gold: {item.gold})")
     for it in state["iterations"]:
         retrieval = it.get("retrieval") or {}
-        print(f"  iteration {it['t']}: {retrieval.get('module')} module, {len(retrieval.get('references') or [])} "
-              f"reference(s); answer {it.get('answer')!r}, {'accepted' if it.get('accepted') else 'rejected'}")
+        verdict = "accepted" if it.get("accepted") else "rejected"
+        count = len(retrieval.get("references") or [])
+        print(f"  iteration {it['t']}: {retrieval.get('module')} module, {count} reference(s); "
+              f"answer {it.get('answer')!r}, {verdict}")
         for ref in (retrieval.get("references") or [])[:2]:
             print(f"      [{ref['kind']} {ref['id']}] {str(ref['text'])[:90]!r}")
         if it.get("feedback"):

@@ -1,11 +1,11 @@
-"""Grounded reasoning (Graph-ToT × agent) from Python: a multi-hop question over a domain graph, the thought graph
-that answers it, and a resumed thread.
+"""Grounded reasoning (Graph-ToT × agent) from Python: a question over a domain graph, the thought graph that
+answers it, and a resumed thread.
 
     python examples/grounded.py                     # offline: a scripted model (no LLM is called)
-    python examples/grounded.py openai:gpt-4o-mini  # any model kgagents takes (OPENAI_API_KEY in the environment)
+    python examples/grounded.py openai:gpt-4o-mini  # any model kgagents takes (OPENAI_API_KEY set)
 
-The graph is the GRBench-shaped DBLP fixture shipped with kgagents. Your own graph: ``"graph": NAME`` for a graph
-imported with ``kgagents graph import`` (triples, GRBench graph.json, a STaRK-style KB), or a path to one.
+The graph is the GRBench-shaped DBLP fixture shipped with kgagents. Your own graph: ``"graph": NAME`` for a
+graph imported with ``kgagents graph import`` (triples, GRBench graph.json, a STaRK-style KB), or a path.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def scripted_model(folder: Path, row: dict, graph: str) -> str:
 
 
 async def main(model: str | None = None) -> dict:
-    """Run the question, stopping once after the first depth's selection and resuming; returns the final state."""
+    """Run the question, stopping once after the first depth's selection and resuming; returns the final
+    state."""
     row = fixture_questions("dblp")[0]
     graph = str(fixture_graph("dblp"))
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,13 +46,13 @@ async def main(model: str | None = None) -> dict:
                                   interaction="agent")
         config = {"configurable": {"thread_id": "grounded-example"}, "recursion_limit": 200}
         async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
-            # 3. invoke; here the run stops after the first depth's states are selected, as a crash would stop it
+            # 3. invoke; here the run stops once the first depth's states are selected, as a crash would
             stopped = await compile_graph(saver, interrupt_after=["select_states"]).ainvoke(
                 inputs, config, context=context)
             print(f"stopped with {len(stopped['thoughts'])} thought(s) in the graph")
             # 4. resume the same thread: no input (None), the same config and context
             state = await compile_graph(saver).ainvoke(None, config, context=context)
-    # 5. the answer and its evidence: the thoughts on the way to it, each with the graph calls that grounded it
+    # 5. the answer and its evidence: the thoughts on its path, each with the graph calls that grounded it
     print(f"answer: {state['final_answer']} (gold: {row['answer']})")
     thoughts, node = state["thoughts"], state.get("best")
     path = []
@@ -61,7 +62,8 @@ async def main(model: str | None = None) -> dict:
     for node in reversed(path):
         t = thoughts[node]
         actions = t.get("actions") or []
-        calls = "; ".join(f"{a['name']}({', '.join(map(str, (a.get('args') or {}).values()))})" for a in actions[:2])
+        calls = "; ".join(f"{a['name']}({', '.join(map(str, (a.get('args') or {}).values()))})"
+                          for a in actions[:2])
         more = f" and {len(actions) - 2} more" if len(actions) > 2 else ""
         print(f"  {node}: {t.get('thought', '')[:60]!r} grounded by {calls or 'no call'}{more}")
     return state

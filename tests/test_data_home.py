@@ -52,7 +52,7 @@ def test_a_project_folder_opts_in_with_its_own_kgagents(no_home, monkeypatch):
     project = no_home / "project"
     (project / ".kgagents").mkdir(parents=True)
     monkeypatch.chdir(project)
-    monkeypatch.setattr(config, "_snapshot", None)  # settings are read again when a variable changes, not a folder
+    monkeypatch.setattr(config, "_snapshot", None)  # settings are read again when a variable changes
     assert data_home() == (project / ".kgagents", "this folder's .kgagents")
     assert get_settings().runs_dir == project / ".kgagents" / "runs"
     assert graphs_dir() == project / ".kgagents" / "graphs"

@@ -1,4 +1,4 @@
-"""Every script in examples/ runs, offline with its scripted model, to its paper's answer: the examples cannot rot.
+"""Every script in examples/ runs, offline with its scripted model, to its paper's answer: they cannot rot.
 
 Each example stops its run once (``interrupt_after``) and resumes the same thread, so these also show that a
 resumed run ends where an uninterrupted one does.

@@ -1,6 +1,6 @@
-"""What a new user meets in the first hour: demos kept where ``runs`` / ``show`` find them, the real thread id in
-the interrupt message, ``show THREAD --kg FILE``, evaluation items opened with ``show``, CSV triples, aligned
-``runs`` columns, and a hint at the demos when no model is configured."""
+"""What a new user meets in the first hour: demos kept where ``runs`` / ``show`` find them, the real thread id
+in the interrupt message, ``show THREAD --kg FILE``, evaluation items opened with ``show``, CSV triples,
+aligned ``runs`` columns, and a hint at the demos when no model is configured."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_a_demo_is_kept_where_runs_and_show_find_it_and_prints_its_question(caps
     thread = re.search(r"kept as thread (\S+)", err).group(1)
     assert main(["runs"]) == 0
     listed = capsys.readouterr().out
-    assert thread in listed and "Is Yui Yuigahama's pet a corgi? -> False" in listed  # ARK-V1's row: its question
+    assert thread in listed and "Is Yui Yuigahama's pet a corgi? -> False" in listed  # ARK-V1's question
     assert main(["show", thread]) == 0
     assert "Is Yui Yuigahama's pet a corgi?" in capsys.readouterr().out
 
@@ -71,10 +71,11 @@ def test_an_evaluation_item_opens_with_show(tmp_path, capsys):
     data = simpleqa_csv(tmp_path / "simpleqa.csv")
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"name": "eval", "steps": [
-        S.step(GRADER, times=0, content="A"), S.step("general AI assistant", times=0, content="FINAL ANSWER: Paris")]}))
+        S.step(GRADER, times=0, content="A"),
+        S.step("general AI assistant", times=0, content="FINAL ANSWER: Paris")]}))
     out = tmp_path / "zs"
-    assert main(["eval", "zeroshot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
-                 "--out", str(out), "--no-progress", "--limit", "1"]) == 0
+    assert main(["eval", "zeroshot", "--dataset", "simpleqa", "--data", str(data), "--model",
+                 f"scripted:{script}", "--out", str(out), "--no-progress", "--limit", "1"]) == 0
     capsys.readouterr()
     record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
     assert main(["show", record["thread_id"]]) == 2  # not a run of `ask`: the error says how to open it

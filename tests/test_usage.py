@@ -238,12 +238,12 @@ def test_merge_usage_identity_and_missing_fields() -> None:
     partial: Any = {"gpt-4o": {"input_tokens": 5}}
     # tokens without a cost are not free: the sum's cost is unknown, never the known part alone
     assert merge_usage(entry, partial)["gpt-4o"] == {**entry["gpt-4o"], "input_tokens": 105, "cost_usd": None}
-    assert merge_usage(entry, {"gpt-4o": {"calls": 0}})["gpt-4o"] == entry["gpt-4o"]  # nothing used, nothing spent
+    assert merge_usage(entry, {"gpt-4o": {"calls": 0}})["gpt-4o"] == entry["gpt-4o"]  # nothing used or spent
 
 
 def test_an_entry_without_a_cost_is_unknown_everywhere_never_zero() -> None:
-    """Every place that reads a usage entry's cost treats a missing cost as unknown, as a model without a price
-    (merge, subtract, totals and ``kgagents show``)."""
+    """Every place that reads a usage entry's cost treats a missing cost as unknown, as a model without a
+    price (merge, subtract, totals and ``kgagents show``)."""
     from kgagents.cli.report import format_run
 
     usage: Any = {"gpt-4o-mini": usage_entry("gpt-4o-mini", 1_000_000, 0)["gpt-4o-mini"],

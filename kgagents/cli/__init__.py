@@ -224,7 +224,8 @@ def _known_run(args: argparse.Namespace) -> Any:
 
     record = RunRegistry(_runs_dir(args)).get(args.thread)
     if record is None:
-        hint = " (an evaluation item? `kgagents show THREAD --eval RESULTS_DIR`)" if args.command == "show" else ""
+        hint = (" (an evaluation item? `kgagents show THREAD --eval RESULTS_DIR`)" if args.command == "show"
+                else "")
         raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}{hint}")
     return record
 
@@ -252,8 +253,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def format_runs(records: list[Any]) -> list[str]:
     """``kgagents runs``: one line per run, its columns as wide as their longest value (any workflow name)."""
     rows = [(r.thread_id, r.workflow, r.status, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
-             " ".join(r.question.split())[:60] or "(no question recorded)", f" -> {r.answer}" if r.answer else "")
-            for r in records]
+             " ".join(r.question.split())[:60] or "(no question recorded)",
+             f" -> {r.answer}" if r.answer else "") for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     return [f"{thread:{widths[0]}}  {workflow:{widths[1]}}  {status:{widths[2]}}  {when}  {question}{answer}"
             for thread, workflow, status, when, question, answer in rows]
@@ -374,10 +375,10 @@ def demo_intro(what: str, question: str) -> None:
 
 
 def demo_outro(thread_id: str, *, picture: bool = False) -> None:
-    """A demo's last lines: where its run is kept and how to look at it (``runs``, ``show``, ``show --kg``)."""
+    """A demo's last lines: where its run is kept and how to look at it (``runs``, ``show``, ``--kg``)."""
+    look = f", its picture with `kgagents show {thread_id} --kg`" if picture else ""
     print(f"the run is kept as thread {thread_id} (`kgagents runs` lists it): its trace with "
-          f"`kgagents show {thread_id}`" + (f", its picture with `kgagents show {thread_id} --kg`" if picture else ""),
-          file=sys.stderr)
+          f"`kgagents show {thread_id}`{look}", file=sys.stderr)
 
 
 @command("tools")
@@ -438,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write the knowledge graph (grounded: the thought graph) as an HTML page to FILE "
                            "(default kg-THREAD.html; see --format)")
     show.add_argument("--eval", metavar="RESULTS_DIR",
-                      help="THREAD is an item of the evaluation in RESULTS_DIR (its thread id, or its item id)")
+                      help="THREAD is an item of the evaluation in RESULTS_DIR (its thread or item id)")
     show.add_argument("--checkpointer", metavar="URL",
                       help="the PostgreSQL URL the run or evaluation kept its checkpoints in, when needed")
     show.add_argument("--format", choices=["html", "json"], default="html",

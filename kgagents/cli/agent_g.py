@@ -109,9 +109,9 @@ def run_demo(args: argparse.Namespace) -> int:
     from kgagents.tools.crag_api import CragMockServer
 
     item = _demo_item()
-    demo_intro("Scripted demo: a CRAG sample question with its five real web pages and the mock KG API (CRAG's "
-               "saved calls on a loopback server), through the real Agent-G graph, retriever bank and SQLite "
-               "checkpoints with a scripted chat model (no LLM is called).", item.question)
+    demo_intro("Scripted demo: a CRAG sample question with its five real web pages and the mock KG API "
+               "(CRAG's saved calls on a loopback server), through the real Agent-G graph, retriever bank "
+               "and SQLite checkpoints with a scripted chat model (no LLM is called).", item.question)
     with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, CragMockServer() as server:
         script = Path(tmp) / "script.json"
         script.write_text(json.dumps({"name": "agent-g-demo", "steps": demo_steps()}), encoding="utf-8")

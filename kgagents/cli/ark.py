@@ -36,9 +36,9 @@ def run_demo(args: argparse.Namespace) -> int:
     data = resources.files("kgagents") / "data" / "ark"
     with resources.as_file(data / DEMO_SCRIPT) as script, resources.as_file(data / DEMO_GRAPH) as graph:
         question = json.loads(graph.read_text(encoding="utf-8"))["question"]
-        demo_intro("Scripted demo: the ARK-V1 paper's example question (CoLoTa S2) over its real 32-edge Wikidata "
-                   "subgraph, run through the real ARK-V1 graph, property-graph store, embedding index and SQLite "
-                   "checkpoints with a scripted chat model (no LLM is called).", question)
+        demo_intro("Scripted demo: the ARK-V1 paper's example question (CoLoTa S2) over its real 32-edge "
+                   "Wikidata subgraph, run through the real ARK-V1 graph, property-graph store, embedding "
+                   "index and SQLite checkpoints with a scripted chat model (no LLM is called).", question)
         values = {"model": f"scripted:{script}"}
         ctx = ArkContext.from_mapping(values)
         thread_id, state = _run("ark", args, {"question": question, "kg_file": str(graph)}, None, values,

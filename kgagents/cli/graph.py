@@ -8,8 +8,9 @@
     kgagents graph export NAME [--out FILE]
 
 A graph is imported once (into ``KGAGENTS_GRAPHS_DIR``, default ``graphs`` in the data directory: see
-:func:`kgagents.core.config.data_home`; or ``--to DIR``, or a Cypher database) and then named in workflows by its name or path; a source file given directly to a workflow is
-built into the same directory's cache on first use.
+:func:`kgagents.core.config.data_home`; or ``--to DIR``, or a Cypher database) and then named in workflows by
+its name or path; a source file given directly to a workflow is built into the same directory's cache on first
+use.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     gsub = graph.add_subparsers(dest="graph_command", required=True)
 
     imp = gsub.add_parser("import", help="build a graph from a source file or folder")
-    imp.add_argument("source", help="a graph file or folder (triples as TSV, CSV or JSON lines; GRBench graph.json, "
-                                    "ARK-V1 JSON, STaRK-style KB, ...)")
-    imp.add_argument("--format", choices=FORMATS, help=f"the source's format (default: detected): {FORMATS_HELP}")
+    imp.add_argument("source", help="a graph file or folder (triples as TSV, CSV or JSON lines; GRBench "
+                                    "graph.json, ARK-V1 JSON, STaRK-style KB, ...)")
+    imp.add_argument("--format", choices=FORMATS,
+                     help=f"the source's format (default: detected): {FORMATS_HELP}")
     imp.add_argument("--name", help="the graph's name (default: from the source)")
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--to", metavar="DIR", help="build the compact store into DIR instead of the graphs directory")

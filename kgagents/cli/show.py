@@ -1,4 +1,4 @@
-"""``kgagents show THREAD --eval RESULTS_DIR``: an evaluation item's run, read from the evaluation's checkpoints.
+"""``kgagents show THREAD --eval RESULTS_DIR``: an evaluation item's run, from the evaluation's checkpoints.
 
 An evaluation keeps every (item, run) as a thread of its own in its results folder (``checkpoints.sqlite``, or
 the PostgreSQL database it was given); ``results.jsonl`` names each item's thread and ``manifest.json`` the
@@ -27,8 +27,8 @@ def _results(out_dir: Path) -> list[dict[str, Any]]:
 
 
 def item_thread(out_dir: Path, wanted: str) -> tuple[str, str | None]:
-    """The thread of ``wanted`` (a thread id, or an item id with one run) in the evaluation at ``out_dir``, and
-    the workflow its results line names; a clear error listing a few threads when there is none."""
+    """The thread of ``wanted`` (a thread id, or an item id with one run) in the evaluation at ``out_dir``,
+    and the workflow its results line names; a clear error listing a few threads when there is none."""
     rows = _results(out_dir)
     for row in rows:
         if row.get("thread_id") == wanted:

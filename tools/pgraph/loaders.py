@@ -14,8 +14,8 @@ stark      a STaRK-style semi-structured KB: a folder with a node table (``nodes
            folder of Amazon, MAG or PrimeKG (``skb/<name>``, its ``processed/`` or Amazon's
            ``processed/cache/brand-category-color``: see :mod:`kgagents.tools.pgraph.stark`; pickles can run code: load
            only files you trust)
-triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``), CSV (``head,relation,tail[,qualifiers as JSON]``,
-           quoted as CSV quotes) or JSON lines (``{"head", "relation", "tail", "qualifiers"}`` or
+triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``), CSV (``head,relation,tail[,qualifiers as
+           JSON]``, quoted as CSV quotes) or JSON lines (``{"head", "relation", "tail", "qualifiers"}`` or
            ``[head, relation, tail]``); a first line ``head, relation, tail`` is a header
 crag       CRAG's mock KG API answers saved as ``{"calls": [{"call": "api.fn(args)", "output_repr...": ...}]}``,
            turned into a graph: the argument is the subject, the function the relation, the answer the object(s)
@@ -44,9 +44,9 @@ from kgagents.tools.pgraph.stark import find_processed, load_processed
 FORMATS = ("ark", "grbench", "stark", "triples", "crag")
 #: What each format is, for the errors that cannot tell a source's format.
 FORMATS_HELP = ("ark (ARK-V1 JSON: [[head, tail, {\"relation\": r}], ...] or records with a \"graph\"), "
-                "grbench (GRBench's graph.json, or its folder), stark (a folder of nodes.* and edges.*, or STaRK's "
-                "processed files), triples (.tsv, .csv or JSON lines of head, relation, tail), crag (CRAG's saved "
-                "mock-API calls)")
+                "grbench (GRBench's graph.json, or its folder), stark (a folder of nodes.* and edges.*, or "
+                "STaRK's processed files), triples (.tsv, .csv or JSON lines of head, relation, tail), crag "
+                "(CRAG's saved mock-API calls)")
 
 Progress = Callable[[int], None]
 """Called with the number of source bytes read so far (for a progress bar)."""
@@ -94,8 +94,8 @@ def detect_format(path: str | Path) -> str:
         if '"head"' in head.split("\n", 1)[0] and '"relation"' in head.split("\n", 1)[0]:
             return "triples"
         return "ark"
-    raise GraphFormatError(f"{path}: cannot tell the graph format from its first bytes; give --format, one of: "
-                           f"{FORMATS_HELP}")
+    raise GraphFormatError(f"{path}: cannot tell the graph format from its first bytes; give --format, one "
+                           f"of: {FORMATS_HELP}")
 
 
 def _triple_line(line: str) -> bool:
@@ -453,7 +453,8 @@ def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None
 
 def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | None) -> None:
     """CSV rows ``head,relation,tail[,qualifiers as JSON]`` (quoted fields as CSV quotes them); a first row
-    ``head,relation,tail`` is a header; blank rows and rows whose first field starts with ``#`` are skipped."""
+    ``head,relation,tail`` is a header; blank rows and rows whose first field starts with ``#`` are
+    skipped."""
     read = 0
 
     def counted(lines: TextIO) -> Iterator[str]:
@@ -473,7 +474,8 @@ def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | No
                 if number == 1 and [cell.strip().lower() for cell in row[:3]] == ["head", "relation", "tail"]:
                     continue
                 if len(row) < 3 or not all(cell.strip() for cell in row[:3]):
-                    raise GraphFormatError(f"{where}: expected head,relation,tail, got {','.join(row)[:200]!r}")
+                    got = ",".join(row)[:200]
+                    raise GraphFormatError(f"{where}: expected head,relation,tail, got {got!r}")
                 qualifiers = _qualifiers(row[3], where) if len(row) > 3 and row[3].strip() else None
                 builder.add_edge(row[0].strip(), row[1].strip(), row[2].strip(), qualifiers)
     except csv.Error as exc:
