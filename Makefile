@@ -1,4 +1,4 @@
-# kgagents — the two set-up commands are `make test` and `make ask Q="..."`.
+# kgagents — `make install`, `make demo`, `make test` and `make ask Q="..."` (the README's Quick start).
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
