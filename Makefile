@@ -1,4 +1,4 @@
-# kgagents — the two set-up commands are `make test` and `make ask Q="..."`.
+# kgagents — `make install`, `make demo`, `make test` and `make ask Q="..."` (the README's Quick start).
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
@@ -60,7 +60,7 @@ lint: $(STAMP)
 	$(BIN)/python .ci/lint_imports.py
 
 ask: $(STAMP)
-	@if [ -z "$(Q)" ]; then echo 'usage: make ask Q="your question" [ATTACH=file]'; exit 2; fi
+	@if [ -z "$(Q)" ]; then echo 'usage: make ask Q="your question" [ATTACH=file] (needs a model: see .env.example; without one, `make demo` runs a scripted example offline)'; exit 2; fi
 	@$(BIN)/kgagents ask "$(Q)" $(if $(ATTACH),--attach "$(ATTACH)")
 
 demo: $(STAMP)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 # Before any project module is imported: never read a developer's .env during the tests.
 os.environ["KGAGENTS_NO_DOTENV"] = "1"
+# Nothing the tests run may write to the user's data folder: a data directory of the session's own (each test
+# gets its own below), and XDG_DATA_HOME for subprocesses started with the KGAGENTS_ variables taken away.
+_SESSION_DATA = tempfile.mkdtemp(prefix="kgagents-test-data-")
+os.environ["KGAGENTS_HOME"] = os.path.join(_SESSION_DATA, "kgagents")
+os.environ["XDG_DATA_HOME"] = _SESSION_DATA
 
-_USER_VARIABLES = [name for name in os.environ if name.startswith("KGAGENTS_")] + [
+_USER_VARIABLES = [name for name in os.environ if name.startswith("KGAGENTS_") and name != "KGAGENTS_HOME"]
+_USER_VARIABLES += [
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "SERPAPI_API_KEY",
 ]
 
@@ -20,6 +27,7 @@ def clean_environment(monkeypatch, tmp_path):
     for name in _USER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KGAGENTS_NO_DOTENV", "1")
+    monkeypatch.setenv("KGAGENTS_HOME", str(tmp_path / "kgagents-home"))
     monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("KGAGENTS_GRAPHS_DIR", str(tmp_path / "graphs"))
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # nothing listens on the discard port

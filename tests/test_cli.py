@@ -41,6 +41,7 @@ STEPS = [
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "ANTHROPIC_"))}
+    env["KGAGENTS_HOME"] = str(tmp_path / "kgagents-home")  # never the user's data folder
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp_path / "runs"), OLLAMA_HOST="http://127.0.0.1:9")
     env.update(extra)
     return env

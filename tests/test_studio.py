@@ -38,6 +38,7 @@ def serve(tmp: Path, **extra_env: str):
     ``(url, tmp)`` once it answers, stop it afterwards."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "LANGSMITH_"))}
+    env["KGAGENTS_HOME"] = str(tmp / "kgagents-home")  # never the user's data folder
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp / "runs"), KGAGENTS_GRAPHS_DIR=str(tmp / "graphs"),
                OLLAMA_HOST="http://127.0.0.1:9",
                LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1", **extra_env)

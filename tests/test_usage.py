@@ -236,7 +236,24 @@ def test_merge_usage_identity_and_missing_fields() -> None:
     assert merge_usage(entry, None) == entry
     assert merge_usage(entry, {}) == entry
     partial: Any = {"gpt-4o": {"input_tokens": 5}}
-    assert merge_usage(entry, partial)["gpt-4o"] == {**entry["gpt-4o"], "input_tokens": 105}
+    # tokens without a cost are not free: the sum's cost is unknown, never the known part alone
+    assert merge_usage(entry, partial)["gpt-4o"] == {**entry["gpt-4o"], "input_tokens": 105, "cost_usd": None}
+    assert merge_usage(entry, {"gpt-4o": {"calls": 0}})["gpt-4o"] == entry["gpt-4o"]  # nothing used or spent
+
+
+def test_an_entry_without_a_cost_is_unknown_everywhere_never_zero() -> None:
+    """Every place that reads a usage entry's cost treats a missing cost as unknown, as a model without a
+    price (merge, subtract, totals and ``kgagents show``)."""
+    from kgagents.cli.report import format_run
+
+    usage: Any = {"gpt-4o-mini": usage_entry("gpt-4o-mini", 1_000_000, 0)["gpt-4o-mini"],
+                  "hand-made": {"calls": 2, "input_tokens": 10, "output_tokens": 5}}
+    assert total_cost(usage) is None
+    assert subtract_usage(usage, {})["hand-made"]["cost_usd"] is None
+    assert merge_usage({}, usage)["hand-made"]["cost_usd"] is None
+    text = format_run("kgot", "t1", {"question": "q", "final_answer": "a", "usage": usage})
+    assert "hand-made: 2 calls, 10 in / 5 out tokens, unknown" in text
+    assert "$0.150000 + unknown (1 model without a price)" in text
 
 
 def test_merge_usage_is_associative_and_commutative() -> None:

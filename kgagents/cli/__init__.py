@@ -231,6 +231,14 @@ class RunFailed(RuntimeError):
     """A run stopped with an error; its checkpoints are kept and it can be resumed."""
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: its checkpoints are kept, ``thread`` says which run to resume."""
+
+    def __init__(self, thread: str) -> None:
+        super().__init__(thread)
+        self.thread = thread
+
+
 def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
          values: dict[str, Any], context_override: Any = None,
          checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -244,7 +252,11 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
                                       context_values=values, context_override=context_override,
                                       progress=None if getattr(args, "quiet", False) else stderr_progress,
                                       checkpointer=checkpointer))
-    except (ConfigurationError, ValueError, KeyboardInterrupt):
+    except RunInterrupted:
+        raise
+    except KeyboardInterrupt as exc:
+        raise RunInterrupted(thread) from exc
+    except (ConfigurationError, ValueError):
         raise
     except Exception as exc:  # noqa: BLE001 - any failure inside the graph: the checkpoints survive
         raise RunFailed(f"the run stopped: {type(exc).__name__}: {exc}\n"
@@ -327,7 +339,9 @@ def _known_run(args: argparse.Namespace) -> Any:
 
     record = RunRegistry(_runs_dir(args)).get(args.thread)
     if record is None:
-        raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}")
+        hint = (" (an evaluation item? `kgagents show THREAD --eval RESULTS_DIR`)" if args.command == "show"
+                else "")
+        raise ValueError(f"no run with thread id {args.thread!r} in {_runs_dir(args)}{hint}")
     return record
 
 
@@ -347,26 +361,41 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not records:
         print(f"no runs in {_runs_dir(args)}")
         return 0
-    for r in records:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
-        answer = f" -> {r.answer}" if r.answer else ""
-        print(f"{r.thread_id}  {r.workflow:6} {r.status:11} {when}  {r.question[:60]}{answer}")
+    print("\n".join(format_runs(records)))
     return 0
+
+
+def format_runs(records: list[Any]) -> list[str]:
+    """``kgagents runs``: one line per run, its columns as wide as their longest value (any workflow name)."""
+    rows = [(r.thread_id, r.workflow, r.status, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
+             " ".join(r.question.split())[:60] or "(no question recorded)",
+             f" -> {r.answer}" if r.answer else "") for r in records]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return [f"{thread:{widths[0]}}  {workflow:{widths[1]}}  {status:{widths[2]}}  {when}  {question}{answer}"
+            for thread, workflow, status, when, question, answer in rows]
 
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
     from kgagents.cli.report import format_run
-    from kgagents.graphs.workflows import thread_state
 
-    record = _known_run(args)
-    state, nxt = asyncio.run(thread_state(record.workflow, _runs_dir(args), args.thread, _checkpointer(args)))
+    if isinstance(args.kg, str):  # --kg FILE
+        args.out = args.out or args.kg
+    if args.eval:
+        from kgagents.cli.show import eval_item_state
+
+        workflow, args.thread, state, nxt = eval_item_state(args.eval, args.thread, args.checkpointer)
+    else:
+        from kgagents.graphs.workflows import thread_state
+
+        workflow = _known_run(args).workflow
+        state, nxt = asyncio.run(thread_state(workflow, _runs_dir(args), args.thread, _checkpointer(args)))
     if args.kg:
-        return _show_view(args, record.workflow, state)
+        return _show_view(args, workflow, state)
     if args.json:
         print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
     else:
-        print(format_run(record.workflow, args.thread, state, nxt))
+        print(format_run(workflow, args.thread, state, nxt))
     return 0
 
 
@@ -426,6 +455,19 @@ def cmd_workflows(args: argparse.Namespace) -> int:
     return 0
 
 
+def demo_intro(what: str, question: str) -> None:
+    """A demo's first lines: what runs, and the question it asks."""
+    print(what, file=sys.stderr)
+    print(f"question: {question}", file=sys.stderr, flush=True)
+
+
+def demo_outro(thread_id: str, *, picture: bool = False) -> None:
+    """A demo's last lines: where its run is kept and how to look at it (``runs``, ``show``, ``--kg``)."""
+    look = f", its picture with `kgagents show {thread_id} --kg`" if picture else ""
+    print(f"the run is kept as thread {thread_id} (`kgagents runs` lists it): its trace with "
+          f"`kgagents show {thread_id}`{look}", file=sys.stderr)
+
+
 @command("tools")
 def cmd_tools(args: argparse.Namespace) -> int:
     import kgagents.graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
@@ -478,7 +520,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a run")
     show.add_argument("thread")
     show.add_argument("--json", action="store_true", help="the whole state as JSON")
-    show.add_argument("--kg", action="store_true", help="write the knowledge graph as an HTML page (see --format)")
+    show.add_argument("--kg", nargs="?", const=True, metavar="FILE",
+                      help="write the knowledge graph (grounded: the thought graph) as an HTML page to FILE "
+                           "(default kg-THREAD.html; see --format)")
+    show.add_argument("--eval", metavar="RESULTS_DIR",
+                      help="THREAD is an item of the evaluation in RESULTS_DIR (its thread or item id)")
+    show.add_argument("--checkpointer", metavar="URL",
+                      help="the PostgreSQL URL the run or evaluation kept its checkpoints in, when needed")
     show.add_argument("--format", choices=["html", "json"], default="html",
                       help="with --kg: html (a self-contained page) or json (the snapshot as JSON lines)")
     show.add_argument("--snapshot", type=int, metavar="N", help="with --kg: the KG after write N (or fusion variant N)")
@@ -530,8 +578,10 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as exc:
         print(f"kgagents: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("kgagents: interrupted; continue with `kgagents resume THREAD`", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        thread = getattr(exc, "thread", None)
+        print(f"kgagents: interrupted; continue with `kgagents resume {thread}`" if thread
+              else "kgagents: interrupted", file=sys.stderr)
         return 130
 
 

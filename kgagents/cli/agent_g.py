@@ -103,27 +103,28 @@ def _demo_item() -> Any:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow agent-g``: a CRAG sample question, scripted decisions, real retrieval."""
-    from kgagents.cli import _run
+    from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.cli.report import format_agent_g
     from kgagents.nodes.agent_g import AgentGContext
     from kgagents.tools.crag_api import CragMockServer
 
     item = _demo_item()
-    print("Scripted demo: a CRAG sample question with its five real web pages and the mock KG API (CRAG's saved "
-          "calls on a loopback server), through the real Agent-G graph, retriever bank and SQLite checkpoints "
-          "with a scripted chat model (no LLM is called).", file=sys.stderr)
+    demo_intro("Scripted demo: a CRAG sample question with its five real web pages and the mock KG API "
+               "(CRAG's saved calls on a loopback server), through the real Agent-G graph, retriever bank "
+               "and SQLite checkpoints with a scripted chat model (no LLM is called).", item.question)
     with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, CragMockServer() as server:
         script = Path(tmp) / "script.json"
         script.write_text(json.dumps({"name": "agent-g-demo", "steps": demo_steps()}), encoding="utf-8")
         values = {"model": f"scripted:{script}", "task": "generation", "crag_api_url": server.url}
-        args.runs_dir = args.runs_dir or tmp
         task = {"question": item.question, **{k: v for k, v in item.inputs.items() if k != "question"}}
-        _, state = _run("agent-g", args, task, None, values, context_override=AgentGContext.from_mapping(values))
+        thread_id, state = _run("agent-g", args, task, None, values,
+                                context_override=AgentGContext.from_mapping(values))
         if not getattr(args, "quiet", False):
             print("\n".join(format_agent_g(state)), file=sys.stderr)
             print(f"gold answer: {item.gold if isinstance(item.gold, str) else json.dumps(item.gold)}",
                   file=sys.stderr)
         print(state.get("final_answer", "(no answer)"))
+    demo_outro(thread_id, picture=True)
     return 0
 
 

@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -30,23 +29,24 @@ DEFAULT_OUT = ".eval-results"
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow ark``: CoLoTa S2 over its 32-edge subgraph with a scripted model; prints False."""
-    from kgagents.cli import _run
+    from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.cli.report import format_ark
     from kgagents.nodes.ark import ArkContext
 
     data = resources.files("kgagents") / "data" / "ark"
-    print("Scripted demo: the ARK-V1 paper's example question (CoLoTa S2, \"Is Yui Yuigahama's pet a corgi?\") "
-          "over its real 32-edge Wikidata subgraph, run through the real ARK-V1 graph, property-graph store, "
-          "embedding index and SQLite checkpoints with a scripted chat model (no LLM is called).", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, \
-            resources.as_file(data / DEMO_SCRIPT) as script, resources.as_file(data / DEMO_GRAPH) as graph:
+    with resources.as_file(data / DEMO_SCRIPT) as script, resources.as_file(data / DEMO_GRAPH) as graph:
+        question = json.loads(graph.read_text(encoding="utf-8"))["question"]
+        demo_intro("Scripted demo: the ARK-V1 paper's example question (CoLoTa S2) over its real 32-edge "
+                   "Wikidata subgraph, run through the real ARK-V1 graph, property-graph store, embedding "
+                   "index and SQLite checkpoints with a scripted chat model (no LLM is called).", question)
         values = {"model": f"scripted:{script}"}
-        args.runs_dir = args.runs_dir or tmp
         ctx = ArkContext.from_mapping(values)
-        _, state = _run("ark", args, {"kg_file": str(graph)}, None, values, context_override=ctx)
+        thread_id, state = _run("ark", args, {"question": question, "kg_file": str(graph)}, None, values,
+                                context_override=ctx)
         if not getattr(args, "quiet", False):
             print("\n".join(format_ark(state)), file=sys.stderr)
         print(state.get("final_answer", "(no answer)"))
+    demo_outro(thread_id, picture=True)
     return 0
 
 

@@ -7,15 +7,17 @@
     kgagents graph show NAME NODE [--radius R] [--html FILE] [--json]
     kgagents graph export NAME [--out FILE]
 
-A graph is imported once (into ``KGAGENTS_GRAPHS_DIR``, default ``.kgagents/graphs``, or ``--to DIR``, or a
-Cypher database) and then named in workflows by its name or path; a source file given directly to a workflow is
-built into the same directory's cache on first use.
+A graph is imported once (into ``KGAGENTS_GRAPHS_DIR``, default ``graphs`` in the data directory: see
+:func:`kgagents.core.config.data_home`; or ``--to DIR``, or a Cypher database) and then named in workflows by
+its name or path; a source file given directly to a workflow is built into the same directory's cache on first
+use.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -26,13 +28,16 @@ from typing import Any
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
     """Add ``graph`` and its sub-commands to the ``kgagents`` parser."""
     from kgagents.tools.pgraph import FORMATS
+    from kgagents.tools.pgraph.loaders import FORMATS_HELP
 
     graph = sub.add_parser("graph", help="import and inspect static knowledge graphs")
     gsub = graph.add_subparsers(dest="graph_command", required=True)
 
     imp = gsub.add_parser("import", help="build a graph from a source file or folder")
-    imp.add_argument("source", help="a graph file or folder (GRBench graph.json, ARK-V1 JSON, STaRK-style KB, ...)")
-    imp.add_argument("--format", choices=FORMATS, help="the source's format (default: detected)")
+    imp.add_argument("source", help="a graph file or folder (triples as TSV, CSV or JSON lines; GRBench "
+                                    "graph.json, ARK-V1 JSON, STaRK-style KB, ...)")
+    imp.add_argument("--format", choices=FORMATS,
+                     help=f"the source's format (default: detected): {FORMATS_HELP}")
     imp.add_argument("--name", help="the graph's name (default: from the source)")
     where = imp.add_mutually_exclusive_group()
     where.add_argument("--to", metavar="DIR", help="build the compact store into DIR instead of the graphs directory")
@@ -90,8 +95,28 @@ def _import(args: argparse.Namespace) -> int:
                            merge=args.merge, progress=progress)
     print(f"imported {ref.get('name')} ({ref.get('format', '?')}, fingerprint {ref['fingerprint']}) into "
           f"{ref['location']} in {time.monotonic() - started:.1f} s", file=sys.stderr)
-    print(ref["location"] if args.to else ref.get("name"))
+    if not args.to and args.neo4j is None and args.falkordb is None:
+        print(_where_graphs_live(), file=sys.stderr)
+    name = ref["location"] if args.to else ref.get("name")
+    print(f"ask about it: kgagents ask --workflow ark|grounded|agent-g --graph {name} \"QUESTION\"",
+          file=sys.stderr)
+    print(name)
     return 0
+
+
+def _where_graphs_live() -> str:
+    """Which graphs directory this is and why (the data directory's origin), for the user to find it again."""
+    from kgagents.core.config import HOME_VARIABLE, PROJECT_DIR, data_home
+    from kgagents.tools.pgraph.registry import GRAPHS_DIR_ENV, graphs_dir
+
+    if os.environ.get(GRAPHS_DIR_ENV, "").strip():
+        why = f"{GRAPHS_DIR_ENV}; runs started where it is set find it"
+    else:
+        why = data_home()[1]
+        why += ("; runs started from this folder find it" if why.endswith(PROJECT_DIR)
+                else "; runs started with the same KGAGENTS_HOME find it" if why == HOME_VARIABLE
+                else f"; runs started from any folder find it, {HOME_VARIABLE} moves it")
+    return f"graphs directory: {graphs_dir().resolve()} ({why})"
 
 
 def _default_name(source: str, record: str | None) -> str:

@@ -202,7 +202,7 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow grounded``: a fixture question through the real graph, scripted."""
     from kgagents.evals.grbench import fixture_graph, fixture_questions
-    from kgagents.cli import _run
+    from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.cli.report import format_grounded
     from kgagents.nodes.grounded import GroundedContext
     from kgagents.tools.pgraph import open_graph
@@ -212,9 +212,9 @@ def run_demo(args: argparse.Namespace) -> int:
     row = next(r for r in fixture_questions(DEMO_DOMAIN) if r["qid"] == DEMO_QID)
     source = fixture_graph(DEMO_DOMAIN)
     label = {"cot": "CoT", "tot": "ToT", "got": "GoT"}.get(strategy, strategy)
-    print(f"Scripted demo: GRBench DBLP question {DEMO_QID} on the GRBench-shaped fixture graph, Graph-{label} × "
-          f"{interaction}, through the real grounded graph, static-KG store and SQLite checkpoints with a scripted "
-          "chat model (no LLM is called).", file=sys.stderr)
+    demo_intro(f"Scripted demo: GRBench DBLP question {DEMO_QID} on the GRBench-shaped fixture graph, "
+               f"Graph-{label} × {interaction}, through the real grounded graph, static-KG store and SQLite "
+               "checkpoints with a scripted chat model (no LLM is called).", row["question"])
     with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp:
         graph = open_graph(source)
         script = Path(tmp) / "script.json"
@@ -222,11 +222,11 @@ def run_demo(args: argparse.Namespace) -> int:
                                       "steps": gold_path_steps(row, graph, interaction=interaction)}),
                           encoding="utf-8")
         values = {"model": f"scripted:{script}", "strategy": strategy, "interaction": interaction}
-        args.runs_dir = args.runs_dir or tmp
         ctx = GroundedContext.from_mapping(values)
-        _, state = _run("grounded", args, {"question": row["question"], "graph": str(source)}, None, values,
-                        context_override=ctx)
+        thread_id, state = _run("grounded", args, {"question": row["question"], "graph": str(source)}, None,
+                                values, context_override=ctx)
         if not getattr(args, "quiet", False):
             print("\n".join(format_grounded(state)), file=sys.stderr)
         print(state.get("final_answer", "(no answer)"))
+    demo_outro(thread_id, picture=True)
     return 0

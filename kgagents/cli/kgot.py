@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -19,19 +18,19 @@ QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the arra
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo``: the Figure 9 task with a scripted model, on the chosen task-KG backend."""
-    from kgagents.cli import _run
+    from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.nodes.context import Context
     from kgagents.tools.kg.stores import backend_language
 
     backend = getattr(args, "backend", None) or "networkx"
     suffix = {"python": ""}.get(backend_language(backend), f"_{backend_language(backend)}")
     script = resources.files("kgagents") / "data" / f"demo_kgot_figure9{suffix}.json"
-    print("Scripted demo: the KGoT paper's Figure 9 task, run through the real graph, knowledge graph, sandbox and "
-          "SQLite checkpoints with a scripted chat model (no LLM is called).", file=sys.stderr)
+    demo_intro("Scripted demo: the KGoT paper's Figure 9 task, run through the real graph, knowledge graph, "
+               "sandbox and SQLite checkpoints with a scripted chat model (no LLM is called).", QUESTION)
     with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, resources.as_file(script) as path:
         values = {"model": f"scripted:{path}", "backend": backend, "num_next_steps_decision": 5}
-        args.runs_dir = args.runs_dir or tmp
         ctx = Context.from_mapping({**values, "work_dir": str(Path(tmp) / "work")})
-        _, state = _run("kgot", args, {"question": QUESTION}, None, values, context_override=ctx)
+        thread_id, state = _run("kgot", args, {"question": QUESTION}, None, values, context_override=ctx)
         print(state.get("final_answer", "(no answer)"))
+    demo_outro(thread_id, picture=True)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kgagents.core.usage import format_cost, sum_costs, total_tokens
+from kgagents.core.usage import entry_cost, format_cost, sum_costs, total_tokens
 from kgagents.graphs import registry
 
 
@@ -17,9 +17,9 @@ def _usage_lines(usage: dict[str, Any]) -> list[str]:
     for model, u in usage.items():
         audio = f", {u['audio_seconds']:.1f} s of audio" if u.get("audio_seconds") else ""
         lines.append(f"  {model}: {u['calls']} calls, {u['input_tokens']} in / {u['output_tokens']} out tokens"
-                     f"{audio}, {format_cost(u.get('cost_usd', 0.0), digits=6)}")
+                     f"{audio}, {format_cost(entry_cost(u), digits=6)}")
     t = total_tokens(usage)
-    cost = sum_costs(u.get("cost_usd", 0.0) for u in usage.values())
+    cost = sum_costs(entry_cost(u) for u in usage.values())
     lines.append(f"  total: {t['calls']} calls, {t['input_tokens']} in / {t['output_tokens']} out tokens, "
                  f"{format_cost(cost, digits=6, unit='model')}")
     return lines

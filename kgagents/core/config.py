@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,8 @@ class Settings:
     base_url: str | None = None
     api_key: str | None = None
     runs_dir: Path = Path(".kgagents/runs")
+    """Checkpoints, the run registry and work directories: ``KGAGENTS_RUNS_DIR``, else ``runs`` in
+    :func:`data_home`."""
     prices_file: Path | None = None
     allow_weak_sandbox: bool = False
     serpapi_api_key: str | None = None
@@ -120,6 +123,43 @@ def get_settings() -> Settings:
     return settings
 
 
+#: The variable that names the data directory, and the folder name a project opts in with.
+HOME_VARIABLE = "KGAGENTS_HOME"
+PROJECT_DIR = ".kgagents"
+
+
+def user_data_dir(app: str = "kgagents") -> Path:
+    """The platform's usual per-user data folder for ``app``: ``$XDG_DATA_HOME/app`` or ``~/.local/share/app``
+    (Linux and other Unix), ``~/Library/Application Support/app`` (macOS), ``%LOCALAPPDATA%\\app``
+    (Windows)."""
+    if sys.platform == "win32":
+        base = _env("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / app
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / app
+    xdg = _env("XDG_DATA_HOME")
+    # the XDG specification: a relative XDG_DATA_HOME is invalid and ignored
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+    return base / app
+
+
+def data_home() -> tuple[Path, str]:
+    """Where imported graphs and runs live, and why there.
+
+    ``KGAGENTS_HOME`` when set; else a ``.kgagents`` folder in the working directory when one exists (a
+    project that keeps its own state opts in by creating it, and folders used before the per-user default keep
+    working); else the platform's per-user data folder (:func:`user_data_dir`), so that the graphs and runs
+    follow the user from folder to folder. ``KGAGENTS_RUNS_DIR`` and ``KGAGENTS_GRAPHS_DIR`` still move one
+    part alone.
+    """
+    named = _env(HOME_VARIABLE)
+    if named:
+        return Path(named).expanduser(), HOME_VARIABLE
+    if Path(PROJECT_DIR).is_dir():  # an absolute path: the settings keep it if the process changes folder
+        return Path(PROJECT_DIR).absolute(), f"this folder's {PROJECT_DIR}"
+    return user_data_dir(), "the per-user data folder"
+
+
 def _read_settings() -> Settings:
     role_models = {}
     for role in ROLES:
@@ -132,7 +172,7 @@ def _read_settings() -> Settings:
         role_models=role_models,
         base_url=_env("KGAGENTS_BASE_URL"),
         api_key=_env("KGAGENTS_API_KEY"),
-        runs_dir=Path(_env("KGAGENTS_RUNS_DIR", ".kgagents/runs") or ".kgagents/runs"),
+        runs_dir=Path(_env("KGAGENTS_RUNS_DIR") or data_home()[0] / "runs").expanduser(),
         prices_file=Path(prices) if prices else None,
         allow_weak_sandbox=(_env("KGAGENTS_ALLOW_WEAK_SANDBOX", "0") or "0").lower() in {"1", "true", "yes"},
         serpapi_api_key=_env("SERPAPI_API_KEY"),
@@ -176,7 +216,8 @@ MODEL_VARIABLES_HELP = (
     "      vLLM, llama.cpp, LM Studio; KGAGENTS_API_KEY if it needs one)\n"
     "Per-role overrides: KGAGENTS_GRAPH_EXECUTOR_MODEL, KGAGENTS_TOOL_EXECUTOR_MODEL, KGAGENTS_TOOLS_MODEL\n"
     "  (KGoT); KGAGENTS_ARK_AGENT_MODEL, KGAGENTS_REASONER_MODEL (grounded), KGAGENTS_AGENT_G_MODEL.\n"
-    "Put them in the environment or in a .env file (see .env.example)."
+    "Put them in the environment or in a .env file (see .env.example).\n"
+    "To try kgagents without a model: `kgagents demo` (or `make demo`) runs scripted examples offline."
 )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -170,6 +170,16 @@ def reply_usage(message: Any, model: str) -> Usage:
     return usage_entry(name, meta.get("input_tokens", 0), meta.get("output_tokens", 0))
 
 
+def entry_cost(entry: Mapping[str, Any]) -> float | None:
+    """The cost of one model's usage entry: its ``cost_usd``; an entry without one is unknown, like a model
+    without a price, unless it records no calls, tokens or audio at all (then nothing was spent)."""
+    if "cost_usd" in entry:
+        cost = entry["cost_usd"]
+        return None if cost is None else float(cost)
+    spent = any(entry.get(key) for key in ("calls", "input_tokens", "output_tokens", "audio_seconds"))
+    return None if spent else 0.0
+
+
 def _add_costs(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else round(a + b, 10)
 
@@ -182,8 +192,7 @@ def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
         cur["calls"] += int(u.get("calls", 0))
         cur["input_tokens"] += int(u.get("input_tokens", 0))
         cur["output_tokens"] += int(u.get("output_tokens", 0))
-        cost = u.get("cost_usd", 0.0)
-        cur["cost_usd"] = _add_costs(cur["cost_usd"], None if cost is None else float(cost))
+        cur["cost_usd"] = _add_costs(cur["cost_usd"], entry_cost(u))
         if u.get("audio_seconds") or cur.get("audio_seconds"):
             cur["audio_seconds"] = round(float(cur.get("audio_seconds", 0.0)) + float(u.get("audio_seconds", 0.0)), 6)
         if u.get("unmeasured_calls") or cur.get("unmeasured_calls"):
@@ -201,8 +210,8 @@ def subtract_usage(total: Usage | None, before: Usage | None) -> Usage:
         seconds = float(u.get("audio_seconds", 0.0)) - float(b.get("audio_seconds", 0.0))
         if not (delta["calls"] > 0 or delta["input_tokens"] > 0 or delta["output_tokens"] > 0 or seconds > 0):
             continue
-        cost, spent = u.get("cost_usd", 0.0), b.get("cost_usd", 0.0)
-        delta["cost_usd"] = None if cost is None or spent is None else round(float(cost) - float(spent), 10)
+        cost, spent = entry_cost(u), entry_cost(b)
+        delta["cost_usd"] = None if cost is None or spent is None else round(cost - spent, 10)
         if seconds > 0:
             delta["audio_seconds"] = round(seconds, 6)
         unmeasured = int(u.get("unmeasured_calls", 0)) - int(b.get("unmeasured_calls", 0))
@@ -214,7 +223,7 @@ def subtract_usage(total: Usage | None, before: Usage | None) -> Usage:
 
 def total_cost(usage: Usage | None) -> float | None:
     """Total cost in USD over every model; ``None`` when any model's cost is unknown."""
-    return sum_costs(u.get("cost_usd", 0.0) for u in (usage or {}).values()).usd
+    return sum_costs(entry_cost(u) for u in (usage or {}).values()).usd
 
 
 def total_tokens(usage: Usage | None) -> dict[str, Any]:

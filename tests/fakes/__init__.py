@@ -32,6 +32,7 @@ def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("KGAGENTS_") or name in MODEL_VARIABLES:
             monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KGAGENTS_NO_DOTENV", "1")
+    monkeypatch.setenv("KGAGENTS_HOME", str(tmp_path / "kgagents-home"))  # never the user's data folder
     monkeypatch.setenv("KGAGENTS_STAGE_HEADER", "1")  # the fake servers' scripts recognise calls by their stage
     monkeypatch.setenv("OLLAMA_HOST", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.chdir(tmp_path)  # no .env in the working directory either

@@ -100,6 +100,7 @@ def test_cli_ask_fusion_and_show_kg(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"name": "fusion", "steps": fusion_steps()}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "ANTHROPIC_"))}
+    env["KGAGENTS_HOME"] = str(tmp_path / "kgagents-home")  # never the user's data folder
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp_path / "runs"), OLLAMA_HOST="http://127.0.0.1:9",
                KGAGENTS_ALLOW_WEAK_SANDBOX="1")
 

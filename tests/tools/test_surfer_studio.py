@@ -28,6 +28,7 @@ def dev_server(tmp_path, web) -> Iterator[tuple[str, Path]]:
     """``langgraph dev`` on a free port, with the search endpoint pointed at the fixture server."""
     port = closed_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "LANGSMITH_"))}
+    env["KGAGENTS_HOME"] = str(tmp_path / "kgagents-home")  # never the user's data folder
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp_path / "runs"), OLLAMA_HOST="http://127.0.0.1:9",
                LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1",
                KGAGENTS_SEARCH_API_BASE=web.url("/search"))

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.config import data_home
 from kgagents.tools.pgraph.build import FORMAT_VERSION, GraphBuilder
 from kgagents.tools.pgraph.loaders import FORMATS, LOADERS, detect_format, source_files
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef
@@ -27,9 +28,12 @@ PROGRESS_FROM_BYTES = 64 << 20
 
 
 def graphs_dir() -> Path:
-    """The directory of imported and cached graphs."""
+    """The directory of imported and cached graphs: ``KGAGENTS_GRAPHS_DIR``, else ``graphs`` in the data
+    directory (:func:`kgagents.core.config.data_home`)."""
     value = os.environ.get(GRAPHS_DIR_ENV, "").strip()
-    return Path(value) if value else Path(".kgagents/graphs")
+    if value:
+        return Path(value).expanduser()
+    return data_home()[0] / "graphs"
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ stark      a STaRK-style semi-structured KB: a folder with a node table (``nodes
            folder of Amazon, MAG or PrimeKG (``skb/<name>``, its ``processed/`` or Amazon's
            ``processed/cache/brand-category-color``: see :mod:`kgagents.tools.pgraph.stark`; pickles can run code: load
            only files you trust)
-triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``) or JSON lines (``{"head", "relation", "tail",
-           "qualifiers"}`` or ``[head, relation, tail]``)
+triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``), CSV (``head,relation,tail[,qualifiers as
+           JSON]``, quoted as CSV quotes) or JSON lines (``{"head", "relation", "tail", "qualifiers"}`` or
+           ``[head, relation, tail]``); a first line ``head, relation, tail`` is a header
 crag       CRAG's mock KG API answers saved as ``{"calls": [{"call": "api.fn(args)", "output_repr...": ...}]}``,
            turned into a graph: the argument is the subject, the function the relation, the answer the object(s)
 =========  ===================================================================================================
@@ -55,6 +56,11 @@ __all__ = ["FORMATS", "GRAPH_FORMATS", "LOADERS", "GraphFormat", "Progress", "ad
 GRAPH_FORMATS: dict[str, GraphFormat] = {f.name: f for f in (grbench.FORMAT, stark.FORMAT, crag.FORMAT,
                                                               triples.FORMAT, ark.FORMAT)}
 FORMATS = ("ark", "grbench", "stark", "triples", "crag")
+#: What each format is, for the errors that cannot tell a source's format.
+FORMATS_HELP = ("ark (ARK-V1 JSON: [[head, tail, {\"relation\": r}], ...] or records with a \"graph\"), "
+                "grbench (GRBench's graph.json, or its folder), stark (a folder of nodes.* and edges.*, or "
+                "STaRK's processed files), triples (.tsv, .csv or JSON lines of head, relation, tail), crag "
+                "(CRAG's saved mock-API calls)")
 LOADERS: dict[str, Callable[..., None]] = {name: f.load for name, f in GRAPH_FORMATS.items()}
 
 
@@ -79,6 +85,6 @@ def detect_format(path: str | Path) -> str:
             return fmt.name
     if source.is_dir:
         raise GraphFormatError(f"{path}: a folder with neither graph.json (GRBench) nor nodes.* + edges.* / "
-                               "node_info.pkl (STaRK-style); give --format")
-    raise GraphFormatError(f"{path}: cannot tell the graph format from its first bytes; give --format "
-                           f"({', '.join(FORMATS)})")
+                               f"node_info.pkl (STaRK-style); give --format, one of: {FORMATS_HELP}")
+    raise GraphFormatError(f"{path}: cannot tell the graph format from its first bytes; give --format, one "
+                           f"of: {FORMATS_HELP}")

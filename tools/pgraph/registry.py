@@ -1,6 +1,6 @@
 """Where built graphs live, how a reference finds one, and the one shared instance per graph and process.
 
-Layout under the graphs directory (``KGAGENTS_GRAPHS_DIR``, default ``.kgagents/graphs``)::
+Layout under the graphs directory (``KGAGENTS_GRAPHS_DIR``, default ``graphs`` in the data directory)::
 
     <name>/                 a graph imported under a name (``kgagents graph import SRC --name NAME``)
     cache/<format>-<key>/   a source opened by path: built on first use, reused while the source is unchanged

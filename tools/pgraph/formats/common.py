@@ -17,7 +17,7 @@ Progress = Callable[[int], None]
 """Called with the number of source bytes read so far (for a progress bar)."""
 
 #: File suffixes that only the ``triples`` format reads (whatever the file's first bytes).
-TABLE_SUFFIXES = (".tsv", ".tsv.gz", ".txt")
+TABLE_SUFFIXES = (".tsv", ".tsv.gz", ".txt", ".csv", ".csv.gz")
 
 
 def open_text(path: Path) -> TextIO:

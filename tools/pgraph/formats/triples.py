@@ -1,13 +1,16 @@
-"""Triples: TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``) or JSON lines (``{"head", "relation", "tail",
-"qualifiers"}`` or ``[head, relation, tail]``).
+"""Triples: TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``), CSV (``head,relation,tail[,qualifiers as
+JSON]``, quoted as CSV quotes) or JSON lines (``{"head", "relation", "tail", "qualifiers"}`` or
+``[head, relation, tail]``); a first line ``head, relation, tail`` is a header.
 """
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from kgagents.tools.pgraph.build import GraphBuilder
 from kgagents.tools.pgraph.formats.common import (
@@ -20,7 +23,9 @@ from kgagents.tools.pgraph.model import GraphFormatError
 
 
 def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None = None, **_: Any) -> None:
-    """TSV or JSON lines of (head, relation, tail[, qualifiers])."""
+    """TSV, CSV or JSON lines of (head, relation, tail[, qualifiers])."""
+    if path.name.lower().endswith((".csv", ".csv.gz")):
+        return _load_csv_triples(builder, path, progress)
     tabular = path.suffix in (".tsv", ".txt") or path.name.endswith(".tsv.gz")
     try:
         with open_text(path) as f:
@@ -61,6 +66,39 @@ def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None
                 if qualifiers is not None and not isinstance(qualifiers, dict):
                     raise GraphFormatError(f"{where}: qualifiers must be an object, got {qualifiers!r}")
                 builder.add_edge(str(head), str(relation), str(tail), qualifiers)
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
+        raise GraphFormatError(f"cannot read the triples file {path}: {exc}") from exc
+
+
+def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | None) -> None:
+    """CSV rows ``head,relation,tail[,qualifiers as JSON]`` (quoted fields as CSV quotes them); a first row
+    ``head,relation,tail`` is a header; blank rows and rows whose first field starts with ``#`` are
+    skipped."""
+    read = 0
+
+    def counted(lines: TextIO) -> Iterator[str]:
+        nonlocal read
+        for line in lines:
+            read += len(line)
+            yield line
+
+    try:
+        with open_text(path) as f:
+            for number, row in enumerate(csv.reader(counted(f)), 1):
+                if progress is not None and number % 100_000 == 0:
+                    progress(read)
+                if not row or not any(cell.strip() for cell in row) or row[0].lstrip().startswith("#"):
+                    continue
+                where = f"{path}, line {number}"
+                if number == 1 and [cell.strip().lower() for cell in row[:3]] == ["head", "relation", "tail"]:
+                    continue
+                if len(row) < 3 or not all(cell.strip() for cell in row[:3]):
+                    got = ",".join(row)[:200]
+                    raise GraphFormatError(f"{where}: expected head,relation,tail, got {got!r}")
+                qualifiers = _qualifiers(row[3], where) if len(row) > 3 and row[3].strip() else None
+                builder.add_edge(row[0].strip(), row[1].strip(), row[2].strip(), qualifiers)
+    except csv.Error as exc:
+        raise GraphFormatError(f"{path}: not valid CSV: {exc}") from exc
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise GraphFormatError(f"cannot read the triples file {path}: {exc}") from exc
 
