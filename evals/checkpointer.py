@@ -40,6 +40,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from kgagents.core.errors import KGAgentsError
+
 _PUT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
         "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
 _WRITES = ("INSERT OR {} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
@@ -56,7 +58,7 @@ COLUMNS = {"checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "paren
 log = logging.getLogger("kgagents.checkpointer")
 
 
-class UnknownSchema(RuntimeError):
+class UnknownSchema(KGAgentsError, RuntimeError):
     """The SQLite file's tables are not the ones the batched writer writes (another
     langgraph-checkpoint-sqlite)."""
 

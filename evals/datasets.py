@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
 
 
-class DatasetError(ValueError):
+class DatasetError(KGAgentsError, ValueError):
     """A dataset cannot be loaded: missing or malformed files; the message says what to do."""
 
 

@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.evals.scorers import Score, rouge_l
 from kgagents.core.usage import format_cost, sum_costs
 
@@ -47,7 +48,7 @@ PAPER_JUDGE = "openai:gpt-4o"
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
-class GRBenchDataError(ValueError):
+class GRBenchDataError(KGAgentsError, ValueError):
     """GRBench files are missing or malformed; the message says what to give."""
 
 

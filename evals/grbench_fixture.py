@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kgagents.core.errors import KGAgentsError
+
 DATA_DIR = Path(__file__).resolve().parent / "data" / "grbench"
 QUESTIONS_DIR = DATA_DIR / "questions"
 FIXTURE_DIR = DATA_DIR / "fixture"
@@ -243,7 +245,7 @@ TEMPLATES: tuple[Template, ...] = (
 )
 
 
-class FixtureError(ValueError):
+class FixtureError(KGAgentsError, ValueError):
     """A question cannot be turned into graph content; the message names it."""
 
 

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 from kgagents.core.config import ConfigurationError
 from kgagents.core.endpoints import describe_model, model_key, model_label
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.usage import Usage, merge_usage, reply_usage
@@ -50,7 +51,7 @@ T = TypeVar("T", bound=BaseModel)
 log = logging.getLogger("kgagents.llm")
 
 
-class LLMError(RuntimeError):
+class LLMError(KGAgentsError, RuntimeError):
     """An LLM call failed for good (after its retries): the node goes on without its reply."""
 
     @property

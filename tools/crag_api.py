@@ -45,6 +45,7 @@ from typing import Any, Self
 
 import httpx
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
 
 ENV_VAR = "CRAG_SERVER"
@@ -55,7 +56,7 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 
 
-class CragAPIError(RuntimeError):
+class CragAPIError(KGAgentsError, RuntimeError):
     """A call of CRAG's API failed. ``kind``: ``unreachable``, ``timeout``, ``http``, ``malformed``,
     ``unknown-function`` or ``arguments``."""
 

@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.tempdirs import process_dir, remove_tree, short_lived_prefix
 
 __all__ = [
@@ -165,7 +166,7 @@ class SandboxResult:
     duration_s: float = 0.0
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(KGAgentsError, RuntimeError):
     """No sandbox can be had here (bubblewrap missing or unusable) and weak isolation was not allowed."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.errors import KGAgentsError
 
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
@@ -116,7 +117,7 @@ def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
     return 0
 
 
-class RunFailed(RuntimeError):
+class RunFailed(KGAgentsError, RuntimeError):
     """A run stopped with an error; its checkpoints are kept and it can be resumed."""
 
 

@@ -1,6 +1,7 @@
 """Settings read from the environment and an optional ``.env`` file.
 
-This module is a leaf: every other package may import it, it imports none of ours.
+This module is a leaf: every other package may import it, it imports only the exception root
+(``kgagents.core.errors``).
 Every variable it reads is documented in ``.env.example``.
 """
 
@@ -15,6 +16,8 @@ from urllib.parse import urlparse
 
 from dotenv import load_dotenv
 
+from kgagents.core.errors import KGAgentsError
+
 #: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool
 #: executor; tools (LLM tool, surfer agent, text inspector, ...) have their own model.
 ROLES = ("graph_executor", "tool_executor", "tools")
@@ -22,7 +25,7 @@ ROLES = ("graph_executor", "tool_executor", "tools")
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 
 
-class ConfigurationError(RuntimeError):
+class ConfigurationError(KGAgentsError, RuntimeError):
     """Raised when the user's configuration cannot work; the message says what to set."""
 
 

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from kgagents.core.errors import KGAgentsError
+
 R = TypeVar("R")
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
@@ -68,7 +70,7 @@ def is_fatal(exc: BaseException) -> bool:
     return status_of(exc) in FATAL_STATUS
 
 
-class ModelUnavailableError(RuntimeError):
+class ModelUnavailableError(KGAgentsError, RuntimeError):
     """The model cannot be used at all: the server rejected the key, knows no such model or endpoint, or
     cannot be reached (connection refused, unknown host) before it ever answered in this process.
 

@@ -38,6 +38,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from kgagents.core.errors import KGAgentsError
+
 
 #: The metadata key that names a call's stage (set by ``kgagents.nodes.llm.LLMCaller`` from the prompt's template).
 STAGE_KEY = "kgagents_stage"
@@ -50,11 +52,11 @@ STAGE_HEADER = "X-KGAgents-Stage"
 STAGE_HEADER_VARIABLE = "KGAGENTS_STAGE_HEADER"
 
 
-class ScriptExhausted(RuntimeError):
+class ScriptExhausted(KGAgentsError, RuntimeError):
     """No step of the script matches the prompt (or every matching step is used up)."""
 
 
-class ScriptedAPIError(RuntimeError):
+class ScriptedAPIError(KGAgentsError, RuntimeError):
     """A failure the script asked for; ``status_code`` lets the LLM layer treat it as an API error."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:

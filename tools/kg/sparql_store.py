@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import canonical, snapshot_digest
 from kgagents.tools.kg.sparql_text import SparqlRejected, clean
@@ -179,7 +180,7 @@ def snapshot_triples(snapshot: KGSnapshot) -> list[Any]:
     return triples
 
 
-class RDFMappingError(ValueError):
+class RDFMappingError(KGAgentsError, ValueError):
     """RDF content the property-graph snapshot cannot hold (the message says what)."""
 
 
@@ -314,7 +315,7 @@ class HttpDatabase:
         self._post(self.update_url, {"update": replace_update(graph, triples)})
 
 
-class SparqlEngineError(RuntimeError):
+class SparqlEngineError(KGAgentsError, RuntimeError):
     """An error the SPARQL engine reported for a query (goes to the fix loop)."""
 
 

@@ -24,6 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kgagents.core.errors import KGAgentsError
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -38,7 +40,7 @@ PACKAGED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 SHORT_NAMES = {"all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2"}
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(KGAgentsError, RuntimeError):
     """An embedding model cannot be loaded (not downloadable here, or not a model); the message says what to do."""
 
 

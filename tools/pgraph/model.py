@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, TypedDict
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 
 Direction = Literal["out", "in", "both"]
@@ -33,7 +34,7 @@ Direction = Literal["out", "in", "both"]
 KEY_LENGTH = 4
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(KGAgentsError, ValueError):
     """A graph source is missing or malformed; the message says where and why."""
 
 
