@@ -19,7 +19,7 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import closed_port, isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import FakeOpenAIServer
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.manager import ToolEnv
 

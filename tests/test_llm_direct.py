@@ -19,7 +19,7 @@ from kgagents.nodes.http_client import LoopLocalAioHttpClient, LoopLocalTranspor
 from kgagents.nodes.llm import DirectStructured, LLMCaller, StructuredOutputError, structured_runnable
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer, Step, openai_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import FakeOpenAIServer, Step
 
 
 class Verdict(BaseModel):

@@ -29,14 +29,7 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError, ModelUnavailableError, StructuredOutputError
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
-from tests.fakes.openai_server import (  # noqa: F401 - fixture
-    FAULT_KINDS,
-    FakeOpenAIServer,
-    FaultPolicy,
-    RecordedRequest,
-    Step,
-    openai_server,
-)
+from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer, FaultPolicy, RecordedRequest, Step
 
 GPT4O_MINI = {"input": 0.15, "output": 0.60}
 

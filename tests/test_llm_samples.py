@@ -20,7 +20,7 @@ from kgagents.nodes.models import build_chat_model
 from kgagents.nodes import openai_chat
 from kgagents.nodes.openai_chat import OpenAIChatModel
 from tests.fakes import isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture(autouse=True)

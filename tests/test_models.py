@@ -19,7 +19,7 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
 from tests.fakes import closed_port, isolate_model_env
-from tests.fakes.ollama_server import FakeOllamaServer, ollama_server  # noqa: F401 - fixture
+from tests.fakes.ollama_server import FakeOllamaServer
 from tests.fakes.openai_server import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
