@@ -412,7 +412,7 @@ def measure_ivf(spec: dict[str, Any]) -> dict[str, Any]:
     for nprobe in spec["nprobes"]:
         times, found = timed(range(len(queries)), lambda q, n=nprobe: index.search(f"q{q}", k, nprobe=n),
                              lambda rows: [row for row, _ in rows])
-        hits = [len(set(f) & set(t.tolist())) / k for f, t in zip(found, truth)]
+        hits = [len(set(f) & set(t.tolist())) / k for f, t in zip(found, truth, strict=True)]
         out["recall"][str(nprobe)] = round(float(np.mean(hits)), 4)
         out["ivf_ms"][str(nprobe)] = percentiles(times, 1e6)
     return out

@@ -121,7 +121,7 @@ class BatchedSqliteSaver(SqliteSaver):
                     except sqlite3.Error:
                         pass
                     outcomes = [(future, loop, None, exc) if job[2] else (future, loop, result, error)
-                                for (future, loop, result, error), job in zip(outcomes, batch)]
+                                for (future, loop, result, error), job in zip(outcomes, batch, strict=True)]
         by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         for future, loop, result, error in outcomes:
             by_loop.setdefault(loop, []).append((future, result, error))

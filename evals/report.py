@@ -309,7 +309,7 @@ def plot_pareto(runsets: list[RunSet], path: Path) -> Path:
             points.append((rs.cost, float(sum(ideal_correct(r) for r in rs.records))))
     front = pareto_front(points)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (label, (cost, solved)) in enumerate(zip(labels, points)):
+    for i, (label, (cost, solved)) in enumerate(zip(labels, points, strict=True)):
         ax.scatter([cost], [solved], s=60, zorder=3, marker="o" if i in front else "x")
         ax.annotate(label, (cost, solved), textcoords="offset points", xytext=(6, 4), fontsize=8)
     if len(front) > 1:
@@ -343,7 +343,7 @@ def plot_runtime(runsets: list[RunSet], path: Path) -> Path:
     for k, node in enumerate(nodes):
         widths = [t.get(node, 0.0) for t in per]
         ax.barh([rs.label for rs in runsets], widths, left=left, label=node, color=cmap(k % 20))
-        left = [a + b for a, b in zip(left, widths)]
+        left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set_xlabel("summed node task time (s)")
     ax.set_title("Runtime by node")
     if nodes:

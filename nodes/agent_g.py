@@ -406,10 +406,10 @@ async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     if pages:
         texts = await asyncio.to_thread(lambda: [page_text(p) for p in pages])
         kept, order = await asyncio.to_thread(rank_pages, question,
-                                              [(str(p.get("name", "")), t) for p, t in zip(pages, texts)],
+                                              [(str(p.get("name", "")), t) for p, t in zip(pages, texts, strict=True)],
                                               ctx.embedder(), max_chars=ctx.page_chars)
         pages = [Page(name=str(p.get("name", "")), url=str(p.get("url", "")), snippet=str(p.get("snippet", "")),
-                      text=t) for p, t in zip(pages, kept)]
+                      text=t) for p, t in zip(pages, kept, strict=True)]
         out.update(pages=pages, page_order=[[i, s] for i, s in order])
     return out
 
@@ -590,7 +590,7 @@ def references_text(retrieval: Retrieval, ctx: AgentGContext) -> str:
     return render_references(select_references(retrieval, ctx), max_chars=references_budget(ctx))
 
 
-_FINAL = re.compile(r"final answer\s*[:：]\s*(.+)", re.IGNORECASE)
+_FINAL = re.compile(r"final answer\s*[:\uff1a]\s*(.+)", re.IGNORECASE)
 
 
 def final_answer_of(reply: str) -> str:

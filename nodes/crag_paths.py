@@ -478,7 +478,7 @@ class _Retrieval:
         head_index = next((i for i, a in enumerate(args) if a is not None and a.named),
                           next((i for i, a in enumerate(args) if a is not None), None))
         head = args[head_index].label if head_index is not None else self.domain
-        others = [f"{p.name}={a.label}" for i, (p, a) in enumerate(zip(fn.params, args))
+        others = [f"{p.name}={a.label}" for i, (p, a) in enumerate(zip(fn.params, args, strict=False))
                   if a is not None and i != head_index]
         label = fn.name + (f"({', '.join(others)})" if others else "")
         linked = args[head_index] if head_index is not None else None

@@ -502,10 +502,7 @@ async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Conte
                 break
             statement = strip_fences(reply.code)
         final.append(statement)
-    if applied == len(statements):
-        status = "fixed" if fixed else "applied"
-    else:
-        status = "partial" if applied else "discarded"
+    status = ("fixed" if fixed else "applied") if applied == len(statements) else ("partial" if applied else "discarded")
     return status, ";\n".join(final), attempts, errors
 
 

@@ -27,7 +27,7 @@ import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -45,8 +45,6 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.models import aresolve_model, resolve_model
 from kgagents.nodes.runtime import gather_bounded
 from kgagents.nodes.state import Failure
-
-T = TypeVar("T", bound=BaseModel)
 
 log = logging.getLogger("kgagents.llm")
 
@@ -188,15 +186,15 @@ class LLMCaller:
         self._record(reply)
         return reply
 
-    async def structured(self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
-                         system: str | None = None, stage: str | None = None) -> T:
+    async def structured[T: BaseModel](self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
+                                       system: str | None = None, stage: str | None = None) -> T:
         """A reply parsed into ``schema``; unparseable replies are sent back with the error, then re-asked."""
         runnable = await self._structured_runnable(schema)
         return await self._parsed(runnable, schema, as_messages(prompt, system), stage=stage or stage_of(prompt))
 
-    async def structured_samples(self, prompt: str | Sequence[BaseMessage], schema: type[T], n: int, *,
-                                 system: str | None = None, config: Any = None,
-                                 stage: str | None = None) -> list[T | LLMError]:
+    async def structured_samples[T: BaseModel](self, prompt: str | Sequence[BaseMessage], schema: type[T], n: int,
+                                               *, system: str | None = None, config: Any = None,
+                                               stage: str | None = None) -> list[T | LLMError]:
         """``n`` independent samples of one structured decision (the votes of a majority), in order; a sample
         that failed for good is its :class:`LLMError` (the caller notes it with :meth:`failed`).
 
@@ -255,8 +253,8 @@ class LLMCaller:
             kwargs["method"] = self.context.structured_output_method
         return structured_runnable(model, schema, kwargs)
 
-    async def _parsed(self, runnable: Any, schema: type[T], messages: list[BaseMessage], *,
-                      first: dict[str, Any] | None = None, stage: str | None = None) -> T:
+    async def _parsed[T: BaseModel](self, runnable: Any, schema: type[T], messages: list[BaseMessage], *,
+                                    first: dict[str, Any] | None = None, stage: str | None = None) -> T:
         """The structured reply to ``messages``, re-asked with the parse error until one parses
         (``Context.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
         last_error = ""
@@ -482,7 +480,7 @@ def _is_base_impl(model: BaseChatModel) -> bool:
     return type(model).with_structured_output is BaseChatModel.with_structured_output
 
 
-def _accepted(result: Any, schema: type[T]) -> tuple[T | None, str]:
+def _accepted[T: BaseModel](result: Any, schema: type[T]) -> tuple[T | None, str]:
     """A structured reply's value when it parsed into ``schema``, else None and why it is not usable."""
     parsed = result.get("parsed") if isinstance(result, dict) else result
     if isinstance(parsed, schema):

@@ -67,7 +67,7 @@ async def test_an_unknown_host_is_fatal_at_once(monkeypatch: pytest.MonkeyPatch)
     model = build_chat_model("local-model", base_url="http://models.example.invalid:8000/v1", timeout_s=5.0)
     llm = LLMCaller(Context(model=model, **SLOW_RETRIES), "graph_executor")
     started = time.monotonic()
-    with pytest.raises(ModelUnavailableError, match="local-model at http://models.example.invalid:8000/v1\\) "
+    with pytest.raises(ModelUnavailableError, match=r"local-model at http://models.example.invalid:8000/v1\) "
                                                     "cannot be used: the host name does not resolve"):
         await llm.structured("q", Answer)
     assert time.monotonic() - started < 30
@@ -110,7 +110,7 @@ async def test_the_tools_model_that_cannot_be_reached_stops_the_run_too(tmp_path
 
     tool = StructuredTool.from_function(coroutine=ask, name="llm_query", description="Ask the model.")
     started = time.monotonic()
-    with pytest.raises(ModelUnavailableError, match="the tools' model \\(m at http://127.0.0.1:"):
+    with pytest.raises(ModelUnavailableError, match=r"the tools' model \(m at http://127.0.0.1:"):
         await run_tool_with_retry(tool, {"query": "q"}, max_retries=6, backoff_base_s=20.0)
     assert time.monotonic() - started < 30
 

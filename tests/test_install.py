@@ -156,7 +156,7 @@ def test_a_pdf_without_the_files_extra_says_so(monkeypatch):
                                          "but the dependencies needed to read .pdf files are not installed.")
 
     monkeypatch.setattr(PdfConverter, "convert", missing)
-    with pytest.raises(ConversionError, match="converting .pdf needs the `files` extra"):
+    with pytest.raises(ConversionError, match=r"converting .pdf needs the `files` extra"):
         convert_bytes(b"%PDF-1.4 a document", filename="paper.pdf")
 
 

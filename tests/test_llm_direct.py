@@ -187,7 +187,7 @@ def test_one_cached_model_serves_one_event_loop_after_another(openai_server: Fak
 
 async def test_concurrent_calls_share_the_loops_pool(openai_server: FakeOpenAIServer) -> None:
     model = built(openai_server)
-    for i in range(20):
+    for _ in range(20):
         openai_server.reply("ok")
     replies = await asyncio.gather(*(model.ainvoke(f"q{i}") for i in range(20)))
     assert [r.content for r in replies] == ["ok"] * 20

@@ -66,7 +66,7 @@ async def test_a_choice_that_does_not_parse_is_asked_again_on_its_own(openai_ser
     llm = caller(openai_server)
     samples = await llm.structured_samples("Solve or enhance?", Choice, 3)
     assert [s.query_type for s in samples] == ["RETRIEVE", "INSERT", "INSERT"]
-    first, *again = openai_server.chat_requests
+    _, *again = openai_server.chat_requests
     assert len(again) == 2 and all("n" not in r.body for r in again)
     assert all(r.last_user_text.startswith("Your previous reply could not be used") for r in again)
     # each re-ask is the prompt and its own choice's error, nothing of the other choices

@@ -300,7 +300,7 @@ async def test_scripted_model_through_the_llm_layer(script: Path) -> None:
 
 async def test_scripted_model_with_a_missing_file_names_it(tmp_path: Path) -> None:
     llm = LLMCaller(Context(model=f"scripted:{tmp_path / 'nope.json'}", max_api_retries=0), "graph_executor")
-    with pytest.raises(LLMError, match="nope.json"):  # the script is read on the first call
+    with pytest.raises(LLMError, match=r"nope.json"):  # the script is read on the first call
         await llm.text("hi")
 
 

@@ -172,8 +172,7 @@ async def test_result_var_other_name_none_and_unset(box: Sandbox) -> None:
 async def test_exception_reported_with_line_and_llm_frames_only(box: Sandbox) -> None:
     r = await box.run("a = 1\nb = 2\nc = a + x\n")
     assert not r.ok and r.exit_code == 1
-    first, *rest = r.error.splitlines()
-    assert first == "NameError: name 'x' is not defined (line 3)"
+    assert r.error.splitlines()[0] == "NameError: name 'x' is not defined (line 3)"
     assert 'File "<llm-code>", line 3' in r.error and "c = a + x" in r.error
     assert "sandbox.py" not in r.error and "<string>" not in r.error  # the runner's frames are hidden
 
@@ -480,7 +479,7 @@ async def test_process_tree_dies_with_the_pid_namespace(
 @requires_bwrap
 async def test_thread_bomb_is_contained(hostile: Sandbox, work_dir: Path) -> None:
     cap = 100000 if sb._pids_cgroup_parent() is not None else 2000  # stay gentle where nothing else caps it
-    code = ("import threading, time\nthreading.stack_size(32768)\nn = 0\ntry:\n    while n < %d:\n" % cap +
+    code = (f"import threading, time\nthreading.stack_size(32768)\nn = 0\ntry:\n    while n < {cap}:\n" +
             "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\n"
             "except Exception as exc:\n    print(type(exc).__name__)\nresult = n\n")
     r = await hostile.run(code)

@@ -36,12 +36,12 @@ def server(tmp_path_factory):
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp / "runs"), KGAGENTS_GRAPHS_DIR=str(tmp / "graphs"),
                OLLAMA_HOST="http://127.0.0.1:9",
                LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1")
-    log = open(tmp / "server.log", "w")
     langgraph = Path(sys.executable).with_name("langgraph")
-    proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
-                             "--no-reload", "--n-jobs-per-worker", str(JOBS),
-                             "--config", str(ROOT / "langgraph.json")],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp / "server.log", "w") as log:  # the server writes to its own copy of the file descriptor
+        proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
+                                 "--no-reload", "--n-jobs-per-worker", str(JOBS),
+                                 "--config", str(ROOT / "langgraph.json")],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -61,7 +61,6 @@ def server(tmp_path_factory):
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
-    log.close()
 
 
 async def test_langgraph_dev_runs_kgot_with_a_scripted_model(server):

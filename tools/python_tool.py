@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kgagents.core.config import Settings
 from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
@@ -34,7 +34,7 @@ class RunPythonCodeTool(BaseTool):
     args_schema: type[BaseModel] = RunPythonCodeInput
     sandbox: Sandbox
 
-    model_config = {"arbitrary_types_allowed": True}
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     def _run(self, code: str) -> str:  # pragma: no cover - the workflows call the async variant
         return self._format(self.sandbox.run_sync(code, result_var=None))

@@ -335,7 +335,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         values = {"model": f"scripted:{path}", "backend": args.backend, "num_next_steps_decision": 5}
         args.runs_dir = args.runs_dir or tmp
         ctx = Context.from_mapping({**values, "work_dir": str(Path(tmp) / "work")})
-        thread_id, state = _run("kgot", args, {"question": question}, None, values, context_override=ctx)
+        _, state = _run("kgot", args, {"question": question}, None, values, context_override=ctx)
         print(state.get("final_answer", "(no answer)"))
     return 0
 

@@ -193,7 +193,7 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
     rows = [rows] if isinstance(rows, dict) else rows
     graphs = [graphs] * len(rows) if not isinstance(graphs, list) else graphs
     steps: list[dict[str, Any]] = []
-    for row, graph in zip(rows, graphs):
+    for row, graph in zip(rows, graphs, strict=True):
         steps += (_agent_steps(row, graph, action_format, max_actions) if interaction == "agent"
                   else _explore_steps(row, graph))
     return steps + GENERIC_STEPS

@@ -10,11 +10,9 @@ import socket
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from kgagents.core.errors import KGAgentsError
-
-R = TypeVar("R")
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 #: Statuses that say a request can never succeed as configured: a rejected key, no access, an unknown model or
@@ -101,7 +99,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 _answered: set[str] = set()
 
 
-async def retry_model_call(fn: Callable[[], Awaitable[R]], *, model: str, **options: Any) -> R:
+async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, **options: Any) -> R:
     """:func:`retry_async` for a call of the chat model ``model`` (a key naming the model and its endpoint): a
     refused connection or an unknown host is retried only if this model has answered before in this process
     (otherwise it is raised at once, for the caller to report as :class:`ModelUnavailableError`); a call that
@@ -158,9 +156,9 @@ def retry_after_s(exc: BaseException) -> float | None:
         return None
 
 
-async def retry_async(fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, base_s: float = 1.0,
-                      cap_s: float = 60.0, timeout_s: float | None = None,
-                      retry_if: Callable[[BaseException], bool] = is_transient) -> R:
+async def retry_async[R](fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, base_s: float = 1.0,
+                         cap_s: float = 60.0, timeout_s: float | None = None,
+                         retry_if: Callable[[BaseException], bool] = is_transient) -> R:
     """Await ``fn()``; on an exception that ``retry_if`` accepts, wait with backoff and try again.
 
     Waits at least what a ``Retry-After`` header asks for (up to ``cap_s``). Gives up after ``max_retries``

@@ -159,7 +159,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def remaining(self) -> list[dict[str, Any]]:
         """Steps with uses left (``times`` > 0 and not exhausted)."""
-        return [s for s, used in zip(self.steps, self._uses) if s.get("times", 1) and used < s.get("times", 1)]
+        return [s for s, used in zip(self.steps, self._uses, strict=True) if s.get("times", 1) and used < s.get("times", 1)]
 
     def pick(self, prompt: str) -> dict[str, Any]:
         """The step that answers ``prompt`` (its use counted, the prompt recorded in :attr:`calls`)."""

@@ -38,8 +38,8 @@ async def test_cot_uses_no_reference():
 
 
 async def test_text_rag_reads_the_first_batch_of_pages():
-    state, model, _ = await run(B.text_rag, {"question": "What does Ivermectin treat?", "pages": PAGES},
-                                [generate("strongyloidiasis", ".*Ivermectin treats")])
+    state, _, _ = await run(B.text_rag, {"question": "What does Ivermectin treat?", "pages": PAGES},
+                            [generate("strongyloidiasis", ".*Ivermectin treats")])
     assert state["final_answer"] == "strongyloidiasis" and state["iterations"][0]["action"]["batch"] == 0
 
 

@@ -192,7 +192,7 @@ def test_calls_files_with_errors_name_the_file_and_the_call(tmp_path):
         load_calls(tmp_path / "missing.json")
     with pytest.raises(ValueError, match=r"call 0 \(api.music_get_members\(\"x\"\)\): no output"):
         load_calls(write([{"call": 'api.music_get_members("x")'}]))
-    with pytest.raises(ValueError, match="call 1 .*no function 'music_get_nothing'"):
+    with pytest.raises(ValueError, match=r"call 1 .*no function 'music_get_nothing'"):
         load_calls(write([{"call": 'api.music_get_members("x")', "output": "{'result': None}"},
                           {"call": 'api.music_get_nothing("x")', "output": "{'result': None}"}]))
     with pytest.raises(ValueError, match="not a Python literal"):

@@ -96,7 +96,7 @@ def test_the_newest_cr_lt_qa_file_names_its_defect(tmp_path):
     broken.write_text(text.replace('"Jordan Motor Car Company": "Q1703639"\n',
                                    '"Jordan Motor Car Company": "Q1703639"\n      "Kaká": "Q531814"\n', 1),
                       encoding="utf-8")
-    with pytest.raises(CoLoTaDataError, match="not valid JSON.*misses a comma in S33"):
+    with pytest.raises(CoLoTaDataError, match=r"not valid JSON.*misses a comma in S33"):
         load_cr_lt_kgqa("qa", tmp_path)
 
 

@@ -109,10 +109,10 @@ def test_broken_files_are_named_with_their_line(tmp_path):
     empty_tar = tmp_path / "x.tar"
     with tarfile.open(empty_tar, "w"):
         pass
-    with pytest.raises(DatasetError, match="holds no .jsonl"):
+    with pytest.raises(DatasetError, match=r"holds no .jsonl"):
         load_crag(empty_tar, "all")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DatasetError, match="holds no .jsonl"):
+    with pytest.raises(DatasetError, match=r"holds no .jsonl"):
         load_crag(tmp_path / "empty", "all")
     with pytest.raises(DatasetError, match="no split 'dev'"):
         load_dataset("crag", None, split="dev")

@@ -148,9 +148,9 @@ async def test_a_rerun_with_another_model_or_setting_is_refused_and_nothing_is_r
     assert json.loads(manifest)["models"] == {"graph_executor": "model-a", "tool_executor": "model-a",
                                               "tools": "model-a"}
     other = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS), model_name="model-b")
-    with pytest.raises(ValueError, match="graph_executor': 'model-a'.*'model-b'.*Use another --out"):
+    with pytest.raises(ValueError, match=r"graph_executor': 'model-a'.*'model-b'.*Use another --out"):
         await evaluate(options(tmp_path, other), tiny_gaia(2))
-    with pytest.raises(ValueError, match="context: .*max_iterations"):
+    with pytest.raises(ValueError, match=r"context: .*max_iterations"):
         other_limit = Context(model=first, **{**FAST, "max_iterations": 3})
         await evaluate(options(tmp_path, first, context=other_limit), tiny_gaia(2))
     with pytest.raises(ValueError, match="seed: None there, 7 now"):

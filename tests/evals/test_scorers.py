@@ -128,7 +128,7 @@ def test_rouge_l_public_vectors():
             best = max(rouge_l(case["prediction"], t)["fmeasure"] for t in case["targets"])
             assert best == pytest.approx(case["expected_fmeasure"]["rougeL"])
         elif "predictions" in case:
-            for p, r in zip(case["predictions"], case["references"]):
+            for p, r in zip(case["predictions"], case["references"], strict=True):
                 assert rouge_l(p, r)["fmeasure"] == pytest.approx(case["expected"]["rougeL"])
     assert rouge_l("The Cat, sat!", "the cat sat")["fmeasure"] == 1.0
 

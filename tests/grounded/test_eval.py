@@ -179,7 +179,7 @@ def test_a_user_grbench_folder(tmp_path):
     with pytest.raises(ValueError, match="cannot tell the GRBench domain"):
         load_grbench(elsewhere, "auto")
     assert load_grbench(elsewhere, "goodreads")[0].id == "goodreads-0"
-    with pytest.raises(ValueError, match="no graph.json"):
+    with pytest.raises(ValueError, match=r"no graph.json"):
         load_grbench(tmp_path / "empty", "dblp")
     (folder / "data.json").write_text("{not json\n")
     with pytest.raises(ValueError, match="line 1: not valid JSON"):

@@ -248,7 +248,7 @@ async def test_a_single_database_server_serves_one_run_at_a_time(arcadedb_server
     backend, _ = _bolt(arcadedb_server, monkeypatch, KGAGENTS_BOLT_LEASE_S="2")
     first = backend.open(f"lease-a-{uuid.uuid4().hex[:6]}", None, tmp_path)
     assert (await first.write(CODE["cypher"]["write_array"])).ok
-    with pytest.raises(KGError, match="single-tenant.*KGAGENTS_BOLT_CONCURRENT=1"):
+    with pytest.raises(KGError, match=r"single-tenant.*KGAGENTS_BOLT_CONCURRENT=1"):
         backend.open(f"lease-b-{uuid.uuid4().hex[:6]}", None, tmp_path)
     # the first run goes on; once it gives the server back, the next run starts at once
     assert (await first.read(CODE["cypher"]["read_sorted"])).ok

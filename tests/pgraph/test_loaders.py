@@ -148,7 +148,7 @@ def test_malformed_ark_files(tmp_path):
     with pytest.raises(GraphFormatError, match=r'record 0 has no "graph"'):
         load(write_json(tmp_path / "nograph.json", {"question": "?"}), format="ark")
     (tmp_path / "cut.json").write_text('{"graph": [["a", "b"', encoding="utf-8")
-    with pytest.raises(GraphFormatError, match="cut.json: not valid JSON"):
+    with pytest.raises(GraphFormatError, match=r"cut.json: not valid JSON"):
         load(tmp_path / "cut.json", format="ark")
 
 
@@ -317,7 +317,7 @@ def test_truncated_and_missing_grbench_graphs(tmp_path):
     with pytest.raises(GraphFormatError, match="no such graph source"):
         load(tmp_path / "nowhere" / "graph.json", format="grbench")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(GraphFormatError, match="no graph.json in this folder"):
+    with pytest.raises(GraphFormatError, match=r"no graph.json in this folder"):
         load(tmp_path / "empty", format="grbench")
     (tmp_path / "notgz" / "graph.json.gz").parent.mkdir()
     (tmp_path / "notgz" / "graph.json.gz").write_bytes(b"not gzip at all")
@@ -616,7 +616,7 @@ def test_detect_format_on_unknown_content(tmp_path):
         detect_format(tmp_path / "notes.json")
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "readme.md").write_text("#", encoding="utf-8")
-    with pytest.raises(GraphFormatError, match="a folder with neither graph.json"):
+    with pytest.raises(GraphFormatError, match=r"a folder with neither graph.json"):
         detect_format(tmp_path / "folder")
     with pytest.raises(GraphFormatError, match="no such graph source"):
         detect_format(tmp_path / "missing.json")

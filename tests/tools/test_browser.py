@@ -101,7 +101,7 @@ async def test_corrupt_pdf_is_a_clear_failure(web, browser):
 
 
 async def test_hostile_pages(web, browser):
-    with pytest.raises(ToolFailure, match="50.0 MB"):
+    with pytest.raises(ToolFailure, match=r"50.0 MB"):
         await browser.visit(web.url("/big"))
     view = await browser.visit(web.url("/endless"))
     assert "size limit" in view and "endless page" in view

@@ -52,7 +52,7 @@ def plain_value(value: Any) -> Any:
     srid = getattr(value, "srid", None)
     if srid is not None and isinstance(value, tuple):
         names = ("x", "y", "z")[:len(value)]
-        return "point({" + ", ".join([f"srid: {srid}"] + [f"{k}: {v!r}" for k, v in zip(names, value)]) + "})"
+        return "point({" + ", ".join([f"srid: {srid}"] + [f"{k}: {v!r}" for k, v in zip(names, value, strict=False)]) + "})"
     if isinstance(value, (list, tuple)):
         return [plain_value(v) for v in value]
     if isinstance(value, dict):

@@ -260,10 +260,7 @@ class EmbeddingIndex:
         """The ``k`` texts closest to ``query`` (restricted to ``among`` when given), best first, with scores."""
         import faiss
 
-        if among is not None:
-            ids = sorted({self._ids[t] for t in among if t in self._ids})
-        else:
-            ids = None
+        ids = sorted({self._ids[t] for t in among if t in self._ids}) if among is not None else None
         count = len(ids) if ids is not None else len(self.texts)
         k = min(k, count)
         if k <= 0:
@@ -273,4 +270,4 @@ class EmbeddingIndex:
         if ids is not None and count < len(self.texts):
             params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(ids, dtype="int64")))
         scores, found = self.index.search(vector, k, params=params) if params else self.index.search(vector, k)
-        return [(self.texts[int(i)], round(float(s), 4)) for s, i in zip(scores[0], found[0]) if i >= 0]
+        return [(self.texts[int(i)], round(float(s), 4)) for s, i in zip(scores[0], found[0], strict=True) if i >= 0]

@@ -343,7 +343,7 @@ class VectorIndex:
             params = faiss.SearchParameters(sel=selector) if selector is not None else None
         scores, rows = self.index.search(query, k, params=params) if params is not None \
             else self.index.search(query, k)
-        return [(int(r), round(float(s), 4)) for s, r in zip(scores[0], rows[0]) if r >= 0]
+        return [(int(r), round(float(s), 4)) for s, r in zip(scores[0], rows[0], strict=True) if r >= 0]
 
 
 class IndexSet:
