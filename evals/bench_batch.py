@@ -329,7 +329,8 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
 
 
 def processes_for(processes: int | str, concurrency: int) -> int:
-    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.processes.auto_processes`)."""
+    """Worker processes for a batch run at ``concurrency`` (``auto``:
+    :func:`kgagents.evals.processes.auto_processes`)."""
     if processes == "auto":
         from kgagents.evals.processes import auto_processes
 

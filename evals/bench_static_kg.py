@@ -653,7 +653,8 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {r['nodes']:,} / {r['edges']:,} | {r['store']} | {build} | {_mb(r['disk_bytes'])} | "
                 f"{r['cold_open_s']:.3f} / {r['warm_open_s']:.3f} | {_mb(r['rss_open'])} / {_mb(r['rss_work'])} | "
                 f"{r['bytes_per_edge']:.0f} | {_q(r['lookup_us'], 'p50')} / {_q(r['lookup_us'], 'p99')} "
-                f"({_q(r['cold_lookup_us'], 'p50')}) | {_q(r.get("ego_ms"), "p50", "{:,.2f}")} / {_q(r.get("ego_ms"), "p99", "{:,.2f}")} | "
+                f"({_q(r['cold_lookup_us'], 'p50')}) | "
+                f"{_q(r.get('ego_ms'), 'p50', '{:,.2f}')} / {_q(r.get('ego_ms'), 'p99', '{:,.2f}')} | "
                 f"{_q(r.get('nearest_ms'), 'p50')} |")
     notes = []
     for scale in result["scales"]:
@@ -663,7 +664,8 @@ def markdown(result: dict[str, Any]) -> str:
                      f"answers agree across stores: {'yes' if scale['answers_agree'] else 'NO'}")
     lines += [""] + [f"- {n}" for n in notes]
     if result.get("ivf"):
-        lines += ["", "| vectors | data | nlist | build s | recall@10 by nprobe | IVF ms p50 by nprobe | exact ms p50 |",
+        lines += ["",
+                  "| vectors | data | nlist | build s | recall@10 by nprobe | IVF ms p50 by nprobe | exact ms p50 |",
                   "|---|---|---|---|---|---|---|"]
         for r in result["ivf"]:
             recall = ", ".join(f"{p}: {v:.3f}" for p, v in r["recall"].items())
@@ -687,7 +689,8 @@ def _scale(text: str) -> tuple[int, int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_static_kg", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_static_kg",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", nargs="*", type=_scale, default=[(10_000, 100_000), (100_000, 1_000_000)],
                         metavar="NODES:EDGES", help="graphs every store of --stores holds (default 10k:100k 100k:1m)")
     parser.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES))

@@ -500,8 +500,8 @@ def paper_table(label: str, legs: Sequence[tuple[Any, Sequence[Mapping[str, Any]
     """The results of the ARK-V1 paper's protocol laid out as its Table III: one row for the model, per leg
     (temperature × runs) answer rate, conditional and overall accuracy, and reliability for legs of several runs.
 
-    ``legs`` holds each :class:`~kgagents.evals.datasets.ProtocolLeg` with its result records; failed runs are left out of
-    the metrics and counted below the table.
+    ``legs`` holds each :class:`~kgagents.evals.datasets.ProtocolLeg` with its result records; failed runs are left out
+    of the metrics and counted below the table.
     """
     from kgagents.evals.report import _table
 
@@ -639,7 +639,8 @@ def _ark_stats(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def register_datasets(register: Callable[[Any], None]) -> None:
-    """Plug CR-LT and CoLoTa into :mod:`kgagents.evals.datasets`, the CoLoTa scorer and the ARK-V1 adapter into the runner."""
+    """Plug CR-LT and CoLoTa into :mod:`kgagents.evals.datasets`, the CoLoTa scorer and the ARK-V1 adapter into the
+    runner."""
     from kgagents.evals.datasets import DatasetSpec
     from kgagents.evals.runner import Adapter, register_adapter
     from kgagents.evals.scorers import register_scorer

@@ -115,15 +115,16 @@ def register_dataset(spec: DatasetSpec) -> None:
 
 _PLUGINS_LOADED = False
 #: Modules of this package that register datasets (each has ``register_datasets(register)``).
-PLUGINS = ("kgagents.evals.colota", "kgagents.evals.grbench", "kgagents.evals.stark", "kgagents.evals.crag", "kgagents.evals.kgot_baselines")
+PLUGINS = ("kgagents.evals.colota", "kgagents.evals.grbench", "kgagents.evals.stark", "kgagents.evals.crag",
+           "kgagents.evals.kgot_baselines")
 
 
 def load_plugins() -> None:
     """Let the dataset modules of this package register their datasets, scorers and workflow adapters (once).
 
-    :mod:`kgagents.evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) and :mod:`kgagents.evals.grbench` (GRBench, the grounded
-    workflows' adapters) plug in through ``register_datasets(register)``, which calls ``register(DatasetSpec(...))``
-    for each of their datasets.
+    :mod:`kgagents.evals.colota` (CR-LT-KGQA / CoLoTa, the ARK-V1 adapter) and :mod:`kgagents.evals.grbench` (GRBench,
+    the grounded workflows' adapters) plug in through ``register_datasets(register)``, which calls
+    ``register(DatasetSpec(...))`` for each of their datasets.
     """
     global _PLUGINS_LOADED
     if _PLUGINS_LOADED:
@@ -208,7 +209,8 @@ def load_dataset(name: str, path: str | Path | None, *, split: str | None = None
 
 def packaged_data(spec: DatasetSpec) -> Path | None:
     """Where a dataset's files ship with kgagents: ``spec.default_data``, else the ``DATA_DIR`` folder of the
-    module that defines its loader (how :mod:`kgagents.evals.colota` ships CR-LT and CoLoTa); None when they don't ship."""
+    module that defines its loader (how :mod:`kgagents.evals.colota` ships CR-LT and CoLoTa); None when they don't
+    ship."""
     if spec.default_data is not None:
         return Path(spec.default_data)
     module = sys.modules.get(getattr(spec.load, "__module__", "") or "")

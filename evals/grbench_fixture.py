@@ -521,7 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             counts[entry["domain"]] = counts.get(entry["domain"], 0) + 1
         return ", ".join(f"{d} {n}" for d, n in counts.items())
 
-    return run_cli(argv, prog="python -m kgagents.evals.grbench_fixture", doc=__doc__, out=FIXTURE_DIR, derivation=derive,
+    return run_cli(argv, prog="python -m kgagents.evals.grbench_fixture", doc=__doc__, out=FIXTURE_DIR,
+                   derivation=derive,
                    describe=per_domain)
 
 

@@ -272,7 +272,8 @@ class LatencyServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.latency_server", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.latency_server",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("script", help="a JSON script: {\"steps\": [...]} or a list of steps")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds before each reply (default 0.2)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")

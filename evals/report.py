@@ -395,7 +395,8 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
         lines += ["", "## GRBench: Rouge-L (GPT4Score) per method and domain, as the paper's Table 1", ""] + grbench
     by_difficulty = difficulty_table(runsets)
     if by_difficulty:
-        title = "## GRBench by difficulty: Rouge-L (GPT4Score) on easy, medium and hard questions, as the paper's Figure 14"
+        title = ("## GRBench by difficulty: Rouge-L (GPT4Score) on easy, medium and hard questions, "
+                 "as the paper's Figure 14")
         lines += ["", title, ""] + by_difficulty
     lines += ["", "## Runtime by node", ""] + runtime_table(runsets)
     if plots and not installed("matplotlib"):

@@ -253,7 +253,8 @@ class EvalOptions:
     checkpointer: str | None = None
     """Checkpointer URL; default: ``checkpoints.sqlite`` in ``out_dir``."""
     processes: int = 1
-    """Worker processes on this machine that share the ``concurrency`` items in flight (see kgagents.evals.processes)."""
+    """Worker processes on this machine that share the ``concurrency`` items in flight (see
+    kgagents.evals.processes)."""
     worker_setup: Callable[[], Any] | None = None
     """Called once in every worker process before its first item (e.g. to register a tool the context names);
     a module-level function (or a ``functools.partial`` of one), so that it can be sent to the process."""

@@ -18,10 +18,12 @@ from kgagents.nodes.state import every_call_failed
 #: (or ``module:attribute`` for an object with those three, when one module defines several workflows)
 WORKFLOWS: dict[str, str] = {"kgot": "kgagents.graphs.kgot", "fusion": "kgagents.graphs.fusion",
                              "zeroshot": "kgagents.graphs.baselines:zeroshot", "rag": "kgagents.graphs.baselines:rag",
-                             "kgot-graphrag": "kgagents.graphs.baselines:graphrag", "kgot-nokg": "kgagents.graphs.baselines:nokg",
+                             "kgot-graphrag": "kgagents.graphs.baselines:graphrag",
+                             "kgot-nokg": "kgagents.graphs.baselines:nokg",
                              "ark": "kgagents.graphs.ark",
                              "grounded": "kgagents.graphs.grounded", "base": "kgagents.graphs.kg_rag:base",
-                             "text-rag": "kgagents.graphs.kg_rag:text_rag", "graph-rag": "kgagents.graphs.kg_rag:graph_rag",
+                             "text-rag": "kgagents.graphs.kg_rag:text_rag",
+                             "graph-rag": "kgagents.graphs.kg_rag:graph_rag",
                              "agent-g": "kgagents.graphs.agent_g",
                              **{f"agent-g-{b}": f"kgagents.graphs.agent_g_baselines:{b.replace('-', '_')}"
                                 for b in ("cot", "text-rag", "graph-rag", "hybrid-rag", "corrective-rag", "react")}}

@@ -451,7 +451,8 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
     previous = "\n".join(f"iteration {i['t']}: {describe_action(i['action'])} → {i.get('error_type') or 'rejected'}"
                          for i in state.get("iterations") or []) or "(none)"
     generation = ctx.task == "generation"
-    prompt = P.render(P.AGENT, iteration=t, question=state["question"], query_time=state.get("query_time") or "(not given)",
+    prompt = P.render(P.AGENT, iteration=t, question=state["question"],
+                      query_time=state.get("query_time") or "(not given)",
                       decisions=(P.DECISIONS_GENERATION.format(domains=", ".join(ctx.domains)) if generation
                                  else P.DECISIONS_RETRIEVAL),
                       examples=await asyncio.to_thread(ctx.examples, "agent"),
@@ -666,7 +667,8 @@ async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
         accepted = _yes(reply)
     else:
         reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION_BARE, iteration=t, answer=answer,
-                                         question=state["question"], query_time=state.get("query_time") or "(not given)"))
+                                         question=state["question"],
+                                         query_time=state.get("query_time") or "(not given)"))
         accepted = _yes(reply)
     record = Iteration(t=t, action=state.get("action") or Action(), retrieval=retrieval, answer=answer,
                        ranked_ids=list(state.get("ranked_ids") or []), accepted=accepted, validator_reply=reply[:500])

@@ -33,8 +33,8 @@ class Context:
     0.0 and the tools at 0.5 (``--preset paper``)."""
     seed: int | None = None
     """Sampling seed, passed to the providers that take one (OpenAI and OpenAI-compatible servers, Ollama; see
-    ``kgagents.nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``
-    gives run r of every item the seed S + r."""
+    ``kgagents.nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is.
+    ``kgagents eval --seed S`` gives run r of every item the seed S + r."""
     structured_output_method: StructuredMethod = "function_calling"
     samples_in_one_request: bool = True
     """Ask for the samples of one decision (KGoT's votes, forced queries and solution parses) as the choices of one

@@ -629,7 +629,8 @@ async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, g
     values = _agent_values(task, ctx)
     thought = record.get("thought", "")
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
-                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=index_kind(ctx.vector_index),
+                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(),
+                               index=index_kind(ctx.vector_index),
                                retrieve_exact=ctx.retrieve_exact)
     if ctx.action_format == "text":
         written = (await llm.text(P.render(P.AGENT_ACTION_TEXT, thought=thought, **values))).strip()

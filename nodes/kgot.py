@@ -502,7 +502,8 @@ async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Conte
                 break
             statement = strip_fences(reply.code)
         final.append(statement)
-    status = ("fixed" if fixed else "applied") if applied == len(statements) else ("partial" if applied else "discarded")
+    done = "fixed" if fixed else "applied"
+    status = done if applied == len(statements) else ("partial" if applied else "discarded")
     return status, ";\n".join(final), attempts, errors
 
 

@@ -183,7 +183,8 @@ async def test_every_retrieve_vote_brings_its_own_read_query(tmp_path):
 async def test_direct_mode_votes_bring_their_answers(tmp_path):
     """Direct Retrieval: a RETRIEVE vote's answer is its partial solution; no further call states one."""
     steps = [*S.votes("RETRIEVE", 4, solve="Paris is the capital."), *S.votes("RETRIEVE", 1, solve="Lyon"),
-             *S.need_math(False, times=2), S.step(S.PARSE + ".*Paris is", times=3, structured={"final_answer": "Paris"}),
+             *S.need_math(False, times=2), S.step(S.PARSE + ".*Paris is", times=3,
+                                                  structured={"final_answer": "Paris"}),
              S.step(S.PARSE + ".*Lyon", times=3, structured={"final_answer": "Lyon"})]
     state, model = await run(tmp_path, steps, question="What is the capital of France?", solve_mode="direct")
     assert state["final_answer"] == "Paris"

@@ -1,5 +1,6 @@
 """Structured output without LangChain's include_raw chain (kgagents.nodes.llm.DirectStructured), and the chat models'
-HTTP client (kgagents.nodes.http_client): the same requests, replies, parse errors and API errors as before, less CPU."""
+HTTP client (kgagents.nodes.http_client): the same requests, replies, parse errors and API errors as before, less
+CPU."""
 
 from __future__ import annotations
 

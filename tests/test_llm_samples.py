@@ -1,5 +1,5 @@
-"""The samples of one decision (kgagents.nodes.llm.LLMCaller.structured_samples): as the ``n`` choices of one request on an
-OpenAI-compatible server, each choice parsed and re-asked on its own; one request per sample elsewhere, when
+"""The samples of one decision (kgagents.nodes.llm.LLMCaller.structured_samples): as the ``n`` choices of one request on
+an OpenAI-compatible server, each choice parsed and re-asked on its own; one request per sample elsewhere, when
 switched off, or when the server rejects ``n``."""
 
 from __future__ import annotations

@@ -372,7 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--backend", help="task-KG backend (default networkx)")
     ask.add_argument("--formatter", dest="answer_formatter", choices=["gaia", "default"])
     ask.add_argument("--max-iterations", type=int)
-    ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
+    ask.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="any context field, e.g. --set temperature=0.7")
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
     ask.add_argument("--checkpointer", metavar="URL",
                      help="keep the checkpoints in PostgreSQL (postgresql://user:password@host/db; default: "

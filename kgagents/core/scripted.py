@@ -159,7 +159,8 @@ class ScriptedChatModel(BaseChatModel):
 
     def remaining(self) -> list[dict[str, Any]]:
         """Steps with uses left (``times`` > 0 and not exhausted)."""
-        return [s for s, used in zip(self.steps, self._uses, strict=True) if s.get("times", 1) and used < s.get("times", 1)]
+        return [s for s, used in zip(self.steps, self._uses, strict=True)
+                if s.get("times", 1) and used < s.get("times", 1)]
 
     def pick(self, prompt: str) -> dict[str, Any]:
         """The step that answers ``prompt`` (its use counted, the prompt recorded in :attr:`calls`)."""
@@ -202,7 +203,8 @@ class ScriptedChatModel(BaseChatModel):
             tool_calls = [{"name": name, "args": step["structured"], "id": f"call_{uuid.uuid4().hex[:12]}",
                            "type": "tool_call"}]
         elif "tool_calls" in step:
-            tool_calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+            tool_calls = [{"name": c["name"], "args": c.get("args", {}),
+                           "id": c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
                            "type": "tool_call"} for c in step["tool_calls"]]
         else:
             content = str(step["content"])

@@ -53,8 +53,8 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-sonnet-4-5": {"input": 3.00, "output": 15.00},
     "claude-haiku-4-5": {"input": 1.00, "output": 5.00},
     "claude-opus-4-1": {"input": 15.00, "output": 75.00},
-    # audio transcription (kgagents.tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by token,
-    # with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
+    # audio transcription (kgagents.tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by
+    # token, with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
     "whisper-1": {"per_minute": 0.006},
     "gpt-4o-transcribe": {"input": 6.00, "output": 10.00},
     "gpt-4o-mini-transcribe": {"input": 3.00, "output": 5.00},

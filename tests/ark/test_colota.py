@@ -104,7 +104,8 @@ def test_gold_triples_resolve_against_the_subgraph():
     q = KGQAQuestion(id="X", question="?", answer=True, gold_triples=[
         "(Horsens, population, 59,449)", "1- (Big, Town, located in, Small, Land)", "(Nobody, knows, x)",
         "(Mike Mitchell, date of birth, 18 October 1970)", "(E, candidate, Barack Obama {votes received, 1})"])
-    graph = [["Horsens", "+59449", {"relation": "population"}], ["Big, Town", "Small, Land", {"relation": "located in"}],
+    graph = [["Horsens", "+59449", {"relation": "population"}],
+             ["Big, Town", "Small, Land", {"relation": "located in"}],
              ["Mike Mitchell", "+1970-10-18T00:00:00Z", {"relation": "date of birth"}],
              ["E", "Barack Obama", {"relation": "candidate", "votes received": "+1"}]]
     found = [(t.head, t.relation, t.tail) for t in resolve_gold_triples(q, graph)]

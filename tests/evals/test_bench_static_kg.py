@@ -147,7 +147,8 @@ def test_ivf_recall_against_exact_search(tmp_path):
 @pytest.mark.slow
 def test_a_tiny_run_end_to_end(tmp_path, capsys):
     out, work = tmp_path / "result.json", tmp_path / "work"
-    code = main(["--scales", "300:3000", "--stores", "dicts", "compact", "--nodes", "0", "--lookups", "300", "--egos", "10", "--nearest", "4",
+    code = main(["--scales", "300:3000", "--stores", "dicts", "compact", "--nodes", "0", "--lookups", "300", "--egos",
+                 "10", "--nearest", "4",
                  "--nearest-max-nodes", "1000", "--ivf-vectors", "1", "--ivf-data", "names", "--ivf-queries", "10",
                  "--nprobes", "4", "--workdir", str(work), "--out", str(out)])
     assert code == 0 and not work.exists(), "the work folder is removed without --keep"

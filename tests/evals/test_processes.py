@@ -39,8 +39,8 @@ def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
     def modules(**context):
         return provider_modules(EvalOptions(workflow="kgot", out_dir=tmp_path, context_values=context))
 
-    assert modules(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1") == ["langchain_openai", "kgagents.nodes.http_client",
-                                                                                  "kgagents.nodes.openai_chat"]
+    assert modules(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1") == [
+        "langchain_openai", "kgagents.nodes.http_client", "kgagents.nodes.openai_chat"]
     assert modules(model="openai:gpt-4o", tools_model="anthropic:claude-sonnet-4-5") == [
         "langchain_anthropic", "langchain_openai", "kgagents.nodes.http_client", "kgagents.nodes.openai_chat"]
     assert modules(model="scripted:/x.json", backend="networkx", solve_mode="direct") == []

@@ -66,7 +66,8 @@ def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     report = (out["grounded"] / "report.md").read_text()
     assert "as the paper's Table 1" in report
     table = report.split("as the paper's Table 1")[1]
-    assert "| Graph-ToT agent (select), scripted" in table.replace(f":{script}", "") or "Graph-ToT agent (select)" in table
+    assert ("| Graph-ToT agent (select), scripted" in table.replace(f":{script}", "")
+            or "Graph-ToT agent (select)" in table)
     assert "| method | dblp | cost / question | mean runtime (s) |" in table
     assert "100.00 (100.00)" in table and "Graph-RAG" in table and "Text-RAG" in table
     # the paper's Figure 14: DBLP templates 0-2 are easy (one hop), template 1 too

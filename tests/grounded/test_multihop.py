@@ -72,7 +72,8 @@ async def _run(entry, **ctx):
 async def test_graph_cot_follows_the_gold_path(entry):
     state = await _run(entry, strategy="cot", interaction="agent")
     assert state["final_answer"] == entry["answer"] and state["exit_reason"] == "finished"
-    hops_walked = [a for t in state["thoughts"].values() for a in t.get("actions") or [] if a["name"] == "NeighbourCheck"]
+    hops_walked = [a for t in state["thoughts"].values() for a in t.get("actions") or []
+                   if a["name"] == "NeighbourCheck"]
     assert {a["args"]["neighbor_type"] for a in hops_walked} == set(entry["hops"])
 
 

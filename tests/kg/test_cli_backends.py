@@ -70,9 +70,11 @@ def test_the_view_lists_every_snapshot_and_escapes_content():
 FAKE_DOM = r"""
 function node(tag){ return {tag, children: [], attrs: {}, listeners: {}, textContent: '', innerHTML: '', value: '',
   classList: {toggle(){}, remove(){}}, clientWidth: 800, clientHeight: 500,
-  appendChild(c){ this.children.push(c); return c; }, setAttribute(k, v){ if (Number.isNaN(v)) throw new Error('NaN ' + k); this.attrs[k] = v; },
+  appendChild(c){ this.children.push(c); return c; },
+  setAttribute(k, v){ if (Number.isNaN(v)) throw new Error('NaN ' + k); this.attrs[k] = v; },
   addEventListener(e, f){ this.listeners[e] = f; }, getBoundingClientRect(){ return {left: 0, top: 0}; } }; }
-const els = {'kg-data': node('script'), svg: node('svg'), details: node('aside'), which: node('select'), legend: node('span')};
+const els = {'kg-data': node('script'), svg: node('svg'), details: node('aside'), which: node('select'),
+  legend: node('span')};
 els['kg-data'].textContent = require('fs').readFileSync(process.argv[2], 'utf8');
 global.window = {addEventListener(){}, removeEventListener(){}};
 global.document = {getElementById: id => els[id], createElementNS: (ns, t) => node(t), createElement: t => node(t),
@@ -80,7 +82,8 @@ global.document = {getElementById: id => els[id], createElementNS: (ns, t) => no
 eval(require('fs').readFileSync(process.argv[3], 'utf8'));
 const circles = []; (function walk(n){ if (n.tag === 'circle') circles.push(n); n.children.forEach(walk); })(els.svg);
 for (const c of circles) c.listeners.click();
-console.log(JSON.stringify({circles: circles.length, options: els.which.children.length, details: els.details.innerHTML}));
+console.log(JSON.stringify({circles: circles.length, options: els.which.children.length,
+  details: els.details.innerHTML}));
 """
 
 

@@ -29,7 +29,8 @@ def fusion_steps(direct_answer: str = "65") -> list[dict]:
              *S.votes("INSERT", 0, when_extra="SortedArray", unless="Label: Total"),
              *S.votes("RETRIEVE", 0, when_extra="Label: Total"), *S.merge(times=0),
              S.step(S.DEFINE_TOOLS, unless="SortedArray", times=0,
-                    tool_calls=[{"name": "run_python_code", "args": {"code": "print(sorted([42, 23, 2, 88, 37, 15]))"}}]),
+                    tool_calls=[{"name": "run_python_code",
+                                 "args": {"code": "print(sorted([42, 23, 2, 88, 37, 15]))"}}]),
              S.step(S.DEFINE_TOOLS + ".*SortedArray", times=0,
                     tool_calls=[{"name": "run_python_code", "args": {"code": "print(23 + 42)"}}])]
     for language, code in CODE.items():

@@ -28,7 +28,8 @@ from tests.kg.helpers import QUESTION, context, kg_shape, run, two_writes
 
 
 async def test_crash_between_database_write_and_checkpoint(backend: Backend, tmp_path, monkeypatch):
-    reference, _ = await run(backend, tmp_path / "ref", two_writes(backend.language), thread=f"ref-{uuid.uuid4().hex[:6]}")
+    reference, _ = await run(backend, tmp_path / "ref", two_writes(backend.language),
+                             thread=f"ref-{uuid.uuid4().hex[:6]}")
     assert reference["final_answer"] == "65"
 
     thread = f"crash-{uuid.uuid4().hex[:6]}"

@@ -85,7 +85,8 @@ async def test_an_image_that_declares_gigapixels_is_refused_before_decoding(env)
     (env.work_dir / "bomb.png").write_bytes(bomb)
     started = time.monotonic()
     result = await run(make_image_inspector(env), {"image_path": "bomb.png", "question": "q"}, env)
-    assert not result.ok and "declares 11000x11000 pixels" in result.output and "refused before decoding" in result.output
+    assert not result.ok and "declares 11000x11000 pixels" in result.output
+    assert "refused before decoding" in result.output
     assert time.monotonic() - started < 2
 
 

@@ -26,9 +26,10 @@ run's data): an update's result replaces the run's named graph in one update req
 terms, so ``DROP ALL``, ``CLEAR ALL`` or ``GRAPH <other>`` can only affect the copy, and a query can only see
 the run's own triples -- whatever an endpoint would make of ``FROM``, ``GRAPH ?g`` or ``SERVICE`` to itself.
 Before it runs, the text passes :func:`kgagents.tools.kg.sparql_text.clean` (``SERVICE`` and ``LOAD`` refused, the
-query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox (:mod:`kgagents.tools.kg.sparql_engine`
-runs there: no network at all, the sandbox's time and memory limits), so the engine itself cannot reach the
-network either. Without bubblewrap it runs in this process, and the query check is the only wall.
+query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox
+(:mod:`kgagents.tools.kg.sparql_engine` runs there: no network at all, the sandbox's time and memory limits), so the
+engine itself cannot reach the network either. Without bubblewrap it runs in this process, and the query check is the
+only wall.
 """
 
 from __future__ import annotations
@@ -347,8 +348,8 @@ def term_value(term: Any) -> Any:
 
 
 def engine_term(term: list[Any]) -> Any:
-    """A term as :func:`kgagents.tools.kg.sparql_engine.execute` describes it (``[kind, value, datatype, language]``), as
-    the LLM reads it."""
+    """A term as :func:`kgagents.tools.kg.sparql_engine.execute` describes it (``[kind, value, datatype, language]``),
+    as the LLM reads it."""
     import pyoxigraph as ox
 
     kind, value = term[0], term[1]
@@ -428,7 +429,8 @@ _warned_in_process = False
 
 class SparqlRunner:
     """Where LLM-written SPARQL runs: the sandbox (bubblewrap: no network; or, when the user allowed it, the weak
-    sandbox), else this process. Either way on a private store holding one KG (:mod:`kgagents.tools.kg.sparql_engine`)."""
+    sandbox), else this process. Either way on a private store holding one KG
+    (:mod:`kgagents.tools.kg.sparql_engine`)."""
 
     def __init__(self, work_dir: Path | None, limits: SandboxLimits, allow_weak: bool) -> None:
         self.sandbox: Sandbox | None = None

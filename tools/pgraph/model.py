@@ -504,8 +504,8 @@ class StaticKG:
                 "relationships": [_edge_record(t) for t in triples]}
 
     def export_jsonl(self, out: TextIO) -> int:
-        """Stream the whole graph as snapshot JSON lines (the format of :func:`kgagents.tools.kg.base.snapshot_to_jsonl`);
-        returns the number of lines."""
+        """Stream the whole graph as snapshot JSON lines (the format of
+        :func:`kgagents.tools.kg.base.snapshot_to_jsonl`); returns the number of lines."""
         lines = 0
         for node in self.iter_nodes():
             out.write(json.dumps({"kind": "node", **self._node_record(node)}, ensure_ascii=False, sort_keys=True)

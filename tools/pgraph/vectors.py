@@ -336,7 +336,8 @@ class VectorIndex:
             selector = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
         k = min(k, self.count)
         if self.meta["kind"] == "ivf":
-            params = faiss.SearchParametersIVF(nprobe=int(nprobe or max(int(self.meta.get("nprobe") or 0), DEFAULT_NPROBE)))
+            probes = int(nprobe or max(int(self.meta.get("nprobe") or 0), DEFAULT_NPROBE))
+            params = faiss.SearchParametersIVF(nprobe=probes)
             if selector is not None:
                 params.sel = selector
         else:
