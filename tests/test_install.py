@@ -73,6 +73,7 @@ def test_all_is_every_extra_and_the_extras_table_knows_each():
     assert not any(Requirement(r).name.startswith("pytest") for r in PYPROJECT["project"]["dependencies"])
 
 
+@pytest.mark.slow
 def test_every_extra_module_is_installed_here_and_belongs_to_its_extra():
     """The test environment has every extra (``make test`` installs ``all``)."""
     assert missing_extras() == []
@@ -240,6 +241,7 @@ def outside_the_core() -> tuple[list[str], list[str]]:
     return sorted(modules), sorted(dists)
 
 
+@pytest.mark.slow
 def test_the_core_is_smaller_than_all():
     hidden = set(outside_the_core()[0])
     assert {"falkordb", "pyoxigraph", "psycopg", "distributed", "matplotlib", "langchain_anthropic",

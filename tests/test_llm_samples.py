@@ -94,6 +94,7 @@ async def test_samples_a_server_did_not_return_are_asked_separately(openai_serve
     assert [r.body.get("n") for r in openai_server.chat_requests] == [3, None, None]
 
 
+@pytest.mark.slow
 async def test_a_server_that_rejects_n_gets_one_request_per_sample_from_then_on(
         openai_server: FakeOpenAIServer) -> None:
     openai_server.error(400, "Unsupported parameter: 'n'")
@@ -163,6 +164,7 @@ class _State(TypedDict):
     reasons: Annotated[list[str], operator.add]
 
 
+@pytest.mark.slow
 async def test_the_one_request_is_not_streamed_when_the_graph_streams_messages(
         openai_server: FakeOpenAIServer) -> None:
     """Under ``stream_mode="messages"`` LangChain would stream the call, and a stream carries one choice: the

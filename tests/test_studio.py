@@ -17,6 +17,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Runs the server executes at once (``langgraph dev`` runs one at a time unless told otherwise).
 JOBS = 50

@@ -169,6 +169,7 @@ def broken():
     httpd.server_close()
 
 
+@pytest.mark.slow
 async def test_malformed_answers_and_timeouts_are_clear_errors(broken):
     with pytest.raises(CragAPIError, match="not JSON") as err:
         await CragAPI(broken + "/text").call("music_get_members", "x")
@@ -203,6 +204,7 @@ def test_calls_files_with_errors_name_the_file_and_the_call(tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_serve_by_hand_then_call_and_list(tmp_path):
     port = closed_port()
     calls = tmp_path / "calls.json"

@@ -42,6 +42,7 @@ async def test_retrieval_accepted_at_once(prime):
     assert "drug" in model.calls[0] and "enzyme, indication" in model.calls[0]  # the graph's vocabulary
 
 
+@pytest.mark.slow
 async def test_reject_feedback_then_accept(prime):
     steps = [decide(1, entities=[BOTH[0]], relations=["enzyme"]),
              validate(1, "no"),
@@ -59,6 +60,7 @@ async def test_reject_feedback_then_accept(prime):
     assert "iteration 1: source: knowledge graph" in model.calls[3]  # the agent sees its previous action
 
 
+@pytest.mark.slow
 async def test_T_exhausted_returns_the_last_answer(prime):
     steps = [decide("\\d", entities=[BOTH[0]], relations=["enzyme"], times=0), validate("\\d", "No.", times=0),
              comment("\\d", "incorrect entity/relation", times=0)]
@@ -68,6 +70,7 @@ async def test_T_exhausted_returns_the_last_answer(prime):
     assert sorted(state["ranked_ids"]) == ["0", "6"]
 
 
+@pytest.mark.slow
 async def test_module_switch_and_no_intersection(prime):
     steps = [decide(1, entities=[("CYP3A4", "gene/protein"), ("tuberculosis", "disease"),
                                  ("Unobtainium", "drug")], relations=["enzyme", "indication", "cures"]),
@@ -111,6 +114,7 @@ PAGES = [{"name": f"Page {i}", "url": f"https://example.org/{i}",
              "Maroon 5 members: Adam Levine, Jesse Carmichael, James Valentine, Matt Flynn, PJ Morton."])]
 
 
+@pytest.mark.slow
 async def test_generation_reads_pages_in_batches(tmp_path):
     steps = [decide(1, source="text documents", domain="music", question_type="set", dynamism="slow-changing"),
              step(r"\[stage: generator, iteration 1\]", content="Problems: none.\nFinal answer: Adam Levine"),
@@ -142,6 +146,7 @@ async def test_generation_with_reasoning_paths(prime):
     assert "Ivermectin → indication → strongyloidiasis → indication → Albendazole" in paths  # radius 2
 
 
+@pytest.mark.slow
 async def test_failing_generator_and_validator_calls_end_in_an_answer(prime):
     steps = [decide("\\d", source="text documents", times=0),
              {"when": r"\[stage: (generator|validator|commentor)", "raise": "down", "status": 500, "times": 0}]
@@ -159,6 +164,7 @@ def test_final_answer_parsing_and_inputs():
         AgentGContext(task="chat")
 
 
+@pytest.mark.slow
 async def test_a_resumed_run_finishes_like_an_uninterrupted_one(prime):
     steps = [decide(1, entities=[BOTH[0]], relations=["enzyme"]), validate(1, "no"), comment(1, "missing entity"),
              decide(2, entities=BOTH, relations=["enzyme", "indication"]), validate(2, "yes")]
@@ -204,6 +210,7 @@ async def test_the_served_graph(prime, tmp_path):
     assert state["ranked_ids"] == ["0"] and agent_g_graph.graph.checkpointer is None
 
 
+@pytest.mark.slow
 def test_pages_are_read_where_they_speak_to_the_question():
     """A long page is cut into passages; the generator reads its passages most similar to the question (not
     its navigation), and pages rank by their best passage; repeated passages are embedded once."""

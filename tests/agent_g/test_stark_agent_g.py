@@ -30,6 +30,7 @@ def records(folder):
     return {r["id"]: r for r in map(json.loads, (folder / "results.jsonl").read_text().splitlines())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mag", "amazon", "prime"])
 def test_agent_g_follows_gold_paths_on_each_dataset(stark_root, tmp_path, capsys, name):
     script = tmp_path / "script.json"
@@ -51,6 +52,7 @@ def test_agent_g_follows_gold_paths_on_each_dataset(stark_root, tmp_path, capsys
     assert summary["hit@1"] == 1.0 and summary["n"] == len(got)
 
 
+@pytest.mark.slow
 def test_the_text_module_and_the_baseline_rank_only_candidates(stark_root, tmp_path, capsys):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": [decide(1, source="text documents", times=0),

@@ -60,6 +60,7 @@ def test_ask_with_an_attached_graph_then_show(tmp_path, capsys, example):
     assert "scripted: 7 calls" in shown
 
 
+@pytest.mark.slow
 def test_the_evaluation_function(tmp_path, any_question_script, capsys, embedder):
     parser = argparse.ArgumentParser()
     add_eval_arguments(parser)
@@ -95,6 +96,7 @@ def test_the_evaluation_needs_a_model(tmp_path, capsys):
         run_eval(args)
 
 
+@pytest.mark.slow
 def test_the_general_eval_command_runs_ark_on_cr_lt(tmp_path, any_question_script, capsys, embedder):
     from kgagents.evals.colota import DATA_DIR
 
@@ -131,6 +133,7 @@ def test_the_papers_protocol_is_table_iii():
         dataset_protocol("colota", "paper")
 
 
+@pytest.mark.slow
 def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_question_script, capsys, embedder,
                                                                 monkeypatch):
     """The paper's protocol, with 2 runs instead of 30 in its first leg: each leg in its own folder at its

@@ -44,6 +44,7 @@ def test_cr_lt_defects_are_reported():
     assert missing == sorted(["S6", "S48", "S62", "S106", "S109", "S130", "S138", "S169"])
 
 
+@pytest.mark.slow
 def test_cr_lt_selection():
     assert [q.id for q in load_cr_lt(ids=["S3", "S1"])] == ["S1", "S3"]
     assert [q.id for q in load_cr_lt(limit=2)] == ["S1", "S2"]
@@ -62,6 +63,7 @@ def test_cr_lt_bad_files_are_clear_errors(tmp_path):
         load_cr_lt(tmp_path, with_gold=False)
 
 
+@pytest.mark.slow
 def test_colota_seeds_and_defects():
     qa = load_colota("qa")
     assert len(qa) == 200 and qa[0].id == "S1" and all(isinstance(q.answer, bool) for q in qa)

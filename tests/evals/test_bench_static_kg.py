@@ -36,6 +36,7 @@ def _sha(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_the_generator_is_deterministic_for_a_seed(tmp_path):
     a = generate(tmp_path / "a", nodes=500, edges=4_000, seed=3, samples=50)
     b = generate(tmp_path / "b", nodes=500, edges=4_000, seed=3, samples=50)
@@ -45,6 +46,7 @@ def test_the_generator_is_deterministic_for_a_seed(tmp_path):
     assert a.degree == b.degree and a.relations == b.relations
 
 
+@pytest.mark.slow
 def test_the_graph_is_grbench_shaped_with_heavy_tails_and_realistic_strings(small):
     graph, _ = small
     data = json.loads(Path(graph.path).read_text(encoding="utf-8"))
@@ -97,6 +99,7 @@ def test_bad_sizes_are_clear_errors(tmp_path, kwargs, message):
         generate(tmp_path, **kwargs)
 
 
+@pytest.mark.slow
 def test_the_compact_store_answers_like_the_dicts_and_networkx(small):
     graph, folder = small
     stores = {}

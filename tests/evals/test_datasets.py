@@ -102,6 +102,7 @@ def test_simpleqa_errors(tmp_path):
         load_dataset("simpleqa", tmp_path)
 
 
+@pytest.mark.slow
 def test_a_seeded_sample_of_the_items(tmp_path):
     """The KGoT paper's 10 % of SimpleQA: 433 of its 4,326 questions, the same ones for the same seed, in order."""
     rows = [["{}", f"Question {i}?", f"answer {i}"] for i in range(4326)]
@@ -124,6 +125,7 @@ def test_registered_datasets():
     assert {"gaia", "simpleqa"} <= set(DATASETS)
 
 
+@pytest.mark.slow
 def test_gaia_from_a_parquet_metadata_file(tmp_path):
     """The same records as metadata.parquet: plain values come back (None for a missing file name, a dict for the
     annotator metadata), and the attachment is found next to it."""

@@ -115,6 +115,7 @@ def test_simpleqa_runner_metrics_count_failed_items_as_not_attempted():
     assert m["correct"] == 0.5 and m["not_attempted"] == 0.5
 
 
+@pytest.mark.slow
 def test_rouge_l_public_vectors():
     for case in vectors("rouge_score_test_vectors.json")["cases"]:
         if case.get("rouge_types") == ["rougeL"] and "fmeasure" in case:

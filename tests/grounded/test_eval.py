@@ -38,6 +38,7 @@ def script_for(tmp_path, extra=()) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     script = script_for(tmp_path, extra=[
         {"when": r"\[stage: rag answer\].*Patient-Specific", "times": 0, "content": "Yang Yang"},
@@ -76,6 +77,7 @@ def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     assert "| method | easy | medium | hard |" in figure and "100.00 (100.00) [n=4] | – | – |" in figure
 
 
+@pytest.mark.slow
 def test_gpt4score_s_judge_is_the_paper_s_unless_named_and_a_failed_judgement_is_not_judged(tmp_path, capsys):
     from kgagents.evals.datasets import load_dataset as load
     from kgagents.evals.grbench import PAPER_JUDGE
@@ -188,6 +190,7 @@ def test_a_user_grbench_folder(tmp_path):
     assert rouge_l("Ann Lee", "Ann Lee")["fmeasure"] == 1.0
 
 
+@pytest.mark.slow
 def test_ask_show_and_the_thought_graph_page(tmp_path, capsys):
     from kgagents.evals.grbench import fixture_graph, fixture_questions
 
@@ -209,6 +212,7 @@ def test_ask_show_and_the_thought_graph_page(tmp_path, capsys):
     assert code == 2 and "no preset 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_evaluation_without_a_grader_says_so_at_its_start_and_reports_not_graded(tmp_path, capsys):
     """With ``--grader-model none`` GPT4Score is not asked: the start says what is off, and the report shows
     "not graded" where the accuracy would be — never 0 %."""

@@ -4,12 +4,15 @@ a candidate whose call failed is recorded as failed and the search goes on."""
 
 from __future__ import annotations
 
+import pytest
 from kgagents.graphs import grounded
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.nodes.state import NO_SOLUTION
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.grounded.conftest import step
+
+pytestmark = pytest.mark.slow
 
 ANSWER = "Ann Lee, Bo Chen"
 STEPS = [

@@ -31,6 +31,7 @@ def _call(name: str, **args) -> list[dict]:
 # --------------------------------------------------------------------------------------------------------------
 # Selection as ToT's vote
 # --------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_selection_by_vote_keeps_the_states_with_most_votes(academic):
     steps = [
         step(r"\[stage: agent thought, step 1, candidate 1 ", content="Look at the venue."),
@@ -182,6 +183,7 @@ def test_the_examples_show_no_grbench_question():
         assert not [e for e in entities if len(e) > 12 and e in text], domain
 
 
+@pytest.mark.slow
 async def test_the_prompts_show_the_domain_s_examples_and_definition(tmp_path):
     row = next(r for r in fixture_questions("goodreads") if r["qid"] == "10")
     source = str(fixture_graph("goodreads"))
@@ -344,6 +346,7 @@ async def test_base_asks_for_the_answer_only(tmp_path):
     assert "<context>" not in prompt and "FINAL ANSWER" not in prompt
 
 
+@pytest.mark.slow
 async def test_rag_retrieves_over_names_by_default_and_over_texts_when_asked():
     from kgagents.graphs.workflows import load_workflow
     from kgagents.nodes.kg_rag import KGRagContext

@@ -28,6 +28,7 @@ def kgagents(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["networkx", "falkordb", "sparql"])
 def test_demo_prints_65_offline_and_show_writes_the_kg(tmp_path, backend):
     """The embedded defaults: FalkorDB from falkordblite, the in-memory pyoxigraph store."""
@@ -105,6 +106,7 @@ def test_the_page_script_lays_out_and_shows_nodes(tmp_path):
     assert result["circles"] == 6 and result["options"] == 2 and "n5" in result["details"]
 
 
+@pytest.mark.slow
 def test_bolt_backend_without_a_uri_uses_the_embedded_server(request, monkeypatch):
     """Without NEO4J_URI the store starts (here: reuses) the process's embedded ArcadeDB Bolt server."""
     from kgagents.tools.kg import servers

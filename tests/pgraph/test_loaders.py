@@ -89,6 +89,7 @@ def test_ark_bare_edge_list_one_record_and_a_list_of_records(tmp_path, ark_examp
         load(many, record="#5")
 
 
+@pytest.mark.slow
 def test_ark_json_lines_by_id_and_by_position(ark_example):
     by_id = load(CR_LT, record="S2")
     assert contents(by_id)[1] == [(h, p["relation"], t, {k: v for k, v in p.items() if k != "relation"})
@@ -100,6 +101,7 @@ def test_ark_json_lines_by_id_and_by_position(ark_example):
         load(CR_LT)
 
 
+@pytest.mark.slow
 def test_every_cr_lt_subgraph_merged_into_one_graph():
     records = [json.loads(line) for line in CR_LT.read_text(encoding="utf-8").splitlines() if line.strip()]
     edges = [(h, p["relation"], t, {k: v for k, v in p.items() if k != "relation"})
@@ -216,6 +218,7 @@ def test_every_fixture_question_follows_its_gold_hop():
         assert grbench_fixture.gold_answer(graph, entry) == entry["answer"], where
 
 
+@pytest.mark.slow
 def test_the_fixture_is_what_the_questions_give(tmp_path):
     assert grbench_fixture.stale() == []
     assert grbench_fixture.main(["--out", str(tmp_path / "again")]) == 0
@@ -344,6 +347,7 @@ def grbench_read(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> tup
         builder.abort()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ['["a0",, "a1"]', '["a0 is cut\n", "a1"]', '{"a0": tru}'])
 def test_an_early_error_fails_without_reading_the_rest(tmp_path, monkeypatch, bad):
     good = {"features": {"title": "x" * 200}, "neighbors": {"author": ["a0"]}}

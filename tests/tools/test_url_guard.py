@@ -30,6 +30,7 @@ async def test_public_addresses_pass_the_check():
     await check_public(httpx.URL("http://93.184.216.34/"), FetchLimits())  # an address literal: no DNS lookup
 
 
+@pytest.mark.slow
 async def test_a_redirect_to_a_private_address_is_refused_before_it_is_followed():
     server = FixtureServer().start()
     other = FixtureServer().start()
@@ -45,6 +46,7 @@ async def test_a_redirect_to_a_private_address_is_refused_before_it_is_followed(
         other.stop()
 
 
+@pytest.mark.slow
 async def test_the_user_opens_loopback_or_some_hosts(monkeypatch):
     server = FixtureServer().start()
     try:
