@@ -73,7 +73,7 @@ class Responder:
             return 400, _error("this server does not stream; send stream=false", "invalid_request_error")
         prompt = "\n".join(message_text(m) for m in body["messages"] if isinstance(m, dict))
         try:
-            step = self.script.pick(prompt)
+            step = self.script.next_step(prompt)
         except ScriptExhausted as exc:
             return 400, _error(str(exc), "invalid_request_error")
         finally:

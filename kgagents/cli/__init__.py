@@ -26,6 +26,9 @@ from typing import Any
 from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.errors import KGAgentsError
 
+__all__ = ["COMMAND_MODULES", "RunFailed", "build_parser", "command", "context_values_from_args", "main",
+           "start_checks"]
+
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
 

@@ -20,6 +20,9 @@ from kgagents.core.errors import KGAgentsError
 
 #: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool
 #: executor; tools (LLM tool, surfer agent, text inspector, ...) have their own model.
+__all__ = ["MODEL_VARIABLES_HELP", "OLLAMA_DEFAULT_URL", "ROLES", "ConfigurationError", "Settings", "allowed_hosts",
+           "file_roots", "get_settings", "load_env", "ollama_available", "ollama_url"]
+
 ROLES = ("graph_executor", "tool_executor", "tools")
 
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"

@@ -40,6 +40,8 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from kgagents.core.errors import KGAgentsError
 
+__all__ = ["CALL_STAGE", "STAGE_HEADER", "STAGE_HEADER_VARIABLE", "STAGE_KEY", "ScriptExhausted", "ScriptedAPIError",
+           "ScriptedChatModel"]
 
 #: The metadata key that names a call's stage (set by ``kgagents.nodes.llm.LLMCaller`` from the prompt's template).
 STAGE_KEY = "kgagents_stage"
@@ -147,13 +149,13 @@ class ScriptedChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": self.model_name, "script": self.script_name}
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):
         """Bind tools as OpenAI-style schemas; the reply step decides which tool is called."""
         formatted = [convert_to_openai_tool(t) for t in tools]
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
     def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
-                               **kwargs: Any):  # type: ignore[override]
+                               **kwargs: Any):
         """Structured output through a forced tool call, whatever ``method`` the caller prefers."""
         return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
@@ -162,7 +164,7 @@ class ScriptedChatModel(BaseChatModel):
         return [s for s, used in zip(self.steps, self._uses, strict=True)
                 if s.get("times", 1) and used < s.get("times", 1)]
 
-    def pick(self, prompt: str) -> dict[str, Any]:
+    def next_step(self, prompt: str) -> dict[str, Any]:
         """The step that answers ``prompt`` (its use counted, the prompt recorded in :attr:`calls`)."""
         with self._lock:
             if self.script_path:
@@ -185,7 +187,7 @@ class ScriptedChatModel(BaseChatModel):
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         prompt = "\n".join(_message_text(m) for m in messages)
         stage = (run_manager.metadata or {}).get(STAGE_KEY) if run_manager is not None else None
-        step = self.pick(f"[stage: {stage}]\n{prompt}" if stage else prompt)
+        step = self.next_step(f"[stage: {stage}]\n{prompt}" if stage else prompt)
         if "raise" in step:
             raise ScriptedAPIError(str(step["raise"]), step.get("status"))
         tool_calls: list[dict[str, Any]] = []

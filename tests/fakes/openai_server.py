@@ -496,7 +496,7 @@ def script_responder(steps: list[dict[str, Any]]) -> Responder:
 
     def respond(request: RecordedRequest) -> Step:
         try:
-            step = model.pick(request.prompt)
+            step = model.next_step(request.prompt)
         except ScriptExhausted as exc:
             return Step("error", status=400, message=str(exc))
         if "raise" in step:
