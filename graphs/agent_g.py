@@ -45,7 +45,7 @@ async def route_critic(state: AgentGState, runtime: Any) -> Literal["finish", "c
     return "commentor" if decision == "retry" else "finish"
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled Agent-G graph."""
     g = StateGraph(AgentGState, input_schema=AgentGInput, context_schema=AgentGContext)
     g.add_node("initialise", n.initialise)

@@ -25,7 +25,7 @@ from kgagents.nodes import agent_g_baselines as b
 from kgagents.nodes.agent_g import AgentGContext, AgentGInput, AgentGState, agent_g_context_of
 
 
-def _graph() -> StateGraph:
+def _graph() -> StateGraph[Any, Any, Any, Any]:
     g = StateGraph(AgentGState, input_schema=AgentGInput, context_schema=AgentGContext)
     g.add_node("initialise", n.initialise)
     g.add_node("generator", n.generator)
@@ -38,7 +38,7 @@ def _graph() -> StateGraph:
     return g
 
 
-def build_cot() -> StateGraph:
+def build_cot() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("no_retrieval", b.fixed_action("none"))
     g.add_edge("initialise", "no_retrieval")
@@ -46,7 +46,7 @@ def build_cot() -> StateGraph:
     return g
 
 
-def build_text_rag() -> StateGraph:
+def build_text_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("text_action", b.fixed_action("text"))
     g.add_node("retriever_bank", n.retriever_bank)
@@ -56,7 +56,7 @@ def build_text_rag() -> StateGraph:
     return g
 
 
-def build_graph_rag() -> StateGraph:
+def build_graph_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("extract", b.extract)
     g.add_node("retriever_bank", n.retriever_bank)
@@ -66,7 +66,7 @@ def build_graph_rag() -> StateGraph:
     return g
 
 
-def build_hybrid_rag() -> StateGraph:
+def build_hybrid_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("extract", b.extract)
     g.add_node("retrieve_both", b.retrieve_both)
@@ -81,7 +81,7 @@ async def route_corrective(state: AgentGState) -> Literal["evaluate_retrieval", 
     return "generator" if state.get("action", {}).get("module") == "graph" else "evaluate_retrieval"
 
 
-def build_corrective_rag() -> StateGraph:
+def build_corrective_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("text_action", b.fixed_action("text"))
     add_routed_node(g, "retriever_bank", n.retriever_bank, route_corrective)
@@ -102,7 +102,7 @@ async def route_react(state: AgentGState, runtime: Any) -> Literal["react_step",
     return b.react_route(state, agent_g_context_of(runtime))
 
 
-def build_react() -> StateGraph:
+def build_react() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     add_routed_node(g, "react_step", b.react_step, route_react)
     g.add_edge("initialise", "react_step")

@@ -34,7 +34,9 @@ async def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer",
     current = state.get("current") or {}
     decision = verdict(bool(current.get("anchor_valid")), (current.get("c") or {}).get("anchor", 0),
                        ark_context_of(runtime).c_max, limit_first=True)
-    return {"stop": "final_answer", "accept": "retrieve_relations", "retry": "prompt_select_anchor"}[decision]
+    routes: dict[str, Literal["final_answer", "retrieve_relations", "prompt_select_anchor"]] = {
+        "stop": "final_answer", "accept": "retrieve_relations", "retry": "prompt_select_anchor"}
+    return routes[decision]
 
 
 async def route_relations(state: ArkState) -> Literal["prompt_select_anchor", "prompt_select_relation"]:
@@ -54,7 +56,9 @@ async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer
     if current.get("gave_up"):
         return "select_anchor"
     decision = verdict(bool(current.get("relation_valid")), attempts, limit, limit_first=True)
-    return {"stop": "final_answer", "accept": "retrieve_triples", "retry": "prompt_select_relation"}[decision]
+    routes: dict[str, Literal["final_answer", "retrieve_triples", "prompt_select_relation"]] = {
+        "stop": "final_answer", "accept": "retrieve_triples", "retry": "prompt_select_relation"}
+    return routes[decision]
 
 
 async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
@@ -62,7 +66,9 @@ async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answe
     current = state.get("current") or {}
     decision = verdict(bool(current.get("reasoning_valid")), (current.get("c") or {}).get("reasoning", 0),
                        ark_context_of(runtime).c_max, limit_first=True)
-    return {"stop": "final_answer", "accept": "clean_up", "retry": "retrieve_triples"}[decision]
+    routes: dict[str, Literal["final_answer", "clean_up", "retrieve_triples"]] = {
+        "stop": "final_answer", "accept": "clean_up", "retry": "retrieve_triples"}
+    return routes[decision]
 
 
 async def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer", "new_reasoning_step"]:
@@ -75,7 +81,7 @@ async def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer
     return "final_answer"
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled ARK-V1 graph."""
     g = StateGraph(ArkState, input_schema=ArkInput, context_schema=ArkContext)
     g.add_node("initialise_context", n.initialise_context)            # 1

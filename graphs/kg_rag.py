@@ -9,13 +9,15 @@ Graph-CoT is ``grounded`` with ``strategy=cot, interaction=agent`` (the ``graph-
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
 from kgagents.graphs.baselines import Workflow
 from kgagents.nodes import kg_rag as n
 
 
-def _build(hops: int) -> StateGraph:
+def _build(hops: int) -> StateGraph[Any, Any, Any, Any]:
     g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
     retrieve = n.retrieve_node(hops)
     g.add_node(retrieve.__name__, retrieve)
@@ -26,17 +28,17 @@ def _build(hops: int) -> StateGraph:
     return g
 
 
-def build_text_rag() -> StateGraph:
+def build_text_rag() -> StateGraph[Any, Any, Any, Any]:
     """Text-RAG: node texts retrieved by embedding, as context."""
     return _build(0)
 
 
-def build_graph_rag() -> StateGraph:
+def build_graph_rag() -> StateGraph[Any, Any, Any, Any]:
     """Graph-RAG: the retrieved nodes plus their 1-hop neighbours."""
     return _build(1)
 
 
-def build_base() -> StateGraph:
+def build_base() -> StateGraph[Any, Any, Any, Any]:
     """Base (zero-shot): the model alone answers with the answer only."""
     g = StateGraph(n.KGRagState, input_schema=n.KGRagInput, context_schema=n.KGRagContext)
     g.add_node("answer_alone", n.answer_alone)

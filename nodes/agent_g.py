@@ -576,7 +576,7 @@ def select_references(retrieval: Retrieval, ctx: AgentGContext) -> Retrieval:
     refs = list(retrieval.get("references") or [])
     pages = [n for n, r in enumerate(refs) if r.get("kind") == "page"][: ctx.batch_size]
     others = [n for n, r in enumerate(refs) if r.get("kind") != "page"][: ctx.top_k]
-    return {**retrieval, "references": [refs[n] for n in sorted(pages + others)]}  # type: ignore[typeddict-item]
+    return {**retrieval, "references": [refs[n] for n in sorted(pages + others)]}
 
 
 def references_budget(ctx: AgentGContext) -> int:

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import re
+from collections.abc import Mapping
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,7 +175,7 @@ def _ctx(runtime: Runtime[Any] | None) -> BaselineContext:
     return context_as(runtime, BaselineContext)
 
 
-def _question(state: dict[str, Any]) -> dict[str, Any]:
+def _question(state: Mapping[str, Any]) -> dict[str, Any]:
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")

@@ -219,7 +219,7 @@ class LLMCaller:
                 firsts = await self._call(runnable, messages, n=n, stage=stage)
             except LLMError as exc:
                 cause = exc.__cause__
-                if isinstance(cause, _PARSE_ERRORS) or is_transient(cause) or not isinstance(cause, Exception):
+                if isinstance(cause, _PARSE_ERRORS) or not isinstance(cause, Exception) or is_transient(cause):
                     return [exc] * n  # what a failed request is for every sample it stood for
                 rejected = exc  # a client error: asked one sample at a time below
             else:
@@ -316,7 +316,7 @@ def structured_runnable(model: BaseChatModel, schema: type[BaseModel], kwargs: d
         if hit is not None and hit[0] is model:
             _structured_cache.move_to_end(key)
             return hit[1]
-    runnable = DirectStructured.build(model, schema, kwargs) if kwargs.get("include_raw") else None
+    runnable: Any = DirectStructured.build(model, schema, kwargs) if kwargs.get("include_raw") else None
     if runnable is None:
         runnable = model.with_structured_output(schema, **kwargs)
     with _structured_lock:

@@ -17,7 +17,7 @@ intersection): the commentor reads it. """
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 import numpy as np
@@ -135,7 +135,7 @@ def rank_pages(question: str, pages: Sequence[tuple[str, str]], embedder: Any = 
     return kept, [(i, round(best[i], 4)) for i in order]
 
 
-def page_batch(pages: Sequence[dict[str, Any]], order: Sequence[tuple[int, float]], batch: int, size: int,
+def page_batch(pages: Sequence[Mapping[str, Any]], order: Sequence[tuple[int, float]], batch: int, size: int,
                max_chars: int) -> Retrieval:
     """Batch ``batch`` (from 0) of the ranked pages."""
     chosen = list(order)[batch * size:(batch + 1) * size]

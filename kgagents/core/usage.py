@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -196,7 +196,7 @@ def subtract_usage(total: Usage | None, before: Usage | None) -> Usage:
     with any calls, tokens or audio."""
     out: Usage = {}
     for model, u in (total or {}).items():
-        b = (before or {}).get(model) or {}
+        b: Mapping[str, Any] = (before or {}).get(model) or {}
         delta: dict[str, Any] = {k: u.get(k, 0) - b.get(k, 0) for k in ("calls", "input_tokens", "output_tokens")}
         seconds = float(u.get("audio_seconds", 0.0)) - float(b.get("audio_seconds", 0.0))
         if not (delta["calls"] > 0 or delta["input_tokens"] > 0 or delta["output_tokens"] > 0 or seconds > 0):
