@@ -155,7 +155,7 @@ class LLMCaller:
             return await retry_model_call(once, model=key, max_retries=ctx.max_api_retries,
                                           base_s=ctx.api_backoff_base_s, cap_s=ctx.api_backoff_max_s,
                                           timeout_s=ctx.llm_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - reported as one clear error
+        except Exception as exc:  # reported as one clear error
             why_not = cannot_be_used(exc, key)
             if why_not:
                 raise ModelUnavailableError(

@@ -43,7 +43,7 @@ class RunPythonCodeTool(BaseTool):
         return self._format(await self.sandbox.run(code, result_var=None))
 
     @staticmethod
-    def _format(result) -> str:  # noqa: ANN001
+    def _format(result) -> str:
         if result.ok:
             return result.stdout.strip() or "(the code ran and printed nothing; print the values you need)"
         out = f"Error: {result.error}"

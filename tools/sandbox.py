@@ -1250,7 +1250,7 @@ async def _outlast(work: Coroutine[Any, Any, None]) -> None:
     task.add_done_callback(_background.discard)
     try:
         await asyncio.shield(task)
-    except BaseException:  # noqa: BLE001, S110 - cancelled again or failed: the work goes on or is done
+    except BaseException:  # noqa: BLE001 - cancelled again or failed: the work goes on or is done
         pass
 
 

@@ -139,7 +139,7 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
                                       checkpointer=checkpointer))
     except (ConfigurationError, ValueError, KeyboardInterrupt):
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure inside the graph: the checkpoints survive
+    except Exception as exc:  # any failure inside the graph: the checkpoints survive
         raise RunFailed(f"the run stopped: {type(exc).__name__}: {exc}\n"
                         f"Its checkpoints are kept; continue it with `kgagents resume {thread}`.") from exc
 

@@ -170,7 +170,7 @@ async def retry_async[R](fn: Callable[[], Awaitable[R]], *, max_retries: int = 6
             if timeout_s is None:
                 return await fn()
             return await asyncio.wait_for(fn(), timeout=timeout_s)
-        except Exception as exc:  # noqa: BLE001 - classified by retry_if
+        except Exception as exc:  # classified by retry_if
             if attempt >= max_retries or not retry_if(exc):
                 raise
             delay = backoff_delay(attempt, base_s, cap_s)

@@ -81,7 +81,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         try:
             self.model: Any = SentenceTransformer(str(source), device=device, local_files_only=local)
-        except Exception as exc:  # noqa: BLE001 - every way a model fails to load is said the same way
+        except Exception as exc:  # every way a model fails to load is said the same way
             why = " ".join(str(exc).split())[:300]
             raise EmbedderUnavailable(
                 f"the embedding model {str(model)!r} cannot be loaded ({type(exc).__name__}: {why}). "

@@ -105,7 +105,7 @@ def _triple_line(line: str) -> bool:
 def _open_text(path: Path) -> TextIO:
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    return open(path, encoding="utf-8")  # the caller closes it
 
 
 def _peek(path: Path, size: int = 4096) -> str:
@@ -502,7 +502,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise GraphFormatError(f"cannot read {path}: {exc}") from exc
     except (GraphFormatError, MissingExtra):
         raise
-    except Exception as exc:  # noqa: BLE001 - pyarrow / csv errors: the file is malformed
+    except Exception as exc:  # pyarrow / csv errors: the file is malformed
         raise GraphFormatError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
 
 

@@ -133,7 +133,7 @@ def _tensor(path: Path) -> np.ndarray:
         raise GraphFormatError("STaRK's processed files need torch") from exc
     try:
         return np.asarray(torch.load(path, weights_only=True).numpy())
-    except Exception as exc:  # noqa: BLE001 - any torch error: the file is not a tensor
+    except Exception as exc:  # any torch error: the file is not a tensor
         raise GraphFormatError(f"cannot read {path}: {exc}") from exc
 
 
@@ -534,7 +534,7 @@ class StarkEmbeddings:
             import torch
 
             data = torch.load(path, weights_only=True, map_location="cpu")
-        except Exception as exc:  # noqa: BLE001 - any torch error: not STaRK's file
+        except Exception as exc:  # any torch error: not STaRK's file
             raise GraphFormatError(f"cannot read {path}: {exc}") from exc
         if not isinstance(data, Mapping):
             raise GraphFormatError(f"{path}: expected a dict from index to embedding")
