@@ -97,6 +97,7 @@ def test_the_oracle_validator_rules():
     assert O.judged_accurate("Accurate.") and not O.judged_accurate("inaccurate") and not O.judged_accurate("")
 
 
+@pytest.mark.slow
 async def test_the_oracle_critic_on_an_answer():
     pages = [{"name": "France", "url": "u", "text": "Paris is the capital of France."}]
     oracle = {"answer": "Paris", "domain": "open", "question_type": "simple", "static_or_dynamic": "static"}
@@ -161,6 +162,7 @@ async def test_crag_grades_each_iterations_answer_once():
     assert metrics["judge model"] == "other, scripted" and "accuracy t=1" not in scorer.metrics([])
 
 
+@pytest.mark.slow
 async def test_react_with_examples_and_four_steps():
     pages = [{"name": "Band", "url": "u", "text": "PJ Morton plays keyboards in Maroon 5."}]
     steps = [step(r"\[stage: react", times=0, structured={"thought": "read", "action": "search_web"}),

@@ -44,6 +44,7 @@ async def test_text_rag_reads_the_first_batch_of_pages():
     assert state["final_answer"] == "strongyloidiasis" and state["iterations"][0]["action"]["batch"] == 0
 
 
+@pytest.mark.slow
 async def test_graph_rag_ranks_the_intersection(prime):
     steps = [decide(1, source="text documents", entities=BOTH, relations=["enzyme", "indication"])]
     state, _, nodes = await run(B.graph_rag, {"question": QUESTION, "graph": prime}, steps, task="retrieval")
@@ -72,6 +73,7 @@ async def test_corrective_rag(prime, judgement, module):
     assert state["final_answer"] == "strongyloidiasis"
 
 
+@pytest.mark.slow
 async def test_react_actions_and_finish(prime):
     steps = [step(r"\[stage: react, step 1\]", structured={"thought": "extract first", "action": "extract",
                                                             "entities": "Ivermectin (drug)",

@@ -89,6 +89,7 @@ async def test_module_switch_and_no_intersection(prime):
     assert sorted(second["ranked_ids"]) == ["0", "1", "5", "6", "7", "8", "9"]  # every document, ranked by VSS
 
 
+@pytest.mark.slow
 async def test_entities_not_found_and_an_unusable_agent_reply(prime):
     steps = [decide(1, entities=[("zzzz qqqq", "chemical")], relations=["enzyme"]),
              validate(1, "no"), comment(1, "incorrect entity/relation"),
@@ -135,6 +136,7 @@ async def test_generation_reads_pages_in_batches(tmp_path):
     assert "Page " in generator_prompt and "<html>" not in generator_prompt  # the HTML was converted
 
 
+@pytest.mark.slow
 async def test_generation_with_reasoning_paths(prime):
     steps = [decide(1, entities=[("Ivermectin", "drug")], relations=["indication"], domain="encyclopedia"),
              step(r"\[stage: generator, iteration 1\].*Ivermectin → indication → strongyloidiasis",

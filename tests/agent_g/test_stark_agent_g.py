@@ -77,6 +77,7 @@ async def test_scoring_drops_what_is_not_a_candidate(stark_root):
     assert len(scorer.candidates_of(item)) == 5  # MAG's five papers
 
 
+@pytest.mark.slow
 async def test_without_a_dataset_the_graph_says_what_its_candidates_are(stark_root):
     """``kgagents ask --graph skb/mag --set task=retrieval``: no dataset sets ``candidate_types``; the
     imported SKB records MAG's (papers), and both modules keep to them."""

@@ -167,6 +167,7 @@ def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_qu
     assert "100.00 ± 0.00" in table and table.split("\n", 2)[2] in printed
 
 
+@pytest.mark.slow
 def test_a_final_answer_that_failed_for_good_is_a_failed_run_not_an_abstention(tmp_path, capsys, embedder):
     """The docs promise it: a run without the agent's answer is left out of the answer rate and reliability. A
     final-answer call that kept failing used to be counted as an abstention (answer rate 0, reliability 1)."""

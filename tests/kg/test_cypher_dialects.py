@@ -171,6 +171,7 @@ async def test_a_statement_that_cannot_be_fixed_is_dropped_alone(cypher_backend:
     assert cypher_backend.db_snapshot(store) == state["kg"]
 
 
+@pytest.mark.slow
 async def test_a_fix_that_never_parses_drops_its_statement_alone(cypher_backend: Backend, tmp_path):
     """Appendix B.4.1: the fix's reply breaks its schema; that is logged, the broken statement is bypassed and
     the statement after it still runs."""

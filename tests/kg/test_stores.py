@@ -107,6 +107,7 @@ async def test_cypher_reads_cannot_write(cypher_backend: Backend, tmp_path):
     assert not result.ok or result.result == [{"one": 1}]
 
 
+@pytest.mark.slow
 async def test_cypher_results_are_compact(cypher_backend: Backend, tmp_path):
     db_backend = cypher_backend
     store = await fresh(db_backend, tmp_path)
