@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 python3.13 python3.14 python3 $$(ls -d $$H
 	if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then \
 	command -v $$c; break; fi; done)
 
-.PHONY: install test lint lock ask demo dev tools clean
+.PHONY: install test test-fast lint typecheck lock ask demo dev tools clean
 
 # Every package at the version CI tested: requirements.lock (made by `make lock` from pyproject.toml), installed
 # as it is (--no-deps: the lock lists every package), then kgagents itself with every extra and the test tools.
@@ -54,10 +54,21 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# The static checks. lint-imports: the floors of docs/architecture.md (pyproject's [tool.importlinter]), run through
-# .ci/lint_imports.py so that it sees graphs/, nodes/, tools/, prompts/ and evals/ under the kgagents namespace.
+# The fast tier: every test but those marked slow (servers, subprocesses, langgraph dev, database backends, the
+# larger scripted runs); `make test` runs them all.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) -m "not slow"
+
+# The static checks (CI runs them before the tests): ruff's rules, mypy (pyproject.toml) and the floors of
+# docs/architecture.md (pyproject's [tool.importlinter]), run through .ci/lint_imports.py so that it sees graphs/,
+# nodes/, tools/, prompts/ and evals/ under the kgagents namespace.
 lint: $(STAMP)
+	$(BIN)/ruff check .
+	PYTHON=$(BIN)/python .ci/typecheck
 	$(BIN)/python .ci/lint_imports.py
+
+typecheck: $(STAMP)
+	PYTHON=$(BIN)/python .ci/typecheck
 
 ask: $(STAMP)
 	@if [ -z "$(Q)" ]; then echo 'usage: make ask Q="your question" [ATTACH=file] (needs a model: see .env.example; without one, `make demo` runs a scripted example offline)'; exit 2; fi

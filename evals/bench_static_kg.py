@@ -403,7 +403,7 @@ def measure_ivf(spec: dict[str, Any]) -> dict[str, Any]:
     for nprobe in spec["nprobes"]:
         times, found = timed(range(len(queries)), lambda q, n=nprobe: index.search(f"q{q}", k, nprobe=n),
                              lambda rows: [row for row, _ in rows])
-        hits = [len(set(f) & set(t.tolist())) / k for f, t in zip(found, truth)]
+        hits = [len(set(f) & set(t.tolist())) / k for f, t in zip(found, truth, strict=True)]
         out["recall"][str(nprobe)] = round(float(np.mean(hits)), 4)
         out["ivf_ms"][str(nprobe)] = percentiles(times, 1e6)
     return out
@@ -642,7 +642,8 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| {r['nodes']:,} / {r['edges']:,} | {r['store']} | {build} | {_mb(r['disk_bytes'])} | "
                 f"{r['cold_open_s']:.3f} / {r['warm_open_s']:.3f} | {_mb(r['rss_open'])} / {_mb(r['rss_work'])} | "
                 f"{r['bytes_per_edge']:.0f} | {_q(r['lookup_us'], 'p50')} / {_q(r['lookup_us'], 'p99')} "
-                f"({_q(r['cold_lookup_us'], 'p50')}) | {_q(r.get("ego_ms"), "p50", "{:,.2f}")} / {_q(r.get("ego_ms"), "p99", "{:,.2f}")} | "
+                f"({_q(r['cold_lookup_us'], 'p50')}) | "
+                f"{_q(r.get('ego_ms'), 'p50', '{:,.2f}')} / {_q(r.get('ego_ms'), 'p99', '{:,.2f}')} | "
                 f"{_q(r.get('nearest_ms'), 'p50')} |")
     notes = []
     for scale in result["scales"]:
@@ -652,7 +653,8 @@ def markdown(result: dict[str, Any]) -> str:
                      f"answers agree across stores: {'yes' if scale['answers_agree'] else 'NO'}")
     lines += [""] + [f"- {n}" for n in notes]
     if result.get("ivf"):
-        lines += ["", "| vectors | data | nlist | build s | recall@10 by nprobe | IVF ms p50 by nprobe | exact ms p50 |",
+        lines += ["",
+                  "| vectors | data | nlist | build s | recall@10 by nprobe | IVF ms p50 by nprobe | exact ms p50 |",
                   "|---|---|---|---|---|---|---|"]
         for r in result["ivf"]:
             recall = ", ".join(f"{p}: {v:.3f}" for p, v in r["recall"].items())
@@ -676,7 +678,8 @@ def _scale(text: str) -> tuple[int, int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_static_kg", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.bench_static_kg",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--scales", nargs="*", type=_scale, default=[(10_000, 100_000), (100_000, 1_000_000)],
                         metavar="NODES:EDGES", help="graphs every store of --stores holds (default 10k:100k 100k:1m)")
     parser.add_argument("--stores", nargs="+", choices=STORES, default=list(STORES))

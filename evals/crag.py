@@ -333,7 +333,7 @@ class _Graded:
         curves = [(r.get("details") or {}).get("curve") or [] for r in records]
         for t in range(max((len(c) for c in curves), default=0)):
             at = crag_metrics([(c[min(t, len(c) - 1)] if c else (r.get("grade") or MISSING))
-                               for c, r in zip(curves, records)])
+                               for c, r in zip(curves, records, strict=True)])
             out.update({f"{key} t={t + 1}": at[key] for key in ("accuracy", "hallucination", "missing", "score")})
         judges = sorted({str((r.get("details") or {}).get("judge model")) for r in records
                          if (r.get("details") or {}).get("judge model")})

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
 
 
-class DatasetError(ValueError):
+class DatasetError(KGAgentsError, ValueError):
     """A dataset cannot be loaded: missing or malformed files; the message says what to do."""
 
 
@@ -207,7 +208,8 @@ def load_dataset(name: str, path: str | Path | None, *, split: str | None = None
 
 def packaged_data(spec: DatasetSpec) -> Path | None:
     """Where a dataset's files ship with kgagents: ``spec.default_data``, else the ``DATA_DIR`` folder of the
-    module that defines its loader (how :mod:`kgagents.evals.colota` ships CR-LT and CoLoTa); None when they don't ship."""
+    module that defines its loader (how :mod:`kgagents.evals.colota` ships CR-LT and CoLoTa); None when they don't
+    ship."""
     if spec.default_data is not None:
         return Path(spec.default_data)
     module = sys.modules.get(getattr(spec.load, "__module__", "") or "")

@@ -9,8 +9,8 @@ of §7, the grounded workflows' adapters, and the paper's Table 1 layout.
   see ``evals/data/grbench/PROVENANCE.md``), for offline runs; ``grbench-multihop``: their multi-hop questions
   (2–3 hops, :mod:`kgagents.evals.grbench_multihop`).
 
-Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`kgagents.evals.scorers.rouge_l`, the ``rouge-score`` package
-without stemming) and GPT4Score, an LLM judge with Graph-CoT's prompt. The judge is named apart from the run's
+Scores: Rouge-L as Graph-CoT's evaluation computes it (:func:`kgagents.evals.scorers.rouge_l`, the ``rouge-score``
+package without stemming) and GPT4Score, an LLM judge with Graph-CoT's prompt. The judge is named apart from the run's
 model: ``--grader-model``, by default the paper's judge (:data:`PAPER_JUDGE`, GPT-4o); ``--grader-model none``
 turns it off. A judgement that fails (the judge's API, an unusable reply) is recorded as *not judged* — left out of
 GPT4Score and counted — never as a wrong answer. A wrong answer is classified from the run's trace (§7): the gold
@@ -43,8 +43,9 @@ QUESTIONS_DIR = DATA_DIR / "questions"
 FIXTURE_DIR = DATA_DIR / "fixture"
 DOMAINS = ("amazon", "biomedical", "dblp", "goodreads", "legal", "maple_Biology", "maple_Chemistry",
            "maple_Materials_Science", "maple_Medicine", "maple_Physics")
-HOW_TO = ("GRBench's graphs are downloaded from the Graph-CoT authors (see evals/data/grbench/questions/PROVENANCE.md): "
-          "give --data the domain's folder (the one with graph.json) and --domain the domain.")
+HOW_TO = ("GRBench's graphs are downloaded from the Graph-CoT authors "
+          "(see evals/data/grbench/questions/PROVENANCE.md): give --data the domain's folder (the one with graph.json) "
+          "and --domain the domain.")
 GPT4SCORE_SYSTEM = "You are a generative language model evaluator."
 GPT4SCORE_PROMPT = (DATA_DIR / "gpt4score_prompt.txt")
 #: The judge of GPT4Score when none is named: paper 001 §5 prompts GPT-4o (Graph-CoT's eval.py used gpt-4).
@@ -52,7 +53,7 @@ PAPER_JUDGE = "openai:gpt-4o"
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
-class GRBenchDataError(ValueError):
+class GRBenchDataError(KGAgentsError, ValueError):
     """GRBench files are missing or malformed; the message says what to give."""
 
 
@@ -409,8 +410,8 @@ def register_datasets(register: Callable[[Any], None]) -> None:
     """Plug GRBench and its fixture into :mod:`kgagents.evals.datasets` and the scorer into the runner."""
     register(DatasetSpec(name="grbench", load=load_grbench, scorer="grbench", splits=("auto", *DOMAINS),
                          default_split="auto", group_label="Template", how_to_get=HOW_TO))
-    fixture_domains = sorted({r["domain"] for r in fixture_questions()}) if (FIXTURE_DIR / "questions.jsonl").is_file() \
-        else []
+    fixture_domains = (sorted({r["domain"] for r in fixture_questions()})
+                       if (FIXTURE_DIR / "questions.jsonl").is_file() else [])
     register(DatasetSpec(name="grbench-fixture", load=load_fixture, scorer="grbench",
                          splits=("all", *fixture_domains), default_split="all", group_label="Domain and template",
                          how_to_get="ships with kgagents", default_data=FIXTURE_DIR))

@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from kgagents.core.errors import KGAgentsError
+
 DATA_DIR = Path(__file__).resolve().parent / "data" / "grbench"
 QUESTIONS_DIR = DATA_DIR / "questions"
 FIXTURE_DIR = DATA_DIR / "fixture"
@@ -243,7 +245,7 @@ TEMPLATES: tuple[Template, ...] = (
 )
 
 
-class FixtureError(ValueError):
+class FixtureError(KGAgentsError, ValueError):
     """A question cannot be turned into graph content; the message names it."""
 
 
@@ -519,7 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             counts[entry["domain"]] = counts.get(entry["domain"], 0) + 1
         return ", ".join(f"{d} {n}" for d, n in counts.items())
 
-    return run_cli(argv, prog="python -m kgagents.evals.grbench_fixture", doc=__doc__, out=FIXTURE_DIR, derivation=derive,
+    return run_cli(argv, prog="python -m kgagents.evals.grbench_fixture", doc=__doc__, out=FIXTURE_DIR,
+                   derivation=derive,
                    describe=per_domain)
 
 

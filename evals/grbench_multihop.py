@@ -2,8 +2,8 @@
 
 Run ``python -m kgagents.evals.grbench_multihop`` to write them, ``--check`` to verify the committed files.
 
-The one-hop fixture (:mod:`kgagents.evals.grbench_fixture`) holds the facts GRBench's one-hop questions state. This module
-adds what GRBench's *multi-hop* question templates state, and derives questions whose gold answer is a path
+The one-hop fixture (:mod:`kgagents.evals.grbench_fixture`) holds the facts GRBench's one-hop questions state. This
+module adds what GRBench's *multi-hop* question templates state, and derives questions whose gold answer is a path
 through the graph:
 
 - **Academic, real questions** (DBLP and MAPLE Physics): "Who is the author of both "P1" and "P2"?" (DBLP
@@ -260,7 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             hops[len(entry["hops"])] = hops.get(len(entry["hops"]), 0) + 1
         return ", ".join(f"{n} of {h} hops" for h, n in sorted(hops.items()))
 
-    return fixture.run_cli(argv, prog="python -m kgagents.evals.grbench_multihop", doc=__doc__, out=OUT, derivation=derive,
+    return fixture.run_cli(argv, prog="python -m kgagents.evals.grbench_multihop", doc=__doc__, out=OUT,
+                           derivation=derive,
                            describe=per_hops)
 
 

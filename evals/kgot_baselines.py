@@ -8,8 +8,8 @@ The paper's comparison (§5) runs KGoT first, then the baselines over the same t
     kgagents eval kgot-graphrag --dataset gaia --data data/GAIA --set kgot_results=.eval-results/kgot-gaia
 
 Each baseline item is the thread ``{dataset}-{item}-run{r}`` of its own evaluation and reads KGoT's thread of
-the same id from the KGoT evaluation's checkpoints (see :mod:`kgagents.nodes.baselines`). Before anything runs, the check
-makes sure that evaluation is KGoT's, on the same dataset and split, and finished every (item, run) the
+the same id from the KGoT evaluation's checkpoints (see :mod:`kgagents.nodes.baselines`). Before anything runs, the
+check makes sure that evaluation is KGoT's, on the same dataset and split, and finished every (item, run) the
 baseline will ask for; the items that carry their own ``tool_calls`` or ``kgot_thread`` need none of it.
 """
 

@@ -165,7 +165,7 @@ class Responder:
         if stage:
             prompt = f"[stage: {stage}]\n{prompt}"
         try:
-            step = self.script.pick(prompt)
+            step = self.script.next_step(prompt)
         except ScriptExhausted as exc:
             if not self.auto_fallback:
                 return 400, _error(str(exc), "invalid_request_error")
@@ -386,7 +386,8 @@ class LatencyServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.latency_server", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgagents.evals.latency_server",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("script", help="a JSON script: {\"steps\": [...]} or a list of steps")
     parser.add_argument("--latency", type=float, default=0.2, help="seconds before each reply (default 0.2)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")

@@ -393,7 +393,7 @@ def plot_runtime(runsets: list[RunSet], path: Path) -> Path:
     for k, node in enumerate(nodes):
         widths = [t.get(node, 0.0) for t in per]
         ax.barh([rs.label for rs in runsets], widths, left=left, label=node, color=cmap(k % 20))
-        left = [a + b for a, b in zip(left, widths)]
+        left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set_xlabel("summed node task time (s)")
     ax.set_title("Runtime by node")
     if nodes:
@@ -444,7 +444,8 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
         lines += ["", "## GRBench: Rouge-L (GPT4Score) per method and domain, as the paper's Table 1", ""] + grbench
     by_difficulty = difficulty_table(runsets)
     if by_difficulty:
-        title = "## GRBench by difficulty: Rouge-L (GPT4Score) on easy, medium and hard questions, as the paper's Figure 14"
+        title = ("## GRBench by difficulty: Rouge-L (GPT4Score) on easy, medium and hard questions, "
+                 "as the paper's Figure 14")
         lines += ["", title, ""] + by_difficulty
     lines += ["", "## Runtime by node", ""] + runtime_table(runsets)
     if plots and not installed("matplotlib"):

@@ -81,7 +81,7 @@ def question_scorer(model_answer: str | None, ground_truth: str) -> bool:
         ma_elems = split_string(model_answer)
         if len(gt_elems) != len(ma_elems):
             return False
-        for ma_elem, gt_elem in zip(ma_elems, gt_elems):
+        for ma_elem, gt_elem in zip(ma_elems, gt_elems, strict=True):
             if _is_float(gt_elem):
                 if normalize_number_str(ma_elem) != float(gt_elem):
                     return False
@@ -97,7 +97,7 @@ def question_scorer(model_answer: str | None, ground_truth: str) -> bool:
 
 CHOICE_LETTERS = ("A", "B", "C")
 CHOICE_STRINGS = ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
-LETTER_TO_GRADE = dict(zip(CHOICE_LETTERS, CHOICE_STRINGS))
+LETTER_TO_GRADE = dict(zip(CHOICE_LETTERS, CHOICE_STRINGS, strict=True))
 
 
 @lru_cache(maxsize=1)

@@ -267,7 +267,7 @@ def ranking_metrics(ranked: Sequence[str], gold: Sequence[str], candidates: Cand
         raise ValueError(f"{len(given)} scores for {len(ranked)} ranked ids")
     if scores is None:
         ranked = list(dict.fromkeys(str(r) for r in ranked))
-    for node_id, score in zip((str(r) for r in ranked), given):
+    for node_id, score in zip((str(r) for r in ranked), given, strict=True):
         order.setdefault(node_id, float(score))
     if not order:
         return zero
@@ -390,10 +390,7 @@ def curve_means(records: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> di
 def candidate_ids(graph: Any, types: Sequence[str] | None) -> list[str]:
     """The ids of the graph's nodes of ``types`` (every node when ``None``)."""
     if hasattr(graph, "type_mask") and hasattr(graph, "id_of"):
-        if types:
-            rows = np.flatnonzero(graph.type_mask(types))
-        else:
-            rows = np.arange(graph.node_count)
+        rows = np.flatnonzero(graph.type_mask(types)) if types else np.arange(graph.node_count)
         return [graph.id_of(int(i)) for i in rows]
     wanted = set(types or [])
     return [n.id for n in graph.iter_nodes() if not wanted or n.type in wanted]

@@ -51,7 +51,7 @@ async def route_critic(state: AgentGState, runtime: Any) -> Literal["finish", "c
     return budget.stop(state, ctx, "finish") or "commentor"
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled Agent-G graph."""
     g = io.workflow_graph(AgentGState, context_schema=AgentGContext, input_schema=io.AgentGInput,
                           output_schema=io.ExitOutput, evidence=io.agent_g_evidence)

@@ -41,7 +41,7 @@ def _graph() -> StateGraph:
     return g
 
 
-def build_cot() -> StateGraph:
+def build_cot() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("no_retrieval", b.fixed_action("none"))
     g.add_edge("initialise", "no_retrieval")
@@ -49,7 +49,7 @@ def build_cot() -> StateGraph:
     return g
 
 
-def build_text_rag() -> StateGraph:
+def build_text_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("text_action", b.fixed_action("text"))
     g.add_node("retriever_bank", n.retriever_bank)
@@ -59,7 +59,7 @@ def build_text_rag() -> StateGraph:
     return g
 
 
-def build_graph_rag() -> StateGraph:
+def build_graph_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("extract", b.extract)
     g.add_node("retriever_bank", n.retriever_bank)
@@ -69,7 +69,7 @@ def build_graph_rag() -> StateGraph:
     return g
 
 
-def build_hybrid_rag() -> StateGraph:
+def build_hybrid_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("extract", b.extract)
     g.add_node("retrieve_both", b.retrieve_both)
@@ -84,7 +84,7 @@ async def route_corrective(state: AgentGState) -> Literal["evaluate_retrieval", 
     return "generator" if state.get("action", {}).get("module") == "graph" else "evaluate_retrieval"
 
 
-def build_corrective_rag() -> StateGraph:
+def build_corrective_rag() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     g.add_node("text_action", b.fixed_action("text"))
     add_routed_node(g, "retriever_bank", n.retriever_bank, route_corrective)
@@ -107,7 +107,7 @@ async def route_react(state: AgentGState, runtime: Any) -> Literal["react_step",
     return (route == "react_step" and budget.stop(state, ctx, "generator")) or route
 
 
-def build_react() -> StateGraph:
+def build_react() -> StateGraph[Any, Any, Any, Any]:
     g = _graph()
     add_routed_node(g, "react_step", b.react_step, route_react)
     g.add_edge("initialise", "react_step")

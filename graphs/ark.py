@@ -63,7 +63,9 @@ async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer
     if current.get("gave_up"):
         return "select_anchor"
     decision = verdict(bool(current.get("relation_valid")), attempts, limit, limit_first=True)
-    return {"stop": "final_answer", "accept": "retrieve_triples", "retry": "prompt_select_relation"}[decision]
+    routes: dict[str, Literal["final_answer", "retrieve_triples", "prompt_select_relation"]] = {
+        "stop": "final_answer", "accept": "retrieve_triples", "retry": "prompt_select_relation"}
+    return routes[decision]
 
 
 async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
@@ -87,7 +89,7 @@ async def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer
     return "final_answer"
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled ARK-V1 graph."""
     g = io.workflow_graph(ArkState, context_schema=ArkContext, input_schema=io.ArkInput,
                           output_schema=io.ExitOutput, evidence=io.ark_evidence)

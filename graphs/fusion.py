@@ -34,14 +34,14 @@ async def route_variants(state: f.FusionState) -> list[Send] | Literal["combine_
     return [Send("run_variant", task) for task in tasks] if tasks else "combine_answers"
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled fusion graph."""
     g = io.workflow_graph(f.FusionState, context_schema=f.FusionContext, input_schema=io.FusionInput,
                           evidence=io.fusion_evidence)
     add_routed_node(g, "receive_task", f.receive_fusion_task, route_variants,
                     destinations=("run_variant", "combine_answers"))
     g.add_node("run_variant", f.make_run_variant(kgot.graph))
-    g.add_node("combine_answers", f.combine_answers)
+    g.add_node("combine_answers", f.combine_answers)  # type: ignore[arg-type]
     g.add_edge(START, "receive_task")
     g.add_edge("run_variant", "combine_answers")
     g.add_edge("combine_answers", END)

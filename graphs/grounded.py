@@ -111,18 +111,18 @@ async def route_evaluate(state: GroundedState, runtime: Any) -> list[Send] | Lit
     return "select_states"
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled grounded-reasoning graph."""
     g = io.workflow_graph(GroundedState, context_schema=GroundedContext, input_schema=io.GraphInput,
                           output_schema=io.ExitOutput, evidence=io.grounded_evidence)
     add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"))
-    g.add_node("generate_step", n.generate_step)
+    g.add_node("generate_step", n.generate_step)  # type: ignore[arg-type]
     add_routed_node(g, "collect_candidates", collect_candidates, route_merge,
                     destinations=("merge_thoughts", "evaluate_states"))
-    g.add_node("merge_thoughts", n.merge_thoughts)
+    g.add_node("merge_thoughts", n.merge_thoughts)  # type: ignore[arg-type]
     add_routed_node(g, "evaluate_states", evaluate_states, route_evaluate,
                     destinations=("score_state", "select_states"))
-    g.add_node("score_state", n.score_state)
+    g.add_node("score_state", n.score_state)  # type: ignore[arg-type]
     add_routed_node(g, "select_states", n.select_states, route_expand, destinations=("generate_step", "answer"))
     g.add_node("answer", n.answer)
 

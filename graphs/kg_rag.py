@@ -30,17 +30,17 @@ def _build(hops: int) -> StateGraph:
     return g
 
 
-def build_text_rag() -> StateGraph:
+def build_text_rag() -> StateGraph[Any, Any, Any, Any]:
     """Text-RAG: node texts retrieved by embedding, as context."""
     return _build(0)
 
 
-def build_graph_rag() -> StateGraph:
+def build_graph_rag() -> StateGraph[Any, Any, Any, Any]:
     """Graph-RAG: the retrieved nodes plus their 1-hop neighbours."""
     return _build(1)
 
 
-def build_base() -> StateGraph:
+def build_base() -> StateGraph[Any, Any, Any, Any]:
     """Base (zero-shot): the model alone answers with the answer only."""
     g = io.workflow_graph(n.KGRagState, context_schema=n.KGRagContext, input_schema=io.GraphInput,
                           evidence=io.retrieval_evidence)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import START, StateGraph
 from langgraph.types import Send
 
 import kgagents.graphs.surfer  # noqa: F401  (registers the surfer agent as the ask_search_agent tool)
@@ -101,10 +101,10 @@ async def route_solution(state: n.KGoTState) -> Literal["process_math", "generat
 
 async def route_parsed(state: n.KGoTState) -> Literal["generate_forced_solution", "__end__"]:
     """Appendix D.5: when no parse gave an answer, the forced solution (once); otherwise the run is done."""
-    return "generate_forced_solution" if n.needs_forced_solution(state) else END
+    return "generate_forced_solution" if n.needs_forced_solution(state) else "__end__"  # END
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled KGoT graph."""
     g = io.workflow_graph(n.KGoTState, context_schema=Context, input_schema=io.TaskInput,
                           evidence=io.kg_evidence)
@@ -114,13 +114,13 @@ def build() -> StateGraph:
     add_routed_node(g, "decide_next_step", n.decide_next_step, route_majority_vote)
     add_routed_node(g, "define_tool_calls", n.define_tool_calls, route_tool_calls,
                     destinations=("run_tool_call", "integrate_new_information"))
-    g.add_node("run_tool_call", n.run_tool_call)
+    g.add_node("run_tool_call", n.run_tool_call)  # type: ignore[arg-type]
     add_routed_node(g, "integrate_new_information", n.integrate_new_information, route_integration)
     add_routed_node(g, "mitigate_noise", cleanup.mitigate_noise, route_solve_mode)
     for name, solve in (("solve_with_query", n.solve_with_query), ("solve_directly", n.solve_directly),
                         ("solve_forced", n.solve_forced), ("generate_forced_solution", n.generate_forced_solution)):
         add_routed_node(g, name, solve, route_solution)
-    g.add_node("process_math", n.process_math)
+    g.add_node("process_math", n.process_math)  # type: ignore[arg-type]
     add_routed_node(g, "parse_solution", n.parse_solution, route_parsed)
 
     g.add_edge(START, "receive_task")

@@ -35,14 +35,14 @@ RECURSION_PER_STEP = 2
 RECURSION_EXTRA = 10
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled surfer graph."""
     g = StateGraph(n.SurferState, context_schema=Context, input_schema=n.SurferInput,
                    output_schema=n.SurferOutput)
     g.add_node("start", n.start)
     add_routed_node(g, "think", n.think, n.route_after_think)
     add_routed_node(g, "browse", n.browse, n.route_after_browse)
-    g.add_node("wrap_up", n.wrap_up)
+    g.add_node("wrap_up", n.wrap_up)  # type: ignore[arg-type]
     g.add_node("finish", n.finish)
     g.add_edge(START, "start")
     g.add_edge("start", "think")

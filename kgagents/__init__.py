@@ -13,5 +13,5 @@ _NAMESPACED = ("graphs", "nodes", "tools", "prompts", "evals")
 _here = _Path(__file__).resolve().parent
 if not (_here / "graphs").is_dir() and all((_here.parent / name / "__init__.py").is_file() for name in _NAMESPACED):
     # a source checkout: the subpackages live beside kgagents/, not in it
-    __path__.append(str(_here.parent))  # noqa: F821  (the package's own __path__)
+    __path__.append(str(_here.parent))  # the package's own __path__
 del _Path, _here

@@ -424,10 +424,10 @@ async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     if pages:
         texts = await asyncio.to_thread(lambda: [page_text(p) for p in pages])
         kept, order = await asyncio.to_thread(rank_pages, question,
-                                              [(str(p.get("name", "")), t) for p, t in zip(pages, texts)],
+                                              [(str(p.get("name", "")), t) for p, t in zip(pages, texts, strict=True)],
                                               ctx.embedder(), max_chars=ctx.page_chars)
         pages = [Page(name=str(p.get("name", "")), url=str(p.get("url", "")), snippet=str(p.get("snippet", "")),
-                      text=t) for p, t in zip(pages, kept)]
+                      text=t) for p, t in zip(pages, kept, strict=True)]
         out.update(pages=pages, page_order=[[i, s] for i, s in order])
     return out
 
@@ -467,7 +467,8 @@ async def agent(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str
     previous = "\n".join(f"iteration {i['t']}: {describe_action(i['action'])} → {i.get('error_type') or 'rejected'}"
                          for i in state.get("iterations") or []) or "(none)"
     generation = ctx.task == "generation"
-    prompt = P.render(P.AGENT, iteration=t, question=state["question"], query_time=state.get("query_time") or "(not given)",
+    prompt = P.render(P.AGENT, iteration=t, question=state["question"],
+                      query_time=state.get("query_time") or "(not given)",
                       decisions=(P.DECISIONS_GENERATION.format(domains=", ".join(ctx.domains)) if generation
                                  else P.DECISIONS_RETRIEVAL),
                       examples=await asyncio.to_thread(ctx.examples, "agent"),
@@ -588,7 +589,7 @@ def select_references(retrieval: Retrieval, ctx: AgentGContext) -> Retrieval:
     refs = list(retrieval.get("references") or [])
     pages = [n for n, r in enumerate(refs) if r.get("kind") == "page"][: ctx.batch_size]
     others = [n for n, r in enumerate(refs) if r.get("kind") != "page"][: ctx.top_k]
-    return {**retrieval, "references": [refs[n] for n in sorted(pages + others)]}  # type: ignore[typeddict-item]
+    return {**retrieval, "references": [refs[n] for n in sorted(pages + others)]}
 
 
 def references_budget(ctx: AgentGContext) -> int:
@@ -603,7 +604,7 @@ def references_text(retrieval: Retrieval, ctx: AgentGContext) -> str:
     return render_references(select_references(retrieval, ctx), max_chars=references_budget(ctx))
 
 
-_FINAL = re.compile(r"final answer\s*[:：]\s*(.+)", re.IGNORECASE)
+_FINAL = re.compile(r"final answer\s*[:\uff1a]\s*(.+)", re.IGNORECASE)
 
 
 def final_answer_of(reply: str) -> str:
@@ -679,7 +680,8 @@ async def validator(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict
         accepted = _yes(reply)
     else:
         reply = await _ask(llm, P.render(P.VALIDATOR_GENERATION_BARE, iteration=t, answer=answer,
-                                         question=state["question"], query_time=state.get("query_time") or "(not given)"))
+                                         question=state["question"],
+                                         query_time=state.get("query_time") or "(not given)"))
         accepted = _yes(reply)
     record = Iteration(t=t, action=state.get("action") or Action(), retrieval=retrieval, answer=answer,
                        ranked_ids=list(state.get("ranked_ids") or []), accepted=accepted, validator_reply=reply[:500])

@@ -129,7 +129,7 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
                       entity_types=", ".join(entity_types) or "(any)",
                       relation_types=", ".join(relation_types[:400]) or "(any)", question=state["question"],
                       query_time=state.get("query_time") or "(not given)", scratchpad=scratchpad or "(none)")
-    action = dict(state.get("action") or Action(entities=[], relations=[]))
+    action: dict[str, Any] = dict(state.get("action") or Action(entities=[], relations=[]))
     try:
         step = await llm.structured(prompt, ReactStep)
     except LLMError as exc:

@@ -65,7 +65,7 @@ def evaluator_prompt(question: str, answer: str, oracle: Mapping[str, Any]) -> s
 def judged_accurate(reply: str) -> bool:
     """Whether the evaluator's reply says accurate (its first of accurate / incorrect / missing)."""
     match = re.search(r"(?<![a-z])(accurate|incorrect|missing)(?![a-z])", (reply or "").lower())
-    return bool(match) and match.group(1) == "accurate"
+    return match is not None and match.group(1) == "accurate"
 
 
 def retrieval_error(action: Mapping[str, Any], retrieval: Mapping[str, Any], oracle: Mapping[str, Any]) -> str:

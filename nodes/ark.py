@@ -328,14 +328,14 @@ def _remember(ctx: ArkContext, graph: StaticKG) -> None:
 
 async def graph_of(state: ArkState, ctx: ArkContext) -> StaticKG:
     """The run's graph: the process's shared instance, reopened from the state's reference (e.g. on resume)."""
-    ref = state.get("graph_ref")
-    if not ref:  # a thread started before graph references existed: locate its graph from its input
-        ref, _ = await asyncio.to_thread(locate_graph, state)
+    stored = state.get("graph_ref")
+    # a thread started before graph references existed: locate its graph from its input
+    ref: GraphRef = stored if stored else (await asyncio.to_thread(locate_graph, state))[0]
     cache = _graph_cache(ctx)
-    graph = cache.get(ref["fingerprint"])
-    if graph is not None:
+    cached = cache.get(ref["fingerprint"])
+    if cached is not None:
         cache.move_to_end(ref["fingerprint"])
-        return graph
+        return cached
     graph = await asyncio.to_thread(open_graph, ref)  # file reads stay off the event loop
     _remember(ctx, graph)
     return graph
@@ -503,8 +503,8 @@ async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[s
         choice = await llm.structured(list(state.get("messages") or []), AnchorChoice, stage=stage)
     except LLMError as exc:
         outcome = _failed_attempt(llm, exc, "anchor")
-        current.update(anchor=None, anchor_valid=False, relations=[], relation=None, gave_up=False,
-                       feedback=P.render(P.REPLY_UNPARSED, error=exc.reason[:300]))
+        current.update({"anchor": None, "anchor_valid": False, "relations": [], "relation": None, "gave_up": False,
+                        "feedback": P.render(P.REPLY_UNPARSED, error=exc.reason[:300])})
         return {"current": current, "stage": "anchor", **accounting(llm),
                 "attempts": [_attempt(k, "anchor", c, None, False, outcome)],
                 "messages": [AIMessage("(no usable anchor reply)")]}
@@ -518,8 +518,8 @@ async def select_anchor(state: ArkState, runtime: Runtime[ArkContext]) -> dict[s
                                        heads_only=ctx.anchor_scope == "head", embedder=_embedder_for(ctx))
         alternatives = [name for name, _ in near]
         feedback = P.render(P.ANCHOR_NOT_HEAD, candidate=candidate, alternatives=_quoted(alternatives))
-    current.update(anchor=candidate, anchor_valid=valid, relations=[], relation=None, relation_valid=False,
-                   gave_up=False, feedback=feedback)
+    current.update({"anchor": candidate, "anchor_valid": valid, "relations": [], "relation": None,
+                    "relation_valid": False, "gave_up": False, "feedback": feedback})
     outcome = "valid" if valid else ("not a head entity" if ctx.anchor_scope == "head" else "not in the graph")
     return {"current": current, "stage": "anchor", "usage": llm.usage,
             "attempts": [_attempt(k, "anchor", c, candidate, valid, outcome, alternatives=alternatives,
@@ -535,7 +535,7 @@ async def retrieve_relations(state: ArkState, runtime: Runtime[ArkContext]) -> d
     ctx = ark_context_of(runtime)
     graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
-    anchor = current.get("anchor") or ""
+    anchor = str(current.get("anchor") or "")
     relations = graph.relations_of(anchor)
     if relations:
         message = P.render(P.RELATIONS, anchor=anchor, count=len(relations),
@@ -569,8 +569,8 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
                                       stage=P.RELATION_STAGE.format(k=k, attempt=c))
     except LLMError as exc:
         outcome = _failed_attempt(llm, exc, "relation")
-        current.update(relation=None, relation_valid=False, gave_up=False,
-                       feedback=P.render(P.REPLY_UNPARSED, error=exc.reason[:300]))
+        current.update({"relation": None, "relation_valid": False, "gave_up": False,
+                        "feedback": P.render(P.REPLY_UNPARSED, error=exc.reason[:300])})
         return {"current": current, "stage": "relation", **accounting(llm),
                 "attempts": [_attempt(k, "relation", c, None, False, outcome)],
                 "messages": [AIMessage("(no usable relation reply)")]}
@@ -578,7 +578,7 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
     messages: list[Any] = [AIMessage(f"Relation: {candidate or '(none: give up on this anchor)'}\n"
                                      f"Justification: {choice.justification}")]
     if not candidate:
-        current.update(relation=None, relation_valid=False, gave_up=True, feedback="")
+        current.update({"relation": None, "relation_valid": False, "gave_up": True, "feedback": ""})
         messages.append(HumanMessage(P.render(P.GAVE_UP, anchor=anchor)))
         attempt = _attempt(k, "relation", c, "", False, "gave up on the anchor", justification=choice.justification)
         return {"current": current, "stage": "relation", "usage": llm.usage, "attempts": [attempt],
@@ -592,7 +592,7 @@ async def select_relation(state: ArkState, runtime: Runtime[ArkContext]) -> dict
         alternatives = [name for name, _ in near]
         feedback = P.render(P.RELATION_INVALID, candidate=candidate, anchor=anchor,
                             alternatives=_quoted(alternatives))
-    current.update(relation=candidate, relation_valid=valid, gave_up=False, feedback=feedback)
+    current.update({"relation": candidate, "relation_valid": valid, "gave_up": False, "feedback": feedback})
     outcome = "valid" if valid else "not an outgoing relation of the anchor"
     return {"current": current, "stage": "relation", "usage": llm.usage, "messages": messages,
             "attempts": [_attempt(k, "relation", c, candidate, valid, outcome, alternatives=alternatives,
@@ -607,7 +607,7 @@ async def retrieve_triples(state: ArkState, runtime: Runtime[ArkContext]) -> dic
     ctx = ark_context_of(runtime)
     graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
-    anchor, relation = current.get("anchor") or "", current.get("relation") or ""
+    anchor, relation = str(current.get("anchor") or ""), str(current.get("relation") or "")
     triples = [keyed(e) for e in graph.triples(anchor, relation)]
     message = P.render(P.TRIPLES, anchor=anchor, relation=relation, count=len(triples),
                        triples="\n".join(render_triple(t) for t in triples))
@@ -630,16 +630,16 @@ async def reasoning_step(state: ArkState, runtime: Runtime[ArkContext]) -> dict[
                                      stage=P.REASONING_STAGE.format(k=k, attempt=c))
     except LLMError as exc:
         outcome = _failed_attempt(llm, exc, "reasoning")
-        current.update(reasoning_valid=False, reply={},
-                       feedback=P.render(P.REPLY_UNPARSED, error=exc.reason[:300]))
+        current.update({"reasoning_valid": False, "reply": {},
+                        "feedback": P.render(P.REPLY_UNPARSED, error=exc.reason[:300])})
         return {"current": current, "stage": "reasoning", **accounting(llm),
                 "attempts": [_attempt(k, "reasoning", c, None, False, outcome)],
                 "messages": [prompt, AIMessage("(no usable reasoning reply)")]}
     keys = [key.strip().strip("[]") for key in reply.triple_keys]
     invalid = [key for key in keys if key not in allowed]
     valid = not invalid
-    current.update(reasoning_valid=valid, reply=reply.model_dump(),
-                   feedback="" if valid else P.render(P.KEYS_INVALID, invalid=", ".join(invalid)))
+    current.update({"reasoning_valid": valid, "reply": reply.model_dump(),
+                    "feedback": "" if valid else P.render(P.KEYS_INVALID, invalid=", ".join(invalid))})
     outcome = "valid" if valid else f"keys not retrieved: {', '.join(invalid)}"
     answer = (f"Triple keys: {', '.join(keys) or '(none)'}\nImplication: {reply.implication}\n"
               f"Continue exploration: {reply.continue_exploration}")

@@ -14,11 +14,11 @@
   the math step and the solution parser are KGoT's own nodes (:mod:`kgagents.nodes.kgot`).
 
 Where the RAG baselines' tool outputs come from (:func:`load_tool_outputs`): the task's ``tool_calls`` (KGoT's
-:class:`~kgagents.nodes.kgot.ToolCallRecord` list), or a finished KGoT thread: ``kgot_thread`` in the task, read from the
-context's ``kgot_checkpointer`` (default: the runs directory's checkpoints, as ``kgagents run`` keeps them), or,
+:class:`~kgagents.nodes.kgot.ToolCallRecord` list), or a finished KGoT thread: ``kgot_thread`` in the task, read from
+the context's ``kgot_checkpointer`` (default: the runs directory's checkpoints, as ``kgagents run`` keeps them), or,
 in a batch evaluation, the KGoT evaluation's results directory ``kgot_results``: each item reads the KGoT item of
-the same dataset, item and run (the runner's thread ids, :func:`kgagents.evals.runner.thread_id_for`). A task with none of
-these is refused with a clear error.
+the same dataset, item and run (the runner's thread ids, :func:`kgagents.evals.runner.thread_id_for`). A task with none
+of these is refused with a clear error.
 
 As in KGoT, a model call that fails for good never ends the run: a failed extraction adds nothing to the graph,
 a failed answer is "No solution found"; each failure is logged in ``failures``.
@@ -188,7 +188,7 @@ def _ctx(runtime: Runtime[Any] | None) -> BaselineContext:
     return context_as(runtime, BaselineContext)
 
 
-def _question(state: dict[str, Any]) -> dict[str, Any]:
+def _question(state: Mapping[str, Any]) -> dict[str, Any]:
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")

@@ -121,11 +121,11 @@ async def mitigate_noise(state: KGoTState, runtime: Runtime[Context], config: Ru
                                                  existing_data=render_snapshot(kg)), NoiseRemoval)
     except LLMError as exc:
         llm.failed(exc, "nothing is removed from the KG")
-        record.update(status="invalid reply", error=str(exc))
+        record.update({"status": "invalid reply", "error": str(exc)})
         return {"noise_removals": [record], **accounting(llm)}
-    record.update(proposed_nodes=list(proposal.remove_nodes),
-                  proposed_relationships=[r.model_dump() for r in proposal.remove_relationships],
-                  reason=proposal.reason)
+    record.update({"proposed_nodes": list(proposal.remove_nodes),
+                   "proposed_relationships": [r.model_dump() for r in proposal.remove_relationships],
+                   "reason": proposal.reason})
     nodes, rels = checked_proposal(proposal, kg)
     if not nodes and not rels:
         return {"noise_removals": [record], "usage": llm.usage}
@@ -135,11 +135,11 @@ async def mitigate_noise(state: KGoTState, runtime: Runtime[Context], config: Ru
     out: dict[str, Any] = {"usage": llm.usage}
     if result.ok:
         snapshot = await store.snapshot()
-        record.update(removed_nodes=nodes, removed_relationships=rels, status="applied")
+        record.update({"removed_nodes": nodes, "removed_relationships": rels, "status": "applied"})
         out["kg"] = snapshot
     else:
         snapshot = None
-        record.update(status="failed", error=result.error)
+        record.update({"status": "failed", "error": result.error})
     out["kg_writes"] = [KGWrite(iteration=iteration, tool_call_id=CLEANUP_WRITE_ID,
                                 status="applied" if result.ok else "discarded", code=code, attempts=1,
                                 errors=[] if result.ok else [result.error or "unknown error"], snapshot=snapshot)]

@@ -89,8 +89,8 @@ class BaseContext:
     """Sampling temperature of the models (``None``: the provider's default)."""
     seed: int | None = None
     """Sampling seed, passed to the providers that take one (OpenAI and OpenAI-compatible servers, Ollama; see
-    ``kgagents.nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is. ``kgagents eval --seed S``
-    gives run r of every item the seed S + r."""
+    ``kgagents.nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is.
+    ``kgagents eval --seed S`` gives run r of every item the seed S + r."""
     structured_output_method: StructuredMethod = "function_calling"
     """How structured replies are asked for: function calling, a JSON schema or JSON mode."""
     samples_in_one_request: bool = True

@@ -276,9 +276,9 @@ def _walk(parts: list[str], value: Any, depth: int, shallow: bool) -> Iterator[l
     if isinstance(value, (list, tuple)):
         for item in value:
             if isinstance(item, dict):
-                key, label = _record_label(item)
-                rest = {k: v for k, v in item.items() if k != key}
-                yield from _walk([*parts, label] if label else parts, rest, depth + 1, shallow)
+                label_key, record_label = _record_label(item)
+                rest = {k: v for k, v in item.items() if k != label_key}
+                yield from _walk([*parts, record_label] if record_label else parts, rest, depth + 1, shallow)
             else:
                 yield from _walk(parts, item, depth + 1, shallow)
         return
@@ -289,7 +289,7 @@ def verbalise(head: Sequence[str], value: Any, *, limit: int = PATHS_PER_CALL, s
               ) -> tuple[list[str], bool]:
     """The reasoning paths of one result, ``head → ... → value``, at most ``limit`` of them; and whether there
     were more. ``shallow``: only the result's own fields and lists of values (no nested records)."""
-    out = []
+    out: list[str] = []
     for parts in _walk(list(head), value, 0, shallow):
         if len(out) == limit:
             return out, True
@@ -477,8 +477,9 @@ class _Retrieval:
     async def _paths_of_call(self, fn: Function, args: list[Linked | None], radius: int) -> list[str]:
         head_index = next((i for i, a in enumerate(args) if a is not None and a.named),
                           next((i for i, a in enumerate(args) if a is not None), None))
-        head = args[head_index].label if head_index is not None else self.domain
-        others = [f"{p.name}={a.label}" for i, (p, a) in enumerate(zip(fn.params, args))
+        head_arg = args[head_index] if head_index is not None else None
+        head = head_arg.label if head_arg is not None else self.domain
+        others = [f"{p.name}={a.label}" for i, (p, a) in enumerate(zip(fn.params, args, strict=False))
                   if a is not None and i != head_index]
         label = fn.name + (f"({', '.join(others)})" if others else "")
         linked = args[head_index] if head_index is not None else None

@@ -141,13 +141,14 @@ def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
         except FATAL_ERRORS:
             raise
         except Exception as exc:  # noqa: BLE001 - one failing variant does not stop the others
-            result["error"] = f"{type(exc).__name__}: {exc}"
-            out["failures"] = [Failure(node=task["variant"], role="", kind="error", error=result["error"][:1000],
+            error = f"{type(exc).__name__}: {exc}"
+            result["error"] = error
+            out["failures"] = [Failure(node=task["variant"], role="", kind="error", error=error[:1000],
                                        outcome=f"the variant counts as {NO_SOLUTION!r}")]
         else:
-            result.update(final_answer=final.get("final_answer") or NO_SOLUTION,
-                          partial_solution=final.get("partial_solution"), iterations=final.get("iteration", 0),
-                          kg=final.get("kg"))
+            result.update({"final_answer": final.get("final_answer") or NO_SOLUTION,
+                           "partial_solution": final.get("partial_solution"), "iterations": final.get("iteration", 0),
+                           "kg": final.get("kg")})
             if final.get("usage"):
                 out["usage"] = final["usage"]
             if final.get("failures"):

@@ -265,7 +265,7 @@ def merge_thoughts_reducer(old: dict[str, Thought] | None, new: dict[str, Though
     """Thoughts by id; an update to a known thought merges its fields."""
     out = dict(old or {})
     for key, value in (new or {}).items():
-        out[key] = {**out.get(key, {}), **value}  # type: ignore[typeddict-item]
+        out[key] = {**out.get(key, {}), **value}
     return out
 
 
@@ -648,7 +648,8 @@ async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, g
     values = _agent_values(task, ctx)
     thought = record.get("thought", "")
     functions = GraphFunctions(graph, max_chars=ctx.observation_chars, retrieve_k=ctx.retrieve_k,
-                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(), index=index_kind(ctx.vector_index),
+                               retrieve_field=ctx.retrieve_field, embedder=ctx.embedder(),
+                               index=index_kind(ctx.vector_index),
                                retrieve_exact=ctx.retrieve_exact)
     if ctx.action_format == "text":
         written = (await llm.text(P.render(P.AGENT_ACTION_TEXT, thought=thought, **values))).strip()
@@ -745,8 +746,8 @@ async def _explore_search(task: StepTask, ctx: GroundedContext, llm: LLMCaller, 
         if end is not None and end.sufficient:
             record["finished"] = True
             break
-    record.update(visited=explored, triples=_unique(triples), attributes=list(dict.fromkeys(attributes)),
-                  decisions=decisions)
+    record.update({"visited": explored, "triples": _unique(triples), "attributes": list(dict.fromkeys(attributes)),
+                   "decisions": decisions})
 
 
 def _unique(triples: list[list[str]]) -> list[list[str]]:
@@ -943,7 +944,7 @@ async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> d
         await ground({**task, "chain": merged_chain}, ctx, llm, llm, graph, record)
     except LLMError as exc:
         llm.failed(exc, f"merge {record['id']} fails; the candidates go on unmerged")
-        record.update(error=str(exc)[:500])
+        record.update({"error": str(exc)[:500]})
         record.setdefault("thought", "")
     return {"thoughts": {record["id"]: record}, **accounting(llm)}
 
@@ -1037,7 +1038,7 @@ async def select_states(state: GroundedState, runtime: Runtime[GroundedContext])
     else:
         kept, reason = await _selection_vote(state, llm, candidates, keep, depth)
     for c in candidates:
-        updates[c] = {**updates.get(c, {}), "kept": c in kept}  # type: ignore[typeddict-item]
+        updates[c] = {**updates.get(c, {}), "kept": c in kept}
     finals = [c for c in kept if thoughts.get(c, {}).get("finished")]
     selection = Selection(depth=depth, evaluator=evaluator, candidates=candidates, kept=kept, reason=reason)
     return {"depth": depth, "frontier": kept, "finals": finals, "thoughts": updates, "selections": [selection],
@@ -1157,7 +1158,8 @@ def thought_graph(state: GroundedState) -> dict[str, Any]:
     thoughts = state.get("thoughts") or {}
     finals = set(state.get("finals") or [])
     best = state.get("best")
-    nodes, relationships = [], []
+    nodes: list[dict[str, Any]] = []
+    relationships: list[dict[str, Any]] = []
     for t in ordered(thoughts.values()):
         status = ("answer" if t["id"] == best else "final" if t["id"] in finals else "kept" if t.get("kept")
                   else "failed" if t.get("error") else "pruned")

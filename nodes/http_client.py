@@ -87,7 +87,7 @@ def _discard(transport: Any) -> None:
         connector._close()  # the synchronous part of aiohttp's close(): the sockets, no awaiting on a dead loop
 
 
-class LoopLocalAioHttpClient(DefaultAioHttpClient):  # type: ignore[misc, valid-type]
+class LoopLocalAioHttpClient(DefaultAioHttpClient):
     """``openai.DefaultAioHttpClient`` (the SDK's defaults: timeouts, limits, redirects) with one aiohttp pool per
     event loop, so that a cached chat model works on any loop."""
 

@@ -97,7 +97,8 @@ def retrieve_node(hops: int):
         question = (state.get("question") or "").strip()
         if not question or not state.get("graph"):
             raise ValueError("give {'question': '...', 'graph': 'NAME or path'}")
-        ref = state.get("graph_ref") or await asyncio.to_thread(resolve, str(state["graph"]))
+        stored = state.get("graph_ref")
+        ref: GraphRef = stored if stored is not None else await asyncio.to_thread(resolve, str(state["graph"]))
         graph = await graph_for(ref)
         await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
         found = await asyncio.to_thread(graph.nearest_nodes, question, ctx.rag_top_k, field=ctx.rag_field,

@@ -71,10 +71,16 @@ class ToolCallRecord(TypedDict):
     cached: bool
 
 
+#: What became of a KG write, of a query, of a Solve operation.
+WriteStatus = Literal["applied", "fixed", "partial", "discarded", "skipped"]
+QueryKind = Literal["initial", "fix", "regenerate"]
+OperationKind = Literal["vote", "forced_retrieve", "forced_solution"]
+
+
 class KGWrite(TypedDict):
     iteration: int
     tool_call_id: str
-    status: Literal["applied", "fixed", "partial", "discarded", "skipped"]
+    status: WriteStatus
     code: str
     attempts: int
     errors: list[str]
@@ -84,7 +90,7 @@ class KGWrite(TypedDict):
 class SolveAttempt(TypedDict):
     iteration: int
     query: str
-    kind: Literal["initial", "fix", "regenerate"]
+    kind: QueryKind
     ok: bool
     empty: bool
     error: str | None
@@ -101,7 +107,7 @@ class SolveOperation(TypedDict):
     stated from the whole KG when nothing else gave one."""
 
     iteration: int
-    kind: Literal["vote", "forced_retrieve", "forced_solution"]
+    kind: OperationKind
     votes: list[int]
     operation: str
     """As proposed: the read query, or the answer; empty when the vote gave none (then the RETRIEVE or Direct
@@ -271,7 +277,7 @@ def describe_attachments(paths: list[str] | None) -> str:
     return "\n".join(f"- {p}" for p in paths) if paths else "(none)"
 
 
-def problem_text(state: KGoTState) -> str:
+def problem_text(state: Mapping[str, Any]) -> str:
     question = state.get("question", "")
     attachments = state.get("attachments") or []
     if attachments:
@@ -408,7 +414,8 @@ async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config:
         llm.failed(exc, "no tool calls in this iteration")
         return {"missing_information": missing, "pending_tool_calls": [], **accounting(merging, llm)}
     known = {t.name for t in manager.get_tools()}
-    pending, seen = [], set()
+    pending: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for call in reply.tool_calls:
         key = call_key(call["name"], call.get("args") or {})
         if key in seen:
@@ -423,33 +430,41 @@ def tool_tasks(state: Mapping[str, Any]) -> list[ToolTask]:
     """One task per pending tool call (of KGoT or the RAG baseline); a call made before in this run reuses its
     result (per-run cache)."""
     done = {call_key(c["name"], c["args"]): c for c in state.get("tool_calls", []) if c["ok"]}
-    key = {"run_key": state["run_key"]} if state.get("run_key") else {}
-    files = {"attachments": list(state["attachments"])} if state.get("attachments") else {}
-    return [ToolTask(iteration=state.get("iteration", 0), call=call,
-                     cached=done.get(call_key(call["name"], call["args"])), **key, **files)
-            for call in state.get("pending_tool_calls") or []]
+    tasks = []
+    for call in state.get("pending_tool_calls") or []:
+        task = ToolTask(iteration=state.get("iteration", 0), call=call,
+                        cached=done.get(call_key(call["name"], call["args"])))
+        if state.get("run_key"):
+            task["run_key"] = state["run_key"]
+        if state.get("attachments"):
+            task["attachments"] = list(state["attachments"])
+        tasks.append(task)
+    return tasks
 
 
 async def run_tool_call(task: ToolTask, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     """Run one tool call with bounded retries and backoff (run concurrently with the other calls)."""
     ctx = context_of(runtime)
     call = task["call"]
-    base = dict(iteration=task["iteration"], id=call["id"], name=call["name"], args=call["args"])
+
+    def record(output: str, ok: bool, attempts: int, cached: bool) -> ToolCallRecord:
+        return ToolCallRecord(iteration=task["iteration"], id=call["id"], name=call["name"], args=call["args"],
+                              output=output, ok=ok, attempts=attempts, cached=cached)
+
     if task["cached"] is not None:
         cached = task["cached"]
-        return {"tool_calls": [ToolCallRecord(**base, output=cached["output"], ok=True, attempts=0, cached=True)]}
+        return {"tool_calls": [record(cached["output"], True, 0, True)]}
     manager = await tool_manager(ctx, for_run(config, task), only=call["name"],
                                  attachments=task.get("attachments") or ())
     tool = manager.get(call["name"])
     if tool is None:
         unavailable = {s.name: s.reason for s in manager.unavailable()}
         why = unavailable.get(call["name"], "no such tool")
-        return {"tool_calls": [ToolCallRecord(**base, output=f"Error: tool {call['name']!r} is not available ({why})",
-                                              ok=False, attempts=0, cached=False)]}
+        return {"tool_calls": [record(f"Error: tool {call['name']!r} is not available ({why})", False, 0, False)]}
     run = await run_tool_with_retry(tool, call["args"], max_retries=ctx.max_tool_retries,
                                     backoff_base_s=ctx.tool_backoff_base_s, backoff_max_s=ctx.tool_backoff_max_s,
                                     max_output_chars=ctx.tool_output_chars)
-    return {"tool_calls": [ToolCallRecord(**base, output=run.output, ok=run.ok, attempts=run.attempts, cached=False)],
+    return {"tool_calls": [record(run.output, run.ok, run.attempts, False)],
             "usage": manager.env.usage}
 
 
@@ -468,7 +483,8 @@ def write_statements(store: KGStore, code: str) -> list[str]:
         return [code]
 
 
-async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Context) -> tuple[str, str, int, list[str]]:
+async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller,
+                          ctx: Context) -> tuple[WriteStatus, str, int, list[str]]:
     """Execute a KG write statement by statement (:func:`write_statements`); a failing statement goes back to the
     LLM with its error, up to ``max_cypher_fixing_retry`` times, and is discarded alone if it still fails (paper
     §4 step 6, appendix B.4; a fix call that fails for good discards that statement alone, appendix B.4.1).
@@ -502,10 +518,8 @@ async def write_with_fixes(store: KGStore, code: str, llm: LLMCaller, ctx: Conte
                 break
             statement = strip_fences(reply.code)
         final.append(statement)
-    if applied == len(statements):
-        status = "fixed" if fixed else "applied"
-    else:
-        status = "partial" if applied else "discarded"
+    done: WriteStatus = "fixed" if fixed else "applied"
+    status: WriteStatus = done if applied == len(statements) else ("partial" if applied else "discarded")
     return status, ";\n".join(final), attempts, errors
 
 
@@ -533,12 +547,14 @@ async def integrate_new_information(state: KGoTState, runtime: Runtime[Context],
             code = strip_fences((await llm.structured(prompt, Code)).code)
         except LLMError as exc:
             llm.failed(exc, "the tool result is not written into the KG")
-            code, status, attempts, errors = "", "discarded", 0, [str(exc)]
+            status: WriteStatus = "discarded"
+            code, attempts, errors = "", 0, [str(exc)]
         else:
             if code.strip():
                 status, code, attempts, errors = await write_with_fixes(store, code, llm, ctx)
             else:
-                status, attempts, errors = "skipped", 0, []
+                status = "skipped"
+                attempts, errors = 0, []
         snapshot = await store.snapshot() if status in {"applied", "fixed", "partial"} else None
         out["kg_writes"] = [KGWrite(iteration=state.get("iteration", 0), tool_call_id=call["id"], status=status,
                                     code=code, attempts=attempts, errors=errors, snapshot=snapshot)]
@@ -611,13 +627,13 @@ class _Solving:
         """The ``solve_operations`` index of the operation being recorded next."""
         return self.base + len(self.operations)
 
-    def log_query(self, query: str, kind: str, result: ReadResult) -> None:
+    def log_query(self, query: str, kind: QueryKind, result: ReadResult) -> None:
         self.attempts.append(SolveAttempt(iteration=self.iteration, query=query, kind=kind, ok=result.ok,
                                           empty=result.empty, error=result.error,
                                           result=None if not result.ok else _result_text(result),
                                           operation=self.index))
 
-    def record(self, kind: str, samples: list[int], operation: str, *, query: str | None = None,
+    def record(self, kind: OperationKind, samples: list[int], operation: str, *, query: str | None = None,
                partial: str | None = None, error: str | None = None) -> None:
         if partial:
             self.partials.append(PartialSolution(operation=self.index, weight=max(1, len(samples)), text=partial,

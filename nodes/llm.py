@@ -27,7 +27,7 @@ import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -43,6 +43,7 @@ from pydantic import BaseModel, ValidationError
 
 from kgagents.core.config import ConfigurationError
 from kgagents.core.endpoints import describe_model, model_key, model_label
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.usage import Usage, merge_usage, reply_usage
@@ -51,12 +52,10 @@ from kgagents.nodes.models import aresolve_model, resolve_model
 from kgagents.nodes.runtime import gather_bounded
 from kgagents.nodes.state import Failure
 
-T = TypeVar("T", bound=BaseModel)
-
 log = logging.getLogger("kgagents.llm")
 
 
-class LLMError(RuntimeError):
+class LLMError(KGAgentsError, RuntimeError):
     """An LLM call failed for good (after its retries): the node goes on without its reply."""
 
     @property
@@ -162,7 +161,7 @@ class LLMCaller:
             return await retry_model_call(once, model=key, max_retries=ctx.max_api_retries,
                                           base_s=ctx.api_backoff_base_s, cap_s=ctx.api_backoff_max_s,
                                           timeout_s=ctx.llm_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - reported as one clear error
+        except Exception as exc:  # reported as one clear error
             why_not = cannot_be_used(exc, key)
             if why_not:
                 raise ModelUnavailableError(
@@ -193,15 +192,15 @@ class LLMCaller:
         self._record(reply)
         return reply
 
-    async def structured(self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
-                         system: str | None = None, stage: str | None = None) -> T:
+    async def structured[T: BaseModel](self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
+                                       system: str | None = None, stage: str | None = None) -> T:
         """A reply parsed into ``schema``; unparseable replies are sent back with the error, then re-asked."""
         runnable = await self._structured_runnable(schema)
         return await self._parsed(runnable, schema, as_messages(prompt, system), stage=stage or stage_of(prompt))
 
-    async def structured_samples(self, prompt: str | Sequence[BaseMessage], schema: type[T], n: int, *,
-                                 system: str | None = None, config: Any = None,
-                                 stage: str | None = None) -> list[T | LLMError]:
+    async def structured_samples[T: BaseModel](self, prompt: str | Sequence[BaseMessage], schema: type[T], n: int,
+                                               *, system: str | None = None, config: Any = None,
+                                               stage: str | None = None) -> list[T | LLMError]:
         """``n`` independent samples of one structured decision (the votes of a majority), in order; a sample
         that failed for good is its :class:`LLMError` (the caller notes it with :meth:`failed`).
 
@@ -226,7 +225,7 @@ class LLMCaller:
                 firsts = await self._call(runnable, messages, n=n, stage=stage)
             except LLMError as exc:
                 cause = exc.__cause__
-                if isinstance(cause, _PARSE_ERRORS) or is_transient(cause) or not isinstance(cause, Exception):
+                if isinstance(cause, _PARSE_ERRORS) or not isinstance(cause, Exception) or is_transient(cause):
                     return [exc] * n  # what a failed request is for every sample it stood for
                 rejected = exc  # a client error: asked one sample at a time below
             else:
@@ -260,8 +259,8 @@ class LLMCaller:
             kwargs["method"] = self.context.structured_output_method
         return structured_runnable(model, schema, kwargs)
 
-    async def _parsed(self, runnable: Any, schema: type[T], messages: list[BaseMessage], *,
-                      first: dict[str, Any] | None = None, stage: str | None = None) -> T:
+    async def _parsed[T: BaseModel](self, runnable: Any, schema: type[T], messages: list[BaseMessage], *,
+                                    first: dict[str, Any] | None = None, stage: str | None = None) -> T:
         """The structured reply to ``messages``, re-asked with the parse error until one parses
         (``Context.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
         last_error = ""
@@ -323,7 +322,7 @@ def structured_runnable(model: BaseChatModel, schema: type[BaseModel], kwargs: d
         if hit is not None and hit[0] is model:
             _structured_cache.move_to_end(key)
             return hit[1]
-    runnable = DirectStructured.build(model, schema, kwargs) if kwargs.get("include_raw") else None
+    runnable: Any = DirectStructured.build(model, schema, kwargs) if kwargs.get("include_raw") else None
     if runnable is None:
         runnable = model.with_structured_output(schema, **kwargs)
     with _structured_lock:
@@ -477,7 +476,7 @@ def _is_base_impl(model: BaseChatModel) -> bool:
     return type(model).with_structured_output is BaseChatModel.with_structured_output
 
 
-def _accepted(result: Any, schema: type[T]) -> tuple[T | None, str]:
+def _accepted[T: BaseModel](result: Any, schema: type[T]) -> tuple[T | None, str]:
     """A structured reply's value when it parsed into ``schema``, else None and why it is not usable."""
     parsed = result.get("parsed") if isinstance(result, dict) else result
     if isinstance(parsed, schema):

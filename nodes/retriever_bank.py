@@ -17,7 +17,7 @@ intersection): the commentor reads it. """
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
 import numpy as np
@@ -114,7 +114,7 @@ def rank_pages(question: str, pages: Sequence[tuple[str, str]], embedder: Any = 
     flat = [p for chunks in cut for p in chunks]
     distinct = list(dict.fromkeys(flat))
     vectors = _embed([question, *distinct], embedder)
-    by_text = dict(zip(distinct, (vectors[1:] @ vectors[0]).tolist()))
+    by_text = dict(zip(distinct, (vectors[1:] @ vectors[0]).tolist(), strict=True))
     scores = np.asarray([by_text[p] for p in flat], dtype=np.float32)
     kept: list[str] = []
     best: list[float] = []
@@ -135,7 +135,7 @@ def rank_pages(question: str, pages: Sequence[tuple[str, str]], embedder: Any = 
     return kept, [(i, round(best[i], 4)) for i in order]
 
 
-def page_batch(pages: Sequence[dict[str, Any]], order: Sequence[tuple[int, float]], batch: int, size: int,
+def page_batch(pages: Sequence[Mapping[str, Any]], order: Sequence[tuple[int, float]], batch: int, size: int,
                max_chars: int) -> Retrieval:
     """Batch ``batch`` (from 0) of the ranked pages."""
     chosen = list(order)[batch * size:(batch + 1) * size]
@@ -203,7 +203,7 @@ def graph_retrieval(graph: StaticKG, question: str, entities: Sequence[TopicEnti
         return Retrieval(module="graph", references=[], ranked_ids=[], paths=[], linked=linked, batch=0, notes=notes)
     seeds = list(dict.fromkeys(linked.values()))
     egos = [graph.ego_graph([s], wanted or None, radius=radius, max_nodes=max_nodes) for s in seeds]
-    cut = {seed for seed, ego in zip(seeds, egos) if ego.truncated}
+    cut = {seed for seed, ego in zip(seeds, egos, strict=True) if ego.truncated}
     truncated = [name for name, node in linked.items() if node in cut]
     for name in truncated:
         notes.append(f"the ego-graph of {name} was cut at {max_nodes} nodes (max_nodes)")

@@ -84,7 +84,7 @@ def for_run(config: RunnableConfig | None, state: Any) -> RunnableConfig | None:
     if not key or thread_id_of(config) != EPHEMERAL:
         return config
     configurable = {**((config or {}).get("configurable") or {}), "thread_id": key}
-    return {**(config or {}), "configurable": configurable}  # type: ignore[typeddict-item]
+    return {**(config or {}), "configurable": configurable}
 
 
 def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:

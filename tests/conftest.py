@@ -20,6 +20,9 @@ _USER_VARIABLES += [
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "SERPAPI_API_KEY",
 ]
 
+#: The fake model servers' fixtures (``openai_server``, ``ollama_server``) for every test that asks for one.
+pytest_plugins = ["tests.fakes.openai_server", "tests.fakes.ollama_server"]
+
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch, tmp_path):

@@ -14,6 +14,8 @@ import pytest
 
 from tests import kgot_script as S
 
+pytestmark = pytest.mark.slow
+
 QUESTION = "Sort the numbers 42, 23, 2, 88, 37, 15 and add the third and fifth of the sorted list."
 
 # Two enhance iterations (Numbers, then Total), then solve. Every step is chosen by what the prompt shows,

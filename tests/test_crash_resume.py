@@ -37,6 +37,8 @@ from kgagents.graphs.workflows import thread_state
 from tests.crashpoint import counting_checkpoints, kill_point
 from tests.postgres import PASSWORD
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = resources.files("kgagents") / "data"
 KGOT_QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of "

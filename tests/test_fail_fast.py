@@ -19,7 +19,7 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import closed_port, isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import FakeOpenAIServer
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.manager import ToolEnv
 
@@ -39,6 +39,7 @@ class Answer(BaseModel):
 SLOW_RETRIES = {"max_api_retries": 6, "api_backoff_base_s": 20.0, "api_backoff_max_s": 60.0}
 
 
+@pytest.mark.slow
 def test_a_wrong_base_url_stops_the_run_in_seconds_naming_the_model_and_url(tmp_path: Path, capsys) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"  # a typo in the port: nothing listens there
     started = time.monotonic()
@@ -55,6 +56,7 @@ def test_a_wrong_base_url_stops_the_run_in_seconds_naming_the_model_and_url(tmp_
     assert re.search(r"typo\s+kgot\s+failed", capsys.readouterr().out)
 
 
+@pytest.mark.slow
 async def test_an_unknown_host_is_fatal_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     real = socket.getaddrinfo
 
@@ -67,12 +69,13 @@ async def test_an_unknown_host_is_fatal_at_once(monkeypatch: pytest.MonkeyPatch)
     model = build_chat_model("local-model", base_url="http://models.example.invalid:8000/v1", timeout_s=5.0)
     llm = LLMCaller(Context(model=model, **SLOW_RETRIES), "graph_executor")
     started = time.monotonic()
-    with pytest.raises(ModelUnavailableError, match="local-model at http://models.example.invalid:8000/v1\\) "
+    with pytest.raises(ModelUnavailableError, match=r"local-model at http://models.example.invalid:8000/v1\) "
                                                     "cannot be used: the host name does not resolve"):
         await llm.structured("q", Answer)
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 async def test_a_model_that_answered_before_is_retried_and_degraded_around(openai_server: FakeOpenAIServer):
     """A server that answered and then goes away (a restart): retried with backoff, then an LLMError the node
     degrades around, not a stopped run."""
@@ -87,6 +90,7 @@ async def test_a_model_that_answered_before_is_retried_and_degraded_around(opena
     assert not isinstance(info.value, ModelUnavailableError) and is_unreachable(info.value)
 
 
+@pytest.mark.slow
 def test_a_missing_key_refuses_before_any_call(monkeypatch: pytest.MonkeyPatch, capsys):
     with pytest.raises(ConfigurationError, match="needs ANTHROPIC_API_KEY"):
         build_chat_model("anthropic:claude-sonnet-4-5")
@@ -98,6 +102,7 @@ def test_a_missing_key_refuses_before_any_call(monkeypatch: pytest.MonkeyPatch, 
     build_chat_model("anthropic:claude-sonnet-4-5")  # with the key: built (nothing is sent yet)
 
 
+@pytest.mark.slow
 async def test_the_tools_model_that_cannot_be_reached_stops_the_run_too(tmp_path: Path) -> None:
     """A tool's model call that cannot be reached is no tool error to retry six times: it stops the run."""
     from langchain_core.tools import StructuredTool
@@ -110,11 +115,12 @@ async def test_the_tools_model_that_cannot_be_reached_stops_the_run_too(tmp_path
 
     tool = StructuredTool.from_function(coroutine=ask, name="llm_query", description="Ask the model.")
     started = time.monotonic()
-    with pytest.raises(ModelUnavailableError, match="the tools' model \\(m at http://127.0.0.1:"):
+    with pytest.raises(ModelUnavailableError, match=r"the tools' model \(m at http://127.0.0.1:"):
         await run_tool_with_retry(tool, {"query": "q"}, max_retries=6, backoff_base_s=20.0)
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 def test_doctor_checks_the_endpoint_the_key_and_the_pieces(openai_server: FakeOpenAIServer,
                                                            monkeypatch: pytest.MonkeyPatch, capsys):
     assert main(["doctor", "--model", "gpt-4o-mini", "--base-url", openai_server.base_url]) == 0
@@ -160,6 +166,7 @@ def test_what_a_run_cannot_do_is_said_at_its_start(monkeypatch: pytest.MonkeyPat
     assert "not graded" in grader and run_limits("grounded", {}, scorer="grbench", grader="openai:gpt-4o") == []
 
 
+@pytest.mark.slow
 def test_ask_says_at_its_start_that_web_search_is_off(tmp_path: Path, capsys) -> None:
     """The web search's key is missing: said before the run, not found in a trace."""
     main(["--runs-dir", str(tmp_path / "runs"), "ask", "q", "--model", "qwen", "--quiet",

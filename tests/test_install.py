@@ -73,6 +73,7 @@ def test_all_is_every_extra_and_the_extras_table_knows_each():
     assert not any(Requirement(r).name.startswith("pytest") for r in PYPROJECT["project"]["dependencies"])
 
 
+@pytest.mark.slow
 def test_every_extra_module_is_installed_here_and_belongs_to_its_extra():
     """The test environment has every extra (``make test`` installs ``all``)."""
     assert missing_extras() == []
@@ -156,7 +157,7 @@ def test_a_pdf_without_the_files_extra_says_so(monkeypatch):
                                          "but the dependencies needed to read .pdf files are not installed.")
 
     monkeypatch.setattr(PdfConverter, "convert", missing)
-    with pytest.raises(ConversionError, match="converting .pdf needs the `files` extra"):
+    with pytest.raises(ConversionError, match=r"converting .pdf needs the `files` extra"):
         convert_bytes(b"%PDF-1.4 a document", filename="paper.pdf")
 
 
@@ -240,6 +241,7 @@ def outside_the_core() -> tuple[list[str], list[str]]:
     return sorted(modules), sorted(dists)
 
 
+@pytest.mark.slow
 def test_the_core_is_smaller_than_all():
     hidden = set(outside_the_core()[0])
     assert {"falkordb", "pyoxigraph", "psycopg", "distributed", "matplotlib", "langchain_anthropic",

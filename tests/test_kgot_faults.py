@@ -52,6 +52,7 @@ STEPS = [
 ]
 
 
+@pytest.mark.slow
 async def test_kgot_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer, tmp_path: Path) -> None:
     """With the samples of a decision in one request (the default on this client) and one request per sample: a
     fault on a request for several samples is met by every sample it stood for."""
@@ -78,6 +79,7 @@ def cli(tmp_path: Path, server: FakeOpenAIServer, *args: str) -> int:
                  "--base-url", settings["base_url"], "--quiet", *values, *args])
 
 
+@pytest.mark.slow
 def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAIServer, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     """Every call meets a 500: each step degrades (invalid votes, no tool calls, no forced retrieve query, no
@@ -104,6 +106,7 @@ def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAISe
     assert "Solve operations:" in shown and "forced_retrieve (votes 0" in shown and "forced_solution: ''" in shown
 
 
+@pytest.mark.slow
 def test_the_tool_executor_is_forced_to_call_a_tool(fault_server: FakeOpenAIServer, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Through langchain-openai, the tool executor's request says ``tool_choice: "required"`` (as the authors bind
@@ -116,6 +119,7 @@ def test_the_tool_executor_is_forced_to_call_a_tool(fault_server: FakeOpenAIServ
     assert {t["function"]["name"] for t in bodies[0]["tools"]} >= {"run_python_code", "llm_query"}
 
 
+@pytest.mark.slow
 def test_the_paper_preset_runs_the_controller_at_0_and_the_tools_at_0_5(fault_server: FakeOpenAIServer,
                                                                         tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,6 +145,7 @@ def test_the_kgot_papers_baselines_and_fusion_take_kgots_presets() -> None:
         assert preset(workflow, "paper") == paper
 
 
+@pytest.mark.slow
 def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: FakeOpenAIServer, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str],
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,6 +185,7 @@ def failed(state: dict) -> list[tuple[str, str]]:
     return [(f["node"], f["outcome"]) for f in state["failures"]]
 
 
+@pytest.mark.slow
 async def test_unparseable_replies_in_query_mode_are_bypassed(tmp_path: Path) -> None:
     """The merge, the write's fix, the read query's fix and regeneration, a vote's missing read query written by
     the RETRIEVE prompt, and the need for math: each reply breaks its schema. Each failure is logged and bypassed,
@@ -209,6 +215,7 @@ async def test_unparseable_replies_in_query_mode_are_bypassed(tmp_path: Path) ->
         ("vote", True), ("vote", True), ("forced_solution", False)]
 
 
+@pytest.mark.slow
 async def test_unparseable_replies_in_direct_mode_are_bypassed(tmp_path: Path) -> None:
     """Direct Retrieval's answer, the math code's fix and the tie judge break their schemas: the forced solution,
     the calculation's error as its output and the first tied candidate take their places."""

@@ -49,6 +49,7 @@ async def run(tmp_path, steps, question=QUESTION, **ctx):
     return state, model
 
 
+@pytest.mark.slow
 async def test_enhance_then_solve_with_query_and_math(tmp_path):
     steps = [*enhance_once(solve=READ_SORTED), *S.need_math(True),
              *S.math("print(23 + 42)"), *S.parse("65", "65", "65")]
@@ -80,6 +81,7 @@ async def test_enhance_then_solve_with_query_and_math(tmp_path):
     assert usage["calls"] == len(model.calls) and usage["input_tokens"] > 0
 
 
+@pytest.mark.slow
 async def test_vote_tie_goes_to_enhance(tmp_path):
     # 2 RETRIEVE against 2 INSERT in iteration 0: a tie means ENHANCE.
     steps = [*S.votes("RETRIEVE", 2, unless="SortedArray"), *S.votes("INSERT", 2, unless="SortedArray"),
@@ -102,6 +104,7 @@ async def test_majority_retrieve_solves_directly_without_math(tmp_path):
     assert not any("math and Python expert" in c for c in model.calls)
 
 
+@pytest.mark.slow
 async def test_iteration_limit_forces_a_direct_solution(tmp_path):
     """Direct Retrieval at the iteration limit: the forced solution is the partial solution."""
     steps = [*S.votes("INSERT", 0), *S.merge(times=0),
@@ -118,6 +121,7 @@ async def test_iteration_limit_forces_a_direct_solution(tmp_path):
     assert not state.get("failures")
 
 
+@pytest.mark.slow
 async def test_iteration_limit_defines_forced_retrieve_queries(tmp_path):
     """Query mode at the iteration limit (appendix D.5): ``num_next_steps_decision`` forced retrieve queries are
     written and run; their result is the partial solution, and no forced solution is needed."""
@@ -134,6 +138,7 @@ async def test_iteration_limit_defines_forced_retrieve_queries(tmp_path):
     assert not state.get("failures")
 
 
+@pytest.mark.slow
 async def test_forced_solution_when_the_forced_retrievals_fail(tmp_path):
     failing = "result = G.nodes['missing']['values']"
     steps = [*insert_always(), *S.forced_retrieve(failing, times=0), *S.fix(failing, times=0),
@@ -157,6 +162,7 @@ async def test_zero_iterations_forces_immediately(tmp_path):
     assert sum(S.FORCED in c for c in model.calls) == 1  # asked once: nothing parsed from it is the end
 
 
+@pytest.mark.slow
 async def test_every_retrieve_vote_brings_its_own_read_query(tmp_path):
     """Appendix C.1 / C.3.1: the RETRIEVE votes' read queries run one after the other (identical ones once), each
     result is parsed, and the answers count once per vote: three votes for one query outweigh two for another."""
@@ -184,7 +190,8 @@ async def test_every_retrieve_vote_brings_its_own_read_query(tmp_path):
 async def test_direct_mode_votes_bring_their_answers(tmp_path):
     """Direct Retrieval: a RETRIEVE vote's answer is its partial solution; no further call states one."""
     steps = [*S.votes("RETRIEVE", 4, solve="Paris is the capital."), *S.votes("RETRIEVE", 1, solve="Lyon"),
-             *S.need_math(False, times=2), S.step(S.PARSE + ".*Paris is", times=3, structured={"final_answer": "Paris"}),
+             *S.need_math(False, times=2), S.step(S.PARSE + ".*Paris is", times=3,
+                                                  structured={"final_answer": "Paris"}),
              S.step(S.PARSE + ".*Lyon", times=3, structured={"final_answer": "Lyon"})]
     state, model = await run(tmp_path, steps, question="What is the capital of France?", solve_mode="direct")
     assert state["final_answer"] == "Paris"
@@ -208,6 +215,7 @@ async def test_forced_solution_when_no_partial_solution_parses(tmp_path):
     assert [p["answer"] for p in state["parsed_solutions"]] == ["", "", "", "42", "42", "42"]
 
 
+@pytest.mark.slow
 async def test_write_fixed_after_an_error(tmp_path):
     broken = "G.add_node('array', label='Array', values=[42, 23, 2, 88, 37, 15]\n"  # syntax error
     steps = [*S.votes("INSERT", 5, unless="SortedArray"), *S.votes("RETRIEVE", 5, when_extra="SortedArray"),
@@ -222,6 +230,7 @@ async def test_write_fixed_after_an_error(tmp_path):
     assert len(state["kg"]["nodes"]) == 2
 
 
+@pytest.mark.slow
 async def test_write_discarded_after_the_fix_limit_and_run_goes_on(tmp_path):
     bad = "G.add_node('x')  # no label"
     steps = [*S.votes("INSERT", 0, unless="SortedArray"), *S.votes("RETRIEVE", 0, when_extra="SortedArray"),
@@ -239,6 +248,7 @@ async def test_write_discarded_after_the_fix_limit_and_run_goes_on(tmp_path):
     assert state["final_answer"] == "65" and state["iteration"] == 2
 
 
+@pytest.mark.slow
 async def test_read_query_fixed_then_regenerated_after_empty_result(tmp_path):
     failing = "result = G.nodes['missing']['values']"
     empty = "result = [n for n, a in G.nodes(data=True) if a['label'] == 'Nothing']"
@@ -253,6 +263,7 @@ async def test_read_query_fixed_then_regenerated_after_empty_result(tmp_path):
     assert state["final_answer"] == "65"
 
 
+@pytest.mark.slow
 async def test_a_vote_without_a_read_query_gets_one_from_the_retrieve_prompt(tmp_path):
     steps = [*enhance_once(), *S.retrieve(READ_SORTED), *S.need_math(False), *S.parse("65", "65", "65")]
     state, model = await run(tmp_path, steps)
@@ -262,6 +273,7 @@ async def test_a_vote_without_a_read_query_gets_one_from_the_retrieve_prompt(tmp
     assert sum(bool(re.search(S.RETRIEVE, c)) for c in model.calls) == 1
 
 
+@pytest.mark.slow
 async def test_no_solution_when_every_query_and_the_forced_solution_fail(tmp_path):
     failing = "result = G.nodes['missing']['values']"
     steps = [*enhance_once(solve=failing), *S.fix(failing, times=0), *S.regenerate(failing, times=0),
@@ -299,6 +311,7 @@ async def test_a_parse_that_keeps_failing_is_no_candidate(tmp_path):
     assert state["candidates"] == ["42", "42"] and state["final_answer"] == "42"
 
 
+@pytest.mark.slow
 async def test_all_parses_fail_gives_no_solution(tmp_path):
     bad = S.step(S.PARSE, structured={"wrong_field": 1}, times=0)
     steps = [*S.votes("RETRIEVE", 5), *S.direct("42"), *S.need_math(False, times=2), bad, *S.forced("42")]
@@ -317,6 +330,7 @@ async def test_tied_candidates_are_chosen_by_the_llm(tmp_path):
     assert state["final_answer"] == ("Paris" if "1: Paris" in chosen_prompt else "Lyon")
 
 
+@pytest.mark.slow
 async def test_repeated_tool_call_is_served_from_the_run_cache(tmp_path):
     steps = [*S.votes("INSERT", 5, unless="Array"), *S.votes("INSERT", 5, when_extra="Array", unless="Checked"),
              *S.votes("RETRIEVE", 5, when_extra="Checked"), *S.merge(times=2),
@@ -329,6 +343,7 @@ async def test_repeated_tool_call_is_served_from_the_run_cache(tmp_path):
     assert second["attempts"] == 0
 
 
+@pytest.mark.slow
 async def test_failing_tool_is_retried_and_reported_without_ending_the_run(tmp_path, monkeypatch):
     from langchain_core.tools import tool
 
@@ -357,6 +372,7 @@ async def test_failing_tool_is_retried_and_reported_without_ending_the_run(tmp_p
     assert state["final_answer"] == NO_SOLUTION
 
 
+@pytest.mark.slow
 async def test_unknown_tool_call_is_recorded_as_an_error(tmp_path):
     steps = [*S.votes("INSERT", 5, unless="Seen"), *S.votes("RETRIEVE", 5, when_extra="Seen"), *S.merge(),
              *S.tool_calls(("no_such_tool", {})), *S.write("G.add_node('s', label='Seen')"),
@@ -366,6 +382,7 @@ async def test_unknown_tool_call_is_recorded_as_an_error(tmp_path):
     assert not call["ok"] and "not available" in call["output"]
 
 
+@pytest.mark.slow
 async def test_invalid_vote_replies_count_as_no_vote(tmp_path):
     invalid = S.step(S.VOTE, structured={"query_type": "MAYBE", "reason": "?"}, times=0, unless="Seen")
     steps = [invalid, *S.votes("RETRIEVE", 5, when_extra="Seen"), *S.merge(), *S.tool_calls(SORT_CALL),

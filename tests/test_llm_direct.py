@@ -1,5 +1,6 @@
 """Structured output without LangChain's include_raw chain (kgagents.nodes.llm.DirectStructured), and the chat models'
-HTTP client (kgagents.nodes.http_client): the same requests, replies, parse errors and API errors as before, less CPU."""
+HTTP client (kgagents.nodes.http_client): the same requests, replies, parse errors and API errors as before, less
+CPU."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kgagents.nodes.http_client import LoopLocalAioHttpClient, LoopLocalTranspor
 from kgagents.nodes.llm import DirectStructured, LLMCaller, StructuredOutputError, structured_runnable
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer, Step, openai_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import FakeOpenAIServer, Step
 
 
 class Verdict(BaseModel):
@@ -60,6 +61,7 @@ class Runs(AsyncCallbackHandler):
 
 
 # -- DirectStructured -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_an_openai_structured_call_is_one_model_run_with_the_same_request(
         openai_server: FakeOpenAIServer) -> None:
     model = built(openai_server)
@@ -80,6 +82,7 @@ async def test_an_openai_structured_call_is_one_model_run_with_the_same_request(
     assert direct.body["tool_choice"] == {"type": "function", "function": {"name": "Verdict"}}
 
 
+@pytest.mark.slow
 async def test_the_traced_schema_is_the_json_schema_of_langchains_chain(openai_server: FakeOpenAIServer) -> None:
     model = built(openai_server)
     runnable = structured_runnable(model, Verdict, FC)
@@ -94,6 +97,7 @@ async def test_the_traced_schema_is_the_json_schema_of_langchains_chain(openai_s
     assert direct.models == chain.models == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arguments", ['{"verdict": "tr', {"verdict": "true"}, {"confidence": "high"}])
 async def test_a_reply_that_does_not_parse_is_a_parsing_error_as_in_langchains_chain(
         openai_server: FakeOpenAIServer, arguments: Any) -> None:
@@ -146,6 +150,7 @@ async def test_the_scripted_model_and_the_layers_retries_take_the_direct_path() 
         await LLMCaller(Context(model=model, max_parse_retries=1), "graph_executor").structured("q", Verdict)
 
 
+@pytest.mark.slow
 async def test_a_chain_it_does_not_know_keeps_langchains_runnable(openai_server: FakeOpenAIServer) -> None:
     model = built(openai_server)  # OpenAI's json_schema parser is a lambda: not taken apart
     runnable = structured_runnable(model, Verdict, {"include_raw": True, "method": "json_schema"})
@@ -161,6 +166,7 @@ def test_models_on_an_openai_compatible_server_use_the_aiohttp_client(openai_ser
     assert isinstance(model.root_async_client._client._transport, LoopLocalTransport)
 
 
+@pytest.mark.slow
 def test_an_httpx_that_makes_its_transports_otherwise_gets_the_sdks_default_client(
         openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-loop pools rest on httpx's private ``_init_transport``: where the client's transport is not
@@ -176,6 +182,7 @@ def test_an_httpx_that_makes_its_transports_otherwise_gets_the_sdks_default_clie
         assert asyncio.run(model.ainvoke("q")).content == f"answer {i}"
 
 
+@pytest.mark.slow
 def test_one_cached_model_serves_one_event_loop_after_another(openai_server: FakeOpenAIServer) -> None:
     model = built(openai_server)
     transport = model.root_async_client._client._transport
@@ -185,9 +192,10 @@ def test_one_cached_model_serves_one_event_loop_after_another(openai_server: Fak
         assert transport.loops == 1  # the ended loops' pools were closed and let go
 
 
+@pytest.mark.slow
 async def test_concurrent_calls_share_the_loops_pool(openai_server: FakeOpenAIServer) -> None:
     model = built(openai_server)
-    for i in range(20):
+    for _ in range(20):
         openai_server.reply("ok")
     replies = await asyncio.gather(*(model.ainvoke(f"q{i}") for i in range(20)))
     assert [r.content for r in replies] == ["ok"] * 20
@@ -204,6 +212,7 @@ FAULTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 async def test_faults_raise_what_the_default_client_raises(openai_server: FakeOpenAIServer, fault: str) -> None:
     """Each fault reaches the LLM layer as the same SDK error, with the same transient/fatal verdict."""

@@ -30,14 +30,7 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError, ModelUnavailableError, StructuredOutputError
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
-from tests.fakes.openai_server import (  # noqa: F401 - fixture
-    FAULT_KINDS,
-    FakeOpenAIServer,
-    FaultPolicy,
-    RecordedRequest,
-    Step,
-    openai_server,
-)
+from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer, FaultPolicy, RecordedRequest, Step
 
 GPT4O_MINI = {"input": 0.15, "output": 0.60}
 
@@ -98,6 +91,7 @@ async def test_structured_success_sends_the_schema_as_a_forced_tool(openai_serve
     assert request.headers["authorization"] == "Bearer test"
 
 
+@pytest.mark.slow
 async def test_text_reply(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply("Hello there.")
     llm = caller(openai_server)
@@ -107,6 +101,7 @@ async def test_text_reply(openai_server: FakeOpenAIServer) -> None:
     assert llm.usage["gpt-4o-mini"]["calls"] == 1
 
 
+@pytest.mark.slow
 async def test_message_with_tools_returns_tool_calls(openai_server: FakeOpenAIServer) -> None:
     @tool
     def web_search(query: str, max_results: int = 3) -> str:
@@ -130,6 +125,7 @@ async def test_message_with_tools_returns_tool_calls(openai_server: FakeOpenAISe
     assert "tool_choice" not in openai_server.chat_requests[0].body
 
 
+@pytest.mark.slow
 async def test_message_tool_choice_is_sent(openai_server: FakeOpenAIServer) -> None:
     @tool
     def lookup(term: str) -> str:
@@ -161,6 +157,7 @@ async def test_message_with_text_where_a_tool_call_was_expected_is_returned_as_i
 # transient API errors: retried with backoff
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", ["500", "502", "503", "429"])
 async def test_transient_error_then_success_is_retried(openai_server: FakeOpenAIServer, failure: str) -> None:
     if failure == "429":
@@ -187,6 +184,7 @@ async def test_text_and_message_are_retried_too(openai_server: FakeOpenAIServer)
     assert llm.usage["gpt-4o-mini"]["calls"] == 2
 
 
+@pytest.mark.slow
 async def test_429_retry_after_header_is_honoured(openai_server: FakeOpenAIServer) -> None:
     openai_server.rate_limit(retry_after=1).reply("done")
     llm = caller(openai_server, api_backoff_base_s=0.001, api_backoff_max_s=5)
@@ -206,6 +204,7 @@ async def test_retry_after_is_capped_by_the_backoff_limit(openai_server: FakeOpe
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
 async def test_timeout_of_the_context_then_success(openai_server: FakeOpenAIServer) -> None:
     """The server hangs; Context.llm_timeout_s ends the call (the client's own timeout is longer)."""
     openai_server.hang(30).reply("after the hang")
@@ -217,6 +216,7 @@ async def test_timeout_of_the_context_then_success(openai_server: FakeOpenAIServ
     assert len(openai_server.chat_requests) == 2
 
 
+@pytest.mark.slow
 async def test_timeout_of_the_client_then_success(openai_server: FakeOpenAIServer) -> None:
     """The server hangs; the OpenAI client's own timeout fires (APITimeoutError), which is retried."""
     openai_server.hang(30).tool_call({"answer": "late", "confidence": 0.1})
@@ -226,6 +226,7 @@ async def test_timeout_of_the_client_then_success(openai_server: FakeOpenAIServe
     assert len(openai_server.chat_requests) == 2
 
 
+@pytest.mark.slow
 async def test_persistent_500_fails_after_all_retries(openai_server: FakeOpenAIServer) -> None:
     openai_server.server_error(times=10)
     llm = caller(openai_server, max_api_retries=2)
@@ -240,6 +241,7 @@ async def test_persistent_500_fails_after_all_retries(openai_server: FakeOpenAIS
     assert llm.usage == {}
 
 
+@pytest.mark.slow
 async def test_persistent_timeouts_fail_after_all_retries(openai_server: FakeOpenAIServer) -> None:
     for _ in range(3):
         openai_server.hang(30)
@@ -251,6 +253,7 @@ async def test_persistent_timeouts_fail_after_all_retries(openai_server: FakeOpe
     assert len(openai_server.chat_requests) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [400, 422])
 async def test_non_transient_http_error_fails_at_once(openai_server: FakeOpenAIServer, status: int) -> None:
     openai_server.error(status, "bad request: something is wrong").reply("never sent")
@@ -262,6 +265,7 @@ async def test_non_transient_http_error_fails_at_once(openai_server: FakeOpenAIS
     assert len(openai_server.chat_requests) == 1
 
 
+@pytest.mark.slow
 async def test_wrong_api_key_fails_at_once(openai_server: FakeOpenAIServer) -> None:
     openai_server.api_key = "the-right-key"
     openai_server.reply("never sent")
@@ -274,6 +278,7 @@ async def test_wrong_api_key_fails_at_once(openai_server: FakeOpenAIServer) -> N
     assert openai_server.pending == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("status", [401, 403, 404])
 async def test_a_fault_that_leaves_no_way_forward_is_no_llm_error(openai_server: FakeOpenAIServer,
                                                                   status: int) -> None:
@@ -354,6 +359,7 @@ def test_json_errors_of_http_bodies_are_transient_and_other_json_errors_are_not(
 # parse failures: re-asked with the error
 
 
+@pytest.mark.slow
 async def test_malformed_json_arguments_then_valid(openai_server: FakeOpenAIServer) -> None:
     openai_server.tool_call('{"answer": "Par', name="Answer").tool_call({"answer": "Paris", "confidence": 0.8})
     llm = caller(openai_server)
@@ -392,6 +398,7 @@ async def test_arguments_that_miss_a_field_are_re_asked(openai_server: FakeOpenA
     assert "confidence" in correction and "Field required" in correction
 
 
+@pytest.mark.slow
 async def test_parse_retries_exhausted_raise_structured_output_error(openai_server: FakeOpenAIServer) -> None:
     for _ in range(5):
         openai_server.tool_call("not json at all", name="Answer")
@@ -411,6 +418,7 @@ async def test_parse_retries_exhausted_raise_structured_output_error(openai_serv
     assert [len(r.messages) for r in openai_server.chat_requests] == [1, 2, 3]
 
 
+@pytest.mark.slow
 async def test_zero_parse_retries_means_one_attempt(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply("no tool call").tool_call({"answer": "x", "confidence": 0})
     with pytest.raises(StructuredOutputError):
@@ -418,6 +426,7 @@ async def test_zero_parse_retries_means_one_attempt(openai_server: FakeOpenAISer
     assert len(openai_server.chat_requests) == 1
 
 
+@pytest.mark.slow
 async def test_api_retries_and_parse_retries_combine(openai_server: FakeOpenAIServer) -> None:
     (openai_server.server_error().tool_call("{oops", name="Answer").rate_limit()
      .tool_call({"answer": "fine", "confidence": 0.3}))
@@ -429,6 +438,7 @@ async def test_api_retries_and_parse_retries_combine(openai_server: FakeOpenAISe
     assert llm.usage["gpt-4o-mini"]["calls"] == 2
 
 
+@pytest.mark.slow
 async def test_json_schema_method(openai_server: FakeOpenAIServer) -> None:
     """Structured output through response_format=json_schema; a bad JSON reply is re-asked like the others."""
     openai_server.reply('{"answer": "Par').reply(json.dumps({"answer": "Paris", "confidence": 0.7}))
@@ -465,6 +475,7 @@ async def test_usage_per_model_with_cost_from_the_price_table(openai_server: Fak
                      "cost_usd": pytest.approx((500 * 0.15 + 50 * 0.60) / 1e6)}
 
 
+@pytest.mark.slow
 async def test_failed_parses_are_counted(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply("text", usage=(100, 10)).tool_call({"answer": "a", "confidence": 1}, usage=(150, 20))
     llm = caller(openai_server)
@@ -480,6 +491,7 @@ async def test_unknown_model_has_an_unknown_cost_but_counts_tokens(openai_server
     assert llm.usage == {"my-local-llama": {"calls": 1, "input_tokens": 10, "output_tokens": 20, "cost_usd": None}}
 
 
+@pytest.mark.slow
 async def test_custom_price_from_the_prices_file(openai_server: FakeOpenAIServer, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     prices = tmp_path / "prices.json"
@@ -497,6 +509,7 @@ async def test_custom_price_from_the_prices_file(openai_server: FakeOpenAIServer
     assert llm.usage["gpt-4o-mini"]["cost_usd"] == pytest.approx(0.2 + 0.8)  # the file overrides the default
 
 
+@pytest.mark.slow
 async def test_custom_price_from_register_price(openai_server: FakeOpenAIServer) -> None:
     register_price("my-local-llama", 2.0, 4.0)
     openai_server.reply("x", usage=(500_000, 250_000), model="my-local-llama")
@@ -528,6 +541,7 @@ async def test_bare_model_with_kgagents_base_url(openai_server: FakeOpenAIServer
     assert set(llm.usage) == {"local-model"}
 
 
+@pytest.mark.slow
 async def test_the_sdk_does_not_retry_by_itself(openai_server: FakeOpenAIServer,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KGAGENTS_BASE_URL", openai_server.base_url)
@@ -538,6 +552,7 @@ async def test_the_sdk_does_not_retry_by_itself(openai_server: FakeOpenAIServer,
     assert len(openai_server.chat_requests) == 1
 
 
+@pytest.mark.slow
 async def test_model_name_with_a_colon_on_an_openai_compatible_server(openai_server: FakeOpenAIServer) -> None:
     """Ollama's /v1 and vLLM serve names like ``qwen2.5:7b``: that is a model, not provider ``qwen2.5``."""
     openai_server.reply("ok")
@@ -547,6 +562,7 @@ async def test_model_name_with_a_colon_on_an_openai_compatible_server(openai_ser
     assert openai_server.chat_requests[0].headers["authorization"] == "Bearer not-needed"
 
 
+@pytest.mark.slow
 async def test_provider_string_with_openai_base_url(openai_server: FakeOpenAIServer,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
@@ -559,6 +575,7 @@ async def test_provider_string_with_openai_base_url(openai_server: FakeOpenAISer
     assert openai_server.chat_requests[0].headers["authorization"] == "Bearer sk-from-env"
 
 
+@pytest.mark.slow
 async def test_provider_string_with_context_base_url(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply("hello")
     llm = LLMCaller(context(model="openai:gpt-4o-mini", base_url=openai_server.base_url), "tools")
@@ -566,6 +583,7 @@ async def test_provider_string_with_context_base_url(openai_server: FakeOpenAISe
     assert openai_server.chat_requests[0].body["model"] == "gpt-4o-mini"
 
 
+@pytest.mark.slow
 async def test_built_model_uses_the_context_timeout(openai_server: FakeOpenAIServer) -> None:
     openai_server.hang(30).reply("after")
     model = build_chat_model("gpt-4o-mini", base_url=openai_server.base_url, timeout_s=0.3)
@@ -578,6 +596,7 @@ async def test_built_model_uses_the_context_timeout(openai_server: FakeOpenAISer
 # usage in the graph state survives checkpoints
 
 
+@pytest.mark.slow
 async def test_usage_survives_sqlite_checkpoints(openai_server: FakeOpenAIServer, tmp_path: Path) -> None:
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.graph import END, START, StateGraph

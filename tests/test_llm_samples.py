@@ -1,5 +1,5 @@
-"""The samples of one decision (kgagents.nodes.llm.LLMCaller.structured_samples): as the ``n`` choices of one request on an
-OpenAI-compatible server, each choice parsed and re-asked on its own; one request per sample elsewhere, when
+"""The samples of one decision (kgagents.nodes.llm.LLMCaller.structured_samples): as the ``n`` choices of one request on
+an OpenAI-compatible server, each choice parsed and re-asked on its own; one request per sample elsewhere, when
 switched off, or when the server rejects ``n``."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kgagents.nodes.models import build_chat_model
 from kgagents.nodes import openai_chat
 from kgagents.nodes.openai_chat import OpenAIChatModel
 from tests.fakes import isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture(autouse=True)
@@ -66,7 +66,7 @@ async def test_a_choice_that_does_not_parse_is_asked_again_on_its_own(openai_ser
     llm = caller(openai_server)
     samples = await llm.structured_samples("Solve or enhance?", Choice, 3)
     assert [s.query_type for s in samples] == ["RETRIEVE", "INSERT", "INSERT"]
-    first, *again = openai_server.chat_requests
+    _, *again = openai_server.chat_requests
     assert len(again) == 2 and all("n" not in r.body for r in again)
     assert all(r.last_user_text.startswith("Your previous reply could not be used") for r in again)
     # each re-ask is the prompt and its own choice's error, nothing of the other choices
@@ -94,6 +94,7 @@ async def test_samples_a_server_did_not_return_are_asked_separately(openai_serve
     assert [r.body.get("n") for r in openai_server.chat_requests] == [3, None, None]
 
 
+@pytest.mark.slow
 async def test_a_server_that_rejects_n_gets_one_request_per_sample_from_then_on(
         openai_server: FakeOpenAIServer) -> None:
     openai_server.error(400, "Unsupported parameter: 'n'")
@@ -163,6 +164,7 @@ class _State(TypedDict):
     reasons: Annotated[list[str], operator.add]
 
 
+@pytest.mark.slow
 async def test_the_one_request_is_not_streamed_when_the_graph_streams_messages(
         openai_server: FakeOpenAIServer) -> None:
     """Under ``stream_mode="messages"`` LangChain would stream the call, and a stream carries one choice: the

@@ -19,7 +19,7 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
 from tests.fakes import closed_port, isolate_model_env
-from tests.fakes.ollama_server import FakeOllamaServer, ollama_server  # noqa: F401 - fixture
+from tests.fakes.ollama_server import FakeOllamaServer
 from tests.fakes.openai_server import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -233,6 +233,7 @@ def test_api_key_from_kgagents_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     assert second.openai_api_key.get_secret_value() == "second"  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_provider_model_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     model = resolve_model(Context(model="openai:gpt-4o-mini", temperature=0.2), "graph_executor")
@@ -252,6 +253,7 @@ def test_models_are_shared_within_a_process_but_not_across_settings(monkeypatch:
     assert build_chat_model("openai:gpt-4o-mini", timeout_s=5, temperature=0.0) is not a
 
 
+@pytest.mark.slow
 async def test_the_context_seed_reaches_providers_that_take_one(monkeypatch: pytest.MonkeyPatch,
                                                                caplog: pytest.LogCaptureFixture) -> None:
     server = FakeOpenAIServer()
@@ -300,7 +302,7 @@ async def test_scripted_model_through_the_llm_layer(script: Path) -> None:
 
 async def test_scripted_model_with_a_missing_file_names_it(tmp_path: Path) -> None:
     llm = LLMCaller(Context(model=f"scripted:{tmp_path / 'nope.json'}", max_api_retries=0), "graph_executor")
-    with pytest.raises(LLMError, match="nope.json"):  # the script is read on the first call
+    with pytest.raises(LLMError, match=r"nope.json"):  # the script is read on the first call
         await llm.text("hi")
 
 
@@ -323,6 +325,7 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_cli_ask_without_a_model_exits_2_with_the_variables(tmp_path: Path) -> None:
     work = tmp_path / "cwd"
     work.mkdir()
@@ -337,6 +340,7 @@ def test_cli_ask_without_a_model_exits_2_with_the_variables(tmp_path: Path) -> N
     assert not (tmp_path / "runs").exists()  # stopped before starting a run
 
 
+@pytest.mark.slow
 def test_cli_ask_with_a_bare_model_and_no_base_url_exits_2(tmp_path: Path) -> None:
     work = tmp_path / "cwd"
     work.mkdir()
@@ -348,6 +352,7 @@ def test_cli_ask_with_a_bare_model_and_no_base_url_exits_2(tmp_path: Path) -> No
     assert "KGAGENTS_BASE_URL" in proc.stderr
 
 
+@pytest.mark.slow
 async def test_a_node_finds_the_local_ollama_off_the_event_loop_once(monkeypatch: pytest.MonkeyPatch,
                                                                     ollama_server: FakeOllamaServer) -> None:
     import threading

@@ -92,6 +92,7 @@ def test_no_prompt_holds_text_for_a_scripted_model():
     assert staged >= 27  # the grounded, Agent-G and CRAG judge templates name their calls
 
 
+@pytest.mark.slow
 async def test_a_calls_stage_travels_as_metadata_and_never_in_the_request(monkeypatch):
     """Through the real OpenAI client: the request holds the prompt only; its stage goes as a header only when a
     scripted test server asks for it (KGAGENTS_STAGE_HEADER), and a scripted model reads it from the metadata."""

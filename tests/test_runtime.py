@@ -91,6 +91,7 @@ async def test_a_run_work_dir_is_prepared_once_then_found_without_a_thread(tmp_p
     assert a != b and len(hops) == 4
 
 
+@pytest.mark.slow
 async def test_sandboxes_and_the_networkx_kg_open_on_the_loop_without_touching_files(tmp_path, monkeypatch):
     ctx = Context(work_dir=str(tmp_path / "run"))
     config = {"configurable": {"thread_id": "no-io"}}
@@ -227,6 +228,7 @@ async def test_the_tools_model_is_built_off_the_event_loop(tmp_path, monkeypatch
     assert second.env.llm is first.env.llm and threads == []  # built before: found on the loop
 
 
+@pytest.mark.slow
 async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_path, monkeypatch: pytest.MonkeyPatch):
     """The exported graph (no checkpointer, no thread id): every step of a run works in the same temporary
     folder, and another run in another one (they used to get a new folder per step), both in the process's

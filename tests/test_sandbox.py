@@ -130,6 +130,7 @@ def test_isolation_status_reports_bubblewrap() -> None:
     assert "bubblewrap" in description and "namespaces" in description and "rlimits" in description
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_stdout_result_and_installed_packages(box: Sandbox, work_dir: Path) -> None:
     r = await box.run("import networkx as nx\nG = nx.path_graph(4)\nprint('edges', G.number_of_edges())\n"
@@ -141,6 +142,7 @@ async def test_stdout_result_and_installed_packages(box: Sandbox, work_dir: Path
     assert r.isolation == "bwrap"
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_inputs_prelude_and_postlude(box: Sandbox) -> None:
     prelude = "import networkx as nx\nG = nx.Graph()\nG.add_edges_from(inputs['edges'])\n"
@@ -159,6 +161,7 @@ async def test_postlude_is_skipped_when_the_code_fails(box: Sandbox) -> None:
     assert r.error.startswith("ValueError: bad (line 2)")
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_result_var_other_name_none_and_unset(box: Sandbox) -> None:
     assert (await box.run("answer = [1, 2]", result_var="answer")).result == [1, 2]
@@ -172,12 +175,12 @@ async def test_result_var_other_name_none_and_unset(box: Sandbox) -> None:
 async def test_exception_reported_with_line_and_llm_frames_only(box: Sandbox) -> None:
     r = await box.run("a = 1\nb = 2\nc = a + x\n")
     assert not r.ok and r.exit_code == 1
-    first, *rest = r.error.splitlines()
-    assert first == "NameError: name 'x' is not defined (line 3)"
+    assert r.error.splitlines()[0] == "NameError: name 'x' is not defined (line 3)"
     assert 'File "<llm-code>", line 3' in r.error and "c = a + x" in r.error
     assert "sandbox.py" not in r.error and "<string>" not in r.error  # the runner's frames are hidden
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_exception_from_a_library_names_the_llm_line(box: Sandbox) -> None:
     code = "import networkx as nx\n\ndef f(G):\n    return nx.shortest_path(G, 0, 9)\n\nf(nx.path_graph(3))\n"
@@ -197,6 +200,7 @@ async def test_syntax_error_reported_with_line(box: Sandbox) -> None:
     assert "if x == 1" in r.error
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_non_json_result_is_converted_and_said_so(box: Sandbox) -> None:
     code = ("import numpy as np\nclass Thing:\n    def __repr__(self):\n        return 'Thing()'\n"
@@ -211,6 +215,7 @@ async def test_non_json_result_is_converted_and_said_so(box: Sandbox) -> None:
     assert "[sandbox] note:" in r.stderr
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_sys_exit_zero_is_a_normal_end_and_os_exit_is_reported(box: Sandbox) -> None:
     r = await box.run("print('a')\nresult = 1\nimport sys\nsys.exit(0)\nprint('b')")
@@ -243,6 +248,7 @@ async def test_endless_printing_is_stopped_early(work_dir: Path) -> None:
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_concurrent_runs(box: Sandbox, work_dir: Path) -> None:
     codes = [f"import time\ntime.sleep(0.3)\nresult = {i} * {i}\nprint('run', {i})" for i in range(6)]
@@ -255,6 +261,7 @@ async def test_concurrent_runs(box: Sandbox, work_dir: Path) -> None:
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_concurrent_runs_cannot_see_each_others_files(box: Sandbox) -> None:
     code = ("import os, time\nhere = os.listdir('.sandbox')\ntime.sleep(0.5)\n"
@@ -265,6 +272,7 @@ async def test_concurrent_runs_cannot_see_each_others_files(box: Sandbox) -> Non
         assert len(r.result[0]) == 1 and r.result[0] == r.result[1]  # only its own call's folder
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_run_does_not_block_the_event_loop(box: Sandbox, work_dir: Path) -> None:
     # `langgraph dev` fails a run that makes a blocking call on the event loop; check the same way it does
@@ -287,6 +295,7 @@ async def test_run_does_not_block_the_event_loop(box: Sandbox, work_dir: Path) -
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_processes_start_in_worker_threads_while_the_loop_runs(
         box: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -311,6 +320,7 @@ async def test_processes_start_in_worker_threads_while_the_loop_runs(
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_the_process_gets_its_resource_limits(hostile: Sandbox, work_dir: Path) -> None:
     import resource
@@ -330,6 +340,7 @@ async def test_the_process_gets_its_resource_limits(hostile: Sandbox, work_dir: 
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 @pytest.mark.parametrize("cancellations", [1, 2])
 async def test_cancelling_a_run_while_its_process_starts_leaves_nothing(
@@ -371,6 +382,7 @@ async def test_a_process_that_cannot_be_confined_never_runs_the_code(
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 def test_run_sync(hostile: Sandbox, work_dir: Path) -> None:
     r = hostile.run_sync("print('sync')\nresult = sum(inputs['xs'])", inputs={"xs": [1, 2, 3]})
@@ -405,6 +417,7 @@ def test_bad_inputs_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 # ---------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_infinite_loop_times_out(hostile: Sandbox, work_dir: Path) -> None:
     started = time.monotonic()
@@ -415,6 +428,7 @@ async def test_infinite_loop_times_out(hostile: Sandbox, work_dir: Path) -> None
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_cpu_limit(work_dir: Path) -> None:
     box = Sandbox(work_dir, SandboxLimits(timeout_s=20, cpu_s=1))
@@ -424,6 +438,7 @@ async def test_cpu_limit(work_dir: Path) -> None:
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 @pytest.mark.parametrize("code", [
     "data = []\nwhile True:\n    data.append(bytearray(10 ** 6))\n",
@@ -452,6 +467,7 @@ async def test_fork_bomb_cannot_start_processes(hostile: Sandbox, work_dir: Path
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 @pytest.mark.skipif(sb._pids_cgroup_parent() is None, reason="no pids cgroup can be created here")
 async def test_fork_bomb_without_seccomp_is_capped_by_the_pids_cgroup(
@@ -463,6 +479,7 @@ async def test_fork_bomb_without_seccomp_is_capped_by_the_pids_cgroup(
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_process_tree_dies_with_the_pid_namespace(
         hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -480,7 +497,7 @@ async def test_process_tree_dies_with_the_pid_namespace(
 @requires_bwrap
 async def test_thread_bomb_is_contained(hostile: Sandbox, work_dir: Path) -> None:
     cap = 100000 if sb._pids_cgroup_parent() is not None else 2000  # stay gentle where nothing else caps it
-    code = ("import threading, time\nthreading.stack_size(32768)\nn = 0\ntry:\n    while n < %d:\n" % cap +
+    code = (f"import threading, time\nthreading.stack_size(32768)\nn = 0\ntry:\n    while n < {cap}:\n" +
             "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\n"
             "except Exception as exc:\n    print(type(exc).__name__)\nresult = n\n")
     r = await hostile.run(code)
@@ -490,6 +507,7 @@ async def test_thread_bomb_is_contained(hostile: Sandbox, work_dir: Path) -> Non
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_cancelling_a_run_kills_it(hostile: Sandbox, work_dir: Path) -> None:
     task = asyncio.ensure_future(hostile.run("while True:\n    pass\n"))
@@ -500,6 +518,7 @@ async def test_cancelling_a_run_kills_it(hostile: Sandbox, work_dir: Path) -> No
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_etc_passwd_and_home_secrets_are_not_visible(
         hostile: Sandbox, work_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -551,6 +570,7 @@ def test_etc_files_come_from_this_process_s_folder_where_bubblewrap_takes_no_pip
     assert (process_dir() / "etc" / "passwd").read_text() == r.result  # removed with the folder at exit
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_environment_secrets_are_not_inherited(
         hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -578,6 +598,7 @@ result = {"environ": dict(os.environ), "proc": environs}
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_no_network_not_even_loopback(hostile: Sandbox, work_dir: Path) -> None:
     server = socket.create_server(("127.0.0.1", 0))
@@ -611,6 +632,7 @@ result = outcome
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_writes_outside_the_work_dir_do_not_reach_the_host(
         hostile: Sandbox, work_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -650,6 +672,7 @@ result = outcome
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_pip_install_fails(hostile: Sandbox, work_dir: Path) -> None:
     code = """
@@ -707,6 +730,7 @@ print("wrote everything")
 """
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_disk_quota_stops_a_call_while_it_writes(work_dir: Path) -> None:
     (work_dir / "notes.txt").write_text("there before")
@@ -719,6 +743,7 @@ async def test_disk_quota_stops_a_call_while_it_writes(work_dir: Path) -> None:
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 def test_disk_quota_counts_files_and_folders(work_dir: Path) -> None:
     code = "import os\nfor i in range(20_000):\n    os.mkdir(f'd{i}')\n    open(f'd{i}/empty', 'w').close()\n"
@@ -728,6 +753,7 @@ def test_disk_quota_counts_files_and_folders(work_dir: Path) -> None:
     assert_host_unharmed(work_dir)
 
 
+@pytest.mark.slow
 @requires_bwrap
 async def test_disk_quota_of_a_run_adds_up_its_calls(work_dir: Path) -> None:
     box = Sandbox(work_dir, QUOTA)
@@ -770,6 +796,7 @@ def test_unusable_bubblewrap_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
         Sandbox(tmp_path)
 
 
+@pytest.mark.slow
 async def test_weak_mode_when_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0815")
@@ -797,6 +824,7 @@ def test_result_type() -> None:
     assert SandboxLimits().cpu_seconds == 31 and SandboxLimits(timeout_s=2.5).cpu_seconds == 4
 
 
+@pytest.mark.slow
 def test_output_pipes_are_closed_once_under_uvloop(work_dir):
     """Under uvloop (what ``langgraph dev`` runs), concurrent calls while the process opens and closes many
     sockets: every call's output arrives and every connection works. A pipe fd closed twice (by the loop and

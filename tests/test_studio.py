@@ -17,6 +17,8 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Runs the server executes at once (``langgraph dev`` runs one at a time unless told otherwise).
 JOBS = 50
@@ -44,10 +46,11 @@ def serve(tmp: Path, **extra_env: str):
                LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1", **extra_env)
     log = open(tmp / "server.log", "w")
     langgraph = Path(sys.executable).with_name("langgraph")
-    proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
-                             "--no-reload", "--n-jobs-per-worker", str(JOBS),
-                             "--config", str(ROOT / "langgraph.json")],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp / "server.log", "w") as log:  # the server writes to its own copy of the file descriptor
+        proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
+                                 "--no-reload", "--n-jobs-per-worker", str(JOBS),
+                                 "--config", str(ROOT / "langgraph.json")],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -67,7 +70,6 @@ def serve(tmp: Path, **extra_env: str):
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
-    log.close()
 
 
 async def test_langgraph_dev_runs_kgot_with_a_scripted_model(server):

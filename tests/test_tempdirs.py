@@ -17,6 +17,8 @@ from kgagents import cli
 from kgagents.core import tempdirs
 from kgagents.tools.sandbox import isolation_status
 
+pytestmark = pytest.mark.slow
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 requires_bwrap = pytest.mark.skipif(isolation_status()[0] != "bwrap", reason="no bubblewrap here")
 
@@ -54,6 +56,7 @@ def _run_python(script: Path, temp_dir: Path) -> subprocess.CompletedProcess[str
                           text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 @requires_bwrap
 def test_processes_leave_nothing_in_the_temporary_directory(tmp_path: Path) -> None:
     temp_dir = tmp_path / "tmp"

@@ -108,6 +108,7 @@ def test_a_reply_without_usage_has_unknown_tokens_and_cost_not_zero() -> None:
         "calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "unmeasured_calls": 1}
 
 
+@pytest.mark.slow
 async def test_a_server_that_reports_no_usage_is_an_unknown_cost(tmp_path: Path) -> None:
     from kgagents.nodes.context import Context
     from kgagents.nodes.llm import LLMCaller

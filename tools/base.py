@@ -10,10 +10,11 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError
 
 
-class ToolFailure(RuntimeError):
+class ToolFailure(KGAgentsError, RuntimeError):
     """Raised by a tool for a failure that retrying will not fix (bad arguments, missing file)."""
 
 

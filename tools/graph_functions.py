@@ -175,7 +175,8 @@ class GraphFunctions:
                                "NodeFeature[node_id, feature], NeighbourCheck[node_id, neighbor_type], "
                                "NodeDegree[node_id, neighbor_type] and Finish[answer].", ok=False)
         function, params = functions[name], PARAMETERS[name]
-        missing = [p for p in params if not isinstance(args.get(p), (str, int, float)) or str(args.get(p)).strip() == ""]
+        missing = [p for p in params if not isinstance(args.get(p), (str, int,
+                                                                     float)) or str(args.get(p)).strip() == ""]
         if missing:
             return Observation(f"{name} needs {', '.join(params)}; missing or empty: {', '.join(missing)}.",
                                ok=False)

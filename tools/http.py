@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 import httpx
 
 from kgagents.core.config import get_settings
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import TRANSIENT_STATUS
 from kgagents.tools.base import ToolFailure
 
@@ -71,7 +72,7 @@ class FetchError(ToolFailure):
     """A download failed in a way that retrying will not fix (404, too large, not a web address)."""
 
 
-class TransientFetchError(RuntimeError):
+class TransientFetchError(KGAgentsError, RuntimeError):
     """A download failed in a way that may pass (connection refused, 429, 5xx); tools retry these."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kgagents.core.config import Settings
 from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
@@ -35,7 +35,7 @@ class LLMTool(BaseTool):
     args_schema: type[BaseModel] = LLMToolInput
     env: ToolEnv
 
-    model_config = {"arbitrary_types_allowed": True}
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     def _run(self, query: str) -> str:  # pragma: no cover - the workflows call the async variant
         raise NotImplementedError("llm_query runs asynchronously")

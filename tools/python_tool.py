@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from kgagents.core.config import Settings
 from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
@@ -34,7 +34,7 @@ class RunPythonCodeTool(BaseTool):
     args_schema: type[BaseModel] = RunPythonCodeInput
     sandbox: Sandbox
 
-    model_config = {"arbitrary_types_allowed": True}
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     def _run(self, code: str) -> str:  # pragma: no cover - the workflows call the async variant
         return self._format(self.sandbox.run_sync(code, result_var=None))
@@ -43,7 +43,7 @@ class RunPythonCodeTool(BaseTool):
         return self._format(await self.sandbox.run(code, result_var=None))
 
     @staticmethod
-    def _format(result) -> str:  # noqa: ANN001
+    def _format(result) -> str:
         if result.ok:
             return result.stdout.strip() or "(the code ran and printed nothing; print the values you need)"
         out = f"Error: {result.error}"

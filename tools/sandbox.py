@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.tempdirs import process_dir, remove_tree, short_lived_prefix
 from kgagents.tools import sandbox_runner
 
@@ -166,7 +167,7 @@ class SandboxResult:
     duration_s: float = 0.0
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(KGAgentsError, RuntimeError):
     """No sandbox can be had here (bubblewrap missing or unusable) and weak isolation was not allowed."""
 
 
@@ -993,7 +994,7 @@ async def _outlast(work: Coroutine[Any, Any, None]) -> None:
     task.add_done_callback(_background.discard)
     try:
         await asyncio.shield(task)
-    except BaseException:  # noqa: BLE001, S110 - cancelled again or failed: the work goes on or is done
+    except BaseException:  # noqa: BLE001 - cancelled again or failed: the work goes on or is done
         pass
 
 

@@ -227,7 +227,7 @@ def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
     return 0
 
 
-class RunFailed(RuntimeError):
+class RunFailed(KGAgentsError, RuntimeError):
     """A run stopped with an error; its checkpoints are kept and it can be resumed."""
 
 
@@ -258,7 +258,7 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
         raise RunInterrupted(thread) from exc
     except (ConfigurationError, ValueError):
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure inside the graph: the checkpoints survive
+    except Exception as exc:  # any failure inside the graph: the checkpoints survive
         raise RunFailed(f"the run stopped: {type(exc).__name__}: {exc}\n"
                         f"Its checkpoints are kept; continue it with `kgagents resume {thread}`.") from exc
 

@@ -180,5 +180,6 @@ def cmd_agent_g(args: argparse.Namespace) -> int:
           f"({summary['failed']} failed) in {out}", file=sys.stderr)
     print(f"{summary['agent_examples']} agent example(s): {summary['agent_file']}")
     print(f"{summary['commentor_examples']} commentor example(s): {summary['commentor_file']}")
-    print(f"use them: --set agent_examples={summary['agent_file']} --set commentor_examples={summary['commentor_file']}")
+    print(f"use them: --set agent_examples={summary['agent_file']} "
+          f"--set commentor_examples={summary['commentor_file']}")
     return 0

@@ -6,8 +6,8 @@
 
 :func:`gold_path_steps` writes a scripted chat model's steps for one question of the fixture from its entry (a
 one-hop manifest row: start node and gold hop; a multi-hop entry: start node and the path's hops, see
-:mod:`kgagents.evals.grbench_multihop`) and the graph: the first candidate of every state walks the gold path, and each of
-its steps is conditioned on the observations the real store gave the previous one, so the script only gets to the
+:mod:`kgagents.evals.grbench_multihop`) and the graph: the first candidate of every state walks the gold path, and each
+of its steps is conditioned on the observations the real store gave the previous one, so the script only gets to the
 answer if the store and the workflow behave; the other candidates wander. Nothing is written per question.
 """
 
@@ -193,7 +193,7 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
     rows = [rows] if isinstance(rows, dict) else rows
     graphs = [graphs] * len(rows) if not isinstance(graphs, list) else graphs
     steps: list[dict[str, Any]] = []
-    for row, graph in zip(rows, graphs):
+    for row, graph in zip(rows, graphs, strict=True):
         steps += (_agent_steps(row, graph, action_format, max_actions) if interaction == "agent"
                   else _explore_steps(row, graph))
     return steps + GENERIC_STEPS

@@ -60,10 +60,9 @@ def run_limits(workflow: str, values: dict[str, Any], *, dataset: str | None = N
         notes.append("web search is off: no SERPAPI_API_KEY (or KGAGENTS_SEARCH_API_BASE); the tool executor "
                      "works without the search agent")
     if workflow.startswith("agent-g") and not graph and "crag_api_url" in _context_fields(workflow) and not (
-            values.get("crag_api_url") or os.environ.get("CRAG_SERVER")):
-        if dataset in (None, "crag"):
-            notes.append("CRAG's graph module is off: no CRAG_SERVER (or --set crag_api_url=...); start the "
-                         "mock KG API with `python -m kgagents.tools.crag_api serve` and export CRAG_SERVER")
+            values.get("crag_api_url") or os.environ.get("CRAG_SERVER")) and dataset in (None, "crag"):
+        notes.append("CRAG's graph module is off: no CRAG_SERVER (or --set crag_api_url=...); start the "
+                     "mock KG API with `python -m kgagents.tools.crag_api serve` and export CRAG_SERVER")
     no_grader = grader is None or (isinstance(grader, str) and grader.lower() == "none")
     if scorer in OPTIONAL_GRADER and no_grader:
         notes.append(f"no grader model: {OPTIONAL_GRADER[scorer]}; --grader-model provider:model grades them")

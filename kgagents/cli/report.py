@@ -176,7 +176,8 @@ def format_agent_g(state: dict[str, Any]) -> list[str]:
 
     lines = [f"Exit: {state.get('exit_reason', '(running)')}"]
     if state.get("ranked_ids"):
-        lines.append(f"Ranking: {', '.join(state['ranked_ids'][:20])}" + (" …" if len(state["ranked_ids"]) > 20 else ""))
+        more = " …" if len(state["ranked_ids"]) > 20 else ""
+        lines.append(f"Ranking: {', '.join(state['ranked_ids'][:20])}{more}")
     for it in state.get("iterations") or []:
         retrieval = it.get("retrieval") or {}
         lines += ["", f"Iteration {it.get('t')}:", f"  action: {describe_action(it.get('action') or {})}",

@@ -43,6 +43,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from kgagents.core.extras import require
 
+from kgagents.core.errors import KGAgentsError
+
 _PUT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
         "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
 _WRITES = ("INSERT OR {} INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
@@ -59,7 +61,7 @@ COLUMNS = {"checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "paren
 log = logging.getLogger("kgagents.checkpointer")
 
 
-class UnknownSchema(RuntimeError):
+class UnknownSchema(KGAgentsError, RuntimeError):
     """The SQLite file's tables are not the ones the batched writer writes (another
     langgraph-checkpoint-sqlite)."""
 
@@ -122,7 +124,7 @@ class BatchedSqliteSaver(SqliteSaver):
                     except sqlite3.Error:
                         pass
                     outcomes = [(future, loop, None, exc) if job[2] else (future, loop, result, error)
-                                for (future, loop, result, error), job in zip(outcomes, batch)]
+                                for (future, loop, result, error), job in zip(outcomes, batch, strict=True)]
         by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         for future, loop, result, error in outcomes:
             by_loop.setdefault(loop, []).append((future, result, error))

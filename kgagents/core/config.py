@@ -1,6 +1,7 @@
 """Settings read from the environment and an optional ``.env`` file.
 
-This module is a leaf: every other package may import it, it imports none of ours.
+This module is a leaf: every other package may import it, it imports only the exception root
+(``kgagents.core.errors``).
 Every variable it reads is documented in ``.env.example``.
 """
 
@@ -27,7 +28,7 @@ ROLE_FALLBACKS = {"ark_agent": "graph_executor", "reasoner": "graph_executor", "
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
 
 
-class ConfigurationError(RuntimeError):
+class ConfigurationError(KGAgentsError, RuntimeError):
     """Raised when the user's configuration cannot work; the message says what to set."""
 
 

@@ -10,9 +10,9 @@ import socket
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
-R = TypeVar("R")
+from kgagents.core.errors import KGAgentsError
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 #: Statuses that say a request can never succeed as configured: a rejected key, no access, an unknown model or
@@ -68,7 +68,7 @@ def is_fatal(exc: BaseException) -> bool:
     return status_of(exc) in FATAL_STATUS
 
 
-class ModelUnavailableError(RuntimeError):
+class ModelUnavailableError(KGAgentsError, RuntimeError):
     """The model cannot be used at all: the server rejected the key, knows no such model or endpoint, or
     cannot be reached (connection refused, unknown host) before it ever answered in this process.
 
@@ -99,7 +99,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 _answered: set[str] = set()
 
 
-async def retry_model_call(fn: Callable[[], Awaitable[R]], *, model: str, **options: Any) -> R:
+async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, **options: Any) -> R:
     """:func:`retry_async` for a call of the chat model ``model`` (a key naming the model and its endpoint): a
     refused connection or an unknown host is retried only if this model has answered before in this process
     (otherwise it is raised at once, for the caller to report as :class:`ModelUnavailableError`); a call that
@@ -156,9 +156,9 @@ def retry_after_s(exc: BaseException) -> float | None:
         return None
 
 
-async def retry_async(fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, base_s: float = 1.0,
-                      cap_s: float = 60.0, timeout_s: float | None = None,
-                      retry_if: Callable[[BaseException], bool] = is_transient) -> R:
+async def retry_async[R](fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, base_s: float = 1.0,
+                         cap_s: float = 60.0, timeout_s: float | None = None,
+                         retry_if: Callable[[BaseException], bool] = is_transient) -> R:
     """Await ``fn()``; on an exception that ``retry_if`` accepts, wait with backoff and try again.
 
     Waits at least what a ``Retry-After`` header asks for (up to ``cap_s``). Gives up after ``max_retries``
@@ -170,7 +170,7 @@ async def retry_async(fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, b
             if timeout_s is None:
                 return await fn()
             return await asyncio.wait_for(fn(), timeout=timeout_s)
-        except Exception as exc:  # noqa: BLE001 - classified by retry_if
+        except Exception as exc:  # classified by retry_if
             if attempt >= max_retries or not retry_if(exc):
                 raise
             delay = backoff_delay(attempt, base_s, cap_s)

@@ -38,6 +38,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from kgagents.core.errors import KGAgentsError
+
+__all__ = ["CALL_STAGE", "STAGE_HEADER", "STAGE_HEADER_VARIABLE", "STAGE_KEY", "ScriptExhausted", "ScriptedAPIError",
+           "ScriptedChatModel"]
 
 #: The metadata key that names a call's stage (set by ``kgagents.nodes.llm.LLMCaller`` from the prompt's template).
 STAGE_KEY = "kgagents_stage"
@@ -50,11 +54,11 @@ STAGE_HEADER = "X-KGAgents-Stage"
 STAGE_HEADER_VARIABLE = "KGAGENTS_STAGE_HEADER"
 
 
-class ScriptExhausted(RuntimeError):
+class ScriptExhausted(KGAgentsError, RuntimeError):
     """No step of the script matches the prompt (or every matching step is used up)."""
 
 
-class ScriptedAPIError(RuntimeError):
+class ScriptedAPIError(KGAgentsError, RuntimeError):
     """A failure the script asked for; ``status_code`` lets the LLM layer treat it as an API error."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
@@ -149,21 +153,22 @@ class ScriptedChatModel(BaseChatModel):
         # a request's identity must not change with when the model happened to load its steps
         return {"model_name": self.model_name, "script": self.script_id or self.script_name}
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):
         """Bind tools as OpenAI-style schemas; the reply step decides which tool is called."""
         formatted = [convert_to_openai_tool(t) for t in tools]
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 
     def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
-                               **kwargs: Any):  # type: ignore[override]
+                               **kwargs: Any):
         """Structured output through a forced tool call, whatever ``method`` the caller prefers."""
         return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
 
     def remaining(self) -> list[dict[str, Any]]:
         """Steps with uses left (``times`` > 0 and not exhausted)."""
-        return [s for s, used in zip(self.steps, self._uses) if s.get("times", 1) and used < s.get("times", 1)]
+        return [s for s, used in zip(self.steps, self._uses, strict=True)
+                if s.get("times", 1) and used < s.get("times", 1)]
 
-    def pick(self, prompt: str) -> dict[str, Any]:
+    def next_step(self, prompt: str) -> dict[str, Any]:
         """The step that answers ``prompt`` (its use counted, the prompt recorded in :attr:`calls`)."""
         with self._lock:
             if self.script_path:
@@ -186,7 +191,7 @@ class ScriptedChatModel(BaseChatModel):
                   run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
         prompt = "\n".join(_message_text(m) for m in messages)
         stage = (run_manager.metadata or {}).get(STAGE_KEY) if run_manager is not None else None
-        step = self.pick(f"[stage: {stage}]\n{prompt}" if stage else prompt)
+        step = self.next_step(f"[stage: {stage}]\n{prompt}" if stage else prompt)
         if "raise" in step:
             raise ScriptedAPIError(str(step["raise"]), step.get("status"))
         tool_calls: list[dict[str, Any]] = []
@@ -204,7 +209,8 @@ class ScriptedChatModel(BaseChatModel):
             tool_calls = [{"name": name, "args": step["structured"], "id": f"call_{uuid.uuid4().hex[:12]}",
                            "type": "tool_call"}]
         elif "tool_calls" in step:
-            tool_calls = [{"name": c["name"], "args": c.get("args", {}), "id": c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
+            tool_calls = [{"name": c["name"], "args": c.get("args", {}),
+                           "id": c.get("id") or f"call_{uuid.uuid4().hex[:12]}",
                            "type": "tool_call"} for c in step["tool_calls"]]
         else:
             content = str(step["content"])

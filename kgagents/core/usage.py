@@ -53,8 +53,8 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-sonnet-4-5": {"input": 3.00, "output": 15.00},
     "claude-haiku-4-5": {"input": 1.00, "output": 5.00},
     "claude-opus-4-1": {"input": 15.00, "output": 75.00},
-    # audio transcription (kgagents.tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by token,
-    # with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
+    # audio transcription (kgagents.tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by
+    # token, with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
     "whisper-1": {"per_minute": 0.006},
     "gpt-4o-transcribe": {"input": 6.00, "output": 10.00},
     "gpt-4o-mini-transcribe": {"input": 3.00, "output": 5.00},
@@ -205,7 +205,7 @@ def subtract_usage(total: Usage | None, before: Usage | None) -> Usage:
     with any calls, tokens or audio."""
     out: Usage = {}
     for model, u in (total or {}).items():
-        b = (before or {}).get(model) or {}
+        b: Mapping[str, Any] = (before or {}).get(model) or {}
         delta: dict[str, Any] = {k: u.get(k, 0) - b.get(k, 0) for k in ("calls", "input_tokens", "output_tokens")}
         seconds = float(u.get("audio_seconds", 0.0)) - float(b.get("audio_seconds", 0.0))
         if not (delta["calls"] > 0 or delta["input_tokens"] > 0 or delta["output_tokens"] > 0 or seconds > 0):

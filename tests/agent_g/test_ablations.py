@@ -24,6 +24,7 @@ WRONG_FIRST = decide(1, entities=[("tuberculosis", "disease")], relations=["indi
 RIGHT_SECOND = decide(2, entities=BOTH, relations=["enzyme", "indication"])  # reaches Ivermectin
 
 
+@pytest.mark.slow
 async def test_the_validator_without_its_context(prime):
     steps = [decide(1, entities=BOTH, relations=["enzyme", "indication"]), validate(1, "yes")]
     _, with_context, _ = await run({"question": QUESTION, "graph": prime}, steps, task="retrieval")
@@ -39,6 +40,7 @@ async def test_the_validator_without_its_context(prime):
     assert "<prediction>PJ Morton</prediction>" in validator and "plays keyboards in Maroon 5" not in validator
 
 
+@pytest.mark.slow
 async def test_oracles_need_the_gold_and_nothing_else_keeps_it(prime):
     with pytest.raises(ValueError, match="the oracle ablations need the gold answer"):
         await run({"question": QUESTION, "graph": prime}, [], task="retrieval", oracle_validator=True)
@@ -48,6 +50,7 @@ async def test_oracles_need_the_gold_and_nothing_else_keeps_it(prime):
     assert state["oracle"] is None and len(model.calls) == 2  # dropped at the start; the critic is the LLM
 
 
+@pytest.mark.slow
 async def test_the_oracle_critic_on_a_ranking(prime):
     """No validator or commentor call: the oracle rejects Rifampin (not an answer), names the error from the
     gold (one entity whose ego-graph misses the answer), and accepts Ivermectin."""
@@ -94,6 +97,7 @@ def test_the_oracle_validator_rules():
     assert O.judged_accurate("Accurate.") and not O.judged_accurate("inaccurate") and not O.judged_accurate("")
 
 
+@pytest.mark.slow
 async def test_the_oracle_critic_on_an_answer():
     pages = [{"name": "France", "url": "u", "text": "Paris is the capital of France."}]
     oracle = {"answer": "Paris", "domain": "open", "question_type": "simple", "static_or_dynamic": "static"}
@@ -110,6 +114,7 @@ async def test_the_oracle_critic_on_an_answer():
     assert second["accepted"] and state["final_answer"] == "Paris"
 
 
+@pytest.mark.slow
 async def test_commentor_shots(prime):
     steps = [decide(1, entities=[BOTH[0]], relations=["enzyme"]), validate(1, "no"), comment(1, "missing entity"),
              decide(2, entities=BOTH, relations=["enzyme", "indication"]), validate(2, "yes")]
@@ -123,6 +128,7 @@ async def test_commentor_shots(prime):
         AgentGContext(commentor_shots=-1)
 
 
+@pytest.mark.slow
 def test_per_iteration_metrics_from_one_run(stark_root, tmp_path, capsys):
     """Figure 5 from one run: Rifampin at iteration 1 (rejected), Ivermectin at 2 (accepted), T = 3."""
     script = tmp_path / "s.json"
@@ -156,6 +162,7 @@ async def test_crag_grades_each_iterations_answer_once():
     assert metrics["judge model"] == "other, scripted" and "accuracy t=1" not in scorer.metrics([])
 
 
+@pytest.mark.slow
 async def test_react_with_examples_and_four_steps():
     pages = [{"name": "Band", "url": "u", "text": "PJ Morton plays keyboards in Maroon 5."}]
     steps = [step(r"\[stage: react", times=0, structured={"thought": "read", "action": "search_web"}),

@@ -39,12 +39,14 @@ async def test_cot_uses_no_reference():
     assert state["final_answer"] == "Shakespeare" and "(no reference: no retrieval" in model.calls[0]
 
 
+@pytest.mark.slow
 async def test_text_rag_reads_the_first_batch_of_pages():
-    state, model, _ = await run(B.text_rag, {"question": "What does Ivermectin treat?", "pages": PAGES},
-                                [generate("strongyloidiasis", ".*Ivermectin treats")])
+    state, _, _ = await run(B.text_rag, {"question": "What does Ivermectin treat?", "pages": PAGES},
+                            [generate("strongyloidiasis", ".*Ivermectin treats")])
     assert state["final_answer"] == "strongyloidiasis" and state["iterations"][0]["action"]["batch"] == 0
 
 
+@pytest.mark.slow
 async def test_graph_rag_ranks_the_intersection(prime):
     steps = [decide(1, source="text documents", entities=BOTH, relations=["enzyme", "indication"])]
     state, _, nodes = await run(B.graph_rag, {"question": QUESTION, "graph": prime}, steps, task="retrieval")
@@ -52,6 +54,7 @@ async def test_graph_rag_ranks_the_intersection(prime):
     assert state["ranked_ids"] == ["0"]
 
 
+@pytest.mark.slow
 async def test_hybrid_rag_concatenates_both_modules(prime):
     steps = [decide(1, entities=[("Ivermectin", "drug")], relations=["indication"]),
              generate("strongyloidiasis", ".*Ivermectin → indication → strongyloidiasis.*Ivermectin treats")]
@@ -61,6 +64,7 @@ async def test_hybrid_rag_concatenates_both_modules(prime):
     assert "path" in kinds and "page" in kinds and state["final_answer"] == "strongyloidiasis"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("judgement, module", [("correct", "text"), ("The references are ambiguous.", "graph")])
 async def test_corrective_rag(prime, judgement, module):
     steps = [step(r"\[stage: retrieval evaluator\]", structured={"judgement": judgement}),
@@ -71,6 +75,7 @@ async def test_corrective_rag(prime, judgement, module):
     assert state["final_answer"] == "strongyloidiasis"
 
 
+@pytest.mark.slow
 async def test_react_actions_and_finish(prime):
     steps = [step(r"\[stage: react, step 1\]", structured={"thought": "extract first", "action": "extract",
                                                             "entities": "Ivermectin (drug)",
@@ -84,6 +89,7 @@ async def test_react_actions_and_finish(prime):
     assert state["final_answer"] == "strongyloidiasis"
 
 
+@pytest.mark.slow
 async def test_react_at_its_step_limit_answers_from_the_last_references():
     steps = [step(r"\[stage: react", times=0, structured={"thought": "read", "action": "search_web"}),
              generate("strongyloidiasis")]

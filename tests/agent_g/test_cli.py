@@ -22,6 +22,7 @@ def test_pages_from_files(tmp_path):
         pages_from_files([str(tmp_path / "missing.html")])
 
 
+@pytest.mark.slow
 def test_ask_with_pages_then_show(tmp_path, capsys):
     (tmp_path / "band.html").write_text("<html><head><title>Maroon 5</title></head><body><p>Maroon 5 members: "
                                         "Adam Levine, PJ Morton.</p></body></html>")

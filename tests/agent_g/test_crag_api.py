@@ -169,6 +169,7 @@ def broken():
     httpd.server_close()
 
 
+@pytest.mark.slow
 async def test_malformed_answers_and_timeouts_are_clear_errors(broken):
     with pytest.raises(CragAPIError, match="not JSON") as err:
         await CragAPI(broken + "/text").call("music_get_members", "x")
@@ -192,7 +193,7 @@ def test_calls_files_with_errors_name_the_file_and_the_call(tmp_path):
         load_calls(tmp_path / "missing.json")
     with pytest.raises(ValueError, match=r"call 0 \(api.music_get_members\(\"x\"\)\): no output"):
         load_calls(write([{"call": 'api.music_get_members("x")'}]))
-    with pytest.raises(ValueError, match="call 1 .*no function 'music_get_nothing'"):
+    with pytest.raises(ValueError, match=r"call 1 .*no function 'music_get_nothing'"):
         load_calls(write([{"call": 'api.music_get_members("x")', "output": "{'result': None}"},
                           {"call": 'api.music_get_nothing("x")', "output": "{'result': None}"}]))
     with pytest.raises(ValueError, match="not a Python literal"):
@@ -203,6 +204,7 @@ def test_calls_files_with_errors_name_the_file_and_the_call(tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_serve_by_hand_then_call_and_list(tmp_path):
     port = closed_port()
     calls = tmp_path / "calls.json"

@@ -52,6 +52,7 @@ async def retrieve(url, question, act, **ctx):
     return await crag_graph_retrieval(question, act, AgentGContext(crag_api_url=url, **ctx))
 
 
+@pytest.mark.slow
 async def test_the_members_of_maroon_5_as_ranked_paths(api_url):
     r = await retrieve(api_url, "Who is the lead singer of Maroon 5?",
                        action("music", [("maroon 5", "band")], ["get_members"]), top_k=5)
@@ -66,6 +67,7 @@ async def test_the_members_of_maroon_5_as_ranked_paths(api_url):
     assert sorted(everything["paths"]) == sorted(f"Maroon 5 → music_get_members → {m}" for m in MEMBERS)
 
 
+@pytest.mark.slow
 async def test_linking_exact_names_and_the_nearest_by_similarity(api_url):
     near = await retrieve(api_url, "Who plays in Maroon Five?", action("music", [("Maroon Five", "band")],
                                                                        ["music_get_members"]))
@@ -82,6 +84,7 @@ async def test_linking_exact_names_and_the_nearest_by_similarity(api_url):
     assert not any("Glenda" in p for p in movie["paths"])  # the record of the linked person only
 
 
+@pytest.mark.slow
 async def test_radius_two_resolves_movie_ids(api_url):
     act = action("movie", [("Jason Statham", "person")], ["movie_get_person_info"])
     two = await retrieve(api_url, "Which 1998 crime comedy did Jason Statham act in?", act, radius=2)
@@ -95,6 +98,7 @@ async def test_radius_two_resolves_movie_ids(api_url):
     assert "Jason Statham → movie_get_person_info → acted_movies → 100" in one["paths"]
 
 
+@pytest.mark.slow
 async def test_values_tables_and_functions_of_several_arguments(api_url):
     games = await retrieve(api_url, "How many points did the Bulls score on 2022-10-11?",
                            action("sports", [("Chicago Bulls", "team"), ("2022-10-11", "date")],
@@ -118,6 +122,7 @@ async def test_values_tables_and_functions_of_several_arguments(api_url):
                                      "META → finance_get_pe_ratio → 21.199127"]
 
 
+@pytest.mark.slow
 async def test_every_problem_is_a_note(api_url, monkeypatch):
     monkeypatch.delenv("CRAG_SERVER", raising=False)
     none = await crag_graph_retrieval("Q?", action("music", [("Adele", "artist")]), AgentGContext())
@@ -203,6 +208,7 @@ async def run_agent_g(task, steps, **ctx):
     return state, model
 
 
+@pytest.mark.slow
 async def test_agent_g_answers_from_the_knowledge_graph(api_url):
     steps = [decide(1, entities=[("maroon 5", "band")], relations=["music_get_members"], domain="music",
                     question_type="set", dynamism="slow-changing"),
@@ -221,6 +227,7 @@ async def test_agent_g_answers_from_the_knowledge_graph(api_url):
     assert "finance_get_price_history" in model.calls[0]
 
 
+@pytest.mark.slow
 async def test_the_commentor_reads_the_notes_and_the_agent_switches_to_the_pages(monkeypatch):
     monkeypatch.delenv("CRAG_SERVER", raising=False)
     pages = [{"name": "Maroon 5", "url": "https://example.org/m5",

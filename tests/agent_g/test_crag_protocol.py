@@ -53,6 +53,7 @@ async def test_the_papers_three_way_evaluator():
     assert scorer.metrics([{"grade": ACCURATE}])["judge model"] == "scripted"
 
 
+@pytest.mark.slow
 def test_eval_with_the_papers_evaluator(tmp_path, capsys):
     from kgagents.tools.crag_api import CragMockServer
 
@@ -92,6 +93,7 @@ PAGES = [{"name": f"Page {i}", "url": f"u{i}", "text": f"Maroon 5 fact {i}. " + 
           + f"MARKER-{i}."} for i in range(5)]
 
 
+@pytest.mark.slow
 async def test_the_generator_reads_the_papers_prompt_and_the_whole_batch():
     steps = [decide(1, source="text documents"), step(r"\[stage: generator", content="Final answer: x", times=0),
              validate(1, "yes")]
@@ -127,6 +129,7 @@ def star_graph(folder, spokes: int = 25) -> str:
     return str(folder)
 
 
+@pytest.mark.slow
 async def test_hybrid_rag_keeps_the_pages_beside_many_paths(tmp_path):
     steps = [decide(1, entities=[("Maroon 5", "band")], relations=["performed"]),
              step(r"\[stage: generator", content="Final answer: x", times=0)]
@@ -140,6 +143,7 @@ async def test_hybrid_rag_keeps_the_pages_beside_many_paths(tmp_path):
 # --------------------------------------------------------------------------------------------------------------
 # The text module keeps its place across a graph-module detour
 # --------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_the_next_batch_after_a_detour_to_the_graph(tmp_path):
     pages = [{"name": f"Page {i}", "url": f"u{i}", "text": f"Maroon 5 page {i}."} for i in range(12)]
     steps = [decide(1, source="text documents"), decide(2, source="text documents", next_batch=True),
@@ -154,6 +158,7 @@ async def test_the_next_batch_after_a_detour_to_the_graph(tmp_path):
     assert batches == [("text", 0), ("text", 1), ("graph", None), ("text", 2)]  # not back to batch 0
 
 
+@pytest.mark.slow
 async def test_react_keeps_its_place_too(tmp_path):
     pages = [{"name": f"Page {i}", "url": f"u{i}", "text": f"Maroon 5 page {i}."} for i in range(12)]
     steps = [step(r"\[stage: react, step 1\]", structured={"action": "search_web"}),

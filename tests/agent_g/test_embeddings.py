@@ -101,6 +101,7 @@ def own_instances():
     forget_open_graphs()
 
 
+@pytest.mark.slow
 async def test_exact_unless_ivf_is_asked_for(stark_root, own_instances):
     graph = open_graph(str(stark_root / "skb" / "mag"))
     graph.indexes.ivf_threshold = 3  # as if MAG's 1.9 million nodes: the store's default would be IVF
@@ -115,6 +116,7 @@ async def test_exact_unless_ivf_is_asked_for(stark_root, own_instances):
         AgentGContext(vector_index="hnsw")
 
 
+@pytest.mark.slow
 async def test_a_cut_ego_graph_is_recorded_and_not_called_no_intersection(prime):
     """Uncut, CYP3A4's and tuberculosis's ego-graphs meet at Rifampin (6); cut at two nodes each they do not."""
     question = "Which antibiotic induces CYP3A4 and treats tuberculosis?"
@@ -136,6 +138,7 @@ async def test_a_cut_ego_graph_is_recorded_and_not_called_no_intersection(prime)
         AgentGContext(max_nodes=0)
 
 
+@pytest.mark.slow
 def test_a_cut_is_counted_per_item(stark_root, tmp_path, capsys):
     from kgagents.cli import main
 

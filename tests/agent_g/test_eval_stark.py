@@ -3,6 +3,7 @@ runner scores them with STaRK's metrics (Hit@1, Hit@5, Recall@20, MRR) and write
 
 from __future__ import annotations
 
+import pytest
 import json
 
 from kgagents.cli import main
@@ -35,6 +36,7 @@ def stark_folder(tmp_path):
     return tmp_path / "prime"
 
 
+@pytest.mark.slow
 def test_eval_agent_g_and_text_rag_on_stark(tmp_path, capsys):
     data = stark_folder(tmp_path)
     script = tmp_path / "script.json"

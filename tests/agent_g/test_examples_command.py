@@ -3,6 +3,7 @@ its gold, written where the example settings read them, and read back by a run."
 
 from __future__ import annotations
 
+import pytest
 import json
 
 from kgagents.cli import main
@@ -16,6 +17,7 @@ STEPS = [  # STaRK-PrimeKG's training split: questions 3 and 4 (stark_fixtures.P
            context=".*Which genes does Ivermectin.*The entity or relation is incorrect")]
 
 
+@pytest.mark.slow
 def test_examples_from_the_training_split(stark_root, tmp_path, capsys):
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"steps": STEPS}))

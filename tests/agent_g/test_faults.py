@@ -4,11 +4,14 @@ falls back to the text module, a failed generator says "I don't know", a failed 
 
 from __future__ import annotations
 
+import pytest
 from kgagents.graphs import agent_g
 from kgagents.nodes.agent_g import AgentGContext
 from tests.agent_g.conftest import comment, decide, step, validate
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.slow
 
 #: The first answer is rejected (feedback, a second iteration), later ones are accepted.
 STEPS = [decide("\\d", entities=[("Ivermectin", "drug")], relations=["indication"], domain="encyclopedia", times=0),

@@ -44,6 +44,7 @@ async def test_retrieval_accepted_at_once(prime):
     assert "drug" in model.calls[0] and "enzyme, indication" in model.calls[0]  # the graph's vocabulary
 
 
+@pytest.mark.slow
 async def test_reject_feedback_then_accept(prime):
     steps = [decide(1, entities=[BOTH[0]], relations=["enzyme"]),
              validate(1, "no"),
@@ -61,6 +62,7 @@ async def test_reject_feedback_then_accept(prime):
     assert "iteration 1: source: knowledge graph" in model.calls[3]  # the agent sees its previous action
 
 
+@pytest.mark.slow
 async def test_T_exhausted_returns_the_last_answer(prime):
     steps = [decide("\\d", entities=[BOTH[0]], relations=["enzyme"], times=0), validate("\\d", "No.", times=0),
              comment("\\d", "incorrect entity/relation", times=0)]
@@ -70,6 +72,7 @@ async def test_T_exhausted_returns_the_last_answer(prime):
     assert sorted(state["ranked_ids"]) == ["0", "6"]
 
 
+@pytest.mark.slow
 async def test_module_switch_and_no_intersection(prime):
     steps = [decide(1, entities=[("CYP3A4", "gene/protein"), ("tuberculosis", "disease"),
                                  ("Unobtainium", "drug")], relations=["enzyme", "indication", "cures"]),
@@ -88,6 +91,7 @@ async def test_module_switch_and_no_intersection(prime):
     assert sorted(second["ranked_ids"]) == ["0", "1", "5", "6", "7", "8", "9"]  # every document, ranked by VSS
 
 
+@pytest.mark.slow
 async def test_entities_not_found_and_an_unusable_agent_reply(prime):
     steps = [decide(1, entities=[("zzzz qqqq", "chemical")], relations=["enzyme"]),
              validate(1, "no"), comment(1, "incorrect entity/relation"),
@@ -113,6 +117,7 @@ PAGES = [{"name": f"Page {i}", "url": f"https://example.org/{i}",
              "Maroon 5 members: Adam Levine, Jesse Carmichael, James Valentine, Matt Flynn, PJ Morton."])]
 
 
+@pytest.mark.slow
 async def test_generation_reads_pages_in_batches(tmp_path):
     steps = [decide(1, source="text documents", domain="music", question_type="set", dynamism="slow-changing"),
              step(r"\[stage: generator, iteration 1\]", content="Problems: none.\nFinal answer: Adam Levine"),
@@ -133,6 +138,7 @@ async def test_generation_reads_pages_in_batches(tmp_path):
     assert "Page " in generator_prompt and "<html>" not in generator_prompt  # the HTML was converted
 
 
+@pytest.mark.slow
 async def test_generation_with_reasoning_paths(prime):
     steps = [decide(1, entities=[("Ivermectin", "drug")], relations=["indication"], domain="encyclopedia"),
              step(r"\[stage: generator, iteration 1\].*Ivermectin → indication → strongyloidiasis",
@@ -144,6 +150,7 @@ async def test_generation_with_reasoning_paths(prime):
     assert "Ivermectin → indication → strongyloidiasis → indication → Albendazole" in paths  # radius 2
 
 
+@pytest.mark.slow
 async def test_failing_generator_and_validator_calls_end_in_an_answer(prime):
     steps = [decide("\\d", source="text documents", times=0),
              {"when": r"\[stage: (generator|validator|commentor)", "raise": "down", "status": 500, "times": 0}]
@@ -161,6 +168,7 @@ def test_final_answer_parsing_and_inputs():
         AgentGContext(task="chat")
 
 
+@pytest.mark.slow
 async def test_a_resumed_run_finishes_like_an_uninterrupted_one(prime):
     steps = [decide(1, entities=[BOTH[0]], relations=["enzyme"]), validate(1, "no"), comment(1, "missing entity"),
              decide(2, entities=BOTH, relations=["enzyme", "indication"]), validate(2, "yes")]
@@ -208,6 +216,7 @@ async def test_the_served_graph(prime, tmp_path):
     assert state["ranked_ids"] == ["0"] and agent_g_graph.graph.checkpointer is None
 
 
+@pytest.mark.slow
 def test_pages_are_read_where_they_speak_to_the_question():
     """A long page is cut into passages; the generator reads its passages most similar to the question (not
     its navigation), and pages rank by their best passage; repeated passages are embedded once."""

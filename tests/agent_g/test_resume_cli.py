@@ -4,6 +4,7 @@ references, answers, verdicts, feedback) and the same ranking."""
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import json
 import os
@@ -16,6 +17,8 @@ from kgagents.cli import main
 from kgagents.core.runs import RunRegistry
 from kgagents.graphs.workflows import thread_state
 from tests.agent_g.conftest import QUESTION, comment, decide, validate
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 BOTH = [("CYP3A4", "gene/protein"), ("strongyloidiasis", "disease")]

@@ -30,6 +30,7 @@ def records(folder):
     return {r["id"]: r for r in map(json.loads, (folder / "results.jsonl").read_text().splitlines())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mag", "amazon", "prime"])
 def test_agent_g_follows_gold_paths_on_each_dataset(stark_root, tmp_path, capsys, name):
     script = tmp_path / "script.json"
@@ -51,6 +52,7 @@ def test_agent_g_follows_gold_paths_on_each_dataset(stark_root, tmp_path, capsys
     assert summary["hit@1"] == 1.0 and summary["n"] == len(got)
 
 
+@pytest.mark.slow
 def test_the_text_module_and_the_baseline_rank_only_candidates(stark_root, tmp_path, capsys):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": [decide(1, source="text documents", times=0),
@@ -75,6 +77,7 @@ async def test_scoring_drops_what_is_not_a_candidate(stark_root):
     assert len(scorer.candidates_of(item)) == 5  # MAG's five papers
 
 
+@pytest.mark.slow
 async def test_without_a_dataset_the_graph_says_what_its_candidates_are(stark_root):
     """``kgagents ask --graph skb/mag --set task=retrieval``: no dataset sets ``candidate_types``; the
     imported SKB records MAG's (papers), and both modules keep to them."""

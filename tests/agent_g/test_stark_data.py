@@ -56,7 +56,7 @@ def test_the_generic_layout_needs_split_files_or_all(tmp_path, stark_root):
     shutil.copytree(stark_root / "skb" / "prime" / "processed", folder / "skb")
     (folder / "qa.jsonl").write_text('{"id": 1, "query": "q1", "answer_ids": [0]}\n'
                                      '{"id": 2, "query": "q2", "answer_ids": "[0, 7]"}\n')
-    with pytest.raises(DatasetError, match="no split file .*test.index"):
+    with pytest.raises(DatasetError, match=r"no split file .*test.index"):
         load_dataset("stark", folder)  # the old loader evaluated every question, train and val included
     assert [i.id for i in load_dataset("stark", folder, split="all").items] == ["1", "2"]
     (folder / "split").mkdir()
@@ -67,9 +67,9 @@ def test_the_generic_layout_needs_split_files_or_all(tmp_path, stark_root):
 def test_a_snapshot_with_several_datasets_needs_the_name(stark_root):
     with pytest.raises(StarkDataError, match="say which with --dataset stark-mag, stark-amazon or stark-prime"):
         load_dataset("stark", stark_root)
-    with pytest.raises(DatasetError, match="does not exist. give --data STaRK's files"):
+    with pytest.raises(DatasetError, match=r"does not exist. give --data STaRK's files"):
         load_dataset("stark", stark_root / "nowhere")
-    with pytest.raises(StarkDataError, match="qa has no nosuch/ .it holds amazon, mag, prime."):
+    with pytest.raises(StarkDataError, match=r"qa has no nosuch/ .it holds amazon, mag, prime."):
         load_stark(stark_root, "test", name="nosuch")
 
 

@@ -68,6 +68,7 @@ def test_ask_with_an_attached_graph_then_show(tmp_path, capsys, example):
     assert used == {("Yui Yuigahama", "has pet", "Sablé"), ("Sablé", "animal breed", "dachshund")}
 
 
+@pytest.mark.slow
 def test_the_evaluation_function(tmp_path, any_question_script, capsys, embedder):
     parser = argparse.ArgumentParser()
     add_eval_arguments(parser)
@@ -103,6 +104,7 @@ def test_the_evaluation_needs_a_model(tmp_path, capsys):
         run_eval(args)
 
 
+@pytest.mark.slow
 def test_the_general_eval_command_runs_ark_on_cr_lt(tmp_path, any_question_script, capsys, embedder):
     from kgagents.evals.colota import DATA_DIR
 
@@ -139,6 +141,7 @@ def test_the_papers_protocol_is_table_iii():
         dataset_protocol("colota", "paper")
 
 
+@pytest.mark.slow
 def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_question_script, capsys, embedder,
                                                                 monkeypatch):
     """The paper's protocol, with 2 runs instead of 30 in its first leg: each leg in its own folder at its
@@ -172,6 +175,7 @@ def test_the_protocol_runs_each_leg_seeded_and_prints_table_iii(tmp_path, any_qu
     assert "100.00 ± 0.00" in table and table.split("\n", 2)[2] in printed
 
 
+@pytest.mark.slow
 def test_a_final_answer_that_failed_for_good_is_a_failed_run_not_an_abstention(tmp_path, capsys, embedder):
     """The docs promise it: a run without the agent's answer is left out of the answer rate and reliability. A
     final-answer call that kept failing used to be counted as an abstention (answer rate 0, reliability 1)."""

@@ -44,6 +44,7 @@ def test_cr_lt_defects_are_reported():
     assert missing == sorted(["S6", "S48", "S62", "S106", "S109", "S130", "S138", "S169"])
 
 
+@pytest.mark.slow
 def test_cr_lt_selection():
     assert [q.id for q in load_cr_lt(ids=["S3", "S1"])] == ["S1", "S3"]
     assert [q.id for q in load_cr_lt(limit=2)] == ["S1", "S2"]
@@ -62,6 +63,7 @@ def test_cr_lt_bad_files_are_clear_errors(tmp_path):
         load_cr_lt(tmp_path, with_gold=False)
 
 
+@pytest.mark.slow
 def test_colota_seeds_and_defects():
     qa = load_colota("qa")
     assert len(qa) == 200 and qa[0].id == "S1" and all(isinstance(q.answer, bool) for q in qa)
@@ -96,7 +98,7 @@ def test_the_newest_cr_lt_qa_file_names_its_defect(tmp_path):
     broken.write_text(text.replace('"Jordan Motor Car Company": "Q1703639"\n',
                                    '"Jordan Motor Car Company": "Q1703639"\n      "Kaká": "Q531814"\n', 1),
                       encoding="utf-8")
-    with pytest.raises(CoLoTaDataError, match="not valid JSON.*misses a comma in S33"):
+    with pytest.raises(CoLoTaDataError, match=r"not valid JSON.*misses a comma in S33"):
         load_cr_lt_kgqa("qa", tmp_path)
 
 
@@ -104,7 +106,8 @@ def test_gold_triples_resolve_against_the_subgraph():
     q = KGQAQuestion(id="X", question="?", answer=True, gold_triples=[
         "(Horsens, population, 59,449)", "1- (Big, Town, located in, Small, Land)", "(Nobody, knows, x)",
         "(Mike Mitchell, date of birth, 18 October 1970)", "(E, candidate, Barack Obama {votes received, 1})"])
-    graph = [["Horsens", "+59449", {"relation": "population"}], ["Big, Town", "Small, Land", {"relation": "located in"}],
+    graph = [["Horsens", "+59449", {"relation": "population"}],
+             ["Big, Town", "Small, Land", {"relation": "located in"}],
              ["Mike Mitchell", "+1970-10-18T00:00:00Z", {"relation": "date of birth"}],
              ["E", "Barack Obama", {"relation": "candidate", "votes received": "+1"}]]
     found = [(t.head, t.relation, t.tail) for t in resolve_gold_triples(q, graph)]

@@ -57,6 +57,7 @@ def gold_script(question: KGQAQuestion, graph: StaticKG) -> tuple[list[dict], li
     return steps, expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("question", FOLLOWABLE, ids=[q.id for q in FOLLOWABLE])
 async def test_the_gold_path_is_retrieved_and_selected(question):
     graph = graph_from_edges(question.graph)

@@ -71,7 +71,8 @@ async def test_valid_path_continues_then_stops(example, keys):
     # step 10 resets the context to system prompt + question + summary: step 2 starts without step 1's messages
     step2_anchor = model.calls[3]
     assert "[stage: reasoning step 2, select anchor, attempt 1]" in step2_anchor
-    assert "Summary of the 1 reasoning step(s) so far" in step2_anchor and "(Yui Yuigahama, has pet, Sablé)" in step2_anchor
+    assert "Summary of the 1 reasoning step(s) so far" in step2_anchor
+    assert "(Yui Yuigahama, has pet, Sablé)" in step2_anchor
     assert "triple(s) of" not in step2_anchor and "outgoing relation(s)" not in step2_anchor
     assert state["messages"][0].type == "system" and state["messages"][1].content.startswith("Question:")
     assert "Summary of the 2 reasoning step(s)" in state["messages"][2].content

@@ -57,6 +57,7 @@ def builds(monkeypatch) -> list[str]:
     return done
 
 
+@pytest.mark.slow
 async def test_concurrent_runs_share_one_graph_one_build_and_one_index(example, keys, graph_file, builds):
     registry.forget_open_graphs()
     graph = compile_graph(InMemorySaver())
@@ -81,6 +82,7 @@ def _rss_kb() -> int:
     return 0
 
 
+@pytest.mark.slow
 def test_a_second_run_costs_no_memory(tmp_path):
     """Opening a graph again (as a second run does) maps the same pages: resident memory does not grow."""
     path = tmp_path / "big.jsonl"
@@ -100,6 +102,7 @@ def test_a_second_run_costs_no_memory(tmp_path):
     assert _rss_kb() - before < 2_000  # kB: nothing per run beyond the lookups' own garbage
 
 
+@pytest.mark.slow
 async def test_checkpoints_hold_the_reference_and_never_the_graph(example, keys, graph_file, tmp_path):
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "runs.sqlite")) as saver:
         graph = compile_graph(saver)

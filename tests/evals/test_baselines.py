@@ -210,6 +210,7 @@ def two_questions(n: int = 2) -> Dataset:
     return Dataset(name="tiny", split="validation", items=items, scorer="gaia", group_label="Level")
 
 
+@pytest.mark.slow
 async def test_eval_the_baselines_over_a_kgot_evaluation(tmp_path):
     """The paper's comparison: KGoT first, then simple RAG and GraphRAG over its results directory, each item
     reading the KGoT run of the same question."""

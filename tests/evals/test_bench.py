@@ -135,6 +135,7 @@ def test_the_latency_server_runs_in_its_own_process_and_answers_after_its_latenc
     assert proc.poll() is not None and server.base_url  # stopped with the block
 
 
+@pytest.mark.slow
 async def test_paths_side_by_side():
     """Several model paths in one run: each its own baseline, the paths taking turns at each C."""
     from kgagents.evals.bench_batch import compare_paths, compared_markdown

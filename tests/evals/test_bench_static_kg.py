@@ -36,6 +36,7 @@ def _sha(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_the_generator_is_deterministic_for_a_seed(tmp_path):
     a = generate(tmp_path / "a", nodes=500, edges=4_000, seed=3, samples=50)
     b = generate(tmp_path / "b", nodes=500, edges=4_000, seed=3, samples=50)
@@ -45,6 +46,7 @@ def test_the_generator_is_deterministic_for_a_seed(tmp_path):
     assert a.degree == b.degree and a.relations == b.relations
 
 
+@pytest.mark.slow
 def test_the_graph_is_grbench_shaped_with_heavy_tails_and_realistic_strings(small):
     graph, _ = small
     data = json.loads(Path(graph.path).read_text(encoding="utf-8"))
@@ -97,6 +99,7 @@ def test_bad_sizes_are_clear_errors(tmp_path, kwargs, message):
         generate(tmp_path, **kwargs)
 
 
+@pytest.mark.slow
 def test_the_compact_store_answers_like_the_dicts_and_networkx(small):
     graph, folder = small
     stores = {}
@@ -147,7 +150,8 @@ def test_ivf_recall_against_exact_search(tmp_path):
 @pytest.mark.slow
 def test_a_tiny_run_end_to_end(tmp_path, capsys):
     out, work = tmp_path / "result.json", tmp_path / "work"
-    code = main(["--scales", "300:3000", "--stores", "dicts", "compact", "--nodes", "0", "--lookups", "300", "--egos", "10", "--nearest", "4",
+    code = main(["--scales", "300:3000", "--stores", "dicts", "compact", "--nodes", "0", "--lookups", "300", "--egos",
+                 "10", "--nearest", "4",
                  "--nearest-max-nodes", "1000", "--ivf-vectors", "1", "--ivf-data", "names", "--ivf-queries", "10",
                  "--nprobes", "4", "--workdir", str(work), "--out", str(out)])
     assert code == 0 and not work.exists(), "the work folder is removed without --keep"

@@ -24,6 +24,7 @@ def simpleqa_csv(path):
     return path
 
 
+@pytest.mark.slow
 def test_eval_then_resume_then_report(tmp_path, capsys):
     data = simpleqa_csv(tmp_path / "simpleqa.csv")
     steps = kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "I don't know"})
@@ -71,6 +72,7 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     assert "not an evaluation directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_eval_ark_on_the_packaged_cr_lt_with_runs_and_temperature(tmp_path, capsys):
     """The issue's command: no --data (CR-LT ships with kgagents), --temperature, the paper's metrics printed."""
     from tests.ark import script as A

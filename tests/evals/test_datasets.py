@@ -41,14 +41,14 @@ def test_gaia_from_the_hugging_face_layout(tmp_path):
 
 
 def test_gaia_errors_say_what_to_do(tmp_path):
-    with pytest.raises(DatasetError, match="needs --data PATH.*gated"):
+    with pytest.raises(DatasetError, match=r"needs --data PATH.*gated"):
         load_dataset("gaia", None)
     with pytest.raises(DatasetError, match="does not exist"):
         load_dataset("gaia", tmp_path / "nope")
-    with pytest.raises(DatasetError, match="no metadata.jsonl or metadata.parquet for split 'validation'"):
+    with pytest.raises(DatasetError, match=r"no metadata.jsonl or metadata.parquet for split 'validation'"):
         load_dataset("gaia", tmp_path)
     gaia_tree(tmp_path / "noattach", attachment=False)
-    with pytest.raises(DatasetError, match="attachment 'b2.csv' of task b2 is missing"):
+    with pytest.raises(DatasetError, match=r"attachment 'b2.csv' of task b2 is missing"):
         load_dataset("gaia", tmp_path / "noattach")
     with pytest.raises(DatasetError, match="has no split 'train'"):
         load_dataset("gaia", tmp_path, split="train")
@@ -96,12 +96,13 @@ def test_simpleqa_csv(tmp_path):
 def test_simpleqa_errors(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("question,answer\nq,a\n")
-    with pytest.raises(DatasetError, match="lacks the column.*problem"):
+    with pytest.raises(DatasetError, match=r"lacks the column.*problem"):
         load_dataset("simpleqa", bad)
-    with pytest.raises(DatasetError, match="no simple_qa_test_set.csv"):
+    with pytest.raises(DatasetError, match=r"no simple_qa_test_set.csv"):
         load_dataset("simpleqa", tmp_path)
 
 
+@pytest.mark.slow
 def test_a_seeded_sample_of_the_items(tmp_path):
     """The KGoT paper's 10 % of SimpleQA: 433 of its 4,326 questions, the same ones for the same seed, in order."""
     rows = [["{}", f"Question {i}?", f"answer {i}"] for i in range(4326)]
@@ -124,6 +125,7 @@ def test_registered_datasets():
     assert {"gaia", "simpleqa"} <= set(DATASETS)
 
 
+@pytest.mark.slow
 def test_gaia_from_a_parquet_metadata_file(tmp_path):
     """The same records as metadata.parquet: plain values come back (None for a missing file name, a dict for the
     annotator metadata), and the attachment is found next to it."""
@@ -149,5 +151,5 @@ def test_gaia_from_a_parquet_metadata_file(tmp_path):
     assert ds.items[0].meta == {"annotator": {"Steps": "count", "Tools": "none"}} and ds.items[1].meta == {}
 
     (folder / "metadata.parquet").write_bytes(b"PAR1 not really a parquet file")
-    with pytest.raises(DatasetError, match="metadata.parquet is not a readable Parquet file"):
+    with pytest.raises(DatasetError, match=r"metadata.parquet is not a readable Parquet file"):
         load_dataset("gaia", tmp_path)

@@ -13,6 +13,8 @@ from kgagents.evals.distributed import evaluate_distributed
 from kgagents.evals.runner import EvalOptions
 from tests.evals.helpers import tiny_gaia
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

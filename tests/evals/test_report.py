@@ -39,6 +39,7 @@ async def two_evaluations(tmp_path):
                    tiny_gaia(4))
 
 
+@pytest.mark.slow
 async def test_report_compares_directories(tmp_path):
     await two_evaluations(tmp_path)
     path = build_report([tmp_path / "kgot", tmp_path / "zs"], tmp_path / "report",
@@ -87,6 +88,7 @@ def fusion_steps() -> list[dict]:
             S.step(both(S.PARSE, "ANS 2"), times=0, structured={"final_answer": "2"})]
 
 
+@pytest.mark.slow
 async def test_fusion_reports_the_ideal_fusion_beside_the_majority(tmp_path):
     """KGoT §5.1: the ideal fusion counts a task as solved when any variant solved it (Figure 13, Table 1)."""
     items = [Item(id="seven", question="Question A: which number?", gold="7", group="Level 1"),
@@ -117,6 +119,7 @@ async def test_fusion_reports_the_ideal_fusion_beside_the_majority(tmp_path):
     assert "| Level 2 | 0/1 (0.0%) | 1/1 (100.0%) |" in text  # Table 1's fusion row, per level
 
 
+@pytest.mark.slow
 async def test_ideal_fusion_of_separate_runs(tmp_path):
     """The paper simulates fusion from single runs: `kgagents report A B --ideal-fusion`."""
     await two_evaluations(tmp_path)
@@ -126,6 +129,7 @@ async def test_ideal_fusion_of_separate_runs(tmp_path):
     assert f"| KGoT + Zero-shot | 4 | 4 | 100.0% | ${kgot.cost + zs.cost:.4f} |" in text
 
 
+@pytest.mark.slow
 async def test_a_fuzzed_evaluation_reports_its_degraded_items(tmp_path):
     """Through the real OpenAI client against a server that answers 30 % of the calls with faults: the items
     whose calls failed for good carry their failures in results.jsonl, and the report counts them beside the

@@ -60,6 +60,7 @@ async def test_cost_accounting_per_model(tmp_path):
     assert result.metrics["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in result.records))
 
 
+@pytest.mark.slow
 async def test_failing_item_never_stops_the_batch_and_can_be_retried_from_its_checkpoint(tmp_path):
     model = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS, fail={"Q2": "the provider is down"}))
     first = await evaluate(options(tmp_path, model, concurrency=2), tiny_gaia(4))
@@ -86,6 +87,7 @@ async def test_failing_item_never_stops_the_batch_and_can_be_retried_from_its_ch
     assert len(lines) == 5  # the failed line stays as history; the last line per item wins
 
 
+@pytest.mark.slow
 async def test_resume_after_interruption_pays_nothing_twice(tmp_path):
     """Cancel a real evaluation while one item waits inside its solve step, then run the same evaluation."""
     dataset = tiny_gaia(4)
@@ -148,9 +150,9 @@ async def test_a_rerun_with_another_model_or_setting_is_refused_and_nothing_is_r
     assert json.loads(manifest)["models"] == {"graph_executor": "model-a", "tool_executor": "model-a",
                                               "tools": "model-a"}
     other = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS), model_name="model-b")
-    with pytest.raises(ValueError, match="graph_executor': 'model-a'.*'model-b'.*Use another --out"):
+    with pytest.raises(ValueError, match=r"graph_executor': 'model-a'.*'model-b'.*Use another --out"):
         await evaluate(options(tmp_path, other), tiny_gaia(2))
-    with pytest.raises(ValueError, match="context: .*max_iterations"):
+    with pytest.raises(ValueError, match=r"context: .*max_iterations"):
         other_limit = Context(model=first, **{**FAST, "max_iterations": 3})
         await evaluate(options(tmp_path, first, context=other_limit), tiny_gaia(2))
     with pytest.raises(ValueError, match="seed: None there, 7 now"):
@@ -160,6 +162,7 @@ async def test_a_rerun_with_another_model_or_setting_is_refused_and_nothing_is_r
     assert again.skipped == 2 and again.ran == 1
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_another_model_from_the_environment_too(tmp_path, monkeypatch, capsys):
     """The model may come from KGAGENTS_MODEL rather than --model: the manifest records the resolved one."""
     from kgagents.cli import main

@@ -13,8 +13,8 @@ Tests queue what the next requests get, in order:
 A request for ``n`` choices gets ``n`` copies of its step's message (``choices`` steps give theirs as they are).
 POST /v1/embeddings answers every input with a deterministic vector (:func:`fake_embedding`: words hashed into
 ``embedding_dim`` buckets, normalised), refusing an input longer than ``embedding_max_chars`` with OpenAI's
-context-length error. Each POST /v1/chat/completions takes the next step; when none is left the server answers 400 with a message
-that says so (not a 5xx, which the client would retry), unless a :class:`FaultPolicy` answers it
+context-length error. Each POST /v1/chat/completions takes the next step; when none is left the server answers 400 with
+a message that says so (not a 5xx, which the client would retry), unless a :class:`FaultPolicy` answers it
 (:meth:`FakeOpenAIServer.answer_with`): a seeded share of faults of every kind (500, 429, a stall, a cut or
 non-JSON body, a reply that breaks the requested schema), otherwise what a *responder* says, e.g.
 :func:`script_responder`, which answers from a :class:`~kgagents.core.scripted.ScriptedChatModel` script. Every
@@ -496,7 +496,7 @@ def script_responder(steps: list[dict[str, Any]]) -> Responder:
 
     def respond(request: RecordedRequest) -> Step:
         try:
-            step = model.pick(request.prompt)
+            step = model.next_step(request.prompt)
         except ScriptExhausted as exc:
             return Step("error", status=400, message=str(exc))
         if "raise" in step:

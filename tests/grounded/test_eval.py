@@ -38,6 +38,7 @@ def script_for(tmp_path, extra=()) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     script = script_for(tmp_path, extra=[
         {"when": r"\[stage: rag answer\].*Patient-Specific", "times": 0, "content": "Yang Yang"},
@@ -66,7 +67,8 @@ def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     report = (out["grounded"] / "report.md").read_text()
     assert "as the paper's Table 1" in report
     table = report.split("as the paper's Table 1")[1]
-    assert "| Graph-ToT agent (select), scripted" in table.replace(f":{script}", "") or "Graph-ToT agent (select)" in table
+    assert ("| Graph-ToT agent (select), scripted" in table.replace(f":{script}", "")
+            or "Graph-ToT agent (select)" in table)
     assert "| method | dblp | cost / question | mean runtime (s) |" in table
     assert "100.00 (100.00)" in table and "Graph-RAG" in table and "Text-RAG" in table
     # the paper's Figure 14: DBLP templates 0-2 are easy (one hop), template 1 too
@@ -75,6 +77,7 @@ def test_eval_grounded_and_baselines_with_the_table1_report(tmp_path, capsys):
     assert "| method | easy | medium | hard |" in figure and "100.00 (100.00) [n=4] | – | – |" in figure
 
 
+@pytest.mark.slow
 def test_gpt4score_s_judge_is_the_paper_s_unless_named_and_a_failed_judgement_is_not_judged(tmp_path, capsys):
     from kgagents.evals.datasets import load_dataset as load
     from kgagents.evals.grbench import PAPER_JUDGE
@@ -179,7 +182,7 @@ def test_a_user_grbench_folder(tmp_path):
     with pytest.raises(ValueError, match="cannot tell the GRBench domain"):
         load_grbench(elsewhere, "auto")
     assert load_grbench(elsewhere, "goodreads")[0].id == "goodreads-0"
-    with pytest.raises(ValueError, match="no graph.json"):
+    with pytest.raises(ValueError, match=r"no graph.json"):
         load_grbench(tmp_path / "empty", "dblp")
     (folder / "data.json").write_text("{not json\n")
     with pytest.raises(ValueError, match="line 1: not valid JSON"):
@@ -187,6 +190,7 @@ def test_a_user_grbench_folder(tmp_path):
     assert rouge_l("Ann Lee", "Ann Lee")["fmeasure"] == 1.0
 
 
+@pytest.mark.slow
 def test_ask_show_and_the_thought_graph_page(tmp_path, capsys):
     from kgagents.evals.grbench import fixture_graph, fixture_questions
 
@@ -208,6 +212,7 @@ def test_ask_show_and_the_thought_graph_page(tmp_path, capsys):
     assert code == 2 and "no preset 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_an_evaluation_without_a_grader_says_so_at_its_start_and_reports_not_graded(tmp_path, capsys):
     """With ``--grader-model none`` GPT4Score is not asked: the start says what is off, and the report shows
     "not graded" where the accuracy would be — never 0 %."""

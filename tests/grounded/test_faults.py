@@ -4,6 +4,7 @@ a candidate whose call failed is recorded as failed and the search goes on."""
 
 from __future__ import annotations
 
+import pytest
 from kgagents.graphs import grounded
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.nodes.state import NO_SOLUTION
@@ -11,13 +12,16 @@ from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_se
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.grounded.conftest import step
 
+pytestmark = pytest.mark.slow
+
 ANSWER = "Ann Lee, Bo Chen"
 STEPS = [
     step(r"\[stage: agent thought, step 1, candidate 1 ", times=0, content="Find the paper."),
     step(r"\[stage: agent thought, step 1, candidate [23] ", times=0, content="Look at the venue."),
     step(r"\[stage: agent action, step 1\b.*Thought 1: Find the paper", times=0,
          tool_calls=[{"name": "RetrieveNode", "args": {"keyword": "Deep Graphs"}}]),
-    step(r"\[stage: agent action, step 1\b", times=0, tool_calls=[{"name": "RetrieveNode", "args": {"keyword": "KDD"}}]),
+    step(r"\[stage: agent action, step 1\b", times=0,
+         tool_calls=[{"name": "RetrieveNode", "args": {"keyword": "KDD"}}]),
     step(r"\[stage: selection vote, depth 1\]", times=0, structured={"analysis": "choice 1 found the paper",
                                                                     "best": [1, 3]}),
     step(r"\[stage: agent thought, step [23]\b", times=0, content="Now finish."),

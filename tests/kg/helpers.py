@@ -46,7 +46,8 @@ def context(backend: Backend, model: Any, tmp_path: Path, **kw: Any) -> Context:
 
 
 async def run(backend: Backend, tmp_path: Path, steps: list[dict[str, Any]], *, thread: str = "t1",
-              checkpointer: Any = None, question: str = QUESTION, **ctx: Any) -> tuple[dict[str, Any], ScriptedChatModel]:
+              checkpointer: Any = None, question: str = QUESTION,
+              **ctx: Any) -> tuple[dict[str, Any], ScriptedChatModel]:
     model = ScriptedChatModel(steps=steps)
     graph = compile_graph(checkpointer or InMemorySaver())
     config = {"configurable": {"thread_id": thread}, "recursion_limit": 200}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from kgagents.nodes.cleanup import CLEANUP_WRITE_ID, NoiseRemoval, RelationshipRef, checked_proposal
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
@@ -24,6 +25,7 @@ def noisy_script(language: str, removal: dict) -> list[dict]:
             *S.need_math(True), *S.math("print(23 + 42)"), S.step(S.PARSE, times=0, structured={"final_answer": "65"})]
 
 
+@pytest.mark.slow
 async def test_irrelevant_and_duplicate_nodes_are_removed_before_solving(backend: Backend, tmp_path):
     removal = {"remove_nodes": ["weather", "array_copy", "no_such_node"],
                "remove_relationships": [], "reason": "the weather is irrelevant; array_copy duplicates array"}
@@ -44,6 +46,7 @@ async def test_irrelevant_and_duplicate_nodes_are_removed_before_solving(backend
         assert backend.peek("t1") == state["kg"]
 
 
+@pytest.mark.slow
 async def test_relationships_alone_and_nothing_to_remove(backend: Backend, tmp_path):
     rel = {"remove_nodes": [], "remove_relationships": [{"source": "array_copy", "type": "SORTED_AS",
                                                          "target": "sorted_array"}], "reason": "a stray link"}

@@ -28,6 +28,7 @@ def kgagents(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["networkx", "falkordb", "sparql"])
 def test_demo_prints_65_offline_and_show_writes_the_kg(tmp_path, backend):
     """The embedded defaults: FalkorDB from falkordblite, the in-memory pyoxigraph store."""

@@ -69,6 +69,7 @@ def neo4j_in_disguise(backend: Backend, monkeypatch: pytest.MonkeyPatch, *, apoc
     monkeypatch.setattr(cypher_store.server_for(config), "dialect", bolt_dialect("Neo4j/5.26.0", apoc=apoc))
 
 
+@pytest.mark.slow
 async def test_each_server_gets_its_dialect(cypher_backend: Backend, tmp_path, monkeypatch):
     store = cypher_backend.open(f"dialect-{uuid.uuid4().hex[:6]}", None, tmp_path)
     expected = {"neo4j": ARCADEDB, "falkordb": FALKORDB}.get(cypher_backend.case)
@@ -87,6 +88,7 @@ async def test_each_server_gets_its_dialect(cypher_backend: Backend, tmp_path, m
         assert "This is ArcadeDB" in guide and "You can use EXISTS { }" in guide and "Not available here: APOC" in guide
 
 
+@pytest.mark.slow
 async def test_neo4j_gets_the_papers_whole_dialect(cypher_backend: Backend, tmp_path, monkeypatch):
     if cypher_backend.backend != "neo4j":
         pytest.skip("a Bolt server")
@@ -133,6 +135,7 @@ FIXED = "MATCH (a:Author {name: 'Lewis Carroll'}) MERGE (b:Book {title: 'Alice i
 YEAR = "MERGE (y:Year {value: 1865})"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("as_neo4j", [False, True])
 async def test_a_failing_statement_is_fixed_alone(cypher_backend: Backend, tmp_path, monkeypatch, as_neo4j):
     """The authors' controller runs each insert query on its own, fixing only the one that fails."""
@@ -154,6 +157,7 @@ async def test_a_failing_statement_is_fixed_alone(cypher_backend: Backend, tmp_p
     assert [(r["type"]) for r in state["kg"]["relationships"]] == ["WROTE"]
 
 
+@pytest.mark.slow
 async def test_a_statement_that_cannot_be_fixed_is_dropped_alone(cypher_backend: Backend, tmp_path):
     code = f"{AUTHOR};\n{BROKEN};\n{YEAR}"
     state, _ = await run(cypher_backend, tmp_path, statement_steps(code, [BROKEN, BROKEN]), question=QUESTION,
@@ -167,6 +171,7 @@ async def test_a_statement_that_cannot_be_fixed_is_dropped_alone(cypher_backend:
     assert cypher_backend.db_snapshot(store) == state["kg"]
 
 
+@pytest.mark.slow
 async def test_a_fix_that_never_parses_drops_its_statement_alone(cypher_backend: Backend, tmp_path):
     """Appendix B.4.1: the fix's reply breaks its schema; that is logged, the broken statement is bypassed and
     the statement after it still runs."""

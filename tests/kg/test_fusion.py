@@ -30,7 +30,8 @@ def fusion_steps(direct_answer: str = "65") -> list[dict]:
              *S.votes("INSERT", 0, when_extra="SortedArray", unless="Label: Total"),
              *S.votes("RETRIEVE", 0, when_extra="Label: Total"), *S.merge(times=0),
              S.step(S.DEFINE_TOOLS, unless="SortedArray", times=0,
-                    tool_calls=[{"name": "run_python_code", "args": {"code": "print(sorted([42, 23, 2, 88, 37, 15]))"}}]),
+                    tool_calls=[{"name": "run_python_code",
+                                 "args": {"code": "print(sorted([42, 23, 2, 88, 37, 15]))"}}]),
              S.step(S.DEFINE_TOOLS + ".*SortedArray", times=0,
                     tool_calls=[{"name": "run_python_code", "args": {"code": "print(23 + 42)"}}])]
     for language, code in CODE.items():
@@ -59,6 +60,7 @@ async def fuse(tmp_path, variants, steps, thread="fusion-1", **ctx):
     return state, model
 
 
+@pytest.mark.slow
 async def test_variants_on_every_backend_agree(tmp_path, request, monkeypatch):
     falkordb = request.getfixturevalue("falkordb_server")
     monkeypatch.setenv("FALKORDB_URL", falkordb.url)
@@ -76,6 +78,7 @@ async def test_variants_on_every_backend_agree(tmp_path, request, monkeypatch):
     assert graph_name_for("fusion-1/falkordb:query") != graph_name_for("fusion-1/falkordb:direct")
 
 
+@pytest.mark.slow
 async def test_majority_wins_and_ties_go_to_the_llm(tmp_path):
     state, _ = await fuse(tmp_path, ["networkx:query", "networkx:direct", "sparql:query"], fusion_steps("64"))
     assert state["final_answer"] == "65" and state["tally"] == {"65": 2, "64": 1}
@@ -96,6 +99,7 @@ def test_variant_specs_are_checked():
         parse_variants("networkx:guess")
 
 
+@pytest.mark.slow
 def test_cli_ask_fusion_and_show_kg(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"name": "fusion", "steps": fusion_steps()}))

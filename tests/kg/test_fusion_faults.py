@@ -3,6 +3,7 @@ with an answer or "No solution found", in bounded time, with the variants' usage
 
 from __future__ import annotations
 
+import pytest
 from pathlib import Path
 
 from kgagents.graphs import fusion
@@ -13,6 +14,8 @@ from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_se
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.kg.helpers import QUESTION
 from tests.kg.test_fusion import fusion_steps
+
+pytestmark = pytest.mark.slow
 
 VARIANTS = ["networkx:direct", "networkx:query"]
 #: The fusion tests' script, and a forced solution for a variant that reaches its iteration limit.

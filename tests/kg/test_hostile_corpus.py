@@ -73,10 +73,12 @@ def _own_kg(language: str) -> str:
     return "INSERT DATA { kg:mine a kg:Mine ; kg:note \"attacker\" . }"
 
 
+@pytest.mark.slow
 async def test_the_hostile_corpus_finds_no_way_out(hostile_backend: Backend, tmp_path: Path):
     await _corpus_holds(hostile_backend, tmp_path)
 
 
+@pytest.mark.slow
 async def test_the_database_walls_hold_without_the_query_checks(walled_backend: Backend, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch):
     """The checks are not the wall: with them switched off, a run's database (Bolt), graph (FalkorDB) or sandboxed
@@ -188,6 +190,7 @@ def test_child_servers_hold_no_secret_of_the_application(arcadedb_server, falkor
     assert arcadedb_server.extra["password"] not in Path(f"/proc/{arcadedb_server.proc.pid}/cmdline").read_text()
 
 
+@pytest.mark.slow
 def test_the_arcadedb_engine_itself_refuses_file_and_url_reads_and_long_queries(arcadedb_server, tmp_path):
     """Below the query checks: the embedded server's own settings (a query sent straight through the driver)."""
     import neo4j

@@ -65,6 +65,7 @@ def sparql_peeks(other_graph: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 async def test_attacks_in_one_run_leave_another_runs_kg_intact(backend: Backend, tmp_path):
     code = CODE[backend.language]
     suffix = uuid.uuid4().hex[:6]
@@ -108,6 +109,7 @@ async def test_attacks_in_one_run_leave_another_runs_kg_intact(backend: Backend,
     assert {"array", "sorted_array", "total"} <= {n["id"] for n in backend.db_snapshot(victim)["nodes"]}
 
 
+@pytest.mark.slow
 async def test_concurrent_runs_one_of_which_wipes_the_database(backend: Backend, tmp_path):
     """Two KGoT runs at once; the attacker's LLM writes a wipe-out while the victim is between two writes."""
     events = {name: asyncio.Event() for name in ("victim_wrote", "attacked")}
@@ -220,6 +222,7 @@ async def test_each_run_has_a_database_of_its_own(arcadedb_server, tmp_path, mon
     assert len(backend.db_snapshot(a)["nodes"]) == 2
 
 
+@pytest.mark.slow
 async def test_idle_databases_beyond_the_cap_are_dropped_and_come_back_from_the_state(arcadedb_server, tmp_path,
                                                                                        monkeypatch):
     from kgagents.tools.kg import cypher_store
@@ -241,6 +244,7 @@ async def test_idle_databases_beyond_the_cap_are_dropped_and_come_back_from_the_
     assert len(server._databases) <= 2
 
 
+@pytest.mark.slow
 async def test_a_single_database_server_serves_one_run_at_a_time(arcadedb_server, tmp_path, monkeypatch):
     from kgagents.tools.kg.base import KGError
     from kgagents.tools.kg.stores import release_run
@@ -248,7 +252,7 @@ async def test_a_single_database_server_serves_one_run_at_a_time(arcadedb_server
     backend, _ = _bolt(arcadedb_server, monkeypatch, KGAGENTS_BOLT_LEASE_S="2")
     first = backend.open(f"lease-a-{uuid.uuid4().hex[:6]}", None, tmp_path)
     assert (await first.write(CODE["cypher"]["write_array"])).ok
-    with pytest.raises(KGError, match="single-tenant.*KGAGENTS_BOLT_CONCURRENT=1"):
+    with pytest.raises(KGError, match=r"single-tenant.*KGAGENTS_BOLT_CONCURRENT=1"):
         backend.open(f"lease-b-{uuid.uuid4().hex[:6]}", None, tmp_path)
     # the first run goes on; once it gives the server back, the next run starts at once
     assert (await first.read(CODE["cypher"]["read_sorted"])).ok
@@ -263,6 +267,7 @@ async def test_a_single_database_server_serves_one_run_at_a_time(arcadedb_server
     assert backend.open(f"lease-c-{uuid.uuid4().hex[:6]}", None, tmp_path)
 
 
+@pytest.mark.slow
 async def test_a_kgot_run_gives_a_single_database_server_back_when_it_ends(arcadedb_server, tmp_path, monkeypatch):
     backend, _ = _bolt(arcadedb_server, monkeypatch, KGAGENTS_BOLT_LEASE_S="600")
     first, _ = await run(backend, tmp_path / "1", two_writes("cypher"), thread=f"lease-run-{uuid.uuid4().hex[:6]}")
@@ -270,6 +275,7 @@ async def test_a_kgot_run_gives_a_single_database_server_back_when_it_ends(arcad
     assert first["final_answer"] == second["final_answer"] == "65"
 
 
+@pytest.mark.slow
 async def test_queries_stop_at_the_time_limit(falkordb_server, tmp_path, monkeypatch):
     from tests.kg.conftest import Backend
 

@@ -9,6 +9,8 @@ from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 from tests.kg.helpers import kg_shape, run, two_writes
 
+pytestmark = pytest.mark.slow
+
 EXPECTED_SHAPE = ([("array", ("Array",)), ("sorted_array", ("SortedArray",)), ("total", ("Total",))],
                   [("array", "SORTED_AS", "sorted_array"), ("sorted_array", "SUMS_TO", "total")])
 

@@ -27,9 +27,12 @@ from tests import kgot_script as S
 from tests.kg.conftest import CODE, DB_CASES, Backend, make_backend
 from tests.kg.helpers import QUESTION, context, kg_shape, run, two_writes
 
+pytestmark = pytest.mark.slow
+
 
 async def test_crash_between_database_write_and_checkpoint(backend: Backend, tmp_path, monkeypatch):
-    reference, _ = await run(backend, tmp_path / "ref", two_writes(backend.language), thread=f"ref-{uuid.uuid4().hex[:6]}")
+    reference, _ = await run(backend, tmp_path / "ref", two_writes(backend.language),
+                             thread=f"ref-{uuid.uuid4().hex[:6]}")
     assert reference["final_answer"] == "65"
 
     thread = f"crash-{uuid.uuid4().hex[:6]}"

@@ -35,7 +35,7 @@ from kgagents.tools.kg.sparql_text import SparqlRejected, clean, tokenize
     "PREFIX load: <http://x/> SELECT * WHERE { ?s load:p ?o }",
 ])
 def test_network_keywords_are_refused_however_spelled(query):
-    with pytest.raises(SparqlRejected, match="SERVICE|LOAD"):
+    with pytest.raises(SparqlRejected, match=r"SERVICE|LOAD"):
         clean(query)
 
 

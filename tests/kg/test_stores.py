@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import uuid
 
 from tests.kg.conftest import CODE, Backend
@@ -16,6 +17,7 @@ async def fresh(backend: Backend, tmp_path) -> KGStore:
     return backend.open(thread(), None, tmp_path)
 
 
+@pytest.mark.slow
 async def test_write_read_render_snapshot(backend: Backend, tmp_path):
     code = CODE[backend.language]
     store = await fresh(backend, tmp_path)
@@ -38,6 +40,7 @@ async def test_write_read_render_snapshot(backend: Backend, tmp_path):
     assert snapshot_from_jsonl(snapshot_to_jsonl(snap)) == snap
 
 
+@pytest.mark.slow
 async def test_engine_errors_are_reported_and_change_nothing(backend: Backend, tmp_path):
     code = CODE[backend.language]
     store = await fresh(backend, tmp_path)
@@ -52,6 +55,7 @@ async def test_engine_errors_are_reported_and_change_nothing(backend: Backend, t
     assert empty.ok and empty.empty
 
 
+@pytest.mark.slow
 async def test_reopening_restores_the_state_snapshot(backend: Backend, tmp_path):
     """The state's snapshot is the truth: a write the checkpoint never saw is undone on reopen (resume)."""
     code = CODE[backend.language]
@@ -71,6 +75,7 @@ async def test_reopening_restores_the_state_snapshot(backend: Backend, tmp_path)
     assert backend.db_snapshot(again) == await reopened.snapshot()
 
 
+@pytest.mark.slow
 async def test_clear_and_restore(backend: Backend, tmp_path):
     code = CODE[backend.language]
     store = await fresh(backend, tmp_path)
@@ -102,6 +107,7 @@ async def test_cypher_reads_cannot_write(cypher_backend: Backend, tmp_path):
     assert not result.ok or result.result == [{"one": 1}]
 
 
+@pytest.mark.slow
 async def test_cypher_results_are_compact(cypher_backend: Backend, tmp_path):
     db_backend = cypher_backend
     store = await fresh(db_backend, tmp_path)
@@ -114,6 +120,7 @@ async def test_cypher_results_are_compact(cypher_backend: Backend, tmp_path):
     assert row["l"] == ["SortedArray"]  # no scope label
 
 
+@pytest.mark.slow
 async def test_sparql_rdf_terms(sparql_backend: Backend, tmp_path):
     db_backend = sparql_backend
     store = await fresh(db_backend, tmp_path)
@@ -136,6 +143,7 @@ async def test_sparql_rdf_terms(sparql_backend: Backend, tmp_path):
         assert "Rejected" in ((await store.read(forbidden)).error or "")
 
 
+@pytest.mark.slow
 async def test_a_write_that_fails_half_way_changes_nothing(cypher_backend: Backend, tmp_path):
     """Bolt: one transaction; FalkorDB: the statements that went through are undone from the snapshot."""
     store = await fresh(cypher_backend, tmp_path)

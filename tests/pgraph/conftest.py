@@ -9,6 +9,10 @@ import pytest
 
 from kgagents.tools.pgraph import load_embedder
 
+# Database servers for the Cypher backend of the store: the package-scoped servers of the task-KG tests (one
+# ArcadeDB Bolt server and one FalkorDB server for this package's tests, started when a test first needs one).
+from tests.kg.conftest import _apply_env, arcadedb_server, falkordb_server, make_backend  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def embedder():
@@ -20,11 +24,6 @@ def embedder():
 def ark_example() -> dict:
     """The ARK-V1 example: CoLoTa S2 "Is Yui Yuigahama's pet a corgi?" with its real 32-edge subgraph."""
     return json.loads((resources.files("kgagents") / "data" / "ark" / "example_data.json").read_text("utf-8"))
-
-
-# Database servers for the Cypher backend of the store: the package-scoped servers of the task-KG tests (one
-# ArcadeDB Bolt server and one FalkorDB server for this package's tests, started when a test first needs one).
-from tests.kg.conftest import _apply_env, arcadedb_server, falkordb_server, make_backend  # noqa: F401
 
 
 @pytest.fixture(params=["neo4j", "falkordb"])

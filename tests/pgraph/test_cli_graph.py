@@ -20,6 +20,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 def test_import_info_show_export(capsys, tmp_path):
     code, out, err = run(capsys, "graph", "import", str(CR_LT), "--merge", "--name", "crlt")
     assert code == 0 and out.strip() == "crlt" and "fingerprint" in err
@@ -50,6 +51,7 @@ def test_a_record_of_a_file_of_many_graphs(capsys, tmp_path):
     assert json.loads(out)["edges"] == 32
 
 
+@pytest.mark.slow
 def test_clear_errors(capsys, tmp_path):
     code, _, err = run(capsys, "graph", "info", "nothing-here")
     assert code == 2 and "no graph named or at 'nothing-here'" in err
@@ -70,6 +72,7 @@ def test_usage_errors(argv, capsys):
         main(argv)
 
 
+@pytest.mark.slow
 def test_ask_explores_an_imported_graph_by_name(capsys, tmp_path, ark_example):
     from tests.ark import script as S
     from kgagents.tools.pgraph import open_graph

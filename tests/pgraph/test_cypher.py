@@ -268,7 +268,7 @@ def test_graphs_stay_apart_and_a_reimport_replaces(cypher_database, ark_source):
     assert not replaced.has_node("Sablé") and replaced.stats().nodes == 78
     assert namespace_size(replaced, old) == 0 and catalog(replaced, "one") == [replaced.namespace]
     assert two.has_node(paper) and namespace_size(two, two.namespace) == 78  # the other graph is untouched
-    with pytest.raises(GraphDatabaseError, match="is no longer there.*import it again"):
+    with pytest.raises(GraphDatabaseError, match=r"is no longer there.*import it again"):
         CypherGraph.from_manifest(one.directory, one.manifest)
 
 

@@ -91,6 +91,7 @@ def test_ark_bare_edge_list_one_record_and_a_list_of_records(tmp_path, ark_examp
         load(many, record="#5")
 
 
+@pytest.mark.slow
 def test_ark_json_lines_by_id_and_by_position(ark_example):
     by_id = load(CR_LT, record="S2")
     assert contents(by_id)[1] == [(h, p["relation"], t, {k: v for k, v in p.items() if k != "relation"})
@@ -102,6 +103,7 @@ def test_ark_json_lines_by_id_and_by_position(ark_example):
         load(CR_LT)
 
 
+@pytest.mark.slow
 def test_every_cr_lt_subgraph_merged_into_one_graph():
     records = [json.loads(line) for line in CR_LT.read_text(encoding="utf-8").splitlines() if line.strip()]
     edges = [(h, p["relation"], t, {k: v for k, v in p.items() if k != "relation"})
@@ -150,7 +152,7 @@ def test_malformed_ark_files(tmp_path):
     with pytest.raises(GraphFormatError, match=r'record 0 has no "graph"'):
         load(write_json(tmp_path / "nograph.json", {"question": "?"}), format="ark")
     (tmp_path / "cut.json").write_text('{"graph": [["a", "b"', encoding="utf-8")
-    with pytest.raises(GraphFormatError, match="cut.json: not valid JSON"):
+    with pytest.raises(GraphFormatError, match=r"cut.json: not valid JSON"):
         load(tmp_path / "cut.json", format="ark")
 
 
@@ -218,6 +220,7 @@ def test_every_fixture_question_follows_its_gold_hop():
         assert grbench_fixture.gold_answer(graph, entry) == entry["answer"], where
 
 
+@pytest.mark.slow
 def test_the_fixture_is_what_the_questions_give(tmp_path):
     assert grbench_fixture.stale() == []
     assert grbench_fixture.main(["--out", str(tmp_path / "again")]) == 0
@@ -319,7 +322,7 @@ def test_truncated_and_missing_grbench_graphs(tmp_path):
     with pytest.raises(GraphFormatError, match="no such graph source"):
         load(tmp_path / "nowhere" / "graph.json", format="grbench")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(GraphFormatError, match="no graph.json in this folder"):
+    with pytest.raises(GraphFormatError, match=r"no graph.json in this folder"):
         load(tmp_path / "empty", format="grbench")
     (tmp_path / "notgz" / "graph.json.gz").parent.mkdir()
     (tmp_path / "notgz" / "graph.json.gz").write_bytes(b"not gzip at all")
@@ -346,6 +349,7 @@ def grbench_read(path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> tup
         builder.abort()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ['["a0",, "a1"]', '["a0 is cut\n", "a1"]', '{"a0": tru}'])
 def test_an_early_error_fails_without_reading_the_rest(tmp_path, monkeypatch, bad):
     good = {"features": {"title": "x" * 200}, "neighbors": {"author": ["a0"]}}
@@ -618,7 +622,7 @@ def test_detect_format_on_unknown_content(tmp_path):
         detect_format(tmp_path / "notes.json")
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "readme.md").write_text("#", encoding="utf-8")
-    with pytest.raises(GraphFormatError, match="a folder with neither graph.json"):
+    with pytest.raises(GraphFormatError, match=r"a folder with neither graph.json"):
         detect_format(tmp_path / "folder")
     with pytest.raises(GraphFormatError, match="no such graph source"):
         detect_format(tmp_path / "missing.json")

@@ -86,6 +86,7 @@ def test_malformed_graphs_are_clear_errors(bad, message):
         graph_from_edges(bad)
 
 
+@pytest.mark.slow
 def test_nearest_entities_and_relations(ark_example, embedder):
     g = graph_from_edges(ark_example["graph"])
     assert g.nearest_nodes("Sable", 1, heads_only=True, embedder=embedder)[0][0] == "Sablé"
@@ -103,6 +104,7 @@ def test_nearest_entities_and_relations(ark_example, embedder):
     assert g.nearest_nodes("anything", 3, among=["nobody"]) == []
 
 
+@pytest.mark.slow
 def test_each_graph_has_its_own_index():
     a = graph_from_edges([["Ada", "Bob", {"relation": "knows"}]])
     b = graph_from_edges([["Cyd", "Dan", {"relation": "likes"}]])
@@ -220,6 +222,7 @@ def test_a_build_of_another_layout_is_refused(tmp_path, papers):
 # ----------------------------------------------------------------------------------------------------------
 # Embedding indexes
 # ----------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_indexes_are_saved_and_reused(papers, embedder):
     first = papers.nearest_nodes("Anne Lee", 2, types=["author"], embedder=embedder)
     assert [i for i, _ in first] == ["a1", "a2"]
@@ -256,6 +259,7 @@ def test_an_embedder_without_a_model_id_is_not_saved(papers):
     assert not any("CountingEmbedder" in name for name in papers.indexes.status())
 
 
+@pytest.mark.slow
 def test_ivf_indexes_search_approximately_and_restricted_searches_are_exact(tmp_path):
     b = GraphBuilder(tmp_path / "many")
     rng = np.random.default_rng(0)
@@ -281,6 +285,7 @@ def test_ivf_indexes_search_approximately_and_restricted_searches_are_exact(tmp_
     assert all(g.node(i).type == "t" for i, _ in typed)
 
 
+@pytest.mark.slow
 def test_a_search_may_ask_for_an_exact_or_an_ivf_index_whatever_the_size(tmp_path):
     b = GraphBuilder(tmp_path / "kinds")
     for i in range(1200):

@@ -36,6 +36,7 @@ def many(tmp_path):
     return g
 
 
+@pytest.mark.slow
 def test_exact_search_on_request_beside_an_ivf_index(many):
     emb = HashEmbedder()
     many.nearest_nodes("alpha beta", 5, embedder=emb)
@@ -69,6 +70,7 @@ def test_a_small_graph_asked_for_flat_uses_its_default_index(tmp_path):
     assert list(g.indexes.status()) == ["name--hashing"]
 
 
+@pytest.mark.slow
 def test_vectors_of_some_rows_and_a_query_vector(many):
     rows = np.array([10, 3, 250, 7])
     matrix = np.eye(4, 16, dtype="float32")  # row 10 → e0, 3 → e1, 250 → e2, 7 → e3

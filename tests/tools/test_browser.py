@@ -17,6 +17,7 @@ def browser() -> TextBrowser:
     return TextBrowser(limits=TEST_LIMITS)
 
 
+@pytest.mark.slow
 async def test_visit_renders_markdown_with_a_header(web, browser):
     view = await browser.visit(web.url("/files/article.html"))
     assert view.startswith(f"Address: {web.url('/files/article.html')}\nTitle: Lake Vornhal\n")
@@ -25,6 +26,7 @@ async def test_visit_renders_markdown_with_a_header(web, browser):
     assert len(browser.pages) >= 2 and len(browser.viewport) <= browser.viewport_chars + 1
 
 
+@pytest.mark.slow
 async def test_page_down_and_up_stay_in_bounds(web, browser):
     await browser.visit(web.url("/files/article.html"))
     n = len(browser.pages)
@@ -37,6 +39,7 @@ async def test_page_down_and_up_stay_in_bounds(web, browser):
     assert "".join(browser.content[s:e] for s, e in browser.pages) == browser.content
 
 
+@pytest.mark.slow
 async def test_find_and_find_next(web, browser):
     await browser.visit(web.url("/files/article.html"))
     view = browser.find("observatory on lake vornhal")
@@ -64,6 +67,7 @@ async def test_find_next_wraps_to_the_top(browser):
         browser.find("   ")
 
 
+@pytest.mark.slow
 async def test_state_round_trip_is_json(web, browser):
     await browser.visit(web.url("/files/article.html"))
     browser.page_down()
@@ -75,6 +79,7 @@ async def test_state_round_trip_is_json(web, browser):
     assert restored.visited() == [web.url("/files/article.html")]
 
 
+@pytest.mark.slow
 async def test_relative_links_and_redirects(web, browser):
     await browser.visit(web.url("/redirect"))
     assert browser.address == web.url("/files/article.html")
@@ -82,6 +87,7 @@ async def test_relative_links_and_redirects(web, browser):
     assert "Visitors in 2023: 48,211" in view and browser.address == web.url("/files/report.pdf")
 
 
+@pytest.mark.slow
 async def test_office_and_text_files(web, browser):
     assert "1350" in await browser.visit(web.url("/files/budget.xlsx"))
     assert "The budget for 2020 was approved." in await browser.visit(web.url("/files/notes.docx"))
@@ -100,8 +106,9 @@ async def test_corrupt_pdf_is_a_clear_failure(web, browser):
         await browser.visit(web.url("/files/corrupt.pdf"))
 
 
+@pytest.mark.slow
 async def test_hostile_pages(web, browser):
-    with pytest.raises(ToolFailure, match="50.0 MB"):
+    with pytest.raises(ToolFailure, match=r"50.0 MB"):
         await browser.visit(web.url("/big"))
     view = await browser.visit(web.url("/endless"))
     assert "size limit" in view and "endless page" in view

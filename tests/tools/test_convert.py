@@ -29,6 +29,7 @@ def test_corrupt_pdf_gives_a_clear_error():
         convert_bytes(b"plain words, not a pdf", filename="fake.pdf")
 
 
+@pytest.mark.slow
 def test_docx_xlsx_pptx():
     assert "The budget for 2020 was approved." in convert_bytes(
         F.make_docx(["Notes", "The budget for 2020 was approved."]), filename="n.docx").text

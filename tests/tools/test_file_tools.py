@@ -68,6 +68,7 @@ async def test_question_without_a_model_returns_the_text_with_a_note(env):
     assert "No chat model is configured" in out and "content here" in out
 
 
+@pytest.mark.slow
 async def test_remote_files(env, web):
     tool = make_text_inspector(env)
     assert "1350" in (await run(tool, {"file_path": web.url("/files/budget.xlsx")}, env)).output
@@ -113,6 +114,7 @@ def transcribing_env(tmp_path, settings, web):
     return make_env(tmp_path, settings, llm=llm)
 
 
+@pytest.mark.slow
 async def test_audio_is_transcribed_through_an_openai_compatible_provider(tmp_path, settings, web):
     env = transcribing_env(tmp_path, settings, web)
     path = write(env, "memo.wav", F.make_wav())
@@ -210,6 +212,7 @@ async def test_image_question_with_a_local_png(tmp_path, settings):
     assert result.output == "It is red." and env.usage["scripted"]["calls"] == 1
 
 
+@pytest.mark.slow
 async def test_image_blocks_reach_an_openai_compatible_server(tmp_path, settings, web):
     from langchain_openai import ChatOpenAI
 

@@ -86,10 +86,12 @@ async def test_an_image_that_declares_gigapixels_is_refused_before_decoding(env)
     (env.work_dir / "bomb.png").write_bytes(bomb)
     started = time.monotonic()
     result = await run(make_image_inspector(env), {"image_path": "bomb.png", "question": "q"}, env)
-    assert not result.ok and "declares 11000x11000 pixels" in result.output and "refused before decoding" in result.output
+    assert not result.ok and "declares 11000x11000 pixels" in result.output
+    assert "refused before decoding" in result.output
     assert time.monotonic() - started < 2
 
 
+@pytest.mark.slow
 def test_an_svg_with_a_huge_canvas_is_rendered_scaled_down():
     svg = (b'<svg xmlns="http://www.w3.org/2000/svg" width="30000" height="20000">'
            b'<rect width="30000" height="20000" fill="red"/></svg>')  # 2.4 GB as a canvas
@@ -142,6 +144,7 @@ async def test_corrupt_images_give_a_clear_error(env, name, data):
     assert "not a readable image" in result.output or "cannot render the SVG" in result.output
 
 
+@pytest.mark.slow
 async def test_nested_bombs_are_listed_not_expanded(env):
     outer = F.make_zip({"readme.txt": b"the outer archive", "inner.zip": F.zip_bomb(50)})
     (env.work_dir / "outer.zip").write_bytes(outer)
@@ -167,6 +170,7 @@ async def test_entries_that_leave_the_folder_in_other_spellings_are_skipped(env)
     assert written == ["extracted/t/good.txt", "t.zip"]
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
 async def test_a_kgot_run_goes_on_past_hostile_attachments(tmp_path):
     """The tool calls of a run hit a 2 GB PDF, a cut PDF, a gigapixel PNG and a Word zip bomb: each is a clear

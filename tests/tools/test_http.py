@@ -17,6 +17,7 @@ async def test_fetch_page_and_content_type(web):
     assert b"Lake Vornhal" in got.content and not got.truncated and got.filename == "article.html"
 
 
+@pytest.mark.slow
 async def test_redirects_are_followed_and_bounded(web):
     got = await fetch(web.url("/redirect"), TEST_LIMITS)
     assert got.url.endswith("/files/article.html")
@@ -24,6 +25,7 @@ async def test_redirects_are_followed_and_bounded(web):
         await fetch(web.url("/redirect-loop"), TEST_LIMITS)
 
 
+@pytest.mark.slow
 async def test_http_errors_are_classified(web):
     with pytest.raises(FetchError, match="HTTP 404"):
         await fetch(web.url("/status/404"), TEST_LIMITS)
@@ -46,6 +48,7 @@ async def test_unreachable_server_is_transient():
         await fetch(f"http://127.0.0.1:{closed_port()}/", TEST_LIMITS)
 
 
+@pytest.mark.slow
 async def test_declared_50_mb_page_is_refused_without_downloading(web):
     start = time.monotonic()
     with pytest.raises(FetchError, match=r"50\.0 MB, over the download limit of 1\.0 MB"):
@@ -66,6 +69,7 @@ async def test_never_ending_page_stops_at_the_limit(web):
     assert time.monotonic() - start < 5
 
 
+@pytest.mark.slow
 async def test_trickling_page_stops_at_the_time_limit(web):
     limits = FetchLimits(max_bytes=1024 * 1024, read_timeout_s=5, total_timeout_s=0.6)
     start = time.monotonic()

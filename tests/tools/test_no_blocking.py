@@ -37,6 +37,7 @@ def like_langgraph_dev() -> Iterator[None]:
         bb.deactivate()
 
 
+@pytest.mark.slow
 async def test_surfer_run_does_not_block(tmp_path, settings, web):
     env = make_env(tmp_path, settings, llm=scripted(*research_script(web)))
     tool = surfer.make_surfer_tool(env)
@@ -45,6 +46,7 @@ async def test_surfer_run_does_not_block(tmp_path, settings, web):
     assert "Ilse Brandt opened it in 1923." in out
 
 
+@pytest.mark.slow
 async def test_standalone_surfer_does_not_block(tmp_path, monkeypatch, web):
     monkeypatch.setenv("KGAGENTS_SEARCH_API_BASE", web.url("/search"))
     ctx = Context(tools_model=scripted(*research_script(web)), work_dir=str(tmp_path / "w"))

@@ -4,6 +4,7 @@ checkpointed subgraph."""
 
 from __future__ import annotations
 
+import pytest
 from typing import Any, TypedDict
 
 from langchain_core.messages import ToolMessage
@@ -48,6 +49,7 @@ def config_for(env, thread: str = "t1") -> dict[str, Any]:
     return {"configurable": {"thread_id": thread, n.TOOL_ENV_KEY: env}}
 
 
+@pytest.mark.slow
 async def test_search_visit_page_down_find_answer(tmp_path, settings, web):
     llm = scripted(*research_script(web))
     env = make_env(tmp_path, settings, llm=llm)
@@ -70,6 +72,7 @@ async def test_search_visit_page_down_find_answer(tmp_path, settings, web):
     assert "You have at most 12 steps" in llm.calls[0]
 
 
+@pytest.mark.slow
 async def test_ask_search_agent_tool_reports_answer_and_sources(tmp_path, settings, web):
     llm = scripted(*research_script(web))
     env = make_env(tmp_path, settings, llm=llm)
@@ -97,6 +100,7 @@ def test_status_needs_a_key_or_an_endpoint(tmp_path, monkeypatch):
     assert [s.name for s in manager.unavailable()] == ["ask_search_agent"]
 
 
+@pytest.mark.slow
 async def test_runs_nested_in_a_checkpointed_parent(tmp_path, settings, web):
     llm = scripted(*research_script(web))
     env = make_env(tmp_path, settings, llm=llm)
@@ -165,6 +169,7 @@ async def test_standalone_run_builds_its_environment_from_the_context(tmp_path, 
     assert "Ilse Brandt" in result["answer"] and result["sources"] == [web.url("/files/article.html")]
 
 
+@pytest.mark.slow
 async def test_a_second_run_in_the_same_thread_starts_fresh(tmp_path, settings, web):
     llm = scripted(*research_script(web), *research_script(web))
     env = make_env(tmp_path, settings, llm=llm)

@@ -52,6 +52,7 @@ async def test_informational_search_is_a_page(env, web):
     assert query["engine"] == ["google"]
 
 
+@pytest.mark.slow
 async def test_navigational_search_opens_the_top_result(env, web):
     browser, tools = tools_for(env)
     out = (await run(tools["web_search"], {"query": "lake vornhal", "navigational": True}, env)).output
@@ -82,6 +83,7 @@ async def test_unreachable_search_service_is_retried_then_reported(tmp_path):
     assert not result.ok and result.attempts == 3 and "unreachable" in result.output
 
 
+@pytest.mark.slow
 async def test_visit_page_down_find(env, web):
     _, tools = tools_for(env)
     out = (await run(tools["visit_page"], {"url": web.url("/files/article.html")}, env)).output
@@ -94,6 +96,7 @@ async def test_visit_page_down_find(env, web):
     assert "showing page" in (await run(tools["page_up"], {}, env)).output
 
 
+@pytest.mark.slow
 async def test_flaky_page_is_retried(env, web):
     web.flaky_count = 0
     _, tools = tools_for(env)
@@ -101,6 +104,7 @@ async def test_flaky_page_is_retried(env, web):
     assert result.ok and result.attempts == 3 and "Finally served." in result.output
 
 
+@pytest.mark.slow
 async def test_failures_become_error_strings(env, web):
     _, tools = tools_for(env)
     for args, expected in [({"url": web.url("/status/404")}, "HTTP 404"),
@@ -112,6 +116,7 @@ async def test_failures_become_error_strings(env, web):
         assert result.output.startswith("Error: visit_page failed")
 
 
+@pytest.mark.slow
 async def test_wikipedia_search_and_page(env, web):
     browser, tools = tools_for(env)
     out = (await run(tools["wikipedia_search"], {"query": "vornhal"}, env)).output
@@ -123,6 +128,7 @@ async def test_wikipedia_search_and_page(env, web):
     assert not result.ok and "no page 'No Such Page'" in result.output
 
 
+@pytest.mark.slow
 async def test_wikipedia_page_at_a_date(env, web):
     browser, tools = tools_for(env)
     out = (await run(tools["wikipedia_page_at_date"], {"title": "Lake Vornhal", "date": "2016-01-01"}, env)).output
@@ -141,6 +147,7 @@ def test_parse_date():
     assert str(parse_date("27 June 2008")) == "2008-06-27" and str(parse_date("20080627")) == "2008-06-27"
 
 
+@pytest.mark.slow
 async def test_archived_url(env, web):
     _, tools = tools_for(env)
     web.requests.clear()
@@ -153,6 +160,7 @@ async def test_archived_url(env, web):
     assert not result.ok and "no archived copy" in result.output
 
 
+@pytest.mark.slow
 async def test_summarize_page_asks_the_tools_model(tmp_path, settings, web):
     llm = scripted({"when": r"opened in 1923 by the astronomer Ilse Brandt.*Who opened the observatory",
                     "content": "1. Short answer: Ilse Brandt, in 1923."})
@@ -166,6 +174,7 @@ async def test_summarize_page_asks_the_tools_model(tmp_path, settings, web):
     assert not result.ok and "no page is open" in result.output
 
 
+@pytest.mark.slow
 async def test_summarize_without_a_model(env, web):
     _, tools = tools_for(env)
     result = await run(tools["summarize_page"], {"question": "x", "url": web.url("/files/article.html")}, env)

@@ -73,6 +73,7 @@ async def test_symlinks_are_not_created(env, tmp_path):
     assert not any(p.is_symlink() for p in (env.work_dir / "extracted").rglob("*"))
 
 
+@pytest.mark.slow
 async def test_zip_bomb_is_refused(env):
     path = write(env, "bomb.zip", F.zip_bomb(50))
     assert path.stat().st_size < 200_000
@@ -120,6 +121,7 @@ async def test_remote_archive(env, web):
     assert "readme.txt" in out and "The archive holds one text file." in out
 
 
+@pytest.mark.slow
 async def test_extracting_twice_replaces_the_first_copy(env):
     path = write(env, "twice.zip", F.make_zip({"a.txt": b"first"}))
     await run(make_extract_zip(env), {"zip_path": str(path)}, env)

@@ -10,8 +10,8 @@ with every symbolic link followed, and the result must be
 - inside a folder the user listed in ``KGAGENTS_FILE_ROOTS`` (``os.pathsep``-separated);
 
 and never inside ``/proc``, ``/sys`` or ``/dev``, whatever the roots say. A refused path is a
-:class:`FileAccessError` (a :class:`~kgagents.tools.base.ToolFailure`: a clear tool error, no retries), raised before the
-file is looked at, so a refusal says nothing about whether the file exists.
+:class:`FileAccessError` (a :class:`~kgagents.tools.base.ToolFailure`: a clear tool error, no retries), raised before
+the file is looked at, so a refusal says nothing about whether the file exists.
 
 :func:`open_allowed` opens the *resolved* path without following a final symbolic link, refuses anything but a
 regular file (a FIFO would block the tool forever) and checks again where the opened file really is, so a link

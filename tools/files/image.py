@@ -16,6 +16,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
 from kgagents.core.config import Settings
+from kgagents.core.errors import KGAgentsError
 from kgagents.prompts import files as P
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.files.convert import kind_of
@@ -33,7 +34,7 @@ MAX_PIXELS = 64 * 1024 * 1024
 PROVIDER_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 
 
-class _TooLarge(Exception):
+class _TooLarge(KGAgentsError):
     def __init__(self, width: float, height: float) -> None:
         super().__init__(f"{width:.0f}x{height:.0f}")
         self.width, self.height = width, height

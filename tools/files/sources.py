@@ -35,8 +35,8 @@ def is_url(source: str) -> bool:
 
 
 async def load(env: ToolEnv, source: str, *, max_bytes: int = MAX_CONVERT_BYTES) -> Loaded:
-    """Read a local file the run may read (``kgagents.tools.files.access``; in a worker thread: file I/O never blocks the
-    event loop) or download a URL (within the run's fetch limits)."""
+    """Read a local file the run may read (``kgagents.tools.files.access``; in a worker thread: file I/O never blocks
+    the event loop) or download a URL (within the run's fetch limits)."""
     if not source or not source.strip():
         raise ToolFailure("no file path or URL was given")
     if is_url(source):

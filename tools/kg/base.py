@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
+from kgagents.core.errors import KGAgentsError
+
 
 class NodeRecord(TypedDict):
     id: str
@@ -43,7 +45,7 @@ def empty_snapshot() -> KGSnapshot:
     return {"nodes": [], "relationships": []}
 
 
-class KGError(RuntimeError):
+class KGError(KGAgentsError, RuntimeError):
     """A backend could not be used (connection, configuration); not an LLM query error."""
 
 

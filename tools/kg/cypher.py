@@ -6,8 +6,8 @@
   FalkorDB all accept (no APOC, no ``elementId()`` on FalkorDB, no ``EXISTS {}``);
 - turning driver values (nodes, relationships, paths, temporal and spatial values) into compact JSON for the LLM.
 
-The dialects are in :mod:`kgagents.tools.kg.cypher_dialects`, the tokenizer in :mod:`kgagents.tools.kg.cypher_text` and the checks
-and scope rewrite of LLM-written statements in :mod:`kgagents.tools.kg.cypher_scope`.
+The dialects are in :mod:`kgagents.tools.kg.cypher_dialects`, the tokenizer in :mod:`kgagents.tools.kg.cypher_text` and
+the checks and scope rewrite of LLM-written statements in :mod:`kgagents.tools.kg.cypher_scope`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def plain_value(value: Any) -> Any:
     srid = getattr(value, "srid", None)
     if srid is not None and isinstance(value, tuple):
         names = ("x", "y", "z")[:len(value)]
-        return "point({" + ", ".join([f"srid: {srid}"] + [f"{k}: {v!r}" for k, v in zip(names, value)]) + "})"
+        return "point({" + ", ".join([f"srid: {srid}"] + [f"{k}: {v!r}" for k, v in zip(names, value,
+                                                                                        strict=False)]) + "})"
     if isinstance(value, (list, tuple)):
         return [plain_value(v) for v in value]
     if isinstance(value, dict):

@@ -198,7 +198,8 @@ class _Walk:
         tok = self.tokens[i]
         up = tok.upper
         if tok.kind == "ident" and up in _CLAUSES and self.text(i + 1) not in (".", ":") \
-                and self.text(i - 1) not in (".", ":") and not (up == "WITH" and self.upper(i - 1) in ("STARTS", "ENDS")):
+                and self.text(i - 1) not in (".", ":") \
+                and not (up == "WITH" and self.upper(i - 1) in ("STARTS", "ENDS")):
             return self.clause(i, up)
         if self.frames[-1].pattern and tok.kind in ("ident", "qident", "number", "string") \
                 and not (tok.kind in ("ident", "qident") and self.text(i + 1) in ("=", "(")):

@@ -23,8 +23,8 @@ ArcadeDB Bolt server is started in a child process for the life of this process 
   ``KGAGENTS_BOLT_ISOLATION=database|shared`` forces a mode (``auto``, the default, picks ``database`` where the
   server offers it).
 
-In both modes every LLM-written statement passes :func:`kgagents.tools.kg.cypher_scope.prepare` (the checks, rebuilt from
-its tokens, the scope label on every node pattern) and a write runs in one transaction together with the id
+In both modes every LLM-written statement passes :func:`kgagents.tools.kg.cypher_scope.prepare` (the checks, rebuilt
+from its tokens, the scope label on every node pattern) and a write runs in one transaction together with the id
 assignment and a check that the number of nodes in the scope moved exactly as the server's counters say; reads
 run in a transaction that is always rolled back. Every transaction has a time limit
 (``KGAGENTS_KG_QUERY_TIMEOUT_S``, default 30 s; the embedded ArcadeDB server enforces it itself).

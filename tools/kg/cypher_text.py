@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.tools.kg.query_text import describe_char, where
 
 __all__ = ["CypherRejected", "Token", "render", "split_statements", "tokenize"]
 
 
-class CypherRejected(ValueError):
+class CypherRejected(KGAgentsError, ValueError):
     """An LLM-written statement that kgagents does not send to the server (the message says why)."""
 
 

@@ -221,7 +221,7 @@ class FalkorDBStore(DatabaseStore):
             except Exception as exc:  # noqa: BLE001
                 return ReadResult(False, None, _error_text(exc))
             columns = [h[1] for h in result.header]
-            rows = [dict(zip(columns, r)) for r in result.result_set]
+            rows = [dict(zip(columns, r, strict=True)) for r in result.result_set]
         ids = self._edge_end_ids(rows)
         return ReadResult(True, compact_result(rows, lambda v: self._convert(v, ids)))
 

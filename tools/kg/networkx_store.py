@@ -66,7 +66,8 @@ for _s, _t, _attrs in G.edges(data=True):
         raise KGValidationError(f"edge {_s!r}->{_t!r} has no 'relationship' attribute "
                                 "(give every edge relationship='SOME_TYPE')")
     _rels.append({"type": _type, "source": str(_s), "target": str(_t),
-                  "properties": {str(k): _jsonable(v, f"property {k!r} of edge {_s!r}->{_t!r}") for k, v in _attrs.items()}})
+                  "properties": {str(k): _jsonable(v, f"property {k!r} of edge {_s!r}->{_t!r}")
+                                 for k, v in _attrs.items()}})
 __kg_result__ = {"nodes": _nodes, "relationships": _rels}
 """
 

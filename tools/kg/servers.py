@@ -291,7 +291,8 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
     http_port = free_port()
     tmp = tempfile.TemporaryDirectory(prefix="kgagents-arcadedb-")
     ready_file = Path(tmp.name) / "ready"
-    cmd = [sys.executable, "-m", "kgagents.tools.kg.servers", "arcadedb", "--port", str(port), "--http-port", str(http_port),
+    cmd = [sys.executable, "-m", "kgagents.tools.kg.servers", "arcadedb", "--port", str(port), "--http-port",
+           str(http_port),
            "--root", str(Path(tmp.name) / "root"), "--ready-file", str(ready_file)]
     cmd += ["--password-stdin", "--query-timeout", str(query_timeout or query_timeout_s())]
     password = password or secrets.token_urlsafe(24)

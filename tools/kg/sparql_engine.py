@@ -1,9 +1,9 @@
 """One LLM-written SPARQL query or update, run on a private in-memory Oxigraph store that holds one run's KG.
 
 This module imports nothing of the project: with bubblewrap its source runs inside the sandbox
-(:mod:`kgagents.tools.sandbox`: no network, time and memory limits), where :func:`execute` is called on the run's triples;
-without it, :mod:`kgagents.tools.kg.sparql_store` calls :func:`execute` in its own process. Results travel as JSON: terms
-as ``[kind, value, datatype, language]`` lists, triples as N-Triples text.
+(:mod:`kgagents.tools.sandbox`: no network, time and memory limits), where :func:`execute` is called on the run's
+triples; without it, :mod:`kgagents.tools.kg.sparql_store` calls :func:`execute` in its own process. Results travel as
+JSON: terms as ``[kind, value, datatype, language]`` lists, triples as N-Triples text.
 """
 
 from __future__ import annotations

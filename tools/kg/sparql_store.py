@@ -26,9 +26,10 @@ run's data): an update's result replaces the run's named graph in one update req
 terms, so ``DROP ALL``, ``CLEAR ALL`` or ``GRAPH <other>`` can only affect the copy, and a query can only see
 the run's own triples -- whatever an endpoint would make of ``FROM``, ``GRAPH ?g`` or ``SERVICE`` to itself.
 Before it runs, the text passes :func:`kgagents.tools.kg.sparql_text.clean` (``SERVICE`` and ``LOAD`` refused, the
-query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox (:mod:`kgagents.tools.kg.sparql_engine`
-runs there: no network at all, the sandbox's time and memory limits), so the engine itself cannot reach the
-network either. Without bubblewrap it runs in this process, and the query check is the only wall.
+query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox
+(:mod:`kgagents.tools.kg.sparql_engine` runs there: no network at all, the sandbox's time and memory limits), so the
+engine itself cannot reach the network either. Without bubblewrap it runs in this process, and the query check is the
+only wall.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ def snapshot_triples(snapshot: KGSnapshot) -> list[Any]:
     return triples
 
 
-class RDFMappingError(ValueError):
+class RDFMappingError(KGAgentsError, ValueError):
     """RDF content the property-graph snapshot cannot hold (the message says what)."""
 
 
@@ -312,7 +313,7 @@ class HttpDatabase:
         self._post(self.update_url, {"update": replace_update(graph, triples)})
 
 
-class SparqlEngineError(RuntimeError):
+class SparqlEngineError(KGAgentsError, RuntimeError):
     """An error the SPARQL engine reported for a query (goes to the fix loop)."""
 
 
@@ -425,7 +426,8 @@ _warned_in_process = False
 
 class SparqlRunner:
     """Where LLM-written SPARQL runs: the sandbox (bubblewrap: no network; or, when the user allowed it, the weak
-    sandbox), else this process. Either way on a private store holding one KG (:mod:`kgagents.tools.kg.sparql_engine`)."""
+    sandbox), else this process. Either way on a private store holding one KG
+    (:mod:`kgagents.tools.kg.sparql_engine`)."""
 
     def __init__(self, work_dir: Path | None, limits: SandboxLimits, allow_weak: bool) -> None:
         self.sandbox: Sandbox | None = None

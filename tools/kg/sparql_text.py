@@ -25,12 +25,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.tools.kg.query_text import describe_char, where
 
 __all__ = ["SparqlRejected", "SparqlToken", "clean", "tokenize"]
 
 
-class SparqlRejected(ValueError):
+class SparqlRejected(KGAgentsError, ValueError):
     """An LLM-written query or update that kgagents does not run (the message says why)."""
 
 

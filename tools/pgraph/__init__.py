@@ -2,8 +2,8 @@
 
 One read-only interface (:class:`StaticKG`), an embedded compact store built once per graph and shared by every
 run of a process (:mod:`kgagents.tools.pgraph.compact`), Cypher databases for graphs beyond one machine
-(:mod:`kgagents.tools.pgraph.cypher`), loaders for the benchmarks' formats (:mod:`kgagents.tools.pgraph.loaders`) and persistent
-embedding indexes for fuzzy lookup (:mod:`kgagents.tools.pgraph.vectors`). :func:`open_graph` is the way in.
+(:mod:`kgagents.tools.pgraph.cypher`), loaders for the benchmarks' formats (:mod:`kgagents.tools.pgraph.loaders`) and
+persistent embedding indexes for fuzzy lookup (:mod:`kgagents.tools.pgraph.vectors`). :func:`open_graph` is the way in.
 """
 
 from kgagents.tools.pgraph.embeddings import (
@@ -37,5 +37,6 @@ from kgagents.tools.pgraph.registry import (
 
 __all__ = ["FORMATS", "EgoGraph", "Embedder", "EmbeddingIndex", "GraphFormatError", "GraphRef", "GraphStats",
            "LazyEmbedder", "Node", "ReasoningPath", "SentenceTransformerEmbedder", "StaticKG", "Triple", "cached",
-           "graph_from_edges", "graphs_dir", "import_edges", "import_graph", "known_graphs", "load_ark_record", "load_ark_records",
+           "graph_from_edges", "graphs_dir", "import_edges", "import_graph", "known_graphs", "load_ark_record",
+           "load_ark_records",
            "load_embedder", "open_graph", "resolve"]

@@ -306,7 +306,8 @@ def _schema(node_type: np.ndarray, src: np.ndarray, rel: np.ndarray, dst: np.nda
     key = ((node_type[src].astype(np.int64) + 1) * len(relations) + rel) * t + (node_type[dst].astype(np.int64) + 1)
     values, counts = np.unique(key, return_counts=True)
     out = []
-    for value, count in sorted(zip(values.tolist(), counts.tolist()), key=lambda vc: -vc[1])[:SCHEMA_LIMIT]:
+    for value, count in sorted(zip(values.tolist(), counts.tolist(), strict=True),
+                               key=lambda vc: -vc[1])[:SCHEMA_LIMIT]:
         head_rel, tail = divmod(value, t)
         head, relation = divmod(head_rel, len(relations))
         out.append([types[head - 1] if head else "", relations[relation], types[tail - 1] if tail else "", count])

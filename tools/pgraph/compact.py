@@ -178,7 +178,8 @@ class CompactGraph(StaticKG):
             others = self._a["in_src"][start:end]
             positions = self._a["in_pos"][start:end]
         with_qualifiers = len(self._a["qual_edge"]) > 0
-        return [(int(o), self._qualifiers(int(p)) if with_qualifiers else {}) for o, p in zip(others, positions)]
+        return [(int(o), self._qualifiers(int(p)) if with_qualifiers else {})
+                for o, p in zip(others, positions, strict=True)]
 
     # --- fast paths --------------------------------------------------------------------------------------------
     def neighbour_indices(self, index: int, relations: Iterable[str] | None = None,

@@ -630,7 +630,7 @@ class CypherGraph(StaticKG):
         handles = [self._remember(row) for row in rows]
         if field == "name":
             return [str(row[2]) for row in rows]
-        for handle, row in zip(handles, rows):
+        for handle, row in zip(handles, rows, strict=True):
             self._features.put(handle, row[6])  # the cache holds a batch: _text_of reads it back
         return [self._text_of(handle, max_chars) for handle in handles]
 

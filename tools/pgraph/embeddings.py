@@ -25,6 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kgagents.core.errors import KGAgentsError
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -39,7 +41,7 @@ PACKAGED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 SHORT_NAMES = {"all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2"}
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(KGAgentsError, RuntimeError):
     """An embedding model cannot be loaded (not downloadable here, or not a model); the message says what to do."""
 
 
@@ -83,7 +85,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         try:
             self.model: Any = SentenceTransformer(str(source), device=device, local_files_only=local)
-        except Exception as exc:  # noqa: BLE001 - every way a model fails to load is said the same way
+        except Exception as exc:  # every way a model fails to load is said the same way
             why = " ".join(str(exc).split())[:300]
             raise EmbedderUnavailable(
                 f"the embedding model {str(model)!r} cannot be loaded ({type(exc).__name__}: {why}). "
@@ -260,10 +262,7 @@ class EmbeddingIndex:
         """The ``k`` texts closest to ``query`` (restricted to ``among`` when given), best first, with scores."""
         import faiss  # faiss: a native library, loaded when an index is built or read
 
-        if among is not None:
-            ids = sorted({self._ids[t] for t in among if t in self._ids})
-        else:
-            ids = None
+        ids = sorted({self._ids[t] for t in among if t in self._ids}) if among is not None else None
         count = len(ids) if ids is not None else len(self.texts)
         k = min(k, count)
         if k <= 0:
@@ -273,4 +272,4 @@ class EmbeddingIndex:
         if ids is not None and count < len(self.texts):
             params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(ids, dtype="int64")))
         scores, found = self.index.search(vector, k, params=params) if params else self.index.search(vector, k)
-        return [(self.texts[int(i)], round(float(s), 4)) for s, i in zip(scores[0], found[0]) if i >= 0]
+        return [(self.texts[int(i)], round(float(s), 4)) for s, i in zip(scores[0], found[0], strict=True) if i >= 0]

@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, TypedDict
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 
 Direction = Literal["out", "in", "both"]
@@ -33,7 +34,7 @@ Direction = Literal["out", "in", "both"]
 KEY_LENGTH = 4
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(KGAgentsError, ValueError):
     """A graph source is missing or malformed; the message says where and why."""
 
 
@@ -503,8 +504,8 @@ class StaticKG:
                 "relationships": [_edge_record(t) for t in triples]}
 
     def export_jsonl(self, out: TextIO) -> int:
-        """Stream the whole graph as snapshot JSON lines (the format of :func:`kgagents.tools.kg.base.snapshot_to_jsonl`);
-        returns the number of lines."""
+        """Stream the whole graph as snapshot JSON lines (the format of
+        :func:`kgagents.tools.kg.base.snapshot_to_jsonl`); returns the number of lines."""
         lines = 0
         for node in self.iter_nodes():
             out.write(json.dumps({"kind": "node", **self._node_record(node)}, ensure_ascii=False, sort_keys=True)

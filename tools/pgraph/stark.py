@@ -134,7 +134,7 @@ def _tensor(path: Path) -> np.ndarray:
         raise GraphFormatError("STaRK's processed files need torch") from exc
     try:
         return np.asarray(torch.load(path, weights_only=True).numpy())
-    except Exception as exc:  # noqa: BLE001 - any torch error: the file is not a tensor
+    except Exception as exc:  # any torch error: the file is not a tensor
         raise GraphFormatError(f"cannot read {path}: {exc}") from exc
 
 
@@ -454,7 +454,7 @@ def _prime_relations(skb: ProcessedSKB, index: int) -> str:
         doc += f"\n  {name.replace(' ', '_')}: " + "{"
         types = [int(skb.node_types[e]) for e in ends]
         for node_type in set(types):  # STaRK groups the neighbours by type in a set's order
-            names = [str(skb.node_info[e].get("name")) for e, t in zip(ends, types) if t == node_type]
+            names = [str(skb.node_info[e].get("name")) for e, t in zip(ends, types, strict=True) if t == node_type]
             doc += f"{skb.node_type_dict.get(node_type, node_type)}: (" + ", ".join(names) + "),"
         doc += "}"
     return "- relations:" + doc if doc else ""
@@ -493,7 +493,7 @@ def load_processed(builder: Any, path: Path, *, dataset: str | None = None,
         if progress is not None and index % 100_000 == 0:
             progress(index)
     names = skb.edge_type_dict
-    for h, t, r in zip(skb.heads.tolist(), skb.tails.tolist(), skb.edge_types.tolist()):
+    for h, t, r in zip(skb.heads.tolist(), skb.tails.tolist(), skb.edge_types.tolist(), strict=True):
         builder.add_edge(str(h), names.get(int(r), str(r)), str(t))
     builder.meta["stark"] = {"dataset": skb.dataset, "candidate_types": skb.candidate_types,
                              "document": DOCUMENT_VARIANT, "folder": str(skb.folder)}
@@ -535,7 +535,7 @@ class StarkEmbeddings:
             import torch  # torch: seconds to import, only where tensors are read
 
             data = torch.load(path, weights_only=True, map_location="cpu")
-        except Exception as exc:  # noqa: BLE001 - any torch error: not STaRK's file
+        except Exception as exc:  # any torch error: not STaRK's file
             raise GraphFormatError(f"cannot read {path}: {exc}") from exc
         if not isinstance(data, Mapping):
             raise GraphFormatError(f"{path}: expected a dict from index to embedding")

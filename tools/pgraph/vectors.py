@@ -336,14 +336,15 @@ class VectorIndex:
             selector = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
         k = min(k, self.count)
         if self.meta["kind"] == "ivf":
-            params = faiss.SearchParametersIVF(nprobe=int(nprobe or max(int(self.meta.get("nprobe") or 0), DEFAULT_NPROBE)))
+            probes = int(nprobe or max(int(self.meta.get("nprobe") or 0), DEFAULT_NPROBE))
+            params = faiss.SearchParametersIVF(nprobe=probes)
             if selector is not None:
                 params.sel = selector
         else:
             params = faiss.SearchParameters(sel=selector) if selector is not None else None
         scores, rows = self.index.search(query, k, params=params) if params is not None \
             else self.index.search(query, k)
-        return [(int(r), round(float(s), 4)) for s, r in zip(scores[0], rows[0]) if r >= 0]
+        return [(int(r), round(float(s), 4)) for s, r in zip(scores[0], rows[0], strict=True) if r >= 0]
 
 
 class IndexSet:

@@ -15,6 +15,7 @@ from typing import Any
 import requests
 
 from kgagents.core.config import Settings
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import TRANSIENT_STATUS
 from kgagents.tools.base import ToolFailure
 
@@ -44,7 +45,7 @@ class SearchUnavailable(ToolFailure):
     """No search key and no compatible endpoint is configured."""
 
 
-class TransientSearchError(RuntimeError):
+class TransientSearchError(KGAgentsError, RuntimeError):
     """A search failed in a way that may pass (rate limit, 5xx, connection); callers retry."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
