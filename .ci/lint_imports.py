@@ -17,8 +17,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.chdir(ROOT)
 sys.path.insert(0, ROOT)
 
-import kgagents  # noqa: E402,F401  (for its __path__, see above)
 from importlinter.cli import lint_imports_command  # noqa: E402
+
+import kgagents  # noqa: E402,F401  (for its __path__, see above)
 
 if __name__ == "__main__":
     lint_imports_command()

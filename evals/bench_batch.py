@@ -47,6 +47,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+from langchain_core.tools import StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals import event_loop
 from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
 from kgagents.evals.datasets import Dataset, Item
@@ -54,17 +61,10 @@ from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
 from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.evals.workers import auto_processes, processes_argument
+from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
 from kgagents.nodes.context import Context
 from kgagents.tools.manager import register_tool, unregister_tool
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import Runnable
-from langchain_core.tools import StructuredTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.checkpoint.memory import InMemorySaver
-
-from kgagents.graphs.io import final_state
-from kgagents.core.scripted import ScriptedChatModel
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
 VOTE = "Can you solve the initial problem"

@@ -43,16 +43,16 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tracers.context import register_configure_hook
+
+from kgagents.core.scripted import STAGE_HEADER_VARIABLE
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, load_dataset
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
 from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.graphs.workflows import preset
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.tracers.context import register_configure_hook
-
-from kgagents.core.scripted import STAGE_HEADER_VARIABLE
 
 #: The model name the benchmark asks the latency server for.
 MODEL = "bench-model"

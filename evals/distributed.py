@@ -24,8 +24,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from kgagents.evals.datasets import Dataset, Item
 from kgagents.core.extras import require
+from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.runner import (
     RESULTS_FILE,
     EvalOptions,

@@ -28,8 +28,8 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kgagents.evals import event_loop
 from kgagents.core.checkpointer import open_checkpointer
+from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.event_loop import batch_collector
 from kgagents.evals.workers import shares

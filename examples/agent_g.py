@@ -18,11 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
 from kgagents.evals.datasets import load_dataset
 from kgagents.graphs.agent_g import compile_graph
 from kgagents.nodes.agent_g import AgentGContext
 from kgagents.tools.crag_api import CragMockServer
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 QUESTION = "is dreamworks animation owned by time warner or universal pictures?"
 

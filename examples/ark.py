@@ -16,9 +16,10 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
 from kgagents.graphs.ark import compile_graph
 from kgagents.nodes.ark import ArkContext
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 DATA = resources.files("kgagents") / "data" / "ark"
 

@@ -16,11 +16,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
 from kgagents.evals.grbench import fixture_graph, fixture_questions
 from kgagents.graphs.grounded import compile_graph
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.tools.pgraph import open_graph
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 
 def scripted_model(folder: Path, row: dict, graph: str) -> str:

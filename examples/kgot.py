@@ -16,9 +16,10 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
 from kgagents.graphs.kgot import compile_graph
 from kgagents.nodes.context import Context
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the "
             "third and fifth integers of the sorted list.")

@@ -16,8 +16,7 @@ from typing import Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from kgagents.graphs import io
-from kgagents.graphs import kgot
+from kgagents.graphs import io, kgot
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import fusion as f

@@ -20,11 +20,11 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
-from kgagents.graphs.routing import add_routed_node
-from kgagents.graphs.spec import Workflow
 from kgagents.core.config import Settings
 from kgagents.core.retry import ModelUnavailableError
 from kgagents.core.usage import merge_usage
+from kgagents.graphs.routing import add_routed_node
+from kgagents.graphs.spec import Workflow
 from kgagents.nodes import surfer as n
 from kgagents.nodes.context import Context
 from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool

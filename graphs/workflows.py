@@ -13,6 +13,7 @@ from kgagents.graphs import registry
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes.state import every_call_failed
 
+
 def load_workflow(name: str) -> Workflow:
     """The spec of the workflow ``name`` (:func:`kgagents.graphs.registry.get`)."""
     return registry.get(name)

@@ -32,8 +32,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes import agent_g_oracle as O
-from kgagents.nodes.crag_paths import crag_graph_retrieval
 from kgagents.nodes.context import BaseContext, described
+from kgagents.nodes.crag_paths import crag_graph_retrieval
 from kgagents.nodes.critic import Verdict, verdict
 from kgagents.nodes.grounded import graph_for
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting

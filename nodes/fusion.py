@@ -22,8 +22,8 @@ from typing import Annotated, Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from kgagents.graphs.io import final_state
 from kgagents.core.usage import Usage, merge_usage
+from kgagents.graphs.io import final_state
 from kgagents.nodes.context import Context, described
 from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
 from kgagents.nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting

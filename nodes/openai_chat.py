@@ -15,7 +15,6 @@ from typing import Any
 
 from langchain_openai import ChatOpenAI
 
-
 #: ``ChatOpenAI``'s private method that decides whether a call takes the Responses API (which has no ``n``).
 API_DECISION = "_use_responses_api"
 

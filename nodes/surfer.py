@@ -38,9 +38,9 @@ from kgagents.nodes.runtime import EPHEMERAL, context_of, thread_id_of, tool_env
 from kgagents.prompts import surfer as P
 from kgagents.prompts.kgot import render
 from kgagents.tools.base import run_tool_with_retry
+from kgagents.tools.http import limits_of
 from kgagents.tools.manager import ToolEnv
 from kgagents.tools.web.browser import TextBrowser
-from kgagents.tools.http import limits_of
 from kgagents.tools.web.tools import make_surfer_tools
 
 #: Where a caller puts its :class:`ToolEnv` in ``config["configurable"]`` (objects are never checkpointed).

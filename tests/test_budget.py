@@ -23,8 +23,8 @@ from tests import kgot_script as KS
 from tests.agent_g.conftest import QUESTION as AGENT_G_QUESTION
 from tests.agent_g.conftest import comment, decide, prime, validate  # noqa: F401  (prime: a fixture)
 from tests.ark import script as AS
-from tests.grounded.conftest import academic, action, step, thought  # noqa: F401  (academic: a fixture)
 from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
+from tests.grounded.conftest import academic, action, step, thought  # noqa: F401  (academic: a fixture)
 from tests.test_kgot_graph import ARRAY_WRITE, QUESTION, SORT_CALL
 
 TOKEN_BUDGET = "token budget reached"

@@ -137,8 +137,8 @@ def _ark(folder: Path, shared: Path, thread: str) -> list[str]:
 
 
 def _grounded(folder: Path, shared: Path, thread: str) -> list[str]:
-    from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.cli.grounded import gold_path_steps
+    from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.tools.pgraph import open_graph
 
     row = next(r for r in fixture_questions("dblp") if r["qid"] == "0")
@@ -353,8 +353,8 @@ def test_resume_after_the_results_of_a_superstep_before_its_checkpoint(
 
 
 async def test_an_evaluation_resumes_an_item_left_in_that_window(tmp_path: Path) -> None:
-    from kgagents.evals.runner import RESULTS_FILE, EvalOptions, evaluate, read_results, thread_id_for
     from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.evals.runner import RESULTS_FILE, EvalOptions, evaluate, read_results, thread_id_for
     from kgagents.nodes.context import Context
     from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
 

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from kgagents.tools.pgraph import graphs_dir
 
 from kgagents.cli import main
 from kgagents.core import config
 from kgagents.core.config import data_home, get_settings, user_data_dir
+from kgagents.tools.pgraph import graphs_dir
 
 
 @pytest.fixture()

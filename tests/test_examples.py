@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kgagents.nodes.models
 import pytest
+
+import kgagents.nodes.models
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

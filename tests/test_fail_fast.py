@@ -18,10 +18,10 @@ from kgagents.core.retry import ModelUnavailableError, is_unreachable
 from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model
-from tests.fakes import closed_port, isolate_model_env
-from tests.fakes.openai_server import FakeOpenAIServer
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.manager import ToolEnv
+from tests.fakes import closed_port, isolate_model_env
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture(autouse=True)

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
-from kgagents.graphs import kgot
 from kgagents.cli import main
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs import kgot
+from kgagents.graphs.io import final_state
 from kgagents.nodes.context import Context
 from kgagents.nodes.kgot import NO_SOLUTION
 from tests import kgot_script as S

@@ -7,9 +7,9 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
-from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import Context
 from kgagents.nodes.kgot import NO_SOLUTION
 from tests import kgot_script as S

@@ -23,9 +23,9 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
 import kgagents.core.usage as usage_mod
-from kgagents.graphs.io import final_state
 from kgagents.core.retry import is_transient, retry_after_s
 from kgagents.core.usage import register_price
+from kgagents.graphs.io import final_state
 from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError, ModelUnavailableError, StructuredOutputError
 from kgagents.nodes.models import build_chat_model

@@ -14,10 +14,10 @@ from langgraph.graph import START, StateGraph
 from pydantic import BaseModel
 
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes import openai_chat
 from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError, StructuredOutputError
 from kgagents.nodes.models import build_chat_model
-from kgagents.nodes import openai_chat
 from kgagents.nodes.openai_chat import OpenAIChatModel
 from tests.fakes import isolate_model_env
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -235,9 +235,9 @@ async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_pa
     own temporary folder (removed when the process exits: tests/test_tempdirs.py)."""
     import tempfile
 
-    from kgagents.graphs.kgot import graph
     from kgagents.core import tempdirs
     from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.graphs.kgot import graph
     from tests import kgot_script as S
     from tests.test_kgot_graph import QUESTION, READ_SORTED, enhance_once
 

@@ -27,7 +27,7 @@ def test_the_runner_imports_the_standard_library_only():
 
 
 def test_the_sandbox_hands_over_the_runners_own_text():
-    assert sandbox._RUNNER == RUNNER.read_text(encoding="utf-8")
+    assert RUNNER.read_text(encoding="utf-8") == sandbox._RUNNER
     assert sandbox.LLM_FILENAME == sandbox_runner.LLM_FILENAME
 
 

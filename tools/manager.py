@@ -26,8 +26,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
 from kgagents.core.config import Settings, get_settings
-from kgagents.core.extras import MissingExtra, installed
 from kgagents.core.endpoints import describe_model, model_key
+from kgagents.core.extras import MissingExtra, installed
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, retry_model_call
 from kgagents.core.usage import Usage, merge_usage, reply_usage
 from kgagents.tools.sandbox import DiskQuota

@@ -128,7 +128,7 @@ def add_context_flags(parser: argparse.ArgumentParser, context: type) -> None:
                                       "KEY=VALUE)")
     for spec in fields(context):
         flag = "--" + spec.name.replace("_", "-")
-        if flag in parser._option_string_actions:  # noqa: SLF001 - the command's own option wins
+        if flag in parser._option_string_actions:
             continue
         convert, choices, is_bool = _flag_kind(hints.get(spec.name, Any))
         default = spec.default if spec.default is not dataclasses.MISSING else None

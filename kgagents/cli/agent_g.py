@@ -157,12 +157,12 @@ def cmd_agent_g(args: argparse.Namespace) -> int:
     each rejected action with the oracle's feedback whose next action did better (commentor examples), the
     paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
     commentor_examples=FILE``."""
+    from kgagents.cli import context_values_from_args, start_checks
+    from kgagents.cli.eval import DEFAULT_RESULTS_DIR
     from kgagents.evals import event_loop
     from kgagents.evals.agent_g import EXAMPLE_SPLITS, collect_examples
     from kgagents.evals.datasets import load_dataset
     from kgagents.evals.runner import EvalOptions
-    from kgagents.cli import context_values_from_args, start_checks
-    from kgagents.cli.eval import DEFAULT_RESULTS_DIR
 
     if args.n < 1:
         raise ValueError("--n must be at least 1")

@@ -72,9 +72,9 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Run the ARK-V1 evaluation from parsed :func:`add_eval_arguments` options; prints the paper's metrics."""
-    from kgagents.evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
-    from kgagents.core.usage import format_cost
     from kgagents.cli import context_values_from_args
+    from kgagents.core.usage import format_cost
+    from kgagents.evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
     from kgagents.nodes.ark import ROLE, ArkContext
     from kgagents.nodes.models import configured_model_string
 

@@ -90,8 +90,8 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from kgagents.evals.datasets import dataset_protocol, load_dataset
     from kgagents.cli import context_values_from_args, start_checks
+    from kgagents.evals.datasets import dataset_protocol, load_dataset
     from kgagents.graphs.workflows import load_workflow
 
     load_workflow(args.workflow)  # an unknown workflow is an error before anything else
@@ -213,8 +213,8 @@ def _print_result(result: Any, dataset: Any) -> None:
 def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any) -> int:
     """Every leg of a paper's protocol (its temperature × runs, seeds from the protocol's or ``--seed``), each in
     its own folder under ``--out``, then the paper's table of them (printed and written to ``table.md``)."""
-    from kgagents.evals.report import build_report
     from kgagents.core.config import get_settings
+    from kgagents.evals.report import build_report
 
     base = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / (
         f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}")

@@ -201,9 +201,9 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow grounded``: a fixture question through the real graph, scripted."""
-    from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.cli.report import format_grounded
+    from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.nodes.grounded import GroundedContext
     from kgagents.tools.pgraph import open_graph
 

@@ -32,8 +32,19 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 from bokeh.embed import components
 from bokeh.layouts import column
-from bokeh.models import (Arrow, AutocompleteInput, ColumnDataSource, CustomJS, Div, HoverTool, LabelSet,
-                          TabPanel, Tabs, TapTool, VeeHead)
+from bokeh.models import (
+    Arrow,
+    AutocompleteInput,
+    ColumnDataSource,
+    CustomJS,
+    Div,
+    HoverTool,
+    LabelSet,
+    TabPanel,
+    Tabs,
+    TapTool,
+    VeeHead,
+)
 from bokeh.plotting import figure
 from bokeh.resources import Resources
 

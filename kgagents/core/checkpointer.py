@@ -41,9 +41,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from kgagents.core.extras import require
-
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.extras import require
 
 _PUT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
         "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from kgagents.cli import main
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.crag import ACCURATE, HALLUCINATION, MISSING, CragScorer
 from kgagents.evals.datasets import Item
 from kgagents.graphs import agent_g_baselines as B
-from kgagents.cli import main
-from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes import agent_g_oracle as O
 from kgagents.nodes.agent_g import AgentGContext
 from kgagents.prompts import agent_g as P

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import OUTPUT_NODE
-from kgagents.graphs import agent_g_baselines as B
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs import agent_g_baselines as B
+from kgagents.graphs.io import OUTPUT_NODE
 from kgagents.nodes.agent_g import AgentGContext
 from tests.agent_g.conftest import QUESTION, decide, step
 

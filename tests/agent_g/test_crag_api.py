@@ -14,7 +14,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
-from tests.fakes import closed_port
 from kgagents.tools.crag_api import (
     FUNCTIONS,
     CragAPI,
@@ -22,9 +21,10 @@ from kgagents.tools.crag_api import (
     CragMockServer,
     default_calls_file,
     load_calls,
+    parse_repr,
     relation_types,
 )
-from kgagents.tools.crag_api import parse_repr
+from tests.fakes import closed_port
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
-from kgagents.graphs.agent_g import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.agent_g import compile_graph
+from kgagents.graphs.io import final_state
 from kgagents.nodes.agent_g import AgentGContext
 from kgagents.nodes.crag_paths import column_table, crag_graph_retrieval, entity_kinds, value_of, verbalise
+from kgagents.tools.crag_api import CragMockServer, default_calls_file
 from tests.agent_g.conftest import comment, decide, step, validate
 from tests.fakes import closed_port
-from kgagents.tools.crag_api import CragMockServer, default_calls_file
 
 MEMBERS = ["Adam Levine", "James Valentine", "Jesse Carmichael", "Matt Flynn", "Mickey Madden", "PJ Morton",
            "Ryan Dusick"]

@@ -8,19 +8,19 @@ import json
 
 import pytest
 
+from kgagents.cli import main
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.crag import ACCURATE, HALLUCINATION, MISSING, parse_paper_judgement
 from kgagents.evals.datasets import Item, load_plugins
 from kgagents.evals.scorers import make_scorer
 from kgagents.graphs import agent_g_baselines as B
-from kgagents.cli import main
-from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.agent_g import AgentGContext, _match_error, references_text
 from kgagents.nodes.retriever_bank import Reference, Retrieval
 from kgagents.prompts import agent_g as P
+from kgagents.tools.pgraph.build import GraphBuilder
 from tests.agent_g.conftest import comment, decide, step, validate
 from tests.agent_g.test_baselines import run as run_baseline
 from tests.agent_g.test_graph import run
-from kgagents.tools.pgraph.build import GraphBuilder
 
 load_plugins()
 

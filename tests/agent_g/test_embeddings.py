@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from kgagents.nodes.agent_g import AgentGContext, default_error
+from kgagents.tools.pgraph import open_graph
+from kgagents.tools.pgraph.embeddings import OpenAIEmbedder
 from tests.agent_g.conftest import QUESTION, comment, decide, validate
 from tests.agent_g.test_graph import run
 from tests.fakes.openai_server import FakeOpenAIServer, fake_embedding
-from kgagents.tools.pgraph import open_graph
-from kgagents.tools.pgraph.embeddings import OpenAIEmbedder
 
 ADA = "openai:text-embedding-ada-002"
 

@@ -3,8 +3,9 @@ runner scores them with STaRK's metrics (Hit@1, Hit@5, Recall@20, MRR) and write
 
 from __future__ import annotations
 
-import pytest
 import json
+
+import pytest
 
 from kgagents.cli import main
 from tests.agent_g.conftest import QUESTION, decide, validate

@@ -3,8 +3,9 @@ its gold, written where the example settings read them, and read back by a run."
 
 from __future__ import annotations
 
-import pytest
 import json
+
+import pytest
 
 from kgagents.cli import main
 from tests.agent_g.conftest import decide

@@ -5,6 +5,7 @@ falls back to the text module, a failed generator says "I don't know", a failed 
 from __future__ import annotations
 
 import pytest
+
 from kgagents.graphs import agent_g
 from kgagents.nodes.agent_g import AgentGContext
 from tests.agent_g.conftest import comment, decide, step, validate

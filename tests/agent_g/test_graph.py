@@ -9,10 +9,10 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import OUTPUT_NODE, final_state
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs import agent_g as agent_g_graph
 from kgagents.graphs.agent_g import compile_graph
-from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.io import OUTPUT_NODE, final_state
 from kgagents.nodes.agent_g import AgentGContext, final_answer_of
 from kgagents.prompts import agent_g as P
 from tests.agent_g.conftest import QUESTION, comment, decide, step, validate

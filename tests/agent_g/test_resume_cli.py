@@ -4,7 +4,6 @@ references, answers, verdicts, feedback) and the same ranking."""
 
 from __future__ import annotations
 
-import pytest
 import asyncio
 import json
 import os
@@ -12,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from kgagents.cli import main
 from kgagents.core.runs import RunRegistry

@@ -8,10 +8,9 @@ import re
 
 import pytest
 
-from kgagents.evals.datasets import DatasetError
-
 from kgagents.cli import main
 from kgagents.cli.ark import add_eval_arguments, run_eval
+from kgagents.evals.datasets import DatasetError
 from tests.ark import script as S
 
 #: Answers any CR-LT question: an anchor that is never valid, then "true" at the final answer (C_max exit).

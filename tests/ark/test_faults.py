@@ -5,12 +5,13 @@ stage's failed call is a failed attempt, bounded by ``C_max``."""
 from __future__ import annotations
 
 import pytest
+
 from kgagents.graphs import ark
 from kgagents.nodes.ark import ArkContext
+from kgagents.tools.pgraph import graph_from_edges
 from tests.ark import script as S
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer
-from kgagents.tools.pgraph import graph_from_edges
 
 pytestmark = pytest.mark.slow
 

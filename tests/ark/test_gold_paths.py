@@ -13,14 +13,14 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
-from kgagents.evals.colota import KGQAQuestion, load_cr_lt, resolve_gold_triples
-from kgagents.graphs.ark import compile_graph
 from kgagents.cli.report import format_run
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.evals.colota import KGQAQuestion, load_cr_lt, resolve_gold_triples
+from kgagents.graphs.ark import compile_graph
+from kgagents.graphs.io import final_state
 from kgagents.nodes.ark import ArkContext
-from tests.ark import script as S
 from kgagents.tools.pgraph import StaticKG, graph_from_edges
+from tests.ark import script as S
 
 QUESTIONS = load_cr_lt()
 FOLLOWABLE = [q for q in QUESTIONS if q.gold_triples and all(t.found for t in resolve_gold_triples(q))]

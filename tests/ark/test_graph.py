@@ -8,14 +8,14 @@ import json
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import OUTPUT_NODE, final_state
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs import ark as ark_graph
 from kgagents.graphs.ark import compile_graph
-from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.io import OUTPUT_NODE, final_state
 from kgagents.nodes.ark import ArkContext
 from kgagents.prompts import ark as P
-from tests.ark import script as S
 from kgagents.tools.pgraph import graph_from_edges
+from tests.ark import script as S
 
 YUI, SABLE = "Yui Yuigahama", "Sablé"
 FIRST_STEP = ["initialise_context", "new_reasoning_step", "prompt_select_anchor", "select_anchor",

@@ -12,13 +12,13 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from kgagents.graphs.io import final_state
-from kgagents.graphs.ark import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.ark import compile_graph
+from kgagents.graphs.io import final_state
 from kgagents.nodes.ark import ArkContext
-from tests.ark import script as S
 from kgagents.tools.pgraph import graph_from_edges, open_graph, registry
 from kgagents.tools.pgraph.build import GraphBuilder
+from tests.ark import script as S
 
 YUI, SABLE = "Yui Yuigahama", "Sablé"
 UNTOUCHED = "Chiba Municipal"  # an edge tail of the example graph that the scripted runs never retrieve

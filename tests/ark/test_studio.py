@@ -7,9 +7,9 @@ import json
 import pytest
 from langgraph_sdk import get_client
 
+from kgagents.tools.pgraph import graph_from_edges
 from tests.ark import script as S
 from tests.test_studio import server  # noqa: F401  (the module-scoped `langgraph dev` fixture)
-from kgagents.tools.pgraph import graph_from_edges
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kgagents.evals.datasets import Dataset, Item
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.evals.datasets import Dataset, Item
 from tests import kgot_script as S
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
+from kgagents.core.runs import open_checkpointer
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.datasets import Dataset, DatasetError, Item
 from kgagents.evals.runner import EvalOptions, evaluate, read_results
 from kgagents.graphs import kgot
@@ -25,8 +26,7 @@ from kgagents.graphs.baselines import (
     rag,
     zeroshot,
 )
-from kgagents.core.runs import open_checkpointer
-from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.io import final_state
 from kgagents.graphs.workflows import load_workflow, make_context
 from kgagents.nodes.baselines import BaselineContext, build_knowledge_graph, chunks_of, final_answer_of
 from kgagents.nodes.context import Context

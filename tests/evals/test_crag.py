@@ -13,6 +13,8 @@ import tarfile
 
 import pytest
 
+from kgagents.cli import main
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.crag import (
     ACCURATE,
     HALLUCINATION,
@@ -27,12 +29,10 @@ from kgagents.evals.crag import (
 from kgagents.evals.datasets import DatasetError, Item, load_dataset
 from kgagents.evals.runner import EvalOptions, ItemRunner
 from kgagents.evals.scorers import make_scorer
-from kgagents.cli import main
-from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.agent_g import AgentGContext
 from kgagents.prompts.crag_judge import INSTRUCTIONS, judge_system, judge_user
-from tests.agent_g.conftest import decide, step, validate
 from kgagents.tools.crag_api import CragMockServer
+from tests.agent_g.conftest import decide, step, validate
 
 FIRST = "3dbed55e-66a3-4dcd-907d-096f49387e41"
 

@@ -8,12 +8,13 @@ import json
 from typing import Any
 
 import pytest
+from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
+from pydantic import BaseModel
+
 from kgagents.evals.bench_workflows import AGENT_G_SCRIPT, ARK_SCRIPT, GROUNDED_SCRIPT, critical_path
 from kgagents.evals.latency_server import LatencyServer, Responder, example_value
 from kgagents.nodes import agent_g, ark, grounded
 from kgagents.tools import graph_functions
-from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
-from pydantic import BaseModel
 
 #: Every schema a workflow's model calls ask for.
 SCHEMAS: list[type[BaseModel]] = [

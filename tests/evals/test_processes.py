@@ -9,10 +9,10 @@ import pickle
 
 import pytest
 
-from kgagents.evals.processes import provider_modules
-from kgagents.evals.workers import auto_processes, shares
-from kgagents.evals.runner import EvalOptions, batch_collector, run_evaluation
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.evals.processes import provider_modules
+from kgagents.evals.runner import EvalOptions, batch_collector, run_evaluation
+from kgagents.evals.workers import auto_processes, shares
 from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
 
 ANSWERS = {f"Q{i}": str(2 * i) for i in range(6)}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.core.usage import register_price
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.report import build_report, load_runset, pareto_front
 from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.graphs.baselines import zeroshot  # noqa: F401  (the workflow is registered by name)
-from kgagents.core.scripted import ScriptedChatModel
-from kgagents.core.usage import register_price
 from kgagents.nodes.baselines import BaselineContext
 from kgagents.nodes.context import Context
 from kgagents.nodes.fusion import FusionContext

@@ -7,6 +7,9 @@ import json
 
 import pytest
 
+from kgagents.core.runs import sqlite_checkpointer
+from kgagents.core.scripted import ScriptedChatModel
+from kgagents.core.usage import register_price
 from kgagents.evals.runner import (
     RESULTS_FILE,
     Adapter,
@@ -16,9 +19,6 @@ from kgagents.evals.runner import (
     register_adapter,
     thread_id_for,
 )
-from kgagents.core.runs import sqlite_checkpointer
-from kgagents.core.scripted import ScriptedChatModel
-from kgagents.core.usage import register_price
 from kgagents.nodes.context import Context
 from tests import kgot_script as S
 from tests.evals.helpers import FAST, GatedChatModel, both, kgot_direct_steps, tiny_gaia
@@ -174,7 +174,7 @@ def test_the_cli_refuses_another_model_from_the_environment_too(tmp_path, monkey
             "--no-progress", "--no-report"]
     monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{script}")
     assert main(args) == 0
-    assert f"models: scripted (every role)" in capsys.readouterr().err
+    assert "models: scripted (every role)" in capsys.readouterr().err
     other = tmp_path / "other.json"
     other.write_text(script.read_text())
     monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{other}")

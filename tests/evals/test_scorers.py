@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.datasets import Item
 from kgagents.evals.scorers import (
     GaiaScorer,
@@ -23,7 +24,6 @@ from kgagents.evals.scorers import (
     simpleqa_grader_template,
     simpleqa_metrics,
 )
-from kgagents.core.scripted import ScriptedChatModel
 
 DATA = Path(__file__).parent / "data"
 

@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from kgagents.graphs.io import final_state
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.graphs.io import final_state
 from tests.fakes import isolate_model_env
 from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer, FaultPolicy, script_responder
 

@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from kgagents.evals.latency_server import forced_tool
 from kgagents.core.scripted import STAGE_HEADER, ScriptedChatModel, ScriptExhausted
+from kgagents.evals.latency_server import forced_tool
 
 
 @dataclass

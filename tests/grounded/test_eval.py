@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from kgagents.cli import main
+from kgagents.cli.grounded import gold_path_steps
 from kgagents.evals.datasets import load_dataset
 from kgagents.evals.grbench import (
     GRBenchScorer,
@@ -20,8 +22,6 @@ from kgagents.evals.grbench import (
     trace_values,
 )
 from kgagents.evals.scorers import rouge_l
-from kgagents.cli import main
-from kgagents.cli.grounded import gold_path_steps
 from kgagents.tools.pgraph import open_graph
 
 IDS = ["dblp-0", "dblp-10", "dblp-20", "dblp-1"]

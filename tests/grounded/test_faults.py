@@ -5,6 +5,7 @@ a candidate whose call failed is recorded as failed and the search goes on."""
 from __future__ import annotations
 
 import pytest
+
 from kgagents.graphs import grounded
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.nodes.state import NO_SOLUTION

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
-from kgagents.evals.grbench import fixture_graph, fixture_questions
-from kgagents.graphs.grounded import compile_graph
 from kgagents.cli.grounded import gold_answer, gold_path_steps
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.evals.grbench import fixture_graph, fixture_questions
+from kgagents.graphs.grounded import compile_graph
+from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.tools.pgraph import open_graph
 

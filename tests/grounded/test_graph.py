@@ -10,10 +10,10 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import OUTPUT_NODE, final_state
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs import grounded as grounded_graph
 from kgagents.graphs.grounded import compile_graph
-from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.io import OUTPUT_NODE, final_state
 from kgagents.nodes.grounded import GroundedContext, chain_of, rank_by_scores, render_chain
 from kgagents.prompts import grounded as P
 from tests.grounded.conftest import action, step, thought

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.grbench import (
     GPT4SCORE_PROMPT,
     GRBenchScorer,
@@ -20,7 +21,6 @@ from kgagents.evals.grbench import (
     trace_text,
     trace_values,
 )
-from kgagents.core.scripted import ScriptedChatModel
 
 
 def _item(gold: str = "Ann Lee", difficulty: str | None = "easy") -> SimpleNamespace:

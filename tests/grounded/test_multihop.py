@@ -13,12 +13,12 @@ from collections import Counter
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
+from kgagents.cli.grounded import gold_path_steps
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.grbench import QUESTIONS_DIR
 from kgagents.evals.grbench_multihop import gold_answer, graph_of, load_manifest, stale
 from kgagents.graphs.grounded import PAPER_PROTOCOL, compile_graph
-from kgagents.cli.grounded import gold_path_steps
-from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.tools.pgraph import open_graph
 
@@ -121,8 +121,8 @@ async def test_tot_and_got_follow_the_gold_path(entry, strategy, evaluator, inte
 
 @pytest.mark.slow
 def test_kgagents_eval_on_the_multihop_dataset(tmp_path, capsys):
-    from kgagents.evals.datasets import load_dataset
     from kgagents.cli import main
+    from kgagents.evals.datasets import load_dataset
 
     dataset = load_dataset("grbench-multihop", None, split="biomedical")
     assert {i.meta["difficulty"] for i in dataset.items} == {"medium"} and len(dataset.items) == 20

@@ -9,18 +9,18 @@ import re
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
-from kgagents.evals.grbench import QUESTIONS_DIR, fixture_graph, fixture_questions
-from kgagents.graphs.grounded import compile_graph
 from kgagents.cli.grounded import gold_path_steps
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.evals.grbench import QUESTIONS_DIR, fixture_graph, fixture_questions
+from kgagents.graphs.grounded import compile_graph
+from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
-from tests.grounded.conftest import step, thought
-from tests.grounded.test_graph import explore, run
 from kgagents.tools.graph_functions import parse_actions
 from kgagents.tools.pgraph import open_graph
 from kgagents.tools.pgraph.build import GraphBuilder
+from tests.grounded.conftest import step, thought
+from tests.grounded.test_graph import explore, run
 
 GOLD = "Ann Lee, Bo Chen"
 

@@ -3,7 +3,6 @@ its checkpoint in a new process and finishes with the same thought graph as an u
 
 from __future__ import annotations
 
-import pytest
 import asyncio
 import json
 import os
@@ -12,13 +11,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from kgagents.graphs.io import final_state
-from kgagents.evals.grbench import fixture_graph, fixture_questions
-from kgagents.graphs.grounded import compile_graph
 from kgagents.cli.grounded import gold_path_steps
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.evals.grbench import fixture_graph, fixture_questions
+from kgagents.graphs.grounded import compile_graph
+from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
 from kgagents.tools.pgraph import open_graph
 

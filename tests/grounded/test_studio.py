@@ -8,10 +8,10 @@ import json
 import pytest
 from langgraph_sdk import get_client
 
-from kgagents.evals.grbench import fixture_graph, fixture_questions
 from kgagents.cli.grounded import gold_path_steps
-from tests.test_studio import server  # noqa: F401  (the module-scoped `langgraph dev` fixture)
+from kgagents.evals.grbench import fixture_graph, fixture_questions
 from kgagents.tools.pgraph import open_graph
+from tests.test_studio import server  # noqa: F401  (the module-scoped `langgraph dev` fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from kgagents.nodes.cleanup import CLEANUP_WRITE_ID, NoiseRemoval, RelationshipRef, checked_proposal
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend

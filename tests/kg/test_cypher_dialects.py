@@ -14,12 +14,12 @@ import uuid
 import pytest
 
 from kgagents.nodes.kgot import language_of
-from tests import kgot_script as S
-from tests.kg.conftest import Backend
-from tests.kg.helpers import run
 from kgagents.tools.kg.cypher_dialects import ARCADEDB, COMMON_CYPHER, FALKORDB, NEO4J, bolt_dialect
 from kgagents.tools.kg.cypher_scope import scope_query
 from kgagents.tools.kg.cypher_text import CypherRejected
+from tests import kgot_script as S
+from tests.kg.conftest import Backend
+from tests.kg.helpers import run
 
 QUESTION = "Who wrote 'Alice's Adventures in Wonderland' and when was it published?"
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.graphs.io import final_state
-from kgagents.graphs.fusion import compile_graph
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.graphs.fusion import compile_graph
+from kgagents.graphs.io import final_state
 from kgagents.nodes.context import Context
 from kgagents.nodes.fusion import parse_variants
 from kgagents.prompts.kgot import LANGUAGES

@@ -3,8 +3,9 @@ with an answer or "No solution found", in bounded time, with the variants' usage
 
 from __future__ import annotations
 
-import pytest
 from pathlib import Path
+
+import pytest
 
 from kgagents.graphs import fusion
 from kgagents.nodes.context import Context

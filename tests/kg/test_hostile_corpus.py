@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from kgagents.graphs.io import final_state
-
 from tests.kg import hostile
 from tests.kg.conftest import CANARY, Backend, make_backend
 from tests.kg.test_sparql_text import Listener
@@ -241,8 +240,8 @@ async def test_a_kgot_run_whose_retrieve_query_attacks_gets_nothing_of_another_r
         hostile_backend: Backend, tmp_path: Path, number: int):
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from kgagents.graphs.kgot import compile_graph
     from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.graphs.kgot import compile_graph
     from tests import kgot_script as S
     from tests.kg.conftest import CODE
     from tests.kg.helpers import SORT_CALL, context

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.kg.conftest import CODE, Backend
 from kgagents.tools.kg.base import KGSnapshot, KGStore
 from kgagents.tools.kg.cypher import snapshot_digest
+from tests.kg.conftest import CODE, Backend
 
 HOSTILE = [
     "a'b\"c\\d",

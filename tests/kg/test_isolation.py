@@ -9,10 +9,10 @@ import uuid
 import pytest
 from langchain_core.tools import tool
 
+from kgagents.tools.manager import register_tool, unregister_tool
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 from tests.kg.helpers import kg_shape, run, two_writes
-from kgagents.tools.manager import register_tool, unregister_tool
 
 CYPHER_ATTACKS = [
     "MATCH (n) DETACH DELETE n",
@@ -183,8 +183,8 @@ async def test_bolt_scope_is_per_thread_and_per_fusion_variant(cypher_backend: B
 # --------------------------------------------------------------------------------------------------------------
 def _bolt(arcadedb_server, monkeypatch, **env: str):
     """The test ArcadeDB server as a Bolt backend configured by ``env`` (a fresh server object per test)."""
-    from tests.kg.conftest import Backend
     from kgagents.tools.kg import cypher_store
+    from tests.kg.conftest import Backend
 
     for name in ("KGAGENTS_ARCADEDB_HTTP", "KGAGENTS_BOLT_CONCURRENT", "KGAGENTS_BOLT_ISOLATION",
                  "KGAGENTS_BOLT_LEASE_S", "NEO4J_URI"):

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
-from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import Context
+from kgagents.tools.sandbox import isolation_status
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 from tests.tools import files as F
 from tests.tools.conftest import web  # noqa: F401 - the loopback fixture server, one per session
 from tests.tools.server import FixtureServer
-from kgagents.tools.sandbox import isolation_status
 
 SECRET = "sk-kgagents-injected-4b1d"
 QUESTION = "How many people visited the Lake Vornhal observatory in 2023? The page and report are attached."

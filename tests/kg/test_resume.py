@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
-from kgagents.core.scripted import ScriptedChatModel
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, DB_CASES, Backend, make_backend
 from tests.kg.helpers import QUESTION, context, kg_shape, run, two_writes

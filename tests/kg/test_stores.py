@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 import uuid
 
-from tests.kg.conftest import CODE, Backend
+import pytest
+
 from kgagents.tools.kg.base import KGStore, snapshot_from_jsonl, snapshot_to_jsonl
+from tests.kg.conftest import CODE, Backend
 
 
 def thread() -> str:

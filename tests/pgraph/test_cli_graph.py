@@ -74,8 +74,8 @@ def test_usage_errors(argv, capsys):
 
 @pytest.mark.slow
 def test_ask_explores_an_imported_graph_by_name(capsys, tmp_path, ark_example):
-    from tests.ark import script as S
     from kgagents.tools.pgraph import open_graph
+    from tests.ark import script as S
 
     source = tmp_path / "yui.json"
     source.write_text(json.dumps(ark_example), encoding="utf-8")

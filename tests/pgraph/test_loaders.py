@@ -17,12 +17,12 @@ import pytest
 
 from kgagents.evals import grbench_fixture
 from kgagents.evals.colota import DATA_DIR as COLOTA_DIR
+from kgagents.tools.crag_api import parse_repr
 from kgagents.tools.pgraph import GraphFormatError, StaticKG, cached, loaders, open_graph
 from kgagents.tools.pgraph.build import GraphBuilder
-from kgagents.tools.crag_api import parse_repr
+from kgagents.tools.pgraph.catalog import build
 from kgagents.tools.pgraph.formats import grbench
 from kgagents.tools.pgraph.loaders import detect_format
-from kgagents.tools.pgraph.catalog import build
 
 CR_LT = COLOTA_DIR / "customized_dataset.jsonl"
 FIXTURE = grbench_fixture.FIXTURE_DIR

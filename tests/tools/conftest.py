@@ -10,9 +10,9 @@ import pytest
 
 from kgagents.core.config import Settings
 from kgagents.core.scripted import ScriptedChatModel
-from tests.tools.server import FixtureServer
-from kgagents.tools.manager import ToolEnv
 from kgagents.tools.http import FetchLimits
+from kgagents.tools.manager import ToolEnv
+from tests.tools.server import FixtureServer
 
 
 @pytest.fixture(scope="session")

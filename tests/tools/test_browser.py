@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from tests.tools.conftest import TEST_LIMITS
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.web.browser import TextBrowser
+from tests.tools.conftest import TEST_LIMITS
 
 
 @pytest.fixture

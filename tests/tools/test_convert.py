@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.tools import files as F
 from kgagents.tools.files.convert import ConversionError, convert_bytes, convert_path, decode_text, kind_of
+from tests.tools import files as F
 
 
 def test_html_to_markdown_drops_scripts():

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from kgagents.core.config import Settings, get_settings
-from tests.tools import files as F
-from tests.tools.conftest import make_env, scripted
 from kgagents.tools.base import ToolFailure, run_tool_with_retry
 from kgagents.tools.files import access
 from kgagents.tools.files.image import make_image_inspector
 from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
 from kgagents.tools.manager import ToolEnv
+from tests.tools import files as F
+from tests.tools.conftest import make_env, scripted
 
 SECRET = "kgagents-secret-7f3a"
 OUTSIDE = "outside the files this task may read"

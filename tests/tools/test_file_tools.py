@@ -8,13 +8,13 @@ import dataclasses
 
 import pytest
 
-from tests.tools import files as F
-from tests.tools.conftest import make_env, scripted
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.files.image import check_image_inspector, make_image_inspector, prepare_image
 from kgagents.tools.files.inspector import make_text_inspector
 from kgagents.tools.files.media import youtube_video_id
 from kgagents.tools.manager import ToolManager
+from tests.tools import files as F
+from tests.tools.conftest import make_env, scripted
 
 
 async def run(tool, args, env):

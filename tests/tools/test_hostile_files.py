@@ -15,12 +15,12 @@ import zlib
 
 import pytest
 
-from tests.tools import files as F
-from tests.tools.conftest import make_env, scripted
 from kgagents.graphs.io import final_state
 from kgagents.tools.base import ToolFailure, run_tool_with_retry
 from kgagents.tools.files.image import MAX_SIDE, make_image_inspector, prepare_image
 from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
+from tests.tools import files as F
+from tests.tools.conftest import make_env, scripted
 
 GB = 1024 ** 3
 
@@ -177,8 +177,8 @@ async def test_a_kgot_run_goes_on_past_hostile_attachments(tmp_path):
     error in the run's state, and the run answers."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from kgagents.graphs.kgot import compile_graph
     from kgagents.core.scripted import ScriptedChatModel
+    from kgagents.graphs.kgot import compile_graph
     from kgagents.nodes.context import Context
     from tests import kgot_script as S
 

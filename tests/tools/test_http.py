@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from tests.tools.conftest import TEST_LIMITS
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.http import FetchError, FetchLimits, TransientFetchError, download, fetch, fetch_json
+from tests.tools.conftest import TEST_LIMITS
 
 
 async def test_fetch_page_and_content_type(web):

@@ -10,12 +10,12 @@ import pytest
 
 from kgagents.graphs import surfer
 from kgagents.nodes.context import Context
-from tests.tools import files as F
-from tests.tools.conftest import make_env, scripted
-from tests.tools.test_surfer import QUESTION, research_script
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.files.image import make_image_inspector
 from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
+from tests.tools import files as F
+from tests.tools.conftest import make_env, scripted
+from tests.tools.test_surfer import QUESTION, research_script
 
 blockbuster = pytest.importorskip("blockbuster")
 

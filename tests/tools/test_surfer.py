@@ -4,22 +4,22 @@ checkpointed subgraph."""
 
 from __future__ import annotations
 
-import pytest
 from typing import Any, TypedDict
 
+import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
-from kgagents.graphs import surfer
 from kgagents.core.config import Settings
+from kgagents.graphs import surfer
 from kgagents.nodes import surfer as n
 from kgagents.nodes.context import Context
 from kgagents.prompts import surfer as P
 from kgagents.prompts.kgot import placeholders
-from tests.tools.conftest import make_env, scripted
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.manager import ToolManager, tool_statuses
+from tests.tools.conftest import make_env, scripted
 
 
 def research_script(web) -> list[dict[str, Any]]:

@@ -7,8 +7,8 @@ import httpx
 import pytest
 
 from kgagents.core.config import allowed_hosts
-from tests.tools.server import FixtureServer
 from kgagents.tools.http import FetchError, FetchLimits, check_public, fetch
+from tests.tools.server import FixtureServer
 
 
 @pytest.fixture(autouse=True)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from kgagents.core.config import Settings
-from tests.tools.conftest import make_env, scripted
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.web.browser import TextBrowser
 from kgagents.tools.web.search import make_client, search_params, web_search
 from kgagents.tools.web.tools import SURFER_TOOL_NAMES, make_surfer_tools
 from kgagents.tools.web.wikipedia import parse_date
+from tests.tools.conftest import make_env, scripted
 
 
 def tools_for(env, browser=None):
@@ -34,7 +34,7 @@ def test_client_is_the_official_one_pointed_at_the_base(settings, web):
     import serpapi
 
     client = make_client(settings)
-    assert isinstance(client, serpapi.Client) and client.BASE_DOMAIN == web.base
+    assert isinstance(client, serpapi.Client) and web.base == client.BASE_DOMAIN
     assert make_client(Settings(serpapi_api_key="k")).BASE_DOMAIN == "https://serpapi.com"
     params = search_params("q", filter_year=2020)
     assert params["tbs"] == "cdr:1,cd_min:01/01/2020,cd_max:12/31/2020" and params["engine"] == "google"

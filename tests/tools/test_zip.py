@@ -6,11 +6,11 @@ import zipfile
 
 import pytest
 
-from tests.tools import files as F
-from tests.tools.conftest import make_env, scripted
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.files.inspector import make_extract_zip
 from kgagents.tools.files.zip import ZipBombError, ZipLimits, extract
+from tests.tools import files as F
+from tests.tools.conftest import make_env, scripted
 
 
 async def run(tool, args, env):

@@ -11,8 +11,8 @@ from urllib.parse import urlparse
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.files.access import read_allowed
 from kgagents.tools.files.convert import MAX_CONVERT_BYTES
-from kgagents.tools.manager import ToolEnv
 from kgagents.tools.http import download, limits_of
+from kgagents.tools.manager import ToolEnv
 
 
 @dataclass

@@ -229,7 +229,7 @@ class _Walk:
         if up in ("LOAD", "USE"):
             raise CypherRejected(f"{up} is not allowed in this knowledge graph (no files, network or other "
                                  "databases)")
-        if up == "ON" or up in ("CREATE", "MATCH") and prev == "ON":
+        if up == "ON" or (up in ("CREATE", "MATCH") and prev == "ON"):
             pass  # ON CREATE SET / ON MATCH SET: the SET that follows ends the MERGE pattern
         elif up == "CREATE" and self.tokens[i + 1:i + 2] and self.tokens[i + 1].kind == "ident":
             raise CypherRejected(f"CREATE {self.tokens[i + 1].text} is not allowed (administration commands "
@@ -297,7 +297,7 @@ class _Walk:
                 raise CypherRejected(f"{function}() is not available: omit internal ids and match nodes by their "
                                      "labels and properties")
             wraps = lowered in _PATTERN_FUNCTIONS
-            if top.pattern and not wraps or node is not None and self.arrow_after(node[0] + 1):
+            if (top.pattern and not wraps) or (node is not None and self.arrow_after(node[0] + 1)):
                 raise CypherRejected(f"{self.near(i)!r}: only shortestPath() and allShortestPaths() may wrap a "
                                      "pattern (no path modes or selectors such as TRAIL, WALK or ANY SHORTEST)")
             if not namespaced and lowered not in FUNCTIONS:

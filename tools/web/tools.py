@@ -16,10 +16,10 @@ from pydantic import BaseModel, Field
 
 from kgagents.tools.base import ToolFailure
 from kgagents.tools.files.qa import answer_about_text
+from kgagents.tools.http import limits_of
 from kgagents.tools.manager import ToolEnv
 from kgagents.tools.web import wayback, wikipedia
 from kgagents.tools.web.browser import TextBrowser
-from kgagents.tools.http import limits_of
 from kgagents.tools.web.search import render_results, web_search
 
 SURFER_TOOL_NAMES = ["web_search", "visit_page", "page_up", "page_down", "find_on_page", "find_next",

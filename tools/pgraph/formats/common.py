@@ -24,7 +24,7 @@ def open_text(path: Path) -> TextIO:
     """A source file as text (UTF-8), gunzipped when its name ends in ``.gz``."""
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    return open(path, encoding="utf-8")
 
 
 def peek(path: Path, size: int = 4096) -> str:

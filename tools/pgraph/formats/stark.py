@@ -69,7 +69,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise GraphFormatError(f"cannot read {path}: {exc}") from exc
     except (GraphFormatError, MissingExtra):
         raise
-    except Exception as exc:  # noqa: BLE001 - pyarrow / csv errors: the file is malformed
+    except Exception as exc:
         raise GraphFormatError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
 
 
