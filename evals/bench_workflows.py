@@ -208,7 +208,7 @@ def bench_for(workflow: str, dataset: str | None = None, preset: str | None = No
 def replicated(data: Dataset, n: int) -> Dataset:
     """``n`` items: the dataset's items in turn, each copy with an id of its own."""
     items = [dataclasses.replace(item, id=f"{item.id}#{i // len(data.items)}")
-             for i, item in zip(range(n), _cycle(data.items))]
+             for i, item in zip(range(n), _cycle(data.items), strict=False)]
     return dataclasses.replace(data, items=items)
 
 

@@ -139,7 +139,8 @@ def paper_table(label: str, legs: Sequence[tuple[Any, Sequence[Mapping[str, Any]
     """The results of the ARK-V1 paper's protocol laid out as its Table III: one row for the model, per leg
     (temperature × runs) answer rate, conditional and overall accuracy, and reliability for legs of several runs.
 
-    ``legs`` holds each :class:`~kgagents.evals.datasets.ProtocolLeg` with its result records; failed runs are left out of
+    ``legs`` holds each :class:`~kgagents.evals.datasets.ProtocolLeg` with its result records; failed runs are left
+    out of
     the metrics and counted below the table.
     """
     header, cells, notes = ["Model"], [label], []

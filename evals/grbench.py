@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.usage import format_cost, sum_costs
 from kgagents.evals.datasets import DatasetSpec, Item
 from kgagents.evals.grbench_multihop import MANIFEST, graph_of, load_manifest

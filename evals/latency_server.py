@@ -342,7 +342,8 @@ class LatencyServer:
             json.dump({"steps": self.steps}, f)
         self._script = Path(name)
         self._proc = subprocess.Popen([sys.executable, "-m", "kgagents.evals.latency_server", name, "--latency",
-                                       str(self.latency), *(["--auto"] if self.auto_fallback else [])], stdout=subprocess.PIPE, text=True,
+                                       str(self.latency), *(["--auto"] if self.auto_fallback else [])],
+                                      stdout=subprocess.PIPE, text=True,
                                       cwd=Path(__file__).resolve().parent.parent)
         assert self._proc.stdout is not None
         ready, _, _ = select.select([self._proc.stdout], [], [], self.start_timeout_s)

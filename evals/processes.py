@@ -34,6 +34,7 @@ from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.event_loop import batch_collector
 from kgagents.evals.workers import shares
 from kgagents.graphs.registry import module_of
+from kgagents.tools.sandbox import adopt_isolation_probe, isolation_probe
 
 if TYPE_CHECKING:  # the runner imports this module: its types only for annotations
     from kgagents.evals.runner import EvalOptions, ItemRunner
@@ -41,7 +42,6 @@ if TYPE_CHECKING:  # the runner imports this module: its types only for annotati
 #: Makes a worker's item runner from the options, the dataset's name and its scorer's name (the runner's
 #: :func:`~kgagents.evals.runner.item_runner`, a module-level function: workers get it by reference).
 RunnerFactory = Callable[["EvalOptions", str, str], "ItemRunner"]
-from kgagents.tools.sandbox import adopt_isolation_probe, isolation_probe
 
 #: How long the coordinator waits for a message before it checks that the workers are alive.
 POLL_S = 1.0
@@ -111,7 +111,8 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
     for _ in sizes:
         jobs.put(None)  # one end mark per worker
     probe = await asyncio.to_thread(isolation_probe)  # probed once here, not once per worker
-    procs = [ctx.Process(target=_worker, args=(make_runner, options, dataset.name, dataset.scorer, size, jobs, results, probe),
+    procs = [ctx.Process(target=_worker, args=(make_runner, options, dataset.name, dataset.scorer, size, jobs, results,
+                                               probe),
                          name=f"kgagents-eval-{i}", daemon=True) for i, size in enumerate(sizes)]
     for proc in procs:
         proc.start()
@@ -159,7 +160,8 @@ def _lost(pid: int | None, code: int | None, pairs: set[tuple[str, int]]) -> str
             "resume them from their checkpoints")
 
 
-def _worker(make_runner: RunnerFactory, options: EvalOptions, dataset_name: str, scorer_name: str, concurrency: int, jobs: Any,
+def _worker(make_runner: RunnerFactory, options: EvalOptions, dataset_name: str, scorer_name: str, concurrency: int,
+            jobs: Any,
             results: Any, probe: Any = None) -> None:
     """A worker process: run pairs from ``jobs``, ``concurrency`` at a time, until its end mark."""
     pid = os.getpid()

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from typing import Any, TypeVar
-
-T = TypeVar("T")
-
+from typing import Any
 
 #: Where the process's CPU goes, by the file a function lives in (first match wins); ``--profile`` sums the
 #: functions' own CPU time (cProfile with the process's CPU clock: Python 3.12's profiler sees every thread, so a
@@ -79,7 +76,7 @@ def attribute(stats: dict[Any, Any]) -> dict[str, float]:
     return shares
 
 
-async def profiled(run: Awaitable[T]) -> tuple[T, dict[str, float]]:
+async def profiled[T](run: Awaitable[T]) -> tuple[T, dict[str, float]]:
     """``run``'s result and its CPU seconds by component (cProfile on the process's CPU clock, :func:`attribute`)."""
     import cProfile  # the profiler: only for this profiling run
     import pstats  # the profiler: only for this profiling run

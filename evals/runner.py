@@ -272,7 +272,8 @@ class EvalOptions:
     checkpointer: str | None = None
     """Checkpointer URL; default: ``checkpoints.sqlite`` in ``out_dir``."""
     processes: int = 1
-    """Worker processes on this machine that share the ``concurrency`` items in flight (see kgagents.evals.processes)."""
+    """Worker processes on this machine that share the ``concurrency`` items in flight
+    (see kgagents.evals.processes)."""
     budget_usd: float | None = None
     """The evaluation's budget: once the items of this call (their runs and their graders) have cost this much,
     no further item starts (those in flight finish); ``None``: none. A run's own budget is the context's

@@ -9,10 +9,10 @@ Python — see only the input schema's fields and get the output schema back::
      "failure_summary": {"count": 0, "kinds": {}}, "evidence": {"triples": [["array", "SORTED_TO", "…"]]}}
 
 ARK-V1, grounded reasoning and Agent-G add ``exit_reason``; a run that a budget ended has ``budget_stop``
-(:mod:`kgagents.nodes.budget`). ``final_answer`` is the state's own answer channel (written by each workflow's final step); the other output
-fields are computed once, from the final state, by the ``output`` node that :func:`workflow_graph` adds:
-every way to ``END`` leads through it (:class:`WorkflowGraph`), whichever node ended the run. Workflows of one
-shape share a schema pair:
+(:mod:`kgagents.nodes.budget`). ``final_answer`` is the state's own answer channel (written by each workflow's
+final step); the other output fields are computed once, from the final state, by the ``output`` node that
+:func:`workflow_graph` adds: every way to ``END`` leads through it (:class:`WorkflowGraph`), whichever node
+ended the run. Workflows of one shape share a schema pair:
 
 =====================  ======================================================================================
 schemas                workflows

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import itertools
 import textwrap
 import types
 from dataclasses import dataclass, fields
@@ -37,7 +38,7 @@ def _attribute_docstrings(cls: type) -> dict[str, str]:
         return {}
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
-    for node, after in zip(body, body[1:], strict=False):
+    for node, after in itertools.pairwise(body):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                 and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
                 and isinstance(after.value.value, str)):
@@ -49,7 +50,7 @@ def described[C: type](cls: C) -> C:
     """Give each field of the dataclass ``cls`` declared in its body the metadata ``{"description": <the
     attribute docstring below it>}`` (unless its metadata has one); a field declared again without a docstring
     (a new default) keeps its base class's description."""
-    own = cls.__dict__.get("__annotations__", {})
+    own = inspect.get_annotations(cls)
     docs = _attribute_docstrings(cls)
     for name in own:
         spec = cls.__dataclass_fields__.get(name)  # type: ignore[attr-defined]

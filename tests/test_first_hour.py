@@ -37,7 +37,7 @@ def test_runs_columns_stay_aligned_for_every_workflow_name():
     starts = {name: {line.index(f" {name} ") for line in lines if f" {name} " in line}
               for name in ("ark", "agent-g-corrective-rag", "kgot")}
     assert len({min(v) for v in starts.values()}) == 1  # the workflow column starts at one place
-    status_at = {line.index(status) for line, status in zip(lines, ("done", "interrupted", "failed"))}
+    status_at = {line.index(status) for line, status in zip(lines, ("done", "interrupted", "failed"), strict=True)}
     assert len(status_at) == 1
     assert "Who plays?" in lines[1] and "(no question recorded)" in lines[2]
 

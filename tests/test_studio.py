@@ -44,7 +44,6 @@ def serve(tmp: Path, **extra_env: str):
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp / "runs"), KGAGENTS_GRAPHS_DIR=str(tmp / "graphs"),
                OLLAMA_HOST="http://127.0.0.1:9",
                LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1", **extra_env)
-    log = open(tmp / "server.log", "w")
     langgraph = Path(sys.executable).with_name("langgraph")
     with open(tmp / "server.log", "w") as log:  # the server writes to its own copy of the file descriptor
         proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",

@@ -162,7 +162,8 @@ def _pixels_near(png: Path, colour: str, tolerance: int = 40) -> int:
 
     target = tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
     image = Image.open(png).convert("RGB")
-    return sum(1 for p in image.get_flattened_data() if all(abs(a - b) <= tolerance for a, b in zip(p, target, strict=True)))
+    return sum(1 for p in image.get_flattened_data()
+               if all(abs(a - b) <= tolerance for a, b in zip(p, target, strict=True)))
 
 
 VIEWS = {

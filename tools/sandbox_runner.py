@@ -42,8 +42,7 @@ def _limit_threads(limit):
         def guarded(function, *args, **kwargs):
             with lock:
                 if live[0] >= limit:
-                    raise RuntimeError("can't start new thread: the sandbox allows at most %d threads"
-                                       % limit)
+                    raise RuntimeError(f"can't start new thread: the sandbox allows at most {limit} threads")
                 live[0] += 1
 
             def run(*a, **k):
@@ -83,7 +82,7 @@ def _message(exc):
 
 def _llm_error(exc, memory_mb, max_frames):
     if isinstance(exc, SyntaxError) and exc.filename == _LLM:
-        msg = "%s: %s (line %s)" % (_type_name(exc), exc.msg, exc.lineno)
+        msg = f"{_type_name(exc)}: {exc.msg} (line {exc.lineno})"
         if exc.text:
             line = exc.text.rstrip("\n")
             msg += "\n    " + line.strip()
@@ -92,9 +91,9 @@ def _llm_error(exc, memory_mb, max_frames):
                 msg += "\n    " + " " * max(0, exc.offset - 1 - indent) + "^"
         return msg
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _LLM]
-    line = " (line %d)" % frames[-1].lineno if frames else ""
+    line = f" (line {frames[-1].lineno})" if frames else ""
     if isinstance(exc, MemoryError):
-        head = "memory limit of %d MB exceeded (MemoryError)%s" % (memory_mb, line)
+        head = f"memory limit of {memory_mb} MB exceeded (MemoryError){line}"
     else:
         text = _message(exc)
         head = _type_name(exc) + (": " + text if text else "") + line
@@ -103,7 +102,7 @@ def _llm_error(exc, memory_mb, max_frames):
     if frames:
         shown = frames[-max_frames:]
         more = len(frames) - len(shown)
-        head += "\nTraceback (LLM code only%s):\n" % (", %d earlier frames left out" % more if more else "")
+        head += "\nTraceback (LLM code only{}):\n".format(f", {more} earlier frames left out" if more else "")
         head += "".join(traceback.format_list(shown)).rstrip("\n")
     return head
 
@@ -124,11 +123,11 @@ def _load_seccomp(program):
                  (pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0)):
         if libc.prctl(*call) != 0:
             errno = ctypes.get_errno()
-            raise OSError(errno, "prctl(%d): %s" % (call[0], os.strerror(errno)))
+            raise OSError(errno, f"prctl({call[0]}): {os.strerror(errno)}")
 
 
 def _trusted_error(phase, exc):
-    head = "sandbox %s failed: %s: %s" % (phase, _type_name(exc), _message(exc))
+    head = f"sandbox {phase} failed: {_type_name(exc)}: {_message(exc)}"
     if type(exc).__module__ == "__main__":  # an error class of the prelude/postlude: a deliberate message
         return head
     frames = traceback.extract_tb(exc.__traceback__)[1:][-3:]
@@ -142,11 +141,11 @@ def _jsonable(value, path, notes, depth=0, seen=None):
         if isinstance(value, base):
             return base(value)
     if depth > 64:
-        notes.append("%s: nested too deeply, converted to its repr" % path)
+        notes.append(f"{path}: nested too deeply, converted to its repr")
         return _repr(value)
     seen = seen if seen is not None else set()
     if id(value) in seen:
-        notes.append("%s: refers to itself, converted to its repr" % path)
+        notes.append(f"{path}: refers to itself, converted to its repr")
         return _repr(value)
     if isinstance(value, (dict, list, tuple, set, frozenset)):
         seen = seen | {id(value)}
@@ -159,26 +158,26 @@ def _jsonable(value, path, notes, depth=0, seen=None):
                 key = json.dumps(k)
             else:
                 key = _repr(k)
-                notes.append("%s: key %s converted to its repr" % (path, type(k).__name__))
-            out[key] = _jsonable(v, "%s[%r]" % (path, key), notes, depth + 1, seen)
+                notes.append(f"{path}: key {type(k).__name__} converted to its repr")
+            out[key] = _jsonable(v, f"{path}[{key!r}]", notes, depth + 1, seen)
         return out
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(value)]
+        return [_jsonable(v, f"{path}[{i}]", notes, depth + 1, seen) for i, v in enumerate(value)]
     if isinstance(value, (set, frozenset)):
-        notes.append("%s: %s converted to a list" % (path, type(value).__name__))
+        notes.append(f"{path}: {type(value).__name__} converted to a list")
         items = list(value)
         try:
             items.sort()
         except Exception:
             pass
-        return [_jsonable(v, "%s[%d]" % (path, i), notes, depth + 1, seen) for i, v in enumerate(items)]
+        return [_jsonable(v, f"{path}[{i}]", notes, depth + 1, seen) for i, v in enumerate(items)]
     tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
     if callable(tolist) and type(value).__module__.startswith("numpy"):
         try:
             return _jsonable(tolist(), path, notes, depth + 1, seen)
         except Exception:
             pass
-    notes.append("%s: %s is not JSON, converted to its repr" % (path, type(value).__name__))
+    notes.append(f"{path}: {type(value).__name__} is not JSON, converted to its repr")
     return _repr(value)
 
 
@@ -186,7 +185,7 @@ def _repr(value):
     try:
         text = repr(value)
     except Exception as exc:
-        text = "<unrepresentable %s: %s>" % (type(value).__name__, exc)
+        text = f"<unrepresentable {type(value).__name__}: {exc}>"
     return text if len(text) <= 100000 else text[:100000] + "...<cut>"
 
 
@@ -212,13 +211,13 @@ def _main():
         try:
             text = dumps(status)
         except Exception as exc:
-            text = dumps({"ok": False, "error": "result could not be written: %s" % exc, "result": None,
+            text = dumps({"ok": False, "error": f"result could not be written: {exc}", "result": None,
                           "notes": []})
         try:
             with _open(status_path, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as exc:
-            status.update(ok=False, error="result too large to return (%s)" % exc.strerror, result=None)
+            status.update(ok=False, error=f"result too large to return ({exc.strerror})", result=None)
             with _open(status_path, "w", encoding="utf-8") as f:
                 f.write(dumps(status))
         _exit(0 if status["ok"] else 1)
@@ -262,15 +261,14 @@ def _main():
             notes = []
             status["result"] = _jsonable(value, result_var, notes)
             if notes:
-                status["notes"] = notes[:10] + (["... %d more conversions" % (len(notes) - 10)]
+                status["notes"] = notes[:10] + ([f"... {len(notes) - 10} more conversions"]
                                                 if len(notes) > 10 else [])
         except MemoryError:
             status.update(ok=False, result=None,
-                          error="memory limit of %d MB exceeded (MemoryError) while converting %s"
-                                % (memory_mb, result_var))
+                          error=f"memory limit of {memory_mb} MB exceeded (MemoryError) while converting {result_var}")
         except BaseException as exc:
-            status.update(ok=False, result=None, error="%s could not be converted to JSON: %s: %s"
-                                                      % (result_var, _type_name(exc), _message(exc)))
+            status.update(ok=False, result=None,
+                          error=f"{result_var} could not be converted to JSON: {_type_name(exc)}: {_message(exc)}")
     finish()
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from kgagents.cli import replay
 from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.replay import ReplayFailed
 from kgagents.graphs import registry
 
@@ -498,7 +499,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     ask.add_argument("--workflow", default="kgot", choices=registry.names(),
                      help="the workflow (default kgot); its context's settings are this command's flags "
                           "below (`kgagents ask --workflow W --help` lists W's)")
-    ask.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field, e.g. --set temperature=0.7")
+    ask.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="any context field, e.g. --set temperature=0.7")
     ask.add_argument("--quiet", action="store_true", help="no progress lines")
     ask.add_argument("--checkpointer", metavar="URL",
                      help="keep the checkpoints in PostgreSQL (postgresql://user:password@host/db; default: "

@@ -340,6 +340,7 @@ def render_views(views: Sequence[View], *, title: str, subtitle: str = "", legen
         root = Tabs(tabs=[TabPanel(child=p, title=v.title[:60]) for v, p in zip(views, pictures, strict=True)],
                     active=len(views) - 1, sizing_mode="stretch_width")
     script, div = components(root)
+    payload = [{"title": v.title, "kg": v.kg} for v in views]
     resources = Resources(mode="inline", components=["bokeh", "bokeh-widgets"])
     keys = "".join(f'<span><i style="background:{c}"></i>{html.escape(k)}</span>' for k, c in (legend or {}).items())
     sections = "".join(
@@ -353,7 +354,7 @@ def render_views(views: Sequence[View], *, title: str, subtitle: str = "", legen
 <body><header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header>
 <main>{f'<p class="legend">{keys}</p>' if keys else ''}{div}</main>
 <section class="tables"><h2>As tables</h2>{sections}</section>
-<script type="application/json" id="kg-data">{_json_for_script([{"title": v.title, "kg": v.kg} for v in views])}</script>
+<script type="application/json" id="kg-data">{_json_for_script(payload)}</script>
 {script}
 </body></html>
 """

@@ -17,6 +17,8 @@ from urllib.parse import urlparse
 
 from dotenv import load_dotenv
 
+from kgagents.core.errors import KGAgentsError
+
 #: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool executor;
 #: tools (LLM tool, surfer agent, text inspector, ...) have their own model. ARK-V1's agent, grounded
 #: reasoning's reasoner and Agent-G have one role each (each workflow's context lists its own: ``ROLES``).

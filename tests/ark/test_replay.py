@@ -47,7 +47,8 @@ def test_a_recorded_run_replays_identically_without_its_model(tmp_path, capsys, 
 def test_a_request_the_recording_lacks_stops_the_replay_with_its_node(tmp_path, capsys, example):
     runs, thread = _recorded_run(tmp_path, capsys, example)
     with sqlite3.connect(tmp_path / "runs" / "recordings" / f"{thread}.sqlite") as db:
-        node = db.execute("SELECT node FROM exchanges WHERE node LIKE '%relation%' ORDER BY rowid LIMIT 1").fetchone()[0]
+        node = db.execute("SELECT node FROM exchanges WHERE node LIKE '%relation%' ORDER BY rowid LIMIT 1"
+                          ).fetchone()[0]
         db.execute("DELETE FROM exchanges WHERE node = ? AND rowid = (SELECT MIN(rowid) FROM exchanges "
                    "WHERE node = ?)", (node, node))
     assert main(["--runs-dir", runs, "replay", thread]) == 1

@@ -257,7 +257,8 @@ def test_degraded_items_and_not_graded_leave_errors_aside(tmp_path):
 def _runset(tmp_path, label, dataset, costs, correct):
     from kgagents.evals.report import RunSet
 
-    records = [{"id": f"i{n}", "cost_usd": c, "correct": ok} for n, (c, ok) in enumerate(zip(costs, correct))]
+    records = [{"id": f"i{n}", "cost_usd": c, "correct": ok}
+               for n, (c, ok) in enumerate(zip(costs, correct, strict=True))]
     return RunSet(tmp_path / label, label, {"dataset": dataset}, records)
 
 

@@ -106,7 +106,7 @@ class Function:
             raise CragAPIError(f"{self.signature()} takes {len(self.params)} argument(s), {len(args)} given",
                                "arguments")
         values: dict[str, Any] = {}
-        for param, value in zip(self.params, args):
+        for param, value in zip(self.params, args, strict=False):
             values[param.name] = value
         for name, value in kwargs.items():
             param = next((p for p in self.params if name in (p.name, p.key)), None)

@@ -52,6 +52,7 @@ from urllib.parse import quote
 
 import httpx
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import canonical, snapshot_digest
 from kgagents.tools.kg.sparql_text import SparqlRejected, clean
@@ -345,7 +346,8 @@ def term_value(term: Any) -> Any:
 
 
 def engine_term(term: list[Any]) -> Any:
-    """A term as :func:`kgagents.tools.kg.sparql_engine.execute` describes it (``[kind, value, datatype, language]``), as
+    """A term as :func:`kgagents.tools.kg.sparql_engine.execute` describes it
+    (``[kind, value, datatype, language]``), as
     the LLM reads it."""
     import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
