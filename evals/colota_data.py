@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
+
 log = logging.getLogger("kgagents.evals.colota")
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "colota"
@@ -31,7 +33,7 @@ SEEDS = {"qa": 200, "cv": 150}
 ANSWERS = (True, False, None)
 
 
-class CoLoTaDataError(ValueError):
+class CoLoTaDataError(KGAgentsError, ValueError):
     """A CoLoTa / CR-LT file cannot be used; the message names the file and the problem."""
 
 

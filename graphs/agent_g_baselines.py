@@ -27,7 +27,7 @@ from kgagents.nodes import budget
 from kgagents.nodes.agent_g import AgentGContext, AgentGState, agent_g_context_of
 
 
-def _graph() -> StateGraph:
+def _graph() -> StateGraph[Any, Any, Any, Any]:
     g = io.workflow_graph(AgentGState, context_schema=AgentGContext, input_schema=io.AgentGInput,
                           output_schema=io.ExitOutput, evidence=io.agent_g_evidence)
     g.add_node("initialise", n.initialise)

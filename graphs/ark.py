@@ -39,7 +39,9 @@ async def route_anchor(state: ArkState, runtime: Any) -> Literal["final_answer",
     ctx = ark_context_of(runtime)
     decision = verdict(bool(current.get("anchor_valid")), (current.get("c") or {}).get("anchor", 0),
                        ctx.c_max, limit_first=True)
-    route = {"stop": "final_answer", "accept": "retrieve_relations", "retry": "prompt_select_anchor"}[decision]
+    routes: dict[str, Literal["final_answer", "retrieve_relations", "prompt_select_anchor"]] = {
+        "stop": "final_answer", "accept": "retrieve_relations", "retry": "prompt_select_anchor"}
+    route = routes[decision]
     return (route != "final_answer" and budget.stop(state, ctx, "final_answer")) or route
 
 
@@ -74,7 +76,9 @@ async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answe
     ctx = ark_context_of(runtime)
     decision = verdict(bool(current.get("reasoning_valid")), (current.get("c") or {}).get("reasoning", 0),
                        ctx.c_max, limit_first=True)
-    route = {"stop": "final_answer", "accept": "clean_up", "retry": "retrieve_triples"}[decision]
+    routes: dict[str, Literal["final_answer", "clean_up", "retrieve_triples"]] = {
+        "stop": "final_answer", "accept": "clean_up", "retry": "retrieve_triples"}
+    route = routes[decision]
     return (route != "final_answer" and budget.stop(state, ctx, "final_answer")) or route
 
 

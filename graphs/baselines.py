@@ -61,7 +61,7 @@ def build_zeroshot() -> StateGraph[Any, Any, Any, Any]:
     g = io.workflow_graph(n.BaselineState, context_schema=n.BaselineContext, input_schema=io.TaskInput,
                           evidence=io.tool_evidence)
     g.add_node("receive_task", n.receive_task)
-    g.add_node("answer_zero_shot", n.answer_zero_shot)  # type: ignore[arg-type]
+    g.add_node("answer_zero_shot", n.answer_zero_shot)
     g.add_edge(START, "receive_task")
     g.add_edge("receive_task", "answer_zero_shot")
     g.add_edge("answer_zero_shot", END)
@@ -92,7 +92,7 @@ def build_graphrag() -> StateGraph[Any, Any, Any, Any]:
                           evidence=io.retrieval_evidence)
     add_routed_node(g, "load_tool_outputs", n.load_tool_outputs, route_extraction,
                     destinations=("extract_chunk", "build_graph"))
-    g.add_node("extract_chunk", n.extract_chunk)  # type: ignore[arg-type]
+    g.add_node("extract_chunk", n.extract_chunk)
     g.add_node("build_graph", n.build_graph)
     g.add_node("answer_from_graph", n.answer_from_graph)
     g.add_edge(START, "load_tool_outputs")
@@ -135,12 +135,12 @@ def build_nokg() -> StateGraph[Any, Any, Any, Any]:
     add_routed_node(g, "decide_from_tool_outputs", n.decide_from_tool_outputs, route_nokg_vote)
     add_routed_node(g, "define_tool_calls", define_tool_calls, route_nokg_tool_calls,
                     destinations=("run_tool_call", "collect_tool_outputs"))
-    g.add_node("run_tool_call", run_tool_call)  # type: ignore[arg-type]
+    g.add_node("run_tool_call", run_tool_call)
     add_routed_node(g, "collect_tool_outputs", n.collect_tool_outputs, route_nokg_iteration)
     add_routed_node(g, "solve_from_tool_outputs", n.solve_from_tool_outputs, route_nokg_solution)
     add_routed_node(g, "solve_forced_from_tool_outputs", n.solve_forced_from_tool_outputs, route_nokg_solution)
-    g.add_node("process_math", process_math)  # type: ignore[arg-type]
-    g.add_node("parse_solution", parse_solution)  # type: ignore[arg-type]
+    g.add_node("process_math", process_math)
+    g.add_node("parse_solution", parse_solution)
     g.add_edge(START, "receive_task")
     g.add_edge("run_tool_call", "collect_tool_outputs")
     g.add_edge("process_math", "parse_solution")

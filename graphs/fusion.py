@@ -40,7 +40,7 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     add_routed_node(g, "receive_task", f.receive_fusion_task, route_variants,
                     destinations=("run_variant", "combine_answers"))
     g.add_node("run_variant", f.make_run_variant(kgot.graph))
-    g.add_node("combine_answers", f.combine_answers)  # type: ignore[arg-type]
+    g.add_node("combine_answers", f.combine_answers)
     g.add_edge(START, "receive_task")
     g.add_edge("run_variant", "combine_answers")
     g.add_edge("combine_answers", END)

@@ -116,13 +116,13 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     g = io.workflow_graph(GroundedState, context_schema=GroundedContext, input_schema=io.GraphInput,
                           output_schema=io.ExitOutput, evidence=io.grounded_evidence)
     add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"))
-    g.add_node("generate_step", n.generate_step)  # type: ignore[arg-type]
+    g.add_node("generate_step", n.generate_step)
     add_routed_node(g, "collect_candidates", collect_candidates, route_merge,
                     destinations=("merge_thoughts", "evaluate_states"))
-    g.add_node("merge_thoughts", n.merge_thoughts)  # type: ignore[arg-type]
+    g.add_node("merge_thoughts", n.merge_thoughts)
     add_routed_node(g, "evaluate_states", evaluate_states, route_evaluate,
                     destinations=("score_state", "select_states"))
-    g.add_node("score_state", n.score_state)  # type: ignore[arg-type]
+    g.add_node("score_state", n.score_state)
     add_routed_node(g, "select_states", n.select_states, route_expand, destinations=("generate_step", "answer"))
     g.add_node("answer", n.answer)
 

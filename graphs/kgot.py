@@ -114,13 +114,13 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     add_routed_node(g, "decide_next_step", n.decide_next_step, route_majority_vote)
     add_routed_node(g, "define_tool_calls", n.define_tool_calls, route_tool_calls,
                     destinations=("run_tool_call", "integrate_new_information"))
-    g.add_node("run_tool_call", n.run_tool_call)  # type: ignore[arg-type]
+    g.add_node("run_tool_call", n.run_tool_call)
     add_routed_node(g, "integrate_new_information", n.integrate_new_information, route_integration)
     add_routed_node(g, "mitigate_noise", cleanup.mitigate_noise, route_solve_mode)
     for name, solve in (("solve_with_query", n.solve_with_query), ("solve_directly", n.solve_directly),
                         ("solve_forced", n.solve_forced), ("generate_forced_solution", n.generate_forced_solution)):
         add_routed_node(g, name, solve, route_solution)
-    g.add_node("process_math", n.process_math)  # type: ignore[arg-type]
+    g.add_node("process_math", n.process_math)
     add_routed_node(g, "parse_solution", n.parse_solution, route_parsed)
 
     g.add_edge(START, "receive_task")

@@ -19,6 +19,8 @@ from typing import Any
 
 from langgraph.graph import StateGraph
 
+from kgagents.nodes.context import BaseContext
+
 #: ``build() -> StateGraph``: the uncompiled graph of a workflow.
 Builder = Callable[[], StateGraph]
 
@@ -45,7 +47,7 @@ class Workflow:
     """One line for ``--help``, ``kgagents workflows`` and an MCP host."""
     build: Builder
     """The graph factory: returns the uncompiled graph (:meth:`compile_graph` compiles it)."""
-    context: type
+    context: type[BaseContext]
     """The runtime context (LangGraph ``context_schema``): its fields are the run's settings and CLI flags."""
     served: str
     """The import string of the compiled graph ``langgraph.json`` serves (no checkpointer), e.g.
@@ -101,12 +103,12 @@ class Workflow:
     @property
     def input_schema(self) -> type:
         """What a caller gives a run: the graph's input schema (``kgagents.graphs.io``)."""
-        return self.build().input_schema  # type: ignore[no-any-return]
+        return self.build().input_schema
 
     @property
     def output_schema(self) -> type:
         """What a run returns to a caller: the graph's output schema (``kgagents.graphs.io``)."""
-        return self.build().output_schema  # type: ignore[no-any-return]
+        return self.build().output_schema
 
     def input_keys(self) -> frozenset[str]:
         """The keys a run's input may hold (the graph's input schema)."""

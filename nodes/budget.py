@@ -25,12 +25,14 @@ never ends the run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.usage import Usage, sum_costs, total_tokens
 
 
-class BudgetError(ValueError):
+class BudgetError(KGAgentsError, ValueError):
     """A cost budget that cannot be checked (a model's price is unknown), or a budget that is not positive."""
 
 
@@ -86,8 +88,9 @@ def budget_reached(usage: Usage | None, ctx: Any) -> str | None:
     return None
 
 
-def stop(state: dict[str, Any], ctx: Any, destination: str) -> Stop | None:
+def stop(state: Mapping[str, Any], ctx: Any, destination: str) -> Any:
     """``destination`` as a :class:`Stop` when the run has spent its budget, else None (a router's hook:
-    ``return budget.stop(state, ctx, "final_answer") or <its own route>``)."""
+    ``return budget.stop(state, ctx, "final_answer") or <its own route>``; typed ``Any`` so that the router keeps
+    its literal destinations: a :class:`Stop` is the destination's string)."""
     reason = budget_reached(state.get("usage"), ctx)
     return Stop(destination, reason) if reason else None

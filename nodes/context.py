@@ -56,7 +56,8 @@ def described[C: type](cls: C) -> C:
         spec = cls.__dataclass_fields__.get(name)  # type: ignore[attr-defined]
         if spec is None or "description" in spec.metadata:
             continue
-        inherited = (description_of(base.__dataclass_fields__[name]) for base in cls.__mro__[1:]
+        inherited = (description_of(base.__dataclass_fields__[name])  # type: ignore[attr-defined]
+                     for base in cls.__mro__[1:]
                      if name in getattr(base, "__dataclass_fields__", {}))
         doc = docs.get(name) or next(inherited, "")
         if doc:

@@ -47,7 +47,7 @@ from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.usage import Usage, merge_usage, reply_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import BaseContext
 from kgagents.nodes.models import aresolve_model, resolve_model
 from kgagents.nodes.runtime import gather_bounded
 from kgagents.nodes.state import Failure
@@ -98,7 +98,7 @@ def as_messages(prompt: str | Sequence[BaseMessage], system: str | None = None) 
 class LLMCaller:
     """The chat model of one role, with retries and usage accounting, for one node execution."""
 
-    def __init__(self, context: Context, role: str, *, temperature: float | None = None,
+    def __init__(self, context: BaseContext, role: str, *, temperature: float | None = None,
                  model: BaseChatModel | None = None) -> None:
         self.context = context
         self.role = role

@@ -30,7 +30,7 @@ from kgagents.core.endpoints import (  # noqa: F401 - re-exported for the nodes
 )
 from kgagents.core.extras import require
 from kgagents.core.scripted import ScriptedChatModel
-from kgagents.nodes.context import Context
+from kgagents.nodes.context import BaseContext
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def _ollama_default_model(url: str) -> str | None:
     return chat[0] if chat else None
 
 
-def configured_model_string(role: str, context: Context | None = None) -> str:
+def configured_model_string(role: str, context: BaseContext | None = None) -> str:
     """The model string for ``role``: the context's, then the environment's, then a local Ollama model."""
     if context is not None:
         given = context.model_for(role)
@@ -188,7 +188,7 @@ def _is_provider(name: str) -> bool:
     return name in (known or {"openai", "anthropic", "ollama", "google_genai", "mistralai", "groq", "bedrock"})
 
 
-def resolve_model(context: Context, role: str, *, temperature: float | None = None) -> BaseChatModel:
+def resolve_model(context: BaseContext, role: str, *, temperature: float | None = None) -> BaseChatModel:
     """The chat model for ``role`` in this run."""
     given = context.model_for(role)
     if isinstance(given, BaseChatModel):
@@ -199,7 +199,7 @@ def resolve_model(context: Context, role: str, *, temperature: float | None = No
                             seed=context.seed)
 
 
-def _already_built(context: Context, role: str, temperature: float | None) -> BaseChatModel | None:
+def _already_built(context: BaseContext, role: str, temperature: float | None) -> BaseChatModel | None:
     """The model :func:`resolve_model` would return, if it needs no I/O to find it (else None)."""
     given = context.model_for(role)
     if isinstance(given, BaseChatModel):
@@ -214,7 +214,7 @@ def _already_built(context: Context, role: str, temperature: float | None) -> Ba
         return _cache.get(_cache_key(spec, context.base_url, temp, context.llm_timeout_s, settings, context.seed))
 
 
-async def aresolve_model(context: Context, role: str, *, temperature: float | None = None) -> BaseChatModel:
+async def aresolve_model(context: BaseContext, role: str, *, temperature: float | None = None) -> BaseChatModel:
     """:func:`resolve_model` for code on an event loop: a model built before (or given as an instance) at
     once; otherwise the resolution, which may build a client or look for a local Ollama server, in a thread."""
     model = _already_built(context, role, temperature)

@@ -32,6 +32,9 @@ from kgagents.core.errors import KGAgentsError
 from kgagents.core.replay import ReplayFailed
 from kgagents.graphs import registry
 
+__all__ = ["COMMAND_MODULES", "RunFailed", "build_parser", "command", "context_values_from_args", "demo_intro",
+           "demo_outro", "main", "start_checks"]
+
 Command = Callable[[argparse.Namespace], int]
 _commands: dict[str, Command] = {}
 
@@ -232,7 +235,7 @@ class RunFailed(KGAgentsError, RuntimeError):
     """A run stopped with an error; its checkpoints are kept and it can be resumed."""
 
 
-class RunInterrupted(KeyboardInterrupt):
+class RunInterrupted(KGAgentsError, KeyboardInterrupt):
     """Ctrl-C during a run: its checkpoints are kept, ``thread`` says which run to resume."""
 
     def __init__(self, thread: str) -> None:

@@ -2,4 +2,5 @@
 
 from kgagents.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # imported (a walk over the package's modules): nothing runs
+    raise SystemExit(main())

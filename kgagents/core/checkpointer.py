@@ -78,7 +78,8 @@ class BatchedSqliteSaver(SqliteSaver):
 
     def __init__(self, conn: sqlite3.Connection, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
-        self.lock = threading.RLock()  # the writer holds it for a whole batch, whose reads take it again
+        # the writer holds it for a whole batch, whose reads take it again (the base class declares a Lock)
+        self.lock = threading.RLock()  # type: ignore[assignment]
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name="kgagents-sqlite-writer", daemon=True)

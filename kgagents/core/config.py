@@ -22,6 +22,10 @@ from kgagents.core.errors import KGAgentsError
 #: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool executor;
 #: tools (LLM tool, surfer agent, text inspector, ...) have their own model. ARK-V1's agent, grounded
 #: reasoning's reasoner and Agent-G have one role each (each workflow's context lists its own: ``ROLES``).
+__all__ = ["HOME_VARIABLE", "MODEL_VARIABLES_HELP", "OLLAMA_DEFAULT_URL", "PROJECT_DIR", "ROLES", "ROLE_FALLBACKS",
+           "ConfigurationError", "Settings", "allowed_hosts", "data_home", "file_roots", "get_settings", "load_env",
+           "ollama_available", "ollama_url", "user_data_dir"]
+
 ROLES = ("graph_executor", "tool_executor", "tools", "ark_agent", "reasoner", "agent_g")
 #: Roles that were called by another name before: ``KGAGENTS_<ROLE>_MODEL`` unset, the old name's variable is
 #: read.

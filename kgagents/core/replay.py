@@ -40,6 +40,8 @@ from langchain_core.load import dumps, loads
 from langchain_core.outputs import Generation
 from langchain_core.runnables.config import var_child_runnable_config
 
+from kgagents.core.errors import KGAgentsError
+
 Mode = Literal["record", "replay", "cache"]
 RECORDING_NAME = "recording.sqlite"
 """The file name of an evaluation's recording (in its result directory)."""
@@ -57,7 +59,7 @@ CREATE TABLE IF NOT EXISTS exchanges (
 """
 
 
-class ReplayDivergence(RuntimeError):
+class ReplayDivergence(KGAgentsError, RuntimeError):
     """A replayed run made a request its recording lacks (the code, the data or the settings changed)."""
 
     def __init__(self, node: str, fingerprint: str, request: str, seen: int) -> None:
@@ -115,7 +117,7 @@ def _loads(text: str) -> list[Generation]:
     revived)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"The function `loads` is in beta")
-        return loads(text, allowed_objects="core")  # type: ignore[no-any-return]
+        return loads(text, allowed_objects="core")
 
 
 def _node() -> str:
@@ -241,7 +243,7 @@ def using(recording: Recording | None) -> Iterator[Recording | None]:
         set_llm_cache(before)
 
 
-class ReplayFailed(RuntimeError):
+class ReplayFailed(KGAgentsError, RuntimeError):
     """A replay met requests its recording lacks (see :class:`ReplayDivergence`)."""
 
 

@@ -15,11 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kgagents.core.errors import KGAgentsError
+
 #: The domains as the API names them (Agent-G's "encyclopedia" is the API's "open").
 DOMAINS = ("open", "movie", "finance", "music", "sports")
 
 
-class CragAPIError(RuntimeError):
+class CragAPIError(KGAgentsError, RuntimeError):
     """A call of CRAG's API failed. ``kind``: ``unreachable``, ``timeout``, ``http``, ``malformed``,
     ``unknown-function`` or ``arguments``."""
 
