@@ -235,7 +235,7 @@ class RunFailed(KGAgentsError, RuntimeError):
     """A run stopped with an error; its checkpoints are kept and it can be resumed."""
 
 
-class RunInterrupted(KGAgentsError, KeyboardInterrupt):
+class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C during a run: its checkpoints are kept, ``thread`` says which run to resume."""
 
     def __init__(self, thread: str) -> None:
