@@ -107,7 +107,7 @@ def _import(args: argparse.Namespace) -> int:
 def _where_graphs_live() -> str:
     """Which graphs directory this is and why (the data directory's origin), for the user to find it again."""
     from kgagents.core.config import HOME_VARIABLE, PROJECT_DIR, data_home
-    from kgagents.tools.pgraph.registry import GRAPHS_DIR_ENV, graphs_dir
+    from kgagents.tools.pgraph.catalog import GRAPHS_DIR_ENV, graphs_dir
 
     if os.environ.get(GRAPHS_DIR_ENV, "").strip():
         why = f"{GRAPHS_DIR_ENV}; runs started where it is set find it"
