@@ -52,11 +52,14 @@ async def main(model: str | None = None) -> dict:
         config = {"configurable": {"thread_id": "agent-g-example"}, "recursion_limit": 200}
         async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
             # 3. invoke; here the run stops after the validator's first verdict, as a crash would stop it
-            stopped = await compile_graph(saver, interrupt_after=["validator"]).ainvoke(
-                inputs, config, context=context)
+            await compile_graph(saver, interrupt_after=["validator"]).ainvoke(inputs, config, context=context)
+            graph = compile_graph(saver)
+            stopped = (await graph.aget_state(config)).values  # the thread's whole state, as checkpointed
             print(f"stopped after iteration 1: answer {stopped['iterations'][-1].get('answer')!r}")
             # 4. resume the same thread: no input (None), the same config and context
-            state = await compile_graph(saver).ainvoke(None, config, context=context)
+            out = await graph.ainvoke(None, config, context=context)  # the output: answer, cost, retrieved ids
+            print(f"exit: {out['exit_reason']}; evidence: {out['evidence']}")
+            state = (await graph.aget_state(config)).values
     # 5. the answer and its evidence: each iteration's retrieval, answer, verdict and feedback
     print(f"answer: {state['final_answer']} (gold: {item.gold})")
     for it in state["iterations"]:

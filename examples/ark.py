@@ -36,14 +36,14 @@ async def main(model: str | None = None) -> dict:
         config = {"configurable": {"thread_id": "ark-example"}, "recursion_limit": 200}
         async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
             # 3. invoke; here the run stops after its first reasoning step, as Ctrl-C or a crash would stop it
-            stopped = await compile_graph(saver, interrupt_after=["clean_up"]).ainvoke(
-                inputs, config, context=context)
+            await compile_graph(saver, interrupt_after=["clean_up"]).ainvoke(inputs, config, context=context)
+            graph = compile_graph(saver)
+            stopped = (await graph.aget_state(config)).values  # the thread's whole state, as checkpointed
             print(f"stopped after step 1: {stopped['steps'][0]['implication']}")
             # 4. resume the same thread: no input (None), the same config and context; finished steps are kept
-            graph = compile_graph(saver)
-            state = await graph.ainvoke(None, config, context=context)
-            # the thread's latest checkpoint can be read back at any time
-            assert (await graph.aget_state(config)).values["final_answer"] == state["final_answer"]
+            out = await graph.ainvoke(None, config, context=context)  # the output: answer, cost, path, exit
+            print(f"exit: {out['exit_reason']}; evidence: {out['evidence']}")
+            state = (await graph.aget_state(config)).values  # the whole run, read back from its checkpoints
     # 5. the answer ("True", "False", or "None" to abstain) and its evidence: the triples each step selected
     print(f"answer: {state['final_answer']} ({state['exit_reason']}): {state['justification']}")
     for step in state["steps"]:

@@ -48,11 +48,14 @@ async def main(model: str | None = None) -> dict:
         config = {"configurable": {"thread_id": "grounded-example"}, "recursion_limit": 200}
         async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
             # 3. invoke; here the run stops once the first depth's states are selected, as a crash would
-            stopped = await compile_graph(saver, interrupt_after=["select_states"]).ainvoke(
-                inputs, config, context=context)
+            await compile_graph(saver, interrupt_after=["select_states"]).ainvoke(inputs, config, context=context)
+            graph = compile_graph(saver)
+            stopped = (await graph.aget_state(config)).values  # the thread's whole state, as checkpointed
             print(f"stopped with {len(stopped['thoughts'])} thought(s) in the graph")
             # 4. resume the same thread: no input (None), the same config and context
-            state = await compile_graph(saver).ainvoke(None, config, context=context)
+            out = await graph.ainvoke(None, config, context=context)  # the output: answer, cost, path, exit
+            print(f"exit: {out['exit_reason']}; evidence: {out['evidence']}")
+            state = (await graph.aget_state(config)).values
     # 5. the answer and its evidence: the thoughts on its path, each with the graph calls that grounded it
     print(f"answer: {state['final_answer']} (gold: {row['answer']})")
     thoughts, node = state["thoughts"], state.get("best")

@@ -39,14 +39,17 @@ async def main(model: str | None = None) -> dict:
         config = {"configurable": {"thread_id": "kgot-example"}, "recursion_limit": 200}
         async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
             # 3. invoke; here the run stops after its first KG write, as Ctrl-C or a crash would stop it
-            stopped = await compile_graph(saver, interrupt_after=["integrate_new_information"]).ainvoke(
+            await compile_graph(saver, interrupt_after=["integrate_new_information"]).ainvoke(
                 inputs, config, context=context)
+            graph = compile_graph(saver)
+            stopped = (await graph.aget_state(config)).values  # the thread's whole state, as checkpointed
             writes, nodes = len(stopped["kg_writes"]), len(stopped["kg"]["nodes"])
             print(f"stopped after {writes} KG write(s): {nodes} node(s)")
             # 4. resume the same thread: no input (None), the same config and context; nothing runs twice
-            graph = compile_graph(saver)
-            state = await graph.ainvoke(None, config, context=context)
-            assert (await graph.aget_state(config)).values["final_answer"] == state["final_answer"]
+            out = await graph.ainvoke(None, config, context=context)  # the output: answer, cost, tokens, evidence
+            print(f"cost: {out['cost_usd']}, tokens: {out['tokens']}, evidence: {len(out['evidence']['triples'])} "
+                  "triple(s)")
+            state = (await graph.aget_state(config)).values
     # 5. the answer and its evidence: the tool calls, the knowledge graph they built, the solve queries
     print(f"answer: {state['final_answer']}")
     for call in state["tool_calls"]:
