@@ -50,3 +50,15 @@ def final(answer: Any, *, why: str = "scripted", times: int = 1) -> list[dict[st
 def quoted(name: str) -> str:
     """A regex for ``"name"`` as prompts quote it."""
     return re.escape(f'"{name}"')
+
+
+def yui_run(graph_edges: list[Any]) -> list[dict[str, Any]]:
+    """The ARK-V1 example's two steps over its graph (Yui Yuigahama -has pet-> Sablé -animal breed-> dachshund),
+    then the answer False."""
+    from kgagents.tools.pgraph import graph_from_edges
+
+    g = graph_from_edges(graph_edges)
+    return [*anchor("Yui Yuigahama"), *relation("has pet"),
+            *reasoning([g.triples("Yui Yuigahama", "has pet")[0].key], "Her pet is Sablé.", True),
+            *anchor("Sablé"), *relation("animal breed"),
+            *reasoning([g.triples("Sablé", "animal breed")[0].key], "A dachshund.", False), *final(False)]

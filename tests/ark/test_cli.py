@@ -36,13 +36,7 @@ def test_demo_prints_false(capsys, embedder):
 def test_ask_with_an_attached_graph_then_show(tmp_path, capsys, example):
     graph = tmp_path / "example.json"
     graph.write_text(json.dumps(example), encoding="utf-8")
-    from kgagents.tools.pgraph import graph_from_edges
-
-    g = graph_from_edges(example["graph"])
-    steps = [*S.anchor("Yui Yuigahama"), *S.relation("has pet"),
-             *S.reasoning([g.triples("Yui Yuigahama", "has pet")[0].key], "Her pet is Sablé.", True),
-             *S.anchor("Sablé"), *S.relation("animal breed"),
-             *S.reasoning([g.triples("Sablé", "animal breed")[0].key], "A dachshund.", False), *S.final(False)]
+    steps = S.yui_run(example["graph"])
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": steps}), encoding="utf-8")
     runs = str(tmp_path / "runs")

@@ -7,18 +7,13 @@ import re
 import sqlite3
 
 from kgagents.cli import main
-from kgagents.tools.pgraph import graph_from_edges
 from tests.ark import script as S
 
 
 def _recorded_run(tmp_path, capsys, example):
     graph = tmp_path / "example.json"
     graph.write_text(json.dumps(example), encoding="utf-8")
-    g = graph_from_edges(example["graph"])
-    steps = [*S.anchor("Yui Yuigahama"), *S.relation("has pet"),
-             *S.reasoning([g.triples("Yui Yuigahama", "has pet")[0].key], "Her pet is Sablé.", True),
-             *S.anchor("Sablé"), *S.relation("animal breed"),
-             *S.reasoning([g.triples("Sablé", "animal breed")[0].key], "A dachshund.", False), *S.final(False)]
+    steps = S.yui_run(example["graph"])
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": steps}), encoding="utf-8")
     runs = str(tmp_path / "runs")
