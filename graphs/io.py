@@ -40,6 +40,8 @@ from pydantic import Field
 
 from kgagents.core.usage import total_cost, total_tokens
 from kgagents.nodes.state import failure_summary
+from kgagents.nodes.state import final_state as final_state  # re-exported: Python callers run graphs with it
+from kgagents.nodes.state import state_keys as state_keys
 
 #: The node that computes the output fields (it runs last, once).
 OUTPUT_NODE = "output"
@@ -331,19 +333,3 @@ def workflow_graph(
     builder.add_node(OUTPUT_NODE, output, defer=True)
     StateGraph.add_edge(builder, OUTPUT_NODE, END)
     return builder
-
-
-def state_keys(graph: Any) -> list[str]:
-    """The channels of a compiled workflow graph's state schema and of its output schema (what ``invoke``
-    returned before the graph had an output schema, and the output fields)."""
-    builder = graph.builder
-    keys = [*builder.schemas[builder.state_schema], *builder.schemas[builder.output_schema]]
-    return [key for key in dict.fromkeys(keys) if key in graph.channels]
-
-
-async def final_state(
-    graph: Any, input: Any, config: RunnableConfig | None = None, **kwargs: Any
-) -> dict[str, Any]:
-    """Run a compiled workflow graph to its end and return its whole final state, not its output schema (for
-    Python callers that read the run's details, checkpointed or not)."""
-    return await graph.ainvoke(input, config, output_keys=state_keys(graph), **kwargs)

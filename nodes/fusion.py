@@ -23,12 +23,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.graphs.io import final_state
 from kgagents.nodes.context import Context, described
 from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
 from kgagents.nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import context_of
-from kgagents.nodes.state import Failure, append
+from kgagents.nodes.state import Failure, append, final_state
 from kgagents.prompts import kgot as P
 from kgagents.tools.kg.base import KGSnapshot
 from kgagents.tools.kg.stores import backend_names

@@ -5,6 +5,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
+from langchain_core.runnables import RunnableConfig
+
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.tools.kg.base import KGSnapshot
 
@@ -68,3 +70,19 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple, set)):
         return [jsonable(v) for v in value]
     return str(value)
+
+
+def state_keys(graph: Any) -> list[str]:
+    """The channels of a compiled workflow graph's state schema and of its output schema (what ``invoke``
+    returned before the graph had an output schema, and the output fields)."""
+    builder = graph.builder
+    keys = [*builder.schemas[builder.state_schema], *builder.schemas[builder.output_schema]]
+    return [key for key in dict.fromkeys(keys) if key in graph.channels]
+
+
+async def final_state(
+    graph: Any, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """Run a compiled workflow graph to its end and return its whole final state, not its output schema (for
+    Python callers that read the run's details, checkpointed or not)."""
+    return await graph.ainvoke(input, config, output_keys=state_keys(graph), **kwargs)
