@@ -14,21 +14,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import importlib
 import json
 import sys
 import time
-import types
-import typing
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from kgagents.cli import replay
-from kgagents.core.config import ConfigurationError, get_settings
-from kgagents.core.errors import KGAgentsError
+from kgagents.cli.common import (
+    RunFailed,
+    _print_answer,
+    _run,
+    _runs_dir,
+    _warn_isolation,
+    _workflow_in,
+    add_context_flags,
+    context_values_from_args,
+    demo_intro,
+    demo_outro,
+    refuse_foreign_flags,
+    start_checks,
+)
+from kgagents.core.config import ConfigurationError
 from kgagents.core.replay import ReplayFailed
 from kgagents.graphs import registry
 
@@ -52,219 +62,34 @@ def command(name: str) -> Callable[[Command], Command]:
     return deco
 
 
-def _runs_dir(args: argparse.Namespace) -> Path:
-    return Path(args.runs_dir) if getattr(args, "runs_dir", None) else get_settings().runs_dir
 
 
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
-def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The context fields the user set on the command line (JSON values only, so they can be recorded):
-    ``--set key=value``, the flags derived from the workflow's context (:func:`add_context_flags`), and the
-    few a command declares itself (``--model``, ``--base-url``, ``--max-iterations``)."""
-    values: dict[str, Any] = {}
-    for item in getattr(args, "set", None) or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set takes key=value, got {item!r}")
-        values[key.strip()] = _parse_value(value)
-    for name, value in vars(args).items():
-        if name.startswith(CONTEXT_DEST) and value is not None:
-            values[name[len(CONTEXT_DEST):]] = value
-    for field in ("model", "max_iterations", "base_url"):
-        value = getattr(args, field, None)
-        if value is not None:
-            values[field] = value
-    return values
 
 
-#: The ``argparse`` destination prefix of the flags derived from a context's fields.
-CONTEXT_DEST = "context__"
 
 
-def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
-def _flag_kind(hint: Any) -> tuple[Callable[[str], Any], tuple[Any, ...] | None, bool]:
-    """``(converter, choices, is_bool)`` for a context field's type (anything else: a JSON value or text)."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        if len(args) == 1:
-            convert, choices, is_bool = _flag_kind(args[0])
-
-            def nullable(text: str) -> Any:
-                return None if text.strip().lower() in ("null", "none") else convert(text)
-
-            return nullable, choices, is_bool
-        return _parse_value, None, False
-    if hint is bool:
-        return _parse_bool, None, True
-    if hint in (int, float, str):
-        return hint, None, False
-    if typing.get_origin(hint) is typing.Literal:
-        return str, tuple(str(a) for a in args), False
-    return _parse_value, None, False
 
 
-def add_context_flags(parser: argparse.ArgumentParser, context: type) -> None:
-    """A flag per field of the workflow's ``context`` (``--c-max``, ``--backend``, ...), typed by the field
-    and described by its metadata, for the fields the command has no option of its own for."""
-    from dataclasses import fields
-
-    from kgagents.nodes.context import description_of
-
-    try:
-        hints = typing.get_type_hints(context)
-    except (NameError, TypeError):  # a type only a type checker sees: the fields take JSON values or text
-        hints = {}
-    group = parser.add_argument_group(f"settings of the workflow's context ({context.__name__}; also --set "
-                                      "KEY=VALUE)")
-    for spec in fields(context):
-        flag = "--" + spec.name.replace("_", "-")
-        if flag in parser._option_string_actions:
-            continue
-        convert, choices, is_bool = _flag_kind(hints.get(spec.name, Any))
-        default = spec.default if spec.default is not dataclasses.MISSING else None
-        help_text = description_of(spec).replace("%", "%%")
-        if default is not None and not callable(default):
-            help_text += f" (default: {default})"
-        names = [flag, "--formatter"] if spec.name == "answer_formatter" else [flag]
-        group.add_argument(*names, dest=CONTEXT_DEST + spec.name, type=convert, choices=choices,
-                           nargs="?" if is_bool else None, const=True if is_bool else None,
-                           metavar=None if choices else spec.name.upper(), help=help_text)
 
 
-def _workflow_in(argv: list[str]) -> tuple[str | None, str | None]:
-    """``(command, workflow)`` as far as ``argv`` tells them before parsing: ``ask``'s ``--workflow W``
-    (``--fusion``: fusion; none: kgot), ``eval``'s positional workflow."""
-    command = next((a for a in argv if a in ("ask", "eval")), None)
-    if command is None:
-        return None, None
-    rest = argv[argv.index(command) + 1:]
-    if command == "eval":
-        return command, next((a for a in rest if not a.startswith("-")), None)
-    for i, arg in enumerate(rest):
-        if arg == "--workflow" and i + 1 < len(rest):
-            return command, rest[i + 1]
-        if arg.startswith("--workflow="):
-            return command, arg.partition("=")[2]
-    return command, "fusion" if any(a == "--fusion" or a.startswith("--fusion=") for a in rest) else "kgot"
 
 
-def refuse_foreign_flags(workflow: str, extras: list[str]) -> None:
-    """Refuse flags the command line has left over: a setting of another workflow's context names the
-    workflow's own settings; anything else is an unknown argument."""
-    flags = [a.partition("=")[0] for a in extras if a.startswith("--")]
-    if not flags:
-        raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
-    from dataclasses import fields
-
-    own = sorted(f.name for f in fields(registry.get(workflow).context))
-    for flag in flags:
-        name = flag[2:].replace("-", "_")
-        owners = [spec.name for spec in registry.workflows()
-                  if name in {f.name for f in fields(spec.context)}]
-        if owners:
-            raise ValueError(f"{flag} does not apply to the {workflow} workflow (it is a setting of "
-                             f"{', '.join(owners)}); the {workflow} workflow's settings: {', '.join(own)}")
-    raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
 
 
-def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] | None = None,
-                 graph: bool = False, dataset: str | None = None, scorer: str | None = None,
-                 grader: Any = None) -> None:
-    """Before a run starts: fail when no model is configured or a backend's extra is missing (the messages say
-    what to set or install); print the models of every role with their URLs, and what this run cannot do."""
-    from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
-
-    models = role_models(values, workflow)
-    check_backends(values, variants)
-    print(models_line(models, grader), file=sys.stderr)
-    for note in run_limits(workflow, values, dataset=dataset, graph=graph, grader=grader, scorer=scorer):
-        print(f"kgagents: {note}", file=sys.stderr)
 
 
-def _warn_isolation() -> None:
-    """Say at start-up when LLM-written code cannot run under full isolation."""
-    from kgagents.tools.sandbox import isolation_status
-
-    kind, detail = isolation_status()
-    if kind == "bwrap":
-        return
-    if get_settings().allow_weak_sandbox:
-        print(f"kgagents: warning: {detail}; LLM-written code runs with weak isolation "
-              "(KGAGENTS_ALLOW_WEAK_SANDBOX=1)", file=sys.stderr)
-    else:
-        print(f"kgagents: warning: {detail}; the Python tool and the embedded KG are unavailable. Install the "
-              "Debian package `bubblewrap`, or accept weak isolation with KGAGENTS_ALLOW_WEAK_SANDBOX=1",
-              file=sys.stderr)
 
 
-def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
-    """Print a finished run's answer; its exit status: 1 when every model call of the run failed."""
-    from kgagents.nodes.state import every_call_failed, failure_summary
-
-    print(state.get("final_answer", "(no answer)"))
-    print(f"thread: {thread_id} (details: kgagents show {thread_id})", file=sys.stderr)
-    if state.get("budget_stop"):
-        print(f"kgagents: the run ended at its budget ({state['budget_stop']})", file=sys.stderr)
-    summary = failure_summary(state.get("failures"))
-    if every_call_failed(state):
-        kinds = ", ".join(f"{n} {kind}" for kind, n in summary["kinds"].items())
-        print(f"kgagents: the run failed: every model call failed for good ({kinds}); it is listed as failed "
-              f"(kgagents show {thread_id} lists the errors)", file=sys.stderr)
-        return 1
-    if summary["count"]:
-        print(f"kgagents: {summary['count']} model call(s) failed for good and the run went on without them "
-              f"(kgagents show {thread_id})", file=sys.stderr)
-    return 0
 
 
-class RunFailed(KGAgentsError, RuntimeError):
-    """A run stopped with an error; its checkpoints are kept and it can be resumed."""
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: its checkpoints are kept, ``thread`` says which run to resume."""
-
-    def __init__(self, thread: str) -> None:
-        super().__init__(thread)
-        self.thread = thread
 
 
-def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
-         values: dict[str, Any], context_override: Any = None,
-         checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
-    from kgagents.core.runs import new_thread_id
-    from kgagents.graphs.workflows import run_thread, stderr_progress
-
-    thread = thread or new_thread_id()
-    print(f"thread: {thread}", file=sys.stderr, flush=True)
-    try:
-        return asyncio.run(run_thread(workflow, runs_dir=_runs_dir(args), thread_id=thread, task=task,
-                                      context_values=values, context_override=context_override,
-                                      progress=None if getattr(args, "quiet", False) else stderr_progress,
-                                      checkpointer=checkpointer))
-    except RunInterrupted:
-        raise
-    except KeyboardInterrupt as exc:
-        raise RunInterrupted(thread) from exc
-    except (ConfigurationError, ValueError):
-        raise
-    except Exception as exc:  # any failure inside the graph: the checkpoints survive
-        raise RunFailed(f"the run stopped: {type(exc).__name__}: {exc}\n"
-                        f"Its checkpoints are kept; continue it with `kgagents resume {thread}`.") from exc
 
 
 @command("ask")
@@ -459,17 +284,8 @@ def cmd_workflows(args: argparse.Namespace) -> int:
     return 0
 
 
-def demo_intro(what: str, question: str) -> None:
-    """A demo's first lines: what runs, and the question it asks."""
-    print(what, file=sys.stderr)
-    print(f"question: {question}", file=sys.stderr, flush=True)
 
 
-def demo_outro(thread_id: str, *, picture: bool = False) -> None:
-    """A demo's last lines: where its run is kept and how to look at it (``runs``, ``show``, ``--kg``)."""
-    look = f", its picture with `kgagents show {thread_id} --kg`" if picture else ""
-    print(f"the run is kept as thread {thread_id} (`kgagents runs` lists it): its trace with "
-          f"`kgagents show {thread_id}`{look}", file=sys.stderr)
 
 
 @command("tools")

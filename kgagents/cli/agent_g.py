@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kgagents.cli.common import _run, context_values_from_args, demo_intro, demo_model, demo_outro, start_checks
+
 #: The demo's question, one of the CRAG sample's ten (found by its text).
 DEMO_QUERY = "is dreamworks animation owned by time warner or universal pictures?"
 
@@ -103,7 +105,6 @@ def _demo_item() -> Any:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow agent-g``: a CRAG sample question, scripted decisions, real retrieval."""
-    from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.cli.report import format_agent_g
     from kgagents.nodes.agent_g import AgentGContext
     from kgagents.tools.crag_api import CragMockServer
@@ -118,7 +119,7 @@ def run_demo(args: argparse.Namespace) -> int:
         values = {"model": f"scripted:{script}", "task": "generation", "crag_api_url": server.url}
         task = {"question": item.question, **{k: v for k, v in item.inputs.items() if k != "question"}}
         thread_id, state = _run("agent-g", args, task, None, values,
-                                context_override=AgentGContext.from_mapping(values))
+                                context_override=AgentGContext.from_mapping({**values, "model": demo_model(script)}))
         if not getattr(args, "quiet", False):
             print("\n".join(format_agent_g(state)), file=sys.stderr)
             print(f"gold answer: {item.gold if isinstance(item.gold, str) else json.dumps(item.gold)}",
@@ -157,7 +158,6 @@ def cmd_agent_g(args: argparse.Namespace) -> int:
     each rejected action with the oracle's feedback whose next action did better (commentor examples), the
     paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
     commentor_examples=FILE``."""
-    from kgagents.cli import context_values_from_args, start_checks
     from kgagents.cli.eval import DEFAULT_RESULTS_DIR
     from kgagents.evals import event_loop
     from kgagents.evals.agent_g import EXAMPLE_SPLITS, collect_examples

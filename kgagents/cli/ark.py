@@ -22,6 +22,8 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from kgagents.cli.common import _run, context_values_from_args, demo_intro, demo_model, demo_outro
+
 DEMO_SCRIPT = "demo_ark_yui.json"
 DEMO_GRAPH = "example_data.json"
 DEFAULT_OUT = ".eval-results"
@@ -29,7 +31,6 @@ DEFAULT_OUT = ".eval-results"
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow ark``: CoLoTa S2 over its 32-edge subgraph with a scripted model; prints False."""
-    from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.cli.report import format_ark
     from kgagents.nodes.ark import ArkContext
 
@@ -40,7 +41,7 @@ def run_demo(args: argparse.Namespace) -> int:
                    "Wikidata subgraph, run through the real ARK-V1 graph, property-graph store, embedding "
                    "index and SQLite checkpoints with a scripted chat model (no LLM is called).", question)
         values = {"model": f"scripted:{script}"}
-        ctx = ArkContext.from_mapping(values)
+        ctx = ArkContext.from_mapping({**values, "model": demo_model(script)})
         thread_id, state = _run("ark", args, {"question": question, "kg_file": str(graph)}, None, values,
                                 context_override=ctx)
         if not getattr(args, "quiet", False):
@@ -72,7 +73,6 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Run the ARK-V1 evaluation from parsed :func:`add_eval_arguments` options; prints the paper's metrics."""
-    from kgagents.cli import context_values_from_args
     from kgagents.core.usage import format_cost
     from kgagents.evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
     from kgagents.nodes.ark import ROLE, ArkContext

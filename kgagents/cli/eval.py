@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kgagents.cli.common import context_values_from_args, start_checks
 from kgagents.evals.workers import processes_argument
 
 DEFAULT_RESULTS_DIR = Path(".eval-results")
@@ -90,7 +91,6 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from kgagents.cli import context_values_from_args, start_checks
     from kgagents.evals.datasets import dataset_protocol, load_dataset
     from kgagents.graphs.workflows import load_workflow
 

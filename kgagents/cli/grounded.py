@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kgagents.cli.common import _run, demo_intro, demo_model, demo_outro
 from kgagents.evals.grbench_multihop import answer_nodes, levels_of
 from kgagents.tools.pgraph import StaticKG
 
@@ -201,7 +202,6 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow grounded``: a fixture question through the real graph, scripted."""
-    from kgagents.cli import _run, demo_intro, demo_outro
     from kgagents.cli.report import format_grounded
     from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.nodes.grounded import GroundedContext
@@ -222,7 +222,7 @@ def run_demo(args: argparse.Namespace) -> int:
                                       "steps": gold_path_steps(row, graph, interaction=interaction)}),
                           encoding="utf-8")
         values = {"model": f"scripted:{script}", "strategy": strategy, "interaction": interaction}
-        ctx = GroundedContext.from_mapping(values)
+        ctx = GroundedContext.from_mapping({**values, "model": demo_model(script)})
         thread_id, state = _run("grounded", args, {"question": row["question"], "graph": str(source)}, None,
                                 values, context_override=ctx)
         if not getattr(args, "quiet", False):
