@@ -464,15 +464,20 @@ def ark_graph(state: dict[str, Any]) -> KGSnapshot:
     return {"nodes": list(nodes.values()), "relationships": relationships}  # type: ignore[typeddict-item]
 
 
+def _question_and_answer(state: dict[str, Any]) -> str:
+    """A run view's subtitle: the run's question and, once it has one, its answer."""
+    answer = state.get("final_answer") or state.get("answer")
+    question = str(state.get("question", ""))
+    return question if answer in (None, "") else f"{question} — answer: {answer}"
+
+
 def render_ark(state: dict[str, Any], *, title: str) -> str:
     """ARK-V1's exploration as a page: anchors in red, the triples its steps used thick and red."""
     graph = ark_graph(state)
     if not graph["nodes"]:
         raise ValueError("the run has no reasoning step yet")
     marked = {(str(r["source"]), str(r["target"])) for r in graph["relationships"] if r["properties"].get("used")}
-    answer = state.get("final_answer") or state.get("answer")
-    subtitle = f"{state.get('question', '')} — answer: {answer}" if answer not in (None, "") else \
-        str(state.get("question", ""))
+    subtitle = _question_and_answer(state)
     view = View(f"explored subgraph ({len(state.get('steps') or [])} steps)", graph, marked=marked,
                 colour_by_status=True)
     return render_views([view], title=title, subtitle=subtitle,
@@ -525,8 +530,7 @@ def render_agent_g(state: dict[str, Any], *, title: str) -> str:
     graph = agent_g_graph(state)
     if len(graph["nodes"]) <= 1:
         raise ValueError("the run has retrieved nothing yet")
-    answer = state.get("final_answer") or state.get("answer")
-    subtitle = f"{state.get('question', '')} — answer: {answer}" if answer else str(state.get("question", ""))
+    subtitle = _question_and_answer(state)
     view = View(f"retrieval over {len(state.get('iterations') or [])} iteration(s)", graph, colour_by_status=True)
     return render_views([view], title=title, subtitle=subtitle,
                         legend={k: STATUS_COLOURS[k] for k in ("question", "topic", "entity", "page")})

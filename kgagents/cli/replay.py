@@ -101,23 +101,24 @@ def versions() -> dict[str, str]:
     return out
 
 
-def recorded_argv(argv: list[str], args: argparse.Namespace) -> list[str]:
-    """The command a replay runs: the recorded one without ``--record``, ``--cache``, ``--bundle`` and the
-    thread id (the replay chooses its own)."""
+def _without(argv: list[str], *, flags: tuple[str, ...] = (), options: tuple[str, ...] = ()) -> list[str]:
+    """``argv`` without the ``flags`` and the ``options`` with their values (``--opt VALUE`` and
+    ``--opt=VALUE``)."""
     out, skip = [], False
     for token in argv:
         if skip:
             skip = False
-            continue
-        if token in ("--record", "--cache-sampled"):
-            continue
-        if token in ("--cache", "--thread", "--bundle"):
+        elif token in options:
             skip = True
-            continue
-        if token.startswith(("--cache=", "--thread=", "--bundle=")):
-            continue
-        out.append(token)
+        elif token not in flags and not token.startswith(tuple(f"{o}=" for o in options)):
+            out.append(token)
     return out
+
+
+def recorded_argv(argv: list[str]) -> list[str]:
+    """The command a replay runs: the recorded one without ``--record``, ``--cache``, ``--bundle`` and the
+    thread id (the replay chooses its own)."""
+    return _without(argv, flags=("--record", "--cache-sampled"), options=("--cache", "--thread", "--bundle"))
 
 
 def run_recorded(args: argparse.Namespace, argv: list[str], runs_dir: Path,
@@ -131,7 +132,7 @@ def run_recorded(args: argparse.Namespace, argv: list[str], runs_dir: Path,
             path = recording_path(args, runs_dir)
             recording = Recording(path, "record")
             stack.callback(recording.close)
-            _write_meta(path, {"argv": recorded_argv(argv, args), "command": args.command,
+            _write_meta(path, {"argv": recorded_argv(argv), "command": args.command,
                                "thread": getattr(args, "thread", None), "runs_dir": str(runs_dir),
                                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()})
             stack.enter_context(using(recording))
@@ -210,18 +211,7 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
 
 def _with_option(argv: list[str], option: str, value: str) -> list[str]:
     """``argv`` with ``option`` set to ``value`` (replacing what it had)."""
-    result, skip = [], False
-    for token in argv:
-        if skip:
-            skip = False
-            continue
-        if token == option:
-            skip = True
-            continue
-        if token.startswith(option + "="):
-            continue
-        result.append(token)
-    return [*result, option, value]
+    return [*_without(argv, options=(option,)), option, value]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -237,7 +227,7 @@ def _bundle_if_asked(args: argparse.Namespace, argv: list[str]) -> None:
     if getattr(args, "bundle", None):
         if not getattr(args, "out", None):
             raise ValueError("eval --bundle needs --out DIR: the bundle packs that folder")
-        path = write_bundle(Path(args.out), Path(args.bundle), recorded_argv(argv, args))
+        path = write_bundle(Path(args.out), Path(args.bundle), recorded_argv(argv))
         print(f"bundle: {path}", file=sys.stderr)
 
 
