@@ -75,6 +75,12 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--dask", nargs="?", const="local", metavar="SCHEDULER",
                     help="distribute items with Dask: a scheduler address, or nothing for a local cluster")
     ev.add_argument("--workers", type=int, default=2, help="processes of the local Dask cluster (default 2)")
+    ev.add_argument("--estimate", action="store_true",
+                    help="print the expected calls, tokens and cost of the items still to do, and run nothing: from "
+                         "recorded runs of the workflow where there are some, else from its call structure")
+    ev.add_argument("--estimate-from", action="append", metavar="DIR", default=[],
+                    help="more results folders (or folders of them) whose runs --estimate may use (default: --out "
+                         "and the folders beside it)")
     ev.add_argument("--no-progress", action="store_true")
     ev.add_argument("--no-report", action="store_true", help="do not write report.md and the plots")
     command("eval")(cmd_eval)
@@ -123,13 +129,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.temperature < 0:
             raise ValueError("--temperature must be at least 0")
         values["temperature"] = args.temperature
+    if args.estimate:  # before the checks of keys and servers: an estimate calls no model
+        return _estimate(args, dataset, values, protocol, default_scorer)
     start_checks(args.workflow, values, dataset=dataset.name, graph=dataset.name != "crag",
                  scorer=dataset.scorer, grader=grader_of(args, values, dataset.scorer))
     if protocol is not None:
         return _run_protocol(args, dataset, values, protocol)
-    out = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / default_out_name(
-        args.workflow, dataset.name, dataset.split, args.temperature,
-        None if dataset.scorer == default_scorer else dataset.scorer)
+    out = _out_dir(args, dataset, default_scorer)
     result = _evaluate(args, dataset, out, values, runs=1 if args.runs is None else args.runs, seed=args.seed)
     _print_result(result, dataset)
     if not args.no_report and result.records:
@@ -171,17 +177,52 @@ def _process_count(args: argparse.Namespace) -> int:
     return auto_processes(args.concurrency)
 
 
+def _options(args: argparse.Namespace, out: Path, values: dict[str, Any], *, runs: int, seed: int | None) -> Any:
+    """The evaluation the options describe, into ``out``."""
+    from kgagents.evals.runner import EvalOptions
+
+    return EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
+                       context_values=values, preset=args.preset, seed=seed,
+                       grader_model=args.grader_model,
+                       retry_failed=args.retry_failed, progress=not args.no_progress,
+                       checkpointer=args.checkpointer, processes=_process_count(args),
+                       budget_usd=args.eval_budget_usd, budget_tokens=args.eval_budget_tokens)
+
+
+def _out_dir(args: argparse.Namespace, dataset: Any, default_scorer: str) -> Path:
+    """``--out``, else the default results folder of this evaluation."""
+    if args.out:
+        return Path(args.out)
+    return DEFAULT_RESULTS_DIR / default_out_name(
+        args.workflow, dataset.name, dataset.split, args.temperature,
+        None if dataset.scorer == default_scorer else dataset.scorer)
+
+
+def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any,
+              default_scorer: str) -> int:
+    """``--estimate``: the expected cost of what is still to do (every leg of a protocol), and nothing run."""
+    from kgagents.evals.estimate import estimate, format_estimate
+
+    if protocol is None:
+        legs = [(_out_dir(args, dataset, default_scorer), values, 1 if args.runs is None else args.runs)]
+    else:
+        base = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / (
+            f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}")
+        legs = [(base / leg.name, {**values, "temperature": leg.temperature}, leg.runs) for leg in protocol.legs]
+    grader = grader_of(args, values, dataset.scorer)
+    for out, leg_values, runs in legs:
+        options = _options(args, out, leg_values, runs=runs, seed=args.seed)
+        print(format_estimate(estimate(options, dataset, grader=grader,
+                                       recorded=[Path(p) for p in args.estimate_from])))
+    return 0
+
+
 def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[str, Any], *, runs: int,
               seed: int | None) -> Any:
     """One evaluation into ``out``, in this process, in worker processes or on Dask as the options say."""
-    from kgagents.evals.runner import EvalOptions, run_evaluation
+    from kgagents.evals.runner import run_evaluation
 
-    options = EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
-                          context_values=values, preset=args.preset, seed=seed,
-                          grader_model=args.grader_model,
-                          retry_failed=args.retry_failed, progress=not args.no_progress,
-                          checkpointer=args.checkpointer, processes=_process_count(args),
-                          budget_usd=args.eval_budget_usd, budget_tokens=args.eval_budget_tokens)
+    options = _options(args, out, values, runs=runs, seed=seed)
     if args.dask:
         from kgagents.evals.distributed import evaluate_distributed
 
