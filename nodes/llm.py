@@ -41,6 +41,7 @@ from langchain_core.utils.function_calling import convert_to_json_schema
 from langgraph.config import get_config
 from pydantic import BaseModel, ValidationError
 
+from kgagents.core import replay
 from kgagents.core.config import ConfigurationError
 from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
@@ -145,22 +146,27 @@ class LLMCaller:
         ctx = self.context
         attempts = 0
         config: dict[str, Any] | None = {"run_name": stage, "metadata": {STAGE_KEY: stage}} if stage else None
+        pending: dict[str, tuple[str, str]] = {}  # this attempt's requests, for a recording of failed calls
 
         async def once() -> Any:
             nonlocal attempts
             attempts += 1
             token = CALL_STAGE.set(stage)
             try:
-                return await (runnable.ainvoke(messages, config) if n is None else
-                              runnable.asample(messages, n, config))
+                with replay.attempt(pending):
+                    return await (runnable.ainvoke(messages, config) if n is None else
+                                  runnable.asample(messages, n, config))
             finally:
                 CALL_STAGE.reset(token)
+
+        def on_error(exc: BaseException) -> None:
+            replay.note_failure(pending, exc, transient=is_transient(exc))
 
         key = model_key(self.model)
         try:
             return await retry_model_call(once, model=key, max_retries=ctx.max_api_retries,
                                           base_s=ctx.api_backoff_base_s, cap_s=ctx.api_backoff_max_s,
-                                          timeout_s=ctx.llm_timeout_s)
+                                          timeout_s=ctx.llm_timeout_s, on_error=on_error)
         except Exception as exc:  # reported as one clear error
             why_not = cannot_be_used(exc, key)
             if why_not:

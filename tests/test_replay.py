@@ -7,8 +7,19 @@ import asyncio
 import pytest
 from langchain_core.messages import HumanMessage
 
-from kgagents.core.replay import Recording, ReplayDivergence, fingerprint, is_sampled, using
+from kgagents.core.replay import (
+    RecordedFailure,
+    Recording,
+    ReplayDivergence,
+    fingerprint,
+    is_sampled,
+    raise_failure,
+    using,
+)
+from kgagents.core.retry import is_transient
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.nodes.context import BaseContext
+from kgagents.nodes.llm import LLMCaller, LLMError
 
 
 def _ask(model, text="What is 2 + 2?"):
@@ -77,3 +88,41 @@ def test_a_missing_recording_and_a_bad_mode_are_clear_errors(tmp_path):
         Recording(tmp_path / "none.sqlite", "replay")
     with pytest.raises(ValueError, match="record, replay or cache"):
         Recording(tmp_path / "x.sqlite", "play")  # type: ignore[arg-type]
+
+
+def test_failed_calls_are_recorded_in_place_and_replayed_as_the_same_errors(tmp_path):
+    """A call that met a 503 and then succeeded, and one that failed for good, replay along the same path: the
+    same attempts, the same error text, the same answer."""
+    def caller(model):
+        return LLMCaller(BaseContext(model=model, max_api_retries=2, api_backoff_base_s=0.001), "reasoner")
+
+    async def both(model):
+        first = await caller(model).text("Question one?")
+        with pytest.raises(LLMError) as failed:
+            await caller(model).text("Question two?")
+        return first, str(failed.value)
+
+    path = tmp_path / "rec.sqlite"
+    steps = [{"match": "one", "raise": "busy", "status": 503, "times": 1}, {"match": "one", "content": "42"},
+             {"match": "two", "raise": "server fault", "status": 500, "times": 0}]
+    with using(Recording(path, "record")) as recording:
+        recorded = asyncio.run(both(ScriptedChatModel(steps=steps, model_name="m")))
+    assert recorded[0] == "42" and "after 3 attempt(s): ScriptedAPIError: server fault" in recorded[1]
+    failures = [e.failure for e in recording.exchanges() if e.failure]
+    assert len(recording) == 5 and len(failures) == 4  # 503, then 42; 500 three times
+    assert {(f["status"], f["transient"], f["type"]) for f in failures} == {
+        (503, True, "ScriptedAPIError"), (500, True, "ScriptedAPIError")}
+
+    replay = Recording(path, "replay")
+    with using(replay):
+        replayed = asyncio.run(both(ScriptedChatModel(steps=[], model_name="m")))
+    assert replayed == recorded and replay.unused() == 0 and not replay.divergences
+
+    with using(Recording(path, "cache", cache_sampled=True)) as cache:  # a cache serves replies, never failures
+        assert _ask(ScriptedChatModel(steps=[], model_name="m"), "Question one?") == "42" and cache.hits == 1
+    # a recorded failure that was not worth retrying stays so
+    with pytest.raises(RecordedFailure) as raised:
+        raise_failure({"type": "BadRequestError", "message": "no", "status": 400, "transient": False,
+                       "kind": None})
+    assert type(raised.value).__name__ == "BadRequestError" and raised.value.status_code == 400
+    assert not is_transient(raised.value)

@@ -10,6 +10,11 @@ over one SQLite file, in one of three modes:
 - ``replay``: no call reaches a model. Each request is answered from the recording; a request the recording
   lacks is a :class:`ReplayDivergence` naming the node and the request (raised to the caller and kept in
   :attr:`Recording.divergences`, so that a caller that degrades around failed calls cannot hide it).
+
+  Calls that failed are recorded too, in their place among the request's exchanges (:func:`attempt` and
+  :func:`note_failure`, which the workflows' model caller uses for every attempt): the replay raises the same
+  error — its type's name, message, HTTP status and whether it was worth retrying — at the same attempt, so that
+  a run that met a rate limit, a timeout or a call that failed for good is replayed along the same path.
 - ``cache``: a persistent cache of replies across runs, off unless asked for. A request seen before is answered
   from it; sampled requests (a temperature above 0, or none given: the provider's default samples) are never
   served from it unless ``cache_sampled`` is set.
@@ -24,12 +29,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import sqlite3
 import threading
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -120,6 +127,13 @@ def _loads(text: str) -> list[Generation]:
         return loads(text, allowed_objects="core")
 
 
+def _failure(text: str) -> dict[str, Any] | None:
+    """The recorded failure a kept reply holds, or None for a reply."""
+    if not text.startswith(f'{{"{_FAILURE_KEY}"'):
+        return None
+    return dict(json.loads(text)[_FAILURE_KEY])
+
+
 def _node() -> str:
     config = var_child_runnable_config.get() or {}
     metadata = config.get("metadata") or {}
@@ -143,6 +157,91 @@ class Exchange:
     model: str
     request: str
     reply: list[Generation]
+    """The reply's generations (empty for a call that failed)."""
+    failure: dict[str, Any] | None = None
+    """A call that failed: the error's ``type``, ``message``, ``status`` and ``transient`` (see
+    :class:`RecordedFailure`)."""
+
+
+#: The requests of the model-call attempt under way (:func:`attempt`): fingerprint -> (prompt, llm string) of each
+#: request looked up and not yet answered. A mutable holder, so that LangChain's tasks and executor threads (which
+#: copy the context) fill the caller's.
+_ATTEMPT: ContextVar[dict[str, tuple[str, str]] | None] = ContextVar("kgagents_replay_attempt", default=None)
+#: A failure is kept as a JSON object in the reply column, under this key (a reply is a JSON list).
+_FAILURE_KEY = "kgagents_failure"
+
+
+class RecordedFailure(KGAgentsError, Exception):
+    """A failed call, raised again by a replay. The instance's class is named as the original error's (so that
+    messages and failure summaries read the same) and derives from the built-in error that classified it
+    (a timeout, a refused connection, an unknown host); ``status_code`` is its HTTP status and
+    ``kgagents_transient`` says whether it was worth retrying (what :func:`kgagents.core.retry.is_transient` reads)."""
+
+    status_code: int | None = None
+    kgagents_transient: bool = False
+
+
+_BUILTIN_KINDS: dict[str, type[BaseException]] = {"refused": ConnectionRefusedError, "unknown host": socket.gaierror,
+                                                  "timeout": TimeoutError, "connection": ConnectionError}
+_failure_classes: dict[tuple[str, str], type[RecordedFailure]] = {}
+
+
+def _kind_of(exc: BaseException) -> str | None:
+    chain, seen, current = [], set(), exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for kind, builtin in _BUILTIN_KINDS.items():
+        if any(isinstance(e, builtin) for e in chain):
+            return kind
+    return None
+
+
+def failure_of(exc: BaseException, transient: bool) -> dict[str, Any]:
+    """What a recording keeps of a failed call."""
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return {"type": type(exc).__name__, "message": str(exc)[:4000], "status": status if isinstance(status, int)
+            else None, "transient": bool(transient), "kind": _kind_of(exc)}
+
+
+def raise_failure(failure: dict[str, Any]) -> None:
+    """Raise the recorded ``failure`` again (see :class:`RecordedFailure`)."""
+    name, kind = str(failure.get("type") or "RecordedFailure"), failure.get("kind")
+    key = (name, str(kind))
+    cls = _failure_classes.get(key)
+    if cls is None:
+        bases: tuple[type, ...] = (RecordedFailure,)
+        if kind in _BUILTIN_KINDS:
+            bases += (_BUILTIN_KINDS[kind],)
+        cls = _failure_classes[key] = type(name, bases, {"__module__": __name__})
+    error = cls(failure.get("message") or "")
+    error.status_code = failure.get("status")
+    error.kgagents_transient = bool(failure.get("transient"))
+    raise error
+
+
+@contextmanager
+def attempt(pending: dict[str, tuple[str, str]]) -> Iterator[dict[str, tuple[str, str]]]:
+    """One attempt of a model call: the requests it makes are noted in ``pending`` (emptied first) until answered,
+    so that :func:`note_failure` can record those left as failed when the attempt raises or times out."""
+    pending.clear()
+    token = _ATTEMPT.set(pending)
+    try:
+        yield pending
+    finally:
+        _ATTEMPT.reset(token)
+
+
+def note_failure(pending: dict[str, tuple[str, str]], exc: BaseException, *, transient: bool) -> None:
+    """Record that the attempt's unanswered requests failed with ``exc`` (when a recording is being made)."""
+    recording = get_llm_cache()
+    if isinstance(recording, Recording) and recording.mode == "record":
+        for prompt, llm_string in list(pending.values()):
+            recording.record_failure(prompt, llm_string, failure_of(exc, transient))
+    pending.clear()
 
 
 class Recording(BaseCache):
@@ -169,20 +268,30 @@ class Recording(BaseCache):
     def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
         """The reply to a request: the recorded one (replay), a cached one (cache), or None (record: call the
         model)."""
-        if self.mode == "record":
-            return None
         key = fingerprint(prompt, llm_string)
+        if self.mode == "record":
+            pending = _ATTEMPT.get()
+            if pending is not None:
+                pending[key] = (prompt, llm_string)
+            return None
         if self.mode == "cache" and is_sampled(llm_string) and not self.cache_sampled:
             return None
         with self._lock:
-            index = self._served[key] if self.mode == "replay" else 0
-            row = self._db.execute("SELECT reply FROM exchanges WHERE fingerprint = ? AND seq = ?",
-                                   (key, index)).fetchone()
+            if self.mode == "replay":
+                row = self._db.execute("SELECT reply FROM exchanges WHERE fingerprint = ? AND seq = ?",
+                                       (key, self._served[key])).fetchone()
+            else:  # a cache serves a reply, never a recorded failure
+                row = self._db.execute("SELECT reply FROM exchanges WHERE fingerprint = ? AND reply NOT LIKE ? "
+                                       "ORDER BY seq LIMIT 1", (key, f'{{"{_FAILURE_KEY}"%')).fetchone()
             if row is not None:
                 self._served[key] += 1
                 self.hits += 1
+                failure = _failure(row[0])
+                if failure is not None:
+                    raise_failure(failure)
                 return _loads(row[0])
             self.misses += 1
+            index = self._served[key]
         if self.mode == "cache":
             return None
         divergence = ReplayDivergence(_node(), key, canonical_request(prompt, llm_string), index)
@@ -194,7 +303,17 @@ class Recording(BaseCache):
         if self.mode == "replay":
             return
         key = fingerprint(prompt, llm_string)
-        reply = dumps(list(return_val))
+        pending = _ATTEMPT.get()
+        if pending is not None:
+            pending.pop(key, None)
+        self._keep(prompt, llm_string, key, dumps(list(return_val)))
+
+    def record_failure(self, prompt: str, llm_string: str, failure: dict[str, Any]) -> None:
+        """Keep a call that failed (record mode), in its place among the request's exchanges."""
+        if self.mode == "record":
+            self._keep(prompt, llm_string, fingerprint(prompt, llm_string), json.dumps({_FAILURE_KEY: failure}))
+
+    def _keep(self, prompt: str, llm_string: str, key: str, reply: str) -> None:
         with self._lock:
             seq = 0
             if self.mode == "record":
@@ -214,7 +333,8 @@ class Recording(BaseCache):
         rows = self._db.execute("SELECT fingerprint, seq, node, model, request, reply FROM exchanges "
                                 "ORDER BY fingerprint, seq").fetchall()
         for key, seq, node, model, request, reply in rows:
-            yield Exchange(key, seq, node, model, request, _loads(reply))
+            failure = _failure(reply)
+            yield Exchange(key, seq, node, model, request, [] if failure else _loads(reply), failure)
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM exchanges").fetchone()[0])

@@ -55,6 +55,9 @@ def is_unreadable_body(exc: BaseException) -> bool:
 def is_transient(exc: BaseException) -> bool:
     """Whether an exception from a model or web API call is worth retrying: rate limits, 5xx, timeouts, dropped
     connections and bodies that arrived cut short or garbled."""
+    recorded = getattr(exc, "kgagents_transient", None)  # a failure a replay raises again: as it was classified
+    if isinstance(recorded, bool):
+        return recorded
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)) or is_unreadable_body(exc):
         return True
     status = status_of(exc)
@@ -158,11 +161,13 @@ def retry_after_s(exc: BaseException) -> float | None:
 
 async def retry_async[R](fn: Callable[[], Awaitable[R]], *, max_retries: int = 6, base_s: float = 1.0,
                          cap_s: float = 60.0, timeout_s: float | None = None,
-                         retry_if: Callable[[BaseException], bool] = is_transient) -> R:
+                         retry_if: Callable[[BaseException], bool] = is_transient,
+                         on_error: Callable[[BaseException], None] | None = None) -> R:
     """Await ``fn()``; on an exception that ``retry_if`` accepts, wait with backoff and try again.
 
     Waits at least what a ``Retry-After`` header asks for (up to ``cap_s``). Gives up after ``max_retries``
-    retries and re-raises the last exception.
+    retries and re-raises the last exception. ``on_error`` is told of every attempt's exception (a timeout
+    included) before it is classified.
     """
     attempt = 0
     while True:
@@ -171,6 +176,8 @@ async def retry_async[R](fn: Callable[[], Awaitable[R]], *, max_retries: int = 6
                 return await fn()
             return await asyncio.wait_for(fn(), timeout=timeout_s)
         except Exception as exc:  # classified by retry_if
+            if on_error is not None:
+                on_error(exc)
             if attempt >= max_retries or not retry_if(exc):
                 raise
             delay = backoff_delay(attempt, base_s, cap_s)
