@@ -187,7 +187,9 @@ _failure_classes: dict[tuple[str, str], type[RecordedFailure]] = {}
 
 
 def _kind_of(exc: BaseException) -> str | None:
-    chain, seen, current = [], set(), exc
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         chain.append(current)
