@@ -2,9 +2,10 @@
 
 Each variant is a whole KGoT run with a derived context (``backend``, ``solve_mode``, and ``kg_scope`` so that
 its task KG is its own), run as a subgraph of the fusion run, concurrently with the others (one ``Send`` per
-variant). The answers are combined by a majority over normalised answers; a tie is judged by the LLM. Every
-variant's answer, partial solution and final KG stay in the state, and its failures join the run's
-(``variant › node``). A variant that fails counts as no solution; only a fault that leaves no way forward
+variant). The run's budget (``budget_usd`` / ``budget_tokens``) is shared equally by the variants: each ends at
+its share as a KGoT run ends at its budget. The answers are combined by a majority over normalised answers; a tie
+is judged by the LLM. Every variant's answer, partial solution and final KG stay in the state, and its failures
+join the run's (``variant › node``). A variant that fails counts as no solution; only a fault that leaves no way forward
 (:data:`kgagents.nodes.llm.FATAL_ERRORS`) stops the fusion run.
 
 The variants come with the task or, for a batch evaluation, from the context (``--set variants=...``). The
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -55,6 +56,13 @@ class VariantResult(TypedDict):
     iterations: int
     kg: KGSnapshot | None
     error: str | None
+    budget_stop: NotRequired[str | None]
+    """Set when the variant ended at its share of the run's budget."""
+
+
+def joined(left: str | None, right: str | None) -> str | None:
+    """Reducer of the run's ``budget_stop``: the reasons of every variant a budget ended, in the order they came."""
+    return right if not left else left if not right else f"{left}; {right}"
 
 
 class FusionState(TypedDict, total=False):
@@ -66,12 +74,15 @@ class FusionState(TypedDict, total=False):
     final_answer: str
     usage: Annotated[Usage, merge_usage]
     failures: Annotated[list[Failure], append]
+    budget_stop: Annotated[str | None, joined]
 
 
 class VariantTask(TypedDict):
     variant: str
     question: str
     attachments: list[str]
+    variants: int
+    """How many variants the run has (they share its budget equally)."""
 
 
 def parse_variant(spec: str) -> tuple[str, str]:
@@ -116,8 +127,20 @@ async def receive_fusion_task(state: FusionState, runtime: Runtime[Context]) -> 
 def variant_tasks(state: FusionState) -> list[VariantTask]:
     """One task per variant that has no result yet (a resumed run does not redo finished variants)."""
     done = {r["variant"] for r in state.get("results") or []}
-    return [VariantTask(variant=v, question=state["question"], attachments=state.get("attachments") or [])
-            for v in state.get("variants") or [] if v not in done]
+    variants = state.get("variants") or []
+    return [VariantTask(variant=v, question=state["question"], attachments=state.get("attachments") or [],
+                        variants=len(variants)) for v in variants if v not in done]
+
+
+def variant_budget(ctx: Context, variants: int) -> dict[str, Any]:
+    """A variant's share of the run's budget: the run's budget divided equally among its variants (they run at
+    once, so one shared purse would let the fastest spend the others' share, differently from run to run)."""
+    share: dict[str, Any] = {}
+    if ctx.budget_usd is not None:
+        share["budget_usd"] = ctx.budget_usd / max(1, variants)
+    if ctx.budget_tokens is not None:
+        share["budget_tokens"] = max(1, ctx.budget_tokens // max(1, variants))
+    return share
 
 
 def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
@@ -129,7 +152,7 @@ def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
         backend, mode = parse_variant(task["variant"])
         variant_ctx = dataclasses.replace(ctx, backend=backend, solve_mode=mode,  # type: ignore[arg-type]
                                           kg_scope=f"{ctx.kg_scope}/{task['variant']}" if ctx.kg_scope
-                                          else task["variant"])
+                                          else task["variant"], **variant_budget(ctx, task.get("variants", 1)))
         result = VariantResult(variant=task["variant"], backend=backend, solve_mode=mode, final_answer=NO_SOLUTION,
                                partial_solution=None, iterations=0, kg=None, error=None)
         out: dict[str, Any] = {}
@@ -150,6 +173,9 @@ def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
                            "kg": final.get("kg")})
             if final.get("usage"):
                 out["usage"] = final["usage"]
+            if final.get("budget_stop"):
+                result["budget_stop"] = final["budget_stop"]
+                out["budget_stop"] = f"{task['variant']}: {final['budget_stop']}"
             if final.get("failures"):
                 out["failures"] = [{**f, "node": f"{task['variant']} › {f['node']}"} for f in final["failures"]]
         out["results"] = [result]

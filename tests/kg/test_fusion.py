@@ -126,3 +126,17 @@ def test_cli_ask_fusion_and_show_kg(tmp_path):
     assert "variant networkx:query" in page and "variant sparql:direct" in page
     bad = cli("ask", QUESTION, "--model", f"scripted:{script}", "--fusion", "nope:query")
     assert bad.returncode == 2 and "unknown backend" in bad.stderr
+
+
+async def test_the_variants_share_the_runs_budget_and_say_which_ended_at_it(tmp_path):
+    """Two variants with a budget of 2 tokens: each gets 1, ends at its forced solution after one iteration, and
+    the run says which variants the budget ended."""
+    steps = [*fusion_steps(), S.step(S.FORCED, times=0, structured={"solution": "the total is 65 (direct)"})]
+    state, _ = await fuse(tmp_path, ["networkx:query", "networkx:direct"], steps, thread="fusion-budget",
+                          budget_tokens=2)
+    assert state["final_answer"] == "65"
+    assert all(r["budget_stop"].startswith("token budget reached") for r in state["results"])
+    assert all(r["iterations"] == 1 for r in state["results"])
+    stops = state["budget_stop"].split("; ")
+    assert sorted(s.split(": ", 1)[0] for s in stops) == ["networkx:direct", "networkx:query"]
+    assert all(s.endswith(" of 1 tokens") for s in stops)  # each variant's share: half of the run's 2
