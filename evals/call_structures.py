@@ -96,6 +96,18 @@ def _kgot(ctx: Any) -> CallStructure:
         "no parse or query retries on the expected path"])
 
 
+def _fusion(ctx: Any) -> CallStructure:
+    variants = len([v for v in (ctx.variants or "networkx:query,networkx:direct").split(",") if v.strip()])
+    kgot = _kgot(ctx)
+    calls = [Call(f"{c.stage} (x{variants} variants)", c.prompt, c.expected * variants,
+                  None if c.at_most is None else c.at_most * variants, c.fields_tokens, c.output_tokens, c.choices)
+             for c in kgot.calls]
+    calls.append(Call("choose among tied answers", KG.CHOOSE_SOLUTION, 0, 1, fields_tokens=400 * variants,
+                      output_tokens=30))
+    return CallStructure(calls, [f"{variants} KGoT variants, each as one KGoT run", *kgot.assumptions,
+                                 "no tie between the variants' answers on the expected path"])
+
+
 def _ark(ctx: Any) -> CallStructure:
     steps = min(3, ctx.k_max)
     attempts = ctx.c_max
@@ -217,6 +229,7 @@ def _references(ctx: Any) -> int:
 #: workflow name -> its call structure (what ``Workflow.call_structure`` names).
 STRUCTURES: dict[str, Callable[[Any], CallStructure]] = {
     "kgot": _kgot,
+    "fusion": _fusion,
     "ark": _ark,
     "grounded": _grounded,
     "agent-g": _agent_g,
