@@ -174,3 +174,19 @@ def test_ask_says_at_its_start_that_web_search_is_off(tmp_path: Path, capsys) ->
     err = capsys.readouterr().err
     start = err.index("kgagents: web search is off: no SERPAPI_API_KEY")
     assert start < err.index("thread:")  # before the run starts
+
+
+def test_doctor_checks_the_roles_of_every_papers_workflow(tmp_path, monkeypatch: pytest.MonkeyPatch, capsys):
+    """A role only one workflow has (grounded's reasoner) is checked too, and the line says what it stops."""
+    script = tmp_path / "script.json"
+    script.write_text('{"steps": []}', encoding="utf-8")
+    monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{script}")
+    monkeypatch.setenv("KGAGENTS_REASONER_MODEL", "openai:gpt-4o-mini")
+    for name in ("OPENAI_API_KEY", "KGAGENTS_API_KEY", "KGAGENTS_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["doctor", "--timeout", "1"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"MISSING  model \(grounded\) .*needs OPENAI_API_KEY.* — without it: no run of grounded", out)
+    assert re.search(r"ok       model \(graph_executor, tool_executor, tools, ark_agent, agent_g\) .*in process", out)
+    assert main(["doctor", "--workflow", "ark", "--timeout", "1"]) == 0  # ARK-V1 needs no reasoner
+    assert re.search(r"ok       model \(every role\) +scripted", capsys.readouterr().out)

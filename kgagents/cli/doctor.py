@@ -1,8 +1,9 @@
 """``kgagents doctor``: what this machine and configuration can run, checked without running a workflow.
 
-    kgagents doctor [--model provider:model] [--base-url URL] [--timeout S]
+    kgagents doctor [--workflow NAME ...] [--model provider:model] [--base-url URL] [--timeout S]
 
-It asks each configured model endpoint for its model list (a rejected key, an address that refuses or a host
+It asks the model endpoint of every role of the four papers' workflows (or of the ``--workflow`` ones) for its
+model list (a rejected key, an address that refuses or a host
 that does not resolve show here, not in a run), reads the tools' keys (web search without
 ``SERPAPI_API_KEY``), reaches the graph servers the environment names (``NEO4J_URI``, ``FALKORDB_URL``,
 ``SPARQL_ENDPOINT``, ``CRAG_SERVER``), probes the sandbox, and lists the extras that are not installed; for
@@ -40,6 +41,9 @@ SERVERS = [("NEO4J_URI", "the neo4j backend (else: the embedded ArcadeDB server,
            ("CRAG_SERVER", "Agent-G's graph module on CRAG (CRAG's mock KG API)")]
 
 
+#: The workflows whose roles ``doctor`` checks by default: the four papers' (their baselines share these roles).
+DOCTOR_WORKFLOWS = ("kgot", "ark", "grounded", "agent-g")
+
 DEFAULT_PORTS = {"bolt": 7687, "neo4j": 7687, "redis": 6379, "rediss": 6379, "https": 443}
 
 
@@ -61,6 +65,8 @@ class Check:
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
     """Add ``doctor`` to the ``kgagents`` parser."""
     doc = sub.add_parser("doctor", help="check the models, tools' keys, graph servers, sandbox and extras")
+    doc.add_argument("--workflow", nargs="+", metavar="NAME",
+                     help=f"check the roles of these workflows (default: {', '.join(DOCTOR_WORKFLOWS)})")
     doc.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
     doc.add_argument("--base-url", help="an OpenAI-compatible server for the model")
     doc.add_argument("--timeout", type=float, default=5.0, help="seconds per endpoint (default 5)")
@@ -70,32 +76,42 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Print one line per check; 1 when a model cannot be used."""
     values = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
-    models = model_checks(values, args.timeout)
+    models = model_checks(values, args.timeout, tuple(args.workflow or DOCTOR_WORKFLOWS))
     checks = [*models, *tool_checks(), sandbox_check(), *server_checks(args.timeout), *extra_checks()]
     for check in checks:
         print(check.line())
     return 0 if all(check.ok for check in models) else 1
 
 
-def model_checks(values: dict[str, Any], timeout: float) -> list[Check]:
-    """One check per distinct model of the roles: does its endpoint answer, take the key, know the model?"""
+def model_checks(values: dict[str, Any], timeout: float, workflows: tuple[str, ...] = DOCTOR_WORKFLOWS
+                 ) -> list[Check]:
+    """One check per distinct model of the roles of ``workflows``: does its endpoint answer, take the key, know
+    the model? A check names the roles that use the model, and what a failing one stops."""
     from kgagents.cli.preflight import role_models
 
-    try:
-        models = role_models(values)
-    except ConfigurationError as exc:
-        return [Check("model", False, str(exc).splitlines()[0], "run of any workflow")]
+    models: dict[str, Any] = {}
+    users: dict[str, list[str]] = {}  # role -> the workflows that have it
+    checks = []
+    for workflow in workflows:
+        try:
+            found = role_models(values, workflow)
+        except ConfigurationError as exc:
+            checks.append(Check(f"model ({workflow})", False, str(exc).splitlines()[0], f"run of {workflow}"))
+            continue
+        for role, model in found.items():
+            models.setdefault(role, model)
+            users.setdefault(role, []).append(workflow)
     roles: dict[str, list[str]] = {}
     by_key: dict[str, Any] = {}
     for role, model in models.items():
         roles.setdefault(model_key(model), []).append(role)
         by_key.setdefault(model_key(model), model)
-    checks = []
     for key, model in by_key.items():
         ok, detail = probe_model(model, timeout)
-        who = "every role" if len(roles[key]) == len(models) else ", ".join(roles[key])
-        checks.append(Check(f"model ({who})", ok, f"{describe_model(model)}: {detail}",
-                            "run of any workflow"))
+        who = "every role" if len(roles[key]) == len(models) and not checks else ", ".join(roles[key])
+        stopped = sorted({w for role in roles[key] for w in users[role]}, key=workflows.index)
+        disables = "run of any workflow" if len(stopped) == len(workflows) else f"run of {', '.join(stopped)}"
+        checks.append(Check(f"model ({who})", ok, f"{describe_model(model)}: {detail}", disables))
     return checks
 
 
