@@ -115,13 +115,15 @@ def add_context_flags(parser: argparse.ArgumentParser, context: type) -> None:
 
 def _workflow_in(argv: list[str]) -> tuple[str | None, str | None]:
     """``(command, workflow)`` as far as ``argv`` tells them before parsing: ``ask``'s ``--workflow W``
-    (``--fusion``: fusion; none: kgot), ``eval``'s positional workflow."""
+    (``--fusion``: fusion; none: kgot), ``eval``'s positional workflow (the first bare word that names a
+    workflow, wherever it stands among the options; else the first bare word, which the parser then refuses)."""
     command = next((a for a in argv if a in ("ask", "eval")), None)
     if command is None:
         return None, None
     rest = argv[argv.index(command) + 1:]
     if command == "eval":
-        return command, next((a for a in rest if not a.startswith("-")), None)
+        bare = [a for a in rest if not a.startswith("-")]
+        return command, next((a for a in bare if a in registry.SPECS), bare[0] if bare else None)
     for i, arg in enumerate(rest):
         if arg == "--workflow" and i + 1 < len(rest):
             return command, rest[i + 1]

@@ -130,3 +130,9 @@ def test_the_cli_estimates_without_a_key_and_runs_nothing(tmp_path, capsys, monk
                  str(out), "--estimate"]) == 0
     printed = capsys.readouterr().out
     assert "cost unknown" in printed and "unpriced: ollama:llama3" in printed
+
+
+def test_the_workflow_may_come_after_the_options_and_its_flags_still_apply(capsys):
+    assert main(["eval", "--dataset", "cr-lt", "ark", "--limit", "1", "--c-max", "2", "--model", MINI,
+                 "--estimate"]) == 0
+    assert "at most c_max = 2 attempts" in capsys.readouterr().out
