@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.jsonl import json_lines
 
 log = logging.getLogger("kgagents.evals.colota")
 
@@ -215,15 +216,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise CoLoTaDataError(f"cannot read {path}: {exc}") from exc
-    records = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise CoLoTaDataError(f"{path}, line {n}: not valid JSON: {exc.msg}") from exc
-    return records
+    return [record for _, record in json_lines(lines, str(path), CoLoTaDataError)]
 
 
 def load_cr_lt(path: str | Path | None = None, *, ids: Sequence[str] | None = None, limit: int | None = None,

@@ -50,6 +50,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
+from kgagents.core.jsonl import json_lines
 from kgagents.evals.datasets import DatasetError, DatasetSpec, Item
 from kgagents.evals.scorers import Score, register_scorer
 from kgagents.nodes.context import Context
@@ -77,25 +78,16 @@ class CragDataError(DatasetError):
 # ----------------------------------------------------------------------------------------------------------
 # Reading CRAG's files
 # ----------------------------------------------------------------------------------------------------------
-def _lines(raw: IO[bytes], name: str) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a JSON-lines stream, decompressed by the name's suffix (``.bz2``, ``.gz``,
-    ``.xz``)."""
+def _lines(raw: IO[bytes], name: str) -> Iterator[str]:
+    """The lines of a JSON-lines stream, decompressed by the name's suffix (``.bz2``, ``.gz``, ``.xz``)."""
     opener = {".bz2": bz2.open, ".gz": gzip.open, ".xz": lzma.open}.get(Path(name).suffix)
     with opener(raw, "rt", encoding="utf-8") if opener else io.TextIOWrapper(raw, encoding="utf-8") as text:
-        yield from enumerate(text, 1)
+        yield from text
 
 
 def _records_of(source: IO[bytes], where: str) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
-        for number, line in _lines(source, where):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise CragDataError(f"crag: {where}, line {number}: not valid JSON: {exc}") from exc
-            if not isinstance(record, dict):
-                raise CragDataError(f"crag: {where}, line {number}: a record must be a JSON object")
+        for number, record in json_lines(_lines(source, where), f"crag: {where}", CragDataError, objects=True):
             yield f"{where}, line {number}", record
     except (OSError, EOFError, UnicodeDecodeError, lzma.LZMAError) as exc:
         raise CragDataError(f"crag: cannot read {where}: {type(exc).__name__}: {exc}") from exc

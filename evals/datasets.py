@@ -25,6 +25,7 @@ from typing import Any
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
+from kgagents.core.jsonl import json_lines
 
 
 class DatasetError(KGAgentsError, ValueError):
@@ -240,15 +241,8 @@ def gaia_split_dir(path: Path, split: str) -> Path:
 def _read_gaia_rows(folder: Path) -> list[dict[str, Any]]:
     jsonl = folder / "metadata.jsonl"
     if jsonl.is_file():
-        rows = []
-        for lineno, line in enumerate(jsonl.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError as exc:
-                raise DatasetError(f"gaia: {jsonl} line {lineno} is not valid JSON: {exc}") from exc
-        return rows
+        return [row for _, row in json_lines(jsonl.read_text(encoding="utf-8").splitlines(), f"gaia: {jsonl}",
+                                             DatasetError)]
     parquet = folder / "metadata.parquet"
     pa = require("pyarrow", "reading GAIA's metadata.parquet")
     import pyarrow.parquet as pq  # the eval extra: only for Parquet files

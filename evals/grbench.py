@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.jsonl import json_lines
 from kgagents.core.usage import format_cost, sum_costs
 from kgagents.evals.datasets import DatasetSpec, Item
 from kgagents.evals.grbench_multihop import MANIFEST, graph_of, load_manifest
@@ -68,13 +69,7 @@ def read_questions(path: Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise GRBenchDataError(f"cannot read the GRBench questions {path}: {exc}") from exc
     rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as exc:
-            raise GRBenchDataError(f"{path}, line {number}: not valid JSON: {exc}") from exc
+    for number, row in json_lines(lines, str(path), GRBenchDataError):
         if not isinstance(row, dict) or not {"question", "answer"} <= set(row):
             raise GRBenchDataError(f"{path}, line {number}: a question needs \"question\" and \"answer\"")
         rows.append(row)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.jsonl import json_lines
 
 DATA_DIR = Path(__file__).resolve().parent / "data" / "grbench"
 QUESTIONS_DIR = DATA_DIR / "questions"
@@ -260,14 +261,8 @@ def questions_file(domain: str, directory: Path = QUESTIONS_DIR) -> Path:
 def load_questions(domain: str, directory: Path = QUESTIONS_DIR) -> list[dict[str, Any]]:
     """The ``{"qid", "question", "answer"}`` records of a domain, in file order."""
     path = questions_file(domain, directory)
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except ValueError as exc:
-                raise FixtureError(f"{path}, line {number}: not valid JSON: {exc}") from exc
-    return records
+    return [record for _, record in json_lines(path.read_text(encoding="utf-8").splitlines(), str(path),
+                                               FixtureError)]
 
 
 def entity_of(template: Template, question: str) -> str:

@@ -57,7 +57,7 @@ def test_gaia_errors_say_what_to_do(tmp_path):
     bad = tmp_path / "bad" / "2023" / "validation"
     bad.mkdir(parents=True)
     (bad / "metadata.jsonl").write_text('{"task_id": "x", "Question": "q"}\n{not json\n')
-    with pytest.raises(DatasetError, match="line 2 is not valid JSON"):
+    with pytest.raises(DatasetError, match="line 2: not valid JSON"):
         load_dataset("gaia", tmp_path / "bad")
 
 

@@ -468,7 +468,7 @@ def test_stark_processed_layout(tmp_path):
     ({"nodes.jsonl": [{"id": 0, "name": "Ivermectin"}], "edges.jsonl": [{"src": 0, "dst": 1}]},
      r"edges.jsonl, row 1: an edge needs src, relation and dst columns, got \['dst', 'src'\]"),
     ({"nodes.jsonl": [{"id": 0, "name": "Ivermectin"}]}, r"no edges.jsonl / .csv / .tsv / .parquet"),
-    ({"nodes.jsonl": ["Ivermectin"], "edges.jsonl": []}, r"nodes.jsonl, line 1: expected an object"),
+    ({"nodes.jsonl": ["Ivermectin"], "edges.jsonl": []}, r"nodes.jsonl, line 1: a row must be a JSON object"),
 ])
 def test_stark_tables_with_missing_columns_or_files(tmp_path, files, match):
     folder = tmp_path / "kb"

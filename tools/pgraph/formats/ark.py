@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.jsonl import json_lines
 from kgagents.tools.pgraph.build import GraphBuilder
 from kgagents.tools.pgraph.formats.common import (
     GraphFormat,
@@ -54,14 +55,7 @@ def load_ark_records(path: str | Path) -> list[dict[str, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise GraphFormatError(f"cannot read the graph file {path}: {exc}") from exc
     if path.suffix == ".jsonl":
-        records = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except ValueError as exc:
-                raise GraphFormatError(f"{path}, line {n}: not valid JSON: {exc}") from exc
+        records = [record for _, record in json_lines(text.splitlines(), str(path), GraphFormatError)]
     else:
         try:
             data = json.loads(text)

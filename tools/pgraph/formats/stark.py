@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import csv
 import gzip
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from kgagents.core.extras import MissingExtra, require
+from kgagents.core.jsonl import json_lines
 from kgagents.tools.pgraph.build import GraphBuilder
 from kgagents.tools.pgraph.formats.common import (
     GraphFormat,
@@ -51,16 +51,7 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             return
         with open_text(path) as f:
             if ".jsonl" in path.name:
-                for number, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                    except ValueError as exc:
-                        raise GraphFormatError(f"{path}, line {number}: not valid JSON: {exc}") from exc
-                    if not isinstance(row, dict):
-                        raise GraphFormatError(f"{path}, line {number}: expected an object")
-                    yield number, row
+                yield from json_lines(f, str(path), GraphFormatError, objects=True, what="a row")
                 return
             reader = csv.DictReader(f, delimiter="\t" if ".tsv" in path.name else ",")
             for number, row in enumerate(reader, 2):
