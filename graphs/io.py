@@ -39,6 +39,7 @@ from langgraph.graph import END, StateGraph
 from pydantic import Field
 
 from kgagents.core.usage import total_cost, total_tokens
+from kgagents.nodes.grounded import chain_of
 from kgagents.nodes.state import failure_summary
 from kgagents.nodes.state import final_state as final_state  # re-exported: Python callers run graphs with it
 from kgagents.nodes.state import state_keys as state_keys
@@ -242,8 +243,6 @@ def ark_evidence(state: dict[str, Any]) -> dict[str, Any]:
 def grounded_evidence(state: dict[str, Any]) -> dict[str, Any]:
     """Grounded reasoning: the chain of thoughts that leads to the best state, each with the graph functions
     it called or the triples it found."""
-    from kgagents.nodes.grounded import chain_of
-
     path: list[dict[str, Any]] = []
     for thought in chain_of(state.get("thoughts") or {}, state.get("best") or ""):
         step: dict[str, Any] = {"thought": _short(thought.get("thought"))}

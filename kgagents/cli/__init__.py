@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.cli import replay
+from kgagents.cli.agent_g import pages_from_files
 from kgagents.cli.common import (
     RunFailed,
     _print_answer,
@@ -40,7 +41,9 @@ from kgagents.cli.common import (
 )
 from kgagents.core.config import ConfigurationError
 from kgagents.core.replay import ReplayFailed
+from kgagents.core.runs import RunRegistry, configured_checkpointer, is_postgres_url
 from kgagents.graphs import registry
+from kgagents.tools.kg.base import snapshot_to_jsonl
 
 __all__ = ["COMMAND_MODULES", "RunFailed", "build_parser", "command", "context_values_from_args", "demo_intro",
            "demo_outro", "main", "start_checks"]
@@ -97,11 +100,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
     checkpointer = _checkpointer(args)
     values = context_values_from_args(args)
     if getattr(args, "preset", None):
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
     variants = None
     if getattr(args, "fusion", None):
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.nodes.fusion import parse_variants
 
         variants = parse_variants(args.fusion)
@@ -126,7 +131,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if "pages" not in inputs:
             raise ValueError(f"--page and --query-time are for the workflows that read web pages: "
                              f"{_workflows_reading('pages')}")
-        from kgagents.cli.agent_g import pages_from_files
 
         task["pages"] = pages_from_files(args.page or [])
         if args.query_time:
@@ -135,7 +139,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if "kgot_thread" not in inputs:
             raise ValueError(f"--kgot-thread is for {_workflows_reading('kgot_thread')} (their corpus is that KGoT "
                              "run's tool outputs)")
-        from kgagents.core.runs import RunRegistry
 
         task["kgot_thread"] = args.kgot_thread
         values.setdefault("kgot_checkpointer", RunRegistry(_runs_dir(args)).checkpointer_for(args.kgot_thread,
@@ -153,8 +156,6 @@ def _workflows_reading(key: str) -> str:
 
 def _checkpointer(args: argparse.Namespace) -> str | None:
     """``--checkpointer`` or ``KGAGENTS_CHECKPOINTER``: a PostgreSQL URL (None: SQLite in the runs dir)."""
-    from kgagents.core.runs import configured_checkpointer, is_postgres_url
-
     url = getattr(args, "checkpointer", None) or configured_checkpointer()
     if url and not is_postgres_url(url):
         raise ValueError(f"--checkpointer / KGAGENTS_CHECKPOINTER takes a postgresql:// URL, got {url!r} "
@@ -164,8 +165,6 @@ def _checkpointer(args: argparse.Namespace) -> str | None:
 
 def _known_run(args: argparse.Namespace) -> Any:
     """The registry record of ``args.thread``, or a clear error."""
-    from kgagents.core.runs import RunRegistry
-
     record = RunRegistry(_runs_dir(args)).get(args.thread)
     if record is None:
         hint = (" (an evaluation item? `kgagents show THREAD --eval RESULTS_DIR`)" if args.command == "show"
@@ -184,8 +183,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 @command("runs")
 def cmd_runs(args: argparse.Namespace) -> int:
-    from kgagents.core.runs import RunRegistry
-
     records = RunRegistry(_runs_dir(args)).list()
     if not records:
         print(f"no runs in {_runs_dir(args)}")
@@ -206,15 +203,18 @@ def format_runs(records: list[Any]) -> list[str]:
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_run
 
     if isinstance(args.kg, str):  # --kg FILE
         args.out = args.out or args.kg
     if args.eval:
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.cli.show import eval_item_state
 
         workflow, args.thread, state, nxt = eval_item_state(args.eval, args.thread, args.checkpointer)
     else:
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import thread_state
 
         workflow = _known_run(args).workflow
@@ -233,11 +233,11 @@ def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -
     lines — KGoT's task KG (after each write), grounded's thought graph, ARK-V1's explored subgraph, Agent-G's
     retrieval."""
     from kgagents.cli import kgview  # Bokeh: loaded when a view is drawn
-    from kgagents.tools.kg.base import snapshot_to_jsonl
 
     title = f"thread {args.thread}"
     question = str(state.get("question", ""))
     if workflow == "grounded":
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.nodes.grounded import thought_graph
 
         graph, default = thought_graph(state), f"thoughts-{args.thread}.html"  # type: ignore[arg-type]
@@ -290,8 +290,10 @@ def cmd_workflows(args: argparse.Namespace) -> int:
 
 @command("tools")
 def cmd_tools(args: argparse.Namespace) -> int:
-    import kgagents.graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
-    from kgagents.tools.manager import tool_statuses
+    # loaded by the command that needs it (every command starts without it); the KGoT graph registers the tools
+    # that live next to the workflows
+    import kgagents.graphs.kgot  # noqa: F401
+    from kgagents.tools.manager import tool_statuses  # loaded by the command that needs it
 
     for status in tool_statuses():
         print(f"{status.name:24} {'available' if status.available else 'unavailable':12} {status.reason}")

@@ -12,12 +12,15 @@ import sys
 import types
 import typing
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.runs import new_thread_id
 from kgagents.graphs import registry
+from kgagents.nodes.context import description_of
 
 
 def _runs_dir(args: argparse.Namespace) -> Path:
@@ -88,10 +91,6 @@ def _flag_kind(hint: Any) -> tuple[Callable[[str], Any], tuple[Any, ...] | None,
 def add_context_flags(parser: argparse.ArgumentParser, context: type) -> None:
     """A flag per field of the workflow's ``context`` (``--c-max``, ``--backend``, ...), typed by the field
     and described by its metadata, for the fields the command has no option of its own for."""
-    from dataclasses import fields
-
-    from kgagents.nodes.context import description_of
-
     try:
         hints = typing.get_type_hints(context)
     except (NameError, TypeError):  # a type only a type checker sees: the fields take JSON values or text
@@ -138,7 +137,6 @@ def refuse_foreign_flags(workflow: str, extras: list[str]) -> None:
     flags = [a.partition("=")[0] for a in extras if a.startswith("--")]
     if not flags:
         raise ValueError(f"unrecognized arguments: {' '.join(extras)}")
-    from dataclasses import fields
 
     own = sorted(f.name for f in fields(registry.get(workflow).context))
     for flag in flags:
@@ -156,6 +154,7 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
                  grader: Any = None) -> None:
     """Before a run starts: fail when no model is configured or a backend's extra is missing (the messages say
     what to set or install); print the models of every role with their URLs, and what this run cannot do."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
 
     models = role_models(values, workflow)
@@ -167,6 +166,7 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
 
 def _warn_isolation() -> None:
     """Say at start-up when LLM-written code cannot run under full isolation."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
@@ -183,6 +183,7 @@ def _warn_isolation() -> None:
 
 def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
     """Print a finished run's answer; its exit status: 1 when every model call of the run failed."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.nodes.state import every_call_failed, failure_summary
 
     print(state.get("final_answer", "(no answer)"))
@@ -216,7 +217,7 @@ class RunInterrupted(KeyboardInterrupt):
 def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
          values: dict[str, Any], context_override: Any = None,
          checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
-    from kgagents.core.runs import new_thread_id
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.graphs.workflows import run_thread, stderr_progress
 
     thread = thread or new_thread_id()

@@ -20,8 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
+
 from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.endpoints import describe_model, model_endpoint, model_key
+from kgagents.core.extras import install_hint, missing_extras
 from kgagents.core.retry import is_unreachable
 
 #: What a tool that cannot be used takes away from a run.
@@ -87,6 +90,7 @@ def model_checks(values: dict[str, Any], timeout: float, workflows: tuple[str, .
                  ) -> list[Check]:
     """One check per distinct model of the roles of ``workflows``: does its endpoint answer, take the key, know
     the model? A check names the roles that use the model, and what a failing one stops."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import role_models
 
     models: dict[str, Any] = {}
@@ -117,8 +121,6 @@ def model_checks(values: dict[str, Any], timeout: float, workflows: tuple[str, .
 
 def probe_model(model: Any, timeout: float) -> tuple[bool, str]:
     """Ask the model's endpoint for its models (the cheapest authenticated request of each API)."""
-    import httpx
-
     endpoint = model_endpoint(model)
     if endpoint is None:
         return True, "in process (nothing to reach)"
@@ -170,8 +172,10 @@ def _listed_models(reply: Any) -> set[str]:
 
 def tool_checks() -> list[Check]:
     """The tools' own conditions (keys, extras)."""
-    import kgagents.graphs.kgot  # noqa: F401  (registers the tools that live next to the workflows)
-    from kgagents.tools.manager import tool_statuses
+    # loaded by the command that needs it (every command starts without it); the KGoT graph registers the tools
+    # that live next to the workflows
+    import kgagents.graphs.kgot  # noqa: F401
+    from kgagents.tools.manager import tool_statuses  # loaded by the command that needs it
 
     return [Check(f"tool {s.name}", s.available, s.reason, TOOL_USES.get(s.name, ""))
             for s in tool_statuses()]
@@ -179,6 +183,7 @@ def tool_checks() -> list[Check]:
 
 def sandbox_check() -> Check:
     """Whether LLM-written code runs isolated (bubblewrap), with weak isolation, or not at all."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
@@ -208,8 +213,6 @@ def server_checks(timeout: float) -> list[Check]:
 
 def extra_checks() -> list[Check]:
     """The extras that are not installed, and what each would enable."""
-    from kgagents.core.extras import install_hint, missing_extras
-
     return [Check(f"extra {extra.name}", False, f"not installed ({install_hint(extra.name)})",
                   extra.enables) for extra in missing_extras()]
 

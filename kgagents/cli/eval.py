@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.cli.common import context_values_from_args, start_checks
-from kgagents.evals.workers import processes_argument
+from kgagents.cli.replay import unpack_bundle
+from kgagents.core.config import get_settings
+from kgagents.evals.workers import auto_processes, processes_argument
 
 DEFAULT_RESULTS_DIR = Path(".eval-results")
 
@@ -97,6 +99,7 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.datasets import dataset_protocol, load_dataset
     from kgagents.graphs.workflows import load_workflow
 
@@ -105,6 +108,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                            sample=args.sample, sample_seed=args.sample_seed)
     default_scorer = dataset.scorer
     if getattr(args, "scorer", None):
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.scorers import SCORERS
 
         if args.scorer not in SCORERS:
@@ -116,6 +120,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("an evaluation budget is kept by one process: leave out --dask")
     values = context_values_from_args(args)
     if args.preset:
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
@@ -139,6 +144,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     result = _evaluate(args, dataset, out, values, runs=1 if args.runs is None else args.runs, seed=args.seed)
     _print_result(result, dataset)
     if not args.no_report and result.records:
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.report import build_report
 
         print(f"report: {build_report([out])}", file=sys.stderr)
@@ -164,7 +170,6 @@ def grader_of(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> 
     LLM-graded)."""
     if scorer not in LLM_GRADED_SCORERS:
         return None
-    from kgagents.core.config import get_settings
 
     return args.grader_model or values.get("model") or get_settings().model_for("graph_executor")
 
@@ -172,13 +177,13 @@ def grader_of(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> 
 def _process_count(args: argparse.Namespace) -> int:
     if args.processes != "auto":
         return int(args.processes)
-    from kgagents.evals.workers import auto_processes
 
     return auto_processes(args.concurrency)
 
 
 def _options(args: argparse.Namespace, out: Path, values: dict[str, Any], *, runs: int, seed: int | None) -> Any:
     """The evaluation the options describe, into ``out``."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.runner import EvalOptions
 
     return EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
@@ -201,6 +206,7 @@ def _out_dir(args: argparse.Namespace, dataset: Any, default_scorer: str) -> Pat
 def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any,
               default_scorer: str) -> int:
     """``--estimate``: the expected cost of what is still to do (every leg of a protocol), and nothing run."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.estimate import estimate, format_estimate
 
     if protocol is None:
@@ -220,10 +226,12 @@ def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], pr
 def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[str, Any], *, runs: int,
               seed: int | None) -> Any:
     """One evaluation into ``out``, in this process, in worker processes or on Dask as the options say."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.runner import run_evaluation
 
     options = _options(args, out, values, runs=runs, seed=seed)
     if args.dask:
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.distributed import evaluate_distributed
 
         return evaluate_distributed(options, dataset, scheduler=None if args.dask == "local" else args.dask,
@@ -246,6 +254,7 @@ def _print_result(result: Any, dataset: Any) -> None:
 
     print(", ".join(shown(k, v) for k, v in result.metrics.items() if k != "n"))
     if dataset.scorer == "colota":
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.colota import colota_metrics, format_metrics, records_to_answers
 
         print(format_metrics(colota_metrics(*records_to_answers(result.records))))
@@ -254,7 +263,7 @@ def _print_result(result: Any, dataset: Any) -> None:
 def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any) -> int:
     """Every leg of a paper's protocol (its temperature × runs, seeds from the protocol's or ``--seed``), each in
     its own folder under ``--out``, then the paper's table of them (printed and written to ``table.md``)."""
-    from kgagents.core.config import get_settings
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.report import build_report
 
     base = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / (
@@ -290,7 +299,7 @@ def default_out_name(workflow: str, dataset: str, split: str, temperature: float
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kgagents.cli.replay import unpack_bundle
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.report import build_report
 
     dirs = [unpack_bundle(Path(d)) if Path(d).is_file() and zipfile.is_zipfile(d) else d for d in args.dirs]

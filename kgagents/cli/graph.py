@@ -24,12 +24,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.config import HOME_VARIABLE, PROJECT_DIR, data_home
+from kgagents.tools.kg.base import snapshot_to_jsonl
+from kgagents.tools.pgraph import FORMATS, graphs_dir, import_graph, known_graphs, open_graph
+from kgagents.tools.pgraph.catalog import GRAPHS_DIR_ENV, default_name
+from kgagents.tools.pgraph.loaders import FORMATS_HELP
+
 
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
     """Add ``graph`` and its sub-commands to the ``kgagents`` parser."""
-    from kgagents.tools.pgraph import FORMATS
-    from kgagents.tools.pgraph.loaders import FORMATS_HELP
-
     graph = sub.add_parser("graph", help="import and inspect static knowledge graphs")
     gsub = graph.add_subparsers(dest="graph_command", required=True)
 
@@ -77,11 +80,10 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from kgagents.tools.pgraph import import_graph
-
     started = time.monotonic()
     progress = False if args.quiet else None
     if args.neo4j is not None or args.falkordb is not None:
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.tools.pgraph.cypher import import_to_cypher
 
         backend = "neo4j" if args.neo4j is not None else "falkordb"
@@ -106,9 +108,6 @@ def _import(args: argparse.Namespace) -> int:
 
 def _where_graphs_live() -> str:
     """Which graphs directory this is and why (the data directory's origin), for the user to find it again."""
-    from kgagents.core.config import HOME_VARIABLE, PROJECT_DIR, data_home
-    from kgagents.tools.pgraph.catalog import GRAPHS_DIR_ENV, graphs_dir
-
     if os.environ.get(GRAPHS_DIR_ENV, "").strip():
         why = f"{GRAPHS_DIR_ENV}; runs started where it is set find it"
     else:
@@ -120,14 +119,10 @@ def _where_graphs_live() -> str:
 
 
 def _default_name(source: str, record: str | None) -> str:
-    from kgagents.tools.pgraph.catalog import default_name as default
-
-    return default(Path(source), record)
+    return default_name(Path(source), record)
 
 
 def _list(args: argparse.Namespace) -> int:
-    from kgagents.tools.pgraph import graphs_dir, known_graphs
-
     names = known_graphs()
     if not names:
         print(f"no graphs in {graphs_dir()} (import one with `kgagents graph import SOURCE`)")
@@ -141,8 +136,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _open(name: str) -> Any:
-    from kgagents.tools.pgraph import open_graph
-
     return open_graph(name)
 
 
@@ -229,8 +222,6 @@ def cut_notice(graph: Any, node_id: str, radius: int, snapshot: Any, max_nodes: 
 
 
 def _show(args: argparse.Namespace) -> int:
-    from kgagents.tools.kg.base import snapshot_to_jsonl
-
     graph = _open(args.name)
     node_id = _resolve_node(graph, args.node)
     if args.json:
@@ -239,6 +230,7 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(graph.describe(node_id))
     if args.html:
+        # loaded by the command that needs it (every command starts without it)
         from kgagents.cli.kgview import render_html
 
         snapshot = graph.neighbourhood(node_id, radius=args.radius, max_nodes=args.max_nodes)

@@ -23,7 +23,7 @@ from typing import Any
 
 from kgagents.cli.common import _run, demo_intro, demo_model, demo_outro
 from kgagents.evals.grbench_multihop import answer_nodes, levels_of
-from kgagents.tools.pgraph import StaticKG
+from kgagents.tools.pgraph import StaticKG, open_graph
 
 DEMO_DOMAIN = "dblp"
 DEMO_QID = "0"
@@ -202,10 +202,10 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow grounded``: a fixture question through the real graph, scripted."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_grounded
     from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.nodes.grounded import GroundedContext
-    from kgagents.tools.pgraph import open_graph
 
     strategy = getattr(args, "strategy", None) or "tot"
     interaction = getattr(args, "interaction", None) or "agent"

@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from kgagents.cli.common import _run, demo_intro, demo_model, demo_outro
+from kgagents.nodes.context import Context
 
 QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the third "
             "and fifth integers of the sorted list.")
@@ -20,7 +21,7 @@ QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the arra
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo``: the Figure 9 task with a scripted model, on the chosen task-KG backend."""
-    from kgagents.nodes.context import Context
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.kg.stores import backend_language
 
     backend = getattr(args, "backend", None) or "networkx"

@@ -17,6 +17,7 @@ from typing import Any
 
 from kgagents.core.config import get_settings
 from kgagents.core.endpoints import describe_model
+from kgagents.graphs.registry import get
 
 #: Workflows whose tool executor may search the web (KGoT's tools; their baselines that run KGoT's loop).
 TOOL_WORKFLOWS = ("kgot", "fusion", "kgot-nokg")
@@ -26,7 +27,7 @@ def role_models(values: dict[str, Any], workflow: str = "kgot") -> dict[str, Any
     """The chat model of every role of ``workflow`` (its context's ``ROLES``) for a run with the context
     ``values``, resolved once: the run finds the same clients (a clear error when none is configured, or when
     a provider's extra or key is missing)."""
-    from kgagents.graphs.registry import get
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.nodes.models import resolve_model
 
     ctx = get(workflow).make_context(values)
@@ -75,8 +76,6 @@ OPTIONAL_GRADER = {"grbench": "the answers get Rouge-L only; GPT4Score and accur
 
 
 def _context_fields(workflow: str) -> set[str]:
-    from kgagents.graphs.registry import get
-
     schema = get(workflow).context
     return {f.name for f in fields(schema)} if is_dataclass(schema) else set()
 
@@ -84,6 +83,7 @@ def _context_fields(workflow: str) -> set[str]:
 def check_backends(values: dict[str, Any], variants: list[str] | None = None) -> None:
     """Refuse, before anything starts, a task-KG backend whose extra is missing (the run's, or each fusion
     variant's)."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.kg.stores import check_backend
 
     backends = [v.split(":", 1)[0] for v in variants or []] or [values.get("backend") or "networkx"]

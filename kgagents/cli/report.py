@@ -7,6 +7,7 @@ from typing import Any
 
 from kgagents.core.usage import entry_cost, format_cost, sum_costs, total_tokens
 from kgagents.graphs import registry
+from kgagents.tools.kg.base import empty_snapshot, render_snapshot
 
 
 def _usage_lines(usage: dict[str, Any]) -> list[str]:
@@ -38,8 +39,6 @@ def _failure_lines(failures: list[dict[str, Any]]) -> list[str]:
 
 
 def format_kgot(state: dict[str, Any]) -> list[str]:
-    from kgagents.tools.kg.base import empty_snapshot, render_snapshot
-
     lines = [f"Iterations: {state.get('iteration', 0)}", "", "Votes:"]
     for v in state.get("votes", []):
         lines.append(f"  [it {v['iteration']} #{v['sample']}] {v['query_type']}: {v['reason'][:160]}")
@@ -172,6 +171,7 @@ def format_grounded(state: dict[str, Any]) -> list[str]:
 
 def format_agent_g(state: dict[str, Any]) -> list[str]:
     """Agent-G: every iteration's action, references, answer, the validator's verdict and the feedback."""
+    # loaded by the command that needs it (every command starts without it)
     from kgagents.nodes.agent_g import describe_action
 
     lines = [f"Exit: {state.get('exit_reason', '(running)')}"]
