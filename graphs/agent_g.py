@@ -22,6 +22,8 @@ from kgagents.nodes import agent_g as n
 from kgagents.nodes import budget
 from kgagents.nodes.agent_g import AgentGContext, AgentGState, agent_g_context_of
 
+__all__ = ["NAME", "PRESETS", "WORKFLOW", "build", "compile_graph", "graph"]
+
 NAME = "agent-g"
 
 #: The paper's settings per benchmark (appendix A.2; docs/agent_g.md's table), and its ablations (Tables 6, 7).

@@ -26,6 +26,10 @@ from kgagents.nodes import agent_g_baselines as b
 from kgagents.nodes import budget
 from kgagents.nodes.agent_g import AgentGContext, AgentGState, agent_g_context_of
 
+__all__ = ["BASELINE_PRESETS", "build_corrective_rag", "build_cot", "build_graph_rag", "build_hybrid_rag",
+           "build_react", "build_text_rag", "corrective_rag", "corrective_rag_graph", "cot", "cot_graph", "graph_rag",
+           "graph_rag_graph", "hybrid_rag", "hybrid_rag_graph", "react", "react_graph", "text_rag", "text_rag_graph"]
+
 
 def _graph() -> StateGraph[Any, Any, Any, Any]:
     g = io.workflow_graph(AgentGState, context_schema=AgentGContext, input_schema=io.AgentGInput,

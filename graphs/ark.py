@@ -28,6 +28,8 @@ from kgagents.nodes import budget
 from kgagents.nodes.ark import ArkContext, ArkState, ark_context_of
 from kgagents.nodes.critic import verdict
 
+__all__ = ["NAME", "WORKFLOW", "build", "compile_graph", "graph"]
+
 NAME = "ark"
 
 

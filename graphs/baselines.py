@@ -53,6 +53,9 @@ from kgagents.nodes.kgot import (
 )
 from kgagents.nodes.runtime import context_of
 
+__all__ = ["build_graphrag", "build_nokg", "build_rag", "build_zeroshot", "graphrag", "graphrag_graph", "nokg",
+           "nokg_graph", "rag", "rag_graph", "zeroshot", "zeroshot_graph"]
+
 n.use_kgot_graph(compile_kgot)  # the baselines read KGoT's threads through its graph (nodes cannot import graphs)
 
 

@@ -21,6 +21,8 @@ from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import fusion as f
 
+__all__ = ["NAME", "PRESETS", "WORKFLOW", "build", "compile_graph", "graph"]
+
 NAME = "fusion"
 
 #: KGoT's named contexts (``--preset paper``): every variant runs as KGoT does with them.

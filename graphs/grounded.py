@@ -32,6 +32,8 @@ from kgagents.nodes import budget
 from kgagents.nodes import grounded as n
 from kgagents.nodes.grounded import GroundedContext, GroundedState, grounded_context_of
 
+__all__ = ["NAME", "PAPER_PROTOCOL", "PRESETS", "ROWS", "WORKFLOW", "build", "compile_graph", "graph"]
+
 NAME = "grounded"
 
 #: The paper's Table 1 / Table 2 rows (strategy × interaction × evaluator); n = 10, k = t = 3 are the defaults.

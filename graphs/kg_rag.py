@@ -17,6 +17,9 @@ from kgagents.graphs import io
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import kg_rag as n
 
+__all__ = ["base", "base_graph", "build_base", "build_graph_rag", "build_text_rag", "graph_rag", "graph_rag_graph",
+           "text_rag", "text_rag_graph"]
+
 
 def _build(hops: int) -> StateGraph:
     g = io.workflow_graph(n.KGRagState, context_schema=n.KGRagContext, input_schema=io.GraphInput,

@@ -40,6 +40,8 @@ from kgagents.nodes import kgot as n
 from kgagents.nodes.context import Context
 from kgagents.nodes.runtime import context_of
 
+__all__ = ["NAME", "PRESETS", "WORKFLOW", "build", "compile_graph", "graph"]
+
 NAME = "kgot"
 
 #: Named contexts (``--preset``). ``paper``: as the authors ran it — the controller's two models at

@@ -29,6 +29,9 @@ from kgagents.nodes import surfer as n
 from kgagents.nodes.context import Context
 from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
 
+__all__ = ["NAME", "WORKFLOW", "build", "check_surfer", "compile_graph", "graph", "make_surfer_tool",
+           "recursion_limit"]
+
 NAME = "surfer"
 #: Enough super-steps for ``max_steps`` agent steps (two per step, plus start, wrap-up and finish).
 RECURSION_PER_STEP = 2

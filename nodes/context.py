@@ -25,6 +25,9 @@ import types
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal
 
+__all__ = ["AnswerFormatter", "BaseContext", "Context", "KGoTContext", "SolveMode", "StructuredMethod", "context_fields",
+           "described", "description_of"]
+
 SolveMode = Literal["query", "direct"]
 AnswerFormatter = Literal["gaia", "default"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]

@@ -13,7 +13,11 @@ import pytest
 
 #: The modules users import (docs/development.md, "Public modules").
 PUBLIC = ["kgagents.cli", "kgagents.core.config", "kgagents.core.errors", "kgagents.core.scripted",
-          "kgagents.tools.files", "kgagents.tools.pgraph"]
+          "kgagents.tools.files", "kgagents.tools.pgraph", "kgagents.nodes.context",
+          # each workflow's graph module: its spec, builder and compiled graphs
+          "kgagents.graphs.kgot", "kgagents.graphs.ark", "kgagents.graphs.grounded", "kgagents.graphs.agent_g",
+          "kgagents.graphs.fusion", "kgagents.graphs.surfer", "kgagents.graphs.baselines", "kgagents.graphs.kg_rag",
+          "kgagents.graphs.agent_g_baselines"]
 PACKAGES = ("kgagents.core", "kgagents.cli", "kgagents.graphs", "kgagents.nodes", "kgagents.tools",
             "kgagents.prompts", "kgagents.evals")
 
