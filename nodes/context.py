@@ -25,8 +25,8 @@ import types
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal
 
-__all__ = ["AnswerFormatter", "BaseContext", "Context", "KGoTContext", "SolveMode", "StructuredMethod", "context_fields",
-           "described", "description_of"]
+__all__ = ["AnswerFormatter", "BaseContext", "Context", "KGoTContext", "SolveMode", "StructuredMethod",
+           "context_fields", "described", "description_of"]
 
 SolveMode = Literal["query", "direct"]
 AnswerFormatter = Literal["gaia", "default"]
