@@ -42,6 +42,7 @@ from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import grounded as P
 from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
 from kgagents.tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
+from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 from kgagents.tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
 from kgagents.tools.pgraph.vectors import index_kind
@@ -1151,15 +1152,15 @@ def route_after_select(state: GroundedState, ctx: GroundedContext) -> bool:
 # --------------------------------------------------------------------------------------------------------------
 # The thought graph as a snapshot (``kgagents show THREAD --kg``)
 # --------------------------------------------------------------------------------------------------------------
-def thought_graph(state: GroundedState) -> dict[str, Any]:
+def thought_graph(state: GroundedState) -> KGSnapshot:
     """The run's thought graph in the project's snapshot format: one node per thought (labels: its kind and
     whether it was kept, pruned, final or the answer's), an edge from each parent (``merged into`` for GoT's
     merges)."""
     thoughts = state.get("thoughts") or {}
     finals = set(state.get("finals") or [])
     best = state.get("best")
-    nodes: list[dict[str, Any]] = []
-    relationships: list[dict[str, Any]] = []
+    nodes: list[NodeRecord] = []
+    relationships: list[RelationshipRecord] = []
     for t in ordered(thoughts.values()):
         status = ("answer" if t["id"] == best else "final" if t["id"] in finals else "kept" if t.get("kept")
                   else "failed" if t.get("error") else "pruned")

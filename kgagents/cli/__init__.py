@@ -257,7 +257,7 @@ def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -
         graph, default = graphs[-1][1], f"kg-{args.thread}.html"
         page = partial(kgview.render_html, graphs, title=f"Knowledge graph of {title}", subtitle=question)
     if args.format == "json":
-        text = snapshot_to_jsonl(graph)  # type: ignore[arg-type]
+        text = snapshot_to_jsonl(graph)
         if args.out:
             Path(args.out).write_text(text, encoding="utf-8")
             print(args.out)

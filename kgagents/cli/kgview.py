@@ -461,7 +461,7 @@ def ark_graph(state: dict[str, Any]) -> KGSnapshot:
                                                  **({"implication": step["implication"]}
                                                     if triple.get("key") in used and step.get("implication")
                                                     else {})}})
-    return {"nodes": list(nodes.values()), "relationships": relationships}  # type: ignore[typeddict-item]
+    return {"nodes": list(nodes.values()), "relationships": relationships}  # type: ignore[arg-type]
 
 
 def _question_and_answer(state: dict[str, Any]) -> str:
@@ -522,7 +522,7 @@ def agent_g_graph(state: dict[str, Any]) -> KGSnapshot:
                 node = add(str(ref.get("id", "")), ref.get("kind", "document"))
                 nodes[node]["properties"].setdefault("text", str(ref.get("text", ""))[:500])
                 edge("question", "retrieved", node, {"iteration": t, "score": ref.get("score")})
-    return {"nodes": list(nodes.values()), "relationships": relationships}  # type: ignore[typeddict-item]
+    return {"nodes": list(nodes.values()), "relationships": relationships}  # type: ignore[arg-type]
 
 
 def render_agent_g(state: dict[str, Any], *, title: str) -> str:

@@ -172,7 +172,7 @@ def format_grounded(state: dict[str, Any]) -> list[str]:
 def format_agent_g(state: dict[str, Any]) -> list[str]:
     """Agent-G: every iteration's action, references, answer, the validator's verdict and the feedback."""
     # loaded by the command that needs it (every command starts without it)
-    from kgagents.nodes.agent_g import describe_action
+    from kgagents.nodes.agent_g import Action, describe_action
 
     lines = [f"Exit: {state.get('exit_reason', '(running)')}"]
     if state.get("ranked_ids"):
@@ -180,7 +180,7 @@ def format_agent_g(state: dict[str, Any]) -> list[str]:
         lines.append(f"Ranking: {', '.join(state['ranked_ids'][:20])}{more}")
     for it in state.get("iterations") or []:
         retrieval = it.get("retrieval") or {}
-        lines += ["", f"Iteration {it.get('t')}:", f"  action: {describe_action(it.get('action') or {})}",
+        lines += ["", f"Iteration {it.get('t')}:", f"  action: {describe_action(it.get('action') or Action())}",
                   f"  retrieval ({retrieval.get('module', '?')}): {len(retrieval.get('references') or [])} "
                   f"reference(s)" + (f"; linked {retrieval['linked']}" if retrieval.get("linked") else "")]
         lines += [f"    note: {note}" for note in retrieval.get("notes") or []]
