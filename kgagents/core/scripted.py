@@ -17,6 +17,8 @@ prompt and that has uses left:
   - ``"content": "text"`` — a plain text reply;
   - ``"raise": "message"`` — the call fails with :class:`ScriptedAPIError` (``"status": 429`` etc. optional).
 
+  ``"delay_s": 0.5`` makes the call take that long first (a slow model, for tests of concurrency).
+
 A model string ``scripted:/path/to/script.json`` builds one from a file (``{"name": ..., "steps": [...]}``).
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from contextvars import ContextVar
@@ -192,6 +195,8 @@ class ScriptedChatModel(BaseChatModel):
         prompt = "\n".join(_message_text(m) for m in messages)
         stage = (run_manager.metadata or {}).get(STAGE_KEY) if run_manager is not None else None
         step = self.next_step(f"[stage: {stage}]\n{prompt}" if stage else prompt)
+        if step.get("delay_s"):
+            time.sleep(float(step["delay_s"]))  # LangChain runs this in a worker thread for async callers
         if "raise" in step:
             raise ScriptedAPIError(str(step["raise"]), step.get("status"))
         tool_calls: list[dict[str, Any]] = []

@@ -52,20 +52,25 @@ def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
 
 @pytest.mark.slow
 def test_two_processes_share_the_items_and_the_checkpoints(tmp_path):
+    """Each item's solution takes 0.5 s, two at a time per worker: a worker alone would need 2 s for the 8
+    items, long enough for the other to start and take its share even on a loaded machine."""
+    answers = {f"Q{i}": str(2 * i) for i in range(8)}
+    steps = [{**step, "delay_s": 0.5} if "solution" in (step.get("structured") or {}) else step
+             for step in kgot_direct_steps(answers)]
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"name": "scripted", "steps": kgot_direct_steps(ANSWERS)}))
+    script.write_text(json.dumps({"name": "scripted", "steps": steps}))
     options = EvalOptions(workflow="kgot", out_dir=tmp_path / "out", concurrency=4, processes=2, progress=False,
                           context_values={"model": f"scripted:{script}", **FAST})
-    result = run_evaluation(options, tiny_gaia(6))
-    assert result.ran == 6 and result.failed == 0
+    result = run_evaluation(options, tiny_gaia(8))
+    assert result.ran == 8 and result.failed == 0
     assert all(r["correct"] for r in result.records)
     assert len({r["worker"] for r in result.records}) == 2  # both processes ran items
     assert all(r["usage"]["scripted"]["calls"] == 5 for r in result.records)
     lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 6  # this process wrote every line, once
+    assert len(lines) == 8  # this process wrote every line, once
 
-    again = run_evaluation(options, tiny_gaia(6))
-    assert again.ran == 0 and again.skipped == 6
+    again = run_evaluation(options, tiny_gaia(8))
+    assert again.ran == 0 and again.skipped == 8
 
 
 def test_a_context_that_cannot_be_sent_is_a_clear_error(tmp_path):
