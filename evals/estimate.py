@@ -127,12 +127,13 @@ def _records(folders: Iterable[Path], workflow: str, manifest: dict[str, Any]
 
 
 def _model_of_usage(name: str, recorded_models: dict[str, Any], current: dict[str, Any]) -> str:
-    """The model that would make, in this evaluation, the calls a recorded run made with ``name``: the current
-    model of the role that used ``name`` then (the same model when no role matches)."""
-    for role, model in recorded_models.items():
-        if isinstance(model, str) and _bare(model) == name and isinstance(current.get(role), str):
-            return current[role]
-    return name
+    """The model that would make, in this evaluation, the calls a recorded run made with ``name`` (as the API
+    reported it, perhaps a dated release such as ``gpt-4o-mini-2024-07-18``): the current model of the role that
+    used it then (the same model when no role matches)."""
+    matches = [(len(_bare(model)), role) for role, model in recorded_models.items()
+               if isinstance(model, str) and isinstance(current.get(role), str)
+               and (name == _bare(model) or name.startswith(_bare(model) + "-"))]
+    return str(current[max(matches)[1]]) if matches else name  # the longest name that fits: gpt-4o-mini, not gpt-4o
 
 
 def _mean_tally(rows: list[tuple[dict[str, Any], dict[str, Any]]], key: str, current: dict[str, Any]) -> Tally:

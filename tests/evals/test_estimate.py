@@ -10,7 +10,7 @@ from kgagents.core.scripted import ScriptedChatModel
 from kgagents.core.usage import cost_of
 from kgagents.evals import call_structures
 from kgagents.evals.datasets import load_dataset
-from kgagents.evals.estimate import estimate, format_estimate
+from kgagents.evals.estimate import _model_of_usage, estimate, format_estimate
 from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.graphs import registry
 from kgagents.nodes.context import Context
@@ -136,3 +136,11 @@ def test_the_workflow_may_come_after_the_options_and_its_flags_still_apply(capsy
     assert main(["eval", "--dataset", "cr-lt", "ark", "--limit", "1", "--c-max", "2", "--model", MINI,
                  "--estimate"]) == 0
     assert "at most c_max = 2 attempts" in capsys.readouterr().out
+
+
+def test_a_dated_release_in_the_recorded_usage_is_repriced_as_its_role():
+    recorded = {"tools": "openai:gpt-4o", "graph_executor": "openai:gpt-4o-mini"}
+    current = {"graph_executor": "openai:gpt-4.1-nano", "tools": "openai:gpt-4.1"}
+    assert _model_of_usage("gpt-4o-mini-2024-07-18", recorded, current) == "openai:gpt-4.1-nano"
+    assert _model_of_usage("gpt-4o-2024-08-06", recorded, current) == "openai:gpt-4.1"
+    assert _model_of_usage("claude-haiku-4-5", recorded, current) == "claude-haiku-4-5"  # no role used it
