@@ -137,12 +137,14 @@ def _model_of_usage(name: str, recorded_models: dict[str, Any], current: dict[st
 
 
 def _mean_tally(rows: list[tuple[dict[str, Any], dict[str, Any]]], key: str, current: dict[str, Any]) -> Tally:
-    """The mean per item run of the records' ``key`` usage, priced at the current models."""
+    """The mean per item run of the records' ``key`` usage (``usage``: the run's; ``grader_usage``: its
+    grader's), priced at the current models (``current``: role -> model; the grader's role is ``grader``)."""
     tally = Tally()
     by_model: dict[str, list[float]] = {}
     for record, manifest in rows:
+        roles = (manifest.get("models") or {}) if key == "usage" else {"grader": manifest.get("grader_model")}
         for name, entry in (record.get(key) or {}).items():
-            model = _model_of_usage(name, manifest.get("models") or {}, current)
+            model = _model_of_usage(name, roles, current)
             sums = by_model.setdefault(model, [0.0, 0.0, 0.0])
             sums[0] += entry.get("calls", 0)
             sums[1] += entry.get("input_tokens", 0)

@@ -3,6 +3,8 @@ recorded runs of the workflow where there are some, else from its call structure
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kgagents.cli import main
@@ -144,3 +146,17 @@ def test_a_dated_release_in_the_recorded_usage_is_repriced_as_its_role():
     assert _model_of_usage("gpt-4o-mini-2024-07-18", recorded, current) == "openai:gpt-4.1-nano"
     assert _model_of_usage("gpt-4o-2024-08-06", recorded, current) == "openai:gpt-4.1"
     assert _model_of_usage("claude-haiku-4-5", recorded, current) == "claude-haiku-4-5"  # no role used it
+
+
+async def test_recorded_grader_calls_are_repriced_at_this_evaluations_grader(tmp_path):
+    await recorded_evaluation(tmp_path / "graded")
+    manifest = tmp_path / "graded" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "grader_model": "openai:gpt-4o"}))
+    lines = (tmp_path / "graded" / "results.jsonl").read_text().splitlines()
+    grader_usage = {"gpt-4o-2024-08-06": {"calls": 1, "input_tokens": 1000, "output_tokens": 10, "cost_usd": 0.1}}
+    (tmp_path / "graded" / "results.jsonl").write_text(
+        "".join(json.dumps({**json.loads(line), "grader_usage": grader_usage}) + "\n" for line in lines))
+    est = estimate(options(tmp_path / "new", model=MINI, **FAST), tiny_gaia(4), grader=MINI)
+    assert est.grader.calls == 4 and est.grader.input_tokens == 4000
+    assert est.grader.cost_usd == pytest.approx(4 * cost_of("gpt-4o-mini", 1000, 10))  # not gpt-4o's price
