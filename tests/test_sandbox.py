@@ -864,3 +864,36 @@ def test_output_pipes_are_closed_once_under_uvloop(work_dir):
 
     outputs, talked = uvloop.run(main())
     assert outputs == [f"call {i}" for i in range(16)] and talked == 400
+
+
+def _off_network_or_skip() -> None:
+    """Weak isolation's network namespace needs a kernel that gives unprivileged user namespaces: CI's does."""
+    if not sb.weak_network_isolation():
+        if os.environ.get("KGAGENTS_CI"):
+            pytest.fail("this machine gives no unprivileged network namespace")
+        pytest.skip("no unprivileged network namespace here (weak isolation reaches the network)")
+
+
+@pytest.mark.slow
+async def test_weak_mode_keeps_code_off_the_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bubblewrap, a call still gets a network namespace of its own: the host's loopback is out of
+    reach, and the start-up message says so."""
+    _off_network_or_skip()
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    try:
+        box = Sandbox(tmp_path / "work", SandboxLimits(timeout_s=10), allow_weak=True)
+        r = await box.run(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3)")
+        assert r.isolation == "weak" and not r.ok and ("OSError" in r.error or "unreachable" in r.error), r.error
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+        r = await box.run("result = open('x.txt', 'w').write('still writes its work dir')")
+        assert r.ok and (tmp_path / "work" / "x.txt").read_text() == "still writes its work dir"
+    finally:
+        listener.close()
+    kind, description = isolation_status()
+    assert kind == "none" and "a network namespace of their own: no network" in description

@@ -36,7 +36,10 @@ Where bubblewrap is missing or unusable, :class:`Sandbox` refuses to start (:cla
 unless the caller opts in with ``allow_weak=True`` (setting ``KGAGENTS_ALLOW_WEAK_SANDBOX=1``): the code then
 runs with the resource limits, the cleared environment, the seccomp filter (loaded by the runner before the
 code runs) and the work dir as its current directory, but it can read whatever the application's user can
-read, and reach the network. :func:`isolation_status` says which of the two applies, for a start-up message.
+read. Where the kernel lets an unprivileged process create a user namespace (most Linux hosts; probed once,
+:func:`weak_network_isolation`), the runner first moves itself into new user and network namespaces, so the code
+cannot reach the network, the host's loopback included; elsewhere (macOS, a kernel that forbids it) it can.
+:func:`isolation_status` says which applies, for a start-up message.
 
 Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
 writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
@@ -360,14 +363,30 @@ def adopt_isolation_probe(probe: tuple[str, str | None, _Bwrap | None]) -> None:
     isolation_status()
 
 
+@functools.lru_cache(maxsize=1)
+def weak_network_isolation() -> bool:
+    """Whether a call of the weak mode can be put into a network namespace of its own: probed once, in a child
+    process (a user namespace, which most Linux kernels allow an unprivileged process). Off with
+    ``KGAGENTS_SANDBOX_NO_NETNS=1``."""
+    if not hasattr(os, "unshare") or os.environ.get("KGAGENTS_SANDBOX_NO_NETNS"):
+        return False
+    probe = "import os; os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNET)"
+    try:
+        done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
 def isolation_status() -> tuple[str, str]:
     """``("bwrap", description)`` when LLM code runs in bubblewrap, else ``("none", why and what to do)``."""
     search_path = _search_path()
     info = _bwrap()
-    if info is None:
-        status = "none", f"bubblewrap not found: {_WEAK_HINT}"
-    elif not info.usable:
-        status = "none", f"{info.problem}; {_WEAK_HINT}"
+    if info is None or not info.usable:
+        weak = ("its calls get a network namespace of their own: no network" if weak_network_isolation()
+                else "its calls can reach the network here")
+        why = "bubblewrap not found" if info is None else info.problem
+        status = "none", f"{why}; {_WEAK_HINT} ({weak})"
     else:
         layers = ["namespaces (user, pid, net, ipc, uts, cgroup, mount)"]
         if _seccomp_program() is not None and "--seccomp" in info.options:
@@ -1071,7 +1090,8 @@ class Sandbox:
         job = {"inputs": inputs if inputs is not None else {}, "prelude": prelude or "", "code": code,
                "postlude": postlude or "", "result_var": result_var, "memory_mb": self.limits.memory_mb,
                "max_threads": max(1, self.limits.max_processes), "max_frames": MAX_TRACEBACK_FRAMES,
-               "seccomp": None if self._bwrap is not None else _weak_seccomp_program()}
+               "seccomp": None if self._bwrap is not None else _weak_seccomp_program(),
+               "unshare_net": self._bwrap is None and weak_network_isolation()}
         try:
             text = json.dumps(job, default=_input_default, ensure_ascii=False)
         except (TypeError, ValueError) as exc:

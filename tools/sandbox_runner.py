@@ -222,6 +222,12 @@ def _main():
                 f.write(dumps(status))
         _exit(0 if status["ok"] else 1)
 
+    if job.get("unshare_net"):  # weak isolation: no network (new user and network namespaces), before seccomp
+        try:
+            os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNET)
+        except BaseException as exc:
+            status.update(ok=False, error=_trusted_error("network namespace setup", exc))
+            finish()
     if job["seccomp"]:
         try:
             _load_seccomp(bytes.fromhex(job["seccomp"]))

@@ -3,6 +3,7 @@ the reading checked against Oxigraph's own (no server)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 
@@ -11,8 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kgagents.tools.kg.sparql_store import PREFIXES
+from kgagents.tools import sandbox as sb
+from kgagents.tools.kg.sparql_store import PREFIXES, SparqlRunner
 from kgagents.tools.kg.sparql_text import SparqlRejected, clean, tokenize
+from kgagents.tools.sandbox import SandboxLimits
 
 
 @pytest.mark.parametrize("query", [
@@ -221,3 +224,26 @@ def test_a_comment_ends_at_its_own_line_break():
 def test_more_sparql_refusals(query, message):
     with pytest.raises(SparqlRejected, match=message):
         tokenize(query)
+
+
+@pytest.mark.slow
+async def test_without_bubblewrap_the_engine_runs_where_it_cannot_reach_the_network(tmp_path, monkeypatch):
+    """The wall under the query check: without bubblewrap the engine still runs in a process of its own with no
+    network, so even a SERVICE the check would have refused (sent to the engine directly here) connects to
+    nothing."""
+    if not sb.weak_network_isolation():
+        if os.environ.get("KGAGENTS_CI"):
+            pytest.fail("this machine gives no unprivileged network namespace")
+        pytest.skip("no unprivileged network namespace here")
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    runner = SparqlRunner(tmp_path / "work", SandboxLimits(timeout_s=20))
+    assert runner.sandbox is not None and runner.sandbox.isolation == "weak"
+    before = LISTENER.hits
+    outcome, error = await runner.run("", f"SELECT * WHERE {{ SERVICE {_TARGET} {{ ?s ?p ?o }} }}", update=False)
+    assert outcome is None and error, outcome
+    outcome, error = await runner.run("", f"LOAD <http://127.0.0.1:{LISTENER.port}/x.ttl>", update=True)
+    assert outcome is None and error
+    assert LISTENER.hits == before
+    outcome, error = await runner.run("<urn:a> <urn:p> <urn:b> .\n", "SELECT ?o WHERE { <urn:a> <urn:p> ?o }",
+                                      update=False)
+    assert error is None and outcome is not None  # the engine itself works there

@@ -28,8 +28,9 @@ the run's own triples -- whatever an endpoint would make of ``FROM``, ``GRAPH ?g
 Before it runs, the text passes :func:`kgagents.tools.kg.sparql_text.clean` (``SERVICE`` and ``LOAD`` refused, the
 query rebuilt from its checked tokens); with bubblewrap the copy lives in the sandbox
 (:mod:`kgagents.tools.kg.sparql_engine` runs there: no network at all, the sandbox's time and memory limits), so the
-engine itself cannot reach the network either. Without bubblewrap it runs in this process, and the query check is the
-only wall.
+engine itself cannot reach the network either. Without bubblewrap it runs in the weak sandbox (its own process and
+limits, and a network namespace of its own where the kernel allows an unprivileged one: most Linux hosts); only where
+neither can be had (macOS) is the query check the only wall, which a warning says.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from kgagents.core.errors import KGAgentsError
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import canonical, snapshot_digest
 from kgagents.tools.kg.sparql_text import SparqlRejected, clean
-from kgagents.tools.sandbox import Sandbox, SandboxLimits, SandboxUnavailable
+from kgagents.tools.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, weak_network_isolation
 
 KG = "urn:kg:"
 RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
@@ -427,23 +428,28 @@ _warned_in_process = False
 
 
 class SparqlRunner:
-    """Where LLM-written SPARQL runs: the sandbox (bubblewrap: no network; or, when the user allowed it, the weak
-    sandbox), else this process. Either way on a private store holding one KG
-    (:mod:`kgagents.tools.kg.sparql_engine`)."""
+    """Where LLM-written SPARQL runs: the sandbox, on a private store holding one KG
+    (:mod:`kgagents.tools.kg.sparql_engine`). The code the sandbox runs is the engine, not LLM-written, so
+    without bubblewrap it runs in the weak sandbox whether or not weak isolation was allowed for LLM-written
+    code: its own process, with the sandbox's limits and, where the kernel allows one, a network namespace of its
+    own (:func:`kgagents.tools.sandbox.weak_network_isolation`). Only without a work dir does it run in this
+    process."""
 
-    def __init__(self, work_dir: Path | None, limits: SandboxLimits, allow_weak: bool) -> None:
+    def __init__(self, work_dir: Path | None, limits: SandboxLimits) -> None:
         self.sandbox: Sandbox | None = None
         if work_dir is not None:
-            try:
-                self.sandbox = Sandbox(work_dir, limits, allow_weak=allow_weak)
+            try:  # the engine's own code: the weak sandbox is allowed whatever is allowed of LLM-written code
+                self.sandbox = Sandbox(work_dir, limits, allow_weak=True)
             except SandboxUnavailable:
                 self.sandbox = None
-        if self.sandbox is None:
+        off_network = self.sandbox is not None and (self.sandbox.isolation == "bwrap" or weak_network_isolation())
+        if not off_network:
             global _warned_in_process
             if not _warned_in_process:
                 _warned_in_process = True
-                print("kgagents: bubblewrap is not available: LLM-written SPARQL runs in this process, where only "
-                      "the query check (no SERVICE, no LOAD) keeps it off the network", file=sys.stderr)
+                where = "in this process" if self.sandbox is None else "in a process that can reach the network"
+                print(f"kgagents: LLM-written SPARQL runs {where} (no bubblewrap, no network namespace): only the "
+                      "query check (no SERVICE, no LOAD) keeps it off the network", file=sys.stderr)
 
     async def run(self, triples: str, text: str, *, update: bool) -> tuple[dict[str, Any] | None, str | None]:
         """``(outcome, None)`` or ``(None, error for the model)``."""
@@ -475,7 +481,7 @@ class SparqlStore(DatabaseStore):
         self.db = database
         self.graph = graph_iri_for(thread_id)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
-        self._runner = SparqlRunner(work_dir, limits or SandboxLimits(), allow_weak_sandbox)
+        self._runner = SparqlRunner(work_dir, limits or SandboxLimits())  # allow_weak_sandbox: see SparqlRunner
         try:
             if sync:
                 self._sync()
