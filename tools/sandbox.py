@@ -77,7 +77,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.tempdirs import process_dir, remove_tree, short_lived_prefix
@@ -184,7 +184,13 @@ _RUNNER = Path(sandbox_runner.__file__).read_text(encoding="utf-8")
 
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # syscall numbers: clone, clone3, then the ones refused with EPERM
-_SYSCALLS = {
+class _SyscallTable(TypedDict):
+    clone: int
+    clone3: int
+    deny: dict[str, int]
+
+
+_SYSCALLS: dict[str, _SyscallTable] = {
     "x86_64": {"clone": 56, "clone3": 435, "deny": {
         "fork": 57, "vfork": 58, "ptrace": 101, "add_key": 248, "request_key": 249, "keyctl": 250,
         "perf_event_open": 298, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425,
@@ -470,12 +476,13 @@ class _PidsCgroup:
             time.sleep(0.01)
 
     def remove(self) -> None:
-        if self.path is None:
+        path = self.path
+        if path is None:
             return
         self.kill_all()
         for _ in range(50):
             try:
-                self.path.rmdir()
+                path.rmdir()
                 self.path = None
                 return
             except FileNotFoundError:
@@ -1292,7 +1299,8 @@ class Sandbox:
         pumps = {asyncio.ensure_future(pump(stdout, out, "stdout")),
                  asyncio.ensure_future(pump(stderr, err, "stderr"))}
         try:
-            _, pending = await asyncio.wait({*pumps, child.exited}, timeout=self.limits.timeout_s)
+            watched: set[asyncio.Future[Any]] = {*pumps, child.exited}
+            _, pending = await asyncio.wait(watched, timeout=self.limits.timeout_s)
             if pending:
                 timed_out = overflow is None
                 self._kill(pid)
