@@ -182,14 +182,16 @@ _RUNNER = Path(sandbox_runner.__file__).read_text(encoding="utf-8")
 # seccomp: a classic-BPF program, handed to bubblewrap (--seccomp FD) or loaded with prctl in weak mode
 # ---------------------------------------------------------------------------------------------------------
 
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-# syscall numbers: clone, clone3, then the ones refused with EPERM
 class _SyscallTable(TypedDict):
+    """One architecture's syscall numbers (:data:`_SYSCALLS`)."""
+
     clone: int
     clone3: int
     deny: dict[str, int]
 
 
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# syscall numbers: clone, clone3, then the ones refused with EPERM
 _SYSCALLS: dict[str, _SyscallTable] = {
     "x86_64": {"clone": 56, "clone3": 435, "deny": {
         "fork": 57, "vfork": 58, "ptrace": 101, "add_key": 248, "request_key": 249, "keyctl": 250,
