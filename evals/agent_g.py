@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from kgagents.evals.runner import Adapter, ItemRunner, default_input, evaluate, thread_id_for
-from kgagents.nodes.retriever_bank import describe_retrieval
+from kgagents.nodes.retriever_bank import Retrieval, describe_retrieval
 
 #: The labels of a CRAG record an oracle commentor compares the agent's decisions with.
 CRAG_LABELS = ("question_type", "static_or_dynamic", "domain", "popularity")
@@ -89,7 +89,7 @@ def verified_examples(question: str, state: dict[str, Any], oracle: dict[str, An
             agent.append(f"Question: {question}\nAction: {example_action(action, task)}")
         elif iteration.get("error_type") and n + 1 < len(iterations) and \
                 _quality(iterations[n + 1], oracle, task) > _quality(iteration, oracle, task):
-            summary = describe_retrieval(iteration.get("retrieval") or {}).replace("\n", "; ")
+            summary = describe_retrieval(iteration.get("retrieval") or Retrieval()).replace("\n", "; ")
             commentor.append(f"Question: {question}\nAction: {example_action(action, task)}\n"
                              f"Retrieval: {summary}\nFeedback: {iteration['error_type']}")
     return agent, commentor

@@ -109,7 +109,7 @@ class BoltExecutor(Executor):
 
     def count_nodes(self) -> int:
         with self.driver.session(database=self.database) as session:
-            return int(session.run(f"MATCH (n:`{self.label}`) RETURN count(n) AS c").single()["c"])
+            return int(session.run(f"MATCH (n:`{self.label}`) RETURN count(n) AS c").single(strict=True)["c"])
 
     def close(self) -> None:
         self.driver.close()

@@ -47,6 +47,7 @@ with ``nice`` and read them as orders of magnitude.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import hashlib
 import json
@@ -67,6 +68,7 @@ import networkx as nx
 import numpy as np
 
 from kgagents.evals.synthetic_kg import generate
+from kgagents.tools.pgraph.compact import CompactGraph
 from kgagents.tools.pgraph.embeddings import load_embedder
 from kgagents.tools.pgraph.registry import import_graph, open_graph
 from kgagents.tools.pgraph.vectors import VectorIndex
@@ -315,6 +317,8 @@ def measure_build(spec: dict[str, Any]) -> dict[str, Any]:
 
         load_embedder().encode(["warm up"])
         graph = open_graph(directory)
+        if not isinstance(graph, CompactGraph):
+            raise TypeError(f"{directory} opened as {type(graph).__name__}, not as a compact graph")
         start = time.perf_counter()
         graph.nearest_nodes("warm up", 1, field="name")
         out["name_index_s"] = round(time.perf_counter() - start, 3)
@@ -401,7 +405,7 @@ def measure_ivf(spec: dict[str, Any]) -> dict[str, Any]:
                            "kind": index.meta["kind"], "nlist": index.meta["nlist"], "build_s": round(build_s, 1),
                            "exact_ms": percentiles(times, 1e6), "recall": {}, "ivf_ms": {}}
     for nprobe in spec["nprobes"]:
-        times, found = timed(range(len(queries)), lambda q, n=nprobe: index.search(f"q{q}", k, nprobe=n),
+        times, found = timed(range(len(queries)), functools.partial(_probe, index, k, nprobe=nprobe),
                              lambda rows: [row for row, _ in rows])
         hits = [len(set(f) & set(t.tolist())) / k for f, t in zip(found, truth, strict=True)]
         out["recall"][str(nprobe)] = round(float(np.mean(hits)), 4)
@@ -423,6 +427,11 @@ class _MatrixEmbedder:
         if texts and texts[0].startswith("q"):
             return self.queries[[int(t[1:]) for t in texts]]
         return self.data[int(texts[0]):int(texts[-1]) + 1]
+
+
+def _probe(index: VectorIndex, k: int, query: int, *, nprobe: int) -> list[tuple[int, float]]:
+    """Search :func:`measure_ivf`'s query ``query`` (its embedder's text ``q<query>``) probing ``nprobe`` lists."""
+    return index.search(f"q{query}", k, nprobe=nprobe)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kgagents.evals.colota_data import (
     COLOTA_FILES,
@@ -58,7 +58,7 @@ from kgagents.evals.colota_metrics import (
 from kgagents.evals.datasets import Dataset, DatasetError, DatasetSpec, Item, register_dataset
 from kgagents.evals.runner import Adapter, EvalOptions, default_input, evaluate
 from kgagents.evals.scorers import Score, register_scorer
-from kgagents.nodes.ark import has_graph
+from kgagents.nodes.ark import ArkInput, has_graph
 
 __all__ = ["ANSWERS", "COLOTA_FILES", "CR_LT_KGQA_FILES", "CR_LT_SUBGRAPHS", "DATA_DIR", "HOW_TO_GET", "SEEDS",
            "CoLoTaDataError", "CoLoTaScorer", "GoldTriple", "KGQAQuestion", "ark_answer_failed", "ark_input",
@@ -125,7 +125,7 @@ class CoLoTaScorer:
 def check_ark_dataset(dataset: Any) -> None:
     """Refuse a dataset whose questions come without their knowledge graph: ARK-V1 walks a given graph, so every
     run would fail (the CoLoTa question files hold no graph; CR-LT has the same 200 questions with theirs)."""
-    missing = [item.id for item in dataset.items if not has_graph(default_input(item))]
+    missing = [item.id for item in dataset.items if not has_graph(cast(ArkInput, default_input(item)))]
     if missing:
         hint = " Use --dataset cr-lt: the same seed questions with their Wikidata subgraphs." if (
             dataset.name == "colota" and dataset.split == "qa") else ""
@@ -191,7 +191,7 @@ async def evaluate_ark(*, out_dir: str | Path, runs: int = 1, temperature: float
     values = dict(context_values or {})
     if temperature is not None:
         values["temperature"] = temperature
-        if context is not None and dataclasses.is_dataclass(context):
+        if dataclasses.is_dataclass(context) and not isinstance(context, type):
             context = dataclasses.replace(context, temperature=temperature)
     options = EvalOptions(workflow="ark", out_dir=Path(out_dir), runs=runs, context_values=values, context=context,
                           concurrency=concurrency, progress=progress)

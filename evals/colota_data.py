@@ -240,8 +240,7 @@ def load_cr_lt(path: str | Path | None = None, *, ids: Sequence[str] | None = No
         if wanted is not None and rid not in wanted:
             continue
         issues: list[str] = []
-        graph = record.get("graph")
-        _check_graph(graph, f"{file.name} {rid}")
+        graph = _check_graph(record.get("graph"), f"{file.name} {rid}")
         entities = _clean_entities(record.get("q_entity"), issues)
         names = {e[0] for e in graph} | {e[1] for e in graph}
         for name in entities:
@@ -267,7 +266,8 @@ def load_cr_lt(path: str | Path | None = None, *, ids: Sequence[str] | None = No
     return out
 
 
-def _check_graph(graph: Any, where: str) -> None:
+def _check_graph(graph: Any, where: str) -> list[Any]:
+    """``graph`` once checked to be a non-empty list of ``[head, tail, {"relation": ...}]`` edges."""
     if not isinstance(graph, list) or not graph:
         raise CoLoTaDataError(f"{where}: the graph must be a non-empty list of edges")
     for i, edge in enumerate(graph):
@@ -275,6 +275,7 @@ def _check_graph(graph: Any, where: str) -> None:
               and isinstance(edge[2], dict) and isinstance(edge[2].get("relation"), str))
         if not ok:
             raise CoLoTaDataError(f"{where}: edge {i} is not [head, tail, {{\"relation\": ...}}]: {str(edge)[:200]}")
+    return graph
 
 
 def _log_issues(file: Path, questions: list[KGQAQuestion]) -> None:

@@ -80,7 +80,8 @@ class CragDataError(DatasetError):
 # ----------------------------------------------------------------------------------------------------------
 def _lines(raw: IO[bytes], name: str) -> Iterator[str]:
     """The lines of a JSON-lines stream, decompressed by the name's suffix (``.bz2``, ``.gz``, ``.xz``)."""
-    opener = {".bz2": bz2.open, ".gz": gzip.open, ".xz": lzma.open}.get(Path(name).suffix)
+    openers: dict[str, Callable[..., IO[str]]] = {".bz2": bz2.open, ".gz": gzip.open, ".xz": lzma.open}
+    opener = openers.get(Path(name).suffix)
     with opener(raw, "rt", encoding="utf-8") if opener else io.TextIOWrapper(raw, encoding="utf-8") as text:
         yield from text
 

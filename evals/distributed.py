@@ -118,6 +118,7 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
             cluster.close()
     records = read_results(out_dir)
     result = EvalResult(out_dir=out_dir, records=records, metrics=summarize(records, scorer), skipped=skipped,
-                        fatal=fatal[0] if fatal else None, **counts)
+                        fatal=fatal[0] if fatal else None, ran=counts["ran"], failed=counts["failed"],
+                        resumed=counts["resumed"])
     write_summary(out_dir, result.metrics)
     return result

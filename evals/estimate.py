@@ -185,7 +185,7 @@ def estimate(options: EvalOptions, dataset: Dataset, *, grader: str | None = Non
     todo = len(todo_pairs)
     models = manifest.get("models") or {}
     tier, rows, folders = _records(recorded_folders(out_dir, recorded), workflow, manifest)
-    common = {"workflow": workflow, "dataset": dataset.name, "todo": todo, "done": done}
+    common: dict[str, Any] = {"workflow": workflow, "dataset": dataset.name, "todo": todo, "done": done}
     grading = grader is not None
     if rows:
         per_item = _mean_tally(rows, "usage", models)

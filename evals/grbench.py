@@ -303,8 +303,7 @@ class GRBenchScorer:
 
 def _scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     rouge = [float((r.get("details") or {}).get("rouge_l") or 0.0) for r in records]
-    judged = [(r.get("details") or {}).get("gpt4score") for r in records]
-    judged = [j for j in judged if j is not None]
+    judged = [j for j in ((r.get("details") or {}).get("gpt4score") for r in records) if j is not None]
     not_judged = sum(1 for r in records if (r.get("details") or {}).get("judge_error"))
     return {"n": len(records), "rouge_l": 100 * statistics.fmean(rouge) if rouge else 0.0,
             "gpt4score": 100 * statistics.fmean(judged) if judged else None, "not judged": not_judged}

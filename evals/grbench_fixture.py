@@ -39,6 +39,7 @@ The derivation is deterministic (no randomness; ids are hashes, counters for ``p
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import re
@@ -349,7 +350,7 @@ class _Graph:
         for salt in range(100):
             key = f"{self.domain.name}|{node_type}|{name}|{occurrence}|{salt}".encode()
             digest = hashlib.sha256(key).hexdigest()
-            node_id = re.sub(r"\{(hex|HEX|d|i|n)(\d*)\}", lambda m, d=digest: _id_part(m, d, counter),
+            node_id = re.sub(r"\{(hex|HEX|d|i|n)(\d*)\}", functools.partial(_id_part, digest=digest, counter=counter),
                              pattern)
             if node_id not in self.used:
                 self.used.add(node_id)

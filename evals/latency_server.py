@@ -95,7 +95,7 @@ def example_value(schema: Any, defs: dict[str, Any] | None = None, depth: int = 
         return [example_value(schema.get("items", {}), defs, depth + 1)
                 for _ in range(max(1, int(schema.get("minItems", 1))))]
     if kind in ("integer", "number"):
-        low = schema.get("minimum", schema.get("exclusiveMinimum", 0))
+        low: Any = schema.get("minimum", schema.get("exclusiveMinimum", 0))
         return int(low) + (1 if "exclusiveMinimum" in schema else 0) if kind == "integer" else float(low)
     if kind == "boolean":
         return False

@@ -347,18 +347,19 @@ def plot_pareto(runsets: Sequence[RunSet], path: Path) -> Path:
     from matplotlib.ticker import MaxNLocator  # the eval extra: only when plots are drawn
 
     points = pareto_points(runsets)
-    priced = [p for p in points if p.cost is not None]
-    front = {id(priced[i]) for i in pareto_front([(p.cost, float(p.solved)) for p in priced])}  # type: ignore[misc]
-    top = max((p.cost for p in priced), default=0.0) or 1.0  # type: ignore[type-var]
+    priced = [(p, p.cost) for p in points if p.cost is not None]
+    front = {id(priced[i][0]) for i in pareto_front([(cost, float(p.solved)) for p, cost in priced])}
+    top = max((cost for _, cost in priced), default=0.0) or 1.0
     unknown_x = top * 1.25
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for p in points:
         x = p.cost if p.cost is not None else unknown_x
         ax.scatter([x], [p.solved], s=60, zorder=3, marker="o" if id(p) in front else "x")
         ax.annotate(p.label, (x, p.solved), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    line = sorted((p for p in priced if id(p) in front), key=lambda p: p.cost)  # type: ignore[arg-type, return-value]
+    line = sorted(((p, cost) for p, cost in priced if id(p) in front), key=lambda point: point[1])
     if len(line) > 1:
-        ax.plot([p.cost for p in line], [p.solved for p in line], "--", color="grey", zorder=2, label="Pareto front")
+        ax.plot([cost for _, cost in line], [p.solved for p, _ in line], "--", color="grey", zorder=2,
+                label="Pareto front")
         ax.legend(loc="lower right", fontsize=8)
     if len(priced) < len(points):
         ax.axvline(top * 1.12, color="grey", linestyle=":", linewidth=1)

@@ -44,7 +44,7 @@ from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
 from kgagents.evals.event_loop import batch_collector
 from kgagents.evals.processes import run_in_processes
-from kgagents.evals.scorers import DEFAULT_GRADERS, Score, Scorer, fusion_metrics, make_scorer
+from kgagents.evals.scorers import DEFAULT_GRADERS, Score, ScorerLike, fusion_metrics, make_scorer
 from kgagents.graphs import registry
 from kgagents.graphs.workflows import load_workflow, make_context
 from kgagents.nodes.budget import budget_reached, check_budget
@@ -361,7 +361,7 @@ def workflow_defaults(module: Any, dataset_name: str) -> dict[str, Any]:
 
 def with_defaults(context: Any, defaults: dict[str, Any]) -> Any:
     """A ready context with the dataset's values for the fields its maker left at their defaults."""
-    if not defaults or not dataclasses.is_dataclass(context):
+    if not defaults or not dataclasses.is_dataclass(context) or isinstance(context, type):
         return context
     fields = {f.name: f for f in dataclasses.fields(context)}
     changes = {}
@@ -380,7 +380,7 @@ def with_defaults(context: Any, defaults: dict[str, Any]) -> Any:
 class ItemRunner:
     """Runs (item, run) pairs of one evaluation on one checkpointer; shared by the local and the Dask runner."""
 
-    def __init__(self, options: EvalOptions, dataset_name: str, scorer: Scorer) -> None:
+    def __init__(self, options: EvalOptions, dataset_name: str, scorer: ScorerLike) -> None:
         load_plugins()
         self.options = options
         self.dataset_name = dataset_name
@@ -396,7 +396,7 @@ class ItemRunner:
         """The run's context: a work directory of the item's own when the context has none, and run ``run``'s
         seed (``options.seed + run``) when the evaluation has a seed."""
         ctx = self.base_context
-        if not dataclasses.is_dataclass(ctx):
+        if not dataclasses.is_dataclass(ctx) or isinstance(ctx, type):
             return ctx
         names = {f.name for f in dataclasses.fields(ctx)}
         changes: dict[str, Any] = {}
@@ -599,7 +599,7 @@ def _context_summary(options: EvalOptions) -> dict[str, Any]:
     return {"context": repr(ctx)}
 
 
-def build_scorer(options: EvalOptions, dataset: Dataset) -> Scorer:
+def build_scorer(options: EvalOptions, dataset: Dataset) -> ScorerLike:
     load_plugins()
     grader = options.grader_model
     if grader is None:  # the benchmark's own judge (GRBench: the paper's), else the run's model
@@ -629,7 +629,7 @@ def cost_totals(records: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return {key: None, f"{key}_known": total.known_usd, f"{key}_unknown_items": total.unknown}
 
 
-def summarize(records: list[dict[str, Any]], scorer: Scorer) -> dict[str, Any]:
+def summarize(records: list[dict[str, Any]], scorer: ScorerLike) -> dict[str, Any]:
     """Metrics of the whole evaluation (the scorer's) with cost and time."""
     metrics = dict(scorer.metrics(records))
     metrics.update(cost_totals(records, "cost_usd"))

@@ -11,8 +11,8 @@
   that use them.
 - CoLoTa / CR-LT-KGQA metrics live with their loader in :mod:`kgagents.evals.colota`.
 
-A runner scorer (:class:`Scorer`) grades one item (``score``) and aggregates a list of result records
-(``metrics``); :data:`SCORERS` maps a dataset's scorer name to a factory.
+A runner scorer (:class:`ScorerLike`; :class:`Scorer` is a base with the defaults) grades one item (``score``)
+and aggregates a list of result records (``metrics``); :data:`SCORERS` maps a dataset's scorer name to a factory.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 from kgagents.core.extras import require
 from kgagents.core.usage import Usage
@@ -212,6 +212,15 @@ class Score:
     """Per-item metrics beyond correct/incorrect (e.g. Rouge-L, an error type), written with the result."""
 
 
+class ScorerLike(Protocol):
+    """What the runner asks of a scorer; a scorer that reads the run's trace also has ``score_run`` (as
+    :class:`Scorer`), which the runner calls instead of ``score`` when it is there."""
+
+    async def score(self, item: Any, answer: Any) -> Score: ...
+
+    def metrics(self, records: Sequence[dict[str, Any]]) -> Mapping[str, Any]: ...
+
+
 class Scorer:
     """Grades one item's answer and aggregates result records (dicts as the runner writes them)."""
 
@@ -301,7 +310,7 @@ def fusion_metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"ideal_fusion_correct": solved, "ideal_fusion_accuracy": solved / n, "variants": per_variant}
 
 
-ScorerFactory = Callable[..., Scorer]
+ScorerFactory = Callable[..., ScorerLike]
 
 #: scorer name (a dataset's ``scorer``) -> factory taking ``grader_model=`` (ignored by exact scorers)
 SCORERS: dict[str, ScorerFactory] = {
@@ -321,7 +330,7 @@ def register_scorer(name: str, factory: ScorerFactory, *, default_grader: str | 
         DEFAULT_GRADERS[name] = default_grader
 
 
-def make_scorer(name: str, grader_model: Any = None, **kwargs: Any) -> Scorer:
+def make_scorer(name: str, grader_model: Any = None, **kwargs: Any) -> ScorerLike:
     if name not in SCORERS:
         raise ValueError(f"unknown scorer {name!r}; available: {', '.join(sorted(SCORERS))}")
     return SCORERS[name](grader_model=grader_model, **kwargs)

@@ -172,14 +172,14 @@ def find_layout(path: Path, name: str | None) -> Layout:
         if skb is None or skb == path:
             raise StarkDataError(f"{path}: no knowledge base (processed/ or skb/) beside stark_qa/. {HOW_TO}")
         return Layout(path / "stark_qa" / QA_CSV, path / "stark_qa" / HUMAN_CSV, path / "split", skb)
-    qa = next((path / n for n in QA_FILES if (path / n).is_file()), None)
-    if qa is None:
+    questions = next((path / n for n in QA_FILES if (path / n).is_file()), None)
+    if questions is None:
         raise StarkDataError(f"{path}: no questions (qa/<name>/stark_qa, stark_qa/, or {', '.join(QA_FILES)}). "
                              f"{HOW_TO}")
     skb = _skb_of(path)
     if skb is None:
         raise StarkDataError(f"{path}: no knowledge base (skb/, processed/ or node and edge tables). {HOW_TO}")
-    return Layout(qa, None, path / "split" if (path / "split").is_dir() else None, skb)
+    return Layout(questions, None, path / "split" if (path / "split").is_dir() else None, skb)
 
 
 def split_questions(layout: Layout, split: str) -> list[dict[str, Any]]:

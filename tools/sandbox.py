@@ -80,7 +80,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.tempdirs import process_dir, remove_tree, short_lived_prefix
@@ -185,9 +185,17 @@ _RUNNER = Path(sandbox_runner.__file__).read_text(encoding="utf-8")
 # seccomp: a classic-BPF program, handed to bubblewrap (--seccomp FD) or loaded with prctl in weak mode
 # ---------------------------------------------------------------------------------------------------------
 
+class _SyscallTable(TypedDict):
+    """One architecture's syscall numbers (:data:`_SYSCALLS`)."""
+
+    clone: int
+    clone3: int
+    deny: dict[str, int]
+
+
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # syscall numbers: clone, clone3, then the ones refused with EPERM
-_SYSCALLS = {
+_SYSCALLS: dict[str, _SyscallTable] = {
     "x86_64": {"clone": 56, "clone3": 435, "deny": {
         "fork": 57, "vfork": 58, "ptrace": 101, "add_key": 248, "request_key": 249, "keyctl": 250,
         "perf_event_open": 298, "bpf": 321, "userfaultfd": 323, "io_uring_setup": 425,
@@ -489,12 +497,13 @@ class _PidsCgroup:
             time.sleep(0.01)
 
     def remove(self) -> None:
-        if self.path is None:
+        path = self.path
+        if path is None:
             return
         self.kill_all()
         for _ in range(50):
             try:
-                self.path.rmdir()
+                path.rmdir()
                 self.path = None
                 return
             except FileNotFoundError:
@@ -1312,7 +1321,8 @@ class Sandbox:
         pumps = {asyncio.ensure_future(pump(stdout, out, "stdout")),
                  asyncio.ensure_future(pump(stderr, err, "stderr"))}
         try:
-            _, pending = await asyncio.wait({*pumps, child.exited}, timeout=self.limits.timeout_s)
+            watched: set[asyncio.Future[Any]] = {*pumps, child.exited}
+            _, pending = await asyncio.wait(watched, timeout=self.limits.timeout_s)
             if pending:
                 timed_out = overflow is None
                 self._kill(pid)

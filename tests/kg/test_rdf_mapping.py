@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+
+import httpx
 import pyoxigraph as ox
 import pytest
 
 from kgagents.tools.kg.sparql_store import (
     KG,
+    HttpDatabase,
     compact,
     derive_update_url,
     expand,
@@ -63,3 +67,18 @@ def test_endpoint_addresses_and_graph_names():
     assert derive_update_url("http://h/rdf4j-server/repositories/kg") == "http://h/rdf4j-server/repositories/kg/statements"
     assert derive_update_url("http://h/sparql") == "http://h/sparql"
     assert graph_iri_for("t 1") != graph_iri_for("t_1")
+
+
+@pytest.mark.parametrize("password, credentials", [("secret", b"reader:secret"), (None, b"reader:")])
+def test_endpoint_user_without_password_gets_an_empty_one(monkeypatch, password, credentials):
+    monkeypatch.setenv("SPARQL_USER", "reader")
+    if password is None:
+        monkeypatch.delenv("SPARQL_PASSWORD", raising=False)
+    else:
+        monkeypatch.setenv("SPARQL_PASSWORD", password)
+    db = HttpDatabase("http://127.0.0.1:9/query")
+    try:
+        request = next(db.client.auth.auth_flow(httpx.Request("GET", "http://127.0.0.1:9/query")))
+    finally:
+        db.client.close()
+    assert request.headers["Authorization"] == "Basic " + base64.b64encode(credentials).decode()

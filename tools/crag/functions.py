@@ -111,12 +111,12 @@ class Function:
         for param, value in zip(self.params, args, strict=False):
             values[param.name] = value
         for name, value in kwargs.items():
-            param = next((p for p in self.params if name in (p.name, p.key)), None)
-            if param is None:
+            named = next((p for p in self.params if name in (p.name, p.key)), None)
+            if named is None:
                 raise CragAPIError(f"{self.signature()} has no argument {name!r}", "arguments")
-            if param.name in values:
-                raise CragAPIError(f"{self.signature()}: {param.name} given twice", "arguments")
-            values[param.name] = value
+            if named.name in values:
+                raise CragAPIError(f"{self.signature()}: {named.name} given twice", "arguments")
+            values[named.name] = value
         return self.check({p.key: values.get(p.name) for p in self.params})
 
     def check(self, payload: Mapping[str, Any]) -> dict[str, Any]:

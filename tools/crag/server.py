@@ -97,7 +97,7 @@ class CragMockServer:
         host, port = self._socket.getsockname()[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> CragMockServer:
+    def start(self) -> Self:
         uvicorn = require("uvicorn", "CRAG's mock KG API server")
 
         self.calls = load_calls(self.calls_file or default_calls_file())

@@ -63,7 +63,8 @@ def _resolved(path: str | os.PathLike[str]) -> Path:
 def roots_of(env: ToolEnv) -> FileRoots:
     """The run's :class:`FileRoots`: its attachments, its work directory and the user's roots, resolved now
     (a link changed since the run started is followed to where it points now)."""
-    files, folders = [], [_resolved(env.work_dir)]
+    files: list[Path] = []
+    folders = [_resolved(env.work_dir)]
     for attachment in env.attachments:
         path = _resolved(attachment)
         (folders if path.is_dir() else files).append(path)

@@ -40,7 +40,7 @@ class _TooLarge(KGAgentsError):
         self.width, self.height = width, height
 
 
-def _bounded_png_surface() -> type:
+def _bounded_png_surface() -> type[Any]:
     """cairosvg's PNG surface that refuses to allocate more than :data:`MAX_SVG_PIXELS` (an SVG can declare
     any size: ``width="30000"`` would make a 3.6 GB canvas)."""
     from cairosvg.surface import PNGSurface  # the files extra: only for SVG images

@@ -43,7 +43,7 @@ def _no_model_note(env: ToolEnv, question: str | None) -> str:
     return ""
 
 
-async def file_text(env: ToolEnv, loaded: Loaded) -> tuple[str, str | None]:
+async def file_text(env: ToolEnv, loaded: Loaded) -> tuple[str, str]:
     """The text of a loaded file (transcribed when it is audio) and its title."""
     kind = kind_of(loaded.data, filename=loaded.name, mimetype=loaded.mimetype)
     if kind in {"image", "svg"}:

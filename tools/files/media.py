@@ -65,7 +65,7 @@ async def transcribe(env: ToolEnv, data: bytes, filename: str) -> str:
 def transcription_usage(model: str, result: Any) -> Usage:
     """The usage of one transcription as the provider reports it: tokens (``gpt-4o-transcribe``) or seconds of
     audio (``whisper-1``); a reply without usage (an older server) still counts the call, at an unknown cost."""
-    usage = getattr(result, "usage", None)
+    usage: Any = getattr(result, "usage", None)
     kind = getattr(usage, "type", None)
     if kind == "tokens":
         return usage_entry(model, int(usage.input_tokens or 0), int(usage.output_tokens or 0))
@@ -92,7 +92,8 @@ def youtube_video_id(url: str) -> str | None:
     if host == "youtu.be":
         candidate = parsed.path.strip("/").split("/")[0]
     elif parsed.path == "/watch":
-        candidate = (parse_qs(parsed.query).get("v") or [None])[0]
+        values = parse_qs(parsed.query).get("v")
+        candidate = values[0] if values else None
     else:
         parts = [p for p in parsed.path.split("/") if p]
         if len(parts) >= 2 and parts[0] in {"shorts", "embed", "live", "v"}:

@@ -92,6 +92,11 @@ def forget_client(url: str) -> None:
         _clients.pop(url, None)
 
 
+def _end_id(end: Any) -> int | None:
+    """The internal id of an edge's end: FalkorDB gives the id itself or the node (``None``: neither)."""
+    return end if isinstance(end, int) else getattr(end, "id", None)
+
+
 def _error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -234,7 +239,9 @@ class FalkorDBStore(DatabaseStore):
         def collect(value: Any) -> None:
             if isinstance(value, Edge):
                 for end in (value.src_node, value.dest_node):
-                    wanted.add(end if isinstance(end, int) else getattr(end, "id", None))
+                    end_id = _end_id(end)
+                    if end_id is not None:
+                        wanted.add(end_id)
             elif isinstance(value, Path):
                 for edge in value.edges():
                     collect(edge)
@@ -247,7 +254,6 @@ class FalkorDBStore(DatabaseStore):
 
         for row in rows:
             collect(list(row.values()))
-        wanted.discard(None)  # type: ignore[arg-type]
         if not wanted:
             return {}
         return {r[0]: r[1] for r in self._rows("MATCH (n) WHERE id(n) IN $ids RETURN id(n), n.id",
@@ -260,9 +266,9 @@ class FalkorDBStore(DatabaseStore):
             props = dict(value.properties)
             return {"id": props.pop("id", None), "labels": list(value.labels or []), "properties": plain_value(props)}
         if isinstance(value, Edge):
-            src = value.src_node if isinstance(value.src_node, int) else getattr(value.src_node, "id", None)
-            dst = value.dest_node if isinstance(value.dest_node, int) else getattr(value.dest_node, "id", None)
-            return {"type": value.relation, "source": ids.get(src), "target": ids.get(dst),
+            src, dst = _end_id(value.src_node), _end_id(value.dest_node)
+            return {"type": value.relation, "source": None if src is None else ids.get(src),
+                    "target": None if dst is None else ids.get(dst),
                     "properties": plain_value(dict(value.properties))}
         if isinstance(value, Path):
             return {"nodes": [self._convert(n, ids) for n in value.nodes()],

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kgagents.tools.kg.base import KGSnapshot, ReadResult, WriteResult, empty_snapshot, render_snapshot
 from kgagents.tools.sandbox import Sandbox, SandboxLimits
@@ -111,7 +111,7 @@ class NetworkXStore:
         new: Any = run.result
         if not isinstance(new, dict) or "nodes" not in new:
             return WriteResult(False, "the code did not leave a valid graph in G", run.stdout)
-        self._snapshot = new
+        self._snapshot = cast(KGSnapshot, new)
         return WriteResult(True, None, run.stdout)
 
     async def read(self, query: str) -> ReadResult:

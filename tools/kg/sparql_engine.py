@@ -8,7 +8,7 @@ JSON: terms as ``[kind, value, datatype, language]`` lists, triples as N-Triples
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pyoxigraph as ox
 
@@ -24,7 +24,8 @@ def _term(term: Any) -> list[Any]:
 
 
 def _ntriples(triples: Any) -> str:
-    return ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES).decode("utf-8")
+    # without an output file serialize returns the bytes (its annotation says bytes | None for both cases)
+    return cast(bytes, ox.serialize(triples, format=ox.RdfFormat.N_TRIPLES)).decode("utf-8")
 
 
 def execute(triples: str, text: str, update: bool, prefixes: dict[str, str], max_rows: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ Configuration (the context's ``kg_url``, else ``SPARQL_ENDPOINT``):
 - ``http(s)://.../query``: a SPARQL 1.1 endpoint (Oxigraph, RDF4J, GraphDB, Fuseki, Virtuoso). The update
   endpoint is ``SPARQL_UPDATE_ENDPOINT``, or derived from the query URL (``.../query`` -> ``.../update``,
   ``.../repositories/x`` -> ``.../repositories/x/statements``, otherwise the same URL); ``SPARQL_USER`` /
-  ``SPARQL_PASSWORD`` give HTTP basic authentication.
+  ``SPARQL_PASSWORD`` give HTTP basic authentication (a user without a password: an empty one).
 
 Mapping between the snapshot's property graph and RDF (prefix ``kg:`` = ``urn:kg:``; the ids, labels, keys and
 types are the compact names below, so the prompt and the queries use the same words):
@@ -48,13 +48,22 @@ import threading
 from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import httpx
 
 from kgagents.core.errors import KGAgentsError
-from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
+from kgagents.tools.kg.base import (
+    DatabaseStore,
+    KGError,
+    KGSnapshot,
+    NodeRecord,
+    ReadResult,
+    RelationshipRecord,
+    WriteResult,
+    empty_snapshot,
+)
 from kgagents.tools.kg.cypher import canonical, snapshot_digest
 from kgagents.tools.kg.sparql_text import SparqlRejected, clean
 from kgagents.tools.sandbox import Sandbox, SandboxLimits, SandboxUnavailable, weak_network_isolation
@@ -214,14 +223,15 @@ def triples_snapshot(triples: Iterable[Any]) -> KGSnapshot:
                 rels.add((sid, compact(p.value), compact(o.value)))
         else:
             raise RDFMappingError(f"unsupported object {o} (quoted triples are not supported)")
-    out_nodes = []
+    out_nodes: list[NodeRecord] = []
     for name in sorted(nodes):
-        props = {}
+        props: dict[str, Any] = {}
         for key, values in sorted(nodes[name]["properties"].items()):
             values = sorted(values, key=lambda v: (type(v).__name__, canonical(v)))
             props[key] = values[0] if len(values) == 1 else values
         out_nodes.append({"id": name, "labels": sorted(nodes[name]["labels"]), "properties": props})
-    out_rels = [{"type": t, "source": s, "target": o, "properties": {}} for s, t, o in sorted(rels)]
+    out_rels: list[RelationshipRecord] = [{"type": t, "source": s, "target": o, "properties": {}}
+                                          for s, t, o in sorted(rels)]
     return {"nodes": out_nodes, "relationships": out_rels}
 
 
@@ -290,7 +300,7 @@ class HttpDatabase:
     def __init__(self, query_url: str, update_url: str | None = None) -> None:
         self.query_url = query_url
         self.update_url = update_url or os.environ.get("SPARQL_UPDATE_ENDPOINT") or derive_update_url(query_url)
-        user, password = os.environ.get("SPARQL_USER"), os.environ.get("SPARQL_PASSWORD")
+        user, password = os.environ.get("SPARQL_USER"), os.environ.get("SPARQL_PASSWORD") or ""
         self.client = httpx.Client(timeout=60.0, auth=(user, password) if user else None, trust_env=False)
         self.description = query_url
 
@@ -373,7 +383,8 @@ def parse_ntriples(text: str) -> list[Any]:
 def ntriples(triples: Iterable[Any]) -> str:
     import pyoxigraph as ox  # the sparql extra: loaded when a SPARQL store is used
 
-    return ox.serialize(list(triples), format=ox.RdfFormat.N_TRIPLES).decode("utf-8")
+    # without an output file serialize returns the bytes (its annotation says bytes | None for both cases)
+    return cast(bytes, ox.serialize(list(triples), format=ox.RdfFormat.N_TRIPLES)).decode("utf-8")
 
 
 def engine_result(outcome: dict[str, Any]) -> Any:
@@ -453,7 +464,7 @@ class SparqlRunner:
 
     async def run(self, triples: str, text: str, *, update: bool) -> tuple[dict[str, Any] | None, str | None]:
         """``(outcome, None)`` or ``(None, error for the model)``."""
-        args = {"triples": triples, "text": text, "update": update, "prefixes": PREFIXES,
+        args: dict[str, Any] = {"triples": triples, "text": text, "update": update, "prefixes": PREFIXES,
                 "max_rows": MAX_RESULT_ROWS}
         from kgagents.tools.kg import sparql_engine  # imports pyoxigraph (the sparql extra)
 

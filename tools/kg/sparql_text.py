@@ -138,10 +138,10 @@ def tokenize(text: str) -> list[SparqlToken]:
             spaced, pos = True, pos + 1
             continue
         if ch == "#":
-            end = pos + 1
-            while end < n and text[end] not in _LINE_END:
-                end += 1
-            spaced, pos = True, end
+            stop = pos + 1
+            while stop < n and text[stop] not in _LINE_END:
+                stop += 1
+            spaced, pos = True, stop
             continue
         end: int | None = None
         kind = ""

@@ -76,7 +76,7 @@ def ref_of(directory: Path, manifest: Mapping[str, Any]) -> GraphRef:
     for key in ("source", "format", "record"):
         value = source.get("path" if key == "source" else key)
         if value is not None:
-            ref[key] = str(value)  # type: ignore[literal-required]
+            ref[key] = str(value)
     return ref
 
 

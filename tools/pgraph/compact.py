@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import mmap
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +44,6 @@ class CompactGraph(StaticKG):
         self._relation_ids = {r: i for i, r in enumerate(self._relations)}
         self._feature_keys: list[str] = manifest["feature_keys"]
         self._qualifier_keys: list[str] = manifest["qualifier_keys"]
-        self._files = []
         self._a: dict[str, np.ndarray] = {}
         with open(self.directory / "arrays.bin", "rb") as f:
             size = f.seek(0, 2)
@@ -173,7 +172,7 @@ class CompactGraph(StaticKG):
             end = min(end, start + max(0, limit))
         if direction == "out":
             others = self._a["out_dst"][start:end]
-            positions = range(start, end)
+            positions: Sequence[int] | np.ndarray = range(start, end)
         else:
             others = self._a["in_src"][start:end]
             positions = self._a["in_pos"][start:end]
@@ -221,14 +220,15 @@ class CompactGraph(StaticKG):
                                  "bytes_on_disk": sum(self.manifest["bytes"].values())})
 
     def schema(self) -> list[tuple[str, str, str, int]]:
-        return [tuple(p) for p in self.manifest.get("schema", [])]  # type: ignore[misc]
+        return [tuple(p) for p in self.manifest.get("schema", [])]
 
     def type_features(self) -> dict[str, list[str]]:
         return {t: list(keys) for t, keys in self.manifest.get("type_features", {}).items()}
 
     def type_counts(self) -> dict[str, int]:
         types = self._a["node_type"]
-        counts = np.bincount(types[types >= 0], minlength=len(self._types)) if len(types) else []
+        counts: np.ndarray | list[int] = \
+            np.bincount(types[types >= 0], minlength=len(self._types)) if len(types) else []
         out = {t: int(counts[i]) for i, t in enumerate(self._types)}
         untyped = int(np.count_nonzero(types < 0))
         if untyped:
@@ -296,8 +296,8 @@ class CompactGraph(StaticKG):
         if ids is not None and mask is not None:
             ids, mask = ids[mask[ids]], None
         index = self.indexes.get(field, embedder, kind=kind)
-        found = index.search(text, k, ids=ids, mask=mask, vector=vector, embedder=embedder)
-        return [(self._id_str(int(i)), s) for i, s in found]
+        hits = index.search(text, k, ids=ids, mask=mask, vector=vector, embedder=embedder)
+        return [(self._id_str(int(i)), s) for i, s in hits]
 
     def nearest_relations(self, text: str, k: int = 5, *, among: Iterable[str] | None = None,
                           embedder: Any = None) -> list[tuple[str, float]]:

@@ -506,11 +506,14 @@ class CypherGraph(StaticKG):
     # numbered by the same vocabulary (``_relations``, ``_relation_ids``) with an ``IndexSet`` (``indexes``)
     # alike: read and search them as the compact store does.
     __len__ = CompactGraph.__len__
-    node_count = CompactGraph.node_count
     schema = CompactGraph.schema
     type_features = CompactGraph.type_features
     relation_texts = CompactGraph.relation_texts
     nearest_relations = CompactGraph.nearest_relations
+
+    @property
+    def node_count(self) -> int:
+        return int(self.manifest["counts"]["nodes"])
 
     def _query(self, query: str, **params: Any) -> list[list[Any]]:
         return self.db.run(self.namespace, query.replace("$LABEL", self._label), params)

@@ -270,6 +270,8 @@ class EmbeddingIndex:
         vector = self.embedder.encode([query])
         params = None
         if ids is not None and count < len(self.texts):
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(ids, dtype="int64")))
+            # faiss's annotations give SearchParameters no keyword arguments; it takes its fields
+            selector = faiss.IDSelectorBatch(np.asarray(ids, dtype="int64"))
+            params = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
         scores, found = self.index.search(vector, k, params=params) if params else self.index.search(vector, k)
         return [(self.texts[int(i)], round(float(s), 4)) for s, i in zip(scores[0], found[0], strict=True) if i >= 0]

@@ -214,7 +214,7 @@ class StaticKG:
         """The handle of a node id, ``None`` when the graph has no such node."""
         raise NotImplementedError
 
-    def _handles_named(self, name: str) -> list[Hashable]:
+    def _handles_named(self, name: str) -> Sequence[Hashable]:
         raise NotImplementedError
 
     def _node_of(self, handle: Hashable) -> Node:
@@ -231,7 +231,7 @@ class StaticKG:
         raise NotImplementedError
 
     def _run_edges(self, handle: Hashable, relation: str, direction: Literal["out", "in"], *,
-                   limit: int | None = None) -> list[tuple[Hashable, Mapping[str, Any]]]:
+                   limit: int | None = None) -> Sequence[tuple[Hashable, Mapping[str, Any]]]:
         """The other ends (handles) and qualifiers of the node's edges of one relation and direction, in source
         order (parallel edges included)."""
         raise NotImplementedError
@@ -422,7 +422,7 @@ class StaticKG:
         seed_ids = [s for s in dict.fromkeys(str(s) for s in seeds) if self._handle(s) is not None]
         hops: dict[str, int] = {s: 0 for s in seed_ids}
         paths: dict[str, ReasoningPath] = {}
-        handles: dict[str, Hashable] = {s: self._handle(s) for s in seed_ids}  # type: ignore[misc]
+        handles: dict[str, Hashable] = {s: self._handle(s) for s in seed_ids}
         frontier = list(seed_ids)
         truncated = False
         for depth in range(1, max(0, radius) + 1):

@@ -219,14 +219,14 @@ class VectorIndex:
             rng = np.random.default_rng(0)
             sample = matrix[rng.choice(count, size=min(count, nlist * 40), replace=False)]
             index.train(sample)
-            index.add(matrix)
+            index.add(np.asarray(matrix, dtype=np.float32))  # what faiss's add makes of any array
             faiss.extract_index_ivf(index).nprobe = DEFAULT_NPROBE
             kind = "ivf"
         else:
             nlist = 0
             index = faiss.IndexFlatIP(dim)
             if count:
-                index.add(matrix)
+                index.add(np.asarray(matrix, dtype=np.float32))
             kind = "flat"
         meta = {"model": model_id, "dim": dim, "count": count, "kind": kind, "nlist": nlist,
                 "nprobe": DEFAULT_NPROBE if kind == "ivf" else 0, "label": label,
@@ -328,20 +328,22 @@ class VectorIndex:
                       nprobe: int | None) -> list[tuple[int, float]]:
         import faiss  # faiss: a native library, loaded when an index is built or read
 
-        selector = None
+        selector: faiss.IDSelector | None = None
         if ids is not None:
             selector = faiss.IDSelectorBatch(np.asarray(ids, dtype=np.int64))
         elif mask is not None:
             bits = np.packbits(np.asarray(mask, dtype=bool), bitorder="little")
             selector = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))
         k = min(k, self.count)
+        params: faiss.SearchParameters | None
         if self.meta["kind"] == "ivf":
             probes = int(nprobe or max(int(self.meta.get("nprobe") or 0), DEFAULT_NPROBE))
-            params = faiss.SearchParametersIVF(nprobe=probes)
+            # faiss's annotations give its parameter classes no keyword arguments; they take their fields
+            params = faiss.SearchParametersIVF(nprobe=probes)  # type: ignore[call-arg]
             if selector is not None:
                 params.sel = selector
         else:
-            params = faiss.SearchParameters(sel=selector) if selector is not None else None
+            params = faiss.SearchParameters(sel=selector) if selector is not None else None  # type: ignore[call-arg]
         scores, rows = self.index.search(query, k, params=params) if params is not None \
             else self.index.search(query, k)
         return [(int(r), round(float(s), 4)) for s, r in zip(scores[0], rows[0], strict=True) if r >= 0]
@@ -451,14 +453,14 @@ class IndexSet:
         a search gives as text)."""
         name = f"{field}--{model_id}--{kind}"
         with self._lock:
-            target = None if self.directory is None else self.directory / name
-            if target is None:
+            directory = self.directory
+            if directory is None:
                 index = VectorIndex.from_matrix(None, matrix, resolve_embedder(embedder), model_id=model_id,
                                                 label=f"{field}s", kind=kind, rows=rows)
             else:
-                with file_lock(self.directory / f".{name}.lock"):
-                    index = VectorIndex.from_matrix(target, matrix, resolve_embedder(embedder), model_id=model_id,
-                                                    label=f"{field}s", kind=kind, rows=rows)
+                with file_lock(directory / f".{name}.lock"):
+                    index = VectorIndex.from_matrix(directory / name, matrix, resolve_embedder(embedder),
+                                                    model_id=model_id, label=f"{field}s", kind=kind, rows=rows)
             self._built[name] = index
             self._built.pop(f"{field}--{model_id}", None)
             return index

@@ -110,9 +110,9 @@ def load_ark_record(path: str | Path, record_id: str | None = None, *, question:
     if len(records) == 1:
         return records[0]
     if question is not None:
-        found = [i for i, r in enumerate(records) if str(r.get("question", "")).strip() == question.strip()]
-        if len(found) == 1:
-            return {**records[found[0]], "id": records[found[0]].get("id", f"#{found[0]}")}
+        matches = [i for i, r in enumerate(records) if str(r.get("question", "")).strip() == question.strip()]
+        if len(matches) == 1:
+            return {**records[matches[0]], "id": records[matches[0]].get("id", f"#{matches[0]}")}
     raise GraphFormatError(f"{path} holds {len(records)} graphs: say which one (its id)")
 
 
