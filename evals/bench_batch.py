@@ -55,12 +55,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals import event_loop
-from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
+from kgagents.evals.bench_workflows import run_workflow_benchmark, setting, variants, workflow_markdown
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
 from kgagents.evals.runner import EvalOptions, evaluate
-from kgagents.evals.workers import auto_processes, processes_argument
+from kgagents.evals.workers import processes_argument, processes_for
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
 from kgagents.nodes.context import Context
@@ -263,13 +263,6 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
 
 
 
-def processes_for(processes: int | str, concurrency: int) -> int:
-    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.workers.auto_processes`)."""
-    if processes == "auto":
-        return auto_processes(concurrency)
-    return min(int(processes), concurrency)
-
-
 def _check_paths(model_paths: Sequence[str], samples: str) -> None:
     for model_path in model_paths:
         if model_path not in MODEL_PATHS:
@@ -457,15 +450,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs per C; the fastest counts (default 1)")
     parser.add_argument("--profile", type=int, metavar="C",
                         help="also profile one in-process batch run at concurrency C: its CPU by component")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="values",
+                        help="--workflow ark|grounded|agent-g: a context value of every run (JSON or text)")
+    parser.add_argument("--vary", metavar="KEY=V1,V2",
+                        help="--workflow ark|grounded|agent-g: measure the single task and the batch once per "
+                             "value of a context field, in turn, in one run (e.g. embedding_cache=off,memory)")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
+    if args.workflow == "kgot" and (args.values or args.vary):
+        parser.error("--set and --vary are for --workflow ark|grounded|agent-g")
+    try:
+        values = dict(setting(v) for v in args.values)
+        vary = variants(args.vary) if args.vary else None
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.workflow != "kgot":
-        if args.model_path != ["http"] or args.processes != 1:
-            parser.error(f"--workflow {args.workflow} runs through the http model path in one process")
+        if args.model_path != ["http"]:
+            parser.error(f"--workflow {args.workflow} runs through the http model path")
         measured = event_loop.run(run_workflow_benchmark(
             args.workflow, dataset=args.dataset, preset=args.preset, latency=args.latency,
             concurrencies=args.concurrency, waves=args.waves, sequential_items=args.sequential_items,
-            single_items=args.single_items, profile_c=args.profile, memory_c=args.memory))
+            single_items=args.single_items, profile_c=args.profile, memory_c=args.memory,
+            values=values, vary=vary, processes=args.processes))
         print(workflow_markdown(measured))
         if args.json:
             Path(args.json).write_text(json.dumps(measured, indent=2) + "\n", encoding="utf-8")
