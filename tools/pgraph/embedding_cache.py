@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kgagents.tools.pgraph.vectors import model_id_of, resolve_embedder
+from kgagents.tools.pgraph.vectors import cache_model_id, resolve_embedder
 
 #: Memory a process's cache holds at most (vectors and texts), the least recently used dropped first.
 MEMORY_BYTES = 256 * 2**20
@@ -52,17 +52,6 @@ CREATE TABLE IF NOT EXISTS texts (kind TEXT NOT NULL, digest BLOB NOT NULL, text
 def digest(text: str | bytes) -> bytes:
     """The key of a text: its SHA-256 (of its UTF-8 bytes)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text).digest()
-
-
-def cache_model_id(embedder: Any) -> str | None:
-    """What identifies an embedder's vectors: its model id, with its device and server when it names them;
-    ``None`` when it has no stable id (its vectors are not cached)."""
-    model = model_id_of(embedder)
-    if model is None:
-        return None
-    device = getattr(embedder, "device", None)
-    base_url = getattr(embedder, "base_url", None)
-    return model + (f"@{device}" if device else "") + (f"@{base_url}" if base_url else "")
 
 
 class EmbeddingCache:

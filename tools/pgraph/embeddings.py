@@ -85,6 +85,7 @@ class SentenceTransformerEmbedder:
         source = Path(name) if name is not None else packaged_model_path()
         local = Path(source).exists()
         self.name = str(source)
+        self.device = device
         self.batch_size = batch_size
         try:
             self.model: Any = SentenceTransformer(str(source), device=device, local_files_only=local)
