@@ -79,6 +79,15 @@ def test_the_disk_cache_serves_a_new_instance_and_its_texts(tmp_path):
     assert again.text("other kind", "<html>x</html>", lambda: "converted otherwise") == "converted otherwise"
 
 
+def test_a_cache_file_that_cannot_be_opened_is_a_clear_error(tmp_path):
+    (tmp_path / "a file").write_text("x")
+    with pytest.raises(ValueError, match=r"the embedding cache .* cannot be opened .*another file, or memory"):
+        EmbeddingCache(tmp_path / "a file" / FILE_NAME).encode(["a"], Counting())
+    cache = EmbeddingCache(tmp_path / "a file" / FILE_NAME)
+    with pytest.raises(ValueError, match="cannot be opened"):
+        cache.text("kind", "<html></html>", lambda: "x")
+
+
 def test_concurrent_requests_for_the_same_texts_embed_them_once():
     cache, model = EmbeddingCache(), Counting(delay=0.05)
     texts = [f"passage {i}" for i in range(20)]

@@ -94,11 +94,15 @@ class EmbeddingCache:
         if self.path is None:
             return None
         if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+            except (OSError, sqlite3.Error) as exc:
+                raise ValueError(f"the embedding cache {self.path} cannot be opened ({type(exc).__name__}: {exc}): "
+                                 "give embedding_cache another file, or memory") from exc
             self._db = db
         return self._db
 
