@@ -27,6 +27,7 @@ What it measures, side by side in one run:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -63,13 +65,26 @@ MODEL = "bench-model"
 # The trace of a run's model calls, and its critical path
 # ------------------------------------------------------------------------------------------------------------
 class CallTrace(BaseCallbackHandler):
-    """Every chat-model call's start and end (``time.perf_counter``) and stage, as the calls happen."""
+    """Every chat-model call's start and end (``time.perf_counter``) and stage, as the calls happen; with
+    ``tools``, every LangChain tool run's too (KGoT's tools wait like remote calls; the other workflows' graph
+    functions answer at once and are left out)."""
 
     run_inline = True  # recorded on the loop that makes the call, at the moment it happens
 
-    def __init__(self) -> None:
+    def __init__(self, tools: bool = False) -> None:
         self.open: dict[UUID, tuple[float, str]] = {}
         self.calls: list[tuple[float, float, str]] = []
+        self.tools = tools
+
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any) -> None:
+        if self.tools:
+            self.open[run_id] = (time.perf_counter(), "tool")
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID, metadata: Any = None,
                             **kwargs: Any) -> None:
@@ -89,6 +104,16 @@ class CallTrace(BaseCallbackHandler):
 
 _TRACE: ContextVar[CallTrace | None] = ContextVar("kgagents_bench_trace", default=None)
 register_configure_hook(_TRACE, inheritable=True)
+
+
+@contextlib.contextmanager
+def traced(trace: CallTrace | None) -> Iterator[CallTrace | None]:
+    """Record the calls of the runs started inside in ``trace`` (LangChain's configure hook)."""
+    token = _TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        _TRACE.reset(token)
 
 
 def critical_path(intervals: list[tuple[float, float]]) -> int:
@@ -255,12 +280,9 @@ async def run_items(bench: WorkflowBench, base_url: str, data: Dataset, concurre
     shutil.rmtree(out, ignore_errors=True)
     options = EvalOptions(workflow=bench.workflow, out_dir=out, concurrency=concurrency, progress=False,
                           context_values=bench.context_values(base_url), preset=bench.preset, processes=processes)
-    token = _TRACE.set(trace)
     cpu0, t0 = time.process_time(), time.perf_counter()
-    try:
+    with traced(trace):
         result = await evaluate(options, data)
-    finally:
-        _TRACE.reset(token)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     failed = [r for r in result.records if r.get("error")]
     if failed:

@@ -92,3 +92,20 @@ def test_a_variant_reaches_the_memory_runs(monkeypatch):
     bench = dataclasses.replace(bench_for("agent-g"), values={"embedding_cache": "off"})
     bench_workflows.memory(bench, "http://x", 4)
     assert argv[0][-1] == '{"embedding_cache": "off"}' and Path(argv[0][0]).name.startswith("python")
+
+
+def test_the_trace_records_tool_runs_only_when_asked():
+    """KGoT's critical path counts its tool calls (they wait like remote calls); the other workflows' do not."""
+    from uuid import uuid4
+
+    from kgagents.evals.bench_batch import _critical
+    from kgagents.evals.bench_workflows import CallTrace
+
+    for tools, recorded in ((False, 0), (True, 1)):
+        trace, run = CallTrace(tools=tools), uuid4()
+        trace.on_tool_start({}, "x", run_id=run)
+        trace.on_tool_end("y", run_id=run)
+        assert [stage for _, _, stage in trace.calls] == ["tool"] * recorded
+    assert _critical({"rounds": 10, "critical_path_s": 2.0, "wall_over_critical": 1.03}) == (
+        "; its model and tool calls in 10 rounds (critical path 2.00 s): wall / critical path 1.03")
+    assert _critical({"concurrent_s": 2.0}) == ""
