@@ -55,12 +55,20 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals import event_loop
-from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
+from kgagents.evals.bench_workflows import (
+    CallTrace,
+    critical_path,
+    run_workflow_benchmark,
+    setting,
+    traced,
+    variants,
+    workflow_markdown,
+)
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
 from kgagents.evals.runner import EvalOptions, evaluate
-from kgagents.evals.workers import auto_processes, processes_argument
+from kgagents.evals.workers import processes_argument, processes_for
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
 from kgagents.nodes.context import Context
@@ -229,15 +237,18 @@ async def batch_time(n: int, concurrency: int, latency: float, route: str, model
 
 
 async def single_task_time(route: str, model: dict[str, Any], root: Path, sequential: bool,
-                           one_request: bool = False) -> float:
+                           one_request: bool = False, trace: CallTrace | None = None) -> float:
+    """One task's wall time (``sequential``: every call one after the other), its model and tool calls recorded
+    in ``trace``."""
     graph = compile_graph(InMemorySaver())
     config: dict[str, Any] = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
     if sequential:
         config["max_concurrency"] = 1
     t0 = time.perf_counter()
-    state = await final_state(graph, {"question": "Benchmark task: what is the answer?"}, config,
-                                context=context_for({**model, "samples_in_one_request": one_request},
-                                                    root / "work-single"))
+    with traced(trace):
+        state = await final_state(graph, {"question": "Benchmark task: what is the answer?"}, config,
+                                  context=context_for({**model, "samples_in_one_request": one_request},
+                                                      root / "work-single"))
     if state.get("final_answer") != "42":
         raise RuntimeError(f"the single task did not finish: {state.get('final_answer')!r}")
     return time.perf_counter() - t0
@@ -261,13 +272,6 @@ async def profile_batch(n: int, concurrency: int, latency: float, route: str, mo
 
 
 
-
-
-def processes_for(processes: int | str, concurrency: int) -> int:
-    """Worker processes for a batch run at ``concurrency`` (``auto``: :func:`kgagents.evals.workers.auto_processes`)."""
-    if processes == "auto":
-        return auto_processes(concurrency)
-    return min(int(processes), concurrency)
 
 
 def _check_paths(model_paths: Sequence[str], samples: str) -> None:
@@ -379,17 +383,23 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
         profile = await profile_batch(profile_c * waves, profile_c, latency, route, model, root) if profile_c else None
         single: dict[str, Any] = {}
         for one_request in (False, True):
-            concurrent = [await single_task_time(route, model, root, False, one_request) for _ in range(repeats)]
+            traces = [CallTrace(tools=True) for _ in range(repeats)]
+            concurrent = [await single_task_time(route, model, root, False, one_request, t) for t in traces]
             serial = [await single_task_time(route, model, root, True, one_request) for _ in range(repeats)]
+            best = min(range(repeats), key=lambda i: concurrent[i])
+            rounds = critical_path([(start, end) for start, end, _ in traces[best].calls])
             times = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
-                     "speedup": min(serial) / min(concurrent)}
+                     "speedup": min(serial) / min(concurrent), "rounds": rounds,
+                     "critical_path_s": rounds * latency,
+                     "wall_over_critical": min(concurrent) / (rounds * latency) if rounds and latency else None}
             if one_request:
                 single["samples_in_one_request"] = times
             else:
                 single.update(times)
             print(f"single task ({'samples in one request' if one_request else 'one request per sample'}): "
                   f"{times['sequential_s']:.2f} s sequential, {times['concurrent_s']:.2f} s concurrent, "
-                  f"speedup {times['speedup']:.2f}", file=sys.stderr)
+                  f"speedup {times['speedup']:.2f}; {rounds} rounds of calls (critical path "
+                  f"{rounds * latency:.2f} s, ×{times['wall_over_critical'] or 0:.2f})", file=sys.stderr)
         return {"latency_s": latency, "route": route, "model_path": model_path, "processes": processes,
                 "samples": samples,
                 "sequential": {**seq, "per_item_s": per_item}, "batch": rows, "single_task": single,
@@ -420,12 +430,21 @@ def markdown(result: dict[str, Any]) -> str:
     lines += profile_markdown(result.get("profile"))
     s = result["single_task"]
     lines += ["", (f"Single task, one request per sample: {s['sequential_s']:.2f} s with `max_concurrency=1`, "
-                   f"{s['concurrent_s']:.2f} s concurrent: speedup {s['speedup']:.2f} (the paper: 2.30).")]
+                   f"{s['concurrent_s']:.2f} s concurrent: speedup {s['speedup']:.2f} (the paper: 2.30)"
+                   f"{_critical(s)}.")]
     one = s.get("samples_in_one_request")
     if one:
         lines += ["", (f"Single task, samples in one request: {one['sequential_s']:.2f} s with `max_concurrency=1`, "
-                       f"{one['concurrent_s']:.2f} s concurrent: speedup {one['speedup']:.2f}.")]
+                       f"{one['concurrent_s']:.2f} s concurrent: speedup {one['speedup']:.2f}{_critical(one)}.")]
     return "\n".join(lines)
+
+
+def _critical(single: dict[str, Any]) -> str:
+    """``; wall / critical path`` of a traced single task, when it was traced."""
+    if not single.get("wall_over_critical"):
+        return ""
+    return (f"; its model and tool calls in {single['rounds']} rounds (critical path {single['critical_path_s']:.2f} s)"
+            f": wall / critical path {single['wall_over_critical']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -457,15 +476,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs per C; the fastest counts (default 1)")
     parser.add_argument("--profile", type=int, metavar="C",
                         help="also profile one in-process batch run at concurrency C: its CPU by component")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="values",
+                        help="--workflow ark|grounded|agent-g: a context value of every run (JSON or text)")
+    parser.add_argument("--vary", metavar="KEY=V1,V2",
+                        help="--workflow ark|grounded|agent-g: measure the single task and the batch once per "
+                             "value of a context field, in turn, in one run (e.g. embedding_cache=off,memory)")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
+    if args.workflow == "kgot" and (args.values or args.vary):
+        parser.error("--set and --vary are for --workflow ark|grounded|agent-g")
+    try:
+        values = dict(setting(v) for v in args.values)
+        vary = variants(args.vary) if args.vary else None
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.workflow != "kgot":
-        if args.model_path != ["http"] or args.processes != 1:
-            parser.error(f"--workflow {args.workflow} runs through the http model path in one process")
+        if args.model_path != ["http"]:
+            parser.error(f"--workflow {args.workflow} runs through the http model path")
         measured = event_loop.run(run_workflow_benchmark(
             args.workflow, dataset=args.dataset, preset=args.preset, latency=args.latency,
             concurrencies=args.concurrency, waves=args.waves, sequential_items=args.sequential_items,
-            single_items=args.single_items, profile_c=args.profile, memory_c=args.memory))
+            single_items=args.single_items, profile_c=args.profile, memory_c=args.memory,
+            values=values, vary=vary, processes=args.processes))
         print(workflow_markdown(measured))
         if args.json:
             Path(args.json).write_text(json.dumps(measured, indent=2) + "\n", encoding="utf-8")

@@ -27,6 +27,7 @@ What it measures, side by side in one run:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,7 @@ from kgagents.evals.datasets import Dataset, load_dataset
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
 from kgagents.evals.runner import EvalOptions, evaluate
+from kgagents.evals.workers import processes_for
 from kgagents.graphs.workflows import preset
 
 #: The model name the benchmark asks the latency server for.
@@ -62,13 +65,26 @@ MODEL = "bench-model"
 # The trace of a run's model calls, and its critical path
 # ------------------------------------------------------------------------------------------------------------
 class CallTrace(BaseCallbackHandler):
-    """Every chat-model call's start and end (``time.perf_counter``) and stage, as the calls happen."""
+    """Every chat-model call's start and end (``time.perf_counter``) and stage, as the calls happen; with
+    ``tools``, every LangChain tool run's too (KGoT's tools wait like remote calls; the other workflows' graph
+    functions answer at once and are left out)."""
 
     run_inline = True  # recorded on the loop that makes the call, at the moment it happens
 
-    def __init__(self) -> None:
+    def __init__(self, tools: bool = False) -> None:
         self.open: dict[UUID, tuple[float, str]] = {}
         self.calls: list[tuple[float, float, str]] = []
+        self.tools = tools
+
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: UUID, **kwargs: Any) -> None:
+        if self.tools:
+            self.open[run_id] = (time.perf_counter(), "tool")
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
 
     def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID, metadata: Any = None,
                             **kwargs: Any) -> None:
@@ -88,6 +104,16 @@ class CallTrace(BaseCallbackHandler):
 
 _TRACE: ContextVar[CallTrace | None] = ContextVar("kgagents_bench_trace", default=None)
 register_configure_hook(_TRACE, inheritable=True)
+
+
+@contextlib.contextmanager
+def traced(trace: CallTrace | None) -> Iterator[CallTrace | None]:
+    """Record the calls of the runs started inside in ``trace`` (LangChain's configure hook)."""
+    token = _TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        _TRACE.reset(token)
 
 
 def critical_path(intervals: list[tuple[float, float]]) -> int:
@@ -180,6 +206,10 @@ class WorkflowBench:
         return {**(preset(self.workflow, self.preset) if self.preset else {}), **self.values,
                 "model": MODEL, "base_url": base_url}
 
+    def with_values(self, values: dict[str, Any]) -> WorkflowBench:
+        """The same benchmark with ``values`` over its context values (``--set``, a ``--vary`` variant)."""
+        return dataclasses.replace(self, values={**self.values, **values}) if values else self
+
 
 #: ``--workflow`` → ``--dataset`` → its benchmark. The papers' embedding models are downloads (or paid APIs):
 #: the runs use the packaged all-MiniLM-L6-v2 (``embedding_model`` None), offline.
@@ -205,6 +235,26 @@ def bench_for(workflow: str, dataset: str | None = None, preset: str | None = No
     return dataclasses.replace(bench, preset=preset) if preset else bench
 
 
+def setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` as a context value: JSON when it parses (numbers, true, null, lists), else the text."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"a setting is KEY=VALUE, not {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
+def variants(vary: str | None) -> list[dict[str, Any]]:
+    """``KEY=V1,V2,...`` as one context-values dict per value (``None``: one variant, no values)."""
+    if not vary:
+        return [{}]
+    key, raw = setting(vary)
+    values = raw if isinstance(raw, list) else str(raw).split(",")
+    return [dict([setting(f"{key}={v}" if isinstance(v, str) else f"{key}={json.dumps(v)}")]) for v in values]
+
+
 def replicated(data: Dataset, n: int) -> Dataset:
     """``n`` items: the dataset's items in turn, each copy with an id of its own."""
     items = [dataclasses.replace(item, id=f"{item.id}#{i // len(data.items)}")
@@ -221,25 +271,25 @@ def _cycle(items: list[Any]) -> Any:
 # Measurements
 # ------------------------------------------------------------------------------------------------------------
 async def run_items(bench: WorkflowBench, base_url: str, data: Dataset, concurrency: int, out: Path,
-                    trace: CallTrace | None = None) -> dict[str, Any]:
+                    trace: CallTrace | None = None, processes: int = 1) -> dict[str, Any]:
     """The items of ``data`` through the evaluation runner at ``concurrency`` (a fresh output folder), with their
-    model calls recorded in ``trace``; an item that fails is an error (the benchmark measures finished runs)."""
+    model calls recorded in ``trace`` (in this process), shared by ``processes`` worker processes when more than
+    one; an item that fails is an error (the benchmark measures finished runs). ``cpu_s`` is this process's CPU
+    time (with workers the items' CPU is theirs: ``None``)."""
 
     shutil.rmtree(out, ignore_errors=True)
     options = EvalOptions(workflow=bench.workflow, out_dir=out, concurrency=concurrency, progress=False,
-                          context_values=bench.context_values(base_url), preset=bench.preset)
-    token = _TRACE.set(trace)
+                          context_values=bench.context_values(base_url), preset=bench.preset, processes=processes)
     cpu0, t0 = time.process_time(), time.perf_counter()
-    try:
+    with traced(trace):
         result = await evaluate(options, data)
-    finally:
-        _TRACE.reset(token)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     failed = [r for r in result.records if r.get("error")]
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(result.records)} benchmark items failed: {failed[0]['error']}")
     calls = sum(u.get("calls", 0) for r in result.records for u in (r.get("usage") or {}).values())
-    return {"items": len(data.items), "concurrency": concurrency, "wall_s": wall, "cpu_s": cpu,
+    return {"items": len(data.items), "concurrency": concurrency, "processes": processes, "wall_s": wall,
+            "cpu_s": cpu if processes == 1 else None,
             "calls_per_item": calls / max(1, len(data.items)),
             "item_wall_s": [r.get("wall_s") for r in result.records]}
 
@@ -268,21 +318,24 @@ async def single_task(bench: WorkflowBench, base_url: str, data: Dataset, root: 
 
 
 async def batch(bench: WorkflowBench, base_url: str, data: Dataset, root: Path, concurrencies: list[int],
-                waves: int, sequential_items: int) -> dict[str, Any]:
-    """Items per second at each C against one item at a time: ``efficiency = speedup / C``. Every item is a copy
-    of the dataset's first (ids of their own), so that every run costs the same and all of them share one static
-    graph."""
+                waves: int, sequential_items: int, processes: int | str = 1) -> dict[str, Any]:
+    """Items per second at each C against one item at a time (in this process): ``efficiency = speedup / C``.
+    Every item is a copy of the dataset's first (ids of their own), so that every run costs the same and all of
+    them share one static graph. The C items of a run are shared by ``processes`` worker processes (a number,
+    or ``auto``: :func:`kgagents.evals.workers.processes_for`)."""
     data = dataclasses.replace(data, items=data.items[:1])
     seq = await run_items(bench, base_url, replicated(data, sequential_items), 1, root / "sequential")
     per_item = seq["wall_s"] / seq["items"]
     rows = []
     for c in concurrencies:
-        run = await run_items(bench, base_url, replicated(data, c * waves), c, root / f"c{c}")
+        run = await run_items(bench, base_url, replicated(data, c * waves), c, root / f"c{c}",
+                              processes=processes_for(processes, c))
         speedup = per_item * run["items"] / run["wall_s"]
         rows.append({k: v for k, v in run.items() if k != "item_wall_s"} |
                     {"items_per_s": run["items"] / run["wall_s"], "speedup": speedup, "efficiency": speedup / c})
+        cpu = f"cpu {run['cpu_s']:.2f} s" if run["cpu_s"] is not None else f"{run['processes']} processes"
         print(f"C={c:3d}: {run['items']} items in {run['wall_s']:.2f} s, {run['items'] / run['wall_s']:.2f} "
-              f"items/s = {speedup / c:.2f}·C (cpu {run['cpu_s']:.2f} s)", file=sys.stderr, flush=True)
+              f"items/s = {speedup / c:.2f}·C ({cpu})", file=sys.stderr, flush=True)
     return {"sequential": {k: v for k, v in seq.items() if k != "item_wall_s"} | {"per_item_s": per_item},
             "rows": rows}
 
@@ -340,7 +393,8 @@ def memory(bench: WorkflowBench, base_url: str, concurrency: int) -> dict[str, A
     rows = []
     for c in (1, concurrency):
         out = subprocess.run([sys.executable, "-m", "kgagents.evals.bench_workflows", "--memory-child",
-                              bench.workflow, bench.dataset, bench.preset or "", str(c), base_url],
+                              bench.workflow, bench.dataset, bench.preset or "", str(c), base_url,
+                              json.dumps(bench.values)],
                              capture_output=True, text=True, check=False,
                              cwd=Path(__file__).resolve().parent.parent, env={**os.environ})
         if out.returncode != 0:
@@ -355,24 +409,49 @@ def memory(bench: WorkflowBench, base_url: str, concurrency: int) -> dict[str, A
 async def run_workflow_benchmark(workflow: str, *, dataset: str | None = None, preset: str | None = None,
                                  latency: float = 0.2, concurrencies: list[int] | None = None, waves: int = 2,
                                  sequential_items: int = 4, single_items: int = 3, profile_c: int | None = None,
-                                 memory_c: int | None = None) -> dict[str, Any]:
-    """Everything above for one workflow, in one run against one latency server (see the module docstring)."""
+                                 memory_c: int | None = None, values: dict[str, Any] | None = None,
+                                 vary: list[dict[str, Any]] | None = None,
+                                 processes: int | str = 1) -> dict[str, Any]:
+    """Everything above for one workflow, in one run against one latency server (see the module docstring).
 
-    bench = bench_for(workflow, dataset, preset)
+    ``values`` are context values of every run; ``vary`` lists variants (context values over those), each
+    measured in turn — single task and batch — on the same server and warm process, so that their ratio comes
+    from one run; the profile and the memory runs use the first. ``processes`` shares the batch runs' items
+    between worker processes (the single task, the sequential baseline, the profile and the memory runs stay in
+    one process)."""
+
+    bench = bench_for(workflow, dataset, preset).with_values(values or {})
     os.environ[STAGE_HEADER_VARIABLE] = "1"  # the server routes the runs by the calls' stages
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
     try:
         data = bench.load(root)
+        measured = []
         with LatencyServer(bench.script, latency, auto_fallback=True) as server, \
                 LatencyServer(bench.script, 0.0, auto_fallback=True) as instant:
             await run_items(bench, instant.base_url, replicated(data, 2), 2, root / "warm")  # imports, graphs
-            single = await single_task(bench, server.base_url, data, root, latency, single_items)
-            rows = await batch(bench, server.base_url, data, root, concurrencies or [1, 2, 4, 8, 16, 32, 64],
-                               waves, sequential_items)
-            prof = await profile(bench, server.base_url, data, root, profile_c, waves) if profile_c else None
-            mem = memory(bench, server.base_url, memory_c) if memory_c else None
+            most = max(processes_for(processes, c) for c in concurrencies or [64])
+            if most > 1:  # and the worker processes' fork server (its imports)
+                await run_items(bench, instant.base_url, replicated(data, 2 * most), 2 * most, root / "warm-p",
+                                processes=most)
+            for n, extra in enumerate(vary or [{}]):
+                load = os.getloadavg()
+                if extra:
+                    print(f"variant {json.dumps(extra)}", file=sys.stderr, flush=True)
+                run = bench.with_values(extra)
+                where = root / f"variant-{n}"
+                single = await single_task(run, server.base_url, data, where, latency, single_items)
+                rows = await batch(run, server.base_url, data, where, concurrencies or [1, 2, 4, 8, 16, 32, 64],
+                                   waves, sequential_items, processes)
+                measured.append({"values": extra, "single_task": single, "batch": rows,
+                                 "load_avg": [load, os.getloadavg()]})
+            first = bench.with_values(measured[0]["values"])
+            prof = await profile(first, server.base_url, data, root, profile_c, waves) if profile_c else None
+            mem = memory(first, server.base_url, memory_c) if memory_c else None
         return {"workflow": workflow, "dataset": bench.dataset, "preset": bench.preset, "latency_s": latency,
-                "single_task": single, "batch": rows, "profile": prof, "memory": mem,
+                "processes": processes,
+                "values": values or {}, "single_task": measured[0]["single_task"], "batch": measured[0]["batch"],
+                "variants": measured if vary else [], "load_avg": measured[0]["load_avg"], "profile": prof,
+                "memory": mem,
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "platform": platform.platform(), "load_avg": os.getloadavg()}}
     finally:
@@ -387,20 +466,18 @@ def workflow_markdown(result: dict[str, Any]) -> str:
             + (f" (preset `{result['preset']}`)" if result["preset"] else "")
             + f", {latency * 1000:.0f} ms per model call, {result['machine']['cpus']} CPUs "
             f"(load average {result['machine']['load_avg'][0]:.1f} at the end).")
-    lines = [head, "",
-             ("| single task | calls | critical path (rounds × latency) | wall | wall / critical path | "
-              "calls one at a time | speedup |"), "|---|---|---|---|---|---|---|"]
-    for s in result["single_task"]:
-        ratio = f"{s['wall_over_critical']:.2f}" if s["wall_over_critical"] else "–"
-        lines.append(f"| `{s['item']}` | {s['calls']} | {s['rounds']} × {latency:g} s = {s['critical_path_s']:.2f} s "
-                     f"| {s['wall_s']:.2f} s | {ratio} | {s['calls_one_at_a_time_s']:.2f} s | "
-                     f"{s['speedup']:.2f} |")
-    b = result["batch"]
-    lines += ["", (f"Batch: one item at a time {b['sequential']['per_item_s']:.2f} s per item "
-                   f"({b['sequential']['calls_per_item']:.1f} model requests per item)."), "",
-              "| C | items | wall s | CPU s | items / s | speedup / C |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['concurrency']} | {r['items']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | "
-              f"{r['items_per_s']:.2f} | {r['efficiency']:.2f} |" for r in b["rows"]]
+    lines = [head]
+    if result.get("values"):
+        lines += ["", "Context values of every run: " + ", ".join(f"`{k}={json.dumps(v)}`"
+                                                              for k, v in result["values"].items()) + "."]
+    for variant in result.get("variants") or [{"values": {}, "single_task": result["single_task"],
+                                                "batch": result["batch"], "load_avg": result.get("load_avg")}]:
+        if variant["values"]:
+            lines += ["", "**" + ", ".join(f"`{k}={json.dumps(v)}`" for k, v in variant["values"].items()) + "**"]
+        if variant.get("load_avg"):
+            (start, _, _), (end, _, _) = variant["load_avg"]
+            lines += ["", f"1-minute load average {start:.1f} before these runs, {end:.1f} after."]
+        lines += _run_markdown(variant["single_task"], variant["batch"], latency)
     lines += profile_markdown(result.get("profile"))
     m = result.get("memory")
     if m:
@@ -410,12 +487,31 @@ def workflow_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _run_markdown(single: list[dict[str, Any]], b: dict[str, Any], latency: float) -> list[str]:
+    """The single-task and batch tables of one variant."""
+    lines = ["", ("| single task | calls | critical path (rounds × latency) | wall | wall / critical path | "
+                  "calls one at a time | speedup |"), "|---|---|---|---|---|---|---|"]
+    for s in single:
+        ratio = f"{s['wall_over_critical']:.2f}" if s["wall_over_critical"] else "–"
+        lines.append(f"| `{s['item']}` | {s['calls']} | {s['rounds']} × {latency:g} s = {s['critical_path_s']:.2f} s "
+                     f"| {s['wall_s']:.2f} s | {ratio} | {s['calls_one_at_a_time_s']:.2f} s | "
+                     f"{s['speedup']:.2f} |")
+    lines += ["", (f"Batch: one item at a time {b['sequential']['per_item_s']:.2f} s per item "
+                   f"({b['sequential']['calls_per_item']:.1f} model requests per item)."), "",
+              "| C | processes | items | wall s | CPU s (this process) | items / s | speedup / C |",
+              "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['concurrency']} | {r.get('processes', 1)} | {r['items']} | {r['wall_s']:.2f} | "
+              f"{'–' if r['cpu_s'] is None else format(r['cpu_s'], '.2f')} | {r['items_per_s']:.2f} | "
+              f"{r['efficiency']:.2f} |" for r in b["rows"]]
+    return lines
+
+
 def _memory_child_main(argv: list[str]) -> int:
 
 
-    workflow, dataset, preset, concurrency, base_url = argv
+    workflow, dataset, preset, concurrency, base_url, values = argv
     os.environ[STAGE_HEADER_VARIABLE] = "1"
-    bench = bench_for(workflow, dataset, preset or None)
+    bench = dataclasses.replace(bench_for(workflow, dataset, preset or None), values=json.loads(values))
     print(json.dumps(event_loop.run(memory_child(bench, base_url, int(concurrency)))))
     return 0
 

@@ -33,6 +33,7 @@ from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.event_loop import batch_collector
 from kgagents.evals.workers import shares
+from kgagents.graphs.registry import get as get_workflow
 from kgagents.graphs.registry import module_of
 from kgagents.tools.sandbox import adopt_isolation_probe, isolation_probe
 
@@ -71,6 +72,12 @@ def provider_modules(options: EvalOptions) -> list[str]:
     return sorted(modules)
 
 
+def workflow_modules(workflow: str) -> list[str]:
+    """The slow imports the workflow's spec names (``preload``: the embedding stack), those installed: the fork
+    server imports them once instead of every worker (sentence-transformers alone is seconds of CPU)."""
+    return [m for m in get_workflow(workflow).preload if importlib.util.find_spec(m) is not None]
+
+
 def _context() -> Any:
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
     return multiprocessing.get_context(method)
@@ -102,7 +109,7 @@ async def run_in_processes(options: EvalOptions, dataset: Dataset, todo: list[tu
     ctx = _context()
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(["kgagents.evals.runner", module_of(options.workflow),
-                                    *provider_modules(options)])
+                                    *provider_modules(options), *workflow_modules(options.workflow)])
     jobs = ctx.Queue()
     results = ctx.Queue()
     sizes = shares(options.concurrency, min(options.processes, len(todo)))

@@ -49,3 +49,11 @@ def auto_processes(concurrency: int, cpus: int | None = None) -> int:
     one per usable CPU, and 1 (this process, no workers) while one event loop keeps up."""
     cpus = usable_cpus() if cpus is None else cpus
     return max(1, min(cpus, -(-concurrency // ITEMS_PER_PROCESS)))
+
+
+def processes_for(processes: int | str, concurrency: int) -> int:
+    """Worker processes for a run at ``concurrency`` (``--processes``: a number, at most one per item in flight,
+    or ``auto``: :func:`auto_processes`)."""
+    if processes == "auto":
+        return auto_processes(concurrency)
+    return max(1, min(int(processes), concurrency))

@@ -21,6 +21,7 @@ from kgagents.graphs.spec import Workflow
 from kgagents.nodes import agent_g as n
 from kgagents.nodes import budget
 from kgagents.nodes.agent_g import AgentGContext, AgentGState, agent_g_context_of
+from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["NAME", "PRESETS", "WORKFLOW", "build", "compile_graph", "graph"]
 
@@ -78,7 +79,7 @@ WORKFLOW = Workflow(
     name=NAME, description="Agent-G: an agent picks the text or graph module, a critic validates and comments",
     build=build, context=AgentGContext, served="kgagents.graphs.agent_g:graph", presets=PRESETS,
     demo="kgagents.cli.agent_g:run_demo", adapter="kgagents.evals.agent_g:agent_g_adapter",
-    formatter="kgagents.cli.report:format_agent_g")
+    formatter="kgagents.cli.report:format_agent_g", preload=EMBEDDING_STACK)
 
 
 def compile_graph(checkpointer: Any = None, **kwargs: Any):

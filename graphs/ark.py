@@ -27,6 +27,7 @@ from kgagents.nodes import ark as n
 from kgagents.nodes import budget
 from kgagents.nodes.ark import ArkContext, ArkState, ark_context_of
 from kgagents.nodes.critic import verdict
+from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["NAME", "WORKFLOW", "build", "compile_graph", "graph"]
 
@@ -125,7 +126,7 @@ WORKFLOW = Workflow(
     name=NAME, description="ARK-V1: an agent walks a static KG anchor by anchor, relation by relation, to an answer",
     build=build, context=ArkContext, served="kgagents.graphs.ark:graph",
     demo="kgagents.cli.ark:run_demo", adapter="kgagents.evals.colota:ark_adapter",
-    formatter="kgagents.cli.report:format_ark")
+    formatter="kgagents.cli.report:format_ark", preload=EMBEDDING_STACK)
 
 
 def compile_graph(checkpointer: Any = None, **kwargs: Any):

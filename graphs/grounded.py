@@ -31,6 +31,7 @@ from kgagents.graphs.spec import Workflow
 from kgagents.nodes import budget
 from kgagents.nodes import grounded as n
 from kgagents.nodes.grounded import GroundedContext, GroundedState, grounded_context_of
+from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["NAME", "PAPER_PROTOCOL", "PRESETS", "ROWS", "WORKFLOW", "build", "compile_graph", "graph"]
 
@@ -140,7 +141,7 @@ WORKFLOW = Workflow(
     name=NAME, description="Grounded Graph-CoT / ToT / GoT: every reasoning step grounded in a static KG",
     build=build, context=GroundedContext, served="kgagents.graphs.grounded:graph", presets=PRESETS,
     demo="kgagents.cli.grounded:run_demo", adapter="kgagents.evals.grbench:grounded_adapter",
-    formatter="kgagents.cli.report:format_grounded")
+    formatter="kgagents.cli.report:format_grounded", preload=EMBEDDING_STACK)
 
 
 def compile_graph(checkpointer: Any = None, **kwargs: Any):

@@ -67,6 +67,9 @@ class Workflow:
     question, answer, failures and usage only."""
     compile_options: Mapping[str, Any] = field(default_factory=dict)
     """Config the compiled graph carries (``with_config``), e.g. a recursion limit."""
+    preload: tuple[str, ...] = ()
+    """Modules the runs import that take seconds to import (the embedding model's stack): the fork server of an
+    evaluation's worker processes imports them once for all its workers (:mod:`kgagents.evals.processes`)."""
 
     def __post_init__(self) -> None:
         if (self.demo is None) == (self.no_demo is None):

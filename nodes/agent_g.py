@@ -53,6 +53,7 @@ from kgagents.prompts import agent_g as P
 from kgagents.tools.crag_api import relation_types as crag_relations
 from kgagents.tools.files.convert import convert_bytes
 from kgagents.tools.pgraph import GraphRef, StaticKG, resolve
+from kgagents.tools.pgraph.embedding_cache import EmbeddingCache, check_cache_setting, embedding_cache
 from kgagents.tools.pgraph.embeddings import embedder_spec
 from kgagents.tools.pgraph.stark import stark_embeddings
 from kgagents.tools.pgraph.vectors import index_kind
@@ -150,6 +151,12 @@ class AgentGContext(BaseContext):
     embedded by the model."""
     vector_index: Literal["exact", "ivf"] = "exact"
     """``exact`` (the paper's VSS: every candidate scored) or ``ivf`` (an approximate inverted-file index)."""
+    embedding_cache: str = "memory"
+    """Where the text module keeps the embeddings of the pages' passages and the pages' converted text, by
+    content, so that a page met again (a rerun, a resumed or retried item, another ablation over the same
+    questions) is not converted and embedded again: ``memory`` (the process), ``disk`` (also a SQLite file in
+    the data home's ``cache/``, shared by processes and later runs), a file path, or ``off``. What it returns is
+    what the model returned for the text (:mod:`kgagents.tools.pgraph.embedding_cache`)."""
     recursion_limit: int = 100
 
     def __post_init__(self) -> None:
@@ -170,6 +177,7 @@ class AgentGContext(BaseContext):
             raise ValueError("max_nodes must be at least 1, or null for no bound")
         if self.vector_index not in ("exact", "ivf"):
             raise ValueError(f"vector_index must be exact or ivf, not {self.vector_index!r}")
+        check_cache_setting(self.embedding_cache)
         for name in ("domains", "entity_types", "relation_types", "candidate_types"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, (list, tuple))
@@ -383,21 +391,45 @@ PAGE_TEXT_LIMIT = 60_000
 _MARKDOWN_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
 
 
-def page_text(page: Page, max_chars: int = PAGE_TEXT_LIMIT) -> str:
-    """A page as text: its converted HTML (the project's HTML converter), else its snippet."""
+#: The name of the HTML-to-text conversion in an :class:`EmbeddingCache` (a change of it gets a new name).
+PAGE_TEXT_KIND = "page-html-markdown-v1"
+
+
+def html_text(html: str, max_chars: int = PAGE_TEXT_LIMIT, cache: EmbeddingCache | None = None) -> str:
+    """A page's HTML as text (the project's HTML converter; links read as their text), kept in ``cache`` when
+    given; empty when it has none."""
+    if not html.strip():
+        return ""
+    if cache is not None:
+        return cache.text(f"{PAGE_TEXT_KIND}:{max_chars}", html, lambda: html_text(html, max_chars))
+    try:
+        text = convert_bytes(html.encode("utf-8"), filename="page.html").text
+    except Exception:  # noqa: BLE001 - an unconvertible page falls back to its snippet
+        text = ""
+    if not text.strip():
+        return ""
+    for _ in range(2):  # a linked image is a link around an image
+        text = _MARKDOWN_LINK.sub(r"\1", text)
+    return text[:max_chars]
+
+
+def page_text(page: Page, max_chars: int = PAGE_TEXT_LIMIT, cache: EmbeddingCache | None = None) -> str:
+    """A page as text: its converted HTML (:func:`html_text`), else its snippet."""
     if page.get("text"):
         return str(page["text"])[:max_chars]
-    html = page.get("html") or ""
-    if html.strip():
-        try:
-            text = convert_bytes(str(html).encode("utf-8"), filename="page.html").text
-        except Exception:  # noqa: BLE001 - an unconvertible page falls back to its snippet
-            text = ""
-        if text.strip():
-            for _ in range(2):  # a linked image is a link around an image
-                text = _MARKDOWN_LINK.sub(r"\1", text)
-            return text[:max_chars]
-    return str(page.get("snippet") or "")
+    return html_text(str(page.get("html") or ""), max_chars, cache) or str(page.get("snippet") or "")
+
+
+def page_texts(pages: list[Page], cache: EmbeddingCache | None = None) -> list[str]:
+    """:func:`page_text` of each page, the same HTML (a page the results list twice) converted once."""
+    converted: dict[str, str] = {}
+    out = []
+    for page in pages:
+        html = "" if page.get("text") else str(page.get("html") or "")
+        if html and html not in converted:
+            converted[html] = html_text(html, cache=cache)
+        out.append((converted[html] or str(page.get("snippet") or "")) if html else page_text(page))
+    return out
 
 
 async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
@@ -422,10 +454,11 @@ async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
         out["graph_ref"] = await asyncio.to_thread(resolve, str(state["graph"]))
     pages = list(state.get("pages") or [])
     if pages:
-        texts = await asyncio.to_thread(lambda: [page_text(p) for p in pages])
+        cache = embedding_cache(ctx.embedding_cache)
+        texts = await asyncio.to_thread(page_texts, pages, cache)
         kept, order = await asyncio.to_thread(rank_pages, question,
                                               [(str(p.get("name", "")), t) for p, t in zip(pages, texts, strict=True)],
-                                              ctx.embedder(), max_chars=ctx.page_chars)
+                                              ctx.embedder(), max_chars=ctx.page_chars, cache=cache)
         pages = [Page(name=str(p.get("name", "")), url=str(p.get("url", "")), snippet=str(p.get("snippet", "")),
                       text=t) for p, t in zip(pages, kept, strict=True)]
         out.update(pages=pages, page_order=[[i, s] for i, s in order])

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from kgagents.tools.pgraph import StaticKG
+from kgagents.tools.pgraph.embedding_cache import EmbeddingCache
 from kgagents.tools.pgraph.vectors import resolve_embedder
 
 
@@ -63,9 +64,10 @@ def _note_join(notes: list[str]) -> str:
 # --------------------------------------------------------------------------------------------------------------
 # Text module
 # --------------------------------------------------------------------------------------------------------------
-def _embed(texts: Sequence[str], embedder: Any) -> np.ndarray:
-    """Unit-length embeddings of ``texts`` (rows of zeros stay zero)."""
-    vectors = np.asarray(resolve_embedder(embedder).encode(list(texts)), dtype=np.float32)
+def _embed(texts: Sequence[str], embedder: Any, cache: EmbeddingCache | None = None) -> np.ndarray:
+    """Unit-length embeddings of ``texts`` (rows of zeros stay zero), through ``cache`` when given."""
+    encoded = cache.encode(texts, embedder) if cache is not None else resolve_embedder(embedder).encode(list(texts))
+    vectors = np.asarray(encoded, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms == 0, 1.0, norms)
 
@@ -99,13 +101,14 @@ def passages(text: str, size: int = 500) -> list[str]:
 
 
 def rank_pages(question: str, pages: Sequence[tuple[str, str]], embedder: Any = None, *, max_chars: int = 3000,
-               size: int = 500) -> tuple[list[str], list[tuple[int, float]]]:
+               size: int = 500, cache: EmbeddingCache | None = None) -> tuple[list[str], list[tuple[int, float]]]:
     """What the generator reads of each page, and the pages ranked by similarity to the question (VSS).
 
     A page (``(name, text)``) is cut into passages; a page's score is its best passage's cosine similarity to
     the question, and what is kept of it are its best passages, in page order, up to ``max_chars`` — the
     parts of a long page that speak to the question, not its navigation. All passages are embedded in one
-    batch, each distinct passage once (result pages often repeat one another).
+    batch, each distinct passage once (result pages often repeat one another); with a ``cache``
+    (:mod:`kgagents.tools.pgraph.embedding_cache`) only those it does not hold yet.
     """
     if not pages:
         return [], []
@@ -113,7 +116,7 @@ def rank_pages(question: str, pages: Sequence[tuple[str, str]], embedder: Any = 
            for name, text in pages]
     flat = [p for chunks in cut for p in chunks]
     distinct = list(dict.fromkeys(flat))
-    vectors = _embed([question, *distinct], embedder)
+    vectors = _embed([question, *distinct], embedder, cache)
     by_text = dict(zip(distinct, (vectors[1:] @ vectors[0]).tolist(), strict=True))
     scores = np.asarray([by_text[p] for p in flat], dtype=np.float32)
     kept: list[str] = []

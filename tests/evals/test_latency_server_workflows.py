@@ -169,3 +169,16 @@ def test_the_profile_names_embedding_and_page_parsing_apart_from_the_standard_li
     assert component("/v/lib/python3.12/site-packages/torch/nn/functional.py", "linear").startswith("embeddings")
     assert component("/v/lib/python3.12/site-packages/bs4/element.py", "find").startswith("embeddings")
     assert component("/usr/lib/python3.12/json/decoder.py", "decode").startswith("json")
+
+
+@pytest.mark.slow
+async def test_the_benchmark_shares_batch_runs_between_worker_processes():
+    """``--processes``: the batch runs' items go to worker processes, through the same client and server."""
+    from kgagents.evals.bench_workflows import run_workflow_benchmark, workflow_markdown
+
+    result = await run_workflow_benchmark("ark", latency=0.05, concurrencies=[1, 4], waves=1, sequential_items=1,
+                                          single_items=1, processes=2)
+    rows = result["batch"]["rows"]
+    assert [r["processes"] for r in rows] == [1, 2] and [r["items"] for r in rows] == [1, 4]
+    assert rows[1]["cpu_s"] is None and rows[1]["calls_per_item"] == 9
+    assert "| 4 | 2 | 4 |" in workflow_markdown(result)

@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from kgagents.core.scripted import ScriptedChatModel
-from kgagents.evals.processes import provider_modules
+from kgagents.evals.processes import provider_modules, workflow_modules
 from kgagents.evals.runner import EvalOptions, batch_collector, run_evaluation
 from kgagents.evals.workers import auto_processes, shares
 from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
@@ -48,6 +48,14 @@ def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
     options = EvalOptions(workflow="kgot", out_dir=tmp_path, context=Context(model=ScriptedChatModel(),
                                                                              tool_executor_model="ollama:qwen"))
     assert provider_modules(options) == ["langchain_ollama"]
+
+
+def test_the_fork_server_imports_the_embedding_stack_of_the_workflows_that_embed():
+    """ARK-V1, grounded reasoning and Agent-G embed: their workers get sentence-transformers from the fork server
+    (seconds of CPU per worker otherwise); KGoT's do not import it."""
+    for workflow in ("ark", "grounded", "agent-g"):
+        assert workflow_modules(workflow) == ["sentence_transformers"]
+    assert workflow_modules("kgot") == []
 
 
 @pytest.mark.slow

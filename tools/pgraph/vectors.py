@@ -36,6 +36,7 @@ import shutil
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from kgagents.tools.pgraph.embeddings import (
     OPENAI_PREFIX,
     Embedder,
     LazyEmbedder,
+    OpenAIEmbedder,
     SentenceTransformerEmbedder,
     canonical_model,
     embedder_from_name,
@@ -80,6 +82,63 @@ def model_id_of(embedder: Any) -> str | None:
         return _model_id_for_name(None if embedder.model is None else str(embedder.model))
     explicit = getattr(embedder, "model_id", None)
     return str(explicit) if explicit else None
+
+
+def cache_model_id(embedder: Any) -> str | None:
+    """What identifies an embedder's vectors: its model id, with its device and server when it names them;
+    ``None`` when it has no stable id (its vectors are not cached)."""
+    model = model_id_of(embedder)
+    if model is None:
+        return None
+    device = getattr(embedder, "device", None)
+    base_url = getattr(embedder, "base_url", None)
+    return model + (f"@{device}" if device else "") + (f"@{base_url}" if base_url else "")
+
+
+#: Query embeddings a process keeps (:meth:`VectorIndex.encode`), the least recently used dropped first;
+#: ``KGAGENTS_QUERY_MEMO`` sets another number (0: none kept).
+QUERY_MEMO = 10_000
+_queries: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_queries_lock = threading.Lock()
+#: Query embeddings served from the memo and computed (``[hits, misses]``), for the benchmarks.
+query_counts = [0, 0]
+
+
+def _memo_size() -> int:
+    value = os.environ.get("KGAGENTS_QUERY_MEMO", "").strip()
+    if not value:
+        return QUERY_MEMO
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise ValueError(f"KGAGENTS_QUERY_MEMO is a number of query embeddings (0: none), not {value!r}") from None
+
+
+def query_vector(text: str, model: Any) -> np.ndarray:
+    """``model``'s embedding of one query text (a row), kept per process by the model's id, device and server
+    and the text: a search repeated within a run (every iteration asks with the same question) or by a later
+    run embeds it once. One text alone is one ``encode`` call of one text either way, so the vector is the one
+    the model returns for it every time. Only the project's embedders are kept (a sentence-transformers model,
+    by name or loaded, and OpenAI's embeddings); any other object is asked every time."""
+    size = _memo_size()
+    key = cache_model_id(model) if size and isinstance(model, (SentenceTransformerEmbedder, LazyEmbedder,
+                                                               OpenAIEmbedder)) else None
+    if key is None:
+        return np.asarray(model.encode([text]), dtype=np.float32).reshape(1, -1)
+    with _queries_lock:
+        vector = _queries.get((key, text))
+        if vector is not None:
+            _queries.move_to_end((key, text))
+            query_counts[0] += 1
+            return vector
+    vector = np.asarray(model.encode([text]), dtype=np.float32).reshape(1, -1)
+    vector.setflags(write=False)
+    with _queries_lock:
+        _queries[(key, text)] = vector
+        query_counts[1] += 1
+        while len(_queries) > size:
+            _queries.popitem(last=False)
+    return vector
 
 
 def _model_id_for_name(name: str | None) -> str:
@@ -265,7 +324,7 @@ class VectorIndex:
         """The query's normalised embedding, by ``embedder`` (another object of the index's model, e.g. one with
         another server address) or the index's own."""
         model = self.embedder if embedder is None else resolve_embedder(embedder)
-        vector = np.asarray(model.encode([text]), dtype=np.float32).reshape(1, -1)
+        vector = query_vector(text, model)
         norm = np.linalg.norm(vector)
         return vector / norm if norm else vector
 
