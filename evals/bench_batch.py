@@ -45,10 +45,10 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -102,7 +102,8 @@ class _LeanCall(Runnable):
         tools = self.tools
         if self.schema is not None:
             tools = [{"type": "function", "function": {"name": self.schema.__name__}}]
-        message = self.model._generate(messages, tools=tools, tool_choice=self.tool_choice).generations[0].message
+        message = cast(AIMessage, self.model._generate(messages, tools=tools,
+                                                       tool_choice=self.tool_choice).generations[0].message)
         if self.schema is None:
             return message
         try:
@@ -124,19 +125,19 @@ class LatencyChatModel(ScriptedChatModel):
         return self._generate(messages, stop=stop, **kwargs)
 
     def with_structured_output(self, schema: Any, *, include_raw: bool = False, method: str | None = None,
-                               **kwargs: Any):  # type: ignore[override]
+                               **kwargs: Any):
         if not self.lean:
             return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
         if not include_raw:
             raise ValueError("the lean path returns raw and parsed replies (include_raw=True)")
         return _LeanCall(self, schema=schema)
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any):
         if not self.lean:
             return super().bind_tools(tools, tool_choice=tool_choice, **kwargs)
         return _LeanCall(self, tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice)
 
-    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> AIMessage:  # type: ignore[override]
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> AIMessage:
         if not self.lean:
             return await super().ainvoke(input, config, **kwargs)
         return await _LeanCall(self).ainvoke(input)
@@ -241,7 +242,7 @@ async def single_task_time(route: str, model: dict[str, Any], root: Path, sequen
     """One task's wall time (``sequential``: every call one after the other), its model and tool calls recorded
     in ``trace``."""
     graph = compile_graph(InMemorySaver())
-    config: dict[str, Any] = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
+    config: RunnableConfig = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
     if sequential:
         config["max_concurrency"] = 1
     t0 = time.perf_counter()
@@ -386,8 +387,8 @@ async def run_benchmark(latency: float, concurrencies: list[int], route: str, mo
             traces = [CallTrace(tools=True) for _ in range(repeats)]
             concurrent = [await single_task_time(route, model, root, False, one_request, t) for t in traces]
             serial = [await single_task_time(route, model, root, True, one_request) for _ in range(repeats)]
-            best = min(range(repeats), key=lambda i: concurrent[i])
-            rounds = critical_path([(start, end) for start, end, _ in traces[best].calls])
+            fastest = min(range(repeats), key=lambda i: concurrent[i])
+            rounds = critical_path([(start, end) for start, end, _ in traces[fastest].calls])
             times = {"concurrent_s": min(concurrent), "sequential_s": min(serial),
                      "speedup": min(serial) / min(concurrent), "rounds": rounds,
                      "critical_path_s": rounds * latency,

@@ -54,6 +54,7 @@ from kgagents.evals.datasets import Dataset, load_dataset
 from kgagents.evals.latency_server import LatencyServer
 from kgagents.evals.profiling import cpu_shares, profile_markdown, profiled
 from kgagents.evals.runner import EvalOptions, evaluate
+from kgagents.evals.stark_fixture import write_all
 from kgagents.evals.workers import processes_for
 from kgagents.graphs.workflows import preset
 
@@ -188,12 +189,6 @@ class WorkflowBench:
         """The dataset (STaRK's is written to ``root`` from the test fixture first)."""
         path = None
         if self.dataset.startswith("stark"):
-            try:
-                # the STaRK-shaped fixture ships with the tests, not the package
-                from tests.agent_g.stark_fixtures import write_all
-            except ImportError as exc:
-                raise ValueError("the STaRK-shaped fixture is written by tests/agent_g/stark_fixtures.py: run the "
-                                 "stark-prime benchmark from a source checkout") from exc
             path = write_all(root / "stark")
         data = load_dataset(self.dataset, path)
         if self.scorer:
@@ -298,7 +293,7 @@ async def single_task(bench: WorkflowBench, base_url: str, data: Dataset, root: 
                       items: int) -> list[dict[str, Any]]:
     """The first ``items`` items one at a time, each traced: wall time, calls, the critical path (latency rounds)
     and the sum of the calls' durations (the same calls one at a time)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for item in data.items[:items]:
         trace = CallTrace()
         one = dataclasses.replace(data, items=[item])
@@ -425,7 +420,7 @@ async def run_workflow_benchmark(workflow: str, *, dataset: str | None = None, p
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
     try:
         data = bench.load(root)
-        measured = []
+        measured: list[dict[str, Any]] = []
         with LatencyServer(bench.script, latency, auto_fallback=True) as server, \
                 LatencyServer(bench.script, 0.0, auto_fallback=True) as instant:
             await run_items(bench, instant.base_url, replicated(data, 2), 2, root / "warm")  # imports, graphs

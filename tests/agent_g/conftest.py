@@ -66,7 +66,7 @@ def comment(iteration: int | str, error: str, reason: str = "", *, times: int = 
 
 @pytest.fixture(scope="session")
 def stark_root(tmp_path_factory) -> Path:
-    """STaRK's released layout with small MAG, Amazon and PrimeKG datasets (:mod:`tests.agent_g.stark_fixtures`)."""
-    from tests.agent_g.stark_fixtures import write_all
+    """STaRK's released layout with small MAG, Amazon and PrimeKG datasets (:mod:`kgagents.evals.stark_fixture`)."""
+    from kgagents.evals.stark_fixture import write_all
 
     return write_all(tmp_path_factory.mktemp("stark"))

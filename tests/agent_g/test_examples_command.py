@@ -10,7 +10,7 @@ import pytest
 from kgagents.cli import main
 from tests.agent_g.conftest import decide
 
-STEPS = [  # STaRK-PrimeKG's training split: questions 3 and 4 (stark_fixtures.PRIME_SPLITS)
+STEPS = [  # STaRK-PrimeKG's training split: questions 3 and 4 (kgagents.evals.stark_fixture.PRIME_SPLITS)
     decide(1, entities=[("tuberculosis", "disease"), ("CYP3A4", "gene/protein")], relations=["indication", "enzyme"],
            context=".*Which antibiotic induces CYP3A4"),
     decide(1, entities=[("Ivermectin", "drug")], relations=["indication"], context=".*Which genes does Ivermectin"),

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from kgagents.cli import main
+from kgagents.evals.stark_fixture import MAG_QUERY, NOTEBOOK_AMAZON_QUERY, NOTEBOOK_PRIME_QUERY
 from tests.agent_g.conftest import decide, validate
-from tests.agent_g.stark_fixtures import MAG_QUERY, NOTEBOOK_AMAZON_QUERY, NOTEBOOK_PRIME_QUERY
 
 GOLD_PATHS = {  # test split: the action that follows each question's gold path
     "mag": [decide(1, entities=[("Netaji Subhash Engineering College", "institution")],

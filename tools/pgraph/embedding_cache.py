@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from kgagents.core.config import data_home
 from kgagents.tools.pgraph.vectors import cache_model_id, resolve_embedder
 
 #: Memory a process's cache holds at most (vectors and texts), the least recently used dropped first.
@@ -237,8 +238,6 @@ def cache_path(setting: str) -> Path | None:
     if setting == "memory":
         return None
     if setting == "disk":
-        from kgagents.core.config import data_home
-
         return data_home()[0] / "cache" / FILE_NAME
     path = Path(setting).expanduser()
     return path / FILE_NAME if path.is_dir() or setting.endswith(("/", "\\")) else path

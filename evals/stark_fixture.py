@@ -1,17 +1,19 @@
-"""Small STaRK datasets (MAG, Amazon, PrimeKG) in STaRK's released layout, for the tests.
+"""Small STaRK datasets (MAG, Amazon, PrimeKG) in STaRK's released layout, for the tests and the benchmark.
 
-    python -m tests.agent_g.stark_fixtures OUT_DIR      writes OUT_DIR/qa/<name>/... and
-    OUT_DIR/skb/<name>/...
+    python -m kgagents.evals.stark_fixture OUT_DIR      writes OUT_DIR/qa/<name>/... and OUT_DIR/skb/<name>/...
 
 The layout is the one of the Hugging Face dataset ``snap-stanford/stark`` that STaRK's loaders read:
 
-    qa/<name>/stark_qa/stark_qa.csv                     id, query, answer_ids (a Python list as text)
-    qa/<name>/stark_qa/stark_qa_human_generated_eval.csv qa/<name>/split/{train,val,test,test-0.1}.index
-    query ids, one per line skb/mag/processed/        node_info.pkl, node_types.pt, edge_index.pt,
-    edge_types.pt (no type dictionaries: STaRK's MAG loader holds them) skb/amazon/processed/     the products
-    alone: node_info.pkl, edge_index.pt, edge_types.pt, edge_type_dict.pkl
-    skb/amazon/processed/cache/brand-category-color/    the graph with brand, category and color nodes: the
-    six files, type dictionaries included skb/prime/processed/      the six files
+- ``qa/<name>/stark_qa/stark_qa.csv``: id, query, answer_ids (a Python list as text);
+- ``qa/<name>/stark_qa/stark_qa_human_generated_eval.csv``;
+- ``qa/<name>/split/{train,val,test,test-0.1}.index``: query ids, one per line;
+- ``skb/mag/processed/``: ``node_info.pkl``, ``node_types.pt``, ``edge_index.pt``, ``edge_types.pt`` (no type
+  dictionaries: STaRK's MAG loader holds them);
+- ``skb/amazon/processed/``: the products alone: ``node_info.pkl``, ``edge_index.pt``, ``edge_types.pt``,
+  ``edge_type_dict.pkl``;
+- ``skb/amazon/processed/cache/brand-category-color/``: the graph with brand, category and color nodes: the six
+  files, type dictionaries included;
+- ``skb/prime/processed/``: the six files.
 
 Node records use the fields STaRK's processed records have and its ``get_doc_info`` reads: MAG ``type``,
 ``mag_id``, ``DisplayName``, ``PaperCount``, ``CitationCount`` (authors, institutions, fields of study; -1
@@ -30,7 +32,8 @@ the CYP3A4 enzyme and are used to treat strongyloidiasis?") with its answer Iver
 renumbered 0), its source, the beginning of its description and its relations (enzyme CYP3A4; target GABRB3,
 GLRA3; indication onchocerciasis, strongyloidiasis). Everything else — the MAG graph (after the paper's Figure
 4: Netaji Subhash Engineering College and optical TALU implementations), the other questions, counts, reviews
-and the nodes the relations need — is written for these tests. """
+and the nodes the relations need — is written for kgagents' tests and benchmark.
+"""
 
 from __future__ import annotations
 
@@ -167,7 +170,7 @@ _IVERMECTIN = {"description": "Ivermectin is a broad-spectrum anti-parasite medi
                              "nematode parasite <i>Strongyloides stercoralis</i>.",
                "mechanism_of_action": "Ivermectin binds selectively and with high affinity to glutamate-gated "
                                       "chloride ion channels.", "drugbank_id": "DB00602", "_note": "hidden"}
-PRIME_NODES = [
+PRIME_NODES: list[dict[str, Any]] = [
     {"id": "DB00602", "type": "drug", "name": "Ivermectin", "source": "DrugBank", "details": _IVERMECTIN},
     {"id": "1576", "type": "gene/protein", "name": "CYP3A4", "source": "NCBI",
      "details": {"name": "cytochrome P450 family 3 subfamily A member 4", "alias": ["CP33", "CYP3A3"],
@@ -202,7 +205,7 @@ HUMAN_QA = {"mag": [(0, "Papers from Netaji Subhash Engineering College on optic
 # Writing the files
 # --------------------------------------------------------------------------------------------------------------
 def _save(folder: Path, **files: Any) -> None:
-    import torch
+    import torch  # STaRK's tensors: only when the files are written
 
     folder.mkdir(parents=True, exist_ok=True)
     for name, value in files.items():
@@ -288,5 +291,5 @@ def write_all(root: Path) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m tests.agent_g.stark_fixtures OUT_DIR")
+        raise SystemExit("usage: python -m kgagents.evals.stark_fixture OUT_DIR")
     print(write_all(Path(sys.argv[1])))
