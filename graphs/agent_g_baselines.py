@@ -25,6 +25,7 @@ from kgagents.nodes import agent_g as n
 from kgagents.nodes import agent_g_baselines as b
 from kgagents.nodes import budget
 from kgagents.nodes.agent_g import AgentGContext, AgentGState, agent_g_context_of
+from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["BASELINE_PRESETS", "build_corrective_rag", "build_cot", "build_graph_rag", "build_hybrid_rag",
            "build_react", "build_text_rag", "corrective_rag", "corrective_rag_graph", "cot", "cot_graph", "graph_rag",
@@ -122,16 +123,19 @@ def build_react() -> StateGraph[Any, Any, Any, Any]:
 BASELINE_PRESETS: dict[str, dict[str, Any]] = {name: PAPER[name] for name in ("paper-stark", "paper-crag")}
 
 
-def _baseline(name: str, description: str, build: Any) -> Workflow:
-    """A baseline of Agent-G's experiments: Agent-G's context, adapter and report, its paper presets."""
+def _baseline(name: str, description: str, build: Any, *, retrieves: bool = True) -> Workflow:
+    """A baseline of Agent-G's experiments: Agent-G's context, adapter and report, its paper presets; one that
+    ``retrieves`` embeds (its worker processes get the embedding stack from the fork server)."""
     return Workflow(name=name, description=description, build=build, context=AgentGContext,
+                    preload=EMBEDDING_STACK if retrieves else (),
                     served=f"kgagents.graphs.agent_g_baselines:{name[len('agent-g-'):].replace('-', '_')}_graph",
                     presets=BASELINE_PRESETS, no_demo="a baseline of Agent-G: `kgagents demo --workflow agent-g` runs "
                     "its example", adapter="kgagents.evals.agent_g:agent_g_adapter",
                     formatter="kgagents.cli.report:format_agent_g")
 
 
-cot = _baseline("agent-g-cot", "Agent-G's baseline: the model alone, chain-of-thought prompting", build_cot)
+cot = _baseline("agent-g-cot", "Agent-G's baseline: the model alone, chain-of-thought prompting", build_cot,
+               retrieves=False)
 text_rag = _baseline("agent-g-text-rag", "Agent-G's baseline: the text module's references, one pass",
                      build_text_rag)
 graph_rag = _baseline("agent-g-graph-rag", "Agent-G's baseline: the graph module's references, one pass",

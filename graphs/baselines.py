@@ -52,6 +52,7 @@ from kgagents.nodes.kgot import (
     tool_tasks,
 )
 from kgagents.nodes.runtime import context_of
+from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["build_graphrag", "build_nokg", "build_rag", "build_zeroshot", "graphrag", "graphrag_graph", "nokg",
            "nokg_graph", "rag", "rag_graph", "zeroshot", "zeroshot_graph"]
@@ -163,9 +164,9 @@ _RAG_ADAPTER = "kgagents.evals.kgot_baselines:rag_baseline_adapter"
 zeroshot = _baseline("zeroshot", "KGoT paper's baseline: the model alone, zero-shot", build_zeroshot,
                      n.BaselineContext)
 rag = _baseline("rag", "KGoT paper's baseline: simple RAG over KGoT's tool outputs of the same task", build_rag,
-                n.BaselineContext, adapter=_RAG_ADAPTER)
+                n.BaselineContext, adapter=_RAG_ADAPTER, preload=EMBEDDING_STACK)
 graphrag = _baseline("kgot-graphrag", "KGoT paper's baseline: GraphRAG over KGoT's tool outputs of the same task",
-                     build_graphrag, n.BaselineContext, adapter=_RAG_ADAPTER)
+                     build_graphrag, n.BaselineContext, adapter=_RAG_ADAPTER, preload=EMBEDDING_STACK)
 nokg = _baseline("kgot-nokg", "KGoT paper's baseline: KGoT's loop with the tool outputs as state, no KG",
                  build_nokg, Context)
 

@@ -16,6 +16,7 @@ from langgraph.graph import END, START, StateGraph
 from kgagents.graphs import io
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import kg_rag as n
+from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["base", "base_graph", "build_base", "build_graph_rag", "build_text_rag", "graph_rag", "graph_rag_graph",
            "text_rag", "text_rag_graph"]
@@ -53,19 +54,22 @@ def build_base() -> StateGraph[Any, Any, Any, Any]:
     return g
 
 
-def _baseline(name: str, description: str, build: Any, formatter: str | None = None) -> Workflow:
-    """A baseline of grounded reasoning: the grounded workflow's evaluation adapter."""
+def _baseline(name: str, description: str, build: Any, *, retrieves: bool = False) -> Workflow:
+    """A baseline of grounded reasoning: the grounded workflow's evaluation adapter; one that ``retrieves`` gets
+    the report of what it retrieved, and its worker processes the embedding stack from the fork server."""
     return Workflow(name=name, description=description, build=build, context=n.KGRagContext,
                     served=f"kgagents.graphs.kg_rag:{name.replace('-', '_')}_graph",
                     no_demo="a baseline of grounded reasoning: `kgagents demo --workflow grounded` runs its example",
-                    adapter="kgagents.evals.grbench:kg_rag_adapter", formatter=formatter)
+                    adapter="kgagents.evals.grbench:kg_rag_adapter",
+                    formatter="kgagents.cli.report:format_kg_rag" if retrieves else None,
+                    preload=EMBEDDING_STACK if retrieves else ())
 
 
 base = _baseline("base", "Grounded reasoning's baseline: the model alone answers (the answer only)", build_base)
 text_rag = _baseline("text-rag", "Grounded reasoning's baseline: the KG nodes closest to the question as context",
-                     build_text_rag, "kgagents.cli.report:format_kg_rag")
+                     build_text_rag, retrieves=True)
 graph_rag = _baseline("graph-rag", "Grounded reasoning's baseline: the closest nodes and their 1-hop neighbours",
-                      build_graph_rag, "kgagents.cli.report:format_kg_rag")
+                      build_graph_rag, retrieves=True)
 
 #: For ``langgraph.json``.
 base_graph = base.graph

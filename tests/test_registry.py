@@ -11,6 +11,7 @@ import pytest
 
 from kgagents.graphs import registry
 from kgagents.graphs.spec import Workflow, resolve
+from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +92,10 @@ def test_the_cli_lists_the_workflows_and_refuses_a_demo_that_is_not_there(capsys
     assert sum(line.endswith("(demo)") for line in lines) == sum(bool(s.demo) for s in registry.workflows())
     assert main(["--runs-dir", str(tmp_path), "demo", "--workflow", "kgot-nokg"]) == 2
     assert "no demo for the kgot-nokg workflow: a baseline of the KGoT paper" in capsys.readouterr().err
+
+
+def test_the_workflows_that_embed_preload_the_embedding_stack_in_worker_processes():
+    embedding = {"ark", "grounded", "agent-g", "text-rag", "graph-rag", "rag", "kgot-graphrag", "agent-g-text-rag",
+                 "agent-g-graph-rag", "agent-g-hybrid-rag", "agent-g-corrective-rag", "agent-g-react"}
+    for spec in registry.workflows():
+        assert spec.preload == (EMBEDDING_STACK if spec.name in embedding else ()), spec.name
