@@ -482,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vary", metavar="KEY=V1,V2",
                         help="--workflow ark|grounded|agent-g: measure the single task and the batch once per "
                              "value of a context field, in turn, in one run (e.g. embedding_cache=off,memory)")
+    parser.add_argument("--graph", help="grounded, Agent-G on STaRK: every item on this static graph (a name or "
+                                        "path, e.g. one written by kgagents.evals.synthetic_kg) for the memory runs")
     parser.add_argument("--json", help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
     if args.workflow == "kgot" and (args.values or args.vary):
@@ -498,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
             args.workflow, dataset=args.dataset, preset=args.preset, latency=args.latency,
             concurrencies=args.concurrency, waves=args.waves, sequential_items=args.sequential_items,
             single_items=args.single_items, profile_c=args.profile, memory_c=args.memory,
-            values=values, vary=vary, processes=args.processes))
+            values=values, vary=vary, processes=args.processes, graph=args.graph))
         print(workflow_markdown(measured))
         if args.json:
             Path(args.json).write_text(json.dumps(measured, indent=2) + "\n", encoding="utf-8")

@@ -184,15 +184,24 @@ class WorkflowBench:
     scorer: str | None = "gaia"
     """The scorer the runs are graded with: an exact one (the replies are no answers; an LLM grader would add its
     calls to the workflow's)."""
+    graph: str | None = None
+    """Another static graph for every item (``--graph``: a name or path, e.g. a large graph from
+    :mod:`kgagents.evals.synthetic_kg`); ``None``: the dataset's own."""
 
     def load(self, root: Path) -> Dataset:
-        """The dataset (STaRK's is written to ``root`` from the test fixture first)."""
+        """The dataset (STaRK's is written to ``root`` from the test fixture first), its items on ``graph``."""
         path = None
         if self.dataset.startswith("stark"):
             path = write_all(root / "stark")
         data = load_dataset(self.dataset, path)
         if self.scorer:
             data.scorer = self.scorer
+        if self.graph is not None:
+            if not all("graph" in item.inputs for item in data.items):
+                raise ValueError(f"the {self.workflow} benchmark's items on {self.dataset} name no static graph "
+                                 "to replace (--graph is for grounded on grbench-fixture and Agent-G on STaRK)")
+            for item in data.items:
+                item.inputs = {**item.inputs, "graph": self.graph}
         return data
 
     def context_values(self, base_url: str) -> dict[str, Any]:
@@ -389,7 +398,7 @@ def memory(bench: WorkflowBench, base_url: str, concurrency: int) -> dict[str, A
     for c in (1, concurrency):
         out = subprocess.run([sys.executable, "-m", "kgagents.evals.bench_workflows", "--memory-child",
                               bench.workflow, bench.dataset, bench.preset or "", str(c), base_url,
-                              json.dumps(bench.values)],
+                              json.dumps(bench.values), bench.graph or ""],
                              capture_output=True, text=True, check=False,
                              cwd=Path(__file__).resolve().parent.parent, env={**os.environ})
         if out.returncode != 0:
@@ -406,16 +415,16 @@ async def run_workflow_benchmark(workflow: str, *, dataset: str | None = None, p
                                  sequential_items: int = 4, single_items: int = 3, profile_c: int | None = None,
                                  memory_c: int | None = None, values: dict[str, Any] | None = None,
                                  vary: list[dict[str, Any]] | None = None,
-                                 processes: int | str = 1) -> dict[str, Any]:
+                                 processes: int | str = 1, graph: str | None = None) -> dict[str, Any]:
     """Everything above for one workflow, in one run against one latency server (see the module docstring).
 
     ``values`` are context values of every run; ``vary`` lists variants (context values over those), each
     measured in turn — single task and batch — on the same server and warm process, so that their ratio comes
     from one run; the profile and the memory runs use the first. ``processes`` shares the batch runs' items
     between worker processes (the single task, the sequential baseline, the profile and the memory runs stay in
-    one process)."""
+    one process). ``graph`` puts every item on another static graph (:attr:`WorkflowBench.graph`)."""
 
-    bench = bench_for(workflow, dataset, preset).with_values(values or {})
+    bench = dataclasses.replace(bench_for(workflow, dataset, preset).with_values(values or {}), graph=graph)
     os.environ[STAGE_HEADER_VARIABLE] = "1"  # the server routes the runs by the calls' stages
     root = Path(tempfile.mkdtemp(prefix="kgagents-bench-"))
     try:
@@ -442,7 +451,8 @@ async def run_workflow_benchmark(workflow: str, *, dataset: str | None = None, p
             first = bench.with_values(measured[0]["values"])
             prof = await profile(first, server.base_url, data, root, profile_c, waves) if profile_c else None
             mem = memory(first, server.base_url, memory_c) if memory_c else None
-        return {"workflow": workflow, "dataset": bench.dataset, "preset": bench.preset, "latency_s": latency,
+        return {"workflow": workflow, "dataset": bench.dataset, "graph": bench.graph, "preset": bench.preset,
+                "latency_s": latency,
                 "processes": processes,
                 "values": values or {}, "single_task": measured[0]["single_task"], "batch": measured[0]["batch"],
                 "variants": measured if vary else [], "load_avg": measured[0]["load_avg"], "profile": prof,
@@ -504,9 +514,10 @@ def _run_markdown(single: list[dict[str, Any]], b: dict[str, Any], latency: floa
 def _memory_child_main(argv: list[str]) -> int:
 
 
-    workflow, dataset, preset, concurrency, base_url, values = argv
+    workflow, dataset, preset, concurrency, base_url, values, graph = argv
     os.environ[STAGE_HEADER_VARIABLE] = "1"
-    bench = dataclasses.replace(bench_for(workflow, dataset, preset or None), values=json.loads(values))
+    bench = dataclasses.replace(bench_for(workflow, dataset, preset or None), values=json.loads(values),
+                                graph=graph or None)
     print(json.dumps(event_loop.run(memory_child(bench, base_url, int(concurrency)))))
     return 0
 

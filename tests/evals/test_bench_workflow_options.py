@@ -41,8 +41,9 @@ def test_the_command_line_hands_the_options_to_the_workflow_benchmark(monkeypatc
     monkeypatch.setattr(bench_batch, "run_workflow_benchmark", fake)
     with pytest.raises(SystemExit):
         bench_batch.main(["--workflow", "agent-g", "--processes", "2", "--concurrency", "64", "128",
-                          "--set", "page_chars=2000", "--vary", "embedding_cache=off,memory"])
+                          "--set", "page_chars=2000", "--vary", "embedding_cache=off,memory", "--graph", "big"])
     assert seen["workflow"] == "agent-g" and seen["processes"] == 2 and seen["concurrencies"] == [64, 128]
+    assert seen["graph"] == "big"
     assert seen["values"] == {"page_chars": 2000}
     assert seen["vary"] == [{"embedding_cache": "off"}, {"embedding_cache": "memory"}]
     for argv, message in ((["--set", "x=1"], "for --workflow ark|grounded|agent-g"),
@@ -81,7 +82,7 @@ async def test_batch_runs_go_to_worker_processes_and_variants_to_the_context(mon
 
 
 def test_a_variant_reaches_the_memory_runs(monkeypatch):
-    """The memory runs (a process of their own) get the benchmark's context values."""
+    """The memory runs (a process of their own) get the benchmark's context values and its graph."""
     argv = []
 
     def fake_run(command, **kwargs):
@@ -91,7 +92,9 @@ def test_a_variant_reaches_the_memory_runs(monkeypatch):
     monkeypatch.setattr(bench_workflows.subprocess, "run", fake_run)
     bench = dataclasses.replace(bench_for("agent-g"), values={"embedding_cache": "off"})
     bench_workflows.memory(bench, "http://x", 4)
-    assert argv[0][-1] == '{"embedding_cache": "off"}' and Path(argv[0][0]).name.startswith("python")
+    assert argv[0][-2:] == ['{"embedding_cache": "off"}', ""] and Path(argv[0][0]).name.startswith("python")
+    bench_workflows.memory(dataclasses.replace(bench, graph="syn-1m"), "http://x", 4)
+    assert argv[-1][-1] == "syn-1m"
 
 
 def test_the_trace_records_tool_runs_only_when_asked():
@@ -109,3 +112,12 @@ def test_the_trace_records_tool_runs_only_when_asked():
     assert _critical({"rounds": 10, "critical_path_s": 2.0, "wall_over_critical": 1.03}) == (
         "; its model and tool calls in 10 rounds (critical path 2.00 s): wall / critical path 1.03")
     assert _critical({"concurrent_s": 2.0}) == ""
+
+
+def test_another_graph_replaces_every_items_graph_and_only_where_items_have_one(tmp_path):
+    grounded = dataclasses.replace(bench_for("grounded"), graph="/data/syn-1m")
+    data = grounded.load(tmp_path)
+    assert data.items and {item.inputs["graph"] for item in data.items} == {"/data/syn-1m"}
+    ark = dataclasses.replace(bench_for("ark"), graph="/data/syn-1m")
+    with pytest.raises(ValueError, match="name no static graph"):
+        ark.load(tmp_path)
