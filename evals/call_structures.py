@@ -178,11 +178,16 @@ def _grounded(ctx: Any) -> CallStructure:
     return CallStructure(calls, assumptions)
 
 
+def _references(ctx: Any) -> int:
+    """Assumed tokens of one batch of Agent-G's references: pages (generation) or retrieved items (retrieval)."""
+    return tokens(ctx.batch_size * ctx.page_chars) if ctx.task == "generation" else 30 * ctx.top_k
+
+
 def _agent_g(ctx: Any) -> CallStructure:
     limit = ctx.max_iterations
     iterations = min(2, limit)
     generation = ctx.task == "generation"
-    references = tokens(ctx.batch_size * ctx.page_chars) if generation else 30 * ctx.top_k
+    references = _references(ctx)
     agent_examples = AG.AGENT_EXAMPLES_GENERATION if generation else AG.AGENT_EXAMPLES_RETRIEVAL
     commentor_examples = AG.COMMENTOR_EXAMPLES_GENERATION if generation else AG.COMMENTOR_EXAMPLES_RETRIEVAL
     validator = AG.VALIDATOR_GENERATION if generation else AG.VALIDATOR_RETRIEVAL
@@ -222,8 +227,6 @@ def _corrective(ctx: Any) -> CallStructure:
     ], [f"each of batch_size = {documents} documents graded, then one answer"])
 
 
-def _references(ctx: Any) -> int:
-    return tokens(ctx.batch_size * ctx.page_chars) if ctx.task == "generation" else 30 * ctx.top_k
 
 
 #: workflow name -> its call structure (what ``Workflow.call_structure`` names).

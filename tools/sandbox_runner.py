@@ -222,24 +222,22 @@ def _main():
                 f.write(dumps(status))
         _exit(0 if status["ok"] else 1)
 
+    def trusted(what, step):
+        """Run one of the runner's own steps; its failure ends the call with a trusted error."""
+        try:
+            step()
+        except BaseException as exc:
+            if exc.__traceback__ is not None:  # from the step's own frame on, as if it ran here
+                exc = exc.with_traceback(exc.__traceback__.tb_next)
+            status.update(ok=False, error=_trusted_error(what, exc))
+            finish()
+
     if job.get("unshare_net"):  # weak isolation: no network (new user and network namespaces), before seccomp
-        try:
-            os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNET)
-        except BaseException as exc:
-            status.update(ok=False, error=_trusted_error("network namespace setup", exc))
-            finish()
+        trusted("network namespace setup", lambda: os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNET))
     if job["seccomp"]:
-        try:
-            _load_seccomp(bytes.fromhex(job["seccomp"]))
-        except BaseException as exc:
-            status.update(ok=False, error=_trusted_error("seccomp setup", exc))
-            finish()
-    try:
-        if job["prelude"]:
-            exec(compile(job["prelude"], "<sandbox-prelude>", "exec"), g)
-    except BaseException as exc:
-        status.update(ok=False, error=_trusted_error("prelude", exc))
-        finish()
+        trusted("seccomp setup", lambda: _load_seccomp(bytes.fromhex(job["seccomp"])))
+    if job["prelude"]:
+        trusted("prelude", lambda: exec(compile(job["prelude"], "<sandbox-prelude>", "exec"), g))
     code = job["code"]
     linecache.cache[_LLM] = (len(code), None, code.splitlines(True), _LLM)
     try:
@@ -255,12 +253,8 @@ def _main():
         status.update(ok=False, error=_llm_error(exc, memory_mb, max_frames))
         del exc
         finish()
-    try:
-        if job["postlude"]:
-            exec(compile(job["postlude"], "<sandbox-postlude>", "exec"), g)
-    except BaseException as exc:
-        status.update(ok=False, error=_trusted_error("postlude", exc))
-        finish()
+    if job["postlude"]:
+        trusted("postlude", lambda: exec(compile(job["postlude"], "<sandbox-postlude>", "exec"), g))
     if result_var:
         try:
             value = g.get(result_var)

@@ -203,6 +203,13 @@ def _out_dir(args: argparse.Namespace, dataset: Any, default_scorer: str) -> Pat
         None if dataset.scorer == default_scorer else dataset.scorer)
 
 
+def _protocol_dir(args: argparse.Namespace, dataset: Any) -> Path:
+    """``--out``, else the default folder of a protocol's evaluation (its legs are folders in it)."""
+    if args.out:
+        return Path(args.out)
+    return DEFAULT_RESULTS_DIR / f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}"
+
+
 def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any,
               default_scorer: str) -> int:
     """``--estimate``: the expected cost of what is still to do (every leg of a protocol), and nothing run."""
@@ -212,8 +219,7 @@ def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], pr
     if protocol is None:
         legs = [(_out_dir(args, dataset, default_scorer), values, 1 if args.runs is None else args.runs)]
     else:
-        base = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / (
-            f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}")
+        base = _protocol_dir(args, dataset)
         legs = [(base / leg.name, {**values, "temperature": leg.temperature}, leg.runs) for leg in protocol.legs]
     grader = grader_of(args, values, dataset.scorer)
     for out, leg_values, runs in legs:
@@ -266,8 +272,7 @@ def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any]
     # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.report import build_report
 
-    base = Path(args.out) if args.out else DEFAULT_RESULTS_DIR / (
-        f"{default_out_name(args.workflow, dataset.name, dataset.split, None)}-{args.protocol}")
+    base = _protocol_dir(args, dataset)
     seed = protocol.seed if args.seed is None else args.seed
     legs = []
     results = []

@@ -270,12 +270,12 @@ class Recording(BaseCache):
     def lookup(self, prompt: str, llm_string: str) -> Sequence[Generation] | None:
         """The reply to a request: the recorded one (replay), a cached one (cache), or None (record: call the
         model)."""
-        key = fingerprint(prompt, llm_string)
         if self.mode == "record":
             pending = _ATTEMPT.get()
-            if pending is not None:
-                pending[key] = (prompt, llm_string)
+            if pending is not None:  # noted until answered: a failed attempt is recorded from it
+                pending[fingerprint(prompt, llm_string)] = (prompt, llm_string)
             return None
+        key = fingerprint(prompt, llm_string)
         if self.mode == "cache" and is_sampled(llm_string) and not self.cache_sampled:
             return None
         with self._lock:
