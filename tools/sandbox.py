@@ -445,13 +445,14 @@ def weak_mount_plan(hidden: list[str], writable_hidden: list[str], keep_rw: list
     writable and ``keep_ro`` visible and read-only; in the order they must run (a folder before what lies in
     it). All paths are absolute, normalised and resolved.
 
-    ``/`` and the folders that hold the system (:data:`_SYSTEM_DIRS`) are never hidden. A folder to keep wins
+    ``/``, the system's folders (:data:`_SYSTEM_DIRS`), what lies in them and what holds them are never hidden. A folder to keep wins
     over the same folder to hide. A step that changes nothing is left out: a folder inside one already hidden,
     a writable folder to keep where nothing above it was hidden or made read-only."""
     keep: dict[str, bool] = {path: False for path in keep_ro}
     keep.update((path, True) for path in keep_rw)
     hide = {path: path in writable_hidden for path in hidden
-            if path != "/" and path not in keep and not any(_within(system, path) for system in _SYSTEM_DIRS)}
+            if path != "/" and path not in keep
+            and not any(_within(system, path) or _within(path, system) for system in _SYSTEM_DIRS)}
     steps = sorted([MountStep("tmpfs", path, writable) for path, writable in hide.items()]
                    + [MountStep("bind", path, writable) for path, writable in keep.items()],
                    key=lambda step: (step.path.rstrip("/").count("/"), step.path))
