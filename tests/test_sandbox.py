@@ -935,7 +935,8 @@ def test_without_a_mount_namespace_the_start_up_line_says_weak_mode_shares_the_s
     monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
     monkeypatch.setattr(sb, "weak_mount_isolation", lambda: False)
     kind, description = isolation_status()
-    assert kind == "none" and "share the temp folders (where the KG servers keep their sockets and files)" in description
+    assert kind == "none"
+    assert "share the temp folders (where the KG servers keep their sockets and files)" in description
 
 
 def _mount_namespace_or_skip() -> None:

@@ -35,11 +35,19 @@ isolated with operating-system mechanisms:
 Where bubblewrap is missing or unusable, :class:`Sandbox` refuses to start (:class:`SandboxUnavailable`)
 unless the caller opts in with ``allow_weak=True`` (setting ``KGAGENTS_ALLOW_WEAK_SANDBOX=1``): the code then
 runs with the resource limits, the cleared environment, the seccomp filter (loaded by the runner before the
-code runs) and the work dir as its current directory, but it can read whatever the application's user can
-read. Where the kernel lets an unprivileged process create a user namespace (most Linux hosts; probed once,
+code runs) and the work dir as its current directory, but it runs as the application's user. Where the kernel
+lets an unprivileged process create a user namespace (most Linux hosts; probed once,
 :func:`weak_network_isolation`), the runner first moves itself into new user and network namespaces, so the code
 cannot reach the network, the host's loopback included; elsewhere (macOS, a kernel that forbids it) it can.
-:func:`isolation_status` says which applies, for a start-up message.
+Where the kernel also lets it mount there (probed once, :func:`weak_mount_isolation`), the call gets mount, pid
+and ipc namespaces too (:func:`weak_mount_plan`): empty tmpfs mounts over the temp folders (where the embedded
+KG servers keep their Unix sockets and database files), ``/run``, the user's home, the data and runs folders,
+the application's working directory and the folder that holds the work dir; the work dir and its own job
+folder bound back writable, the Python installation read-only; a ``/proc`` that shows only the call's own
+processes; and the code runs in a further user namespace, where those mounts are locked (it cannot unmount
+them). The rest of the host's files stay as readable as for the user. Without that (macOS, user namespaces off
+or restricted) weak mode shares all of them with the application. :func:`isolation_status` says which applies,
+for a start-up message.
 
 Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
 writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
@@ -445,9 +453,9 @@ def weak_mount_plan(hidden: list[str], writable_hidden: list[str], keep_rw: list
     writable and ``keep_ro`` visible and read-only; in the order they must run (a folder before what lies in
     it). All paths are absolute, normalised and resolved.
 
-    ``/``, the system's folders (:data:`_SYSTEM_DIRS`), what lies in them and what holds them are never hidden. A folder to keep wins
-    over the same folder to hide. A step that changes nothing is left out: a folder inside one already hidden,
-    a writable folder to keep where nothing above it was hidden or made read-only."""
+    ``/``, the system's folders (:data:`_SYSTEM_DIRS`), what lies in them and what holds them are never hidden.
+    A folder to keep wins over the same folder to hide. A step that changes nothing is left out: a folder inside
+    one already hidden, a writable folder to keep where nothing above it was hidden or made read-only."""
     keep: dict[str, bool] = {path: False for path in keep_ro}
     keep.update((path, True) for path in keep_rw)
     hide = {path: path in writable_hidden for path in hidden

@@ -151,10 +151,13 @@ def _libc():
     return libc, ctypes.get_errno
 
 
+def _encoded(value):
+    return None if value is None else os.fsencode(value)
+
+
 def _mount(lib, source, target, fstype, flags, data=None):
     libc, get_errno = lib
-    enc = (lambda v: None if v is None else os.fsencode(v))
-    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+    if libc.mount(_encoded(source), _encoded(target), _encoded(fstype), flags, _encoded(data)) != 0:
         errno = get_errno()
         raise OSError(errno, f"mount {fstype or source or ''} on {target}: {os.strerror(errno)}")
 
@@ -245,7 +248,7 @@ def _confine(spec, status_path):
         _apply_mounts(lib, spec["steps"], spec["tmp_size"])
         read_end, write_end = os.pipe()
         first = os.fork()  # pid 1 of the new pid namespace
-    except BaseException as exc:  # noqa: BLE001 - reported as the call's error
+    except BaseException as exc:  # reported as the call's error
         fail("mount namespace setup", exc)
     if first:
         os.close(write_end)
@@ -264,7 +267,7 @@ def _confine(spec, status_path):
         _mount(lib, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
         _prctl(lib, _PR_SET_DUMPABLE, 0)  # the job's process cannot look into this one through /proc/1
         job_process = os.fork()
-    except BaseException as exc:  # noqa: BLE001 - reported through the first process
+    except BaseException as exc:  # reported through the first process
         text = json.dumps({"ok": False, "error": _trusted_error("pid namespace setup", exc), "result": None,
                            "notes": []})
         os.write(write_end, ("error:" + text).encode("utf-8"))
@@ -279,7 +282,7 @@ def _confine(spec, status_path):
         os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNS)
         _map_ids(uid, gid)
         os.chdir(cwd)
-    except BaseException as exc:  # noqa: BLE001 - reported as the call's error
+    except BaseException as exc:  # reported as the call's error
         fail("mount namespace setup", exc)
     os.close(status_fd)
 
