@@ -175,19 +175,20 @@ def open_limited(path: Path, limits: ImportLimits) -> TextIO:
 
 
 def read_document(path: Path, limits: ImportLimits, what: str) -> str:
-    """The whole text of a file that is parsed in one piece (``what``: the kind of file, for errors): a plain
+    """The whole text of a file that is parsed in one piece (``what``: the kind of file with its article, for
+    errors): a plain
     file (parsing it takes many times its size in memory, so no compressed one), refused before it is read
     when it is larger than ``max_document_mb``."""
     if path.suffix == ".gz":
-        raise GraphFormatError(f"{path}: a {what} is read as plain JSON; decompress it first (gunzip)")
+        raise GraphFormatError(f"{path}: {what} is read as plain JSON; decompress it first (gunzip)")
     size = path.stat().st_size
     if size > limits.max_document_mb * MB:
-        raise GraphLimitError(f"{path}: {size / MB:,.1f} MB, over the {limits.max_document_mb:,} MB a {what} may "
+        raise GraphLimitError(f"{path}: {size / MB:,.1f} MB, over the {limits.max_document_mb:,} MB {what} may "
                               f"have: it is parsed whole ({limits.hint('max_document_mb')})")
     with open(path, encoding="utf-8") as f:
         text = f.read(limits.max_document_mb * MB + 1)  # a file that grew since: no more than the limit
     if len(text) > limits.max_document_mb * MB:
-        raise GraphLimitError(f"{path}: over the {limits.max_document_mb:,} MB a {what} may have: it is parsed "
+        raise GraphLimitError(f"{path}: over the {limits.max_document_mb:,} MB {what} may have: it is parsed "
                               f"whole ({limits.hint('max_document_mb')})")
     return text
 

@@ -72,7 +72,7 @@ def _jsonl_records(path: Path, limits: ImportLimits) -> Iterator[tuple[int, str,
 def _document_records(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
     """The records of an ARK-V1 JSON file, parsed whole (at most ``max_document_mb``)."""
     try:
-        data = loads(read_document(path, limits, "ARK-V1 graph file"), str(path), limits)
+        data = loads(read_document(path, limits, "an ARK-V1 graph file"), str(path), limits)
     except (OSError, UnicodeDecodeError) as exc:
         raise GraphFormatError(f"cannot read the graph file {path}: {exc}") from exc
     if isinstance(data, dict):

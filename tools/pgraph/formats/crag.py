@@ -50,7 +50,7 @@ def load_crag(builder: GraphBuilder, path: Path, *, progress: Progress | None = 
     """
     limits = builder.limits
     try:
-        data = loads(read_document(path, limits, "CRAG calls file"), str(path), limits)
+        data = loads(read_document(path, limits, "a CRAG calls file"), str(path), limits)
     except (OSError, UnicodeDecodeError) as exc:
         raise GraphFormatError(f"cannot read the CRAG calls file {path}: {exc}") from exc
     _check_outputs(data, path, limits)
