@@ -955,6 +955,7 @@ async def test_weak_mode_hides_the_hosts_folders(tmp_path: Path, monkeypatch: py
     _mount_namespace_or_skip()
     monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
     secret, scratch = f"secret-{uuid.uuid4().hex}", f"scratch-{uuid.uuid4().hex}"
+    planted = f"kgagents-test-planted-{uuid.uuid4().hex}.pth"  # an empty file: nothing runs if it gets there
     home, project, data = tmp_path / "home", tmp_path / "project", tmp_path / "data"
     for folder in (home / ".ssh", project / ".kgagents", data / "runs" / "work" / "other"):
         folder.mkdir(parents=True)
@@ -980,7 +981,7 @@ for path in {paths!r}:
 libc = ctypes.CDLL(None, use_errno=True)
 unmounted = [libc.umount2(p.encode(), 2) == 0 for p in ("/tmp", {str(home)!r}, "/run")]
 try:
-    open(os.path.join(sys.prefix, "planted.pth"), "w").write("import os")
+    open(os.path.join(sys.prefix, {planted!r}), "w").write("")
     planted = True
 except OSError:
     planted = False
@@ -990,14 +991,19 @@ result = {{"read": read, "unmounted": unmounted, "planted": planted, "pid": os.g
           "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
           "tmp": sorted(os.listdir("/tmp")), "run": os.listdir("/run")}}
 """
-    r = await box.run(code)
+    try:
+        r = await box.run(code)
+    finally:  # what the code could write where it can reach the host's folders is not left there
+        (Path(sys.prefix) / planted).unlink(missing_ok=True)
+        shared_tmp = Path(tempfile.gettempdir(), scratch)
+        wrote_shared_tmp = shared_tmp.exists()
+        shared_tmp.unlink(missing_ok=True)
     assert r.ok, r.error
     assert r.isolation == "weak"
     got = r.result
     assert secret not in json.dumps(got["read"]), got["read"]
     assert got["unmounted"] == [False, False, False] and not got["planted"]
     assert got["pid"] == 2 and got["processes"] == [1, 2]  # its own pid namespace: no other process to look into
-    assert got["run"] == [] and scratch in got["tmp"] and not Path(tempfile.gettempdir(), scratch).exists()
+    assert got["run"] == [] and scratch in got["tmp"] and not wrote_shared_tmp
     assert (work_dir / "mine.txt").read_text() == "mine"
-    assert not (Path(sys.prefix) / "planted.pth").exists()
     assert_host_unharmed(work_dir)

@@ -72,6 +72,7 @@ import json
 import math
 import os
 import platform
+import pwd
 import re
 import resource
 import selectors
@@ -486,10 +487,12 @@ def _weak_hidden_dirs(work_dir: Path) -> list[str]:
     work dirs)."""
     candidates: list[str | Path | None] = [tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run",
                                            "/var/run", os.environ.get("XDG_RUNTIME_DIR"), work_dir.parent]
-    try:
-        candidates += [Path.home(), os.getcwd(), data_home()[0], get_settings().runs_dir]
-    except (OSError, RuntimeError):  # no home, or a working directory that was removed
-        pass
+    for where in (Path.home, lambda: pwd.getpwuid(os.getuid()).pw_dir, os.getcwd, lambda: data_home()[0],
+                  lambda: get_settings().runs_dir):
+        try:
+            candidates.append(where())
+        except (OSError, RuntimeError, KeyError):  # no home, no passwd entry, a working directory removed
+            pass
     found: list[str] = []
     for candidate in candidates:
         if not candidate:
