@@ -923,11 +923,12 @@ def test_weak_mount_plan_hides_folders_and_binds_the_kept_ones_back() -> None:
 
 
 def test_weak_isolation_says_what_it_shares() -> None:
-    assert "hidden" in sb.weak_isolation_text(True, True) and "share" not in sb.weak_isolation_text(True, True)
     for network in (True, False):
-        text = sb.weak_isolation_text(network, False)
-        assert "share the temp folders (where the KG servers keep their sockets and files)" in text
-        assert ("no network" in text) == network and ("can reach the network" in text) != network
+        hidden, shared = sb.weak_isolation_text(network, True), sb.weak_isolation_text(network, False)
+        assert "are hidden" in hidden and "share" not in hidden
+        assert "share the temp folders (where the KG servers keep their sockets and files)" in shared
+        for text in (hidden, shared):
+            assert ("no network" in text) == network and ("can reach the network" in text) != network
 
 
 def test_without_a_mount_namespace_the_start_up_line_says_weak_mode_shares_the_servers_files(

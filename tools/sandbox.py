@@ -515,15 +515,14 @@ def _weak_mounts(work_dir: Path, run_dir: Path, limits: SandboxLimits, *, networ
 
 def weak_isolation_text(network: bool, mounts: bool) -> str:
     """What weak isolation keeps a call from, in words (the start-up line and ``kgagents doctor`` show it)."""
-    if network and mounts:
-        return ("its calls get a network namespace of their own: no network; and a mount namespace of their own: "
-                "the temp folders (where the KG servers keep their sockets and files), /run, your home, the data "
-                "folder and other runs' work dirs are hidden, the rest of the files are not")
-    shares = ("share the temp folders (where the KG servers keep their sockets and files), /run, your home "
-              "and the data folder with kgagents: no mount namespace can be had here")
-    if network:
-        return f"its calls get a network namespace of their own: no network; but they {shares}"
-    return f"its calls can reach the network here and {shares}"
+    net = ("its calls get a network namespace of their own: no network" if network
+           else "its calls can reach the network here")
+    if mounts:
+        return (f"{net}; they get a mount namespace of their own: the temp folders (where the KG servers keep "
+                "their sockets and files), /run, your home, the data folder and other runs' work dirs are hidden, "
+                "the rest of the files are not")
+    return (f"{net}; and they share the temp folders (where the KG servers keep their sockets and files), /run, "
+            "your home and the data folder with kgagents: no mount namespace can be had here")
 
 
 def isolation_status() -> tuple[str, str]:
