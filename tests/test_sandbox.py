@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -897,3 +898,113 @@ async def test_weak_mode_keeps_code_off_the_network(tmp_path: Path, monkeypatch:
         listener.close()
     kind, description = isolation_status()
     assert kind == "none" and "a network namespace of their own: no network" in description
+
+
+def test_weak_mount_plan_hides_folders_and_binds_the_kept_ones_back() -> None:
+    """The plan is ordered from the root down; a folder kept wins over the same folder hidden; steps that change
+    nothing are left out; the system's folders and / are never hidden."""
+    plan = sb.weak_mount_plan(
+        hidden=["/tmp", "/tmp/kgagents-proc-1", "/root", "/", "/usr/local", "/var/tmp", "/srv/runs/work",
+                "/srv/runs/work/a/.sandbox", "/etc"],
+        writable_hidden=["/tmp"],
+        keep_rw=["/srv/runs/work/a", "/srv/runs/work/a/.sandbox/run-1", "/home/me/w"],
+        keep_ro=["/root/.pyenv/versions/3.12", "/opt/venv", "/srv/runs/work/a"])
+    assert [(s.kind, s.path, s.writable) for s in plan] == [
+        ("tmpfs", "/root", False), ("tmpfs", "/tmp", True), ("bind", "/opt/venv", False),
+        ("tmpfs", "/var/tmp", False), ("tmpfs", "/srv/runs/work", False), ("bind", "/root/.pyenv/versions/3.12", False),
+        ("bind", "/srv/runs/work/a", True), ("tmpfs", "/srv/runs/work/a/.sandbox", False),
+        ("bind", "/srv/runs/work/a/.sandbox/run-1", True)]
+    # a writable folder under a read-only one is bound back writable; under nothing it needs no step
+    plan = sb.weak_mount_plan([], [], ["/opt/venv/work", "/srv/w"], ["/opt/venv"])
+    assert [(s.kind, s.path, s.writable) for s in plan] == [("bind", "/opt/venv", False),
+                                                          ("bind", "/opt/venv/work", True)]
+    # a folder that holds the system is not hidden, nor one of the system's own
+    assert sb.weak_mount_plan(["/", "/usr", "/usr/local", "/lib", "/dev", "/proc/sys"], [], [], []) == []
+
+
+def test_weak_isolation_says_what_it_shares() -> None:
+    for network in (True, False):
+        hidden, shared = sb.weak_isolation_text(network, True), sb.weak_isolation_text(network, False)
+        assert "are hidden" in hidden and "share" not in hidden
+        assert "share the temp folders (where the KG servers keep their sockets and files)" in shared
+        for text in (hidden, shared):
+            assert ("no network" in text) == network and ("can reach the network" in text) != network
+
+
+def test_without_a_mount_namespace_the_start_up_line_says_weak_mode_shares_the_servers_files(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb, "weak_mount_isolation", lambda: False)
+    kind, description = isolation_status()
+    assert kind == "none"
+    assert "share the temp folders (where the KG servers keep their sockets and files)" in description
+
+
+def _mount_namespace_or_skip() -> None:
+    if not sb.weak_mount_isolation():
+        if os.environ.get("KGAGENTS_CI"):
+            pytest.fail("this machine gives no unprivileged mount namespace")
+        pytest.skip("no unprivileged mount namespace here (weak isolation shares the host's folders)")
+
+
+@pytest.mark.slow
+async def test_weak_mode_hides_the_hosts_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bubblewrap, a call gets a mount namespace of its own: the user's home, the project folder the
+    application runs in (its ``.env``), the data folder, other runs' work dirs, the temp folder and ``/run`` are
+    empty; other processes' ``/proc`` entries (a way round the mounts) do not exist; the code cannot unmount
+    what hides them nor write the Python installation; its work dir and a private ``/tmp`` still work."""
+    _mount_namespace_or_skip()
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    secret, scratch = f"secret-{uuid.uuid4().hex}", f"scratch-{uuid.uuid4().hex}"
+    planted = f"kgagents-test-planted-{uuid.uuid4().hex}.pth"  # an empty file: nothing runs if it gets there
+    home, project, data = tmp_path / "home", tmp_path / "project", tmp_path / "data"
+    for folder in (home / ".ssh", project / ".kgagents", data / "runs" / "work" / "other"):
+        folder.mkdir(parents=True)
+    for path in (home / ".ssh" / "id_ed25519", project / ".env", data / "runs" / "work" / "other" / "notes.txt"):
+        path.write_text(secret)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("KGAGENTS_HOME", str(data))
+    monkeypatch.chdir(project)
+    work_dir = data / "runs" / "work" / "mine"
+    _BASELINE[work_dir] = set(_descendants(os.getpid()))
+    box = Sandbox(work_dir, SandboxLimits(timeout_s=20), allow_weak=True)
+    paths = [str(home / ".ssh" / "id_ed25519"), str(project / ".env"),
+             str(data / "runs" / "work" / "other" / "notes.txt"), f"/proc/{os.getpid()}/root{project}/.env",
+             f"/proc/{os.getpid()}/environ", f"/proc/{os.getpid()}/cwd/.env"]
+    code = f"""
+import ctypes, os, sys
+read = {{}}
+for path in {paths!r}:
+    try:
+        read[path] = open(path).read()
+    except OSError as exc:
+        read[path] = type(exc).__name__
+libc = ctypes.CDLL(None, use_errno=True)
+unmounted = [libc.umount2(p.encode(), 2) == 0 for p in ("/tmp", {str(home)!r}, "/run")]
+try:
+    open(os.path.join(sys.prefix, {planted!r}), "w").write("")
+    planted = True
+except OSError:
+    planted = False
+open("/tmp/{scratch}", "w").write("x")
+open("mine.txt", "w").write("mine")
+result = {{"read": read, "unmounted": unmounted, "planted": planted, "pid": os.getpid(),
+          "processes": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+          "tmp": sorted(os.listdir("/tmp")), "run": os.listdir("/run")}}
+"""
+    try:
+        r = await box.run(code)
+    finally:  # what the code could write where it can reach the host's folders is not left there
+        (Path(sys.prefix) / planted).unlink(missing_ok=True)
+        shared_tmp = Path(tempfile.gettempdir(), scratch)
+        wrote_shared_tmp = shared_tmp.exists()
+        shared_tmp.unlink(missing_ok=True)
+    assert r.ok, r.error
+    assert r.isolation == "weak"
+    got = r.result
+    assert secret not in json.dumps(got["read"]), got["read"]
+    assert got["unmounted"] == [False, False, False] and not got["planted"]
+    assert got["pid"] == 2 and got["processes"] == [1, 2]  # its own pid namespace: no other process to look into
+    assert got["run"] == [] and scratch in got["tmp"] and not wrote_shared_tmp
+    assert (work_dir / "mine.txt").read_text() == "mine"
+    assert_host_unharmed(work_dir)

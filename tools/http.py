@@ -8,6 +8,9 @@ the machine's own services (a graph database's HTTP port, a cloud metadata endpo
 ``KGAGENTS_ALLOW_PRIVATE_URLS=1`` lifts the check, ``KGAGENTS_ALLOWED_HOSTS`` lifts it for some hosts, and the
 hosts of the API bases the user configured are always allowed (:class:`FetchLimits`). The address is resolved
 for the check and again by the connection, so a DNS server that changes its answer in between is not stopped.
+Where a proxy is configured (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``: httpx uses them), the proxy
+resolves the name itself, to addresses the check never saw: a host that does not resolve here is then refused
+(:func:`unresolved_refusal`) instead of being left to the connection, which would hand it to the proxy.
 
 A page larger than the limit is refused when the server says so up front (``Content-Length``) and cut at the
 limit otherwise; a page that never ends stops at the limit or at the total time limit, keeping what arrived.
@@ -24,10 +27,12 @@ import re
 import socket
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from typing import Any
 from urllib.parse import unquote, urlparse
+from urllib.request import getproxies
 
 import httpx
 
@@ -127,9 +132,30 @@ def _non_global(address: str) -> bool:
     return not ip.is_global or ip.is_multicast
 
 
+def proxy_for(scheme: str, proxies: Mapping[str, str]) -> str | None:
+    """The proxy a request of ``scheme`` may be sent through, from the environment's proxy settings as
+    :func:`urllib.request.getproxies` reads them (httpx reads the same): ``<scheme>_proxy``, else
+    ``all_proxy``; ``None`` when there is none. ``no_proxy`` is not consulted: a host it names goes to the
+    connection directly, where a name that does not resolve fails anyway."""
+    return proxies.get(scheme.lower()) or proxies.get("all") or None
+
+
+def unresolved_refusal(url: str, host: str, proxy: str | None) -> str | None:
+    """Why a request to ``host``, which does not resolve here, is refused: only when it would go to ``proxy``,
+    which resolves names itself (possibly to the loopback or private addresses the check exists to refuse).
+    ``None``: no proxy, so the connection fails on the name and nothing is sent."""
+    if proxy is None:
+        return None
+    shown = httpx.URL(proxy if "://" in proxy else f"http://{proxy}").host or proxy
+    return (f"refused to fetch {url}: {host} does not resolve here, and the request would go to the proxy at "
+            f"{shown}, which could resolve it to a loopback or private address; the web tools fetch public "
+            "addresses only (KGAGENTS_ALLOWED_HOSTS or KGAGENTS_ALLOW_PRIVATE_URLS=1 allow more)")
+
+
 async def check_public(url: httpx.URL, limits: FetchLimits) -> None:
     """Refuse (:class:`FetchError`) a request to a host that resolves to a non-public address, unless the limits
-    allow it (see the module docstring). A host that does not resolve is left to the connection to report."""
+    allow it (see the module docstring). A host that does not resolve is left to the connection to report, unless
+    a proxy is configured (:func:`unresolved_refusal`)."""
     host = (url.host or "").lower()
     port = url.port or (443 if url.scheme == "https" else 80)
     if limits.allow_private or host in limits.allowed_hosts or f"{host}:{port}" in limits.allowed_hosts:
@@ -137,6 +163,9 @@ async def check_public(url: httpx.URL, limits: FetchLimits) -> None:
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
+        refusal = unresolved_refusal(str(url), host, proxy_for(url.scheme, getproxies()))
+        if refusal is not None:
+            raise FetchError(refusal) from None
         return
     blocked = sorted({str(info[4][0]) for info in infos if _non_global(str(info[4][0]))})
     if blocked:

@@ -35,11 +35,19 @@ isolated with operating-system mechanisms:
 Where bubblewrap is missing or unusable, :class:`Sandbox` refuses to start (:class:`SandboxUnavailable`)
 unless the caller opts in with ``allow_weak=True`` (setting ``KGAGENTS_ALLOW_WEAK_SANDBOX=1``): the code then
 runs with the resource limits, the cleared environment, the seccomp filter (loaded by the runner before the
-code runs) and the work dir as its current directory, but it can read whatever the application's user can
-read. Where the kernel lets an unprivileged process create a user namespace (most Linux hosts; probed once,
+code runs) and the work dir as its current directory, but it runs as the application's user. Where the kernel
+lets an unprivileged process create a user namespace (most Linux hosts; probed once,
 :func:`weak_network_isolation`), the runner first moves itself into new user and network namespaces, so the code
 cannot reach the network, the host's loopback included; elsewhere (macOS, a kernel that forbids it) it can.
-:func:`isolation_status` says which applies, for a start-up message.
+Where the kernel also lets it mount there (probed once, :func:`weak_mount_isolation`), the call gets mount, pid
+and ipc namespaces too (:func:`weak_mount_plan`): empty tmpfs mounts over the temp folders (where the embedded
+KG servers keep their Unix sockets and database files), ``/run``, the user's home, the data and runs folders,
+the application's working directory and the folder that holds the work dir; the work dir and its own job
+folder bound back writable, the Python installation read-only; a ``/proc`` that shows only the call's own
+processes; and the code runs in a further user namespace, where those mounts are locked (it cannot unmount
+them). The rest of the host's files stay as readable as for the user. Without that (macOS, user namespaces off
+or restricted) weak mode shares all of them with the application. :func:`isolation_status` says which applies,
+for a start-up message.
 
 Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
 writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
@@ -64,6 +72,7 @@ import json
 import math
 import os
 import platform
+import pwd
 import re
 import resource
 import selectors
@@ -82,6 +91,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from kgagents.core.config import data_home, get_settings
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.tempdirs import process_dir, remove_tree, short_lived_prefix
 from kgagents.tools import sandbox_runner
@@ -386,13 +396,141 @@ def weak_network_isolation() -> bool:
     return done.returncode == 0
 
 
+@functools.lru_cache(maxsize=1)
+def weak_mount_isolation() -> bool:
+    """Whether a call of the weak mode can be put into a mount namespace of its own that hides the host's temp
+    folders, home and data folders (:func:`weak_mount_plan`): probed once, by running a job through the runner
+    with a plan (user, mount, pid and ipc namespaces, a tmpfs, a bind mount, a fresh ``/proc``, all of which an
+    unprivileged process gets on most Linux kernels; not on macOS, nor where user namespaces are off or
+    restricted)."""
+    if not hasattr(os, "unshare") or not sys.platform.startswith("linux"):
+        return False
+    with tempfile.TemporaryDirectory(prefix=short_lived_prefix("sandbox-probe")) as tmp:
+        work = Path(tmp).resolve() / "work"
+        run_dir = work / RUN_DIR_NAME / "run-probe"
+        run_dir.mkdir(parents=True)
+        job = {"inputs": {}, "prelude": "", "postlude": "", "result_var": "result", "memory_mb": 256,
+               "max_threads": 4, "max_frames": 1, "seccomp": None,
+               "code": "import os\nresult = [os.getpid(), os.listdir(os.path.dirname(os.getcwd()))]",
+               "mounts": _weak_mounts(work, run_dir, SandboxLimits(), network=weak_network_isolation())}
+        (run_dir / "job.json").write_text(json.dumps(job), encoding="utf-8")
+        argv = [sys.executable, "-s", "-P", "-B", "-c", _RUNNER, str(run_dir / "job.json"),
+                str(run_dir / "result.json")]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=60, check=False, cwd=work,
+                                  env=_child_env(work, run_dir), start_new_session=True)
+            result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, subprocess.SubprocessError):
+            return False
+    # the job ran as pid 2 of its own pid namespace, and the work dir's folder showed nothing but the work dir
+    return done.returncode == 0 and result.get("result") == [2, ["work"]]
+
+
+#: Folders the weak mode never hides, nor a folder that holds one: the system the interpreter runs on.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys")
+#: Hidden folders that get a writable (size-limited) tmpfs, as under bubblewrap; the others are read-only.
+_WRITABLE_HIDDEN = ("/tmp", "/dev/shm")
+
+
+@dataclass(frozen=True)
+class MountStep:
+    """One step of the weak mode's mount plan (:func:`weak_mount_plan`): ``"tmpfs"`` mounts an empty tmpfs over
+    ``path``, hiding what the host has there; ``"bind"`` binds the host's folder ``path`` back over what an
+    earlier step hid (or over itself, to make it read-only)."""
+
+    kind: str
+    path: str
+    writable: bool
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies under it (both absolute and normalised)."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def weak_mount_plan(hidden: list[str], writable_hidden: list[str], keep_rw: list[str],
+                    keep_ro: list[str]) -> list[MountStep]:
+    """The mount steps that hide the folders ``hidden`` from a weak-mode call while ``keep_rw`` stay visible and
+    writable and ``keep_ro`` visible and read-only; in the order they must run (a folder before what lies in
+    it). All paths are absolute, normalised and resolved.
+
+    ``/``, the system's folders (:data:`_SYSTEM_DIRS`), what lies in them and what holds them are never hidden.
+    A folder to keep wins over the same folder to hide. A step that changes nothing is left out: a folder inside
+    one already hidden, a writable folder to keep where nothing above it was hidden or made read-only."""
+    keep: dict[str, bool] = {path: False for path in keep_ro}
+    keep.update((path, True) for path in keep_rw)
+    hide = {path: path in writable_hidden for path in hidden
+            if path != "/" and path not in keep
+            and not any(_within(system, path) or _within(path, system) for system in _SYSTEM_DIRS)}
+    steps = sorted([MountStep("tmpfs", path, writable) for path, writable in hide.items()]
+                   + [MountStep("bind", path, writable) for path, writable in keep.items()],
+                   key=lambda step: (step.path.rstrip("/").count("/"), step.path))
+    plan: list[MountStep] = []
+    for step in steps:
+        above = [done for done in plan if done.path != step.path and _within(step.path, done.path)]
+        nearest = max(above, key=lambda done: len(done.path)) if above else None
+        if step.kind == "tmpfs":
+            needed = nearest is None or nearest.kind != "tmpfs"
+        else:
+            needed = (nearest is not None and nearest.kind == "tmpfs") or step.writable != (
+                nearest.writable if nearest is not None else True)
+        if needed:
+            plan.append(step)
+    return plan
+
+
+def _weak_hidden_dirs(work_dir: Path) -> list[str]:
+    """The host folders a weak-mode call should not see, those that exist, resolved: the temp folders (where the
+    embedded KG servers keep their sockets and database files, and kgagents its process folders), ``/run``
+    (the user's and the system's sockets), the user's home, kgagents' data folder and runs folder, the
+    application's working directory (a project's ``.env``) and the folder that holds the work dir (other runs'
+    work dirs)."""
+    candidates: list[str | Path | None] = [tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run",
+                                           "/var/run", os.environ.get("XDG_RUNTIME_DIR"), work_dir.parent]
+    for where in (Path.home, lambda: pwd.getpwuid(os.getuid()).pw_dir, os.getcwd, lambda: data_home()[0],
+                  lambda: get_settings().runs_dir):
+        try:
+            candidates.append(where())
+        except (OSError, RuntimeError, KeyError):  # no home, no passwd entry, a working directory removed
+            pass
+    found: list[str] = []
+    for candidate in candidates:
+        if not candidate:
+            continue
+        path = os.path.realpath(os.path.expanduser(candidate))
+        if path not in found and os.path.isdir(path):
+            found.append(path)
+    return found
+
+
+def _weak_mounts(work_dir: Path, run_dir: Path, limits: SandboxLimits, *, network: bool) -> dict[str, Any]:
+    """The mount plan of one weak-mode call, as the runner takes it (``job["mounts"]``)."""
+    hidden = _weak_hidden_dirs(work_dir) + [os.fspath(work_dir / RUN_DIR_NAME)]
+    writable = [os.path.realpath(path) for path in _WRITABLE_HIDDEN]
+    plan = weak_mount_plan(hidden, writable, [os.fspath(work_dir), os.fspath(run_dir)],
+                           [os.fspath(p) for p in _python_dirs()])
+    return {"steps": [[step.kind, step.path, step.writable] for step in plan],
+            "tmp_size": limits.max_file_mb * 1024 * 1024, "net": network}
+
+
+def weak_isolation_text(network: bool, mounts: bool) -> str:
+    """What weak isolation keeps a call from, in words (the start-up line and ``kgagents doctor`` show it)."""
+    net = ("its calls get a network namespace of their own: no network" if network
+           else "its calls can reach the network here")
+    if mounts:
+        return (f"{net}; they get a mount namespace of their own: the temp folders (where the KG servers keep "
+                "their sockets and files), /run, your home, the data folder and other runs' work dirs are hidden, "
+                "the rest of the files are not")
+    return (f"{net}; and they share the temp folders (where the KG servers keep their sockets and files), /run, "
+            "your home and the data folder with kgagents: no mount namespace can be had here")
+
+
 def isolation_status() -> tuple[str, str]:
     """``("bwrap", description)`` when LLM code runs in bubblewrap, else ``("none", why and what to do)``."""
     search_path = _search_path()
     info = _bwrap()
     if info is None or not info.usable:
-        weak = ("its calls get a network namespace of their own: no network" if weak_network_isolation()
-                else "its calls can reach the network here")
+        weak = weak_isolation_text(weak_network_isolation(), weak_mount_isolation())
         why = "bubblewrap not found" if info is None else info.problem
         status = "none", f"{why}; {_WEAK_HINT} ({weak})"
     else:
@@ -1100,7 +1238,11 @@ class Sandbox:
                "postlude": postlude or "", "result_var": result_var, "memory_mb": self.limits.memory_mb,
                "max_threads": max(1, self.limits.max_processes), "max_frames": MAX_TRACEBACK_FRAMES,
                "seccomp": None if self._bwrap is not None else _weak_seccomp_program(),
-               "unshare_net": self._bwrap is None and weak_network_isolation()}
+               "mounts": None, "unshare_net": False}
+        if self._bwrap is None and weak_mount_isolation():
+            job["mounts"] = _weak_mounts(self.work_dir, run_dir, self.limits, network=weak_network_isolation())
+        elif self._bwrap is None:
+            job["unshare_net"] = weak_network_isolation()
         try:
             text = json.dumps(job, default=_input_default, ensure_ascii=False)
         except (TypeError, ValueError) as exc:

@@ -7,6 +7,13 @@ the limit, loads the seccomp filter itself in weak isolation, runs the prelude, 
 one namespace, and writes the result — the value of ``result_var`` as JSON, or the error as the model should
 read it (LLM code frames only) — to ``RESULT``.
 
+In weak isolation with a mount plan (``job["mounts"]``, made by the sandbox where the kernel gives an
+unprivileged process a user namespace) the runner first confines itself (:func:`_confine`): new user, mount,
+pid, ipc (and network) namespaces; empty tmpfs mounts over the host folders the plan hides, the work dir and
+the Python installation bound back; a fresh ``/proc`` that shows only the call's own processes; and the code
+then runs in a grandchild that is moved into a further user and mount namespace, where every mount is locked
+(it can neither unmount what hides the host's folders nor see other processes' roots).
+
 It runs in another interpreter that sees nothing of kgagents: it imports the standard library only, and is
 handed over as text rather than imported (``exec`` is what it is for: it runs inside the sandbox). It is a
 module of its own so that it is read, linted and tested like the rest of the code.
@@ -17,6 +24,7 @@ import builtins
 import json
 import linecache
 import os
+import signal
 import sys
 import traceback
 
@@ -126,6 +134,159 @@ def _load_seccomp(program):
             raise OSError(errno, f"prctl({call[0]}): {os.strerror(errno)}")
 
 
+# mount(2) flags (linux/mount.h) and the statvfs flags that a remount must repeat (a mount from the parent
+# namespace keeps them locked)
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
+_MS_NOATIME, _MS_NODIRATIME, _MS_BIND, _MS_REC, _MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
+_MS_RELATIME, _MS_STRICTATIME = 1 << 21, 1 << 24
+_PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
+
+
+def _libc():
+    import ctypes  # only in weak isolation, where this process sets itself up
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return libc, ctypes.get_errno
+
+
+def _encoded(value):
+    return None if value is None else os.fsencode(value)
+
+
+def _mount(lib, source, target, fstype, flags, data=None):
+    libc, get_errno = lib
+    if libc.mount(_encoded(source), _encoded(target), _encoded(fstype), flags, _encoded(data)) != 0:
+        errno = get_errno()
+        raise OSError(errno, f"mount {fstype or source or ''} on {target}: {os.strerror(errno)}")
+
+
+def _prctl(lib, option, value):
+    libc, get_errno = lib
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        errno = get_errno()
+        raise OSError(errno, f"prctl({option}): {os.strerror(errno)}")
+
+
+def _map_ids(uid, gid):
+    """Map this process's uid and gid to themselves in the user namespace it has just entered."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def _kept_flags(path):
+    """The flags a read-only remount of ``path`` must repeat: those the parent namespace locked."""
+    got = os.statvfs(path).f_flag
+    flags = 0
+    for st, ms in ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
+                   (os.ST_NOATIME, _MS_NOATIME), (os.ST_NODIRATIME, _MS_NODIRATIME),
+                   (os.ST_RELATIME, _MS_RELATIME)):
+        if got & st:
+            flags |= ms
+    if not got & (os.ST_NOATIME | os.ST_RELATIME):
+        flags |= _MS_STRICTATIME
+    return flags
+
+
+def _apply_mounts(lib, steps, tmp_size):
+    """Carry out the sandbox's mount plan, in order: ``["tmpfs", path, writable]`` mounts an empty tmpfs over
+    ``path`` (hiding what the host has there), ``["bind", path, writable]`` binds the host folder ``path`` back
+    (opened before anything was hidden); read-only steps are made read-only at the end."""
+    kept = {}
+    try:
+        for kind, path, _ in steps:
+            if kind == "bind":
+                kept[path] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        read_only = []
+        for kind, path, writable in steps:
+            if kind == "tmpfs":
+                options = f"mode=1777,size={tmp_size}" if writable else "mode=0755,size=65536"
+                _mount(lib, "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+            else:
+                os.makedirs(path, exist_ok=True)  # in a tmpfs of an earlier step
+                _mount(lib, f"/proc/self/fd/{kept[path]}", path, None, _MS_BIND | _MS_REC)
+            if not writable:
+                read_only.append(path)
+        for path in read_only:
+            _mount(lib, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(path))
+    finally:
+        for fd in kept.values():
+            os.close(fd)
+
+
+def _mirror(status):
+    """End this process as the waited-for process ended (its exit code, or the signal that killed it)."""
+    if os.WIFSIGNALED(status):
+        signum = os.WTERMSIG(status)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def _confine(spec, status_path):
+    """Weak isolation with a mount plan: returns in the process that runs the job, confined; the processes
+    around it wait for it and end as it ends. A failure before the job's process exists is written to
+    ``status_path`` as the sandbox's error (the file is opened before anything is hidden)."""
+    cwd, uid, gid = os.getcwd(), os.getuid(), os.getgid()
+    status_fd = os.open(status_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+
+    def fail(phase, exc):
+        text = json.dumps({"ok": False, "error": _trusted_error(phase, exc), "result": None, "notes": []})
+        os.write(status_fd, text.encode("utf-8"))
+        os._exit(1)
+
+    try:
+        lib = _libc()
+        flags = os.CLONE_NEWUSER | os.CLONE_NEWNS | os.CLONE_NEWPID | os.CLONE_NEWIPC
+        os.unshare(flags | (os.CLONE_NEWNET if spec.get("net") else 0))
+        _map_ids(uid, gid)
+        _mount(lib, None, "/", None, _MS_REC | _MS_PRIVATE)  # nothing of what follows reaches the host
+        _apply_mounts(lib, spec["steps"], spec["tmp_size"])
+        read_end, write_end = os.pipe()
+        first = os.fork()  # pid 1 of the new pid namespace
+    except BaseException as exc:  # reported as the call's error
+        fail("mount namespace setup", exc)
+    if first:
+        os.close(write_end)
+        os.close(status_fd)
+        _, status = os.waitpid(first, 0)
+        with os.fdopen(read_end, "rb") as pipe:
+            report = pipe.read().decode("utf-8", "replace")
+        if report.startswith("error:"):
+            status_fd = os.open(status_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            os.write(status_fd, report[len("error:"):].encode("utf-8"))
+            os._exit(1)
+        _mirror(int(report[len("status:"):]) if report.startswith("status:") else status)
+    os.close(read_end)
+    try:  # pid 1: a /proc of this pid namespace, then the job's process
+        _prctl(lib, _PR_SET_PDEATHSIG, signal.SIGKILL)
+        _mount(lib, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        _prctl(lib, _PR_SET_DUMPABLE, 0)  # the job's process cannot look into this one through /proc/1
+        job_process = os.fork()
+    except BaseException as exc:  # reported through the first process
+        text = json.dumps({"ok": False, "error": _trusted_error("pid namespace setup", exc), "result": None,
+                           "notes": []})
+        os.write(write_end, ("error:" + text).encode("utf-8"))
+        os._exit(1)
+    if job_process:
+        os.close(status_fd)
+        _, status = os.waitpid(job_process, 0)
+        os.write(write_end, f"status:{status}".encode())
+        os._exit(0)
+    os.close(write_end)
+    try:  # the job's process: every mount locked, the work dir as its current directory
+        os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNS)
+        _map_ids(uid, gid)
+        os.chdir(cwd)
+    except BaseException as exc:  # reported as the call's error
+        fail("mount namespace setup", exc)
+    os.close(status_fd)
+
+
 def _trusted_error(phase, exc):
     head = f"sandbox {phase} failed: {_type_name(exc)}: {_message(exc)}"
     if type(exc).__module__ == "__main__":  # an error class of the prelude/postlude: a deliberate message
@@ -194,6 +355,8 @@ def _main():
     dumps, _open, _exit = json.dumps, builtins.open, os._exit
     with _open(job_path, encoding="utf-8") as f:
         job = json.load(f)
+    if job.get("mounts"):  # weak isolation with namespaces: only the job's own process returns
+        _confine(job["mounts"], status_path)
     sys.meta_path.insert(0, _NoInstall())
     _limit_threads(job["max_threads"])
     memory_mb = job["memory_mb"]

@@ -28,7 +28,19 @@ from kgagents.core.config import HOME_VARIABLE, PROJECT_DIR, data_home
 from kgagents.tools.kg.base import snapshot_to_jsonl
 from kgagents.tools.pgraph import FORMATS, graphs_dir, import_graph, known_graphs, open_graph
 from kgagents.tools.pgraph.catalog import GRAPHS_DIR_ENV, default_name
+from kgagents.tools.pgraph.limits import ImportLimits, env_variable, flag
 from kgagents.tools.pgraph.loaders import FORMATS_HELP
+
+#: The import's limits as flags: field of ImportLimits, metavar, what it bounds.
+IMPORT_LIMITS = (
+    ("max_mb", "MB", "text one source file may hold, once decompressed"),
+    ("max_ratio", "N", "how many times its size on disk a compressed file may expand"),
+    ("max_record_mb", "MB", "one line, row or record (a GRBench node)"),
+    ("max_document_mb", "MB", "a file parsed whole (ARK-V1 JSON, CRAG calls)"),
+    ("max_depth", "N", "how deeply a JSON value may nest"),
+    ("max_nodes", "N", "distinct nodes of the graph"),
+    ("max_edges", "N", "edges of the graph"),
+)
 
 
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
@@ -52,6 +64,12 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     imp.add_argument("--merge", action="store_true", help="ARK-V1 files of many graphs: merge every record")
     imp.add_argument("--batch-size", type=int, default=5000, help="rows per database batch (--neo4j/--falkordb)")
     imp.add_argument("--quiet", action="store_true", help="no progress bar")
+    caps = imp.add_argument_group("limits", "what a source file may hold before the import refuses it "
+                                            "(default: the KGAGENTS_GRAPH_MAX_* variables, else the built-in "
+                                            "values; docs/graphs.md)")
+    for name, metavar, what in IMPORT_LIMITS:
+        caps.add_argument(flag(name), type=int, metavar=metavar, dest=name,
+                          help=f"{what} (default {getattr(ImportLimits(), name):,}, or {env_variable(name)})")
 
     gsub.add_parser("list", help="the imported graphs")
 
@@ -82,6 +100,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress = False if args.quiet else None
+    limits = ImportLimits.from_env(**{name: getattr(args, name, None) for name, _, _ in IMPORT_LIMITS})
     if args.neo4j is not None or args.falkordb is not None:
         # loaded by the command that needs it (every command starts without it)
         from kgagents.tools.pgraph.cypher import import_to_cypher
@@ -91,10 +110,10 @@ def _import(args: argparse.Namespace) -> int:
         name = args.name or _default_name(args.source, args.record)
         ref = import_to_cypher(args.source, backend=backend, url=url, name=name, format=args.format,
                                record=args.record, merge=args.merge, batch_size=args.batch_size,
-                               progress=progress)
+                               progress=progress, limits=limits)
     else:
         ref = import_graph(args.source, format=args.format, name=args.name, to=args.to, record=args.record,
-                           merge=args.merge, progress=progress)
+                           merge=args.merge, progress=progress, limits=limits)
     print(f"imported {ref.get('name')} ({ref.get('format', '?')}, fingerprint {ref['fingerprint']}) into "
           f"{ref['location']} in {time.monotonic() - started:.1f} s", file=sys.stderr)
     if not args.to and args.neo4j is None and args.falkordb is None:

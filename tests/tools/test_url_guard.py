@@ -3,11 +3,14 @@ otherwise non-global address is refused before anything is sent, unless the user
 
 from __future__ import annotations
 
+import socketserver
+import threading
+
 import httpx
 import pytest
 
 from kgagents.core.config import allowed_hosts
-from kgagents.tools.http import FetchError, FetchLimits, check_public, fetch
+from kgagents.tools.http import FetchError, FetchLimits, check_public, fetch, proxy_for, unresolved_refusal
 from tests.tools.server import FixtureServer
 
 
@@ -64,3 +67,91 @@ async def test_the_user_opens_loopback_or_some_hosts(monkeypatch):
 def test_configured_api_bases_are_allowed_hosts():
     assert allowed_hosts("Wiki.local:8080, mirror", "http://127.0.0.1:5000/search", None, "https://api.x") == (
         "wiki.local:8080", "mirror", "127.0.0.1:5000", "api.x:443")
+
+
+class RecordingProxy:
+    """A forward proxy on loopback that records the request line of every request it gets and answers each
+    with a page of its own (it connects nowhere): a request that reached it is one the guard let through."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        proxy = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline(65536).decode("latin-1").strip()
+                while self.rfile.readline(65536).strip():
+                    pass
+                proxy.requests.append(line)
+                body = b"via the proxy"
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def proxy(monkeypatch):
+    server = RecordingProxy()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
+                 "no_proxy", "KGAGENTS_ALLOWED_HOSTS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", server.url)
+    monkeypatch.setenv("HTTPS_PROXY", server.url)
+    yield server
+    server.stop()
+
+
+#: A name no resolver knows (RFC 2606): only the proxy would make something of it.
+UNRESOLVABLE = "kgagents-internal.invalid"
+
+
+@pytest.mark.parametrize("url", [f"http://{UNRESOLVABLE}/admin", f"https://{UNRESOLVABLE}:8443/admin",
+                                 "http://10.0.0.5/", "http://localhost:9/", "http://[::1]:9/"])
+async def test_behind_a_proxy_names_that_do_not_resolve_here_and_private_addresses_never_reach_it(proxy, url):
+    with pytest.raises(FetchError, match=r"refused to fetch .* public addresses only") as refused:
+        await fetch(url)
+    if UNRESOLVABLE in url:
+        assert "does not resolve here" in str(refused.value) and "the proxy at 127.0.0.1" in str(refused.value)
+    assert proxy.requests == []
+
+
+async def test_the_proxy_is_used_for_what_the_guard_lets_through(proxy, monkeypatch):
+    """The refusals above are no accident of a proxy that was never used: a public address (a literal: no DNS)
+    goes to it, and so does the unresolvable name once the user allows that host."""
+    got = await fetch("http://93.184.216.34/page")
+    assert got.content == b"via the proxy" and proxy.requests == ["GET http://93.184.216.34/page HTTP/1.1"]
+    monkeypatch.setenv("KGAGENTS_ALLOWED_HOSTS", UNRESOLVABLE)
+    assert (await fetch(f"http://{UNRESOLVABLE}/admin")).content == b"via the proxy"
+    assert proxy.requests[-1] == f"GET http://{UNRESOLVABLE}/admin HTTP/1.1"
+
+
+async def test_no_proxy_and_all_proxy_do_not_open_a_way_round_the_guard(proxy, monkeypatch):
+    monkeypatch.setenv("NO_PROXY", f"{UNRESOLVABLE},localhost")  # these would go direct: still nothing is sent
+    for url in (f"http://{UNRESOLVABLE}/", "http://localhost:9/"):
+        with pytest.raises(FetchError, match="refused to fetch"):
+            await fetch(url)
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.delenv("HTTPS_PROXY")
+    monkeypatch.setenv("ALL_PROXY", proxy.url)  # the proxy for every scheme
+    with pytest.raises(FetchError, match="does not resolve here"):
+        await fetch(f"http://{UNRESOLVABLE}/")
+    assert proxy.requests == []
+
+
+def test_which_proxy_a_request_goes_to_and_when_an_unresolved_name_is_refused():
+    assert proxy_for("https", {"https": "http://p:1", "all": "http://a:2"}) == "http://p:1"
+    assert proxy_for("HTTP", {"https": "http://p:1", "all": "http://a:2"}) == "http://a:2"
+    assert proxy_for("http", {"https": "http://p:1", "no": "x"}) is None
+    assert unresolved_refusal("http://x.invalid/", "x.invalid", None) is None  # the connection fails on the name
+    refusal = unresolved_refusal("http://x.invalid/", "x.invalid", "http://user:pw@proxy.corp:3128")
+    assert refusal is not None and "proxy at proxy.corp" in refusal and "pw" not in refusal
+    assert "x.invalid does not resolve here" in (unresolved_refusal("u", "x.invalid", "proxy.corp:3128") or "")

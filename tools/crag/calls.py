@@ -142,14 +142,15 @@ def _parse_call(text: str) -> tuple[str, list[Any], dict[str, Any]]:
     return name, args, kwargs
 
 
-def load_calls(path: str | Path) -> list[SavedCall]:
+def load_calls(path: str | Path, data: Any = None) -> list[SavedCall]:
     """The saved calls of a file ``{"calls": [{"call": "api.fn(args)", "output...": "<repr>"}]}`` (or the
-    list); errors name the file and the call."""
+    list), or of ``data``, that file's content already parsed; errors name the file and the call."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"cannot read the CRAG calls file {path}: {exc}") from exc
+    if data is None:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ValueError(f"cannot read the CRAG calls file {path}: {exc}") from exc
     calls = data.get("calls") if isinstance(data, dict) else data
     if not isinstance(calls, list):
         raise ValueError(f"{path}: expected {{\"calls\": [{{\"call\": \"api.fn(args)\", "  # noqa: TRY004 - data

@@ -28,6 +28,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from kgagents.tools.pgraph.limits import GraphLimitError, ImportLimits
+
 #: Version of the on-disk layout; a store of another version is rebuilt.
 FORMAT_VERSION = 1
 ALIGN = 64
@@ -67,9 +69,13 @@ def _value(value: Any) -> tuple[int, str]:
 
 
 class GraphBuilder:
-    """Streams a graph into ``directory`` (which must not exist yet, or be empty)."""
+    """Streams a graph into ``directory`` (which must not exist yet, or be empty), within ``limits`` (the
+    loaders read their source files through them; the builder counts nodes and edges); ``source`` names the
+    graph's source in the errors."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, limits: ImportLimits | None = None, source: str = "") -> None:
+        self.limits = limits if limits is not None else ImportLimits.from_env()
+        self.source = source
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._strings = _Strings(self.directory / "strings.bin")
@@ -101,8 +107,16 @@ class GraphBuilder:
         ids = self._ids
         index = ids.get(node_id)
         if index is None:
+            if len(ids) >= self.limits.max_nodes:
+                raise self._too_many("nodes", "max_nodes")
             index = ids[node_id] = len(ids)
         return index
+
+    def _too_many(self, what: str, name: str) -> GraphLimitError:
+        most = getattr(self.limits, name)
+        where = f"{self.source}: " if self.source else ""
+        return GraphLimitError(f"{where}the graph has more than {most:,} {what}, the limit of an import "
+                               f"({self.limits.hint(name)})")
 
     def add_node(self, node_id: str, *, type: str = "", name: str | None = None,  # noqa: A002
                  features: Mapping[str, Any] | None = None) -> int:
@@ -132,6 +146,8 @@ class GraphBuilder:
 
     def add_edge(self, head: str, relation: str, tail: str, qualifiers: Mapping[str, Any] | None = None) -> None:
         """Add one directed edge; parallel edges are kept."""
+        if len(self._src) >= self.limits.max_edges:
+            raise self._too_many("edges", "max_edges")
         self._src.append(self._intern(str(head)))
         self._rel.append(self._relations.setdefault(str(relation), len(self._relations)))
         self._dst.append(self._intern(str(tail)))
@@ -153,6 +169,8 @@ class GraphBuilder:
         tail_ids = [intern(str(t)) for t in tails]
         if not tail_ids:
             return
+        if len(self._src) + len(tail_ids) > self.limits.max_edges:
+            raise self._too_many("edges", "max_edges")
         self._src.extend([intern(str(head))] * len(tail_ids))
         self._rel.extend([self._relations.setdefault(str(relation), len(self._relations))] * len(tail_ids))
         self._dst.extend(tail_ids)

@@ -19,6 +19,7 @@ from typing import Any
 
 from kgagents.core.config import data_home
 from kgagents.tools.pgraph.build import FORMAT_VERSION, GraphBuilder
+from kgagents.tools.pgraph.limits import ImportLimits
 from kgagents.tools.pgraph.loaders import FORMATS, LOADERS, detect_format, source_files
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef
 
@@ -105,8 +106,9 @@ def swap_in(tmp: Path, target: Path) -> None:
 
 def build(source: str | Path, target: str | Path, *, format: str | None = None,  # noqa: A002
           record: str | None = None, merge: bool = False, name: str | None = None,
-          progress: bool | None = None) -> GraphRef:
-    """Build the compact store of ``source`` into ``target`` (replacing a previous build there)."""
+          progress: bool | None = None, limits: ImportLimits | None = None) -> GraphRef:
+    """Build the compact store of ``source`` into ``target`` (replacing a previous build there), within
+    ``limits`` (default: :meth:`ImportLimits.from_env`)."""
     path = Path(source).resolve()
     fmt = format or detect_format(path)
     if fmt not in LOADERS:
@@ -117,7 +119,7 @@ def build(source: str | Path, target: str | Path, *, format: str | None = None, 
     target = Path(target)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    builder = GraphBuilder(tmp)
+    builder = GraphBuilder(tmp, limits, source=str(path))
     label = name or path.name
     bar = progress_bar(sum(p.stat().st_size for p in files), label) if progress is not False else None
     last = [0]

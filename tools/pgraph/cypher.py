@@ -58,6 +58,7 @@ from kgagents.tools.kg.falkordb_store import client_for, forget_client
 from kgagents.tools.kg.servers import embedded
 from kgagents.tools.pgraph.catalog import build, check_name, default_name, graphs_dir, ref_of, swap_in
 from kgagents.tools.pgraph.compact import CompactGraph
+from kgagents.tools.pgraph.limits import ImportLimits
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
 from kgagents.tools.pgraph.vectors import BATCH as EMBED_BATCH
 from kgagents.tools.pgraph.vectors import IndexSet, file_lock
@@ -278,7 +279,8 @@ class Location:
 # ----------------------------------------------------------------------------------------------------------
 def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None, name: str | None = None,
                      format: str | None = None, record: str | None = None, merge: bool = False,
-                     batch_size: int = 5000, progress: bool | None = None) -> GraphRef:
+                     batch_size: int = 5000, progress: bool | None = None,
+                     limits: ImportLimits | None = None) -> GraphRef:
     """``kgagents graph import SOURCE --neo4j/--falkordb``: load ``source`` into the database in batches of
     ``batch_size`` rows and write its manifest to ``<graphs dir>/<name>/`` (replacing a graph of that name)."""
     if int(batch_size) < 1:
@@ -297,7 +299,8 @@ def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None
     started = time.monotonic()
     with file_lock(target.with_name(f".{target.name}.lock")), \
             tempfile.TemporaryDirectory(prefix=f".{name}.import-", dir=target.parent) as tmp:
-        build(path, Path(tmp) / "compact", format=format, record=record, merge=merge, name=name, progress=progress)
+        build(path, Path(tmp) / "compact", format=format, record=record, merge=merge, name=name, progress=progress,
+              limits=limits)
         compact = CompactGraph(Path(tmp) / "compact")
         try:
             manifest = _load(compact, db, where, int(batch_size), progress)

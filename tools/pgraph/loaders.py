@@ -24,7 +24,9 @@ crag       CRAG's mock KG API answers saved as ``{"calls": [{"call": "api.fn(arg
 Each format is a module of :mod:`kgagents.tools.pgraph.formats` with a detector, a loader and the files a
 source of it consists of; :data:`FORMATS` is the order the detectors run in (the first that claims a source
 names its format). Every loader raises :class:`~kgagents.tools.pgraph.model.GraphFormatError` naming the file
-and the place that is wrong.
+and the place that is wrong, and reads within the builder's :class:`~kgagents.tools.pgraph.limits.ImportLimits`
+(decompressed size and ratio, line and record size, nesting, nodes and edges: a hostile file is refused with a
+:class:`~kgagents.tools.pgraph.limits.GraphLimitError` that names the limit and how to raise it).
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from kgagents.tools.pgraph.catalog import (
     source_signature,
     swap_in,
 )
+from kgagents.tools.pgraph.limits import ImportLimits
 from kgagents.tools.pgraph.loaders import add_ark_edges, detect_format, parse_ark_edges, source_files
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, StaticKG
 from kgagents.tools.pgraph.vectors import file_lock
@@ -55,8 +56,8 @@ KEEP_OPEN = 64
 
 def import_graph(source: str | Path, *, format: str | None = None, name: str | None = None,  # noqa: A002
                  to: str | Path | None = None, record: str | None = None, merge: bool = False,
-                 progress: bool | None = None) -> GraphRef:
-    """``kgagents graph import``: build ``source`` into ``to`` or ``<graphs dir>/<name>``."""
+                 progress: bool | None = None, limits: ImportLimits | None = None) -> GraphRef:
+    """``kgagents graph import``: build ``source`` into ``to`` or ``<graphs dir>/<name>``, within ``limits``."""
     path = Path(source)
     if to is None:
         name = name or default_name(path, record)
@@ -65,7 +66,7 @@ def import_graph(source: str | Path, *, format: str | None = None, name: str | N
     target = Path(to)
     with file_lock(target.with_name(f".{target.name}.lock")):
         return build(path, target, format=format, record=record, merge=merge, name=name or target.name,
-                     progress=progress)
+                     progress=progress, limits=limits)
 
 
 def cached(source: str | Path, *, format: str | None = None, record: str | None = None,  # noqa: A002

@@ -6,16 +6,24 @@ them merged into one graph).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kgagents.core.jsonl import json_lines
 from kgagents.tools.pgraph.build import GraphBuilder
 from kgagents.tools.pgraph.formats.common import (
     GraphFormat,
     Progress,
     Source,
+)
+from kgagents.tools.pgraph.limits import (
+    MB,
+    GraphLimitError,
+    ImportLimits,
+    bounded_lines,
+    loads,
+    open_limited,
+    read_document,
 )
 from kgagents.tools.pgraph.model import GraphFormatError
 
@@ -43,60 +51,80 @@ def parse_ark_edges(data: Any, name: str) -> list[tuple[str, str, str, dict[str,
     return edges
 
 
-def load_ark_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of an ARK-V1 graph file.
-
-    Accepted: one record ``{"question": ..., "graph": [...]}`` (``example_data.json``), a list of records, a bare
-    graph (a list of edges), or JSON lines with one record per line (``customized_dataset.jsonl``).
-    """
-    path = Path(path)
+def _jsonl_records(path: Path, limits: ImportLimits) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """``(line number, line, record)`` of an ARK-V1 JSON-lines file, streamed: no line longer than
+    ``max_record_mb``, none nested deeper than ``max_depth``."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_limited(path, limits) as f:
+            n = 0
+            for number, line in enumerate(bounded_lines(f, path, limits), 1):
+                if not line.strip():
+                    continue
+                record = loads(line, f"{path}, line {number}", limits)
+                if not isinstance(record, dict) or "graph" not in record:
+                    raise GraphFormatError(f"{path}: record {n} has no \"graph\"")
+                n += 1
+                yield number, line, record
     except (OSError, UnicodeDecodeError) as exc:
         raise GraphFormatError(f"cannot read the graph file {path}: {exc}") from exc
-    if path.suffix == ".jsonl":
-        records = [record for _, record in json_lines(text.splitlines(), str(path), GraphFormatError)]
+
+
+def _document_records(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
+    """The records of an ARK-V1 JSON file, parsed whole (at most ``max_document_mb``)."""
+    try:
+        data = loads(read_document(path, limits, "an ARK-V1 graph file"), str(path), limits)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GraphFormatError(f"cannot read the graph file {path}: {exc}") from exc
+    if isinstance(data, dict):
+        records = [data]
+    elif isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
+        records = data
+    elif isinstance(data, list):
+        records = [{"graph": data}]
     else:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise GraphFormatError(f"{path}: not valid JSON: {exc}") from exc
-        if isinstance(data, dict):
-            records = [data]
-        elif isinstance(data, list) and data and all(isinstance(r, dict) for r in data):
-            records = data
-        elif isinstance(data, list):
-            records = [{"graph": data}]
-        else:
-            raise GraphFormatError(f"{path}: expected a record, a list of records or a list of edges")
+        raise GraphFormatError(f"{path}: expected a record, a list of records or a list of edges")
     for n, record in enumerate(records):
-        if not isinstance(record, dict) or "graph" not in record:
+        if "graph" not in record:
             raise GraphFormatError(f"{path}: record {n} has no \"graph\"")
     return records
 
 
-def load_ark_record(path: str | Path, record_id: str | None = None, *, question: str | None = None
-                    ) -> dict[str, Any]:
+def load_ark_records(path: str | Path, limits: ImportLimits | None = None) -> list[dict[str, Any]]:
+    """The records of an ARK-V1 graph file, all in memory (so at most ``max_document_mb`` on disk).
+
+    Accepted: one record ``{"question": ..., "graph": [...]}`` (``example_data.json``), a list of records, a bare
+    graph (a list of edges), or JSON lines with one record per line (``customized_dataset.jsonl``).
+    """
+    path, limits = Path(path), limits or ImportLimits.from_env()
+    if path.suffix == ".jsonl":
+        size = path.stat().st_size if path.is_file() else 0
+        if size > limits.max_document_mb * MB:
+            raise GraphLimitError(f"{path}: {size / MB:,.1f} MB, over the {limits.max_document_mb:,} MB an ARK-V1 "
+                                  f"file may have to be read whole ({limits.hint('max_document_mb')}); a record "
+                                  "by its id, or every record merged, is read line by line at any size")
+        return [record for _, _, record in _jsonl_records(path, limits)]
+    return _document_records(path, limits)
+
+
+def load_ark_record(path: str | Path, record_id: str | None = None, *, question: str | None = None,
+                    limits: ImportLimits | None = None) -> dict[str, Any]:
     """One record of a graph file: by ``id`` (``#n``: the n-th record), else by question text, else the only one."""
-    path = Path(path)
+    path, limits = Path(path), limits or ImportLimits.from_env()
     if record_id is not None and path.suffix == ".jsonl" and not str(record_id).startswith("#"):
-        # JSON lines: parse only the lines that can hold the id (a file of many large graphs)
+        # JSON lines: read line by line, parse only the lines that can hold the id (a file of many large graphs)
         needle = json.dumps(str(record_id))
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            with open_limited(path, limits) as f:
+                for number, line in enumerate(bounded_lines(f, path, limits), 1):
+                    if needle not in line:
+                        continue
+                    record = loads(line, f"{path}, line {number}", limits)
+                    if isinstance(record, dict) and str(record.get("id")) == str(record_id) and "graph" in record:
+                        return record
         except (OSError, UnicodeDecodeError) as exc:
             raise GraphFormatError(f"cannot read the graph file {path}: {exc}") from exc
-        for n, line in enumerate(lines, 1):
-            if needle not in line:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise GraphFormatError(f"{path}, line {n}: not valid JSON: {exc}") from exc
-            if isinstance(record, dict) and str(record.get("id")) == str(record_id) and "graph" in record:
-                return record
         raise GraphFormatError(f"{path}: no record with id {record_id!r}")
-    records = load_ark_records(path)
+    records = load_ark_records(path, limits)
     if record_id is not None:
         if str(record_id).startswith("#") and str(record_id)[1:].isdigit():
             position = int(str(record_id)[1:])
@@ -124,11 +152,15 @@ def add_ark_edges(builder: GraphBuilder, edges: Sequence[tuple[str, str, str, Ma
 def load_ark(builder: GraphBuilder, path: Path, *, record: str | None = None, merge: bool = False,
              progress: Progress | None = None) -> None:
     """One record's graph (``record``), the only graph of the file, or every record merged (``merge``)."""
+    limits = builder.limits
     if merge:
-        for n, rec in enumerate(load_ark_records(path)):
+        records: Iterator[dict[str, Any]] | list[dict[str, Any]] = (
+            (record for _, _, record in _jsonl_records(path, limits)) if path.suffix == ".jsonl"
+            else _document_records(path, limits))
+        for n, rec in enumerate(records):
             add_ark_edges(builder, parse_ark_edges(rec["graph"], f"{path} record {rec.get('id', n)}"))
         return
-    rec = load_ark_record(path, record)
+    rec = load_ark_record(path, record, limits=limits)
     name = f"{path}#{rec.get('id')}" if rec.get("id") is not None else str(path)
     add_ark_edges(builder, parse_ark_edges(rec["graph"], name))
 

@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TextIO
 
+from kgagents.tools.pgraph.limits import ImportLimits, open_limited
 from kgagents.tools.pgraph.model import GraphFormatError
 
 Progress = Callable[[int], None]
@@ -20,8 +21,11 @@ Progress = Callable[[int], None]
 TABLE_SUFFIXES = (".tsv", ".tsv.gz", ".txt", ".csv", ".csv.gz")
 
 
-def open_text(path: Path) -> TextIO:
-    """A source file as text (UTF-8), gunzipped when its name ends in ``.gz``."""
+def open_text(path: Path, limits: ImportLimits | None = None) -> TextIO:
+    """A source file as text (UTF-8), gunzipped when its name ends in ``.gz``; read within ``limits`` when they
+    are given (:func:`~kgagents.tools.pgraph.limits.open_limited`: what a loader reads whole)."""
+    if limits is not None:
+        return open_limited(path, limits)
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
     return open(path, encoding="utf-8")

@@ -18,6 +18,7 @@ from kgagents.tools.pgraph.formats.common import (
     Progress,
     Source,
 )
+from kgagents.tools.pgraph.limits import MB, GraphLimitError, ImportLimits, loads, read_document
 from kgagents.tools.pgraph.model import GraphFormatError
 
 LONG_TEXT = 120
@@ -47,12 +48,29 @@ def load_crag(builder: GraphBuilder, path: Path, *, progress: Progress | None = 
     subject (a dict of dicts: one edge per key with the inner values as qualifiers); a list of values one
     edge per value. Node ids are ``domain:name`` (records with an id: ``domain:id``).
     """
+    limits = builder.limits
     try:
-        calls = load_calls(path)  # one reader of saved calls: the mock KG API serves the same file
+        data = loads(read_document(path, limits, "a CRAG calls file"), str(path), limits)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GraphFormatError(f"cannot read the CRAG calls file {path}: {exc}") from exc
+    _check_outputs(data, path, limits)
+    try:
+        calls = load_calls(path, data)  # one reader of saved calls: the mock KG API serves the same file
     except ValueError as exc:
         raise GraphFormatError(str(exc)) from exc
     for call in calls:
         _add_call(builder, call.function, list(call.payload.values()), call.result)
+
+
+def _check_outputs(data: Any, path: Path, limits: ImportLimits) -> None:
+    """Refuse a call whose saved output (a Python literal, parsed with many times its size in memory) is longer
+    than ``max_record_mb``."""
+    calls = data.get("calls") if isinstance(data, dict) else data
+    most = limits.max_record_mb * MB
+    for n, entry in enumerate(calls if isinstance(calls, list) else []):
+        if isinstance(entry, dict) and any(isinstance(v, str) and len(v) > most for v in entry.values()):
+            raise GraphLimitError(f"{path}, call {n}: an output longer than {limits.max_record_mb:,} MB, the limit "
+                                  f"of one record ({limits.hint('max_record_mb')})")
 
 
 def _crag_node(builder: GraphBuilder, domain: str, value: Any, *, type_: str = "") -> str:

@@ -19,13 +19,16 @@ from kgagents.tools.pgraph.formats.common import (
     name_from_features,
     open_text,
 )
+from kgagents.tools.pgraph.limits import MB, GraphLimitError, ImportLimits, check_depth, record_too_large
 from kgagents.tools.pgraph.model import GraphFormatError
 
 
 class _JsonStream:
     """Reads the members of JSON objects one at a time from a text file that may be larger than memory."""
 
-    def __init__(self, f: TextIO, name: str, progress: Progress | None = None, chunk: int = 1 << 22) -> None:
+    def __init__(self, f: TextIO, name: str, progress: Progress | None = None, chunk: int = 1 << 22,
+                 limits: ImportLimits | None = None) -> None:
+        self.limits = limits or ImportLimits.from_env()
         self.f = f
         self.name = name
         self.buf = ""
@@ -71,8 +74,11 @@ class _JsonStream:
             raise self._fail(f"expected {char!r}, found {found!r}")
         self.pos += 1
 
-    def value(self) -> Any:
+    def value(self, where: str = "") -> Any:
+        """The next JSON value, parsed once the buffer holds all of it: at most ``max_record_mb`` of text,
+        nested at most ``max_depth`` deep (``where``: the value's place, for errors)."""
         self.skip_ws()
+        limits = self.limits
         while True:
             try:
                 value, end = self.decoder.raw_decode(self.buf, self.pos)
@@ -81,12 +87,19 @@ class _JsonStream:
                 # to it (its error points at the string's start, which may lie far back)
                 near_end = exc.pos >= len(self.buf) - 64 or exc.msg.startswith("Unterminated string")
                 offset = exc.pos - self.pos  # from the value's start, where a refill leaves the buffer's start
+                if near_end and len(self.buf) - self.pos > limits.max_record_mb * MB:
+                    raise record_too_large(f"{self.name}{where}", limits) from None
                 if near_end and self._more(len(self.buf)):
                     continue
                 raise self._fail(f"not valid JSON: {exc.msg}", self.pos + offset) from exc
+            except RecursionError as exc:
+                raise GraphLimitError(f"{self.name}{where}: JSON nested too deeply for the parser "
+                                      f"({limits.hint('max_depth')})") from exc
             # a number at the very end of the buffer may continue in the next chunk
             if end >= len(self.buf) and not self.eof and isinstance(value, (int, float)) and self._more():
                 continue
+            if self.buf.count("[", self.pos, end) + self.buf.count("{", self.pos, end) > limits.max_depth:
+                check_depth(self.buf[self.pos:end], f"{self.name}{where}", limits)
             self.pos = end
             return value
 
@@ -126,14 +139,14 @@ def load_grbench(builder: GraphBuilder, path: Path, *, progress: Progress | None
     relation is the neighbour type (GRBench lists both directions, e.g. paper→author and author→paper)."""
     path = _grbench_file(path)
     try:
-        with open_text(path) as f:
-            stream = _JsonStream(f, str(path), progress)
+        with open_text(path, builder.limits) as f:
+            stream = _JsonStream(f, str(path), progress, limits=builder.limits)
             types = 0
             for type_key in stream.members():
                 node_type = type_key.removesuffix("_nodes")
                 types += 1
                 for node_id in stream.members():
-                    node = stream.value()
+                    node = stream.value(f": {type_key}[{node_id!r}]")
                     if not isinstance(node, dict):
                         raise GraphFormatError(f"{path}: {type_key}[{node_id!r}] must be an object with "
                                                f"\"features\" and \"neighbors\", got {type(node).__name__}")

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.extras import MissingExtra, require
-from kgagents.core.jsonl import json_lines
 from kgagents.tools.pgraph.build import GraphBuilder
 from kgagents.tools.pgraph.formats.common import (
     GraphFormat,
@@ -19,6 +18,15 @@ from kgagents.tools.pgraph.formats.common import (
     Source,
     name_from_features,
     open_text,
+)
+from kgagents.tools.pgraph.limits import (
+    MB,
+    GraphLimitError,
+    ImportLimits,
+    bounded_lines,
+    loads,
+    size_limit_passed,
+    type_depth,
 )
 from kgagents.tools.pgraph.model import GraphFormatError
 from kgagents.tools.pgraph.stark import find_processed, load_processed
@@ -37,23 +45,32 @@ def _table_file(folder: Path, stem: str) -> Path:
                            "table and an edge list)")
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The rows of a table file as dicts, numbered from 1."""
+def _rows(path: Path, limits: ImportLimits) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a table file as dicts, numbered from 1, read within ``limits``."""
     try:
         if path.suffix == ".parquet":
             pq = require("pyarrow.parquet", "reading Parquet tables")
 
+            table = pq.ParquetFile(path)
+            _check_parquet(table, path, limits)
             number = 0
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536):
+            for batch in table.iter_batches(batch_size=65_536):
                 for row in batch.to_pylist():
                     number += 1
                     yield number, row
             return
-        with open_text(path) as f:
+        with open_text(path, limits) as f:
+            lines = bounded_lines(f, path, limits)
             if ".jsonl" in path.name:
-                yield from json_lines(f, str(path), GraphFormatError, objects=True, what="a row")
+                for number, line in enumerate(lines, 1):
+                    if not line.strip():
+                        continue
+                    row = loads(line, f"{path}, line {number}", limits)
+                    if not isinstance(row, dict):
+                        raise GraphFormatError(f"{path}, line {number}: a row must be a JSON object")
+                    yield number, row
                 return
-            reader = csv.DictReader(f, delimiter="\t" if ".tsv" in path.name else ",")
+            reader = csv.DictReader(lines, delimiter="\t" if ".tsv" in path.name else ",")
             for number, row in enumerate(reader, 2):
                 yield number, dict(row)
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
@@ -62,6 +79,33 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise
     except Exception as exc:
         raise GraphFormatError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _check_parquet(table: Any, path: Path, limits: ImportLimits) -> None:
+    """Refuse a Parquet file, from its metadata and before any row is read, whose columns nest deeper than
+    ``max_depth``, whose data expand past ``max_mb`` or more than ``max_ratio`` times their size on disk (what
+    each row group says of itself: a row group is decompressed whole), or one of whose row groups holds more
+    than ``max_record_mb`` times 64 rows' worth (a batch of rows is what the loader holds at a time)."""
+    schema = table.schema_arrow
+    for name in schema.names:
+        if type_depth(schema.field(name).type) > limits.max_depth:
+            raise GraphLimitError(f"{path}: the column {name!r} nests deeper than {limits.max_depth} levels "
+                                  f"({limits.hint('max_depth')})")
+    meta = table.metadata
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    expanded = sum(group.total_byte_size for group in groups)
+    passed = size_limit_passed(limits, expanded, max(1, path.stat().st_size))
+    if passed == "max_mb":
+        raise GraphLimitError(f"{path}: its data come to {expanded / MB:,.0f} MB, over the {limits.max_mb:,} MB of "
+                              f"a graph source file ({limits.hint('max_mb')})")
+    if passed == "max_ratio":
+        raise GraphLimitError(f"{path}: its data expand more than {limits.max_ratio} times, to "
+                              f"{expanded / MB:,.0f} MB: refused as a decompression bomb ({limits.hint('max_ratio')})")
+    for i, group in enumerate(groups):
+        if group.total_byte_size > 64 * limits.max_record_mb * MB:
+            raise GraphLimitError(f"{path}: row group {i} holds {group.total_byte_size / MB:,.0f} MB, over "
+                                  f"{64 * limits.max_record_mb:,} MB (64 times the limit of one record; "
+                                  f"{limits.hint('max_record_mb')})")
 
 
 def _column(row: Mapping[str, Any], names: Sequence[str]) -> str | None:
@@ -80,7 +124,7 @@ def load_stark(builder: GraphBuilder, path: Path, *, progress: Progress | None =
         load_processed(builder, path, progress=progress)
         return
     nodes, edges = _table_file(path, "nodes"), _table_file(path, "edges")
-    for number, row in _rows(nodes):
+    for number, row in _rows(nodes, builder.limits):
         id_col = _column(row, _ID_COLUMNS)
         if id_col is None:
             raise GraphFormatError(f"{nodes}, row {number}: no node id (a column named id)")
@@ -90,7 +134,7 @@ def load_stark(builder: GraphBuilder, path: Path, *, progress: Progress | None =
         builder.add_node(node_id, type=str(row.get("type") or ""), name=str(name), features=features)
         if progress is not None and number % 100_000 == 0:
             progress(number)
-    for number, row in _rows(edges):
+    for number, row in _rows(edges, builder.limits):
         src, dst, rel = _column(row, _SRC_COLUMNS), _column(row, _DST_COLUMNS), _column(row, _REL_COLUMNS)
         if src is None or dst is None or rel is None:
             raise GraphFormatError(f"{edges}, row {number}: an edge needs src, relation and dst columns, got "

@@ -19,6 +19,7 @@ from kgagents.tools.pgraph.formats.common import (
     Source,
     open_text,
 )
+from kgagents.tools.pgraph.limits import ImportLimits, bounded_lines, check_depth, loads
 from kgagents.tools.pgraph.model import GraphFormatError
 
 
@@ -27,10 +28,11 @@ def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None
     if path.name.lower().endswith((".csv", ".csv.gz")):
         return _load_csv_triples(builder, path, progress)
     tabular = path.suffix in (".tsv", ".txt") or path.name.endswith(".tsv.gz")
+    limits = builder.limits
     try:
-        with open_text(path) as f:
+        with open_text(path, limits) as f:
             read = 0
-            for number, line in enumerate(f, 1):
+            for number, line in enumerate(bounded_lines(f, path, limits), 1):
                 read += len(line)
                 if progress is not None and number % 100_000 == 0:
                     progress(read)
@@ -44,13 +46,11 @@ def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None
                         continue
                     if len(parts) < 3 or not all(p.strip() for p in parts[:3]):
                         raise GraphFormatError(f"{where}: expected head<TAB>relation<TAB>tail, got {text[:200]!r}")
-                    qualifiers = _qualifiers(parts[3], where) if len(parts) > 3 and parts[3].strip() else None
+                    qualifiers = (_qualifiers(parts[3], where, limits) if len(parts) > 3 and parts[3].strip()
+                                  else None)
                     builder.add_edge(parts[0].strip(), parts[1].strip(), parts[2].strip(), qualifiers)
                     continue
-                try:
-                    item = json.loads(text)
-                except ValueError as exc:
-                    raise GraphFormatError(f"{where}: not valid JSON: {exc}") from exc
+                item = loads(text, where, limits)
                 if isinstance(item, list) and len(item) in (3, 4):
                     head, relation, tail = item[:3]
                     qualifiers = item[3] if len(item) == 4 else None
@@ -75,15 +75,16 @@ def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | No
     ``head,relation,tail`` is a header; blank rows and rows whose first field starts with ``#`` are
     skipped."""
     read = 0
+    limits = builder.limits
 
     def counted(lines: TextIO) -> Iterator[str]:
         nonlocal read
-        for line in lines:
+        for line in bounded_lines(lines, path, limits):
             read += len(line)
             yield line
 
     try:
-        with open_text(path) as f:
+        with open_text(path, limits) as f:
             for number, row in enumerate(csv.reader(counted(f)), 1):
                 if progress is not None and number % 100_000 == 0:
                     progress(read)
@@ -95,7 +96,7 @@ def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | No
                 if len(row) < 3 or not all(cell.strip() for cell in row[:3]):
                     got = ",".join(row)[:200]
                     raise GraphFormatError(f"{where}: expected head,relation,tail, got {got!r}")
-                qualifiers = _qualifiers(row[3], where) if len(row) > 3 and row[3].strip() else None
+                qualifiers = _qualifiers(row[3], where, limits) if len(row) > 3 and row[3].strip() else None
                 builder.add_edge(row[0].strip(), row[1].strip(), row[2].strip(), qualifiers)
     except csv.Error as exc:
         raise GraphFormatError(f"{path}: not valid CSV: {exc}") from exc
@@ -103,10 +104,11 @@ def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | No
         raise GraphFormatError(f"cannot read the triples file {path}: {exc}") from exc
 
 
-def _qualifiers(text: str, where: str) -> dict[str, Any]:
+def _qualifiers(text: str, where: str, limits: ImportLimits) -> dict[str, Any]:
+    check_depth(text, where, limits)
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise GraphFormatError(f"{where}: the fourth column must be a JSON object of qualifiers: {exc}") from exc
     if not isinstance(value, dict):
         raise GraphFormatError(f"{where}: the fourth column must be a JSON object of qualifiers")

@@ -1,0 +1,117 @@
+"""The weak sandbox (no bubblewrap, ``KGAGENTS_ALLOW_WEAK_SANDBOX=1``) against the KG servers of the same machine:
+LLM-written Python run by the Python Code Tool looks for the embedded FalkorDB's Unix socket, the embedded
+ArcadeDB's database files and another run's work dir, knowing exactly where they are, and finds nothing.
+
+The servers are started the way a run starts them (:func:`kgagents.tools.kg.servers.embedded` for FalkorDB: a
+private socket in the temp folder; :func:`~kgagents.tools.kg.servers.start_arcadedb_bolt` for ArcadeDB: its
+database files in the temp folder), and hold another run's KG with a secret in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kgagents.tools import sandbox as sb
+from kgagents.tools.kg import servers
+from kgagents.tools.kg.servers import ServerProcess
+from kgagents.tools.manager import ToolEnv
+from kgagents.tools.python_tool import make_python_tool
+
+pytestmark = pytest.mark.slow
+
+#: The attack: every place the servers and the other run keep their data, tried by name and by a search of the
+#: temp folder; what it could read comes back as JSON on one line.
+ATTACK = r'''
+import glob, json, os, socket
+found = {"socket": None, "files": [], "secret": False, "listing": []}
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(SOCKET)
+    s.sendall(b'GRAPH.QUERY victim "MATCH (n) RETURN n.v"\r\n')
+    found["socket"] = s.recv(65536).decode("utf-8", "replace")
+    found["secret"] = found["secret"] or SECRET in found["socket"]
+except OSError as exc:
+    found["socket_error"] = str(exc)
+for folder in [ARCADEDB, VICTIM_WORK, *glob.glob(os.path.join(TMP, "kgagents-*"))]:
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            found["files"].append(path)
+            found["secret"] = found["secret"] or SECRET.encode() in data
+try:
+    found["listing"] = os.listdir(TMP)
+except OSError:
+    pass
+print(json.dumps(found))
+'''
+
+
+def _weak_namespaces_or_skip() -> None:
+    """The mount namespace needs a kernel that gives unprivileged user namespaces: CI's does."""
+    if not sb.weak_mount_isolation():
+        if os.environ.get("KGAGENTS_CI"):
+            pytest.fail("this machine gives no unprivileged mount namespace")
+        pytest.skip("no unprivileged mount namespace here (weak isolation shares the temp folder)")
+
+
+def _victim_in_falkordb(secret: str) -> ServerProcess:
+    from falkordb import FalkorDB
+
+    server = servers.embedded("falkordb")  # a run's embedded server: a socket in a 0700 folder of the temp dir
+    assert server.unix_socket and Path(server.unix_socket).exists()
+    FalkorDB(unix_socket_path=server.unix_socket).select_graph("victim").query("CREATE (:Secret {v: $v})",
+                                                                               {"v": secret})
+    return server
+
+
+def _victim_in_arcadedb(server: ServerProcess, secret: str) -> Path:
+    import neo4j
+
+    with neo4j.GraphDatabase.driver(server.url, auth=(server.extra["user"], server.extra["password"])) as driver, \
+            driver.session(database=server.extra["database"]) as session:
+        session.run("CREATE (:Secret {v: $v})", v=secret).consume()
+    root = Path(server.log).parent  # the server's folder in the temp dir: its root and database files
+    assert any(root.rglob("*")) and str(root).startswith(tempfile.gettempdir())
+    return root
+
+
+async def test_weak_mode_python_finds_no_kg_server_and_no_other_run(arcadedb_server, tmp_path, monkeypatch):
+    _weak_namespaces_or_skip()
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs"))
+    secret = f"secret-of-another-run-{uuid.uuid4().hex}"
+    falkordb = _victim_in_falkordb(secret)
+    arcadedb_root = _victim_in_arcadedb(arcadedb_server, secret)
+    victim_work = tmp_path / "runs" / "work" / "victim" / "tools"
+    victim_work.mkdir(parents=True)
+    (victim_work / "notes.txt").write_text(secret)
+    own_work = tmp_path / "runs" / "work" / "attacker" / "tools"
+
+    tool = make_python_tool(ToolEnv(work_dir=own_work, allow_weak_sandbox=True, sandbox_timeout_s=20))
+    assert tool.sandbox.isolation == "weak"
+    code = (f"SOCKET, ARCADEDB, VICTIM_WORK, TMP, SECRET = {str(falkordb.unix_socket)!r}, {str(arcadedb_root)!r}, "
+            f"{str(victim_work)!r}, {tempfile.gettempdir()!r}, {secret!r}\n") + ATTACK
+    output = await tool.ainvoke({"code": code})
+    found = json.loads(output.strip().splitlines()[-1])
+
+    assert found["socket"] is None and "No such file" in found["socket_error"], found
+    assert found["files"] == [], found["files"][:10]
+    assert not found["secret"]
+    # the temp folder shows only what leads to the call's own work dir (it lies under pytest's temp folder)
+    assert all(own_work.as_posix().startswith(os.path.join(tempfile.gettempdir(), name)) for name in found["listing"])
+    # the servers still serve their runs
+    assert falkordb.alive() and arcadedb_server.alive()
+    output = await tool.ainvoke({"code": "print(open('mine.txt', 'w').write('own files still work'))"})
+    assert output.strip() == "20" and (own_work / "python" / "mine.txt").read_text() == "own files still work"
