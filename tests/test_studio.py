@@ -50,7 +50,8 @@ def server(tmp_path_factory):
 
 
 def serve(tmp: Path, **extra_env: str):
-    """Start ``langgraph dev`` on a free loopback port with a clean environment (plus ``extra_env``), yield
+    """Start ``langgraph dev`` on a free loopback port with a clean environment (plus ``extra_env``), in ``tmp``
+    (where it keeps its state, ``.langgraph_api``, as `make dev` keeps it in a folder of its own), yield
     ``(url, tmp)`` once it answers, stop it afterwards."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "LANGSMITH_"))}
@@ -63,7 +64,7 @@ def serve(tmp: Path, **extra_env: str):
         proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
                                  "--no-reload", "--n-jobs-per-worker", str(JOBS),
                                  "--config", str(ROOT / "langgraph.json")],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

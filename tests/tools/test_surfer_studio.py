@@ -38,7 +38,8 @@ def dev_server(tmp_path, web) -> Iterator[tuple[str, Path]]:
     with open(log_path, "w") as log:
         proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
                                  "--no-reload", "--config", str(ROOT / "langgraph.json")],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 120
