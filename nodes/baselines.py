@@ -348,8 +348,8 @@ async def served_kgot_tool_calls(thread_id: str, identity: str | None) -> list[T
     if identity is None or metadata.get(OWNER) != identity or metadata.get("graph_id") != "kgot":
         raise missing
     snapshot = await client.threads.get_state(thread_id)
-    values = snapshot.get("values") or {}
-    if not values or snapshot.get("next"):
+    values = snapshot.get("values") if isinstance(snapshot, dict) else None
+    if not isinstance(values, dict) or not values or snapshot.get("next"):
         raise ValueError(f"the KGoT thread {thread_id!r} has not finished: resume it first, so that the baseline "
                          "sees all of its tool outputs")
     return _check_records(list(values.get("tool_calls") or []), f"KGoT thread {thread_id!r}")

@@ -209,6 +209,7 @@ async def test_a_second_caller_cannot_reach_the_first_callers_threads_and_runs(s
         "cancel a run": lambda: bob.runs.cancel(tid, later["run_id"]),
         "delete a run": lambda: bob.runs.delete(tid, run["run_id"]),
         "delete the thread": lambda: bob.threads.delete(tid),
+        "take over its id": lambda: bob.threads.create(thread_id=tid, if_exists="do_nothing"),
     }
     for what, call in attempts.items():
         try:

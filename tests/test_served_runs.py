@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import stat
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from kgagents.evals.grbench import fixture_graph
 from kgagents.graphs import registry
 from kgagents.graphs.baselines import build_zeroshot
+from kgagents.graphs.fusion import build as build_fusion
 from kgagents.graphs.grounded import build as build_grounded
 from kgagents.graphs.io import final_state
 from kgagents.nodes.context import CALLER_MODEL, OPERATOR, BaseContext, Context, served_decision
@@ -225,3 +227,19 @@ async def test_a_served_run_names_its_graph_by_catalog_name():
         await final_state(graph, {"question": "Who wrote it?", "graph": source}, served("g", "grounded"))
     with pytest.raises(ValueError, match="no graph named 'goodreads' is imported"):
         await final_state(graph, {"question": "Who wrote it?", "graph": "goodreads"}, served("h", "grounded"))
+
+
+@pytest.mark.slow
+async def test_a_served_fusion_run_admits_the_variant_contexts_it_derives(monkeypatch):
+    """Fusion gives each KGoT variant a context of its own (its KG scope, its share of the budget): the workflow's
+    own derivation of the checked context, which the served check lets through."""
+    demo = Path(str(resources.files("kgagents") / "data" / "demo_kgot_figure9.json"))
+    monkeypatch.setenv("KGAGENTS_SERVE_MODELS", f"scripted:{demo}")
+    graph = build_fusion().compile(checkpointer=InMemorySaver())
+    question = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the "
+                "third and fifth integers of the sorted list.")
+    state = await final_state(graph, {"question": question}, served("f", "fusion"),
+                              context={"model": f"scripted:{demo}", "budget_tokens": 1_000_000})
+    assert state["final_answer"] == "65" and {r["variant"] for r in state["results"]} == {
+        "networkx:query", "networkx:direct"}
+    assert not any(r["error"] for r in state["results"]), state["results"]

@@ -106,7 +106,7 @@ def check_run_request(kwargs: Mapping[str, Any], graph_id: str | None = None) ->
         raise _forbidden(str(exc)) from None
 
 
-def _own(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+def _own(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Mark what the request creates as the caller's (its metadata), and the filter of the caller's own."""
     metadata = value.get("metadata")
     if not isinstance(metadata, dict):
@@ -120,63 +120,69 @@ def _own(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
 # Threads and their runs
 # --------------------------------------------------------------------------------------------------------------
 @auth.on.threads.create
-async def create_thread(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     return _own(ctx, value)
 
 
 @auth.on.threads.create_run
-async def create_run(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     check_run_request(value.get("kwargs") or {})
     return _own(ctx, value)
 
 
 @auth.on.threads.update
-async def update_thread(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     if isinstance(value.get("metadata"), dict):  # a thread stays its creator's
         value["metadata"][OWNER] = ctx.user.identity
     return {OWNER: ctx.user.identity}
 
 
-@auth.on.threads.read
-@auth.on.threads.delete
-@auth.on.threads.search
 async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     return {OWNER: ctx.user.identity}
+
+
+auth.on.threads.read(own_threads)
+auth.on.threads.delete(own_threads)
+auth.on.threads.search(own_threads)
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Crons: a caller's own, with runs a caller may ask for
 # --------------------------------------------------------------------------------------------------------------
 @auth.on.crons.create
-async def create_cron(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def create_cron(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     check_run_request(value.get("payload") or {})
     return _own(ctx, value)
 
 
 @auth.on.crons.update
-async def update_cron(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def update_cron(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     check_run_request(value.get("payload") or {})
     return {OWNER: ctx.user.identity}
 
 
-@auth.on.crons.read
-@auth.on.crons.delete
-@auth.on.crons.search
 async def own_crons(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     return {OWNER: ctx.user.identity}
+
+
+auth.on.crons.read(own_crons)
+auth.on.crons.delete(own_crons)
+auth.on.crons.search(own_crons)
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Assistants: readable by all; a caller's own with a context a caller may set
 # --------------------------------------------------------------------------------------------------------------
-@auth.on.assistants.read
-@auth.on.assistants.search
 async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
     return None
 
 
+auth.on.assistants.read(read_assistants)
+auth.on.assistants.search(read_assistants)
+
+
 @auth.on.assistants.create
-async def create_assistant(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def create_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     graph_id = value.get("graph_id")
     if graph_id not in registry.names():
         raise _forbidden(f"no served workflow {graph_id!r}: {', '.join(registry.names())}")
@@ -185,7 +191,7 @@ async def create_assistant(ctx: Auth.types.AuthContext, value: dict[str, Any]) -
 
 
 @auth.on.assistants.update
-async def update_assistant(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def update_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     graph_id = value.get("graph_id")
     if graph_id is not None and graph_id not in registry.names():
         raise _forbidden(f"no served workflow {graph_id!r}: {', '.join(registry.names())}")
@@ -204,7 +210,7 @@ async def delete_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str,
 # The store: each caller's items under a namespace of its own
 # --------------------------------------------------------------------------------------------------------------
 @auth.on.store
-async def own_store(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> None:
+async def own_store(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Every store request addresses the caller's own namespace: ``(identity, *namespace)``."""
     namespace = tuple(value.get("namespace") or ())
     value["namespace"] = (ctx.user.identity, *namespace)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgagents.core.config import ConfigurationError
+from kgagents.core.errors import KGAgentsError
 
 __all__ = ["LOCAL_IDENTITY", "ONE_TOKEN_IDENTITY", "TOKENS_ENV", "TOKENS_FILE_ENV", "TOKEN_ENV", "Callers",
            "Refusal", "allowed_origins", "callers_from", "check_request", "is_loopback_host", "origin_allowed",
@@ -51,7 +52,7 @@ MIN_TOKEN_CHARS = 16
 STUDIO_ORIGINS = ("https://smith.langchain.com", "https://eu.smith.langchain.com")
 
 
-class Refusal(Exception):
+class Refusal(KGAgentsError):
     """A request the server does not take: its HTTP status (401: no or a wrong token, 403: a forbidden origin or
     address) and a message the caller can act on."""
 
@@ -160,7 +161,8 @@ def allowed_origins(environ: Mapping[str, str]) -> tuple[tuple[str, ...], str | 
     if origins is None and listed and listed != "*":
         origins = [o.strip() for o in listed.split(",") if o.strip()]
     regex = cors.get("allow_origin_regex")
-    return (tuple(str(o) for o in origins or ()), str(regex) if regex else None)
+    return (tuple(str(o) for o in origins) if isinstance(origins, list | tuple) else (),
+            str(regex) if regex else None)
 
 
 def origin_allowed(origin: str, origins: tuple[str, ...], regex: str | None) -> bool:
