@@ -24,6 +24,7 @@ import binascii
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -107,18 +108,23 @@ def served_models(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     return tuple(m.strip() for m in value.split(",") if m.strip())
 
 
+@cache
+def _class_decisions(cls: type[BaseContext]) -> dict[str, tuple[str | None, Any]]:
+    """``field -> (decision, default)`` of one context class (read once: every node of a served run checks)."""
+    return {spec.name: (served_decision(spec), field_default(spec)) for spec in dataclasses.fields(cls)}
+
+
 def decisions_of(classes: Iterable[type[BaseContext]]) -> dict[str, tuple[str | None, Any]]:
     """``field -> (decision, default)`` over the context classes ``classes`` (one workflow's, or every served
     workflow's). A field that two classes decide differently is an error: a caller's request is checked against
     all of them at once where the server does not know the workflow yet."""
     out: dict[str, tuple[str | None, Any]] = {}
     for cls in classes:
-        for spec in dataclasses.fields(cls):
-            decision = (served_decision(spec), field_default(spec))
-            if spec.name in out and out[spec.name][0] != decision[0]:
-                raise TypeError(f"the context field {spec.name!r} is decided {out[spec.name][0]} in one workflow "
+        for name, decision in _class_decisions(cls).items():
+            if name in out and out[name][0] != decision[0]:
+                raise TypeError(f"the context field {name!r} is decided {out[name][0]} in one workflow "
                                 f"and {decision[0]} in {cls.__name__}")
-            out.setdefault(spec.name, decision)
+            out.setdefault(name, decision)
     return out
 
 
@@ -163,7 +169,7 @@ def check_context(ctx: BaseContext, *, models: tuple[str, ...] | None = None) ->
     defaults); a context the workflow derived from an admitted one (:func:`admit`) passes."""
     if getattr(ctx, _ADMITTED, False):
         return
-    decisions = decisions_of([type(ctx)])
+    decisions = _class_decisions(type(ctx))
     changed = {spec.name: getattr(ctx, spec.name) for spec in dataclasses.fields(ctx)
                if getattr(ctx, spec.name) != decisions[spec.name][1]}
     check_context_values(changed, decisions, models=models)
