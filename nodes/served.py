@@ -24,7 +24,6 @@ import binascii
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +107,17 @@ def served_models(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
     return tuple(m.strip() for m in value.split(",") if m.strip())
 
 
-@cache
+#: ``field -> (decision, default)`` of each context class checked so far (every node of a served run checks).
+_DECISIONS: dict[type, dict[str, tuple[str | None, Any]]] = {}
+
+
 def _class_decisions(cls: type[BaseContext]) -> dict[str, tuple[str | None, Any]]:
-    """``field -> (decision, default)`` of one context class (read once: every node of a served run checks)."""
-    return {spec.name: (served_decision(spec), field_default(spec)) for spec in dataclasses.fields(cls)}
+    """``field -> (decision, default)`` of one context class, read once."""
+    decisions = _DECISIONS.get(cls)
+    if decisions is None:
+        decisions = {spec.name: (served_decision(spec), field_default(spec)) for spec in dataclasses.fields(cls)}
+        _DECISIONS[cls] = decisions
+    return decisions
 
 
 def decisions_of(classes: Iterable[type[BaseContext]]) -> dict[str, tuple[str | None, Any]]:
