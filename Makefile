@@ -81,6 +81,9 @@ tools: $(STAMP)
 	@$(BIN)/kgagents tools
 
 # langgraph dev runs one run at a time unless told otherwise: DEV_JOBS runs at once (e.g. make dev DEV_JOBS=10).
+# The one-user development server: on 127.0.0.1, answering this machine only (no page but Studio's) unless the
+# environment gives callers' tokens (KGAGENTS_SERVE_TOKEN / _TOKENS: README, "Sharing a server"). It keeps its
+# state in ./.langgraph_api of the checkout, whose code it runs. Never add --tunnel with keys in the environment.
 DEV_JOBS ?= 50
 dev: $(STAMP)
 	$(BIN)/langgraph dev --no-browser --n-jobs-per-worker $(DEV_JOBS)

@@ -58,18 +58,22 @@ EVIDENCE_ITEMS = 50
 #: What a caller's fields mean (the descriptions an MCP host and Studio show).
 DESCRIPTIONS: dict[str, str] = {
     "question": "The question or task, in plain language.",
-    "attachments": "Paths of files on the server that the task refers to (documents, tables, images, code).",
+    "attachments": "Files the task refers to (documents, tables, images, code), each given by its content: "
+                   "`{\"name\": \"table.csv\", \"content_base64\": \"...\"}` (a served run takes only these); "
+                   "from Python or the CLI also a file's path.",
     "variants": "The KGoT variants to run and fuse by majority, as `backend:mode` (default: the context's).",
     "tool_calls": "KGoT's tool calls of the same task (each with its `output`): the corpus to retrieve from.",
-    "kgot_thread": "Instead of `tool_calls`: a finished KGoT thread whose tool calls are the corpus.",
+    "kgot_thread": "Instead of `tool_calls`: a finished KGoT thread whose tool calls are the corpus (on a server, "
+                   "one of the caller's own threads there).",
     "question_id": "An id for the question (kept in the run's records).",
-    "graph": "The knowledge graph to answer from: the name of an imported graph (`kgagents graph import`), "
-             "or the path of a built graph or of a source file or folder on the server.",
+    "graph": "The knowledge graph to answer from: the name of an imported graph (`kgagents graph import`); "
+             "from Python or the CLI also the path of a built graph or of a source file or folder.",
     "question_type": "The kind of answer expected: `yes_no` or `entity_list` (default: from the question).",
     "kg": 'The graph inline, as `[[head, tail, {"relation": r}], ...]` (instead of `graph`).',
-    "kg_file": "A graph file (`.json` or `.jsonl`) on the server (instead of `graph`).",
+    "kg_file": "A graph file's path (`.json` or `.jsonl`), instead of `graph`; from Python or the CLI only (a "
+               "served run attaches the file's content instead).",
     "kg_id": "With `kg_file` holding many graphs: which one.",
-    "ark_attachments": "Files on the server; the first `.json` / `.jsonl` one is the graph file.",
+    "ark_attachments": "Files, as `attachments` takes them; the first `.json` / `.jsonl` one is the graph file.",
     "query_time": "CRAG: when the question was asked (time-sensitive answers).",
     "pages": "CRAG: the question's pre-fetched web pages, each `{name, url, snippet, html | text}`.",
     "oracle": "The gold answer, for the oracle ablations only (ignored otherwise).",
@@ -77,11 +81,22 @@ DESCRIPTIONS: dict[str, str] = {
 _D = DESCRIPTIONS
 
 
+class AttachmentContent(TypedDict):
+    """A file given by its content: what a served run takes (it is written into the run's own folder)."""
+
+    name: Annotated[str, Field(description="The file's name (no folders).")]
+    content_base64: Annotated[str, Field(description="The file's bytes, base64-encoded.")]
+
+
+#: An attachment: its content, or (from Python or the CLI) a file's path.
+Attachment = str | AttachmentContent
+
+
 class TaskInput(TypedDict, total=False):
     """A task for KGoT and its one-model baselines."""
 
     question: Annotated[str, Field(description=_D["question"])]
-    attachments: Annotated[list[str], Field(description=_D["attachments"])]
+    attachments: Annotated[list[Attachment], Field(description=_D["attachments"])]
 
 
 class FusionInput(TaskInput, total=False):
@@ -112,7 +127,7 @@ class ArkInput(GraphInput, total=False):
     kg: Annotated[list[Any] | None, Field(description=_D["kg"])]
     kg_file: Annotated[str, Field(description=_D["kg_file"])]
     kg_id: Annotated[str, Field(description=_D["kg_id"])]
-    attachments: Annotated[list[str], Field(description=_D["ark_attachments"])]
+    attachments: Annotated[list[Attachment], Field(description=_D["ark_attachments"])]
 
 
 class AgentGInput(GraphInput, total=False):

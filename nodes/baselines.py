@@ -52,7 +52,7 @@ from kgagents.core.runs import (
     without_password,
 )
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context, described
+from kgagents.nodes.context import Context, caller, described, operator
 from kgagents.nodes.kgot import (
     DirectSolution,
     ToolCallRecord,
@@ -64,7 +64,16 @@ from kgagents.nodes.kgot import (
     tally,
 )
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
-from kgagents.nodes.runtime import EPHEMERAL, context_as, context_of, new_run_key, thread_id_of
+from kgagents.nodes.runtime import (
+    EPHEMERAL,
+    context_as,
+    context_of,
+    for_run,
+    new_run_key,
+    task_attachments,
+    thread_id_of,
+)
+from kgagents.nodes.served import OWNER, caller_identity, served_now
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import baselines as P
 from kgagents.tools.pgraph.embeddings import EmbeddingIndex, load_embedder
@@ -78,27 +87,27 @@ EVAL_CHECKPOINTS_FILE = "checkpoints.sqlite"
 class BaselineContext(Context):
     """KGoT's context plus where the RAG baselines find KGoT's tool outputs and how they retrieve."""
 
-    rag_top_k: int = 5
+    rag_top_k: int = caller(5)
     """How many chunks simple RAG shows the model."""
-    embed_chars: int = 2000
+    embed_chars: int = caller(2000)
     """How much of a tool output is embedded (its beginning): the embedding model reads only its first few hundred
     tokens anyway. The chunk shown to the model is the whole output."""
-    embedding_model: str | None = None
+    embedding_model: str | None = operator(None)
     """A sentence-transformers model path or name; default: the packaged all-MiniLM-L6-v2."""
-    kgot_results: str | None = None
+    kgot_results: str | None = operator(None)
     """A KGoT evaluation's results directory: each task reads the KGoT run of the same thread id (dataset, item,
     run) from its checkpoints."""
-    kgot_checkpointer: str | None = None
+    kgot_checkpointer: str | None = operator(None)
     """Where the KGoT threads' checkpoints are: a SQLite file or a ``postgresql://`` URL. Default: the
     ``checkpoints.sqlite`` of ``kgot_results``, else the runs directory's (``KGAGENTS_RUNS_DIR``)."""
-    graph_top_entities: int = 5
+    graph_top_entities: int = caller(5)
     """GraphRAG: how many entities the embedding search matches to the question (beside those the question
     names)."""
-    graph_hops: int = 1
+    graph_hops: int = caller(1)
     """GraphRAG: how far the traversal goes from the matched entities."""
-    graph_top_chunks: int = 3
+    graph_top_chunks: int = caller(3)
     """GraphRAG: how many of the chunks the retrieved entities and relations came from the model sees."""
-    graph_context_chars: int = 12_000
+    graph_context_chars: int = caller(12_000)
     """GraphRAG: at most this much of the retrieved graph goes into the prompt."""
 
     def __post_init__(self) -> None:
@@ -192,7 +201,18 @@ def _question(state: Mapping[str, Any]) -> dict[str, Any]:
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")
-    return {"question": question, "attachments": [str(p) for p in state.get("attachments") or []]}
+    return {"question": question}
+
+
+async def _task(state: Mapping[str, Any], runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
+    """The task's question and attachments (given as content: written into the run's folder), and a run
+    without a checkpointer's own key."""
+    out = _question(state)
+    if "run_key" not in state:
+        out.update(new_run_key(config))
+    out["attachments"] = await task_attachments(state.get("attachments"), context_of(runtime),
+                                                for_run(config, {**state, **out}))
+    return out
 
 
 async def _answer(llm: LLMCaller, prompt: str) -> dict[str, Any]:
@@ -208,12 +228,9 @@ async def _answer(llm: LLMCaller, prompt: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------------------------
 # Zero-shot
 # ----------------------------------------------------------------------------------------------------------------
-async def receive_task(state: BaselineState, config: RunnableConfig) -> dict[str, Any]:
+async def receive_task(state: BaselineState, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
     """Validate the task; a run without a checkpointer gets its own key."""
-    out = _question(state)
-    if "run_key" not in state:
-        out.update(new_run_key(config))
-    return out
+    return await _task(state, runtime, config)
 
 
 async def answer_zero_shot(state: BaselineState, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -311,6 +328,33 @@ async def read_kgot_tool_calls(thread_id: str, location: str) -> list[ToolCallRe
     return _check_records(list(snapshot.values.get("tool_calls") or []), f"KGoT thread {thread_id!r}")
 
 
+async def served_kgot_tool_calls(thread_id: str, identity: str | None) -> list[ToolCallRecord]:
+    """The tool calls of the finished KGoT thread ``thread_id`` of this server, for a served run: only a thread
+    that the run's own caller created (its ``owner``), read through the server's API in this process; another
+    caller's thread is refused as if it did not exist, and so is every thread when the caller is unknown."""
+    # The LangGraph SDK (the studio extra) is there whenever a run is served; its client without a URL calls the
+    # server it runs in.
+    from langgraph_sdk import get_client
+    from langgraph_sdk.errors import APIStatusError
+
+    missing = ValueError(f"no finished KGoT thread {thread_id!r} of yours on this server: run KGoT on the task "
+                         "first (or give its tool_calls)")
+    client = get_client()
+    try:
+        thread = await client.threads.get(thread_id)
+    except (APIStatusError, ValueError):
+        raise missing from None
+    metadata = thread.get("metadata") or {}
+    if identity is None or metadata.get(OWNER) != identity or metadata.get("graph_id") != "kgot":
+        raise missing
+    snapshot = await client.threads.get_state(thread_id)
+    values = snapshot.get("values") if isinstance(snapshot, dict) else None
+    if not isinstance(values, dict) or not values or snapshot.get("next"):
+        raise ValueError(f"the KGoT thread {thread_id!r} has not finished: resume it first, so that the baseline "
+                         "sees all of its tool outputs")
+    return _check_records(list(values.get("tool_calls") or []), f"KGoT thread {thread_id!r}")
+
+
 async def load_tool_outputs(state: BaselineState, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
     """The task, and its corpus: KGoT's tool outputs of the same task, one chunk per tool call (a resumed thread
     keeps the corpus it read)."""
@@ -318,6 +362,7 @@ async def load_tool_outputs(state: BaselineState, runtime: Runtime[Any], config:
     if "chunks" in state:
         return out
     ctx = _ctx(runtime)
+    out["attachments"] = await task_attachments(state.get("attachments"), ctx, for_run(config, state))
     if state.get("tool_calls") is not None:
         records, source = _check_records(state["tool_calls"], "the task"), "the task's tool_calls"
     else:
@@ -332,8 +377,10 @@ async def load_tool_outputs(state: BaselineState, runtime: Runtime[Any], config:
                              "none: give {'tool_calls': [...]} (KGoT's tool-call records) or "
                              "{'kgot_thread': 'THREAD'}, or the context value kgot_results=DIR (a KGoT evaluation's "
                              "results directory)")
-        location = kgot_checkpointer_for(ctx, str(thread))
-        records = await read_kgot_tool_calls(str(thread), location)
+        if served_now():
+            records = await served_kgot_tool_calls(str(thread), caller_identity(config))
+        else:
+            records = await read_kgot_tool_calls(str(thread), kgot_checkpointer_for(ctx, str(thread)))
         source = f"KGoT thread {thread}"
     return {**out, "corpus_source": source, "chunks": chunks_of(records)}
 
@@ -574,13 +621,11 @@ def describe_tool_outputs(calls: list[ToolCallRecord], max_chars: int = TOOL_OUT
     return text if len(text) <= max_chars else "… (older outputs cut)\n" + text[-max_chars:]
 
 
-async def receive_nokg_task(state: NoKGState, config: RunnableConfig) -> dict[str, Any]:
+async def receive_nokg_task(state: NoKGState, runtime: Runtime[Any], config: RunnableConfig) -> dict[str, Any]:
     """Validate the task; a resumed thread keeps its counters, a run without a checkpointer gets its own key."""
-    out = _question(state)
+    out = await _task(state, runtime, config)
     if "iteration" not in state:
         out["iteration"] = 0
-    if "run_key" not in state:
-        out.update(new_run_key(config))
     return out
 
 

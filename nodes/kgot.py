@@ -38,6 +38,8 @@ from kgagents.nodes.runtime import (
     open_task_kg,
     release_task_kg,
     run_work_dir,
+    served_attachments,
+    task_attachments,
 )
 from kgagents.nodes.state import NO_SOLUTION, Failure, append, jsonable
 from kgagents.prompts import kgot as P
@@ -307,11 +309,13 @@ async def receive_task(state: KGoTState, runtime: Runtime[Context], config: Runn
     question = (state.get("question") or "").strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...'}")
-    out: dict[str, Any] = {"question": question, "attachments": [str(p) for p in state.get("attachments") or []]}
+    out: dict[str, Any] = {"question": question}
     if "iteration" not in state:
         out.update(iteration=0, integrated=0, kg=empty_snapshot())
     if "run_key" not in state:
         out.update(new_run_key(config))
+    out["attachments"] = await task_attachments(state.get("attachments"), context_of(runtime),
+                                                for_run(config, {**state, **out}))
     return out
 
 
@@ -390,7 +394,7 @@ async def tool_manager(ctx: Context, config: RunnableConfig | None, only: str | 
     names = ctx.tools
     if only is not None:
         names = [only] if only in (ctx.tools if ctx.tools is not None else registered_names()) else []
-    return ToolManager(await atool_env(ctx, work_dir / "tools", attachments), names)
+    return ToolManager(await atool_env(ctx, work_dir / "tools", served_attachments(attachments, work_dir)), names)
 
 
 async def define_tool_calls(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:

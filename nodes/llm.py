@@ -51,6 +51,7 @@ from kgagents.core.usage import Usage, merge_usage, reply_usage
 from kgagents.nodes.context import BaseContext
 from kgagents.nodes.models import aresolve_model, resolve_model
 from kgagents.nodes.runtime import gather_bounded
+from kgagents.nodes.served import ServedRequestError
 from kgagents.nodes.state import Failure
 
 log = logging.getLogger("kgagents.llm")
@@ -80,7 +81,8 @@ class StructuredOutputError(LLMError):
 
 
 #: Faults that leave a run no way forward: code that catches broadly lets these through.
-FATAL_ERRORS: tuple[type[Exception], ...] = (ModelUnavailableError, ConfigurationError)
+FATAL_ERRORS: tuple[type[Exception], ...] = (ModelUnavailableError, ConfigurationError,
+                                             ServedRequestError)  # a served caller asked for what it may not
 
 
 def stage_of(prompt: str | Sequence[BaseMessage]) -> str | None:

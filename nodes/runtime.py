@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import tempfile
 import threading
 import uuid
@@ -20,6 +21,7 @@ from kgagents.core.config import get_settings
 from kgagents.core.tempdirs import process_dir
 from kgagents.nodes.context import BaseContext, Context
 from kgagents.nodes.models import aresolve_model, resolve_model
+from kgagents.nodes.served import check_attachments, check_context, is_served, served_now
 from kgagents.tools.kg.base import KGSnapshot, KGStore, empty_snapshot
 from kgagents.tools.kg.stores import open_store, opens_without_io, release_run
 from kgagents.tools.manager import ToolEnv
@@ -27,12 +29,21 @@ from kgagents.tools.sandbox import DiskQuota, SandboxLimits, isolation_known, is
 
 
 def context_of(runtime: Runtime[Context] | None) -> Context:
-    """The run's :class:`Context` (defaults when the caller gave none; a mapping is validated)."""
+    """The run's :class:`Context` (defaults when the caller gave none; a mapping is validated); in a served run,
+    only if it holds what a caller may choose (:func:`kgagents.nodes.served.check_context`)."""
     ctx: Any = getattr(runtime, "context", None)
     if ctx is None:
         return Context()
     if isinstance(ctx, dict):
-        return Context.from_mapping(ctx)
+        ctx = Context.from_mapping(ctx)
+    return _served_check(runtime, ctx)
+
+
+def _served_check[C: BaseContext](runtime: Any, ctx: C) -> C:
+    """``ctx``, refused (:class:`~kgagents.nodes.served.ServedRequestError`) in a served run if it sets what a
+    caller may not choose: the wall in the process that runs the graph, whatever the server let through."""
+    if is_served(runtime):
+        check_context(ctx)
     return ctx
 
 
@@ -45,15 +56,16 @@ def context_as[C: BaseContext](runtime: Runtime[Any] | None, cls: type[C]) -> C:
     if ctx is None:
         return cls()
     if isinstance(ctx, dict):
-        return cls.from_mapping(ctx)
+        return _served_check(runtime, cls.from_mapping(ctx))
     if isinstance(ctx, cls):
-        return ctx
+        return _served_check(runtime, ctx)
     if isinstance(ctx, BaseContext):
+        _served_check(runtime, ctx)
         shared = {f.name for f in dataclasses.fields(cls)} & {f.name for f in dataclasses.fields(ctx)}
         values = {name: getattr(ctx, name) for name in shared}
         values.update({f"{old}_model": getattr(ctx, f"{old}_model") for old in cls.LEGACY_ROLES
                        if getattr(ctx, f"{old}_model", None) is not None})
-        return cls.from_mapping(values)
+        return _served_check(runtime, cls.from_mapping(values))
     raise TypeError(f"this workflow needs a {cls.__name__}, got {type(ctx).__name__}")
 
 
@@ -87,12 +99,13 @@ def for_run(config: RunnableConfig | None, state: Any) -> RunnableConfig | None:
     return {**(config or {}), "configurable": configurable}
 
 
-def work_dir_for(ctx: Context, config: RunnableConfig | None) -> Path:
+def work_dir_for(ctx: BaseContext, config: RunnableConfig | None) -> Path:
     """The run's own work directory: ``Context.work_dir``, else one per thread under the runs directory; a run
     without a checkpointer works in this process's temporary folder (``<kgagents-proc-…>/runs/<run key>``,
     kept while the process lives and removed when it exits: see :mod:`kgagents.core.tempdirs`)."""
-    if ctx.work_dir:
-        path = Path(ctx.work_dir)
+    work_dir = getattr(ctx, "work_dir", None)
+    if work_dir:
+        path = Path(work_dir)
     else:
         thread = thread_id_of(config)
         if thread == EPHEMERAL:
@@ -112,11 +125,11 @@ _run_dirs_lock = threading.Lock()
 _RUN_DIRS_MAX = 4096
 
 
-def _run_dir_key(ctx: Context, thread: str) -> tuple[str, str]:
-    return (ctx.work_dir or f"runs:{get_settings().runs_dir}", thread)
+def _run_dir_key(ctx: BaseContext, thread: str) -> tuple[str, str]:
+    return (getattr(ctx, "work_dir", None) or f"runs:{get_settings().runs_dir}", thread)
 
 
-def _prepare_run_dir(ctx: Context, config: RunnableConfig | None) -> Path:
+def _prepare_run_dir(ctx: BaseContext, config: RunnableConfig | None) -> Path:
     path = work_dir_for(ctx, config)
     isolation_status()  # probes the sandbox once per process
     thread = thread_id_of(config)
@@ -130,7 +143,7 @@ def _prepare_run_dir(ctx: Context, config: RunnableConfig | None) -> Path:
     return path
 
 
-async def run_work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
+async def run_work_dir(ctx: BaseContext, config: RunnableConfig | None) -> Path:
     """:func:`work_dir_for`, ready for the run's sandboxes and tools to be built on the event loop.
 
     The first call of a run creates the folder (and the first of the process probes the sandbox) in a worker
@@ -145,6 +158,49 @@ async def run_work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
         if path is not None:
             return path
     return await asyncio.to_thread(_prepare_run_dir, ctx, config)
+
+
+#: The folder of a run's work dir that holds the attachments given as content.
+ATTACHMENTS_DIR = "attachments"
+
+
+async def task_attachments(items: Any, ctx: BaseContext, config: RunnableConfig | None) -> list[str]:
+    """The paths of the task's attachments: each given as content (``{"name": ..., "content_base64": ...}``) is
+    written into the run's ``attachments`` folder (a file of its own, ``0600``); a path stays as given. In a
+    served run a path is refused unless it is one of the run's own written attachments (a resumed thread's
+    state holds those): a caller never names a file of the server."""
+    if not items:
+        check_attachments(items, served=False)  # the shape: a list
+        return []
+    folder = (await run_work_dir(ctx, config)) / ATTACHMENTS_DIR
+    out = []
+    for item in check_attachments(items, served=served_now(), own=folder):
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            name, data = item
+            out.append(str(await asyncio.to_thread(_write_attachment, folder, name, data)))
+    return out
+
+
+def _write_attachment(folder: Path, name: str, data: bytes) -> Path:
+    """Write one attachment's bytes into ``folder`` as a new file (``0600``; a file of that name is replaced)."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / name
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    return path
+
+
+def served_attachments(attachments: Sequence[str], work_dir: Path) -> Sequence[str]:
+    """``attachments`` for the tools of a run in ``work_dir``: in a served run, only the run's own (a path a
+    caller wrote into the thread's state is refused)."""
+    if served_now():
+        check_attachments(list(attachments), served=True, own=work_dir / ATTACHMENTS_DIR)
+    return attachments
 
 
 def allow_weak(ctx: Context) -> bool:

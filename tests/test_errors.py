@@ -16,7 +16,7 @@ from kgagents.core.errors import KGAgentsError
 #: The packages of the project. ``kgagents`` itself is not walked as a whole: in a source checkout its path
 #: includes the repository root (so that ``kgagents.graphs`` is ``graphs/``), which would walk everything twice.
 PACKAGES = ("kgagents.core", "kgagents.cli", "kgagents.graphs", "kgagents.nodes", "kgagents.tools",
-            "kgagents.prompts", "kgagents.evals")
+            "kgagents.prompts", "kgagents.evals", "kgagents.serve")
 BUILTIN_EXCEPTIONS = {name for name, value in vars(builtins).items()
                       if inspect.isclass(value) and issubclass(value, BaseException)}
 

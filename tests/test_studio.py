@@ -1,5 +1,9 @@
 """`langgraph dev` serves the workflows: start it on a free loopback port, drive runs through langgraph-sdk:
-one, and 50 at once (all finish, each with its own answer, while the server answers health requests)."""
+one, and 50 at once (all finish, each with its own answer, while the server answers health requests).
+
+The server runs as `make dev` runs it, one-user (no caller tokens: requests from this machine), and a caller
+chooses what a served caller may: the models come from the server's list (``KGAGENTS_SERVE_MODELS``, here the
+tests' scripts), the work dirs from its runs directory."""
 
 from __future__ import annotations
 
@@ -22,6 +26,15 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 #: Runs the server executes at once (``langgraph dev`` runs one at a time unless told otherwise).
 JOBS = 50
+#: KGoT's demo script (the package's data file).
+DEMO_SCRIPT = Path(str(resources.files("kgagents") / "data" / "demo_kgot_figure9.json"))
+#: The scripts of the tests that share the module's server (in its folder): its list of models.
+SCRIPTS = ("load.json", "ark_script.json", "grounded_script.json", "agent_g_script.json")
+
+
+def served_models(tmp: Path, *scripts: str | Path) -> str:
+    """``KGAGENTS_SERVE_MODELS`` for scripted models: ``scripted:<path>`` each (a name relative to ``tmp``)."""
+    return ",".join(f"scripted:{tmp / s}" for s in scripts)
 
 
 def free_port() -> int:
@@ -32,11 +45,13 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    yield from serve(tmp_path_factory.mktemp("studio"))
+    tmp = tmp_path_factory.mktemp("studio")
+    yield from serve(tmp, KGAGENTS_SERVE_MODELS=served_models(tmp, DEMO_SCRIPT, *SCRIPTS))
 
 
 def serve(tmp: Path, **extra_env: str):
-    """Start ``langgraph dev`` on a free loopback port with a clean environment (plus ``extra_env``), yield
+    """Start ``langgraph dev`` on a free loopback port with a clean environment (plus ``extra_env``), in ``tmp``
+    (where it keeps its state, ``.langgraph_api``, as `make dev` keeps it in a folder of its own), yield
     ``(url, tmp)`` once it answers, stop it afterwards."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KGAGENTS_", "OPENAI_", "LANGSMITH_"))}
@@ -49,7 +64,7 @@ def serve(tmp: Path, **extra_env: str):
         proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
                                  "--no-reload", "--n-jobs-per-worker", str(JOBS),
                                  "--config", str(ROOT / "langgraph.json")],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -72,16 +87,15 @@ def serve(tmp: Path, **extra_env: str):
 
 
 async def test_langgraph_dev_runs_kgot_with_a_scripted_model(server):
-    url, tmp = server
+    url, _ = server
     client = get_client(url=url)
     assistants = await client.assistants.search(limit=100)
     assert {"kgot"} <= {a["graph_id"] for a in assistants}
-    with resources.as_file(resources.files("kgagents") / "data" / "demo_kgot_figure9.json") as script:
-        context = {"model": f"scripted:{script}", "work_dir": str(tmp / "work")}
-        thread = await client.threads.create()
-        question = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of "
-                    "the third and fifth integers of the sorted list.")
-        result = await client.runs.wait(thread["thread_id"], "kgot", input={"question": question}, context=context)
+    context = {"model": f"scripted:{DEMO_SCRIPT}"}
+    thread = await client.threads.create()
+    question = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of "
+                "the third and fifth integers of the sorted list.")
+    result = await client.runs.wait(thread["thread_id"], "kgot", input={"question": question}, context=context)
     assert result["final_answer"] == "65", json.dumps(result)[:2000]
     state = await client.threads.get_state(thread["thread_id"])
     assert state["values"]["usage"]["scripted"]["calls"] > 10
@@ -115,7 +129,7 @@ async def test_fifty_concurrent_runs_all_finish_unmixed_while_the_server_answers
     question = {i: f"{KGOT_QUESTION} (load run {i})" for i in range(LOAD_RUNS)}
     runs = await asyncio.gather(*(
         client.runs.create(t["thread_id"], "kgot", input={"question": question[i]},
-                           context={"model": f"scripted:{script}", "work_dir": str(tmp / f"load-{i}")})
+                           context={"model": f"scripted:{script}"})
         for i, t in enumerate(threads)))
 
     health: list[tuple[float, int, int]] = []  # (seconds to answer, status, runs not joined yet when asked)

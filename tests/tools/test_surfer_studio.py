@@ -1,5 +1,5 @@
-"""`langgraph dev` serves the surfer graph: a run driven by a scripted model through langgraph-sdk, against the
-loopback fixture server, under the dev server's blocking-call detector."""
+"""`langgraph dev` serves the surfer graph: a run driven by a scripted model (on the server's list of models)
+through langgraph-sdk, against the loopback fixture server, under the dev server's blocking-call detector."""
 
 from __future__ import annotations
 
@@ -31,13 +31,15 @@ def dev_server(tmp_path, web) -> Iterator[tuple[str, Path]]:
     env["KGAGENTS_HOME"] = str(tmp_path / "kgagents-home")  # never the user's data folder
     env.update(KGAGENTS_NO_DOTENV="1", KGAGENTS_RUNS_DIR=str(tmp_path / "runs"), OLLAMA_HOST="http://127.0.0.1:9",
                LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", HF_HUB_OFFLINE="1",
-               KGAGENTS_SEARCH_API_BASE=web.url("/search"))
+               KGAGENTS_SEARCH_API_BASE=web.url("/search"),
+               KGAGENTS_SERVE_MODELS=f"scripted:{tmp_path / 'surfer.json'}")
     log_path = tmp_path / "server.log"
     langgraph = Path(sys.executable).with_name("langgraph")
     with open(log_path, "w") as log:
         proc = subprocess.Popen([str(langgraph), "dev", "--port", str(port), "--host", "127.0.0.1", "--no-browser",
                                  "--no-reload", "--config", str(ROOT / "langgraph.json")],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 120
@@ -66,7 +68,7 @@ async def test_surfer_runs_in_langgraph_dev(dev_server, tmp_path, web):
     client = get_client(url=url)
     assert "surfer" in {a["graph_id"] for a in await client.assistants.search(limit=100)}
     thread = await client.threads.create()
-    context = {"model": f"scripted:{script}", "work_dir": str(tmp_path / "work")}
+    context = {"model": f"scripted:{script}"}
     result = await client.runs.wait(thread["thread_id"], "surfer", input={"question": QUESTION}, context=context)
     assert "Ilse Brandt opened it in 1923." in result.get("answer", ""), \
         json.dumps(result)[:1500] + log_path.read_text()[-3000:]
