@@ -8,7 +8,8 @@ graph. What it keeps is the workflow's own settings, each of a known kind and ch
 - the workflow (a registered name), the dataset, split, preset, protocol and scorer (names), the question;
 - counts, numbers and switches (``--limit``, ``--runs``, ``--temperature``, ``--seed``, ...);
 - the context fields whose values are numbers, booleans or one of the field's choices (``Literal``), and the
-  few text fields that only name things of the code (:data:`NAME_FIELDS`: a backend, a domain, tool names);
+  few text fields that only name things of the code (:data:`NAME_FIELDS`: a domain, tool names, the in-process
+  NetworkX backend; a database backend reaches a server, which the replaying user chooses);
 - chat models by plain name (``openai:gpt-4o``, a bare name for the user's own server), never a
   ``scripted:/path`` (it reads a file) nor anything with a server in it.
 
@@ -103,8 +104,15 @@ def is_plain_model(value: Any) -> bool:
     return isinstance(value, str) and bool(_MODEL.fullmatch(value)) and ".." not in value
 
 
+def is_in_process_backend(value: Any) -> bool:
+    """The task-KG backend that reaches no server: NetworkX (any other is a database the replaying user chooses)."""
+    return value == "networkx"
+
+
 def is_variants(value: Any) -> bool:
-    return isinstance(value, str) and bool(_VARIANTS.fullmatch(value))
+    """KGoT fusion's ``backend:mode`` variants, every one on the in-process backend."""
+    return isinstance(value, str) and bool(_VARIANTS.fullmatch(value)) and all(
+        is_in_process_backend(part.strip().partition(":")[0]) for part in value.split(",") if part.strip())
 
 
 #: ``kgagents ask`` options a recording keeps (the workflow is kept apart), with the check of each.
@@ -125,7 +133,7 @@ USER_FLAGS: dict[str, str] = {"attach": "--attach", "graph": "--graph", "page": 
 HOST_LIMITS = frozenset({"allow_weak_sandbox", "sandbox_timeout_s", "sandbox_memory_mb", "sandbox_call_quota_mb",
                          "sandbox_call_quota_files", "sandbox_run_quota_mb", "sandbox_run_quota_files"})
 #: Text context fields that only name things of the code (never a path, a URL or a server), with their check.
-NAME_FIELDS: dict[str, Check] = {"backend": is_name, "domain": is_name, "variants": is_variants,
+NAME_FIELDS: dict[str, Check] = {"backend": is_in_process_backend, "domain": is_name, "variants": is_variants,
                                  "embedding_cache": lambda v: v in ("memory", "disk", "off"), "tools": is_labels,
                                  "domains": is_labels, "entity_types": is_labels, "relation_types": is_labels,
                                  "candidate_types": is_labels}
