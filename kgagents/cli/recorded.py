@@ -194,12 +194,11 @@ def plain_context(context: type, values: Mapping[str, Any]) -> tuple[dict[str, A
                 left[name] = "a model that reads a file or names a server: give it with --model or --set"
         else:
             check = NAME_FIELDS.get(name) or _typed_check(hints.get(name))
-            if check is None:
-                left[name] = "a path, URL or object: give it with --set if the replay needs it"
-            elif check(value):
+            if check is not None and check(value):
                 kept[name] = value
             else:
-                left[name] = "not a value of the field's kind"
+                left[name] = "a path, URL, server or object, which the replay's user chooses: give it with --set " \
+                             "if the replay needs it"
     return kept, left
 
 
