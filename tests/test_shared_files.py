@@ -254,7 +254,8 @@ def _recorded_evaluation(tmp_path, capsys) -> tuple[Path, Path, Path, list[str]]
         S.step(GRADER + ".*Predicted answer: Paris", content="A"), S.step(GRADER, content="B", times=0),
         *kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "Milan"})]}))
     out = tmp_path / "results"
-    flags = ["--set", "solve_mode=direct", "--set", "num_next_steps_decision=2", "--set", "max_final_solution_parsing=1"]
+    flags = ["--set", "solve_mode=direct", "--set", "num_next_steps_decision=2",
+             "--set", "max_final_solution_parsing=1"]
     assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
                  "--out", str(out), "--no-progress", "--no-report", "--record", *flags]) == 0
     capsys.readouterr()

@@ -101,7 +101,7 @@ def is_labels(value: Any) -> bool:
 def is_plain_model(value: Any) -> bool:
     """A chat model by plain name: ``openai:``, ``anthropic:`` or ``ollama:`` and a model name, or a bare name (for
     the server the user configures); never ``scripted:/path`` (it reads a file) or another provider."""
-    return isinstance(value, str) and bool(_MODEL.fullmatch(value)) and ".." not in value
+    return isinstance(value, str) and bool(_MODEL.fullmatch(value)) and ".." not in value and "//" not in value
 
 
 def is_in_process_backend(value: Any) -> bool:

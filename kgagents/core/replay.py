@@ -323,6 +323,8 @@ class Recording(BaseCache):
             check_recording(self.path)
             self._db = open_read_only(self.path, check_same_thread=False, isolation_level=None)
         else:
+            if self.path.is_file() and self.path.stat().st_size:  # one already there may be someone else's
+                check_recording(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA trusted_schema=OFF")

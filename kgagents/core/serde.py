@@ -36,7 +36,11 @@ __all__ = ["READABLE_KINDS", "STATE_TYPES", "CheckpointRefused", "StrictSerializ
            "strict_serializer"]
 
 #: ``(module, class)`` of every type of kgagents' own that a workflow's state holds, beside langgraph's safe
-#: types (see the module docstring).
+#: types (see the module docstring). None today: the states are typed dictionaries of plain values (strings,
+#: numbers, lists, dictionaries) and LangChain messages. Every type the test suite's runs wrote into a checkpoint
+#: as an object (the whole suite, slow tests included, with the encoder logging each) was one of langgraph's safe
+#: types: ``AIMessage``, ``HumanMessage``, ``SystemMessage``, ``RemoveMessage`` and ``Send``; an exception kept in
+#: a state is written as its text.
 STATE_TYPES: frozenset[tuple[str, str]] = frozenset()
 
 #: The serialisation kinds a checkpoint value may have (``pickle`` is not among them).
