@@ -288,7 +288,7 @@ def test_a_recording_chooses_no_server_path_folder_or_model_file(tmp_path, capsy
     assert (bolt.connections, http.connections, postgres.connections) == (0, 0, 0)
     assert not elsewhere.exists()
     assert code == 0 and "identical" in err, err[-3000:]
-    for name in ("kg_url", "backend", "base_url", "model", "checkpointer"):
+    for name in ("kg_url", "backend", "base_url", "checkpointer"):
         assert f"not taken from the recording: {name}" in err, name
     assert ":pw@" not in err and (out / "replay" / "results.jsonl").is_file()
 

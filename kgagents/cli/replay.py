@@ -261,6 +261,8 @@ def _replayed_args(settings: Settings, args: argparse.Namespace, into: str,
         for name in ("attach", "graph", "page", "kgot_thread"):
             setattr(replayed, name, getattr(args, name))
     else:
+        if "dataset" not in settings.options:
+            raise ValueError("the recording names no dataset (or none of kgagents' names)")
         replayed = _parse_quietly(parse, ["eval", settings.workflow, f"--dataset={settings.options['dataset']}"])
         replayed.out, replayed.data = into, args.data
         replayed.concurrency = args.concurrency or replayed.concurrency
@@ -302,9 +304,11 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
         raise ValueError(f"{path} records `kgagents {settings.command}`, which replays from "
                          f"{'a thread id' if settings.command == 'ask' else 'a results folder or bundle'}")
     _check_inputs(settings, args)
+    given = _given(args)
     for name, what in sorted(settings.left_out.items()):
-        print(_printable(f"kgagents: replay: not taken from the recording: {name} = {what['recorded']} "
-                         f"({what['why']})"), file=sys.stderr)
+        if name not in given:
+            print(_printable(f"kgagents: replay: not taken from the recording: {name} = {what['recorded']} "
+                             f"({what['why']})"), file=sys.stderr)
     if settings.command == "ask":
         registry_ = RunRegistry(runs_dir)
         into = args.into or _free(f"{args.target}-replay", lambda t: registry_.get(t) is not None)
@@ -329,6 +333,12 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
         return 1
     print("the replay is identical to the recorded run", file=sys.stderr)
     return code
+
+
+def _given(args: argparse.Namespace) -> set[str]:
+    """The settings the replaying user gave (flags of ``kgagents replay`` and its ``--set`` keys)."""
+    flags = {name for name in (*USER_INPUTS, "model", "base_url", "grader_model") if getattr(args, name, None)}
+    return flags | {item.partition("=")[0].strip() for item in args.set or []}
 
 
 def _check_inputs(settings: Settings, args: argparse.Namespace) -> None:
