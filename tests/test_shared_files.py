@@ -308,7 +308,7 @@ def test_a_recording_in_this_versions_format_is_checked_the_same_way(tmp_path, c
     err = capsys.readouterr().err
     assert code == 0 and "identical" in err, err[-3000:]
     assert bolt.connections == 0 and not (tmp_path / "elsewhere").exists()
-    for name in ("out", "data", "processes", "kg_url", "backend", "work_dir", "allow_weak_sandbox",
+    for name in ("out", "processes", "kg_url", "backend", "work_dir", "allow_weak_sandbox",
                  "sandbox_memory_mb", "tools_model"):
         assert f"not taken from the recording: {name}" in err, name
 
