@@ -54,6 +54,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.core.serde import strict_serializer
 from kgagents.evals import event_loop
 from kgagents.evals.bench_workflows import (
     CallTrace,
@@ -241,7 +242,7 @@ async def single_task_time(route: str, model: dict[str, Any], root: Path, sequen
                            one_request: bool = False, trace: CallTrace | None = None) -> float:
     """One task's wall time (``sequential``: every call one after the other), its model and tool calls recorded
     in ``trace``."""
-    graph = compile_graph(InMemorySaver())
+    graph = compile_graph(InMemorySaver(serde=strict_serializer()))
     config: RunnableConfig = {"configurable": {"thread_id": "single"}, "recursion_limit": 200}
     if sequential:
         config["max_concurrency"] = 1

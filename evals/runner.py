@@ -38,7 +38,9 @@ from tqdm import tqdm
 
 from kgagents.core.checkpointer import open_checkpointer
 from kgagents.core.config import ROLES, get_settings
+from kgagents.core.redact import scrub
 from kgagents.core.runs import is_finished
+from kgagents.core.serde import CheckpointRefused
 from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
@@ -203,6 +205,7 @@ def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | 
     finished items skipped), and items whose question or gold answer changed since they were evaluated."""
     old = read_manifest(out_dir)
     if old is not None:
+        old = scrub(old)  # one written before manifests left credentials out compares as one written now
         differences = [f"{key}: {old.get(key)!r} there, {manifest.get(key)!r} now" for key in SETTINGS
                        if key in old and old.get(key) != manifest.get(key)]
         if differences:
@@ -441,7 +444,7 @@ class ItemRunner:
             raise
         except Exception as exc:  # noqa: BLE001 - a failing item never stops the batch (see EvalResult.fatal)
             error = f"{type(exc).__name__}: {exc}"
-            fatal = isinstance(exc, FATAL_ERRORS)
+            fatal = isinstance(exc, (*FATAL_ERRORS, CheckpointRefused))  # a refused checkpoint: see core/serde.py
             try:
                 state = dict((await self.graph.aget_state(config)).values)
             except Exception:  # noqa: BLE001
@@ -559,13 +562,14 @@ def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], re
 
 
 def make_manifest(options: EvalOptions, dataset: Dataset) -> dict[str, Any]:
-    """What was evaluated, with what (the settings that make it this evaluation: :data:`SETTINGS`)."""
-    return {"workflow": options.workflow, "dataset": dataset.name, "split": dataset.split, "runs": options.runs,
+    """What was evaluated, with what (the settings that make it this evaluation: :data:`SETTINGS`); without the
+    credentials of any URL in them (:func:`kgagents.core.redact.scrub`: a manifest is shared with the results)."""
+    return scrub({"workflow": options.workflow, "dataset": dataset.name, "split": dataset.split, "runs": options.runs,
             "seed": options.seed, "items": len(dataset.items), "scorer": dataset.scorer,
             "group_label": dataset.group_label, "models": role_models(options), "preset": options.preset,
             "context": _jsonable(options.context_values if options.context is None else _context_summary(options)),
             "grader_model": _jsonable(_model_name(options.grader_model)), "data": data_fingerprint(dataset),
-            "created": time.time()}
+            "created": time.time()})
 
 
 def role_models(options: EvalOptions) -> dict[str, Any]:

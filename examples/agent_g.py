@@ -18,8 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
+from kgagents.core.runs import open_checkpointer
 from kgagents.evals.datasets import load_dataset
 from kgagents.graphs.agent_g import compile_graph
 from kgagents.nodes.agent_g import AgentGContext
@@ -50,7 +49,7 @@ async def main(model: str | None = None) -> dict:
         context = AgentGContext(model=model or scripted_model(Path(tmp)), task="generation",
                                 crag_api_url=kg_api.url)
         config = {"configurable": {"thread_id": "agent-g-example"}, "recursion_limit": 200}
-        async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
+        async with open_checkpointer(Path(tmp) / "checkpoints.sqlite") as saver:
             # 3. invoke; here the run stops after the validator's first verdict, as a crash would stop it
             await compile_graph(saver, interrupt_after=["validator"]).ainvoke(inputs, config, context=context)
             graph = compile_graph(saver)

@@ -16,8 +16,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
+from kgagents.core.runs import open_checkpointer
 from kgagents.graphs.ark import compile_graph
 from kgagents.nodes.ark import ArkContext
 
@@ -34,7 +33,7 @@ async def main(model: str | None = None) -> dict:
         # 2. the runtime context: the model and ARK-V1's settings (the paper's c_max = 5, k_max = 8)
         context = ArkContext(model=model or f"scripted:{script}")
         config = {"configurable": {"thread_id": "ark-example"}, "recursion_limit": 200}
-        async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
+        async with open_checkpointer(Path(tmp) / "checkpoints.sqlite") as saver:
             # 3. invoke; here the run stops after its first reasoning step, as Ctrl-C or a crash would stop it
             await compile_graph(saver, interrupt_after=["clean_up"]).ainvoke(inputs, config, context=context)
             graph = compile_graph(saver)

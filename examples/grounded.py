@@ -16,8 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
+from kgagents.core.runs import open_checkpointer
 from kgagents.evals.grbench import fixture_graph, fixture_questions
 from kgagents.graphs.grounded import compile_graph
 from kgagents.nodes.grounded import GroundedContext
@@ -46,7 +45,7 @@ async def main(model: str | None = None) -> dict:
         context = GroundedContext(model=model or scripted_model(Path(tmp), row, graph), strategy="tot",
                                   interaction="agent")
         config = {"configurable": {"thread_id": "grounded-example"}, "recursion_limit": 200}
-        async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
+        async with open_checkpointer(Path(tmp) / "checkpoints.sqlite") as saver:
             # 3. invoke; here the run stops once the first depth's states are selected, as a crash would
             await compile_graph(saver, interrupt_after=["select_states"]).ainvoke(inputs, config, context=context)
             graph = compile_graph(saver)

@@ -16,8 +16,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
+from kgagents.core.runs import open_checkpointer
 from kgagents.graphs.kgot import compile_graph
 from kgagents.nodes.context import Context
 
@@ -37,7 +36,7 @@ async def main(model: str | None = None) -> dict:
         context = Context(model=model or f"scripted:{script_path}", num_next_steps_decision=5,
                           work_dir=str(Path(tmp) / "work"))
         config = {"configurable": {"thread_id": "kgot-example"}, "recursion_limit": 200}
-        async with AsyncSqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
+        async with open_checkpointer(Path(tmp) / "checkpoints.sqlite") as saver:
             # 3. invoke; here the run stops after its first KG write, as Ctrl-C or a crash would stop it
             await compile_graph(saver, interrupt_after=["integrate_new_information"]).ainvoke(
                 inputs, config, context=context)

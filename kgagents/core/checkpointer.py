@@ -13,6 +13,9 @@ the file, ``AsyncSqliteSaver`` included, sees the same threads) driven by one wr
   may share the file (WAL serialises their writers; a writer waits up to 30 s for the lock).
 
 Checkpoints are serialised on the caller's thread when the call is made, as ``AsyncSqliteSaver`` does.
+
+Every checkpointer made here reads and writes with :func:`kgagents.core.serde.strict_serializer`: a checkpoint
+that holds anything but kgagents' own state types is refused, never rebuilt (it could run code).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -43,6 +47,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
+from kgagents.core.redact import without_credentials
+from kgagents.core.serde import strict_serializer
 
 _PUT = ("INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, "
         "checkpoint, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -228,7 +234,7 @@ async def batched_sqlite_saver(path: str | Path) -> AsyncIterator[BatchedSqliteS
             raise ValueError(f"cannot open the checkpoint database {path}: {exc}") from exc
 
     conn = await asyncio.to_thread(connect)
-    saver = BatchedSqliteSaver(conn)
+    saver = BatchedSqliteSaver(conn, serde=strict_serializer(str(path)))
     try:
         await saver._submit(saver._prepare, writes=True)
         yield saver
@@ -239,11 +245,13 @@ async def batched_sqlite_saver(path: str | Path) -> AsyncIterator[BatchedSqliteS
 
 @asynccontextmanager
 async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
-    """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``)."""
+    """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``), with the
+    strict serializer (see the module docstring)."""
     text = str(url)
     if text.startswith(("postgres://", "postgresql://")):
         postgres = require("langgraph.checkpoint.postgres.aio", "PostgreSQL checkpoints")
-        async with postgres.AsyncPostgresSaver.from_conn_string(text) as saver:
+        serde = strict_serializer(without_credentials(text))
+        async with postgres.AsyncPostgresSaver.from_conn_string(text, serde=serde) as saver:
             await saver.setup()
             yield saver
         return
@@ -259,6 +267,7 @@ async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
             raise
         log.warning("the batched SQLite checkpointer does not know this langgraph-checkpoint-sqlite's tables "
                     "(%s); using its AsyncSqliteSaver", exc)
-    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+    async with aiosqlite.connect(path) as conn:
+        saver = AsyncSqliteSaver(conn, serde=strict_serializer(path))
         await saver.setup()
         yield saver

@@ -22,6 +22,13 @@ over one SQLite file, in one of three modes:
 The fingerprint is a SHA-256 of the request as LangChain serialises it (the messages, the model and its
 parameters, the bound tools or output schema, ``n``), with the ids LangChain and LangGraph give messages left
 out: they are new in every run, and the model never reads them.
+
+A recording is made to be shared, and one from someone else is data: the request text and failure messages it
+keeps have every URL stripped of its credentials (the model's ``base_url`` is part of the request; the fingerprint
+is taken before), a recording is opened with SQLite's ``trusted_schema`` off, and :func:`check_recording` refuses
+a file whose schema is anything but a recording's two tables (no view, no trigger, no other table) before
+anything is read from it. The replies a replay serves play the part of the model: as untrusted as any model's
+replies, they meet the same walls (the sandbox, the file tools' access check, the URL guard).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from langchain_core.outputs import Generation
 from langchain_core.runnables.config import var_child_runnable_config
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.redact import scrub_text
 
 Mode = Literal["record", "replay", "cache"]
 RECORDING_NAME = "recording.sqlite"
@@ -64,6 +72,60 @@ CREATE TABLE IF NOT EXISTS exchanges (
     PRIMARY KEY (fingerprint, seq)
 );
 """
+
+
+#: The tables of a recording with their columns (``meta``: what the recording says about the command that made it).
+RECORDING_TABLES: dict[str, tuple[str, ...]] = {
+    "exchanges": ("fingerprint", "seq", "node", "request", "model", "reply"), "meta": ("key", "value")}
+
+
+class NotARecording(KGAgentsError, ValueError):
+    """A file given as a recording whose schema is not a recording's."""
+
+
+def schema_problems(objects: Sequence[tuple[str, str, str]], columns: dict[str, list[str]]) -> list[str]:
+    """Why a SQLite schema is not a recording's: ``objects`` are ``sqlite_master``'s (type, name, table) rows,
+    ``columns`` each table's column names. A recording has the table ``exchanges``, perhaps ``meta``, and the
+    indexes of their primary keys; nothing else (a view or a trigger would run SQL when a table is read)."""
+    problems = []
+    for kind, name, table in objects:
+        if kind == "table" and name in RECORDING_TABLES:
+            if sorted(columns.get(name, [])) != sorted(RECORDING_TABLES[name]):
+                problems.append(f"its table {name!r} has the columns {columns.get(name)}, not "
+                                f"{list(RECORDING_TABLES[name])}")
+        elif not (kind == "index" and name.startswith("sqlite_autoindex_") and table in RECORDING_TABLES):
+            problems.append(f"it holds a {kind} {name!r}")
+    if "exchanges" not in {name for kind, name, _ in objects if kind == "table"}:
+        problems.append("it has no exchanges table")
+    return problems
+
+
+def open_read_only(path: str | Path, **options: Any) -> sqlite3.Connection:
+    """``path`` opened read-only, with SQL stored in the file (views, triggers) untrusted; ``options`` go to
+    ``sqlite3.connect``."""
+    try:
+        db = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=ro", uri=True, **options)
+        db.execute("PRAGMA trusted_schema=OFF")
+    except sqlite3.Error as exc:
+        raise NotARecording(f"{path} cannot be opened as a recording: {exc}") from exc
+    return db
+
+
+def check_recording(path: str | Path) -> None:
+    """Refuse ``path`` unless its schema is a recording's (:func:`schema_problems`), before any table is read."""
+    db = open_read_only(path)
+    try:
+        objects = [(str(k), str(n), str(t)) for k, n, t in
+                   db.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall()]
+        columns = {name: [str(row[1]) for row in db.execute(f"PRAGMA table_info('{name}')")]
+                   for kind, name, _ in objects if kind == "table" and name in RECORDING_TABLES}
+    except sqlite3.Error as exc:
+        raise NotARecording(f"{path} is not a kgagents recording ({exc})") from exc
+    finally:
+        db.close()
+    problems = schema_problems(objects, columns)
+    if problems:
+        raise NotARecording(f"{path} is not a kgagents recording: " + "; ".join(problems))
 
 
 class ReplayDivergence(KGAgentsError, RuntimeError):
@@ -205,8 +267,9 @@ def failure_of(exc: BaseException, transient: bool) -> dict[str, Any]:
     status = getattr(exc, "status_code", None)
     if status is None:
         status = getattr(getattr(exc, "response", None), "status_code", None)
-    return {"type": type(exc).__name__, "message": str(exc)[:4000], "status": status if isinstance(status, int)
-            else None, "transient": bool(transient), "kind": _kind_of(exc)}
+    return {"type": type(exc).__name__, "message": scrub_text(str(exc))[:4000],
+            "status": status if isinstance(status, int) else None, "transient": bool(transient),
+            "kind": _kind_of(exc)}
 
 
 def raise_failure(failure: dict[str, Any]) -> None:
@@ -255,11 +318,18 @@ class Recording(BaseCache):
         self.path, self.mode, self.cache_sampled = Path(path), mode, cache_sampled
         if mode == "replay" and not self.path.is_file():
             raise FileNotFoundError(f"no recording at {self.path} (record a run with --record first)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        if mode == "replay":  # read only, checked first: the recording may come from someone else
+            check_recording(self.path)
+            self._db = open_read_only(self.path, check_same_thread=False, isolation_level=None)
+        else:
+            if self.path.is_file() and self.path.stat().st_size:  # one already there may be someone else's
+                check_recording(self.path)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA trusted_schema=OFF")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
         self._served: Counter[str] = Counter()
         """Replay: how many times each fingerprint was answered (its next reply is that index)."""
         self.divergences: list[ReplayDivergence] = []
@@ -321,8 +391,8 @@ class Recording(BaseCache):
             if self.mode == "record":
                 seq = self._db.execute("SELECT COUNT(*) FROM exchanges WHERE fingerprint = ?", (key,)).fetchone()[0]
             self._db.execute("INSERT OR REPLACE INTO exchanges VALUES (?, ?, ?, ?, ?, ?)",
-                             (key, seq, _node(), canonical_request(prompt, llm_string), _model_name(llm_string),
-                              reply))
+                             (key, seq, _node(), scrub_text(canonical_request(prompt, llm_string)),
+                              _model_name(llm_string), reply))
 
     def clear(self, **kwargs: Any) -> None:
         """Forget every exchange."""

@@ -20,12 +20,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from kgagents.core.checkpointer import open_checkpointer as open_database
 from kgagents.core.config import load_env
 from kgagents.core.extras import require
+from kgagents.core.serde import strict_serializer
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 REGISTRY_FILE = "runs.sqlite"
@@ -155,10 +157,11 @@ def _alive(pid: int | None) -> bool:
 
 @asynccontextmanager
 async def sqlite_checkpointer(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
-    """An async SQLite checkpointer on ``path`` (created if needed)."""
+    """An async SQLite checkpointer on ``path`` (created if needed), with the strict serializer
+    (:mod:`kgagents.core.serde`)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
-        yield saver
+    async with aiosqlite.connect(str(path)) as conn:
+        yield AsyncSqliteSaver(conn, serde=strict_serializer(str(path)))
 
 
 def is_postgres_url(target: str | Path | None) -> bool:

@@ -25,7 +25,8 @@ def test_a_recorded_evaluation_replays_to_the_same_scores(tmp_path, capsys):
     assert "recorded" in capsys.readouterr().err and (out / "recording.sqlite").is_file()
     script.write_text(json.dumps({"name": "cli", "steps": []}))  # no model any more
 
-    assert main(["replay", str(out)]) == 0
+    # a recording chooses no path: the data and the (file-reading) scripted model come from the replay's flags
+    assert main(["replay", str(out), "--data", str(data), "--model", f"scripted:{script}"]) == 0
     err = capsys.readouterr().err
     assert "identical" in err, err[-3000:]
     replayed = [json.loads(line) for line in (out / "replay" / "results.jsonl").read_text().splitlines()]
@@ -67,7 +68,7 @@ def test_a_bundle_reports_and_replays_on_another_machine(tmp_path, capsys):
     assert main(["report", str(moved_bundle), "--out", str(elsewhere / "report")]) == 0
     report = (elsewhere / "report" / "report.md").read_text()
     assert "| simpleqa | 3 | 1 | 33.3% |" in report, report[:600]
-    assert main(["replay", str(moved_bundle), "--data", str(moved_data)]) == 0
+    assert main(["replay", str(moved_bundle), "--data", str(moved_data), "--model", f"scripted:{script}"]) == 0
     err = capsys.readouterr().err
     assert "identical" in err, err[-2000:]
     assert (elsewhere / "run" / "replay" / "results.jsonl").is_file()

@@ -12,8 +12,8 @@ stark      a STaRK-style semi-structured KB: a folder with a node table (``nodes
            ``type``, ``name``, ``text`` = the node's document, other columns become features) and an edge list
            (``edges.jsonl|csv|tsv|parquet``: ``src``, ``relation``, ``dst``), or STaRK's released processed
            folder of Amazon, MAG or PrimeKG (``skb/<name>``, its ``processed/`` or Amazon's
-           ``processed/cache/brand-category-color``: see :mod:`kgagents.tools.pgraph.stark`; pickles can run code: load
-           only files you trust)
+           ``processed/cache/brand-category-color``: see :mod:`kgagents.tools.pgraph.stark`; its pickles are read as
+           plain data only, anything else in them is refused)
 triples    TSV (``head⇥relation⇥tail[⇥qualifiers as JSON]``), CSV (``head,relation,tail[,qualifiers as
            JSON]``, quoted as CSV quotes) or JSON lines (``{"head", "relation", "tail", "qualifiers"}`` or
            ``[head, relation, tail]``); a first line ``head, relation, tail`` is a header

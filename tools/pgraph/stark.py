@@ -29,7 +29,10 @@ relation in the dictionary's order, each relation's neighbours by index), then n
 :func:`document` writes it for one node, following STaRK's ``get_doc_info`` / ``get_rel_info`` of each
 dataset.
 
-Pickles can run code when read: open only folders you downloaded from STaRK yourself.
+Pickles can run code when read, so the ``.pkl`` files are read by :func:`kgagents.core.plain_pickle.load_plain`,
+which admits only the plain data STaRK writes (dictionaries of strings, numbers and lists, NumPy scalars and
+arrays) and refuses anything else by name; the ``.pt`` tensors with torch's ``weights_only`` loader, which admits
+tensors and plain containers only.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from kgagents.core.plain_pickle import UnsafePickle, load_plain
 from kgagents.tools.pgraph.model import GraphFormatError
 from kgagents.tools.pgraph.vectors import model_id_of
 
@@ -120,11 +124,26 @@ class ProcessedSKB:
 
 
 def _pickle(path: Path) -> Any:
+    """The plain data of one of STaRK's ``.pkl`` files; a pickle that asks for anything else is refused unread."""
     try:
-        with open(path, "rb") as f:
-            return pickle.load(f)  # noqa: S301 - the user's own STaRK download (see the module docstring)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
+        return load_plain(path)
+    except UnsafePickle as exc:
+        raise GraphFormatError(f"cannot read {exc}") from exc
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
         raise GraphFormatError(f"cannot read {path}: {exc}") from exc
+
+
+_REFUSED_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+
+
+def _torch_error(path: Path, exc: Exception) -> GraphFormatError:
+    """A clear error for a file torch's weights-only loader could not read: the global a crafted file asked for,
+    else torch's message."""
+    refused = _REFUSED_GLOBAL.search(str(exc)) if isinstance(exc, pickle.UnpicklingError) else None
+    if refused:
+        return GraphFormatError(f"cannot read {path}: it asks to load {refused.group(1)}, which is not a tensor or "
+                                "plain data: refused, since loading it could run code")
+    return GraphFormatError(f"cannot read {path}: {exc}")
 
 
 def _tensor(path: Path) -> np.ndarray:
@@ -135,7 +154,7 @@ def _tensor(path: Path) -> np.ndarray:
     try:
         return np.asarray(torch.load(path, weights_only=True).numpy())
     except Exception as exc:  # any torch error: the file is not a tensor
-        raise GraphFormatError(f"cannot read {path}: {exc}") from exc
+        raise _torch_error(path, exc) from exc
 
 
 def read_processed(path: Path, dataset: str | None = None) -> ProcessedSKB:
@@ -536,7 +555,7 @@ class StarkEmbeddings:
 
             data = torch.load(path, weights_only=True, map_location="cpu")
         except Exception as exc:  # any torch error: not STaRK's file
-            raise GraphFormatError(f"cannot read {path}: {exc}") from exc
+            raise _torch_error(path, exc) from exc
         if not isinstance(data, Mapping):
             raise GraphFormatError(f"{path}: expected a dict from index to embedding")
         return {int(k): np.asarray(v.float().numpy() if hasattr(v, "float") else v, dtype=np.float32).reshape(-1)
