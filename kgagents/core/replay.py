@@ -48,6 +48,7 @@ from langchain_core.outputs import Generation
 from langchain_core.runnables.config import var_child_runnable_config
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.private import private_dir, private_file
 
 Mode = Literal["record", "replay", "cache"]
 RECORDING_NAME = "recording.sqlite"
@@ -255,7 +256,9 @@ class Recording(BaseCache):
         self.path, self.mode, self.cache_sampled = Path(path), mode, cache_sampled
         if mode == "replay" and not self.path.is_file():
             raise FileNotFoundError(f"no recording at {self.path} (record a run with --record first)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent, tighten=False)
+        if mode != "replay":
+            private_file(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
