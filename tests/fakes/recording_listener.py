@@ -123,7 +123,7 @@ class HttpRecorder:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = _any  # noqa: N815
+            do_GET = do_POST = _any
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
