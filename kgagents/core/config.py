@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ _dotenv_folder: FolderConfig | None = None
 _dotenv_loaded = False
 _notices: list[str] = []
 _announced: set[str] = set()
+_notices_lock = threading.Lock()
 
 
 def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
@@ -124,11 +126,12 @@ def _apply_dotenv(path: Path) -> None:
 
 def _announce() -> None:
     """Say, once each, what was ignored of this folder's configuration."""
-    while _notices:
-        notice = _notices.pop(0)
-        if notice not in _announced:
-            _announced.add(notice)
-            print(f"kgagents: {notice}", file=sys.stderr, flush=True)
+    with _notices_lock:
+        pending = [notice for notice in dict.fromkeys(_notices) if notice not in _announced]
+        _notices.clear()
+        _announced.update(pending)
+    for notice in pending:
+        print(f"kgagents: {notice}", file=sys.stderr, flush=True)
 
 
 def _env(name: str, default: str | None = None) -> str | None:

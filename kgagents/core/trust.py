@@ -82,14 +82,22 @@ class Trusted:
 
 
 def env_digest(path: Path) -> str | None:
-    """The SHA-256 of the regular file ``path`` (``None`` when there is none)."""
+    """The SHA-256 of the regular file ``path`` (``None`` when there is none, or it is no regular file: a FIFO
+    named ``.env`` is not waited on), read in blocks."""
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
-            return hashlib.sha256(f.read()).hexdigest()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        digest = hashlib.sha256()
+        try:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        except OSError:
+            return None
+        return digest.hexdigest()
 
 
 def judge(entry: Trusted | None, env_sha256: str | None, has_kgagents: bool) -> tuple[EnvState, DirState]:

@@ -316,10 +316,15 @@ class HttpDatabase:
         self.client = httpx.Client(timeout=60.0, trust_env=False)
         self.description = query_url
 
+    def auth_for(self, url: str) -> httpx.Auth:
+        """The HTTP authentication of requests to ``url``: the endpoint's user and password where they belong,
+        else none."""
+        return self._auth.get(url) or httpx.Auth()
+
     def _post(self, url: str, data: dict[str, Any], accept: str | None = None) -> Any:
         headers = {"Accept": accept} if accept else {}
         try:
-            response = self.client.post(url, data=data, headers=headers, auth=self._auth.get(url) or httpx.Auth())
+            response = self.client.post(url, data=data, headers=headers, auth=self.auth_for(url))
         except httpx.HTTPError as exc:
             raise KGError(f"the SPARQL endpoint {url} cannot be reached: {exc}") from exc
         if response.status_code >= 400:
