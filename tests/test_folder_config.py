@@ -108,6 +108,7 @@ def ignored_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("kgagents: ignored")]
 
 
+@pytest.mark.slow
 def test_an_untrusted_dotenv_sends_no_key_to_the_server_it_names(tmp_path):
     with HttpRecorder() as openai, BoltRecorder() as bolt:
         folder = cloned_folder(tmp_path, openai, bolt)
@@ -121,6 +122,7 @@ def test_an_untrusted_dotenv_sends_no_key_to_the_server_it_names(tmp_path):
         assert not openai.requests and not openai.saw(OPENAI_KEY), done.stderr
 
 
+@pytest.mark.slow
 def test_an_untrusted_dotenv_changes_no_setting(tmp_path):
     with HttpRecorder() as openai, BoltRecorder() as bolt:
         folder = cloned_folder(tmp_path, openai, bolt)
@@ -134,6 +136,7 @@ def test_an_untrusted_dotenv_changes_no_setting(tmp_path):
         assert f"data home: {tmp_path / 'data' / 'kgagents'}" in start and "is not trusted" in start
 
 
+@pytest.mark.slow
 def test_an_untrusted_data_folder_gives_no_password_to_the_server_its_manifest_names(tmp_path):
     with HttpRecorder() as openai, BoltRecorder() as bolt:
         folder = cloned_folder(tmp_path, openai, bolt)
@@ -144,6 +147,7 @@ def test_an_untrusted_data_folder_gives_no_password_to_the_server_its_manifest_n
         assert "no graph named or at 'people'" in done.stderr and done.returncode == 2
 
 
+@pytest.mark.slow
 def test_a_trusted_folder_configures_kgagents_but_never_the_process_nor_where_passwords_go(tmp_path):
     with HttpRecorder() as openai, BoltRecorder() as bolt:
         folder = cloned_folder(tmp_path, openai, bolt)
@@ -222,3 +226,17 @@ def test_judge(env_sha, entry_sha, has_dir, entry_dir, expected):
 
     assert judge(Trusted("/f", entry_sha, entry_dir, 0.0), env_sha, has_dir) == expected
     assert judge(None, env_sha, has_dir) == tuple("absent" if v == "absent" else "untrusted" for v in expected)
+
+
+def test_a_dotenv_that_is_no_configuration_file_is_not_read(tmp_path):
+    from kgagents.core.trust import MAX_ENV_BYTES, folder_config, trust_folder
+
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / ".env")  # nothing ever writes it: reading it would wait for ever
+    trust_folder(fifo)
+    assert folder_config(fifo).env_state == "absent"
+    huge = tmp_path / "huge"
+    huge.mkdir()
+    (huge / ".env").write_bytes(b"KGAGENTS_MODEL=x\n" + b"#" * MAX_ENV_BYTES)
+    assert folder_config(huge).env_state == "absent"

@@ -12,6 +12,7 @@ what the ``.env`` sets, the addresses it names (where keys and passwords will go
 from __future__ import annotations
 
 import argparse
+import io
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from kgagents.core.trust import (
     DOTENV,
     PROJECT_DIR,
     TrustStoreError,
+    read_env_file,
     revoke_folder,
     trust_folder,
     trust_store_path,
@@ -73,7 +75,8 @@ def cmd_trust(args: argparse.Namespace) -> int:
 
 def describe_env(path: Path) -> list[str]:
     """What a ``.env`` sets (names only), the addresses it names, and what kgagents never takes from it."""
-    values = dotenv_values(path)
+    data = read_env_file(path)
+    values = dotenv_values(stream=io.StringIO(data.decode("utf-8", errors="replace"))) if data is not None else {}
     taken = sorted(name for name in values if dotenv_may_set(name))
     refused = sorted(name for name in values if not dotenv_may_set(name))
     lines = [f"  {path}: sets {', '.join(taken) if taken else 'nothing kgagents reads'}"]

@@ -8,6 +8,8 @@ Every variable it reads is documented in ``.env.example``.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import socket
 import sys
@@ -21,7 +23,7 @@ from dotenv import dotenv_values
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.private import private_dir
-from kgagents.core.trust import DOTENV, PROJECT_DIR, FolderConfig, folder_config, trust_store_path
+from kgagents.core.trust import DOTENV, PROJECT_DIR, FolderConfig, folder_config, read_env_file, trust_store_path
 
 #: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool executor;
 #: tools (LLM tool, surfer agent, text inspector, ...) have their own model. ARK-V1's agent, grounded
@@ -63,7 +65,8 @@ def dotenv_may_set(name: str) -> bool:
     """Whether a ``.env`` may set the variable ``name``: kgagents' own and :data:`DOTENV_VARIABLES`."""
     if name in DOTENV_REFUSED:
         return False
-    return name in DOTENV_VARIABLES or (name.startswith("KGAGENTS_") and name[9:].replace("_", "").isalnum())
+    rest = name[len("KGAGENTS_"):].replace("_", "")
+    return name in DOTENV_VARIABLES or (name.startswith("KGAGENTS_") and rest.isascii() and rest.isalnum())
 
 
 #: What :func:`load_env` did with the working directory's ``.env``: the folder's state (``None``: not looked
@@ -94,7 +97,10 @@ def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
     folder = folder_config()
     _dotenv_folder = folder
     if folder.env_state == "trusted":
-        _apply_dotenv(folder.env)
+        data = read_env_file(folder.env)
+        # the very bytes that were judged (a .env swapped since is ignored)
+        if data is not None and hashlib.sha256(data).hexdigest() == folder.env_sha256:
+            _set_from_dotenv(folder.env, data.decode("utf-8", errors="replace"))
     # one line for the folder: its .kgagents too, unless KGAGENTS_HOME makes it irrelevant (data_home then
     # finds its own line about it said already)
     with_home = not (os.environ.get(HOME_VARIABLE) or "").strip()
@@ -107,12 +113,17 @@ def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
 
 
 def _apply_dotenv(path: Path) -> None:
-    """Set the variables of the ``.env`` at ``path`` that are not set already and that a ``.env`` may set;
-    note the names it may not set."""
-    if not path.is_file():
-        return
+    """Set the variables of the ``.env`` at ``path`` (:func:`_set_from_dotenv`)."""
+    data = read_env_file(path)
+    if data is not None:
+        _set_from_dotenv(path, data.decode("utf-8", errors="replace"))
+
+
+def _set_from_dotenv(path: Path, text: str) -> None:
+    """Set the variables of the ``.env`` text (read from ``path``) that are not set already and that a ``.env``
+    may set; note the names it may not set."""
     refused = []
-    for name, value in dotenv_values(path).items():
+    for name, value in dotenv_values(stream=io.StringIO(text)).items():
         if value is None:
             continue
         if not dotenv_may_set(name):

@@ -32,9 +32,9 @@ from typing import Any, Literal
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.private import private_dir
 
-__all__ = ["DOTENV", "PROJECT_DIR", "TRUST_FILE", "FolderConfig", "TrustStoreError", "Trusted", "env_digest",
-           "folder_config", "judge", "read_store", "revoke_folder", "trust_folder", "trust_store_path",
-           "trusted_folders", "user_config_dir"]
+__all__ = ["DOTENV", "MAX_ENV_BYTES", "PROJECT_DIR", "TRUST_FILE", "FolderConfig", "TrustStoreError", "Trusted",
+           "env_digest", "folder_config", "judge", "read_env_file", "read_store", "revoke_folder", "trust_folder",
+           "trust_store_path", "trusted_folders", "user_config_dir"]
 
 DOTENV = ".env"
 PROJECT_DIR = ".kgagents"
@@ -81,23 +81,32 @@ class Trusted:
     trusted_at: float
 
 
-def env_digest(path: Path) -> str | None:
-    """The SHA-256 of the regular file ``path`` (``None`` when there is none, or it is no regular file: a FIFO
-    named ``.env`` is not waited on), read in blocks."""
+#: The largest ``.env`` kgagents reads (a configuration file; anything bigger is not one).
+MAX_ENV_BYTES = 1 << 20
+
+
+def read_env_file(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` (``None`` when there is none, it is no regular file -- a FIFO named
+    ``.env`` is not waited on -- or it is over :data:`MAX_ENV_BYTES`, which no configuration file is)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENV_BYTES:
             return None
-        digest = hashlib.sha256()
         try:
-            while block := f.read(1 << 20):
-                digest.update(block)
+            data = f.read(MAX_ENV_BYTES + 1)
         except OSError:
             return None
-        return digest.hexdigest()
+    return data if len(data) <= MAX_ENV_BYTES else None
+
+
+def env_digest(path: Path) -> str | None:
+    """The SHA-256 of the ``.env`` at ``path`` (:func:`read_env_file`; ``None`` when there is none)."""
+    data = read_env_file(path)
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def judge(entry: Trusted | None, env_sha256: str | None, has_kgagents: bool) -> tuple[EnvState, DirState]:
@@ -128,6 +137,8 @@ class FolderConfig:
     kgagents_state: DirState
     problem: str | None = None
     """Why the trust store could not be read (everything is then untrusted)."""
+    env_sha256: str | None = None
+    """The SHA-256 of the ``.env`` that was judged (read again, it is used only if it is still that one)."""
 
     @property
     def env(self) -> Path:
@@ -264,5 +275,6 @@ def folder_config(folder: str | os.PathLike[str] | None = None, *, store: Path |
         entry = read_store(store).get(str(real))
     except TrustStoreError as exc:
         entry, problem = None, str(exc)
-    env_state, dir_state = judge(entry, env_digest(real / DOTENV), (real / PROJECT_DIR).is_dir())
-    return FolderConfig(real, env_state, dir_state, problem)
+    digest = env_digest(real / DOTENV)
+    env_state, dir_state = judge(entry, digest, (real / PROJECT_DIR).is_dir())
+    return FolderConfig(real, env_state, dir_state, problem, digest)
