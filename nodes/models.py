@@ -29,6 +29,7 @@ from kgagents.core.endpoints import (  # noqa: F401 - re-exported for the nodes
     model_label,
 )
 from kgagents.core.extras import require
+from kgagents.core.keys import ANTHROPIC, OPENAI, OPENAI_PROTOCOL, bound_key
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import BaseContext
 
@@ -79,9 +80,15 @@ def configured_model_string(role: str, context: BaseContext | None = None) -> st
     raise ConfigurationError(MODEL_VARIABLES_HELP)
 
 
+#: The variables a model's endpoint and key come from besides the settings (a change builds the model again).
+_KEY_VARIABLES = tuple(dict.fromkeys(name for binding in (*OPENAI_PROTOCOL, ANTHROPIC)
+                                     for name in (binding.key, *binding.bases)))
+
+
 def _cache_key(spec: str, base_url: str | None, temperature: float | None, timeout_s: float | None,
                settings: Any, seed: int | None) -> tuple[Any, ...]:
-    return (spec, base_url or settings.base_url, settings.api_key, settings.ollama_url, temperature, timeout_s, seed)
+    return (spec, base_url or settings.base_url, settings.api_key, settings.ollama_url, temperature, timeout_s, seed,
+            tuple(map(os.environ.get, _KEY_VARIABLES)))
 
 
 def build_chat_model(spec: str, *, base_url: str | None = None, temperature: float | None = None,
@@ -95,15 +102,23 @@ def build_chat_model(spec: str, *, base_url: str | None = None, temperature: flo
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-    model = _build(spec, base_url=base_url, api_key=settings.api_key, temperature=temperature, timeout_s=timeout_s,
-                   seed=seed)
+    model = _build(spec, base_url=base_url, temperature=temperature, timeout_s=timeout_s, seed=seed)
     with _cache_lock:
         _cache.setdefault(key, model)
         return _cache[key]
 
 
-def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature: float | None,
-           timeout_s: float | None, seed: int | None = None) -> BaseChatModel:
+def openai_endpoint(base_url: str | None) -> tuple[str, str | None]:
+    """Where an OpenAI-protocol model sends its requests, and the key that goes there: ``base_url`` (the
+    context's, else ``KGAGENTS_BASE_URL``), else ``OPENAI_BASE_URL``, else OpenAI's API; the key of
+    :data:`kgagents.core.keys.OPENAI_PROTOCOL` bound to that server, else none (said once when a key is
+    held back)."""
+    endpoint = base_url or OPENAI.base(os.environ) or ""
+    return endpoint, bound_key(endpoint, OPENAI_PROTOCOL, os.environ)
+
+
+def _build(spec: str, *, base_url: str | None, temperature: float | None, timeout_s: float | None,
+           seed: int | None = None) -> BaseChatModel:
     if spec.startswith("scripted:"):
         return ScriptedChatModel.from_file(spec.split(":", 1)[1], lazy=True)
     # langchain's model registry: heavy, loaded when a model is made
@@ -135,18 +150,21 @@ def _build(spec: str, *, base_url: str | None, api_key: str | None, temperature:
             kwargs["http_async_client"] = client
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
-        if base_url:
-            kwargs["base_url"] = base_url
-            kwargs["api_key"] = api_key or "not-needed"
-        elif not os.environ.get("OPENAI_API_KEY", "").strip():
+        # An explicit endpoint and key: the SDK's own environment lookups (OPENAI_BASE_URL, OPENAI_API_KEY) never
+        # choose another server for the key, and the start line reads back where the client really sends.
+        endpoint, key = openai_endpoint(base_url)
+        if key is None and not base_url:
             raise ConfigurationError(f"the model {spec!r} needs OPENAI_API_KEY (or KGAGENTS_BASE_URL and "
                                      "KGAGENTS_API_KEY for another OpenAI-compatible server)")
+        kwargs["base_url"], kwargs["api_key"] = endpoint, key or "not-needed"
     elif provider == "anthropic":
         kwargs["max_retries"] = 0
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
-        if not os.environ.get("ANTHROPIC_API_KEY", "").strip():
+        secret = ANTHROPIC.secret(os.environ)
+        if secret is None:
             raise ConfigurationError(f"the model {spec!r} needs ANTHROPIC_API_KEY")
+        kwargs["base_url"], kwargs["api_key"] = ANTHROPIC.base(os.environ), secret
     elif provider == "ollama":
         kwargs["base_url"] = get_settings().ollama_url
     if provider in PROVIDER_MODULES:

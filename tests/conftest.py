@@ -14,6 +14,8 @@ os.environ["KGAGENTS_NO_DOTENV"] = "1"
 _SESSION_DATA = tempfile.mkdtemp(prefix="kgagents-test-data-")
 os.environ["KGAGENTS_HOME"] = os.path.join(_SESSION_DATA, "kgagents")
 os.environ["XDG_DATA_HOME"] = _SESSION_DATA
+# nor to the user's trust store of folders (kgagents trust): a configuration folder of the session's own
+os.environ["XDG_CONFIG_HOME"] = os.path.join(_SESSION_DATA, "config")
 
 _USER_VARIABLES = [name for name in os.environ if name.startswith("KGAGENTS_") and name != "KGAGENTS_HOME"]
 _USER_VARIABLES += [
@@ -33,6 +35,7 @@ def clean_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("KGAGENTS_HOME", str(tmp_path / "kgagents-home"))
     monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("KGAGENTS_GRAPHS_DIR", str(tmp_path / "graphs"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the trust store of this test alone
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")  # nothing listens on the discard port
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     # the tests' web servers are on loopback, which the web tools refuse by default (tests/tools/test_url_guard.py

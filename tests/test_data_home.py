@@ -1,5 +1,5 @@
 """Where imported graphs and runs live: a per-user data folder by default, KGAGENTS_HOME, or a project's own
-``.kgagents`` folder; never the user's real data folder during the tests."""
+``.kgagents`` folder once the user trusts that folder; never the user's real data folder during the tests."""
 
 from __future__ import annotations
 
@@ -48,11 +48,16 @@ def test_kgagents_home_overrides(no_home, monkeypatch):
     assert get_settings().runs_dir == no_home / "elsewhere"  # one part alone still moves
 
 
-def test_a_project_folder_opts_in_with_its_own_kgagents(no_home, monkeypatch):
+def test_a_project_folder_opts_in_with_its_own_kgagents(no_home, monkeypatch, capsys):
     project = no_home / "project"
     (project / ".kgagents").mkdir(parents=True)
     monkeypatch.chdir(project)
     monkeypatch.setattr(config, "_snapshot", None)  # settings are read again when a variable changes
+    # a .kgagents folder alone is not enough: the user trusts the folder once (someone else may have made it)
+    assert data_home()[0] == no_home / "xdg" / "kgagents"
+    assert "kgagents trust" in capsys.readouterr().err
+    assert main(["trust"]) == 0
+    monkeypatch.setattr(config, "_snapshot", None)
     assert data_home() == (project / ".kgagents", "this folder's .kgagents")
     assert get_settings().runs_dir == project / ".kgagents" / "runs"
     assert graphs_dir() == project / ".kgagents" / "graphs"

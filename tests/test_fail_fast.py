@@ -132,6 +132,7 @@ def test_doctor_checks_the_endpoint_the_key_and_the_pieces(openai_server: FakeOp
     assert "sandbox" in out
 
     openai_server.api_key = "the-right-key"
+    monkeypatch.setenv("KGAGENTS_BASE_URL", openai_server.base_url)  # the server the key goes to
     monkeypatch.setenv("KGAGENTS_API_KEY", "a-wrong-key")
     assert main(["doctor", "--model", "gpt-4o-mini", "--base-url", openai_server.base_url]) == 1
     out = capsys.readouterr().out

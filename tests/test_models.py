@@ -15,6 +15,7 @@ from langchain_openai import ChatOpenAI
 
 from kgagents.core.config import ROLES, ConfigurationError, get_settings, ollama_url
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.core.trust import trust_folder
 from kgagents.nodes.context import Context
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
@@ -126,6 +127,11 @@ def test_dotenv_in_the_working_directory_is_read(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", "openai:from-environment")
     (tmp_path / ".env").write_text("KGAGENTS_MODEL=openai:from-dotenv\nKGAGENTS_TOOLS_MODEL=openai:from-dotenv\n")
     monkeypatch.setattr(os, "environ", dict(os.environ))  # load_dotenv writes here; keep it to this test
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError):  # a folder's .env is read only once the user trusts the folder
+        configured_model_string("graph_executor")
+    trust_folder(tmp_path)
+    monkeypatch.setattr(kgagents.core.config, "_dotenv_loaded", False)
     assert configured_model_string("graph_executor") == "openai:from-dotenv"
     assert configured_model_string("tools") == "openai:from-environment"  # real variables win
 

@@ -8,6 +8,7 @@
     kgagents workflows                                          the workflows, one line each
     kgagents tools                                              every tool with its status
     kgagents doctor                                             the models, keys, servers, sandbox and extras
+    kgagents trust [DIR]                                        use a folder's own .env and .kgagents
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ _commands: dict[str, Command] = {}
 #: Modules that add sub-commands: each has ``add_commands(subparsers, command)`` which adds its parsers and
 #: registers their handlers with the ``command(name)`` decorator.
 COMMAND_MODULES: list[str] = ["kgagents.cli.eval", "kgagents.cli.graph", "kgagents.cli.clean",
-                              "kgagents.cli.doctor", "kgagents.cli.agent_g"]
+                              "kgagents.cli.doctor", "kgagents.cli.agent_g", "kgagents.cli.trust"]
 
 
 def command(name: str) -> Callable[[Command], Command]:

@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.config import ConfigurationError, configuration_line, get_settings
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.runs import new_thread_id
 from kgagents.graphs import registry
@@ -153,10 +153,12 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
                  graph: bool = False, dataset: str | None = None, scorer: str | None = None,
                  grader: Any = None) -> None:
     """Before a run starts: fail when no model is configured or a backend's extra is missing (the messages say
-    what to set or install); print the models of every role with their URLs, and what this run cannot do."""
+    what to set or install); print which configuration and data home are in use, the models of every role with
+    their URLs, and what this run cannot do."""
     # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
 
+    print(f"kgagents: {configuration_line()}", file=sys.stderr)
     models = role_models(values, workflow)
     check_backends(values, variants)
     print(models_line(models, grader), file=sys.stderr)
@@ -248,8 +250,9 @@ def demo_model(script: Any) -> Any:
 
 
 def demo_intro(what: str, question: str) -> None:
-    """A demo's first lines: what runs, and the question it asks."""
+    """A demo's first lines: what runs, which configuration and data home are in use, and the question it asks."""
     print(what, file=sys.stderr)
+    print(f"kgagents: {configuration_line()}", file=sys.stderr)
     print(f"question: {question}", file=sys.stderr, flush=True)
 
 

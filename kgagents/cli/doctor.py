@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.config import ConfigurationError, configuration_line, get_settings
 from kgagents.core.endpoints import describe_model, model_endpoint, model_key
 from kgagents.core.extras import install_hint, missing_extras
 from kgagents.core.retry import is_unreachable
@@ -77,7 +77,9 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Print one line per check; 1 when a model cannot be used."""
+    """Print which configuration and data home are in use, then one line per check; 1 when a model cannot be
+    used."""
+    print(configuration_line())
     values = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
     models = model_checks(values, args.timeout, tuple(args.workflow or DOCTOR_WORKFLOWS))
     checks = [*models, *tool_checks(), sandbox_check(), *server_checks(args.timeout), *extra_checks()]

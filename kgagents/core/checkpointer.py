@@ -47,6 +47,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
+from kgagents.core.private import private_dir, private_file
 from kgagents.core.redact import without_credentials
 from kgagents.core.serde import strict_serializer
 
@@ -227,7 +228,8 @@ async def batched_sqlite_saver(path: str | Path) -> AsyncIterator[BatchedSqliteS
     in a worker thread, not on the event loop.
     """
     def connect() -> sqlite3.Connection:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        private_dir(Path(path).parent, tighten=False)
+        private_file(path)
         try:
             return sqlite3.connect(str(path), check_same_thread=False, timeout=30)
         except sqlite3.Error as exc:

@@ -1,30 +1,37 @@
-"""Settings read from the environment and an optional ``.env`` file.
+"""Settings read from the environment and, in a folder the user trusts, its ``.env`` file.
 
-This module is a leaf: every other package may import it, it imports only the exception root
-(``kgagents.core.errors``).
+This module is a leaf of the foundation: every other package may import it; it imports the exception root
+(``kgagents.core.errors``), the folder trust store (``kgagents.core.trust``) and the private folders
+(``kgagents.core.private``).
 Every variable it reads is documented in ``.env.example``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import socket
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from dotenv import load_dotenv
+from dotenv import dotenv_values
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.private import private_dir
+from kgagents.core.trust import DOTENV, PROJECT_DIR, FolderConfig, folder_config, read_env_file, trust_store_path
 
 #: Roles that a chat model can play. KGoT's dual-LLM controller has a graph executor and a tool executor;
 #: tools (LLM tool, surfer agent, text inspector, ...) have their own model. ARK-V1's agent, grounded
 #: reasoning's reasoner and Agent-G have one role each (each workflow's context lists its own: ``ROLES``).
-__all__ = ["HOME_VARIABLE", "MODEL_VARIABLES_HELP", "OLLAMA_DEFAULT_URL", "PROJECT_DIR", "ROLES", "ROLE_FALLBACKS",
-           "ConfigurationError", "Settings", "allowed_hosts", "data_home", "file_roots", "get_settings", "load_env",
-           "ollama_available", "ollama_url", "user_data_dir"]
+__all__ = ["DOTENV_VARIABLES", "HOME_VARIABLE", "MODEL_VARIABLES_HELP", "OLLAMA_DEFAULT_URL", "PROJECT_DIR", "ROLES",
+           "ROLE_FALLBACKS", "ConfigurationError", "Settings", "allowed_hosts", "configuration_line", "data_folder",
+           "data_home", "dotenv_may_set", "file_roots", "get_settings", "load_env", "ollama_available", "ollama_url",
+           "user_data_dir"]
 
 ROLES = ("graph_executor", "tool_executor", "tools", "ark_agent", "reasoner", "agent_g")
 #: Roles that were called by another name before: ``KGAGENTS_<ROLE>_MODEL`` unset, the old name's variable is
@@ -32,29 +39,110 @@ ROLES = ("graph_executor", "tool_executor", "tools", "ark_agent", "reasoner", "a
 ROLE_FALLBACKS = {"ark_agent": "graph_executor", "reasoner": "graph_executor", "agent_g": "graph_executor"}
 
 OLLAMA_DEFAULT_URL = "http://127.0.0.1:11434"
+#: The variable that names the data directory.
+HOME_VARIABLE = "KGAGENTS_HOME"
 
 
 class ConfigurationError(KGAgentsError, RuntimeError):
     """Raised when the user's configuration cannot work; the message says what to set."""
 
 
+#: What a ``.env`` may set besides kgagents' own ``KGAGENTS_*`` variables: the providers' and servers' names
+#: kgagents reads (and LangSmith's, for ``langgraph dev``). Nothing else is taken from a ``.env``, trusted or not:
+#: not ``PYTHONPATH``, ``LD_PRELOAD``, ``PATH``, ``HOME``, proxies or another program's settings, which would
+#: change what the process and its children run or where they connect.
+DOTENV_VARIABLES = frozenset({
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OLLAMA_HOST",
+    "SERPAPI_API_KEY", "NEO4J_URI", "NEO4J_USER", "NEO4J_USERNAME", "NEO4J_PASSWORD", "NEO4J_DATABASE",
+    "FALKORDB_URL", "SPARQL_ENDPOINT", "SPARQL_UPDATE_ENDPOINT", "SPARQL_USER", "SPARQL_PASSWORD", "CRAG_SERVER",
+    "LANGSMITH_API_KEY", "LANGSMITH_TRACING", "LANGSMITH_ENDPOINT", "LANGSMITH_PROJECT",
+})
+#: kgagents' own variables that a ``.env`` cannot set: it is read because of them.
+DOTENV_REFUSED = frozenset({"KGAGENTS_NO_DOTENV"})
+
+
+def dotenv_may_set(name: str) -> bool:
+    """Whether a ``.env`` may set the variable ``name``: kgagents' own and :data:`DOTENV_VARIABLES`."""
+    if name in DOTENV_REFUSED:
+        return False
+    rest = name[len("KGAGENTS_"):].replace("_", "")
+    return name in DOTENV_VARIABLES or (name.startswith("KGAGENTS_") and rest.isascii() and rest.isalnum())
+
+
+#: What :func:`load_env` did with the working directory's ``.env``: the folder's state (``None``: not looked
+#: at yet, or ``KGAGENTS_NO_DOTENV=1``), and the line to say about what it ignored (said by :func:`_announce`).
+_dotenv_folder: FolderConfig | None = None
 _dotenv_loaded = False
+_notices: list[str] = []
+_announced: set[str] = set()
+_notices_lock = threading.Lock()
 
 
 def load_env(dotenv_path: str | os.PathLike[str] | None = None) -> None:
-    """Load ``.env`` (from the working directory or ``dotenv_path``) without overriding real variables.
+    """Load the working directory's ``.env`` when the user trusts this folder (``kgagents trust``), or the file
+    ``dotenv_path`` a Python caller names, without overriding real variables.
 
-    The working directory's ``.env`` is read once per process (at import), so that reading settings inside a
-    running graph never touches the filesystem. ``KGAGENTS_NO_DOTENV=1`` turns it off (the test suite sets it).
+    The working directory's ``.env`` is looked at once per process (at import), so that reading settings inside
+    a running graph never touches the filesystem; an untrusted or changed one is ignored, and the first reading
+    of the settings says so on standard error. Only kgagents' and its providers' variables are taken
+    (:func:`dotenv_may_set`). ``KGAGENTS_NO_DOTENV=1`` turns it off (the test suite sets it).
     """
-    global _dotenv_loaded
+    global _dotenv_loaded, _dotenv_folder
     if os.environ.get("KGAGENTS_NO_DOTENV") == "1" or (dotenv_path is None and _dotenv_loaded):
         return
-    path = Path(dotenv_path) if dotenv_path else Path.cwd() / ".env"
-    if dotenv_path is None:
-        _dotenv_loaded = True
-    if path.is_file():
-        load_dotenv(path, override=False)
+    if dotenv_path is not None:
+        _apply_dotenv(Path(dotenv_path))
+        return
+    _dotenv_loaded = True
+    folder = folder_config()
+    _dotenv_folder = folder
+    if folder.env_state == "trusted":
+        data = read_env_file(folder.env)
+        # the very bytes that were judged (a .env swapped since is ignored)
+        if data is not None and hashlib.sha256(data).hexdigest() == folder.env_sha256:
+            _set_from_dotenv(folder.env, data.decode("utf-8", errors="replace"))
+    # one line for the folder: its .kgagents too, unless KGAGENTS_HOME makes it irrelevant (data_home then
+    # finds its own line about it said already)
+    with_home = not (os.environ.get(HOME_VARIABLE) or "").strip()
+    notice = folder.ignored(env=True, kgagents=with_home)
+    if notice:
+        _notices.append(notice)
+        home_only = folder.ignored(env=False, kgagents=True)
+        if with_home and home_only and home_only != notice:
+            _announced.add(home_only)
+
+
+def _apply_dotenv(path: Path) -> None:
+    """Set the variables of the ``.env`` at ``path`` (:func:`_set_from_dotenv`)."""
+    data = read_env_file(path)
+    if data is not None:
+        _set_from_dotenv(path, data.decode("utf-8", errors="replace"))
+
+
+def _set_from_dotenv(path: Path, text: str) -> None:
+    """Set the variables of the ``.env`` text (read from ``path``) that are not set already and that a ``.env``
+    may set; note the names it may not set."""
+    refused = []
+    for name, value in dotenv_values(stream=io.StringIO(text)).items():
+        if value is None:
+            continue
+        if not dotenv_may_set(name):
+            refused.append(name)
+        elif name not in os.environ:
+            os.environ[name] = value
+    if refused:
+        _notices.append(f"{path}: ignored {', '.join(sorted(refused))}: a .env sets only kgagents' own "
+                        "variables (KGAGENTS_*) and its providers' and servers' (docs/security.md)")
+
+
+def _announce() -> None:
+    """Say, once each, what was ignored of this folder's configuration."""
+    with _notices_lock:
+        pending = [notice for notice in dict.fromkeys(_notices) if notice not in _announced]
+        _notices.clear()
+        _announced.update(pending)
+    for notice in pending:
+        print(f"kgagents: {notice}", file=sys.stderr, flush=True)
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -120,6 +208,8 @@ def get_settings() -> Settings:
     """The settings from the environment (and ``.env``): read again whenever a variable they read has changed."""
     global _snapshot
     load_env()
+    if _notices:
+        _announce()
     data, encode = _environment()
     snapshot = _snapshot
     if snapshot is not None and tuple(map(data.get, snapshot[0])) == snapshot[1]:
@@ -130,9 +220,26 @@ def get_settings() -> Settings:
     return settings
 
 
-#: The variable that names the data directory, and the folder name a project opts in with.
-HOME_VARIABLE = "KGAGENTS_HOME"
-PROJECT_DIR = ".kgagents"
+#: The trust store's answer about the working directory, while the store and the folder are unchanged.
+_project_cache: dict[tuple[Any, ...], FolderConfig] = {}
+
+
+def _project_folder() -> FolderConfig:
+    """:func:`kgagents.core.trust.folder_config` of the working directory, cached while the trust store, the
+    folder's ``.kgagents`` and its ``.env`` are unchanged (the settings read it whenever a variable changes)."""
+    marks: list[Any] = [os.getcwd()]
+    for path in (trust_store_path(), Path(PROJECT_DIR), Path(DOTENV)):
+        try:
+            info = path.stat()
+            marks.append((info.st_ino, info.st_mtime_ns, info.st_size))
+        except OSError:
+            marks.append(None)
+    key = tuple(marks)
+    found = _project_cache.get(key)
+    if found is None:
+        _project_cache.clear()
+        found = _project_cache[key] = folder_config()
+    return found
 
 
 def user_data_dir(app: str = "kgagents") -> Path:
@@ -153,18 +260,56 @@ def user_data_dir(app: str = "kgagents") -> Path:
 def data_home() -> tuple[Path, str]:
     """Where imported graphs and runs live, and why there.
 
-    ``KGAGENTS_HOME`` when set; else a ``.kgagents`` folder in the working directory when one exists (a
-    project that keeps its own state opts in by creating it, and folders used before the per-user default keep
-    working); else the platform's per-user data folder (:func:`user_data_dir`), so that the graphs and runs
-    follow the user from folder to folder. ``KGAGENTS_RUNS_DIR`` and ``KGAGENTS_GRAPHS_DIR`` still move one
-    part alone.
+    ``KGAGENTS_HOME`` when set; else a ``.kgagents`` folder in the working directory when one exists and the user
+    trusts this folder (``kgagents trust``: a project that keeps its own state opts in by creating it; a folder
+    someone else made is ignored, said once); else the platform's per-user data folder (:func:`user_data_dir`),
+    so that the graphs and runs follow the user from folder to folder. ``KGAGENTS_RUNS_DIR`` and
+    ``KGAGENTS_GRAPHS_DIR`` still move one part alone.
     """
     named = _env(HOME_VARIABLE)
     if named:
         return Path(named).expanduser(), HOME_VARIABLE
-    if Path(PROJECT_DIR).is_dir():  # an absolute path: the settings keep it if the process changes folder
-        return Path(PROJECT_DIR).absolute(), f"this folder's {PROJECT_DIR}"
+    if Path(PROJECT_DIR).is_dir():
+        project = _project_folder()
+        if project.kgagents_state == "trusted":
+            # an absolute path: the settings keep it if the process changes folder
+            return Path(PROJECT_DIR).absolute(), f"this folder's {PROJECT_DIR}"
+        notice = project.ignored(env=False, kgagents=True)
+        if notice:
+            _notices.append(notice)
+            _announce()
+        return user_data_dir(), f"the per-user data folder; this folder's {PROJECT_DIR} is not trusted"
     return user_data_dir(), "the per-user data folder"
+
+
+def data_folder(path: str | os.PathLike[str]) -> Path:
+    """``path``, a folder kgagents keeps runs, graphs or caches in, created (or tightened) readable by its owner
+    only, and the data home too when ``path`` lies in it (:mod:`kgagents.core.private`)."""
+    folder = Path(path)
+    home = data_home()[0]
+    if folder.absolute().is_relative_to(home.absolute()) and folder.absolute() != home.absolute():
+        private_dir(home)
+    return private_dir(folder)
+
+
+def configuration_line() -> str:
+    """Which configuration and which data home this process uses, and why: the start line of ``ask``,
+    ``eval``, ``demo`` and ``doctor``."""
+    load_env()
+    folder = _dotenv_folder
+    if os.environ.get("KGAGENTS_NO_DOTENV") == "1":
+        where = "the environment only (KGAGENTS_NO_DOTENV=1)"
+    elif folder is None or folder.env_state == "absent":
+        where = "the environment only (no .env in the folder it started in)"
+    elif folder.env_state == "trusted":
+        where = f"{folder.env} (a folder you trusted) and the environment"
+    else:
+        state = "changed since you trusted it" if folder.env_state == "changed" else "not trusted"
+        where = f"the environment only ({folder.env} is {state})"
+    home, why = data_home()
+    if _notices:
+        _announce()
+    return f"configuration: {where}; data home: {home} ({why})"
 
 
 def _read_settings() -> Settings:

@@ -14,8 +14,33 @@ DEFAULT_ENDPOINTS = {"ChatOpenAI": "https://api.openai.com/v1", "ChatAnthropic":
                      "ChatOllama": "http://127.0.0.1:11434"}
 
 
+#: The attributes of LangChain's chat models that hold their SDK client (the async one first: runs call it).
+CLIENT_ATTRIBUTES = ("root_async_client", "root_client", "_async_client", "_client")
+
+
+def client_endpoint(model: Any) -> str | None:
+    """The base URL a chat model's SDK client really sends to, read back from the client (``ChatOpenAI``'s
+    ``root_async_client``, ``ChatAnthropic``'s and ``ChatOllama``'s ``_client``); ``None`` without one."""
+    for attr in CLIENT_ATTRIBUTES:
+        try:
+            client = getattr(model, attr, None)
+        except Exception:  # noqa: BLE001 - a client that cannot be built here has no endpoint to report
+            continue
+        for holder in (client, getattr(client, "_client", None)):
+            base = getattr(holder, "base_url", None)
+            if isinstance(base, str) or type(base).__name__ == "URL":
+                text = str(base).rstrip("/")
+                if "://" in text:
+                    return text
+    return None
+
+
 def model_endpoint(model: Any) -> str | None:
-    """The URL a chat model sends its requests to (None for an in-process model, such as the scripted one)."""
+    """The URL a chat model sends its requests to, as its SDK client has it (:func:`client_endpoint`), else as
+    the model's settings say (None for an in-process model, such as the scripted one)."""
+    endpoint = client_endpoint(model)
+    if endpoint:
+        return endpoint
     for attr in ("openai_api_base", "anthropic_api_url", "base_url"):
         value = getattr(model, attr, None)
         if isinstance(value, str) and value:

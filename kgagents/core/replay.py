@@ -55,6 +55,7 @@ from langchain_core.outputs import Generation
 from langchain_core.runnables.config import var_child_runnable_config
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.private import private_dir, private_file
 from kgagents.core.redact import scrub_text
 
 Mode = Literal["record", "replay", "cache"]
@@ -318,6 +319,9 @@ class Recording(BaseCache):
         self.path, self.mode, self.cache_sampled = Path(path), mode, cache_sampled
         if mode == "replay" and not self.path.is_file():
             raise FileNotFoundError(f"no recording at {self.path} (record a run with --record first)")
+        private_dir(self.path.parent, tighten=False)
+        if mode != "replay":
+            private_file(self.path)
         self._lock = threading.Lock()
         if mode == "replay":  # read only, checked first: the recording may come from someone else
             check_recording(self.path)

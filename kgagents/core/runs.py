@@ -25,8 +25,9 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from kgagents.core.checkpointer import open_checkpointer as open_database
-from kgagents.core.config import load_env
+from kgagents.core.config import data_folder, load_env
 from kgagents.core.extras import require
+from kgagents.core.private import private_dir, private_file
 from kgagents.core.serde import strict_serializer
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"
@@ -58,8 +59,8 @@ class RunRegistry:
 
     def __init__(self, runs_dir: str | Path) -> None:
         self.runs_dir = Path(runs_dir)
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.runs_dir / REGISTRY_FILE
+        data_folder(self.runs_dir)
+        self.path = private_file(self.runs_dir / REGISTRY_FILE)
         with self._connect() as db:
             db.execute("""CREATE TABLE IF NOT EXISTS runs (
                 thread_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, question TEXT NOT NULL,
@@ -157,9 +158,10 @@ def _alive(pid: int | None) -> bool:
 
 @asynccontextmanager
 async def sqlite_checkpointer(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
-    """An async SQLite checkpointer on ``path`` (created if needed), with the strict serializer
-    (:mod:`kgagents.core.serde`)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    """An async SQLite checkpointer on ``path`` (created if needed, readable by its owner only), with the strict
+    serializer (:mod:`kgagents.core.serde`)."""
+    private_dir(Path(path).parent, tighten=False)
+    private_file(path)
     async with aiosqlite.connect(str(path)) as conn:
         yield AsyncSqliteSaver(conn, serde=strict_serializer(str(path)))
 

@@ -123,7 +123,8 @@ def make_backend(case: str, request: pytest.FixtureRequest) -> Backend:
         return Backend(case, "networkx", "python")
     if case in ("neo4j", "neo4j-shared"):
         server: ServerProcess = request.getfixturevalue("arcadedb_server")
-        env = {"NEO4J_USER": server.extra["user"], "NEO4J_PASSWORD": server.extra["password"],
+        # the credentials with the server they belong to (they go to no other: kgagents/core/keys.py)
+        env = {"NEO4J_URI": server.url, "NEO4J_USER": server.extra["user"], "NEO4J_PASSWORD": server.extra["password"],
                "NEO4J_DATABASE": server.extra["database"]}
         if case == "neo4j":  # an ArcadeDB server whose HTTP address is known: a database per run
             env["KGAGENTS_ARCADEDB_HTTP"] = f"http://127.0.0.1:{server.extra['http_port']}"

@@ -189,8 +189,8 @@ def _bolt(arcadedb_server, monkeypatch, **env: str):
     for name in ("KGAGENTS_ARCADEDB_HTTP", "KGAGENTS_BOLT_CONCURRENT", "KGAGENTS_BOLT_ISOLATION",
                  "KGAGENTS_BOLT_LEASE_S", "NEO4J_URI"):
         monkeypatch.delenv(name, raising=False)
-    base = {"NEO4J_USER": arcadedb_server.extra["user"], "NEO4J_PASSWORD": arcadedb_server.extra["password"],
-            "NEO4J_DATABASE": arcadedb_server.extra["database"]}
+    base = {"NEO4J_URI": arcadedb_server.url, "NEO4J_USER": arcadedb_server.extra["user"],
+            "NEO4J_PASSWORD": arcadedb_server.extra["password"], "NEO4J_DATABASE": arcadedb_server.extra["database"]}
     for name, value in {**base, **env}.items():
         monkeypatch.setenv(name, value)
     config = cypher_store.bolt_config(arcadedb_server.url)

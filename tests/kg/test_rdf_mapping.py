@@ -71,6 +71,7 @@ def test_endpoint_addresses_and_graph_names():
 
 @pytest.mark.parametrize("password, credentials", [("secret", b"reader:secret"), (None, b"reader:")])
 def test_endpoint_user_without_password_gets_an_empty_one(monkeypatch, password, credentials):
+    monkeypatch.setenv("SPARQL_ENDPOINT", "http://127.0.0.1:9/query")  # the server the credentials belong to
     monkeypatch.setenv("SPARQL_USER", "reader")
     if password is None:
         monkeypatch.delenv("SPARQL_PASSWORD", raising=False)
@@ -78,7 +79,7 @@ def test_endpoint_user_without_password_gets_an_empty_one(monkeypatch, password,
         monkeypatch.setenv("SPARQL_PASSWORD", password)
     db = HttpDatabase("http://127.0.0.1:9/query")
     try:
-        request = next(db.client.auth.auth_flow(httpx.Request("GET", "http://127.0.0.1:9/query")))
+        request = next(db.auth_for(db.query_url).auth_flow(httpx.Request("GET", "http://127.0.0.1:9/query")))
     finally:
         db.client.close()
     assert request.headers["Authorization"] == "Basic " + base64.b64encode(credentials).decode()

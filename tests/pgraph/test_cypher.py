@@ -350,8 +350,10 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("backend, scheme", [("neo4j", "bolt"), ("falkordb", "redis")])
 def test_a_database_that_is_down_gives_a_clear_error(backend, scheme, ark_source, capsys, monkeypatch):
-    monkeypatch.setenv("NEO4J_PASSWORD", "not-a-real-password")
     url = f"{scheme}://127.0.0.1:{free_port()}"
+    if backend == "neo4j":
+        monkeypatch.setenv("NEO4J_URI", url)  # the password's own server, down
+    monkeypatch.setenv("NEO4J_PASSWORD", "not-a-real-password")
     with pytest.raises(GraphDatabaseError, match=f"cannot use the {backend} database at {re.escape(url)}: "):
         import_to_cypher(ark_source, backend=backend, url=url, name="yui")
     code, out, err = cli(capsys, "graph", "import", str(ark_source), f"--{backend}", url, "--name", "yui")

@@ -1,7 +1,9 @@
 """The task KG in a Bolt graph database (Neo4j, Memgraph, ArcadeDB, ...) through the official ``neo4j`` driver.
 
 Configuration: ``NEO4J_URI`` (or the context's ``kg_url``), ``NEO4J_USER`` (default ``neo4j``),
-``NEO4J_PASSWORD``, ``NEO4J_DATABASE`` (default: the server's default database). Without a URI, an embedded
+``NEO4J_PASSWORD``, ``NEO4J_DATABASE`` (default: the server's default database); the user, the password and
+``KGAGENTS_ARCADEDB_HTTP`` go only to ``NEO4J_URI``'s server: a ``kg_url`` elsewhere connects without them
+(:mod:`kgagents.core.keys`). Without a URI, an embedded
 ArcadeDB Bolt server is started in a child process for the life of this process (see
 :mod:`kgagents.tools.kg.servers`; it takes a few seconds: a JVM starts).
 
@@ -51,6 +53,7 @@ from typing import Any
 
 import httpx
 
+from kgagents.core.keys import credentials_go, say_once
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import (
     NodeRow,
@@ -105,8 +108,15 @@ def bolt_config(url: str | None = None) -> BoltConfig:
     if isolation not in ("auto", "database", "shared"):
         raise KGError(f"KGAGENTS_BOLT_ISOLATION is auto, database or shared, not {isolation!r}")
     concurrent = os.environ.get("KGAGENTS_BOLT_CONCURRENT", "").strip().lower() in ("1", "true", "yes")
-    uri = url or os.environ.get("NEO4J_URI", "").strip()
+    configured = os.environ.get("NEO4J_URI", "").strip()
+    uri = url or configured
     if uri:
+        if not credentials_go(url, configured):  # NEO4J_USER / NEO4J_PASSWORD belong to NEO4J_URI's server only
+            if any(os.environ.get(name) for name in ("NEO4J_USER", "NEO4J_USERNAME", "NEO4J_PASSWORD")):
+                say_once(f"{uri} is not NEO4J_URI's server ({configured or 'NEO4J_URI is not set'}): connecting "
+                         "without NEO4J_USER / NEO4J_PASSWORD")
+            return BoltConfig(uri, "", "", os.environ.get("NEO4J_DATABASE") or None, None, isolation=isolation,
+                              concurrent=concurrent)
         return BoltConfig(uri, os.environ.get("NEO4J_USER") or os.environ.get("NEO4J_USERNAME") or "neo4j",
                           os.environ.get("NEO4J_PASSWORD", ""), os.environ.get("NEO4J_DATABASE") or None,
                           os.environ.get("KGAGENTS_ARCADEDB_HTTP", "").strip().rstrip("/") or None,
@@ -311,7 +321,8 @@ def driver_for(config: BoltConfig) -> Any:
     with _drivers_lock:
         driver = _drivers.get(key)
         if driver is None:
-            driver = _drivers[key] = neo4j.GraphDatabase.driver(config.uri, auth=(config.user, config.password))
+            auth = (config.user, config.password) if config.user else None  # no user: a server of no credentials
+            driver = _drivers[key] = neo4j.GraphDatabase.driver(config.uri, auth=auth)
         return driver
 
 

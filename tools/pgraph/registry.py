@@ -40,6 +40,7 @@ from kgagents.tools.pgraph.catalog import (
     content_hash,
     default_name,
     graphs_dir,
+    private_graphs_dir,
     read_manifest,
     ref_of,
     source_signature,
@@ -62,7 +63,7 @@ def import_graph(source: str | Path, *, format: str | None = None, name: str | N
     if to is None:
         name = name or default_name(path, record)
         check_name(name)
-        to = graphs_dir() / name
+        to = private_graphs_dir() / name
     target = Path(to)
     with file_lock(target.with_name(f".{target.name}.lock")):
         return build(path, target, format=format, record=record, merge=merge, name=name or target.name,
@@ -77,7 +78,7 @@ def cached(source: str | Path, *, format: str | None = None, record: str | None 
         raise GraphFormatError(f"no such graph source: {path}")
     fmt = format or detect_format(path)
     key = hashlib.sha256(json.dumps([str(path), fmt, record, merge]).encode("utf-8")).hexdigest()[:16]
-    target = graphs_dir() / "cache" / f"{fmt}-{key}"
+    target = private_graphs_dir() / "cache" / f"{fmt}-{key}"
     files = source_files(path, fmt)
     fresh = _fresh(target, files)
     if fresh is not None:
@@ -119,7 +120,7 @@ def import_edges(edges: Any, *, name: str = "inline") -> GraphRef:
     canonical = json.dumps([[h, r, t, sorted(q.items())] for h, r, t, q in parsed], ensure_ascii=False,
                            default=str)
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-    target = graphs_dir() / "cache" / f"inline-{digest[:16]}"
+    target = private_graphs_dir() / "cache" / f"inline-{digest[:16]}"
     manifest = read_manifest(target)
     if manifest is not None and manifest.get("format_version") == FORMAT_VERSION:
         return ref_of(target, manifest)

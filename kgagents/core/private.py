@@ -1,0 +1,107 @@
+"""Folders and files that only their owner may read: kgagents' data folders (the data home, the runs, graphs and
+cache folders, the runs' work folders, the per-user configuration folder) are ``0700``, the SQLite files in them
+(run registry, checkpoints, recordings, caches) and the trust store ``0600``.
+
+What a run read (attachments' text, pages, KG snapshots, tool outputs) is in its checkpoints; a folder other
+users of the machine can list and read gives it to them. Missing folders are created ``0700`` (every missing
+parent too: the XDG specification asks that of ``$XDG_DATA_HOME``); a folder or file of this kind that already
+exists with wider permissions and belongs to the user is tightened, said once per folder; one that belongs to
+another user is left as it is, with a warning. SQLite creates a database's journal and WAL files with the
+database's own permissions, so a database file made ``0600`` keeps them private too.
+
+Nothing is done on Windows, whose permissions are not modes.
+
+This module is a leaf: it imports none of ours.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+from pathlib import Path
+
+__all__ = ["private_dir", "private_file", "wider_than"]
+
+_said: set[str] = set()
+_lock = threading.Lock()
+
+
+def _say_once(message: str) -> None:
+    with _lock:
+        if message in _said:
+            return
+        _said.add(message)
+    print(f"kgagents: {message}", file=sys.stderr, flush=True)
+
+
+def wider_than(mode: int, allowed: int) -> bool:
+    """Whether the permission bits of ``mode`` give more than ``allowed`` (e.g. group or others anything)."""
+    return bool(stat.S_IMODE(mode) & ~allowed & 0o777)
+
+
+def _tighten(path: Path, allowed: int, *, announce: bool) -> None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return
+    if not wider_than(info.st_mode, allowed):
+        return
+    mode = stat.S_IMODE(info.st_mode)
+    if hasattr(os, "getuid") and info.st_uid != os.getuid():
+        _say_once(f"{path} belongs to another user and others may read it (mode {mode:o}); kgagents keeps runs "
+                  "and graphs there, and what they read is in them")
+        return
+    try:
+        os.chmod(path, mode & allowed)
+    except OSError as exc:
+        _say_once(f"cannot make {path} private ({exc.strerror or exc}); others may read it (mode {mode:o})")
+        return
+    if announce:
+        _say_once(f"made {path} private (mode {mode:o} -> {mode & allowed:o}): it holds runs or graphs, and "
+                  "what they read")
+
+
+def private_dir(path: str | os.PathLike[str], *, tighten: bool = True) -> Path:
+    """``path`` as a folder only its owner may use: created ``0700`` with every missing parent, or (``tighten``,
+    for kgagents' own data folders) tightened to owner-only when it exists wider and belongs to the user (said
+    once); ``tighten=False`` leaves an existing folder as it is (one the user chose for other things too, such as
+    an evaluation's results folder). Returns ``Path(path)``."""
+    folder = Path(path)
+    if os.name == "nt":
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    missing = []
+    current = folder
+    while not current.exists() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for part in reversed(missing):
+        try:
+            os.mkdir(part, 0o700)
+        except FileExistsError:
+            pass
+    if not missing and tighten:
+        _tighten(folder, 0o700, announce=True)
+    elif not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+    return folder
+
+
+def private_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a file only its owner may read and write: created empty ``0600`` when missing (an empty file
+    is a valid new SQLite database), tightened when it exists wider and belongs to the user. The folder must
+    exist. Returns ``Path(path)``."""
+    file = Path(path)
+    if os.name == "nt":
+        return file
+    try:
+        # no link followed, and a FIFO (which nothing reads) refused at once instead of blocking
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return file  # the caller's own open says what is wrong, with its own message
+    os.close(fd)
+    _tighten(file, 0o600, announce=False)
+    return file
