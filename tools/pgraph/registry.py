@@ -215,7 +215,7 @@ def catalog_ref(ref: Mapping[str, Any]) -> GraphRef:
                                "graph in the input ('graph'), on a new thread")
     if ref.get("fingerprint") != manifest["fingerprint"]:
         raise GraphFormatError(f"the knowledge graph {manifest.get('name') or entry.name} changed since this run "
-                               "started (it was imported again): start a new thread")
+                               "started (it was built or imported again): start a new thread")
     return ref_of(entry, manifest)
 
 
