@@ -191,7 +191,7 @@ def test_a_stored_graph_reference_is_trusted_as_a_pointer_into_the_catalog_only(
                {**imported, "location": 7}]
     for ref in planted:
         with pytest.raises(ServedRequestError) as refused:
-            trusted_graph_ref(ref, served=True)  # type: ignore[arg-type]
+            trusted_graph_ref(ref, served=True)
         assert str(tmp_path) not in str(refused.value) and "sk-canary" not in str(refused.value)
     built = [p.name for p in (root / "cache").iterdir() if not p.name.startswith(".")]  # not the locks
     assert built == [Path(inline["location"]).name], built  # nothing was built from what the references name
