@@ -35,7 +35,7 @@ from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.llm import LLMCaller, LLMError, StructuredOutputError, accounting
 from kgagents.nodes.runtime import context_as, task_attachments
-from kgagents.nodes.served import check_graph_ref, check_input, graph_source, served_now
+from kgagents.nodes.served import check_input, graph_source, served_now, trusted_graph_ref
 from kgagents.nodes.state import Failure, append
 from kgagents.prompts import ark as P
 from kgagents.tools.pgraph import (
@@ -336,8 +336,8 @@ async def graph_of(state: ArkState, ctx: ArkContext) -> StaticKG:
     """The run's graph: the process's shared instance, reopened from the state's reference (e.g. on resume)."""
     stored = state.get("graph_ref")
     # a thread started before graph references existed: locate its graph from its input
-    ref: GraphRef = stored if stored else (await asyncio.to_thread(locate_graph, state))[0]
-    check_graph_ref(ref, served=served_now())
+    located: GraphRef = stored if stored else (await asyncio.to_thread(locate_graph, state))[0]
+    ref = await asyncio.to_thread(trusted_graph_ref, located, served=served_now())
     cache = _graph_cache(ctx)
     cached = cache.get(ref["fingerprint"])
     if cached is not None:
@@ -446,8 +446,8 @@ async def initialise_context(state: ArkState, runtime: Runtime[ArkContext],
         raise ValueError(f"question_type must be 'yes_no' or 'entity_list', got {state.get('question_type')!r}")
     if state.get("attachments"):
         state = {**state, "attachments": await task_attachments(state["attachments"], ctx, config)}
-    ref, record = await asyncio.to_thread(locate_graph, state)
-    check_graph_ref(ref, served=served_now())
+    located, record = await asyncio.to_thread(locate_graph, state)
+    ref = await asyncio.to_thread(trusted_graph_ref, located, served=served_now())
     graph = await asyncio.to_thread(open_graph, ref)
     question = (state.get("question") or str(record.get("question") or "")).strip()
     if not question:

@@ -38,7 +38,7 @@ from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import context_as
-from kgagents.nodes.served import check_graph_ref, graph_source, served_now
+from kgagents.nodes.served import graph_source, served_now, trusted_graph_ref
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import grounded as P
 from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
@@ -454,9 +454,10 @@ class FinalAnswer(BaseModel):
 # --------------------------------------------------------------------------------------------------------------
 async def graph_for(ref: GraphRef) -> StaticKG:
     """The process's shared instance of the run's graph (opened off the event loop the first time); a served
-    run opens only a graph of the server's catalog (:func:`kgagents.nodes.served.check_graph_ref`)."""
-    check_graph_ref(ref, served=served_now())
-    return await asyncio.to_thread(open_graph, ref)
+    run opens only a build of the server's catalog, as the catalog says
+    (:func:`kgagents.nodes.served.trusted_graph_ref`)."""
+    trusted = await asyncio.to_thread(trusted_graph_ref, ref, served=served_now())
+    return await asyncio.to_thread(open_graph, trusted)
 
 
 def chain_of(thoughts: dict[str, Thought], leaf: str) -> list[Thought]:

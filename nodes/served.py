@@ -12,7 +12,12 @@ the wall in the process that runs the graph:
 - **the inputs** name a graph by its catalog name only (:func:`graph_source`; ``kgagents graph import``), attach
   files as content (``{"name": ..., "content_base64": ...}``: :func:`attachment_content`, written into the run's
   own folder by :func:`kgagents.nodes.runtime.task_attachments`), never a path of the server: ``kg_file`` and
-  path attachments are refused, a stored graph reference must point into the catalog (:func:`check_graph_ref`).
+  path attachments are refused.
+- **the state** is written by the runs only: the auth handler refuses a caller's own writes (``update_state``,
+  ``supersteps``: :func:`is_state_write`; a ``Command``'s update or goto: :func:`check_command`), and the graph
+  trusts what the state holds no further than a caller could steer it: a path attachment only inside the run's
+  own folder, a stored graph reference only as a pointer to a build of the catalog, opened as the catalog's own
+  manifest says and never rebuilt from a source it names (:func:`trusted_graph_ref`).
 
 A Python caller and the CLI are not served: they keep every field and every path form.
 """
@@ -33,12 +38,14 @@ from langgraph.config import get_config
 from kgagents.core.errors import KGAgentsError
 from kgagents.nodes.context import CALLER, CALLER_MODEL, BaseContext, field_default, served_decision
 from kgagents.tools.pgraph.catalog import NAME, graphs_dir
-from kgagents.tools.pgraph.registry import known_graphs
+from kgagents.tools.pgraph.model import GraphFormatError, GraphRef
+from kgagents.tools.pgraph.registry import catalog_ref, known_graphs
 
-__all__ = ["MAX_ATTACHMENTS", "MAX_ATTACHMENTS_BYTES", "MAX_ATTACHMENT_BYTES", "OWNER", "SERVE_MODELS_ENV",
-           "ServedRequestError", "admit", "attachment_content", "caller_identity", "check_attachments", "check_context",
-           "check_context_values", "check_graph_ref", "check_input", "decisions_of", "graph_source", "inside",
-           "is_served", "served_config", "served_models", "served_now"]
+__all__ = ["LANGGRAPH_CONFIGURABLE", "MAX_ATTACHMENTS", "MAX_ATTACHMENTS_BYTES", "MAX_ATTACHMENT_BYTES", "OWNER",
+           "SERVE_MODELS_ENV", "ServedRequestError", "admit", "attachment_content", "caller_fields", "caller_identity",
+           "check_attachments", "check_command", "check_context", "check_context_values", "check_input",
+           "decisions_of", "graph_source", "inside", "is_served", "is_state_write", "served_config", "served_models",
+           "served_now", "trusted_graph_ref"]
 
 #: The server's list of chat models a caller may choose (comma-separated ``provider:model`` strings).
 SERVE_MODELS_ENV = "KGAGENTS_SERVE_MODELS"
@@ -55,6 +62,15 @@ ATTACHMENT_KEYS = frozenset({"name", "content_base64"})
 PATH_INPUTS = {
     "kg_file": "give the graph by its catalog name ('graph'), inline ('kg') or as an attached file's content",
 }
+#: The keys LangGraph's server itself puts into a run's ``configurable`` before the auth handler sees it (the
+#: server then hands the same mapping over as the run's context when the request gives none), which are no
+#: context field of any workflow: the v2 event streaming's marker, the thread (which the server sets again, to the
+#: run's own) and the checkpoint a v2 ``run.start`` forks from (a checkpoint of the same thread). An exact list:
+#: any other key is checked as a context field, so none can carry a field past the check.
+LANGGRAPH_CONFIGURABLE = frozenset({"__event_streaming_v2", "thread_id", "checkpoint_id"})
+#: What a served run's ``Command`` may carry: a resume value (none of the workflows interrupts for one, so it
+#: is read by nothing); an ``update`` or a ``goto`` would write the thread's state or skip its checks.
+COMMAND_KEYS = frozenset({"resume"})
 #: An attribute of a context the workflow derived from an admitted one (a fusion variant's): admitted as well.
 _ADMITTED = "_kgagents_served_admitted"
 
@@ -169,6 +185,12 @@ def check_context_values(values: Mapping[str, Any], decisions: Mapping[str, tupl
                                  + "; ".join(refused) + f". A caller may set: {', '.join(allowed)}")
 
 
+def caller_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's context (or ``configurable``) without the keys LangGraph's server adds itself
+    (:data:`LANGGRAPH_CONFIGURABLE`): what the caller chose, for :func:`check_context_values`."""
+    return {name: value for name, value in values.items() if name not in LANGGRAPH_CONFIGURABLE}
+
+
 def check_context(ctx: BaseContext, *, models: tuple[str, ...] | None = None) -> None:
     """Refuse a served run's context (the workflow's dataclass, as LangGraph gives it to the nodes) whose fields
     are not what a caller may choose (:func:`check_context_values` over its fields that differ from their
@@ -274,16 +296,40 @@ def graph_source(value: Any, *, served: bool) -> str:
     return str(folder)
 
 
-def check_graph_ref(ref: Mapping[str, Any], *, served: bool) -> None:
-    """Refuse, in a served run, a stored graph reference (a run's state, which a caller can write) whose build
-    is not in the server's catalog (imported graphs and the cache of inline ones): it never opens a folder or
-    rebuilds a source elsewhere on the server."""
+def trusted_graph_ref(ref: GraphRef, *, served: bool) -> GraphRef:
+    """The graph reference a run may open, from one its state holds. Not served: as it is (the run's own user
+    wrote it). Served: the state is a caller's to steer, so the reference counts only as a pointer to a build of
+    the server's catalog (an imported graph, or the cache's build of the run's inline graph or attached file) and
+    the catalog's own reference is returned (:func:`kgagents.tools.pgraph.registry.catalog_ref`): never a folder
+    elsewhere, never a rebuild from a ``source`` or ``format`` the state names. The refusal quotes no path."""
     if not served:
+        return ref
+    try:
+        return catalog_ref(ref)
+    except GraphFormatError as exc:
+        raise ServedRequestError(str(exc)) from None
+
+
+def is_state_write(value: Mapping[str, Any]) -> bool:
+    """Whether a ``threads.update`` event the auth handler gets is a write of the thread's state: LangGraph's
+    server sends ``update_state`` and a thread's ``supersteps`` (on create, or on their own) as the thread's id
+    alone, a thread's metadata patch with ``metadata``, a run's cancellation with ``action``. Anything but the two
+    known shapes counts as a state write, so that a new kind of update is refused until someone decides."""
+    return "metadata" not in value and "action" not in value
+
+
+def check_command(command: Any) -> None:
+    """Refuse a served run's ``Command`` that writes the thread's state (``update``) or jumps to a node
+    (``goto``): a served thread's state is written by its runs only. A plain resume passes."""
+    if command is None:
         return
-    location = ref.get("location")
-    if not location or not inside(str(location), graphs_dir()) or not (Path(location) / "manifest.json").is_file():
-        raise ServedRequestError(f"the graph reference {str(ref.get('name') or location)[:200]!r} is not a graph of "
-                                 "this server's catalog: name an imported graph in the input ('graph')")
+    if not isinstance(command, Mapping):
+        raise ServedRequestError(f"a run's command is an object, not {type(command).__name__}")
+    extra = sorted(str(k) for k, v in command.items() if k not in COMMAND_KEYS and v is not None)
+    if extra:
+        raise ServedRequestError(f"a served run takes no {' or '.join(extra)} in its command: a thread's state is "
+                                 "written by its runs only (give new input on a new thread, or resume with "
+                                 "{'resume': ...} or no input)")
 
 
 def check_input(values: Mapping[str, Any]) -> None:

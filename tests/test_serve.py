@@ -1,9 +1,11 @@
 """A served kgagents trusts its callers only with what a caller may choose: `langgraph dev` started with two
-callers' tokens (alice, bob), the operator's API key and Neo4j password in its environment and an operator's own
-CLI run in its runs directory, then attacked through its API as a caller would: without a token, as the other
-caller, with a context that would send the key or the password to a loopback listener (which records whatever
-reaches it), with server paths as inputs, through MCP. Each attack worked on the code before served mode had
-rules of its own."""
+callers' tokens (alice, bob), the operator's API key and Neo4j password in its environment, an operator's own
+CLI run in its runs directory and 0600 files of the operator outside every folder a caller may name, then attacked
+through its API as a caller would: without a token, as the other caller, with a context that would send the key
+or the password to a loopback listener (which records whatever reaches it), with server paths as inputs, by
+writing its own thread's state, through MCP and LangGraph's event streaming. Each attack worked on the code
+before served mode had rules of its own (the planted graph references and the cron's owner: before its state
+writes were refused)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import base64
 import contextlib
 import json
 import os
+import pickle
+import re
 import socket
 import stat
 import threading
@@ -21,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import websockets
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import APIStatusError
 
@@ -44,6 +49,17 @@ NEO4J_PASSWORD = "canary-neo4j-password-93ab"
 VAULT = "The vault code is 4417."
 KGOT_QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of "
                  "the third and fifth integers of the sorted list.")
+
+
+class ExecOnLoad:
+    """A pickle that runs ``code`` when it is loaded (here: writes what the server's environment holds into a
+    marker file)."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def __reduce__(self):
+        return exec, (self.code,)
 
 
 class Recorder:
@@ -120,6 +136,12 @@ def server(tmp_path_factory):
     (tmp / "runs").mkdir()
     operators_cli_run(tmp / "runs")
     import_graph(fixture_graph("goodreads"), name="goodreads", to=tmp / "graphs" / "goodreads")
+    operator = tmp / "operator"
+    operator.mkdir(mode=0o700)
+    for name, text in (("secrets.txt", f"OPENAI_API_KEY={API_KEY}\nNEO4J_PASSWORD={NEO4J_PASSWORD}\n"),
+                       ("private.tsv", "vault_code\tis\t4417\nalice_salary\tis\t120000 USD\n")):
+        (operator / name).write_text(text, encoding="utf-8")
+        os.chmod(operator / name, stat.S_IRUSR | stat.S_IWUSR)
     yield from serve(tmp, KGAGENTS_SERVE_TOKENS=f"alice:{ALICE},bob:{BOB}", KGAGENTS_MODEL=f"scripted:{script}",
                      KGAGENTS_SERVE_MODELS=f"scripted:{script}", KGAGENTS_API_KEY=API_KEY, OPENAI_API_KEY=API_KEY,
                      NEO4J_USER="neo4j", NEO4J_PASSWORD=NEO4J_PASSWORD)
@@ -259,6 +281,21 @@ async def test_store_items_and_crons_are_their_creators(server):
     await alice.crons.delete(cron["cron_id"])
 
 
+async def test_a_cron_stays_its_creators(server):
+    """Bob cannot give his cron (bound to his thread) to alice by its metadata, as a thread or an assistant
+    cannot be given away: alice would then change what it runs on bob's thread."""
+    url, _ = server
+    alice, bob = clients(url)
+    thread = await bob.threads.create()
+    cron = await bob.crons.create_for_thread(thread["thread_id"], "kgot", schedule="0 0 1 1 *",
+                                             input={"question": "bob's"})
+    updated = await bob.crons.update(cron["cron_id"], metadata={"owner": "alice", "note": "weekly"})
+    assert updated["metadata"]["owner"] == "bob" and updated["metadata"]["note"] == "weekly", updated["metadata"]
+    assert cron["cron_id"] not in {c["cron_id"] for c in await alice.crons.search()}
+    await refused(alice.crons.update(cron["cron_id"], input={"question": "alice's"}))
+    await bob.crons.delete(cron["cron_id"])
+
+
 # --------------------------------------------------------------------------------------------------------------
 # What a caller may choose
 # --------------------------------------------------------------------------------------------------------------
@@ -322,7 +359,7 @@ async def test_attachments_are_content_and_never_a_path_of_the_server(server):
     assert "never a path of the server" in text
     text = await refused(alice.runs.create(thread["thread_id"], "kgot", input={"question": KGOT_QUESTION},
                                            command={"update": {"attachments": [str(secret)]}}), (403,))
-    assert "never a path of the server" in text
+    assert "takes no update" in text
     note = {"name": "note.txt", "content_base64": base64.b64encode(b"sort them first").decode()}
     result = await alice.runs.wait(thread["thread_id"], "kgot",
                                    input={"question": KGOT_QUESTION, "attachments": [note]})
@@ -331,11 +368,9 @@ async def test_attachments_are_content_and_never_a_path_of_the_server(server):
     written = Path(path)
     assert written == tmp / "runs" / "work" / thread["thread_id"] / "attachments" / "note.txt"
     assert written.read_bytes() == b"sort them first" and stat.S_IMODE(written.stat().st_mode) == 0o600
-    # the thread's state is the caller's to write: a path planted there is refused when the next run reads it
-    await alice.threads.update_state(thread["thread_id"], {"attachments": [str(secret)]})
-    run = await alice.runs.create(thread["thread_id"], "kgot", input={"question": KGOT_QUESTION})
-    assert (await finished(alice, thread["thread_id"], run))["status"] == "error"
-    assert API_KEY not in json.dumps((await alice.threads.get_state(thread["thread_id"]))["values"])
+    # a path written into the thread's state: refused (the graph would refuse it too, outside the run's folder)
+    await refused(alice.threads.update_state(thread["thread_id"], {"attachments": [str(secret)]}), (403,))
+    assert (await alice.threads.get_state(thread["thread_id"]))["values"]["attachments"] == [path]
 
 
 async def test_graphs_are_named_by_catalog_name_and_kg_file_is_refused(server):
@@ -377,6 +412,107 @@ async def test_a_kgot_thread_is_read_by_its_own_caller_only(server):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# A thread's state is written by its runs only
+# --------------------------------------------------------------------------------------------------------------
+async def ark_thread_paused_after_loading(client, **extra_input) -> tuple[str, dict]:
+    """An ARK-V1 thread of the caller, paused once its inline graph is built into the catalog's cache: its id
+    and state (``graph_ref`` is a location inside the catalog, ``attachments`` the server paths of the files the
+    caller attached as content)."""
+    thread = await client.threads.create()
+    run = await client.runs.create(thread["thread_id"], "ark", interrupt_after=["initialise_context"],
+                                   input={"question": "Who?", "kg": [["a", "b", {"relation": "r"}]], **extra_input})
+    await client.runs.join(thread["thread_id"], run["run_id"])
+    return thread["thread_id"], (await client.threads.get_state(thread["thread_id"]))["values"]
+
+
+async def error_of(client, thread_id: str, graph_id: str, graph_input: dict | None) -> str:
+    """Run ``graph_id`` on the thread; the run's error text ('' when it succeeded)."""
+    try:
+        await client.runs.wait(thread_id, graph_id, input=graph_input, raise_error=True)
+    except Exception as exc:  # noqa: BLE001 (the SDK raises a bare Exception for a run's error)
+        return str(exc)
+    return ""
+
+
+async def no_state_written(client, thread_id: str, graph_id: str, values: dict, as_node: str) -> None:
+    """Every way a caller could write ``values`` into its thread's state is refused: ``update_state``, a run's
+    ``Command`` with an update (or a goto), and a new thread's ``supersteps`` (the thread is made, its state is
+    not: LangGraph answers 201 with the refusal)."""
+    before = (await client.threads.get_state(thread_id))["values"]
+    text = await refused(client.threads.update_state(thread_id, values, as_node=as_node), (403,))
+    assert "written by its runs only" in text, text
+    for command in ({"update": values}, {"goto": as_node}, {"resume": None, "update": values}):
+        text = await refused(client.runs.create(thread_id, graph_id, command=command), (403,))
+        assert "written by its runs only" in text, text
+    assert (await client.threads.get_state(thread_id))["values"] == before
+    other = str(uuid.uuid4())
+    await client.threads.create(thread_id=other, graph_id=graph_id,
+                                supersteps=[{"updates": [{"values": values, "as_node": as_node}]}])
+    assert not (await client.threads.get_state(other))["values"]
+
+
+async def test_a_planted_graph_ref_does_not_unpickle_an_attachment_in_the_server(server):
+    """Alice attaches ``node_info.pkl`` as content (written into her run's own attachments folder, whose path her
+    state shows) to an ARK run paused once its inline graph is built, and writes into her thread's state a
+    ``graph_ref`` at that build with a wrong fingerprint and her attachments folder as a STaRK source. Before, the
+    server rebuilt the reference's source and the STaRK loader read her pickle; now the write is refused and the
+    resumed run reads nothing of her folder as a graph."""
+    url, tmp = server
+    alice, _ = clients(url)
+    marker = tmp / "code-ran-in-the-server"
+    payload = (f"import os; open({str(marker)!r}, 'w').write(os.environ.get('KGAGENTS_API_KEY', '') + ' ' + "
+               "os.environ.get('NEO4J_PASSWORD', ''))")
+    pkl = base64.b64encode(pickle.dumps(ExecOnLoad(payload))).decode()
+    thread_id, values = await ark_thread_paused_after_loading(
+        alice, attachments=[{"name": "node_info.pkl", "content_base64": pkl}])
+    folder = values["attachments"][0].rsplit("/", 1)[0]
+    planted = {**values["graph_ref"], "fingerprint": "0" * 16, "source": folder, "format": "stark"}
+    await no_state_written(alice, thread_id, "ark", {"graph_ref": planted}, "initialise_context")
+    text = await error_of(alice, thread_id, "ark", None)
+    assert "node_info.pkl" not in text and "pickle" not in text.lower(), text[:300]
+    assert not marker.exists(), f"code ran in the server process and read: {marker.read_text()}"
+    assert not list((tmp / "graphs" / "cache").glob("stark-*"))
+
+
+async def test_a_planted_graph_ref_reads_no_line_of_a_server_file(server):
+    """The same planted reference with ``source`` a 0600 operator file and ``format: triples``: before, the
+    loader's error, which the caller got back, quoted the file's first line (the operator's API key)."""
+    url, tmp = server
+    alice, _ = clients(url)
+    thread_id, values = await ark_thread_paused_after_loading(alice)
+    planted = {**values["graph_ref"], "fingerprint": "0" * 16, "source": str(tmp / "operator" / "secrets.txt"),
+               "format": "triples"}
+    await no_state_written(alice, thread_id, "ark", {"graph_ref": planted}, "initialise_context")
+    text = await error_of(alice, thread_id, "ark", None)
+    assert API_KEY not in text and "secrets.txt" not in text, f"the operator's file in the run's error: {text[:300]}"
+    assert API_KEY not in json.dumps((await alice.threads.get_state(thread_id))["values"])
+
+
+async def test_a_planted_graph_ref_reads_no_whole_server_file(server):
+    """Two runs of Graph-RAG, which reuses its thread's stored reference: before, the first planted reference
+    (wrong fingerprint) built the operator's 0600 ``private.tsv`` into the shared catalog cache and its error
+    told the build's real fingerprint; the second, with that fingerprint, opened it, and the run's retrieval put
+    the file's triples into the caller's state."""
+    url, tmp = server
+    alice, _ = clients(url)
+    _, values = await ark_thread_paused_after_loading(alice)
+    planted = {**values["graph_ref"], "fingerprint": "0" * 16, "source": str(tmp / "operator" / "private.tsv"),
+               "format": "triples"}
+    question = {"question": "What is the vault code?", "graph": "goodreads"}
+    for attempt in range(2):
+        thread = await alice.threads.create()
+        await alice.runs.wait(thread["thread_id"], "graph-rag", input=question)
+        await no_state_written(alice, thread["thread_id"], "graph-rag", {"graph_ref": planted}, "retrieve_subgraph")
+        text = await error_of(alice, thread["thread_id"], "graph-rag", question)
+        state = json.dumps((await alice.threads.get_state(thread["thread_id"]))["values"])
+        assert "4417" not in state and "4417" not in text, f"the operator's file reached the caller: {state[:300]}"
+        fingerprint = re.search(r"fingerprint (\w+),", text)
+        if attempt == 0 and fingerprint:
+            planted = {**planted, "fingerprint": fingerprint.group(1)}
+    assert not list((tmp / "graphs" / "cache").glob("triples-*")), "a server file was built into the catalog"
+
+
+# --------------------------------------------------------------------------------------------------------------
 # MCP
 # --------------------------------------------------------------------------------------------------------------
 async def test_mcp_obeys_the_same_rules(server, listener):
@@ -404,4 +540,50 @@ async def test_mcp_obeys_the_same_rules(server, listener):
     plain = {**call, "params": {"name": "kgot", "arguments": {"question": KGOT_QUESTION}}}
     reply = (await post(plain, headers)).json()
     assert not reply["result"].get("isError") and "'final_answer': '65'" in reply["result"]["content"][0]["text"]
+    no_secret_reached(listener)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# LangGraph's event streaming (v2)
+# --------------------------------------------------------------------------------------------------------------
+async def test_langgraphs_event_streaming_starts_a_callers_run_under_the_same_rules(server, listener):
+    """``run.start`` through ``/threads/{id}/commands`` and the thread's WebSocket: LangGraph adds its own
+    ``configurable`` keys (``__event_streaming_v2``, ``thread_id``), which are no context field a caller sets, and
+    the run starts (before: refused for every caller). A context field in its ``config``, a key of LangGraph's
+    form that is not one of its own, and another caller's thread are refused as for any run."""
+    url, _ = server
+    alice, _ = clients(url)
+    tid = (await alice.threads.create())["thread_id"]
+    question = {"question": KGOT_QUESTION}
+
+    async def command(token: str, params: dict, thread_id: str = tid) -> dict:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            response = await http.post(f"/threads/{thread_id}/commands", headers={"Authorization": f"Bearer {token}"},
+                                       json={"id": 1, "method": "run.start", "params": params})
+        return response.json()
+
+    reply = await command(ALICE, {"assistant_id": "kgot", "input": question})
+    assert reply["type"] == "success", reply
+    await alice.runs.join(tid, reply["result"]["run_id"])
+    assert (await alice.threads.get_state(tid))["values"]["final_answer"] == "65"
+    for configurable, field in (({"base_url": f"http://127.0.0.1:{listener.port}/v1", "model": "gpt-4o-mini"},
+                                 "base_url:"),
+                                ({"__event_streaming_v3": True}, "__event_streaming_v3:"),
+                                ({"__kgagents_work_dir": "/tmp"}, "__kgagents_work_dir:")):
+        reply = await command(ALICE, {"assistant_id": "kgot", "input": question,
+                                      "config": {"configurable": configurable}})
+        assert reply["type"] == "error" and field in reply["message"], reply
+    reply = await command(BOB, {"assistant_id": "kgot", "input": {"question": "bob's"}})
+    assert reply["type"] == "error", reply
+    assert len(await alice.runs.list(tid)) == 1
+
+    ws_url = url.replace("http://", "ws://") + f"/threads/{tid}/stream/events"
+    async with websockets.connect(ws_url, additional_headers={"Authorization": f"Bearer {ALICE}"}) as ws:
+        await ws.send(json.dumps({"id": 2, "method": "run.start", "params": {"assistant_id": "kgot",
+                                                                             "input": question}}))
+        while (message := json.loads(await asyncio.wait_for(ws.recv(), 60))).get("id") != 2:
+            pass
+    assert message["type"] == "success", message
+    await alice.runs.join(tid, message["result"]["run_id"])
+    assert len(await alice.runs.list(tid)) == 2
     no_secret_reached(listener)

@@ -9,6 +9,7 @@ import base64
 import dataclasses
 import json
 import os
+import pickle
 import stat
 from importlib import resources
 from pathlib import Path
@@ -18,26 +19,34 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from kgagents.evals.grbench import fixture_graph
 from kgagents.graphs import registry
+from kgagents.graphs.ark import build as build_ark
 from kgagents.graphs.baselines import build_zeroshot
 from kgagents.graphs.fusion import build as build_fusion
 from kgagents.graphs.grounded import build as build_grounded
 from kgagents.graphs.io import final_state
+from kgagents.graphs.kg_rag import build_graph_rag
 from kgagents.nodes.context import CALLER_MODEL, OPERATOR, BaseContext, Context, served_decision
 from kgagents.nodes.served import (
+    LANGGRAPH_CONFIGURABLE,
     MAX_ATTACHMENTS,
     ServedRequestError,
     admit,
     attachment_content,
+    caller_fields,
     check_attachments,
+    check_command,
     check_context,
     check_context_values,
-    check_graph_ref,
     check_input,
     decisions_of,
     graph_source,
+    is_state_write,
     served_config,
+    trusted_graph_ref,
 )
-from kgagents.tools.pgraph import import_graph, resolve
+from kgagents.tools.pgraph import graphs_dir, import_edges, import_graph, resolve
+from kgagents.tools.pgraph.catalog import build_fingerprint, content_hash
+from kgagents.tools.pgraph.registry import catalog_entry
 from tests.fakes import closed_port
 
 #: Fields that name an address, a path, a credential's destination or the sandbox: the operator's, wherever a
@@ -134,13 +143,7 @@ def test_inputs_name_graphs_by_catalog_name_and_carry_no_server_path(tmp_path):
             graph_source(bad, served=True)
     import_graph(source, name="goodreads")
     folder = graph_source("goodreads", served=True)
-    ref = resolve(folder)
-    check_graph_ref(ref, served=True)
-    with pytest.raises(ServedRequestError, match="not a graph of this server's catalog"):
-        check_graph_ref({**ref, "location": str(tmp_path)}, served=True)
-    with pytest.raises(ServedRequestError, match="not a graph of this server's catalog"):
-        check_graph_ref({"name": "x", "source": "/etc/passwd", "fingerprint": "f"}, served=True)
-    check_graph_ref({"name": "x", "source": "/etc/passwd"}, served=False)
+    assert resolve(folder)["location"] == str((graphs_dir() / "goodreads").resolve())
     check_input({"question": "q", "graph": "goodreads", "kg": [["a", "b", {"relation": "r"}]],
                  "attachments": [{"name": "g.json", "content_base64": ""}]})
     for bad, message in [({"kg_file": "/srv/graphs/x.json"}, "takes no kg_file"),
@@ -148,6 +151,74 @@ def test_inputs_name_graphs_by_catalog_name_and_carry_no_server_path(tmp_path):
                          ({"attachments": ["/home/op/.env"]}, "never a path of the server")]:
         with pytest.raises(ServedRequestError, match=message):
             check_input(bad)
+
+
+def test_a_catalog_entry_is_an_imported_graph_or_a_cached_build(tmp_path):
+    root = tmp_path / "graphs"
+    for entry in ("goodreads", "cache/inline-0123456789abcdef", "cache/triples-0123456789abcdef"):
+        assert catalog_entry(root / entry, root) == root / entry
+    assert catalog_entry(f"{root}/cache/../goodreads", root) == root / "goodreads"
+    for other in (root, root / "cache", root / "goodreads" / "nodes", root / "cache" / "inline-0123456789abcdef" / "x",
+                  root / "goodreads.tmp-7-8", root / "cache" / "inline-0123.tmp-7-8", root / "cache" / "Inline-x",
+                  root / ".hidden", tmp_path, tmp_path / "elsewhere", f"{root}/../elsewhere", "relative/path", ""):
+        assert catalog_entry(other, root) is None, other
+    (root / "cache").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (root / "linked").symlink_to(tmp_path / "elsewhere")  # a link out of the catalog is no entry of it
+    assert catalog_entry(root / "linked", root) is None
+
+
+def test_a_stored_graph_reference_is_trusted_as_a_pointer_into_the_catalog_only(tmp_path):
+    """A served run's state is its caller's to steer: a stored reference opens a build of the catalog as the
+    catalog's own manifest says, or nothing; its source, format and record are never used, and the refusal quotes
+    neither a path nor a file."""
+    import_graph(fixture_graph("goodreads"), name="goodreads")
+    imported = resolve("goodreads")
+    inline = import_edges([["a", "b", {"relation": "r"}]])
+    for ref in (imported, inline):
+        assert trusted_graph_ref(ref, served=True) == ref
+    steered = {**inline, "source": str(tmp_path), "format": "stark", "record": "x", "name": "mine"}
+    assert trusted_graph_ref(steered, served=True) == inline  # only the catalog's own reference comes back
+    secret = tmp_path / "secrets.txt"
+    secret.write_text("OPENAI_API_KEY=sk-canary-0451\n", encoding="utf-8")
+    root = graphs_dir()
+    planted = [{**inline, "fingerprint": "0" * 16, "source": str(secret), "format": "triples"},
+               {**imported, "fingerprint": inline["fingerprint"]},
+               {**imported, "location": str(tmp_path)},
+               {**imported, "location": str(root)},
+               {**imported, "location": str(root / "goodreads" / "nodes")},
+               {"name": "x", "source": str(secret), "format": "triples", "fingerprint": "f"},
+               {**imported, "location": 7}]
+    for ref in planted:
+        with pytest.raises(ServedRequestError) as refused:
+            trusted_graph_ref(ref, served=True)
+        assert str(tmp_path) not in str(refused.value) and "sk-canary" not in str(refused.value)
+    built = [p.name for p in (root / "cache").iterdir() if not p.name.startswith(".")]  # not the locks
+    assert built == [Path(inline["location"]).name], built  # nothing was built from what the references name
+    assert trusted_graph_ref(planted[0], served=False) == planted[0]  # the CLI's and Python's own, as it is
+
+
+def test_a_callers_writes_of_its_threads_state_are_told_apart_and_refused():
+    assert is_state_write({"thread_id": "t"})  # update_state, supersteps: the thread's id alone
+    assert not is_state_write({"thread_id": "t", "metadata": {}})  # a metadata patch
+    assert not is_state_write({"thread_id": "t", "action": None, "metadata": {"run_ids": None}})  # a cancellation
+    for command in (None, {"resume": "yes"}, {"resume": None, "update": None, "goto": None}, {}):
+        check_command(command)
+    for command, refused in (({"update": {"graph_ref": {}}}, "no update"), ({"goto": "final_answer"}, "no goto"),
+                             ({"resume": 1, "update": [["graph_ref", {}]]}, "no update"), ("x", "an object")):
+        with pytest.raises(ServedRequestError, match=refused):
+            check_command(command)
+
+
+def test_langgraphs_own_configurable_keys_pass_and_no_other():
+    decisions = decisions_of(contexts())
+    assert not LANGGRAPH_CONFIGURABLE & decisions.keys()  # none of them can set a context field
+    given = {"__event_streaming_v2": True, "thread_id": "t", "checkpoint_id": "c", "temperature": 0.1}
+    check_context_values(caller_fields(given), decisions, models=())
+    for smuggled in ({"__event_streaming_v3": True}, {"__base_url": "http://x"}, {"thread_id_": 1},
+                     {"base_url": "http://x"}):
+        with pytest.raises(ServedRequestError):
+            check_context_values(caller_fields({**given, **smuggled}), decisions, models=())
 
 
 def test_a_server_runs_configuration_is_recognised():
@@ -227,6 +298,76 @@ async def test_a_served_run_names_its_graph_by_catalog_name():
         await final_state(graph, {"question": "Who wrote it?", "graph": source}, served("g", "grounded"))
     with pytest.raises(ValueError, match="no graph named 'goodreads' is imported"):
         await final_state(graph, {"question": "Who wrote it?", "graph": "goodreads"}, served("h", "grounded"))
+
+
+class CodeInAPickle:
+    """A pickle that, when loaded, writes a marker file (what a payload could do with the server's rights)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return exec, (f"open({self.marker!r}, 'w').write('ran')",)
+
+
+def operators_files(tmp_path: Path) -> tuple[Path, Path]:
+    """Two files of the server's operator, readable by the operator only: a secret and a table of triples."""
+    folder = tmp_path / "operator"
+    folder.mkdir(mode=0o700)
+    secret, table = folder / "secrets.txt", folder / "private.tsv"
+    secret.write_text("OPENAI_API_KEY=sk-canary-0451\n", encoding="utf-8")
+    table.write_text("vault_code\tis\t4417\n", encoding="utf-8")
+    for path in (secret, table):
+        path.chmod(0o600)
+    return secret, table
+
+
+async def test_a_graph_reference_planted_in_a_served_ark_runs_state_opens_nothing_else(tmp_path, answer_model):
+    """Behind the auth handler, which refuses a caller's writes of its thread's state: a served ARK run whose
+    state holds a graph reference with its own inline graph's location, a wrong fingerprint and a source
+    elsewhere (its attachments folder as STaRK, where it attached a code-running ``node_info.pkl``; an operator's
+    file as triples) stops with the served refusal before anything is read: nothing unpickled or built, and the
+    error quotes neither the file nor a path."""
+    secret, _ = operators_files(tmp_path)
+    marker = tmp_path / "code-ran"
+    graph = build_ark().compile(checkpointer=InMemorySaver(), interrupt_after=["initialise_context"])
+    config, context = served("ark-planted", "ark"), {"model": answer_model}
+    pkl = {"name": "node_info.pkl", "content_base64": base64.b64encode(pickle.dumps(CodeInAPickle(marker))).decode()}
+    await graph.ainvoke({"question": "Who?", "kg": [["a", "b", {"relation": "r"}]], "attachments": [pkl]}, config,
+                        context=context)
+    values = (await graph.aget_state(config)).values
+    for source, fmt in ((str(Path(values["attachments"][0]).parent), "stark"), (str(secret), "triples")):
+        planted = {**values["graph_ref"], "fingerprint": "0" * 16, "source": source, "format": fmt}
+        await graph.aupdate_state(config, {"graph_ref": planted})
+        with pytest.raises(ServedRequestError, match="start a new thread") as refused:
+            await graph.ainvoke(None, config, context=context)
+        assert str(tmp_path) not in str(refused.value) and "sk-canary" not in str(refused.value)
+    assert not marker.exists()
+    assert [p.name for p in (graphs_dir() / "cache").iterdir() if not p.name.startswith(".")] == [
+        Path(values["graph_ref"]["location"]).name]
+
+
+async def test_a_graph_reference_planted_in_a_served_rag_runs_state_builds_no_server_file(tmp_path, answer_model):
+    """The same on Graph-RAG, which reuses its thread's stored reference: a reference to an operator's table of
+    triples, with a wrong fingerprint or with the one its build would have, at the imported graph's location or
+    at the cache folder its build would take, builds nothing and puts none of the table into the state."""
+    _, table = operators_files(tmp_path)
+    import_graph(fixture_graph("goodreads"), name="goodreads")
+    graph = build_graph_rag().compile(checkpointer=InMemorySaver())
+    config, context = served("rag-planted", "graph-rag"), {"model": answer_model}
+    question = {"question": "What is the vault code?", "graph": "goodreads"}
+    ref = (await final_state(graph, question, config, context=context))["graph_ref"]
+    real = build_fingerprint("triples", None, False, content_hash([table]))
+    for location in (ref["location"], str(graphs_dir() / "cache" / "triples-0123456789abcdef")):
+        for fingerprint in ("0" * 16, real):
+            planted = {**ref, "location": location, "fingerprint": fingerprint, "source": str(table),
+                       "format": "triples"}
+            await graph.aupdate_state(config, {"graph_ref": planted})
+            with pytest.raises(ServedRequestError) as refused:
+                await final_state(graph, question, config, context=context)
+            assert str(tmp_path) not in str(refused.value) and real not in str(refused.value)
+            assert "4417" not in json.dumps((await graph.aget_state(config)).values)
+    assert not [p for p in (graphs_dir() / "cache").glob("triples-*")]
 
 
 @pytest.mark.slow

@@ -11,8 +11,12 @@
   ones are the server's); a caller creates, updates and deletes only its own.
 - **What a caller may choose**: a run's, cron's or assistant's context only with what a caller may set
   (:mod:`kgagents.nodes.served`: models of the server's list, never an address, a path or the sandbox's
-  settings), inputs without server paths (graphs by catalog name, attachments as content), no webhooks. A
-  refusal (403) names the refused fields and the allowed ones. The graph checks the same again when it runs.
+  settings; the keys LangGraph's server adds itself pass), inputs without server paths (graphs by catalog name,
+  attachments as content), no webhooks. A refusal (403) names the refused fields and the allowed ones. The graph
+  checks the same again when it runs.
+- **A thread's state is written by its runs only**: a caller's own writes (``update_state``, ``supersteps``, a
+  run's ``Command`` with an ``update`` or a ``goto``) are refused; a run (new input, or a resume) and a thread's
+  metadata are the caller's. No workflow waits for a person's input, so no run needs more.
 - Whatever the handlers below do not name is refused (:func:`refuse`).
 """
 
@@ -30,9 +34,12 @@ from kgagents.graphs import registry
 from kgagents.nodes.served import (
     OWNER,
     ServedRequestError,
+    caller_fields,
+    check_command,
     check_context_values,
     check_input,
     decisions_of,
+    is_state_write,
 )
 from kgagents.serve.callers import Refusal, allowed_origins, callers_from, check_request
 
@@ -86,22 +93,18 @@ def _decisions(graph_id: str | None) -> dict[str, tuple[str | None, Any]]:
 
 
 def check_run_request(kwargs: Mapping[str, Any], graph_id: str | None = None) -> None:
-    """Refuse a run (or a cron's run) whose context, input or ``Command`` update a caller may not give, or that
-    asks for a webhook."""
+    """Refuse a run (or a cron's run) whose context or input a caller may not give, whose ``Command`` writes the
+    thread's state, or that asks for a webhook."""
     try:
         if kwargs.get("webhook"):
             raise ServedRequestError("a served run takes no webhook: read its result from the server")
-        check_context_values(kwargs.get("context") or {}, _decisions(graph_id))
-        configurable = (kwargs.get("config") or {}).get("configurable") or {}
         decisions = _decisions(graph_id)
+        check_context_values(caller_fields(kwargs.get("context") or {}), decisions)
+        configurable = (kwargs.get("config") or {}).get("configurable") or {}
         check_context_values({k: v for k, v in configurable.items() if k in decisions}, decisions)
         if isinstance(kwargs.get("input"), Mapping):
             check_input(kwargs["input"])
-        update = (kwargs.get("command") or {}).get("update")
-        if isinstance(update, Mapping):
-            check_input(update)
-        elif isinstance(update, list | tuple):
-            check_input({str(k): v for k, v in (u for u in update if isinstance(u, list | tuple) and len(u) == 2)})
+        check_command(kwargs.get("command"))
     except ServedRequestError as exc:
         raise _forbidden(str(exc)) from None
 
@@ -132,6 +135,10 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
 
 @auth.on.threads.update
 async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """A thread's metadata (it stays its creator's) and its runs' cancellation; never a write of its state."""
+    if is_state_write(value):
+        raise _forbidden("a served thread's state is written by its runs only: update_state and supersteps are not "
+                         "taken (start a run with new input on a new thread, or resume this one with no input)")
     if isinstance(value.get("metadata"), dict):  # a thread stays its creator's
         value["metadata"][OWNER] = ctx.user.identity
     return {OWNER: ctx.user.identity}
@@ -158,6 +165,8 @@ async def create_cron(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]
 @auth.on.crons.update
 async def update_cron(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     check_run_request(value.get("payload") or {})
+    if isinstance(value.get("metadata"), dict):  # a cron stays its creator's
+        value["metadata"][OWNER] = ctx.user.identity
     return {OWNER: ctx.user.identity}
 
 

@@ -11,6 +11,10 @@ from a run's state. :func:`open_graph` turns it into a :class:`~kgagents.tools.p
 process that opens the same graph gets the same read-only instance (keyed by the fingerprint), with its
 embedding indexes; nothing is copied per run and nothing is put in a checkpoint but the reference.
 
+A stored reference is trusted as far as whoever could write it: a run's own state (the CLI, Python) is rebuilt from
+its source when its build is gone or changed; one that a caller of a server may have written is only a pointer to a
+build of the catalog, opened as that build's manifest says (:func:`catalog_ref`).
+
 A cached build is checked against its source by size and modification time, then (when those differ) by the
 SHA-256 of its content: an unchanged file that was touched or copied is not rebuilt, a changed one is. Builds
 take a file lock, so concurrent processes build a graph once; they write to a temporary directory that is
@@ -23,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import threading
 from collections import OrderedDict
@@ -175,6 +180,44 @@ def resolve(ref: str | Path | Mapping[str, Any], *, format: str | None = None,  
 
 def _bad(path: Path) -> dict[str, Any]:
     raise GraphFormatError(f"{path}/manifest.json is unreadable: import the graph again")
+
+
+#: A folder of the graphs directory's cache: ``<format>-<key>`` (a source opened by path) or ``inline-<hash>``.
+CACHE_ENTRY = re.compile(r"[a-z]+-[0-9a-f]{16}")
+
+
+def catalog_entry(location: str | Path, root: Path) -> Path | None:
+    """The catalog entry ``location`` is, every link followed: ``root/<name>`` (an imported graph) or
+    ``root/cache/<format>-<key>`` (a cached build), else ``None`` (anything else, in ``root`` or not: a file or
+    folder inside a build, a half-written build, a path elsewhere)."""
+    try:
+        relative = Path(location).resolve().relative_to(root.resolve())
+    except (OSError, RuntimeError, ValueError):
+        return None
+    parts = relative.parts
+    if len(parts) == 1 and parts[0] != "cache" and NAME.fullmatch(parts[0]) and ".tmp-" not in parts[0] \
+            and ".old-" not in parts[0]:
+        return root / parts[0]
+    if len(parts) == 2 and parts[0] == "cache" and CACHE_ENTRY.fullmatch(parts[1]):
+        return root / "cache" / parts[1]
+    return None
+
+
+def catalog_ref(ref: Mapping[str, Any]) -> GraphRef:
+    """The catalog's own reference for a stored one that someone else may have written (a served run's state):
+    trusted only as a pointer to a build of the graphs directory (:func:`catalog_entry`) whose manifest has the
+    reference's fingerprint. What it returns is read from that manifest; nothing else of the stored reference (its
+    source, format, record or name) is used, and nothing is built. The errors quote neither a path nor a file."""
+    location = ref.get("location")
+    entry = catalog_entry(str(location), graphs_dir()) if isinstance(location, str) and location else None
+    manifest = read_manifest(entry) if entry is not None else None
+    if entry is None or manifest is None or not manifest.get("fingerprint"):
+        raise GraphFormatError("this run's graph reference is not a graph of this server's catalog: name an imported "
+                               "graph in the input ('graph'), on a new thread")
+    if ref.get("fingerprint") != manifest["fingerprint"]:
+        raise GraphFormatError(f"the knowledge graph {manifest.get('name') or entry.name} changed since this run "
+                               "started (it was built or imported again): start a new thread")
+    return ref_of(entry, manifest)
 
 
 def _resolve_stored(ref: Mapping[str, Any]) -> GraphRef:
