@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -158,6 +159,54 @@ def test_a_kg_url_elsewhere_gets_no_sparql_password_nor_the_users_update_endpoin
 
 
 # ----------------------------------------------------------------------------------------------------------
+# A Unicode look-alike of the configured host: IDNA 2003 (``ß`` -> ``ss``) against IDNA 2008 (``ß`` kept)
+# ----------------------------------------------------------------------------------------------------------
+CONFIGURED_HOST = "llm.mass.test"  # the user's server (class, pass, business, access, ...)
+TWIN_HOST = "llm.maß.test"  # another name for the HTTP clients: llm.xn--ma-hia.test
+TWIN_ACE = "llm.xn--ma-hia.test"
+
+
+@pytest.fixture
+def twin_resolves_to_loopback(monkeypatch):
+    """Only the twin's ASCII name resolves (to loopback, where a recorder listens); the configured one does not."""
+    real = socket.getaddrinfo
+
+    def resolve(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name == TWIN_ACE:
+            return real("127.0.0.1", *args, **kwargs)
+        if name in ("127.0.0.1", "localhost"):
+            return real(host, *args, **kwargs)
+        raise socket.gaierror(socket.EAI_NONAME, f"not resolvable in this test: {name}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+
+
+def test_the_eszett_twin_of_the_configured_host_gets_no_key_nor_password(monkeypatch, twin_resolves_to_loopback):
+    from kgagents.tools.kg.sparql_store import database_for
+    from kgagents.tools.pgraph.embeddings import OpenAIEmbedder
+
+    with HttpRecorder() as twin:
+        port = twin.url.rsplit(":", 1)[1]
+        monkeypatch.setenv("KGAGENTS_BASE_URL", f"http://{CONFIGURED_HOST}:{port}/v1")
+        monkeypatch.setenv("KGAGENTS_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://{CONFIGURED_HOST}:{port}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+        monkeypatch.setenv("SPARQL_ENDPOINT", f"http://{CONFIGURED_HOST}:{port}/query")
+        monkeypatch.setenv("SPARQL_USER", "me")
+        monkeypatch.setenv("SPARQL_PASSWORD", PASSWORD)
+        ask(build_chat_model("gpt-4o-mini", base_url=f"http://{TWIN_HOST}:{port}/v1"))
+        embedder = OpenAIEmbedder("openai:text-embedding-3-small", base_url=f"http://{TWIN_HOST}:{port}/v1",
+                                  max_retries=0)
+        with pytest.raises(Exception):  # noqa: B017 - the recorder answers 401
+            embedder.encode(["a text"])
+        with pytest.raises(Exception):  # noqa: B017
+            database_for(f"http://{TWIN_HOST}:{port}/query").graph_triples("urn:g")
+        assert len(twin.requests) == 3, "every request reached the twin (llm.xn--ma-hia.test)"
+        assert not twin.saw(SECRET) and not twin.saw(OPENAI_KEY) and not twin.saw(PASSWORD)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # The decisions, unit by unit
 # ----------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("url", "other"), [
@@ -192,6 +241,9 @@ def test_the_same_server_in_other_spellings(url, other):
     ("http://h", None),
     (None, None),
     ("http://", "http://"),
+    ("https://llm.mass.test/v1", "https://llm.maß.test/v1"),  # IDNA 2003 says ss, the HTTP clients xn--ma-hia
+    ("https://llm.xn--ma-hia.test/v1", "https://llm.maß.test/v1"),  # the socket module would resolve mass
+    ("https://\u03c3.example", "https://\u03c2.example"),  # sigma, final sigma
 ])
 def test_other_servers(url, other):
     assert not same_server(url, other) and not same_server(other, url)
@@ -203,6 +255,17 @@ def test_server_of_and_hosts():
     assert server_of("ftp://h/x") == server_of("ftp://H/y") and server_of("ftp://h").port is None
     assert normal_host("0x7f.0.0.1") == "127.0.0.1" and normal_host("cafe.example") == "cafe.example"
     assert normal_host("") is None and normal_host("a..b") is None
+
+
+def test_a_unicode_host_is_a_server_only_when_every_client_resolves_the_same_name():
+    import httpx
+
+    assert httpx.URL("https://llm.maß.test/").raw_host == b"llm.xn--ma-hia.test"  # what the HTTP clients resolve
+    assert "llm.maß.test".encode("idna") == b"llm.mass.test"  # what the socket module (Bolt, Redis) resolves
+    assert normal_host("llm.maß.test") is None and normal_host("\u03c2.example") is None
+    assert normal_host("Bücher.Example.") == "xn--bcher-kva.example"  # every encoding agrees
+    assert normal_host("\uff21\uff22\uff23.example") == "abc.example"  # full-width: httpx sends nothing, others agree
+    assert normal_host("llm.xn--ma-hia.test") == "llm.xn--ma-hia.test"  # ASCII is taken as written
 
 
 def test_which_key_goes_where():

@@ -7,7 +7,8 @@ and none of them may take a key along: the key goes with a request only when the
 key is bound to (:data:`OPENAI`, :data:`ANTHROPIC`, :data:`COMPATIBLE`; the databases' variables in
 :func:`credentials_go`). Servers are compared by scheme, host and port after normalising each
 (:func:`server_of`), never by string prefix: ``https://api.openai.com.evil.example`` is another host,
-``HTTPS://API.OpenAI.com:443/v1`` the same one. A request that goes without its key is said once
+``HTTPS://API.OpenAI.com:443/v1`` the same one. A Unicode host name is a server only when every encoding the
+clients use gives it the same ASCII name (:func:`normal_host`). A request that goes without its key is said once
 (:func:`say_once`).
 
 This module is a leaf: it imports none of ours. Its decisions are pure functions of their arguments (the
@@ -20,13 +21,15 @@ import ipaddress
 import socket
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "OPENAI", "OPENAI_PROTOCOL", "KeyBinding", "Server",
-           "bound_key", "credentials_go", "key_for", "normal_host", "said", "same_server", "say_once", "server_of",
-           "withheld_note"]
+import idna
+
+__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "IDNA_ENCODINGS", "OPENAI", "OPENAI_PROTOCOL", "KeyBinding",
+           "Server", "ascii_name", "bound_key", "credentials_go", "key_for", "normal_host", "said", "same_server",
+           "say_once", "server_of", "withheld_note"]
 
 #: The port a URL without one reaches, per scheme (after :data:`SCHEME_ALIASES`).
 DEFAULT_PORTS = {"http": 80, "https": 443, "bolt": 7687, "bolt+s": 7687, "bolt+ssc": 7687, "redis": 6379,
@@ -52,10 +55,36 @@ class Server:
         return f"{self.scheme}://{host}" + (f":{self.port}" if self.port is not None else "")
 
 
+#: The ways the clients kgagents uses turn a Unicode host name into the ASCII name they resolve: Python's
+#: ``idna`` codec (IDNA 2003: the ``socket`` module, so the Bolt and Redis drivers, and yarl's fallback), IDNA 2008
+#: (httpx, httpx2) and IDNA 2008 with UTS 46 mapping (yarl, under aiohttp). They differ on a few characters:
+#: IDNA 2003 maps ``ß`` to ``ss`` and the final sigma to the sigma, IDNA 2008 keeps them (``maß`` is
+#: ``xn--ma-hia``, another name than ``mass``).
+IDNA_ENCODINGS: tuple[Callable[[str], bytes], ...] = (
+    lambda name: name.encode("idna"),
+    lambda name: idna.encode(name),
+    lambda name: idna.encode(name, uts46=True),
+)
+
+
+def ascii_name(name: str) -> str | None:
+    """The one ASCII name every client resolves for the Unicode host ``name`` (lower case, no final dot), or
+    ``None`` when they would resolve different names (an IDNA 2003 / 2008 deviation such as ``ß``) or none: such
+    a host is no key's server, since the name a key was configured with may not be the name a request reaches."""
+    names = set()
+    for encode in IDNA_ENCODINGS:
+        try:
+            names.add(encode(name).decode("ascii").lower())
+        except (UnicodeError, idna.IDNAError, ValueError):
+            continue  # a client that cannot encode the name sends nothing there
+    return names.pop() if len(names) == 1 else None
+
+
 def normal_host(host: str) -> str | None:
     """``host`` as the resolver reads it: lower case without a final dot, an IP address in its one canonical
     form (``[0:0::1]`` is ``::1``; ``2130706433``, ``127.1`` and ``0x7f.0.0.1`` are ``127.0.0.1``, as
-    ``inet_aton`` reads them), a Unicode name in its IDNA form; ``None`` when it is no host at all."""
+    ``inet_aton`` reads them), a Unicode name in the ASCII form every client gives it (:func:`ascii_name`);
+    ``None`` when it is no host at all, or a name the clients would resolve differently."""
     host = host.strip().rstrip(".").lower()
     if not host:
         return None
@@ -68,6 +97,8 @@ def normal_host(host: str) -> str | None:
             return socket.inet_ntoa(socket.inet_aton(host))
         except OSError:
             pass
+    if not host.isascii():
+        return ascii_name(host)
     try:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
