@@ -24,6 +24,7 @@ from kgagents.core.keys import (
     credentials_go,
     key_for,
     normal_host,
+    same_postgres,
     same_server,
     server_of,
 )
@@ -31,7 +32,7 @@ from kgagents.nodes.context import Context
 from kgagents.nodes.models import build_chat_model, resolve_model
 from kgagents.nodes.runtime import work_dir_for
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.fakes.recording_listener import BoltRecorder, HttpRecorder
+from tests.fakes.recording_listener import BoltRecorder, HttpRecorder, PostgresRecorder
 
 SECRET = "kgagents-api-key-5b0e"
 OPENAI_KEY = "sk-openai-key-19aa"
@@ -156,6 +157,99 @@ def test_a_kg_url_elsewhere_gets_no_sparql_password_nor_the_users_update_endpoin
             with pytest.raises(Exception):  # noqa: B017
                 call()
         assert own_query.saw(PASSWORD) and own_update.saw(PASSWORD)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# PostgreSQL: libpq sends PGPASSWORD (or a ~/.pgpass line, a service file's password) to whatever server a
+# connection string names, so only the user's own checkpointer is opened
+# ----------------------------------------------------------------------------------------------------------
+PGPASSWORD = "user-pg-password-5e1d"
+
+
+def test_a_handed_over_run_registry_opens_no_postgres_server(monkeypatch, tmp_path, capsys):
+    """``--runs-dir`` at a runs folder someone else made (an archive, a cloned repository's ``.kgagents/runs``)
+    whose ``runs.sqlite`` records their PostgreSQL server for a thread."""
+    from kgagents.core.runs import RunRegistry
+
+    pytest.importorskip("psycopg")
+    with PostgresRecorder() as theirs:
+        runs = tmp_path / "their-runs"
+        RunRegistry(runs).record("t-1", "zeroshot", "2 + 2?", {}, checkpointer=theirs.url)
+        monkeypatch.setenv("PGPASSWORD", PGPASSWORD)  # the user's own database password
+        script = tmp_path / "none.json"
+        script.write_text(json.dumps({"name": "none", "steps": []}))
+        for command in (["show", "t-1"], ["resume", "t-1"],
+                        ["ask", "--workflow", "rag", "--kgot-thread", "t-1", "--model", f"scripted:{script}", "?"]):
+            assert main(["--runs-dir", str(runs), *command]) in (1, 2), command
+            err = capsys.readouterr().err
+            assert f"the PostgreSQL checkpointer {theirs.url} is not one you chose" in err, err
+            assert f"--checkpointer {theirs.url}" in err  # how to open it, if it is the user's after all
+        monkeypatch.setenv("KGAGENTS_CHECKPOINTER", theirs.url.replace("/runs", "/mine"))  # another database
+        assert main(["--runs-dir", str(runs), "show", "t-1"]) == 2
+        assert theirs.connections == 0
+        # given on the command line, it is the user's choice: then libpq connects (and the recorder sees the login)
+        assert main(["--runs-dir", str(runs), "show", "t-1", "--checkpointer", theirs.url]) == 2
+        assert theirs.connections >= 1
+
+
+def test_a_context_kgot_checkpointer_opens_no_postgres_server(monkeypatch):
+    import asyncio
+
+    from kgagents.core.checkpointer import CheckpointerRefused, name_checkpointer
+    from kgagents.nodes.baselines import BaselineContext, kgot_checkpointer_for, read_kgot_tool_calls
+
+    pytest.importorskip("psycopg")
+    with PostgresRecorder() as theirs:
+        monkeypatch.setenv("PGPASSWORD", PGPASSWORD)
+        ctx = BaselineContext(kgot_checkpointer=theirs.url)  # e.g. from a resumed run's recorded context
+        with pytest.raises(CheckpointerRefused, match="is not one you chose"):
+            asyncio.run(read_kgot_tool_calls("t-1", kgot_checkpointer_for(ctx, "t-1")))
+        assert theirs.connections == 0
+        name_checkpointer(theirs.url.replace("127.0.0.1", "127.0.0.1."))  # the user's (--set kgot_checkpointer=)
+        with pytest.raises(ValueError, match="recorded"):
+            asyncio.run(read_kgot_tool_calls("t-1", kgot_checkpointer_for(ctx, "t-1")))
+        assert theirs.connections >= 1
+
+
+@pytest.mark.parametrize(("url", "other"), [
+    ("postgresql://me:secret@DB.example/runs", "postgres://me@db.example.:5432/runs"),
+    ("postgresql://me@db.example/runs?sslmode=require", "postgresql://me@db.example/runs?sslmode=require&password=x"),
+    ("postgresql://me@[::1]/runs", "postgresql://me@[0:0::1]:5432/runs"),
+    ("postgresql://me@%2Fvar%2Frun%2Fpostgresql/runs", "postgresql://me@/runs?host=/var/run/postgresql"),
+    ("postgresql:///runs?service=mine", "postgresql:///runs?service=mine"),
+    ("postgresql://a,b:5433/runs", "postgresql://A,B:5433/runs"),
+])
+def test_the_same_postgres_connection(url, other):
+    from psycopg.conninfo import conninfo_to_dict
+
+    from kgagents.core.checkpointer import postgres_refusal
+
+    assert same_postgres(conninfo_to_dict(url), conninfo_to_dict(other))
+    assert postgres_refusal(other, [url]) is None and postgres_refusal(url, ["postgresql://x/y", other]) is None
+
+
+@pytest.mark.parametrize(("url", "other"), [
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example/runs?host=evil.example"),
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example/runs?hostaddr=192.0.2.7"),
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example/runs?sslmode=disable"),
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example/runs?passfile=/tmp/theirs"),
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example:5433/runs"),
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example/other"),
+    ("postgresql://me@db.example/runs", "postgresql://you@db.example/runs"),
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example,evil.example/runs"),
+    ("postgresql://me@db.example/runs", "postgresql://me@db.example.evil.example/runs"),
+    ("postgresql:///runs?service=mine", "postgresql://evil.example/runs?service=mine"),
+    ("postgresql:///runs?service=mine", "postgresql:///runs?service=theirs"),
+    ("postgresql://me@llm.mass.test/runs", "postgresql://me@llm.maß.test/runs"),
+])
+def test_other_postgres_connections(url, other):
+    from psycopg.conninfo import conninfo_to_dict
+
+    from kgagents.core.checkpointer import postgres_refusal
+
+    assert not same_postgres(conninfo_to_dict(url), conninfo_to_dict(other))
+    assert "is not one you chose" in (postgres_refusal(other, [url]) or "")
+    assert "cannot read" in (postgres_refusal("postgresql://h/db?bogus=1", [url]) or "")
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -27,9 +27,10 @@ from urllib.parse import urlsplit
 
 import idna
 
-__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "IDNA_ENCODINGS", "OPENAI", "OPENAI_PROTOCOL", "KeyBinding",
-           "Server", "ascii_name", "bound_key", "credentials_go", "key_for", "normal_host", "said", "same_server",
-           "say_once", "server_of", "withheld_note"]
+__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "IDNA_ENCODINGS", "OPENAI", "OPENAI_PROTOCOL",
+           "POSTGRES_PORT", "KeyBinding", "Server", "ascii_name", "bound_key", "credentials_go", "key_for",
+           "normal_host", "postgres_connection", "said", "same_postgres", "same_server", "say_once", "server_of",
+           "withheld_note"]
 
 #: The port a URL without one reaches, per scheme (after :data:`SCHEME_ALIASES`).
 DEFAULT_PORTS = {"http": 80, "https": 443, "bolt": 7687, "bolt+s": 7687, "bolt+ssc": 7687, "redis": 6379,
@@ -206,6 +207,43 @@ def credentials_go(url: str | None, configured: str | None) -> bool:
     if not (url or "").strip():
         return True
     return same_server(url, configured)
+
+
+#: The port of a PostgreSQL server whose connection string names none (libpq's default).
+POSTGRES_PORT = "5432"
+
+
+def postgres_connection(params: Mapping[str, str]) -> tuple[tuple[str, str], ...] | None:
+    """What a PostgreSQL connection reaches and how, from the parameters libpq reads in its connection string
+    (``psycopg.conninfo.conninfo_to_dict``, which applies a URL's ``?host=`` and other query parameters as libpq
+    does): every parameter but the password, each host normalised (:func:`normal_host`; a Unix socket folder as
+    written), a port for each host (5432 unless named). ``None`` when a host is no host name.
+
+    libpq sends ``PGPASSWORD``, a matching ``~/.pgpass`` line or a service file's password to whatever server the
+    string names, so two strings are the same checkpointer only when every parameter agrees: server, port,
+    database, user, TLS mode, service, password file (:func:`same_postgres`)."""
+    hosts = []
+    for host in (params.get("host") or "").split(","):
+        host = host.strip()
+        if host.startswith(("/", "@")) or not host:  # a socket folder (or abstract socket), or libpq's default
+            hosts.append(host)
+            continue
+        name = normal_host(host)
+        if name is None:
+            return None
+        hosts.append(name)
+    ports = [port.strip() or POSTGRES_PORT for port in (params.get("port") or "").split(",")]
+    if len(ports) == 1:
+        ports *= len(hosts)
+    rest = {name: value.strip() for name, value in params.items() if name not in ("host", "port", "password")}
+    return tuple(sorted({**rest, "host": ",".join(hosts), "port": ",".join(ports)}.items()))
+
+
+def same_postgres(params: Mapping[str, str], other: Mapping[str, str]) -> bool:
+    """Whether two PostgreSQL connection strings' parameters (as libpq reads them) open the same connection,
+    the password aside (:func:`postgres_connection`)."""
+    first = postgres_connection(params)
+    return first is not None and first == postgres_connection(other)
 
 
 _said: set[str] = set()
