@@ -8,6 +8,7 @@ still gets it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -97,6 +98,62 @@ def test_embeddings_elsewhere_get_no_openai_key(monkeypatch):
         with pytest.raises(Exception):  # noqa: B017 - the recorder refuses; what reached it matters
             embedder.encode(["a text"])
         assert other.requests and not other.saw(OPENAI_KEY)
+
+
+GATEWAY = "gateway-credential-61b0"
+GATEWAY_2 = "gateway-credential-2-c3d8"
+
+
+def test_the_openai_sdks_own_headers_go_only_to_openai_api_keys_server(monkeypatch, capsys):
+    """The OpenAI SDK adds ``OPENAI_CUSTOM_HEADERS`` (a gateway's ``Authorization`` included), ``OPENAI_ORG_ID``
+    and ``OPENAI_PROJECT_ID`` to every request, whatever base URL and key it is given: a context's ``base_url``
+    elsewhere, OpenAI embeddings elsewhere and the transcription client (the chat model's) get none of them."""
+    from kgagents.tools.pgraph.embeddings import OpenAIEmbedder
+
+    with HttpRecorder() as own, HttpRecorder() as other:
+        monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{own.url}/v1")  # a gateway, which takes these headers
+        monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", f"Authorization: Bearer {GATEWAY}\nX-Portkey-Api-Key: {GATEWAY_2}")
+        monkeypatch.setenv("OPENAI_ORG_ID", "org-user-77")
+        monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-user-78")
+        model = resolve_model(Context(model="openai:gpt-4o-mini", base_url=f"{other.url}/v1"), "graph_executor")
+        ask(model)
+        with pytest.raises(Exception):  # noqa: B017 - the recorder answers 401
+            asyncio.run(model.ainvoke("hello"))
+        with pytest.raises(Exception):  # noqa: B017
+            asyncio.run(model.root_async_client.audio.transcriptions.create(model="whisper-1", file=("a.mp3", b"x")))
+        with pytest.raises(Exception):  # noqa: B017
+            OpenAIEmbedder("openai:text-embedding-3-small", base_url=f"{other.url}/v1", max_retries=0).encode(["t"])
+        assert len(other.requests) == 4
+        assert not other.saw(GATEWAY) and not other.saw(GATEWAY_2) and not other.saw(OPENAI_KEY)
+        assert not other.saw("org-user-77") and not other.saw("proj-user-78")
+        assert {r.headers.get("authorization") for r in other.requests} == {"Bearer not-needed", "Bearer unset"}
+        # their own server still gets them, as the SDK sends them there
+        ask(resolve_model(Context(model="openai:gpt-4o-mini"), "graph_executor"))
+        assert own.saw(GATEWAY_2) and own.saw("org-user-77") and own.saw("proj-user-78")
+    err = capsys.readouterr().err
+    assert (f"requests to {other.url}/v1 go without the headers of OPENAI_ORG_ID, OPENAI_PROJECT_ID, "
+            "OPENAI_CUSTOM_HEADERS") in err
+
+
+def test_the_ollama_key_goes_only_to_ollamas_cloud(monkeypatch, capsys):
+    """Ollama's client sends ``OLLAMA_API_KEY`` to whatever ``OLLAMA_HOST`` names (a trusted folder's ``.env`` may
+    set it): the key is bound to ``https://ollama.com``, which issues it."""
+    from kgagents.nodes.models import ollama_authorization
+
+    pytest.importorskip("langchain_ollama")
+    with HttpRecorder() as other:
+        monkeypatch.setenv("OLLAMA_API_KEY", "ollama-cloud-key-4e2a")
+        monkeypatch.setenv("OLLAMA_HOST", other.url)
+        model = build_chat_model("ollama:qwen2.5:7b")
+        ask(model)
+        with pytest.raises(Exception):  # noqa: B017 - the recorder answers 401
+            asyncio.run(model.ainvoke("hello"))
+        assert len(other.requests) == 2 and not other.saw("ollama-cloud-key-4e2a")
+    assert f"requests to {other.url} go without a key (OLLAMA_API_KEY goes only to https://ollama.com)" in \
+        capsys.readouterr().err
+    assert ollama_authorization("https://ollama.com:443/") == {
+        "client_kwargs": {"headers": {"Authorization": "Bearer ollama-cloud-key-4e2a"}}}
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -27,10 +27,10 @@ from urllib.parse import urlsplit
 
 import idna
 
-__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "IDNA_ENCODINGS", "OPENAI", "OPENAI_PROTOCOL",
-           "POSTGRES_PORT", "KeyBinding", "Server", "ascii_name", "bound_key", "credentials_go", "key_for",
-           "normal_host", "postgres_connection", "said", "same_postgres", "same_server", "say_once", "server_of",
-           "withheld_note"]
+__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "IDNA_ENCODINGS", "OLLAMA", "OPENAI", "OPENAI_PROTOCOL",
+           "OPENAI_SDK_VARIABLES", "POSTGRES_PORT", "KeyBinding", "Server", "ascii_name", "bound_key",
+           "credentials_go", "key_for", "normal_host", "openai_sdk_headers", "postgres_connection", "said",
+           "same_postgres", "same_server", "say_once", "sdk_headers_withheld", "server_of", "withheld_note"]
 
 #: The port a URL without one reaches, per scheme (after :data:`SCHEME_ALIASES`).
 DEFAULT_PORTS = {"http": 80, "https": 443, "bolt": 7687, "bolt+s": 7687, "bolt+ssc": 7687, "redis": 6379,
@@ -162,6 +162,41 @@ OPENAI = KeyBinding("OPENAI_API_KEY", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "h
 ANTHROPIC = KeyBinding("ANTHROPIC_API_KEY", ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL"), "https://api.anthropic.com")
 #: The keys a client of the OpenAI protocol (chat, transcription, embeddings) may send, each to its own server.
 OPENAI_PROTOCOL = (COMPATIBLE, OPENAI)
+#: Ollama's key (Ollama's cloud, which issues it): the Ollama client sends it wherever ``OLLAMA_HOST`` points, so
+#: it is bound to ``https://ollama.com`` only. A self-hosted server behind an authenticating proxy is an
+#: OpenAI-compatible one (``KGAGENTS_BASE_URL`` + ``KGAGENTS_API_KEY``: Ollama serves ``/v1``).
+OLLAMA = KeyBinding("OLLAMA_API_KEY", (), "https://ollama.com")
+
+#: The variables the OpenAI SDK (and LangChain's ``ChatOpenAI``) turn into headers of every request on their own,
+#: besides the key and base URL kgagents passes: ``OPENAI_ORG_ID`` (or ``OPENAI_ORGANIZATION``) and
+#: ``OPENAI_PROJECT_ID`` as ``OpenAI-Organization`` / ``OpenAI-Project``, and ``OPENAI_CUSTOM_HEADERS`` (one
+#: ``Name: value`` a line, ``Authorization`` included: how gateways take their credentials). They belong with
+#: ``OPENAI_API_KEY``'s server (:func:`sdk_headers_withheld`).
+OPENAI_SDK_VARIABLES = ("OPENAI_ORG_ID", "OPENAI_ORGANIZATION", "OPENAI_PROJECT_ID", "OPENAI_CUSTOM_HEADERS")
+
+
+def openai_sdk_headers(env: Mapping[str, str]) -> dict[str, str]:
+    """The headers the OpenAI SDK adds to every request from ``env`` (:data:`OPENAI_SDK_VARIABLES`), by name."""
+    headers = {}
+    organization = (env.get("OPENAI_ORG_ID") or env.get("OPENAI_ORGANIZATION") or "").strip()
+    if organization:
+        headers["OpenAI-Organization"] = organization
+    project = (env.get("OPENAI_PROJECT_ID") or "").strip()
+    if project:
+        headers["OpenAI-Project"] = project
+    for line in (env.get("OPENAI_CUSTOM_HEADERS") or "").split("\n"):
+        name, sep, value = line.partition(":")
+        if sep and name.strip():
+            headers[name.strip()] = value.strip()
+    return headers
+
+
+def sdk_headers_withheld(url: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The headers of :func:`openai_sdk_headers` that must not go to ``url``: every one, unless ``url`` is on the
+    server ``OPENAI_API_KEY`` is bound to (``OPENAI_BASE_URL``, else OpenAI's API), where the SDK sends them."""
+    if same_server(url, OPENAI.base(env)):
+        return {}
+    return openai_sdk_headers(env)
 
 
 def key_for(url: str | None, bindings: Iterable[KeyBinding], env: Mapping[str, str]) -> tuple[str, str] | None:
