@@ -195,6 +195,28 @@ def test_a_graph_manifest_naming_another_bolt_server_gets_no_password(monkeypatc
         assert f"{other.url} is not NEO4J_URI's server" in capsys.readouterr().err
 
 
+def test_an_arcadedb_http_address_elsewhere_gets_no_neo4j_password(monkeypatch, capsys):
+    """``KGAGENTS_ARCADEDB_HTTP`` (a trusted folder's ``.env`` may set it) receives ``NEO4J_USER`` /
+    ``NEO4J_PASSWORD`` as HTTP basic authentication once the Bolt server says it is ArcadeDB: only on
+    ``NEO4J_URI``'s host."""
+    from kgagents.tools.kg.cypher_store import _ArcadeDBAdmin, bolt_config
+
+    with HttpRecorder() as other:
+        monkeypatch.setenv("NEO4J_URI", "bolt://db.internal.example:7687")
+        monkeypatch.setenv("NEO4J_USER", "root")
+        monkeypatch.setenv("NEO4J_PASSWORD", PASSWORD)
+        monkeypatch.setenv("KGAGENTS_ARCADEDB_HTTP", other.url)
+        config = bolt_config()
+        if config.admin_url:  # what BoltServer does once the Bolt server's agent says ArcadeDB
+            with pytest.raises(Exception):  # noqa: B017 - the recorder answers 401, not JSON of databases
+                _ArcadeDBAdmin(config.admin_url, config.user, config.password).create("kg-x")
+        assert not other.saw(PASSWORD)
+        assert config.admin_url is None and config.password == PASSWORD  # the Bolt server keeps its password
+        assert f"KGAGENTS_ARCADEDB_HTTP ({other.url}) is not on the host of NEO4J_URI" in capsys.readouterr().err
+        monkeypatch.setenv("KGAGENTS_ARCADEDB_HTTP", "http://DB.internal.example.:2480/")  # the same host
+        assert bolt_config().admin_url == "http://DB.internal.example.:2480"
+
+
 def test_a_kg_url_elsewhere_gets_no_sparql_password_nor_the_users_update_endpoint(monkeypatch):
     from kgagents.tools.kg.sparql_store import database_for
 

@@ -30,7 +30,8 @@ import idna
 __all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "IDNA_ENCODINGS", "OLLAMA", "OPENAI", "OPENAI_PROTOCOL",
            "OPENAI_SDK_VARIABLES", "POSTGRES_PORT", "KeyBinding", "Server", "ascii_name", "bound_key",
            "credentials_go", "key_for", "normal_host", "openai_sdk_headers", "postgres_connection", "said",
-           "same_postgres", "same_server", "say_once", "sdk_headers_withheld", "server_of", "withheld_note"]
+           "same_host", "same_postgres", "same_server", "say_once", "sdk_headers_withheld", "server_of",
+           "withheld_note"]
 
 #: The port a URL without one reaches, per scheme (after :data:`SCHEME_ALIASES`).
 DEFAULT_PORTS = {"http": 80, "https": 443, "bolt": 7687, "bolt+s": 7687, "bolt+ssc": 7687, "redis": 6379,
@@ -128,6 +129,13 @@ def same_server(url: str | None, other: str | None) -> bool:
     """Whether two URLs reach the same server (scheme, host and port; paths and users do not matter)."""
     first, second = server_of(url), server_of(other)
     return first is not None and first == second
+
+
+def same_host(url: str | None, other: str | None) -> bool:
+    """Whether two URLs name the same host (normalised as :func:`server_of` does; scheme and port aside): another
+    service of the same server, such as ArcadeDB's HTTP API beside its Bolt port."""
+    first, second = server_of(url), server_of(other)
+    return first is not None and second is not None and first.host == second.host
 
 
 @dataclass(frozen=True)
