@@ -486,8 +486,8 @@ def test_data_folders_are_private(monkeypatch, tmp_path, capsys):
     assert "graphs/people/manifest.json" in found  # a graph's build: inside the private graphs folder
 
 
-def test_our_folders_are_tightened_and_someone_elses_left_with_a_warning(monkeypatch, tmp_path, capsys):
-    from kgagents.core.private import private_dir
+def test_our_folders_are_tightened_and_someone_elses_refused(monkeypatch, tmp_path, capsys):
+    from kgagents.core.private import OwnedByAnotherUser, belongs_to_another_user, private_dir, private_file
     from kgagents.core.runs import RunRegistry
 
     home = tmp_path / "home"
@@ -506,7 +506,46 @@ def test_our_folders_are_tightened_and_someone_elses_left_with_a_warning(monkeyp
     if os.getuid() == 0:  # only root can give a folder to another user here
         shared = tmp_path / "shared"
         shared.mkdir(mode=0o755)
-        os.chown(shared, 65534, 65534)
-        private_dir(shared)
+        os.chown(shared, NOBODY, NOBODY)
+        with pytest.raises(OwnedByAnotherUser, match=f"{shared} belongs to another user"):
+            private_dir(shared)
         assert stat.S_IMODE(shared.stat().st_mode) == 0o755
-        assert f"{shared} belongs to another user" in capsys.readouterr().err
+        private_dir(shared, tighten=False)  # a folder the user chose for more than kgagents: its files are private
+        planted = shared / "checkpoints.sqlite"
+        planted.touch(mode=0o666)
+        os.chown(planted, NOBODY, NOBODY)
+        with pytest.raises(OwnedByAnotherUser, match=f"{planted} belongs to another user"):
+            private_file(planted)
+    assert belongs_to_another_user(0, 1000) and belongs_to_another_user(1000, 0)
+    assert not belongs_to_another_user(1000, 1000)
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to give files to another user")
+def test_a_runs_folder_of_another_user_gets_no_run(monkeypatch, tmp_path, capsys):
+    """A runs folder in a shared place (``KGAGENTS_RUNS_DIR=/tmp/kgagents-runs``, a ``--runs-dir`` on a shared disk)
+    that someone else made first, with a ``runs.sqlite`` and ``checkpoints.sqlite`` of theirs, mode 0666: the
+    user's run (its question, what it read) is written into none of them."""
+    question = "What is the secret project codename 7f3a?"
+    shared = tmp_path / "shared-runs"
+    shared.mkdir()
+    shared.chmod(0o777)
+    os.chown(shared, NOBODY, NOBODY)
+    for name in ("runs.sqlite", "checkpoints.sqlite"):
+        planted = shared / name
+        planted.touch()
+        planted.chmod(0o666)
+        os.chown(planted, NOBODY, NOBODY)
+    monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(shared))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "z", "steps": [{"when": "", "content": "FINAL ANSWER: 4"}]}))
+    code = main(["ask", "--workflow", "zeroshot", "--model", f"scripted:{script}", "--quiet", question])
+    written = [p.name for p in shared.iterdir() if p.is_file() and question.encode() in p.read_bytes()]
+    assert not written, f"the run went into {written} of another user's folder"
+    assert code == 2 and f"{shared} belongs to another user (uid {NOBODY})" in capsys.readouterr().err
+    # the folder given on the command line: the same
+    code = main(["--runs-dir", str(shared), "ask", "--workflow", "zeroshot", "--model", f"scripted:{script}",
+                 "--quiet", question])
+    assert code == 2 and not any(question.encode() in p.read_bytes() for p in shared.iterdir() if p.is_file())
