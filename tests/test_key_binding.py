@@ -261,6 +261,7 @@ def test_a_handed_over_run_registry_opens_no_postgres_server(monkeypatch, tmp_pa
                         ["ask", "--workflow", "rag", "--kgot-thread", "t-1", "--model", f"scripted:{script}", "?"]):
             assert main(["--runs-dir", str(runs), *command]) in (1, 2), command
             err = capsys.readouterr().err
+            assert not theirs.saw(PGPASSWORD), f"PGPASSWORD went to the server their runs.sqlite names ({command})"
             assert f"the PostgreSQL checkpointer {theirs.url} is not one you chose" in err, err
             assert f"--checkpointer {theirs.url}" in err  # how to open it, if it is the user's after all
         monkeypatch.setenv("KGAGENTS_CHECKPOINTER", theirs.url.replace("/runs", "/mine"))  # another database
@@ -281,9 +282,11 @@ def test_a_context_kgot_checkpointer_opens_no_postgres_server(monkeypatch):
     with PostgresRecorder() as theirs:
         monkeypatch.setenv("PGPASSWORD", PGPASSWORD)
         ctx = BaselineContext(kgot_checkpointer=theirs.url)  # e.g. from a resumed run's recorded context
-        with pytest.raises(CheckpointerRefused, match="is not one you chose"):
+        with pytest.raises(Exception) as refused:  # what reached the recorder is checked first
             asyncio.run(read_kgot_tool_calls("t-1", kgot_checkpointer_for(ctx, "t-1")))
+        assert not theirs.saw(PGPASSWORD), "PGPASSWORD went to the context's kgot_checkpointer"
         assert theirs.connections == 0
+        assert isinstance(refused.value, CheckpointerRefused) and "is not one you chose" in str(refused.value)
         name_checkpointer(theirs.url.replace("127.0.0.1", "127.0.0.1."))  # the user's (--set kgot_checkpointer=)
         with pytest.raises(ValueError, match="recorded"):
             asyncio.run(read_kgot_tool_calls("t-1", kgot_checkpointer_for(ctx, "t-1")))
