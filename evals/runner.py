@@ -36,7 +36,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from kgagents.core.checkpointer import open_checkpointer
+from kgagents.core.checkpointer import name_checkpointer, open_checkpointer
 from kgagents.core.config import ROLES, get_settings
 from kgagents.core.redact import scrub
 from kgagents.core.runs import is_finished
@@ -393,6 +393,9 @@ class ItemRunner:
         defaults = workflow_defaults(self.module, dataset_name)
         self.base_context = with_defaults(options.context, defaults) if options.context is not None else \
             make_context(self.module, {**defaults, **options.context_values})
+        # the evaluation's options are its caller's choice, in every worker process too
+        name_checkpointer(options.checkpointer)
+        name_checkpointer(getattr(self.base_context, "kgot_checkpointer", None))
         self.graph: Any = None
 
     def context_for(self, thread_id: str, run: int) -> Any:

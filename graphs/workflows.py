@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kgagents.core.checkpointer import name_checkpointer
 from kgagents.core.runs import RunRegistry, is_finished, new_thread_id, open_checkpointer
 from kgagents.graphs import registry
 from kgagents.graphs.spec import Workflow
@@ -51,9 +52,12 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
 
     ``context_values`` are JSON values, recorded so that ``resume`` can pass the same context again;
     ``context_override`` (e.g. a context holding a chat-model instance) is used instead when given.
-    ``checkpointer`` is a ``postgresql://`` URL for the checkpoints (default: SQLite in ``runs_dir``); a
-    resumed thread uses the place recorded when it started (see :meth:`RunRegistry.checkpointer_for`).
+    ``checkpointer`` is a ``postgresql://`` URL for the checkpoints (default: SQLite in ``runs_dir``), the
+    caller's choice (:func:`~kgagents.core.checkpointer.name_checkpointer`); a resumed thread uses the place
+    recorded when it started (see :meth:`RunRegistry.checkpointer_for`), a PostgreSQL one only when it is the
+    caller's or ``KGAGENTS_CHECKPOINTER``.
     """
+    name_checkpointer(checkpointer)
     spec = load_workflow(workflow)
     registry = RunRegistry(runs_dir)
     thread_id = thread_id or new_thread_id()
@@ -98,6 +102,7 @@ async def thread_state(workflow: str, runs_dir: Path, thread_id: str,
     When every task of the pending superstep has its result saved (the process died before the checkpoint that
     applies them), those tasks are named: the thread is not finished, ``resume`` goes on from their results.
     """
+    name_checkpointer(checkpointer)
     spec = load_workflow(workflow)
     registry = RunRegistry(runs_dir)
     async with open_checkpointer(registry.checkpointer_for(thread_id, checkpointer)) as saver:

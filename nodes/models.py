@@ -29,8 +29,9 @@ from kgagents.core.endpoints import (  # noqa: F401 - re-exported for the nodes
     model_label,
 )
 from kgagents.core.extras import require
-from kgagents.core.keys import ANTHROPIC, OPENAI, OPENAI_PROTOCOL, bound_key
+from kgagents.core.keys import ANTHROPIC, OLLAMA, OPENAI, OPENAI_PROTOCOL, OPENAI_SDK_VARIABLES, bound_key
 from kgagents.core.scripted import ScriptedChatModel
+from kgagents.core.sdk_headers import confine_openai_client
 from kgagents.nodes.context import BaseContext
 
 log = logging.getLogger(__name__)
@@ -81,8 +82,8 @@ def configured_model_string(role: str, context: BaseContext | None = None) -> st
 
 
 #: The variables a model's endpoint and key come from besides the settings (a change builds the model again).
-_KEY_VARIABLES = tuple(dict.fromkeys(name for binding in (*OPENAI_PROTOCOL, ANTHROPIC)
-                                     for name in (binding.key, *binding.bases)))
+_KEY_VARIABLES = tuple(dict.fromkeys([*(name for binding in (*OPENAI_PROTOCOL, ANTHROPIC, OLLAMA)
+                                       for name in (binding.key, *binding.bases)), *OPENAI_SDK_VARIABLES]))
 
 
 def _cache_key(spec: str, base_url: str | None, temperature: float | None, timeout_s: float | None,
@@ -151,7 +152,8 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
         if timeout_s is not None:
             kwargs["timeout"] = timeout_s
         # An explicit endpoint and key: the SDK's own environment lookups (OPENAI_BASE_URL, OPENAI_API_KEY) never
-        # choose another server for the key, and the start line reads back where the client really sends.
+        # choose another server for the key, and the start line reads back where the client really sends. The
+        # headers the SDK takes from its environment on its own are confined once the model is built.
         endpoint, key = openai_endpoint(base_url)
         if key is None and not base_url:
             raise ConfigurationError(f"the model {spec!r} needs OPENAI_API_KEY (or KGAGENTS_BASE_URL and "
@@ -167,18 +169,60 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
         kwargs["base_url"], kwargs["api_key"] = ANTHROPIC.base(os.environ), secret
     elif provider == "ollama":
         kwargs["base_url"] = get_settings().ollama_url
+        kwargs.update(ollama_authorization(kwargs["base_url"]))
     if provider in PROVIDER_MODULES:
         require(PROVIDER_MODULES[provider], f"{provider} models")
     try:
         if provider == "openai":
             from kgagents.nodes.openai_chat import OpenAIChatModel  # langchain-openai: slow, for OpenAI only
 
-            return OpenAIChatModel(model=name, **kwargs)
+            return confine_openai_model(OpenAIChatModel(model=name, **kwargs), kwargs["base_url"],
+                                        kwargs["api_key"])
         return init_chat_model(name, model_provider=provider, **kwargs)
     except ImportError as exc:
         raise ConfigurationError(f"the provider {provider!r} needs an extra package: {exc}") from exc
     except Exception as exc:  # missing API key and similar configuration errors
         raise ConfigurationError(f"cannot set up the model {spec!r}: {exc}") from exc
+
+
+#: ``ChatOpenAI``'s SDK clients: each root client and the chat-completions resource taken from it.
+OPENAI_CLIENTS = (("root_client", "client"), ("root_async_client", "async_client"))
+
+
+def confine_openai_model(model: Any, endpoint: str, api_key: str) -> Any:
+    """``model`` (a ``ChatOpenAI``) with SDK clients that send the SDK's environment headers
+    (``OPENAI_CUSTOM_HEADERS``, ``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``) only to their own server
+    (:func:`kgagents.core.sdk_headers.confine_openai_client`)."""
+    for root_name, api_name in OPENAI_CLIENTS:
+        root = getattr(model, root_name, None)
+        if root is None:
+            continue
+        confined = confine_openai_client(root, endpoint, api_key, os.environ)
+        if confined is not root:
+            setattr(model, root_name, confined)
+            setattr(model, api_name, confined.chat.completions)
+    return model
+
+
+def ollama_authorization(url: str) -> dict[str, Any]:
+    """The client settings of an Ollama chat model at ``url`` for ``OLLAMA_API_KEY``, which Ollama's client would
+    send to any ``OLLAMA_HOST``: the key where it is bound (:data:`kgagents.core.keys.OLLAMA`), else hooks that
+    take the ``Authorization`` header off every request (said once)."""
+    key = bound_key(url, (OLLAMA,), os.environ)
+    if key is not None:
+        return {"client_kwargs": {"headers": {"Authorization": f"Bearer {key}"}}}
+    if OLLAMA.secret(os.environ) is None:
+        return {}
+    return {"sync_client_kwargs": {"event_hooks": {"request": [_without_authorization]}},
+            "async_client_kwargs": {"event_hooks": {"request": [_without_authorization_async]}}}
+
+
+def _without_authorization(request: Any) -> None:
+    request.headers.pop("Authorization", None)
+
+
+async def _without_authorization_async(request: Any) -> None:
+    request.headers.pop("Authorization", None)
 
 
 _unseeded: set[str] = set()

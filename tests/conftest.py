@@ -20,6 +20,9 @@ os.environ["XDG_CONFIG_HOME"] = os.path.join(_SESSION_DATA, "config")
 _USER_VARIABLES = [name for name in os.environ if name.startswith("KGAGENTS_") and name != "KGAGENTS_HOME"]
 _USER_VARIABLES += [
     "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "SERPAPI_API_KEY",
+    # what the SDKs and libpq add to requests on their own
+    "OPENAI_CUSTOM_HEADERS", "OPENAI_ORG_ID", "OPENAI_ORGANIZATION", "OPENAI_PROJECT_ID", "OLLAMA_API_KEY",
+    "PGPASSWORD", "PGSERVICE",
 ]
 
 #: The fake model servers' fixtures (``openai_server``, ``ollama_server``) for every test that asks for one.
@@ -44,6 +47,8 @@ def clean_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     # the scripted fake servers recognise a call by its stage, which requests carry in a header when asked to
     monkeypatch.setenv("KGAGENTS_STAGE_HEADER", "1")
+    # the PostgreSQL checkpointers an earlier test named on its command line are not this test's choice
+    monkeypatch.setattr("kgagents.core.checkpointer._named", [])
     yield
 
 

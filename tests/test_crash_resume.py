@@ -289,7 +289,9 @@ def test_postgres_checkpoints_from_the_command_line(postgres_url: str, tmp_path:
                                                     capsys: pytest.CaptureFixture,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """``KGAGENTS_CHECKPOINTER`` puts a run's checkpoints in PostgreSQL; the registry keeps the URL without
-    its password; ``show`` and ``resume`` find the thread there, the password coming from ``PGPASSWORD``."""
+    its password; ``show`` and ``resume`` find the thread there once the user names that server again
+    (``--checkpointer``: a URL a registry records is not opened on its word), the password coming from
+    ``PGPASSWORD``."""
     monkeypatch.setenv("KGAGENTS_ALLOW_WEAK_SANDBOX", "1")
     monkeypatch.setenv("KGAGENTS_CHECKPOINTER", postgres_url)
     runs, thread = tmp_path / "runs", "cli-postgres"
@@ -300,18 +302,21 @@ def test_postgres_checkpoints_from_the_command_line(postgres_url: str, tmp_path:
     assert recorded == postgres_url.replace(f":{PASSWORD}@", "@")
 
     capsys.readouterr()
-    assert main(["--runs-dir", str(runs), "resume", thread]) == 2  # no password: a clear error, none printed
+    assert main(["--runs-dir", str(runs), "resume", thread]) == 2  # not named by the user: refused, unopened
+    err = capsys.readouterr().err
+    assert f"the PostgreSQL checkpointer {recorded} is not one you chose" in err and PASSWORD not in err
+    assert main(["--runs-dir", str(runs), "resume", thread, "--checkpointer", recorded]) == 2  # no password
     err = capsys.readouterr().err
     assert f"cannot open the PostgreSQL checkpointer {recorded}" in err and PASSWORD not in err
 
     monkeypatch.setenv("PGPASSWORD", PASSWORD)
-    assert main(["--runs-dir", str(runs), "show", thread]) == 0
+    assert main(["--runs-dir", str(runs), "show", thread, "--checkpointer", recorded]) == 0
     assert "interrupted" in capsys.readouterr().out
     resumed = subprocess.run([sys.executable, "-m", "kgagents.cli", "--runs-dir", str(runs), "resume",
-                              thread], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=240,
-                             check=False)
+                              thread, "--checkpointer", recorded], cwd=tmp_path, env=_env(), capture_output=True,
+                             text=True, timeout=240, check=False)
     assert resumed.returncode == 0 and resumed.stdout.strip() == "65", resumed.stderr[-2000:]
-    assert main(["--runs-dir", str(runs), "show", thread]) == 0
+    assert main(["--runs-dir", str(runs), "show", thread, "--checkpointer", recorded]) == 0
     assert "finished" in capsys.readouterr().out
 
     assert main(["--runs-dir", str(runs), "ask", "?", "--checkpointer", str(tmp_path / "x.sqlite")]) == 2

@@ -40,6 +40,7 @@ from kgagents.cli.common import (
     refuse_foreign_flags,
     start_checks,
 )
+from kgagents.core.checkpointer import name_checkpointer
 from kgagents.core.config import ConfigurationError
 from kgagents.core.replay import ReplayFailed
 from kgagents.core.runs import RunRegistry, configured_checkpointer, is_postgres_url
@@ -377,6 +378,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _name_checkpointers(args: argparse.Namespace) -> None:
+    """The PostgreSQL checkpointers the user typed on this command line (``--checkpointer``, ``--set
+    kgot_checkpointer=``) may be opened (:func:`kgagents.core.checkpointer.name_checkpointer`); one a run registry
+    or a recorded context names may not, unless it is one of these or ``KGAGENTS_CHECKPOINTER``."""
+    name_checkpointer(getattr(args, "checkpointer", None))
+    name_checkpointer(context_values_from_args(args).get("kgot_checkpointer"))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
@@ -384,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if extras:
             refuse_foreign_flags(_workflow_in(argv)[1] or "kgot", extras)
+        _name_checkpointers(args)
         if args.command == "replay":
             return replay.cmd_replay(args, _runs_dir(args), lambda again: build_parser(again).parse_args(again),
                                      _commands)

@@ -16,6 +16,13 @@ Checkpoints are serialised on the caller's thread when the call is made, as ``As
 
 Every checkpointer made here reads and writes with :func:`kgagents.core.serde.strict_serializer`: a checkpoint
 that holds anything but kgagents' own state types is refused, never rebuilt (it could run code).
+
+A PostgreSQL checkpointer is opened only when it is one the user chose (:func:`postgres_refusal`): libpq sends
+``PGPASSWORD``, a matching ``~/.pgpass`` line or a service file's password to whatever server a connection string
+names, and a run registry, a recorded context or a results folder someone else made could name theirs. The user's
+are ``KGAGENTS_CHECKPOINTER`` (the environment, or a trusted folder's ``.env``) and those named in this process by
+the command line or a Python caller (:func:`name_checkpointer`); any other is refused with a message that says
+how to open it. This is the one place every PostgreSQL connection of kgagents goes through.
 """
 
 from __future__ import annotations
@@ -23,14 +30,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -45,8 +54,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from kgagents.core.config import load_env
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
+from kgagents.core.keys import same_postgres
 from kgagents.core.private import private_dir, private_file
 from kgagents.core.redact import without_credentials
 from kgagents.core.serde import strict_serializer
@@ -245,13 +256,88 @@ async def batched_sqlite_saver(path: str | Path) -> AsyncIterator[BatchedSqliteS
         await asyncio.to_thread(conn.close)
 
 
+#: The variable that names the user's PostgreSQL checkpointer.
+CHECKPOINTER_VARIABLE = "KGAGENTS_CHECKPOINTER"
+POSTGRES_SCHEMES = ("postgres://", "postgresql://")
+
+
+class CheckpointerRefused(KGAgentsError, ValueError):
+    """A PostgreSQL checkpointer that is not one the user chose (:func:`postgres_refusal`)."""
+
+
+_named: list[str] = []
+_named_lock = threading.Lock()
+
+
+def name_checkpointer(url: str | os.PathLike[str] | None) -> None:
+    """Let the PostgreSQL checkpointer ``url`` be opened in this process: one the user chose (a ``--checkpointer``
+    or ``--set kgot_checkpointer=`` on the command line, a Python caller's argument). Anything else (a SQLite
+    path, ``None``) needs no naming."""
+    text = str(url or "").strip()
+    if not text.startswith(POSTGRES_SCHEMES):
+        return
+    with _named_lock:
+        if text not in _named:
+            _named.append(text)
+
+
+def chosen_checkpointers() -> tuple[str, ...]:
+    """The PostgreSQL checkpointers the user chose: ``KGAGENTS_CHECKPOINTER`` (the environment, or a trusted
+    folder's ``.env``) and those named in this process (:func:`name_checkpointer`)."""
+    load_env()
+    configured = (os.environ.get(CHECKPOINTER_VARIABLE) or "").strip()
+    with _named_lock:
+        named = tuple(_named)
+    return (configured, *named) if configured else named
+
+
+def _without_password(url: str) -> str:
+    """The connection string ``url`` without its password (in the user part or a ``password=`` parameter); its
+    user kept, so that it can be given back as it is."""
+    parts = urlsplit(url)
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(key == "password" for key, _ in query):
+        parts = parts._replace(query=urlencode([(key, value) for key, value in query if key != "password"]))
+    return urlunsplit(parts)
+
+
+def postgres_refusal(url: str, chosen: Iterable[str]) -> str | None:
+    """Why the PostgreSQL checkpointer ``url`` may not be opened, or ``None`` when it is one of ``chosen`` (the
+    user's): libpq reads the same connection from both, the password aside
+    (:func:`kgagents.core.keys.same_postgres`). Connection strings are read by libpq's own parser, so that a
+    ``?host=`` or ``?hostaddr=`` parameter counts as libpq counts it; a ``service=`` one is compared as written
+    (the service's own server is not looked up: a service is the user's only where the user's string names it)."""
+    conninfo = require("psycopg", "PostgreSQL checkpoints").conninfo
+    shown = _without_password(url)
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except Exception as exc:  # noqa: BLE001 - psycopg's ProgrammingError: libpq cannot read it
+        return f"cannot read the PostgreSQL connection string {shown}: {exc}"
+    for other in chosen:
+        try:
+            if same_postgres(params, conninfo.conninfo_to_dict(other)):
+                return None
+        except Exception:  # noqa: BLE001 - a chosen string libpq cannot read opens nothing
+            continue
+    return (f"the PostgreSQL checkpointer {shown} is not one you chose ({CHECKPOINTER_VARIABLE}, or a "
+            "--checkpointer on this command line), and libpq would send it your PGPASSWORD, ~/.pgpass or service "
+            f"password; if it is yours, give it: --checkpointer {shown}")
+
+
 @asynccontextmanager
 async def open_checkpointer(url: str | Path) -> AsyncIterator[Any]:
     """A checkpointer from a path (SQLite file) or URL (``sqlite:///path``, ``postgresql://...``), with the
-    strict serializer (see the module docstring)."""
+    strict serializer (see the module docstring). A PostgreSQL URL that is not one the user chose raises
+    :class:`CheckpointerRefused` before anything connects (:func:`postgres_refusal`)."""
     text = str(url)
-    if text.startswith(("postgres://", "postgresql://")):
+    if text.startswith(POSTGRES_SCHEMES):
         postgres = require("langgraph.checkpoint.postgres.aio", "PostgreSQL checkpoints")
+        refusal = postgres_refusal(text, chosen_checkpointers())
+        if refusal is not None:
+            raise CheckpointerRefused(refusal)
         serde = strict_serializer(without_credentials(text))
         async with postgres.AsyncPostgresSaver.from_conn_string(text, serde=serde) as saver:
             await saver.setup()

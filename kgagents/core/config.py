@@ -31,7 +31,7 @@ from kgagents.core.trust import DOTENV, PROJECT_DIR, FolderConfig, folder_config
 __all__ = ["DOTENV_VARIABLES", "HOME_VARIABLE", "MODEL_VARIABLES_HELP", "OLLAMA_DEFAULT_URL", "PROJECT_DIR", "ROLES",
            "ROLE_FALLBACKS", "ConfigurationError", "Settings", "allowed_hosts", "configuration_line", "data_folder",
            "data_home", "dotenv_may_set", "file_roots", "get_settings", "load_env", "ollama_available", "ollama_url",
-           "user_data_dir"]
+           "read_dotenv", "user_data_dir"]
 
 ROLES = ("graph_executor", "tool_executor", "tools", "ark_agent", "reasoner", "agent_g")
 #: Roles that were called by another name before: ``KGAGENTS_<ROLE>_MODEL`` unset, the old name's variable is
@@ -119,20 +119,33 @@ def _apply_dotenv(path: Path) -> None:
         _set_from_dotenv(path, data.decode("utf-8", errors="replace"))
 
 
+def read_dotenv(text: str) -> dict[str, str | None]:
+    """The variables of a ``.env`` text as written: no ``${NAME}`` is expanded (python-dotenv would expand it from
+    the process environment, so a ``.env`` could copy any of the user's variables, a key included, into one that
+    goes to its own server)."""
+    return dotenv_values(stream=io.StringIO(text), interpolate=False)
+
+
 def _set_from_dotenv(path: Path, text: str) -> None:
     """Set the variables of the ``.env`` text (read from ``path``) that are not set already and that a ``.env``
-    may set; note the names it may not set."""
-    refused = []
-    for name, value in dotenv_values(stream=io.StringIO(text)).items():
+    may set; note the names it may not set, and the values kept with a ``${...}`` in them."""
+    refused, literal = [], []
+    for name, value in read_dotenv(text).items():
         if value is None:
             continue
         if not dotenv_may_set(name):
             refused.append(name)
-        elif name not in os.environ:
+            continue
+        if "${" in value:
+            literal.append(name)
+        if name not in os.environ:
             os.environ[name] = value
     if refused:
         _notices.append(f"{path}: ignored {', '.join(sorted(refused))}: a .env sets only kgagents' own "
                         "variables (KGAGENTS_*) and its providers' and servers' (docs/security.md)")
+    if literal:
+        _notices.append(f"{path}: {', '.join(sorted(literal))} kept as written: kgagents expands no ${{...}} in a "
+                        ".env (docs/security.md)")
 
 
 def _announce() -> None:

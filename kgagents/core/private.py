@@ -5,13 +5,14 @@ cache folders, the runs' work folders, the per-user configuration folder) are ``
 What a run read (attachments' text, pages, KG snapshots, tool outputs) is in its checkpoints; a folder other
 users of the machine can list and read gives it to them. Missing folders are created ``0700`` (every missing
 parent too: the XDG specification asks that of ``$XDG_DATA_HOME``); a folder or file of this kind that already
-exists with wider permissions and belongs to the user is tightened, said once per folder; one that belongs to
-another user is left as it is, with a warning. SQLite creates a database's journal and WAL files with the
-database's own permissions, so a database file made ``0600`` keeps them private too.
+exists with wider permissions is tightened, said once per folder. One that belongs to another user is refused
+(:class:`OwnedByAnotherUser`, naming it): its owner can read and change what is written there whatever its mode
+says, so kgagents writes nothing into it. SQLite creates a database's journal and WAL files with the database's own
+permissions, so a database file made ``0600`` keeps them private too.
 
 Nothing is done on Windows, whose permissions are not modes.
 
-This module is a leaf: it imports none of ours.
+This module imports only the exception root.
 """
 
 from __future__ import annotations
@@ -22,7 +23,27 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["private_dir", "private_file", "wider_than"]
+from kgagents.core.errors import KGAgentsError
+
+__all__ = ["OwnedByAnotherUser", "belongs_to_another_user", "private_dir", "private_file", "wider_than"]
+
+
+class OwnedByAnotherUser(KGAgentsError, PermissionError, ValueError):
+    """A data folder or file that belongs to another user: kgagents writes nothing into it."""
+
+
+def belongs_to_another_user(owner: int, user: int) -> bool:
+    """Whether a folder or file owned by the user id ``owner`` is another user's than ``user``'s (root's too: a
+    folder root made for everyone, such as ``/tmp``, is no data folder of the user's)."""
+    return owner != user
+
+
+def _refuse_if_foreign(path: Path, info: os.stat_result) -> None:
+    if hasattr(os, "getuid") and belongs_to_another_user(info.st_uid, os.getuid()):
+        raise OwnedByAnotherUser(
+            f"{path} belongs to another user (uid {info.st_uid}), who can read and change what kgagents would "
+            "write there: kgagents keeps runs, graphs and caches only in folders and files of your own; choose "
+            "another place (KGAGENTS_HOME, KGAGENTS_RUNS_DIR or --runs-dir, KGAGENTS_GRAPHS_DIR, --out)")
 
 _said: set[str] = set()
 _lock = threading.Lock()
@@ -41,18 +62,11 @@ def wider_than(mode: int, allowed: int) -> bool:
     return bool(stat.S_IMODE(mode) & ~allowed & 0o777)
 
 
-def _tighten(path: Path, allowed: int, *, announce: bool) -> None:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return
+def _tighten(path: Path, allowed: int, info: os.stat_result, *, announce: bool) -> None:
+    """Make ``path`` (the user's; ``info``: its status) no wider than ``allowed``."""
     if not wider_than(info.st_mode, allowed):
         return
     mode = stat.S_IMODE(info.st_mode)
-    if hasattr(os, "getuid") and info.st_uid != os.getuid():
-        _say_once(f"{path} belongs to another user and others may read it (mode {mode:o}); kgagents keeps runs "
-                  "and graphs there, and what they read is in them")
-        return
     try:
         os.chmod(path, mode & allowed)
     except OSError as exc:
@@ -67,7 +81,8 @@ def private_dir(path: str | os.PathLike[str], *, tighten: bool = True) -> Path:
     """``path`` as a folder only its owner may use: created ``0700`` with every missing parent, or (``tighten``,
     for kgagents' own data folders) tightened to owner-only when it exists wider and belongs to the user (said
     once); ``tighten=False`` leaves an existing folder as it is (one the user chose for other things too, such as
-    an evaluation's results folder). Returns ``Path(path)``."""
+    an evaluation's results folder: the files kgagents writes there are private themselves). An existing data
+    folder (``tighten``) of another user raises :class:`OwnedByAnotherUser`. Returns ``Path(path)``."""
     folder = Path(path)
     if os.name == "nt":
         folder.mkdir(parents=True, exist_ok=True)
@@ -82,17 +97,19 @@ def private_dir(path: str | os.PathLike[str], *, tighten: bool = True) -> Path:
             os.mkdir(part, 0o700)
         except FileExistsError:
             pass
-    if not missing and tighten:
-        _tighten(folder, 0o700, announce=True)
-    elif not folder.is_dir():
+    if not folder.is_dir():
         raise NotADirectoryError(f"{folder} is not a folder")
+    if not missing and tighten:
+        info = os.stat(folder)
+        _refuse_if_foreign(folder, info)
+        _tighten(folder, 0o700, info, announce=True)
     return folder
 
 
 def private_file(path: str | os.PathLike[str]) -> Path:
     """``path`` as a file only its owner may read and write: created empty ``0600`` when missing (an empty file
-    is a valid new SQLite database), tightened when it exists wider and belongs to the user. The folder must
-    exist. Returns ``Path(path)``."""
+    is a valid new SQLite database), tightened when it exists wider. One that belongs to another user raises
+    :class:`OwnedByAnotherUser`. The folder must exist. Returns ``Path(path)``."""
     file = Path(path)
     if os.name == "nt":
         return file
@@ -102,6 +119,10 @@ def private_file(path: str | os.PathLike[str]) -> Path:
                      | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError:
         return file  # the caller's own open says what is wrong, with its own message
-    os.close(fd)
-    _tighten(file, 0o600, announce=False)
+    try:
+        info = os.fstat(fd)  # the file opened, not whatever is at the path by now
+    finally:
+        os.close(fd)
+    _refuse_if_foreign(file, info)
+    _tighten(file, 0o600, info, announce=False)
     return file

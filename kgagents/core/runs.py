@@ -92,8 +92,9 @@ class RunRegistry:
         """Where to open ``thread_id``'s checkpoints: the place recorded when it started.
 
         ``given`` (``--checkpointer`` or ``KGAGENTS_CHECKPOINTER``) is used instead when it names that same
-        place, so it can bring the password the registry does not keep; otherwise the recorded URL is used as
-        it is (libpq then takes the password from ``PGPASSWORD`` or ``~/.pgpass``).
+        place, so it can bring the password the registry does not keep; otherwise the recorded URL, which
+        :func:`open_checkpointer` opens only when the user chose that server (``KGAGENTS_CHECKPOINTER``, a
+        ``--checkpointer``): a registry may come from someone else.
         """
         record = self.get(thread_id)
         recorded = record.checkpointer if record else None

@@ -32,9 +32,9 @@ from typing import Any, Literal
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.private import private_dir
 
-__all__ = ["DOTENV", "MAX_ENV_BYTES", "PROJECT_DIR", "TRUST_FILE", "FolderConfig", "TrustStoreError", "Trusted",
-           "env_digest", "folder_config", "judge", "read_env_file", "read_store", "revoke_folder", "trust_folder",
-           "trust_store_path", "trusted_folders", "user_config_dir"]
+__all__ = ["DOTENV", "MAX_ENV_BYTES", "PROJECT_DIR", "TRUST_FILE", "FolderConfig", "Seen", "TrustStoreError",
+           "Trusted", "env_digest", "folder_config", "judge", "look_at", "read_env_file", "read_store",
+           "revoke_folder", "trust_folder", "trust_store_path", "trusted_folders", "user_config_dir"]
 
 DOTENV = ".env"
 PROJECT_DIR = ".kgagents"
@@ -234,16 +234,41 @@ def _write_store(entries: Mapping[str, Trusted], path: Path) -> None:
         raise
 
 
-def trust_folder(folder: str | os.PathLike[str] | None = None, *, store: Path | None = None) -> Trusted:
-    """Trust ``folder`` (default: the working directory): its ``.env`` as it is now, its ``.kgagents`` if it
-    has one. Trusting again records the ``.env``'s new content."""
-    path = store or trust_store_path()
+@dataclass(frozen=True)
+class Seen:
+    """A folder's own configuration as read once (:func:`look_at`): what ``kgagents trust`` shows is what it
+    records, even if the ``.env`` changes in between."""
+
+    folder: Path
+    """The folder's real path."""
+    env: bytes | None
+    """The bytes of its ``.env`` (:func:`read_env_file`; ``None``: none that kgagents reads)."""
+    kgagents: bool
+    """Whether it has a ``.kgagents`` folder."""
+
+    @property
+    def env_sha256(self) -> str | None:
+        return None if self.env is None else hashlib.sha256(self.env).hexdigest()
+
+
+def look_at(folder: str | os.PathLike[str] | None = None) -> Seen:
+    """``folder``'s (default: the working directory's) ``.env`` and ``.kgagents``, read once."""
     real = real_folder(folder)
     if not real.is_dir():
         raise ValueError(f"{real} is not a folder")
+    return Seen(real, read_env_file(real / DOTENV), (real / PROJECT_DIR).is_dir())
+
+
+def trust_folder(folder: str | os.PathLike[str] | None = None, *, store: Path | None = None,
+                 seen: Seen | None = None) -> Trusted:
+    """Trust ``folder`` (default: the working directory): its ``.env`` as it is now, its ``.kgagents`` if it
+    has one; or, given ``seen``, the ``.env`` and ``.kgagents`` as they were read then (what the user was
+    shown). Trusting again records the ``.env``'s new content."""
+    path = store or trust_store_path()
+    seen = seen or look_at(folder)
     entries = read_store(path)
-    entry = Trusted(str(real), env_digest(real / DOTENV), (real / PROJECT_DIR).is_dir(), time.time())
-    entries[str(real)] = entry
+    entry = Trusted(str(seen.folder), seen.env_sha256, seen.kgagents, time.time())
+    entries[str(seen.folder)] = entry
     _write_store(entries, path)
     return entry
 

@@ -3,7 +3,9 @@
 - :class:`BoltRecorder`: a Bolt server as far as the handshake (it agrees to Bolt 4.4, whose ``HELLO`` carries
   the user and password) and then records every byte the client sends, until the client gives up;
 - :class:`HttpRecorder`: an HTTP server that answers every request ``401`` and records its method, path,
-  headers and body.
+  headers and body;
+- :class:`PostgresRecorder`: a PostgreSQL server as far as the login: it refuses TLS and GSS encryption, asks for
+  a clear-text password and records it (and the startup message), then refuses the login.
 
 Neither answers anything a client could use: a test asks them afterwards what reached them (``received``,
 ``requests``, :meth:`saw`).
@@ -12,6 +14,7 @@ Neither answers anything a client could use: a test asks them afterwards what re
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -158,3 +161,50 @@ class HttpRecorder:
                 if secret.encode("utf-8") in text:
                     return True
         return False
+
+
+#: The codes of PostgreSQL's requests for TLS and GSS encryption, sent before the startup message.
+POSTGRES_ENCRYPTION_REQUESTS = (80877103, 80877104)
+
+
+class PostgresRecorder(BoltRecorder):
+    """A loopback listener that speaks PostgreSQL's protocol up to the password and records what the client sends
+    (the startup message, with its user and database, and the password)."""
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://kgagents@127.0.0.1:{self._server.getsockname()[1]}/runs"
+
+    @staticmethod
+    def _exact(conn: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            if not chunk:
+                raise OSError("closed")
+            data += chunk
+        return data
+
+    def _record(self, conn: socket.socket) -> None:
+        data = b""
+        conn.settimeout(5.0)
+        try:
+            while True:  # encryption requests (refused) until the startup message
+                (length,) = struct.unpack("!I", self._exact(conn, 4))
+                body = self._exact(conn, length - 4)
+                data += body
+                if struct.unpack("!I", body[:4])[0] not in POSTGRES_ENCRYPTION_REQUESTS:
+                    break
+                conn.sendall(b"N")
+            conn.sendall(b"R" + struct.pack("!II", 8, 3))  # AuthenticationCleartextPassword
+            kind = self._exact(conn, 1)
+            (length,) = struct.unpack("!I", self._exact(conn, 4))
+            data += kind + self._exact(conn, length - 4)
+            error = b"SFATAL\x00C28P01\x00Mrecorded\x00\x00"
+            conn.sendall(b"E" + struct.pack("!I", len(error) + 4) + error)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+            with self._lock:
+                self.received.append(data)

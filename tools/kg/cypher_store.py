@@ -53,7 +53,7 @@ from typing import Any
 
 import httpx
 
-from kgagents.core.keys import credentials_go, say_once
+from kgagents.core.keys import credentials_go, same_host, say_once
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import (
     NodeRow,
@@ -119,12 +119,22 @@ def bolt_config(url: str | None = None) -> BoltConfig:
                               concurrent=concurrent)
         return BoltConfig(uri, os.environ.get("NEO4J_USER") or os.environ.get("NEO4J_USERNAME") or "neo4j",
                           os.environ.get("NEO4J_PASSWORD", ""), os.environ.get("NEO4J_DATABASE") or None,
-                          os.environ.get("KGAGENTS_ARCADEDB_HTTP", "").strip().rstrip("/") or None,
-                          isolation=isolation, concurrent=concurrent)
+                          arcadedb_admin_url(uri), isolation=isolation, concurrent=concurrent)
     server = embedded("arcadedb")
     return BoltConfig(server.url, server.extra["user"], server.extra["password"], server.extra["database"],
                       f"http://127.0.0.1:{server.extra['http_port']}", embedded=True, isolation=isolation,
                       concurrent=concurrent)
+
+
+def arcadedb_admin_url(uri: str) -> str | None:
+    """``KGAGENTS_ARCADEDB_HTTP``, ArcadeDB's HTTP API, which receives ``NEO4J_USER`` / ``NEO4J_PASSWORD``: only on
+    the host of the Bolt server ``uri`` (``NEO4J_URI``'s); elsewhere it is not used (said once)."""
+    admin = os.environ.get("KGAGENTS_ARCADEDB_HTTP", "").strip().rstrip("/") or None
+    if admin is not None and not same_host(admin, uri):
+        say_once(f"KGAGENTS_ARCADEDB_HTTP ({admin}) is not on the host of NEO4J_URI ({uri}): not used, since "
+                 "NEO4J_USER / NEO4J_PASSWORD go only to that server")
+        return None
+    return admin
 
 
 def database_name_for(scope: str) -> str:

@@ -27,6 +27,7 @@ import numpy as np
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.keys import OPENAI, OPENAI_PROTOCOL, bound_key
+from kgagents.core.sdk_headers import confine_openai_client
 
 
 @runtime_checkable
@@ -167,9 +168,11 @@ class OpenAIEmbedder:
                 import openai  # the OpenAI SDK: only for OpenAI embeddings
 
                 base = self.base_url or OPENAI.base(os.environ) or ""
-                key = self.api_key or bound_key(base, OPENAI_PROTOCOL, os.environ)
-                self._client = openai.OpenAI(base_url=base, api_key=key or "unset", max_retries=self.max_retries,
-                                             timeout=self.timeout)
+                key = self.api_key or bound_key(base, OPENAI_PROTOCOL, os.environ) or "unset"
+                client = openai.OpenAI(base_url=base, api_key=key, max_retries=self.max_retries,
+                                       timeout=self.timeout)
+                # the SDK's own environment headers (OPENAI_CUSTOM_HEADERS, ...) only to their own server
+                self._client = confine_openai_client(client, base, key, os.environ)
             return self._client
 
     def _create(self, texts: list[str]) -> list[list[float]]:
