@@ -12,7 +12,6 @@ import asyncio
 import io
 import json
 import os
-import pickle
 import sqlite3
 import subprocess
 import sys
@@ -249,3 +248,42 @@ def test_runs_prints_no_control_sequences_from_a_cloned_registry(tmp_path: Path)
     done = _kgagents(["runs"], clone, _env(tmp_path))
     assert done.returncode == 0, done.stderr[-500:]
     assert "\x1b" not in done.stdout
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 8. A run's work directory resolved through a link a cloned folder (or a results folder's work/) carries
+# ----------------------------------------------------------------------------------------------------------------
+def test_a_runs_work_dir_is_not_a_link_out_of_the_runs_folder(tmp_path: Path, monkeypatch) -> None:
+    """``resume T`` in a cloned folder works in ``./.kgagents/runs/work/T``, ``eval --out DIR`` resuming a results
+    folder in ``DIR/work/<thread>``; both are resolved through links (``prepare_work_dir``), so a link there
+    makes the user's home the sandbox's one writable host folder and a root of the file tools."""
+    from kgagents.core import config as config_module
+    from kgagents.nodes.context import Context
+    from kgagents.nodes.runtime import work_dir_for
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    runs = tmp_path / "clone" / ".kgagents" / "runs"
+    (runs / "work").mkdir(parents=True)
+    (runs / "work" / "t1").symlink_to(home)
+    monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(runs))
+    if hasattr(config_module.get_settings, "cache_clear"):
+        config_module.get_settings.cache_clear()
+    path = work_dir_for(Context(), {"configurable": {"thread_id": "t1"}})
+    assert path.is_relative_to(runs.resolve()), f"the run would work in {path}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 9. The run registry keeps the context's credentials
+# ----------------------------------------------------------------------------------------------------------------
+def test_the_run_registry_keeps_no_password(tmp_path: Path) -> None:
+    """``runs.sqlite`` keeps each run's context for ``resume`` as given: a ``kg_url`` or ``base_url`` with its
+    password, in the folder a project keeps in ``./.kgagents`` (the checkpointer column is kept without it)."""
+    from kgagents.core.runs import RunRegistry
+
+    context = {"backend": "neo4j", "kg_url": "bolt://neo4j:pw-SECRET@db:7687",
+               "base_url": "https://u:tok-SECRET@llm/v1"}
+    RunRegistry(tmp_path / "runs").record("t1", "kgot", "q", context, "postgresql://me:pg-SECRET@db/kg")
+    stored = (tmp_path / "runs" / "runs.sqlite").read_bytes()
+    assert b"pg-SECRET" not in stored  # holds
+    assert b"pw-SECRET" not in stored and b"tok-SECRET" not in stored
