@@ -77,3 +77,35 @@ class FakeModelServer:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+class FakeBolt:
+    """A Bolt server that agrees to protocol 5.0 and keeps every byte the client sends after the handshake (HELLO
+    carries the credentials in 5.0)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.received = b""
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            conn, _ = self.sock.accept()
+            try:
+                conn.settimeout(5)
+                FakePostgres._read(conn, 20)  # magic and four version proposals
+                conn.sendall(b"\x00\x00\x00\x05")
+                while True:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    self.received += chunk
+                    if b"credentials" in self.received:
+                        break
+            except (OSError, EOFError):
+                pass
+            finally:
+                conn.close()

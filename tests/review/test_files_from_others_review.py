@@ -287,3 +287,26 @@ def test_the_run_registry_keeps_no_password(tmp_path: Path) -> None:
     stored = (tmp_path / "runs" / "runs.sqlite").read_bytes()
     assert b"pg-SECRET" not in stored  # holds
     assert b"pw-SECRET" not in stored and b"tok-SECRET" not in stored
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 10. A graph folder's manifest chooses the Bolt server the user's NEO4J_PASSWORD goes to
+# ----------------------------------------------------------------------------------------------------------------
+def test_a_graph_folder_sends_no_password_to_the_server_its_manifest_names(tmp_path: Path) -> None:
+    """A built graph someone shares (``--graph PATH``, ``graph info PATH``, or ``--graph NAME`` with a cloned
+    folder's ``./.kgagents/graphs``) is a ``manifest.json`` of a database-backed import: its ``database.url`` is
+    opened with ``NEO4J_USER`` / ``NEO4J_PASSWORD`` from the environment (static KG data is untrusted in
+    docs/security.md). A run's stored ``graph_ref`` (a checkpoint) names such a folder the same way."""
+    from tests.review.fakes import FakeBolt
+
+    server = FakeBolt()
+    folder = tmp_path / "shared-graph"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps({
+        "format_version": 1, "backend": "neo4j", "name": "shared", "namespace": "KGStatic_shared",
+        "fingerprint": "f" * 16, "relations": [], "counts": {},
+        "database": {"url": f"bolt://127.0.0.1:{server.port}", "embedded": False, "database": None}}))
+    env = _env(tmp_path, NEO4J_USER="neo4j", NEO4J_PASSWORD="neo4j-secret-of-the-user")
+    done = _kgagents(["graph", "info", str(folder)], tmp_path, env, timeout=120)
+    time.sleep(0.3)
+    assert b"neo4j-secret-of-the-user" not in server.received, f"the folder's server got it; {done.stderr[-300:]}"
