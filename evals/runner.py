@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -38,6 +39,7 @@ from tqdm import tqdm
 
 from kgagents.core.checkpointer import open_checkpointer
 from kgagents.core.config import ROLES, get_settings
+from kgagents.core.nofollow import open_for_append, own_folder, refuse_link, write_file
 from kgagents.core.redact import scrub
 from kgagents.core.runs import is_finished
 from kgagents.core.serde import CheckpointRefused
@@ -215,7 +217,7 @@ def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | 
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
     if dataset is not None:
         _check_items(out_dir, dataset)
-    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_file(out_dir / MANIFEST_FILE, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
 
 def item_fingerprint(item: Item) -> str:
@@ -404,13 +406,15 @@ class ItemRunner:
         names = {f.name for f in dataclasses.fields(ctx)}
         changes: dict[str, Any] = {}
         if "work_dir" in names and not getattr(ctx, "work_dir", None):
-            changes["work_dir"] = str((self.options.out_dir / "work" / thread_id).resolve())
+            changes["work_dir"] = str(item_work_dir(self.options.out_dir, thread_id))
         if "seed" in names and self.options.seed is not None:
             changes["seed"] = self.options.seed + run
         return dataclasses.replace(ctx, **changes) if changes else ctx
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[ItemRunner]:
+        if not self.options.checkpointer:
+            refuse_link(self.options.checkpointer_url, "the evaluation's checkpoints")
         async with open_checkpointer(self.options.checkpointer_url) as saver:
             self.graph = self.module.compile_graph(saver)
             try:
@@ -665,7 +669,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     spent: Usage = {}  # what this call's items cost, runs and graders (the evaluation's budget)
     budget_stop: list[str] = []
 
-    with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
+    with open_for_append(out_dir / RESULTS_FILE, "the evaluation's results") as sink:
         def write(record: dict[str, Any]) -> None:
             if record.pop("fatal", False):
                 fatal.append(str(record.get("error")))
@@ -707,7 +711,17 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
 
 
 def write_summary(out_dir: Path, metrics: dict[str, Any]) -> None:
-    (out_dir / "summary.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    write_file(out_dir / "summary.json", json.dumps(metrics, indent=2) + "\n")
+
+
+def item_work_dir(out_dir: Path, thread_id: str) -> Path:
+    """The work folder of an item's run: ``out_dir/work/<thread>``, made as real folders of the results folder (a
+    link there, which a results folder from someone else may carry, is refused rather than followed: it would make
+    the folder it points at the sandbox's writable folder and a root of the file tools). Absolute, never resolved
+    through links."""
+    base = Path(os.path.abspath(out_dir))
+    own_folder(base / "work", "the items' work folders")
+    return own_folder(base / "work" / thread_id, "an item's work folder")
 
 
 def run_evaluation(options: EvalOptions, dataset: Dataset) -> EvalResult:

@@ -27,6 +27,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from kgagents.core.checkpointer import open_checkpointer as open_database
 from kgagents.core.config import data_folder, load_env
 from kgagents.core.extras import require
+from kgagents.core.nofollow import own_folder, refuse_link
 from kgagents.core.private import private_dir, private_file
 from kgagents.core.serde import strict_serializer
 
@@ -131,6 +132,21 @@ class RunRegistry:
         if status == "running" and not _alive(row[7]):
             status = "interrupted"  # the process died (killed, crashed) before it could say so
         return RunRecord(row[0], row[1], row[2], context, row[4], status, row[6], row[8])
+
+
+def thread_work_dir(runs_dir: str | Path, thread_id: str) -> Path:
+    """The work folder of thread ``thread_id``: ``runs_dir/work/<thread>``, readable by its owner only, made as real
+    folders of the runs directory. A link at ``work`` or ``work/<thread>`` (a runs directory someone else made may
+    carry one) is refused, never followed, and no mode is changed through it: the folder it points at would become
+    the sandbox's writable folder and a root of the file tools. Absolute, never resolved through links."""
+    if not thread_id or thread_id in (".", "..") or "/" in thread_id or os.sep in thread_id or "\0" in thread_id:
+        raise ValueError(f"{thread_id!r} cannot name a run's work folder (a thread id is one plain name)")
+    work = Path(os.path.abspath(runs_dir)) / "work"
+    for folder in (work, work / thread_id):
+        refuse_link(folder, "runs' work folders")
+    folder = private_dir(data_folder(work) / thread_id)
+    own_folder(work, "runs' work folders")
+    return own_folder(folder, "a run's work folder")
 
 
 def is_finished(snapshot: Any) -> bool:
