@@ -52,8 +52,8 @@ def _link_message(path: Path, what: str) -> str:
         target = f" (to {os.readlink(path)})"
     except OSError:
         target = ""
-    return (f"{path} is a symbolic link{target}: kgagents writes {what} in a folder that may be someone else's only "
-            "as a file of its own, never through a link there; remove the link (or use another folder)")
+    return (f"{path} is a symbolic link{target}: kgagents follows no link in a folder that may be someone else's "
+            f"({what} would go where it points); remove the link, or use another folder")
 
 
 def refuse_link(path: str | os.PathLike[str], what: str = "this file") -> Path:
