@@ -41,7 +41,7 @@ from kgagents.core.checkpointer import open_checkpointer
 from kgagents.core.config import ROLES, get_settings
 from kgagents.core.nofollow import open_for_append, own_folder, refuse_link, write_file
 from kgagents.core.redact import scrub
-from kgagents.core.runs import is_finished
+from kgagents.core.runs import check_work_dir, is_finished
 from kgagents.core.serde import CheckpointRefused
 from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
 from kgagents.evals import event_loop
@@ -437,6 +437,10 @@ class ItemRunner:
         try:
             snapshot = await self.graph.aget_state(config)
             has_checkpoint = snapshot.created_at is not None
+            problem = stored_input_problem(snapshot.values, self.adapter.to_input(item)) if has_checkpoint else None
+            if problem:
+                raise StoredInputChanged(f"{thread_id} is not resumed from {self.options.checkpointer_url}: "
+                                         f"{problem}")
             if has_checkpoint and is_finished(snapshot):
                 state = dict(snapshot.values)  # the graph had finished; only the line was missing
             else:
@@ -555,6 +559,34 @@ class ItemRunner:
             "resumed": resumed,
             "finished_at": time.time(),
         }
+
+
+#: The inputs whose values are paths or names of things a run may open: a checkpoint being resumed must hold the
+#: item's own (a results folder's checkpoints may be someone else's, and a stored path would widen what the file
+#: tools may read or which graph the run opens).
+PATH_INPUTS = ("attachments", "graph", "kg_file", "pages", "kgot_thread")
+
+
+class StoredInputChanged(ValueError):
+    """A checkpoint names other inputs (attachments, a graph) than the item it is resumed for."""
+
+
+def stored_input_problem(stored: Any, given: Any) -> str | None:
+    """Why a checkpoint's ``stored`` state may not be resumed for an item whose graph input is ``given`` (``None``:
+    it may): an attachment the item does not have, another graph, file, pages or KGoT thread than the item's."""
+    if not isinstance(stored, dict) or not isinstance(given, dict):
+        return None
+    attachments = stored.get("attachments") or []
+    if isinstance(attachments, list):
+        extra = [str(a) for a in attachments if a not in (given.get("attachments") or [])]
+        if extra:
+            return (f"its checkpoint attaches {', '.join(repr(a[:200]) for a in extra[:3])}, which the item does not "
+                    "(the dataset changed, or the checkpoints are someone else's)")
+    for name in PATH_INPUTS[1:]:
+        if name in stored and stored.get(name) != given.get(name):
+            return (f"its checkpoint's {name} is {str(stored.get(name))[:200]!r}, the item's "
+                    f"{str(given.get(name))[:200]!r} (the dataset changed, or the checkpoints are someone else's)")
+    return None
 
 
 def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], retry_failed: bool
@@ -717,11 +749,11 @@ def write_summary(out_dir: Path, metrics: dict[str, Any]) -> None:
 def item_work_dir(out_dir: Path, thread_id: str) -> Path:
     """The work folder of an item's run: ``out_dir/work/<thread>``, made as real folders of the results folder (a
     link there, which a results folder from someone else may carry, is refused rather than followed: it would make
-    the folder it points at the sandbox's writable folder and a root of the file tools). Absolute, never resolved
-    through links."""
+    the folder it points at the sandbox's writable folder and a root of the file tools; so would one of the folders
+    derived from it: :func:`kgagents.core.runs.check_work_dir`). Absolute, never resolved through links."""
     base = Path(os.path.abspath(out_dir))
     own_folder(base / "work", "the items' work folders")
-    return own_folder(base / "work" / thread_id, "an item's work folder")
+    return check_work_dir(own_folder(base / "work" / thread_id, "an item's work folder"))
 
 
 def run_evaluation(options: EvalOptions, dataset: Dataset) -> EvalResult:

@@ -309,7 +309,7 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
         registry_ = RunRegistry(runs_dir)
         into = args.into or _free(f"{args.target}-replay", lambda t: registry_.get(t) is not None)
     else:
-        into = args.into or _free(str(target / "replay"), lambda d: Path(d).exists())
+        into = args.into or _free(str(target / "replay"), os.path.lexists)  # a link named replay is not free
     replayed = _replayed_args(settings, args, into, parse)
     recording = Recording(path, "replay")
     try:

@@ -269,11 +269,28 @@ def _json_of[T](text: Any, kind: type[T]) -> T:
     return value if isinstance(value, kind) else kind()
 
 
+#: The folders kgagents derives from a run's work folder: the file tools' root and the Python tool's sandbox
+#: (``tools``, ``tools/python``), extracted archives (``tools/extracted``), the KG code's sandbox (``kg``) and the
+#: attachments written from content (``attachments``). In a work folder that may be someone else's, none of them
+#: may be a link (:func:`check_work_dir`).
+DERIVED_FOLDERS = ("tools", "tools/python", "tools/extracted", "kg", "attachments")
+
+
+def check_work_dir(folder: Path) -> Path:
+    """``folder``, a run's work folder, refused (:class:`kgagents.core.nofollow.LinkRefused`) when one of the
+    folders kgagents derives from it (:data:`DERIVED_FOLDERS`) is a link: it would make where the link points a
+    root of the file tools or a sandbox's writable folder."""
+    for name in DERIVED_FOLDERS:
+        refuse_link(folder / name, "a run's tools, sandbox or attachments")
+    return folder
+
+
 def thread_work_dir(runs_dir: str | Path, thread_id: str) -> Path:
     """The work folder of thread ``thread_id``: ``runs_dir/work/<thread>``, readable by its owner only, made as real
-    folders of the runs directory. A link at ``work`` or ``work/<thread>`` (a runs directory someone else made may
-    carry one) is refused, never followed, and no mode is changed through it: the folder it points at would become
-    the sandbox's writable folder and a root of the file tools. Absolute, never resolved through links."""
+    folders of the runs directory. A link at ``work``, ``work/<thread>`` or a folder derived from it
+    (:func:`check_work_dir`; a runs directory someone else made may carry one) is refused, never followed, and no
+    mode is changed through it: the folder it points at would become the sandbox's writable folder and a root of
+    the file tools. Absolute, never resolved through links."""
     if not thread_id or thread_id in (".", "..") or "/" in thread_id or os.sep in thread_id or "\0" in thread_id:
         raise ValueError(f"{thread_id!r} cannot name a run's work folder (a thread id is one plain name)")
     work = Path(os.path.abspath(runs_dir)) / "work"
@@ -281,7 +298,7 @@ def thread_work_dir(runs_dir: str | Path, thread_id: str) -> Path:
         refuse_link(folder, "runs' work folders")
     folder = private_dir(data_folder(work) / thread_id)
     own_folder(work, "runs' work folders")
-    return own_folder(folder, "a run's work folder")
+    return check_work_dir(own_folder(folder, "a run's work folder"))
 
 
 def is_finished(snapshot: Any) -> bool:

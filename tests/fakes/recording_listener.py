@@ -3,7 +3,9 @@
 - :class:`BoltRecorder`: a Bolt server as far as the handshake (it agrees to Bolt 4.4, whose ``HELLO`` carries
   the user and password) and then records every byte the client sends, until the client gives up;
 - :class:`HttpRecorder`: an HTTP server that answers every request ``401`` and records its method, path,
-  headers and body.
+  headers and body;
+- :class:`PostgresRecorder`: a PostgreSQL server that asks every client for its password in clear text (which
+  libpq sends unless told not to) and records it.
 
 Neither answers anything a client could use: a test asks them afterwards what reached them (``received``,
 ``requests``, :meth:`saw`).
@@ -12,6 +14,7 @@ Neither answers anything a client could use: a test asks them afterwards what re
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -158,3 +161,76 @@ class HttpRecorder:
                 if secret.encode("utf-8") in text:
                     return True
         return False
+
+
+class PostgresRecorder:
+    """A loopback PostgreSQL server as far as authentication: it declines TLS, asks for the password in clear text
+    (``AuthenticationCleartextPassword``), records what the client sends and refuses the login."""
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.2)
+        self.passwords: list[str] = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://someone@127.0.0.1:{self._server.getsockname()[1]}/kg?sslmode=disable"
+
+    def __enter__(self) -> PostgresRecorder:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._server.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+            threading.Thread(target=self._login, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _read(conn: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def _login(self, conn: socket.socket) -> None:
+        conn.settimeout(3.0)
+        try:
+            while True:
+                length, code = struct.unpack("!ii", self._read(conn, 8))
+                if code in (80877103, 80877104):  # SSLRequest, GSSENCRequest: declined
+                    conn.sendall(b"N")
+                    continue
+                self._read(conn, length - 8)  # the startup message
+                break
+            conn.sendall(b"R" + struct.pack("!ii", 8, 3))
+            kind = self._read(conn, 1)
+            (length,) = struct.unpack("!i", self._read(conn, 4))
+            body = self._read(conn, length - 4)
+            if kind == b"p":
+                with self._lock:
+                    self.passwords.append(body.rstrip(b"\0").decode("utf-8", "replace"))
+            error = b"SFATAL\0C28P01\0Mrefused\0\0"
+            conn.sendall(b"E" + struct.pack("!i", len(error) + 4) + error)
+        except (OSError, EOFError, struct.error):
+            pass
+        finally:
+            conn.close()
