@@ -172,6 +172,38 @@ def test_eval_resuming_a_crafted_results_folder_refuses_and_runs_nothing(demo_ru
     assert line["error"].startswith("CheckpointRefused") and "os.system" in line["error"]
 
 
+def test_eval_resuming_a_results_folder_takes_no_attachment_from_its_checkpoint(demo_runs, tmp_path, capsys):
+    """A results folder's checkpoint whose state attaches a file the item does not (``~/.ssh/id_rsa``) would make
+    that file readable by the resumed run's file tools (and its text the model's): the item is not resumed, its
+    line says why; the checkpoint's answer is not taken either."""
+    data = simpleqa_csv(tmp_path / "simpleqa.csv")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "cli", "steps": [
+        S.step("grade", content="A", times=0), *kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "Rome"})]}))
+    out = tmp_path / "results"
+    out.mkdir()
+    shutil.copy(demo_runs / "checkpoints.sqlite", out / "checkpoints.sqlite")
+    secret = tmp_path / "home" / ".ssh" / "id_rsa"
+    serde = JsonPlusSerializer()
+    with sqlite3.connect(out / "checkpoints.sqlite") as db:
+        thread = db.execute("SELECT thread_id FROM checkpoints LIMIT 1").fetchone()[0]
+        for checkpoint_id, kind, blob in db.execute("SELECT checkpoint_id, type, checkpoint FROM checkpoints "
+                                                    "WHERE thread_id = ?", (thread,)).fetchall():
+            checkpoint = serde.loads_typed((kind, blob))
+            if "attachments" in checkpoint["channel_values"]:
+                checkpoint["channel_values"]["attachments"] = [str(secret)]
+            db.execute("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE checkpoint_id = ?",
+                       (*serde.dumps_typed(checkpoint), checkpoint_id))
+        for table in ("checkpoints", "writes"):
+            db.execute(f"UPDATE {table} SET thread_id = 'simpleqa-0-run0' WHERE thread_id = ?", (thread,))
+    main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
+          "--grader-model", "none", "--out", str(out), "--no-progress", "--no-report", "--limit", "1",
+          "--set", "solve_mode=direct"])
+    line = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert line["error"] and str(secret) in line["error"] and "is not resumed" in line["error"], line
+    assert line["answer"] is None
+
+
 # ------------------------------------------------------------------------------------------------------------
 # A run registry from someone else (a runs folder handed over or copied, a folder's .kgagents): its rows name
 # servers, settings and text, and choose none of them

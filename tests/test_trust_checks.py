@@ -249,6 +249,28 @@ def test_plain_pickles_keep_numpy_arrays_and_scalars_as_values(tmp_path):
         load_plain(tmp_path / "t.pkl")
 
 
+class _Reduce:
+    def __init__(self, *reduced):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def test_numpy_values_a_plain_pickle_cannot_build(tmp_path):
+    """What NumPy's reconstructors would be handed by a crafted pickle, refused by this loader's own constructors
+    (never passed to NumPy) with the file's name: an object scalar from bytes, an object array from bytes, a bytes
+    or bytearray of a size, bytes in another encoding."""
+    from numpy._core.multiarray import _reconstruct, scalar
+
+    array = _Reduce(_reconstruct, (np.ndarray, (0,), b"b"), (1, (1,), np.dtype("O"), False, b"A" * 8))
+    for value in (_Reduce(scalar, (np.dtype("O"), b"A" * 8)), array, _Reduce(bytearray, (1 << 20,)),
+                  _Reduce(bytes, (1 << 20,)), _Reduce(bytearray, ("x", "utf-16"))):
+        (tmp_path / "x.pkl").write_bytes(pickle.dumps({0: value}, protocol=4))
+        with pytest.raises(UnsafePickle, match=r"x\.pkl "):
+            load_plain(tmp_path / "x.pkl")
+
+
 def test_a_zips_end_record_limits_what_is_read():
     limits = BundleLimits()
     assert directory_problems(64, 64 * 1024, limits) == []
