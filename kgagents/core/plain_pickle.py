@@ -36,7 +36,7 @@ import math
 import pickle
 import re
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
@@ -109,7 +109,9 @@ def dtype_of(name: Any, state: Any = None) -> np.dtype[Any]:
         if size not in (-1, _item_size(name)):
             raise _Refused(f"says the NumPy dtype {name!r} has items of {str(size)[:20]} bytes")
     dtype = np.dtype(object) if name[0] == "O" else np.dtype(name)
-    return dtype.newbyteorder(order) if order in "<>" and dtype.kind in "iufcU" else dtype
+    if dtype.kind not in "iufcU" or order not in ("<", ">"):
+        return dtype
+    return dtype.newbyteorder("<" if order == "<" else ">")
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -157,8 +159,9 @@ class _Array:
 
     def __init__(self) -> None:
         self.shape: tuple[int, ...] | None = None
+        self.order: Literal["C", "F"] = "C"
 
-    def fill(self, dtype: np.dtype[Any], shape: tuple[int, ...], order: str, raw: Any) -> _Array:
+    def fill(self, dtype: np.dtype[Any], shape: tuple[int, ...], order: Literal["C", "F"], raw: Any) -> _Array:
         count = math.prod(shape)
         self.dtype, self.shape, self.order = dtype, shape, order
         if dtype.hasobject:
@@ -191,9 +194,9 @@ class _Array:
             flat = np.empty(len(items), dtype=object)
             for i, item in enumerate(items):
                 flat[i] = item
-            return flat.reshape(self.shape, order=self.order)  # type: ignore[arg-type]
+            return flat.reshape(self.shape, order=self.order)
         flat = np.frombuffer(self.raw, dtype=self.dtype).copy()
-        return flat.reshape(self.shape, order=self.order)  # type: ignore[arg-type]
+        return flat.reshape(self.shape, order=self.order)
 
 
 def _reconstruct(subtype: Any, shape: Any = (0,), typecode: Any = b"b") -> _Array:
@@ -208,7 +211,7 @@ def _frombuffer(buffer: Any, dtype: Any, shape: Any, order: Any) -> _Array:
     plain = _the_dtype(dtype)
     if plain.hasobject or order not in ("C", "F"):
         raise _Refused("asks NumPy to read objects or an unknown order from bytes")
-    return _Array().fill(plain, _shape(shape), order, buffer)
+    return _Array().fill(plain, _shape(shape), "F" if order == "F" else "C", buffer)
 
 
 def _scalar(dtype: Any, data: Any = None) -> Any:
