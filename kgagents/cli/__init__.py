@@ -41,6 +41,7 @@ from kgagents.cli.common import (
     start_checks,
 )
 from kgagents.core.config import ConfigurationError
+from kgagents.core.nofollow import write_file
 from kgagents.core.printable import printable, printable_json, printable_lines
 from kgagents.core.replay import ReplayFailed
 from kgagents.core.runs import RunRegistry, configured_checkpointer, is_postgres_url
@@ -287,13 +288,12 @@ def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -
     if args.format == "json":
         text = snapshot_to_jsonl(graph)
         if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
+            write_file(args.out, text)
             print(args.out)
         else:
             sys.stdout.write(text)
         return 0
-    out = Path(args.out or default)
-    out.write_text(page(), encoding="utf-8")
+    out = write_file(Path(args.out or default), page())  # in a folder that may be someone else's: no link followed
     print(out)
     return 0
 
