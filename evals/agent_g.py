@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kgagents.core.nofollow import write_file
 from kgagents.evals.runner import Adapter, ItemRunner, default_input, evaluate, thread_id_for
 from kgagents.nodes.retriever_bank import Retrieval, describe_retrieval
 
@@ -115,12 +116,10 @@ async def collect_examples(options: Any, dataset: Any) -> dict[str, Any]:
             commentor += found[1]
             records.append({"id": item.id, "question": item.question, "agent_examples": len(found[0]),
                             "commentor_examples": len(found[1]), "iterations": len(state["iterations"])})
-    out = options.out_dir
-    (out / AGENT_FILE).write_text("\n\n".join(agent) + "\n", encoding="utf-8")
-    (out / COMMENTOR_FILE).write_text("\n\n".join(commentor) + "\n", encoding="utf-8")
-    with (out / RECORDS_FILE).open("w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    out = options.out_dir  # a results folder: its files are written as files of their own, never through links
+    write_file(out / AGENT_FILE, "\n\n".join(agent) + "\n")
+    write_file(out / COMMENTOR_FILE, "\n\n".join(commentor) + "\n")
+    write_file(out / RECORDS_FILE, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
     return {"questions": len(dataset.items), "runs": len(result.records), "failed": result.failed,
             "agent_examples": len(agent), "commentor_examples": len(commentor), "agent_file": out / AGENT_FILE,
             "commentor_file": out / COMMENTOR_FILE}

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.extras import require
+from kgagents.core.nofollow import open_for_append
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.runner import (
     RESULTS_FILE,
@@ -99,7 +100,7 @@ def evaluate_distributed(options: EvalOptions, dataset: Dataset, *, scheduler: s
     try:
         futures = [client.submit(run_pair, options, dataset.name, dataset.scorer, item, run, pure=False)
                    for item, run in todo]
-        with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
+        with open_for_append(out_dir / RESULTS_FILE, "the evaluation's results") as sink:
             for future in as_completed(futures):
                 record = future.result()
                 if record.pop("fatal", False):

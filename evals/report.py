@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.extras import MissingExtra, installed
+from kgagents.core.nofollow import replacing, write_file
+from kgagents.core.printable import printable
 from kgagents.core.usage import CostTotal, format_cost, sum_costs
 from kgagents.evals.datasets import load_plugins
 from kgagents.evals.grbench import difficulty_table, table1
@@ -91,9 +93,14 @@ def _fmt_money(value: float | CostTotal | None) -> str:
     return format_cost(value)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+def _cell(value: Any) -> str:
+    """A table cell: a value on one line (:func:`kgagents.core.printable.printable`), its ``|`` escaped."""
+    return printable(str(value)).replace("|", "\\|")
+
+
+def _table(header: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return lines
 
 
@@ -373,7 +380,8 @@ def plot_pareto(runsets: Sequence[RunSet], path: Path) -> Path:
     ax.set_title(f"Solved tasks vs. cost ({', '.join(datasets)})")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with replacing(path) as out:  # the folder may be someone else's: never through a link there
+        fig.savefig(out, dpi=120, format="png")
     plt.close(fig)
     return path
 
@@ -399,7 +407,8 @@ def plot_runtime(runsets: list[RunSet], path: Path) -> Path:
     ax.set_title("Runtime by node")
     if nodes:
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    with replacing(path) as out:  # the folder may be someone else's: never through a link there
+        fig.savefig(out, dpi=120, bbox_inches="tight", format="png")
     plt.close(fig)
     return path
 
@@ -462,6 +471,6 @@ def build_report(dirs: Sequence[str | Path], out: str | Path | None = None, labe
                    "part (a lower bound, said in its label) and one whose cost is wholly unknown in a 'cost "
                    "unknown' column (one plot per dataset). Node time sums each node task's time, so concurrent "
                    "tasks add up.")]
-    path = out_dir / "report.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    # every value of the folders is data: each of the report's lines stays one line, and the report is a file of
+    # its own, never written through a link the folder carries (kgagents.core.nofollow)
+    return write_file(out_dir / "report.md", "\n".join(printable(line) for line in lines) + "\n")

@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -38,8 +39,9 @@ from tqdm import tqdm
 
 from kgagents.core.checkpointer import name_checkpointer, open_checkpointer
 from kgagents.core.config import ROLES, get_settings
+from kgagents.core.nofollow import open_for_append, own_folder, refuse_link, write_file
 from kgagents.core.redact import scrub
-from kgagents.core.runs import is_finished
+from kgagents.core.runs import check_work_dir, is_finished
 from kgagents.core.serde import CheckpointRefused
 from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
 from kgagents.evals import event_loop
@@ -215,7 +217,7 @@ def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | 
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
     if dataset is not None:
         _check_items(out_dir, dataset)
-    (out_dir / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_file(out_dir / MANIFEST_FILE, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
 
 def item_fingerprint(item: Item) -> str:
@@ -407,13 +409,15 @@ class ItemRunner:
         names = {f.name for f in dataclasses.fields(ctx)}
         changes: dict[str, Any] = {}
         if "work_dir" in names and not getattr(ctx, "work_dir", None):
-            changes["work_dir"] = str((self.options.out_dir / "work" / thread_id).resolve())
+            changes["work_dir"] = str(item_work_dir(self.options.out_dir, thread_id))
         if "seed" in names and self.options.seed is not None:
             changes["seed"] = self.options.seed + run
         return dataclasses.replace(ctx, **changes) if changes else ctx
 
     @asynccontextmanager
     async def opened(self) -> AsyncIterator[ItemRunner]:
+        if not self.options.checkpointer:
+            refuse_link(self.options.checkpointer_url, "the evaluation's checkpoints")
         async with open_checkpointer(self.options.checkpointer_url) as saver:
             self.graph = self.module.compile_graph(saver)
             try:
@@ -436,6 +440,10 @@ class ItemRunner:
         try:
             snapshot = await self.graph.aget_state(config)
             has_checkpoint = snapshot.created_at is not None
+            problem = stored_input_problem(snapshot.values, self.adapter.to_input(item)) if has_checkpoint else None
+            if problem:
+                raise StoredInputChanged(f"{thread_id} is not resumed from {self.options.checkpointer_url}: "
+                                         f"{problem}")
             if has_checkpoint and is_finished(snapshot):
                 state = dict(snapshot.values)  # the graph had finished; only the line was missing
             else:
@@ -556,6 +564,34 @@ class ItemRunner:
         }
 
 
+#: The inputs whose values are paths or names of things a run may open: a checkpoint being resumed must hold the
+#: item's own (a results folder's checkpoints may be someone else's, and a stored path would widen what the file
+#: tools may read or which graph the run opens).
+PATH_INPUTS = ("attachments", "graph", "kg_file", "pages", "kgot_thread")
+
+
+class StoredInputChanged(ValueError):
+    """A checkpoint names other inputs (attachments, a graph) than the item it is resumed for."""
+
+
+def stored_input_problem(stored: Any, given: Any) -> str | None:
+    """Why a checkpoint's ``stored`` state may not be resumed for an item whose graph input is ``given`` (``None``:
+    it may): an attachment the item does not have, another graph, file, pages or KGoT thread than the item's."""
+    if not isinstance(stored, dict) or not isinstance(given, dict):
+        return None
+    attachments = stored.get("attachments") or []
+    if isinstance(attachments, list):
+        extra = [str(a) for a in attachments if a not in (given.get("attachments") or [])]
+        if extra:
+            return (f"its checkpoint attaches {', '.join(repr(a[:200]) for a in extra[:3])}, which the item does not "
+                    "(the dataset changed, or the checkpoints are someone else's)")
+    for name in PATH_INPUTS[1:]:
+        if name in stored and stored.get(name) != given.get(name):
+            return (f"its checkpoint's {name} is {str(stored.get(name))[:200]!r}, the item's "
+                    f"{str(given.get(name))[:200]!r} (the dataset changed, or the checkpoints are someone else's)")
+    return None
+
+
 def pending_work(dataset: Dataset, runs: int, done: Iterable[dict[str, Any]], retry_failed: bool
                  ) -> tuple[list[tuple[Item, int]], int]:
     """The (item, run) pairs still to do, and how many are skipped as finished."""
@@ -668,7 +704,7 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
     spent: Usage = {}  # what this call's items cost, runs and graders (the evaluation's budget)
     budget_stop: list[str] = []
 
-    with (out_dir / RESULTS_FILE).open("a", encoding="utf-8") as sink:
+    with open_for_append(out_dir / RESULTS_FILE, "the evaluation's results") as sink:
         def write(record: dict[str, Any]) -> None:
             if record.pop("fatal", False):
                 fatal.append(str(record.get("error")))
@@ -710,7 +746,17 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
 
 
 def write_summary(out_dir: Path, metrics: dict[str, Any]) -> None:
-    (out_dir / "summary.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    write_file(out_dir / "summary.json", json.dumps(metrics, indent=2) + "\n")
+
+
+def item_work_dir(out_dir: Path, thread_id: str) -> Path:
+    """The work folder of an item's run: ``out_dir/work/<thread>``, made as real folders of the results folder (a
+    link there, which a results folder from someone else may carry, is refused rather than followed: it would make
+    the folder it points at the sandbox's writable folder and a root of the file tools; so would one of the folders
+    derived from it: :func:`kgagents.core.runs.check_work_dir`). Absolute, never resolved through links."""
+    base = Path(os.path.abspath(out_dir))
+    own_folder(base / "work", "the items' work folders")
+    return check_work_dir(own_folder(base / "work" / thread_id, "an item's work folder"))
 
 
 def run_evaluation(options: EvalOptions, dataset: Dataset) -> EvalResult:

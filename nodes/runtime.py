@@ -17,8 +17,8 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from kgagents.core.config import data_folder, get_settings
-from kgagents.core.private import private_dir
+from kgagents.core.config import get_settings
+from kgagents.core.runs import thread_work_dir
 from kgagents.core.tempdirs import process_dir
 from kgagents.nodes.context import BaseContext, Context
 from kgagents.nodes.models import aresolve_model, resolve_model
@@ -116,7 +116,7 @@ def work_dir_for(ctx: BaseContext, config: RunnableConfig | None) -> Path:
         elif thread.startswith(f"{EPHEMERAL}-"):
             path = process_dir() / "runs" / thread
         else:
-            path = private_dir(data_folder(get_settings().runs_dir / "work") / thread)
+            path = thread_work_dir(get_settings().runs_dir, thread)  # never a link out of the runs directory
     return prepare_work_dir(path)
 
 

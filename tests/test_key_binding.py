@@ -217,6 +217,23 @@ def test_an_arcadedb_http_address_elsewhere_gets_no_neo4j_password(monkeypatch, 
         assert bolt_config().admin_url == "http://DB.internal.example.:2480"
 
 
+def test_graph_info_on_a_graph_folder_sends_no_password_to_the_server_its_manifest_names(monkeypatch, tmp_path):
+    """``kgagents graph info PATH`` on a built graph someone shares opens its database-backed import at the
+    manifest's ``database.url``: that server is not ``NEO4J_URI``'s, so no ``NEO4J_USER`` / ``NEO4J_PASSWORD``."""
+    with BoltRecorder() as other:
+        monkeypatch.setenv("NEO4J_URI", "bolt://127.0.0.1:1")
+        monkeypatch.setenv("NEO4J_USER", "neo4j")
+        monkeypatch.setenv("NEO4J_PASSWORD", PASSWORD)
+        folder = tmp_path / "shared-graph"
+        folder.mkdir()
+        (folder / "manifest.json").write_text(json.dumps({
+            "format_version": 1, "backend": "neo4j", "name": "shared", "namespace": "KGStatic_shared",
+            "fingerprint": "f" * 16, "relations": [], "counts": {},
+            "database": {"url": other.url, "embedded": False, "database": None}}))
+        main(["graph", "info", str(folder)])
+        assert other.connections >= 1 and not other.saw(PASSWORD)
+
+
 def test_a_kg_url_elsewhere_gets_no_sparql_password_nor_the_users_update_endpoint(monkeypatch):
     from kgagents.tools.kg.sparql_store import database_for
 

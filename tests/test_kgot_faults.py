@@ -152,6 +152,7 @@ def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: Fa
     fault_server.api_key = "the-right-key"
     fault_server.answer_with(FaultPolicy(script_responder(STEPS), rate=0.0))
     monkeypatch.setenv("KGAGENTS_API_KEY", "a-wrong-key")
+    monkeypatch.setenv("KGAGENTS_BASE_URL", fault_server.base_url)  # the server the key belongs to
 
     assert cli(tmp_path, fault_server, "--thread", "bad-key", "--max-iterations", "1") == 1
     err = capsys.readouterr().err

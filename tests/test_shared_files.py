@@ -10,12 +10,16 @@ connections) and that the user gets a clear error. Honest recordings and bundles
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pickle
 import socket
 import sqlite3
 import struct
+import subprocess
+import sys
+import textwrap
 import threading
 import zipfile
 from pathlib import Path
@@ -350,3 +354,260 @@ def test_recordings_manifests_and_bundles_keep_no_credentials(tmp_path, capsys):
     with zipfile.ZipFile(bundle) as archive:
         assert [n for n in archive.namelist() if SECRET.encode() in archive.read(n)] == []
         assert "argv" not in json.loads(archive.read("bundle.json"))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Links a results folder (or what is beside a bundle) carries: written through, never
+# ----------------------------------------------------------------------------------------------------------------
+def _kgagents(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    return subprocess.run([sys.executable, "-m", "kgagents.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def _results_folder(folder: Path, group_label: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({
+        "workflow": "kgot", "dataset": "simpleqa", "split": "test", "runs": 1, "items": 1, "scorer": "simpleqa",
+        "models": {}, "context": {}, "group_label": group_label}))
+    (folder / "results.jsonl").write_text(json.dumps({"id": "1", "run": 0, "answer": "a", "correct": True,
+                                                      "score": 1.0, "cost_usd": 0.0, "wall_s": 1.0}) + "\n")
+    return folder
+
+
+def test_report_writes_nothing_through_a_link_a_results_folder_carries(tmp_path):
+    """A results folder from someone else holds ``report.md`` as a relative link to where a project-local virtual
+    environment keeps its ``.pth`` files, and a ``group_label`` with a line of Python: ``kgagents report DIR`` once
+    wrote the report through the link, and every later start of that Python ran the line. Now the link is replaced
+    by the report, and the label stays on its line."""
+    marker = tmp_path / "payload-ran"  # lower case: the report lower-cases the label in one of its headings
+    site = tmp_path / "project" / ".venv" / "lib" / "python3.12" / "site-packages"
+    site.mkdir(parents=True)
+    shared = _results_folder(tmp_path / "project" / "results" / "shared",
+                             f"Level\nimport os; os.system('touch {marker}')\n")
+    os.symlink(os.path.relpath(site / "zz-shared.pth", shared), shared / "report.md")
+    os.symlink(os.path.relpath(site / "zz-plot.pth", shared), shared / "runtime_by_node.png")
+
+    done = _kgagents(["report", str(shared)], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    subprocess.run([sys.executable, "-S", "-c", f"import site; site.addsitedir({str(site)!r})"], check=False)
+    assert not marker.exists(), "report.md went through the folder's link into a .pth file: its label ran as Python"
+    assert list(site.iterdir()) == [], "the report was written through the folder's links"
+    report = (shared / "report.md").read_text()
+    assert not (shared / "report.md").is_symlink() and "\nimport os" not in report and "Level\\nimport os" in report
+
+
+def test_report_of_a_bundle_is_not_unpacked_through_a_link_beside_it(tmp_path):
+    """``kgagents report shared.zip`` unpacks into ``shared/`` beside it: a ``shared`` link that came with the
+    bundle (the same clone or archive) would receive every member and the report."""
+    elsewhere = tmp_path / "elsewhere"  # e.g. ../../.config/Code/User
+    elsewhere.mkdir()
+    folder = _results_folder(tmp_path / "made", "Level")
+    zip_of(tmp_path / "shared.zip", {"bundle.json": b"{}", **{p.name: p.read_bytes() for p in folder.iterdir()},
+                                     "settings.json": b'{"planted": true}'})
+    (tmp_path / "shared").symlink_to(elsewhere)
+    done = _kgagents(["report", "shared.zip", "--no-plots"], tmp_path)
+    assert done.returncode == 2 and "shared is a symbolic link" in done.stderr, done.stderr[-2000:]
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_bundle_is_not_unpacked_through_a_linked_destination(tmp_path):
+    from kgagents.core.bundles import BundleError, unpack
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    bundle = zip_of(tmp_path / "shared.zip", {"bundle.json": b"{}", "settings.json": b'{"planted": true}'})
+    (tmp_path / "shared").symlink_to(elsewhere)
+    with pytest.raises(BundleError, match="is a symbolic link"):
+        unpack(bundle, tmp_path / "shared")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_an_evaluation_writes_nothing_through_a_link_its_results_folder_carries(tmp_path):
+    """``kgagents eval ... --out DIR`` resuming a folder someone handed over writes its manifest, results,
+    summary, checkpoints and items' work folders there: each a file or folder of its own, or refused; what a link
+    points at is never written or made the sandbox's folder."""
+    from kgagents.core.nofollow import LinkRefused, open_for_append
+    from kgagents.evals.runner import (
+        RESULTS_FILE,
+        EvalOptions,
+        ItemRunner,
+        _check_manifest,
+        item_work_dir,
+        write_summary,
+    )
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    targets = {name: outside / f"{name}.target" for name in ("manifest.json", "summary.json", RESULTS_FILE)}
+    for target in targets.values():
+        target.write_text('{"theirs": true}\n')
+    out = tmp_path / "results"
+    out.mkdir()
+    for name, target in targets.items():
+        (out / name).symlink_to(target)
+    _check_manifest(out, {"workflow": "kgot", "dataset": "simpleqa"})
+    write_summary(out, {"accuracy": 1.0})
+    with pytest.raises(LinkRefused, match=r"results\.jsonl is a symbolic link"):
+        open_for_append(out / RESULTS_FILE, "the evaluation's results")
+    assert all(target.read_text() == '{"theirs": true}\n' for target in targets.values())
+    assert not (out / "manifest.json").is_symlink() and json.loads((out / "manifest.json").read_text())
+
+    (out / "work").mkdir()
+    (out / "work" / "t1").symlink_to(outside)
+    (out / "work" / "t2").mkdir()
+    (out / "work" / "t2" / "kg").symlink_to(outside)
+    for thread in ("t1", "t2"):
+        with pytest.raises(LinkRefused):
+            item_work_dir(out, thread)
+    (out / "checkpoints.sqlite").symlink_to(outside / "db.sqlite")
+    runner = ItemRunner.__new__(ItemRunner)
+    runner.options = EvalOptions(workflow="kgot", out_dir=out)
+
+    async def open_it() -> None:
+        async with runner.opened():
+            pass
+
+    with pytest.raises(LinkRefused, match=r"checkpoints\.sqlite is a symbolic link"):
+        asyncio.run(open_it())
+    assert sorted(p.name for p in outside.iterdir()) == sorted(t.name for t in targets.values())
+
+
+def test_a_resumed_item_takes_no_attachment_or_graph_from_its_checkpoint():
+    """A results folder's checkpoint is resumed only for the item's own inputs: an attachment, graph or file the
+    item does not give would widen what the run's file tools may read (or which graph it opens)."""
+    from kgagents.evals.runner import stored_input_problem
+
+    given = {"question": "q", "attachments": ["/data/a.csv"], "graph": "people"}
+    assert stored_input_problem({"question": "q", "attachments": ["/data/a.csv"], "graph": "people"}, given) is None
+    assert stored_input_problem({"question": "q", "attachments": []}, given) is None
+    assert "'/home/me/.ssh/id_rsa'" in stored_input_problem(
+        {"attachments": ["/data/a.csv", "/home/me/.ssh/id_rsa"]}, given)
+    assert "graph is '/srv/other'" in stored_input_problem({"graph": "/srv/other"}, given)
+    assert "kg_file" in stored_input_problem({"kg_file": "/etc/passwd"}, given)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bundles whose zip directory is the bomb, and STaRK pickles that forge NumPy values or ask for memory
+# ----------------------------------------------------------------------------------------------------------------
+def many_members(path: Path, n: int) -> Path:
+    """A zip archive of ``n`` empty members (``n`` of up to a million: 100 MB), written directly."""
+    with open(path, "wb") as f:
+        offsets = []
+        for i in range(n):
+            name = f"a{i}.json".encode()
+            offsets.append(f.tell())
+            f.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0) + name)
+        start = f.tell()
+        for i in range(n):
+            name = f"a{i}.json".encode()
+            f.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, 0, 0, 0, len(name), 0, 0, 0,
+                                0, 0, offsets[i]) + name)
+        end = f.tell()
+        f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, min(n, 0xFFFF), min(n, 0xFFFF), end - start, start, 0))
+    return path
+
+
+@pytest.mark.parametrize("announced", [True, False])
+def test_a_bundles_zip_directory_is_refused_before_zipfile_reads_it(tmp_path, monkeypatch, announced):
+    """200,000 members (a million cost ~25 s and 550 MB): zipfile parses every entry of the directory into an
+    object before the 64-member limit could be checked. The archive's end record says how many members and how
+    large a directory: refused from it, before ``zipfile.ZipFile`` is made. The same when the record's count is
+    small but its directory is large."""
+    import tracemalloc
+
+    from kgagents.core import bundles
+
+    bundle = many_members(tmp_path / "many.zip", 200_000)
+    if not announced:  # the count says 3; the directory still holds 200,000 entries
+        data = bytearray(bundle.read_bytes())
+        struct.pack_into("<HH", data, len(data) - 22 + 8, 3, 3)
+        bundle.write_bytes(bytes(data))
+    opened = []
+    monkeypatch.setattr(bundles.zipfile, "ZipFile", lambda *a, **k: opened.append(a))
+    tracemalloc.start()
+    try:
+        with pytest.raises(bundles.BundleError, match="the limit is"):
+            bundles.unpack(bundle, tmp_path / "out")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert opened == [], "zipfile read the directory"
+    assert peak < 1 << 20, f"{peak} bytes were allocated to refuse it"
+    assert not (tmp_path / "out").exists()
+
+
+_FORGED_NODE_INFO = {
+    # a dtype whose only field is an object, with flags (its state's 8th item) that say it holds none: frombuffer
+    # then reads 8 bytes of the file as a pointer to an object (the process dies, SIGSEGV)
+    "an object field read from bytes": """
+        forged = R(np.dtype, ("V8", False, True), (3, "|", None, ("a",), {"a": (np.dtype("O"), 0)}, 8, 1, 0))
+        value = R(_frombuffer, (b"\\x41" * 8, forged, (1,), "C"))""",
+    "an object dtype claiming no objects": """
+        forged = R(np.dtype, ("O8", False, True), (3, "|", None, None, None, -1, -1, 0))
+        value = R(_frombuffer, (b"\\x41" * 8, forged, (1,), "C"))""",
+    # a field 4 KiB past an 8-byte item: NumPy read (and handed out) memory beyond the file's bytes
+    "a field past the item's end": """
+        forged = R(np.dtype, ("V8", False, True), (3, "|", None, ("a",), {"a": (np.dtype("i8"), 4096)}, 8, 1, 0))
+        value = R(_frombuffer, (b"\\x41" * 8, forged, (1,), "C"))""",
+}
+_FORGE = textwrap.dedent("""
+    import pickle, sys
+    import numpy as np
+    from numpy._core.multiarray import _reconstruct, scalar
+    from numpy._core.numeric import _frombuffer
+
+    class R:
+        def __init__(self, *r): self.r = r
+        def __reduce__(self): return self.r
+
+    class Built:
+        def __init__(self, made, state): self.made, self.state = made, state
+        def __reduce__(self): return (*self.made.r, self.state)
+    {case}
+    open(sys.argv[1], "wb").write(pickle.dumps({{0: {{"type": value, "name": "n"}}}}, protocol=4))
+""")
+_READ = ("import sys; from kgagents.tools.pgraph.stark import read_processed\n"
+         "try:\n    read_processed(__import__('pathlib').Path(sys.argv[1]))\n"
+         "except Exception as exc:\n    print('refused:', exc)\n")
+
+
+@pytest.mark.parametrize("case", sorted(_FORGED_NODE_INFO))
+def test_a_stark_pickle_cannot_forge_a_numpy_dtype(tmp_path, case):
+    """Every global of these pickles is one a plain-data pickle may name (``numpy.dtype``, ``_frombuffer``), yet
+    NumPy's own reconstructors took the file's flags and fields for the truth: reading the folder dereferenced a
+    pointer the file chose (SIGSEGV), or read memory past the file's bytes. Refused by name instead (run in a
+    process of its own: a crash must not take the test session with it)."""
+    import torch
+
+    folder = tmp_path / "processed"
+    folder.mkdir()
+    script = tmp_path / "make.py"
+    script.write_text(_FORGE.format(case=textwrap.indent(textwrap.dedent(_FORGED_NODE_INFO[case]), "")))
+    subprocess.run([sys.executable, str(script), str(folder / "node_info.pkl")], check=True)
+    torch.save(torch.tensor([[0], [0]], dtype=torch.long), folder / "edge_index.pt")
+    done = subprocess.run([sys.executable, "-c", _READ, str(folder)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, check=False)
+    assert done.returncode == 0, f"the reader died with signal {-done.returncode}: {done.stderr[-500:]}"
+    assert "refused:" in done.stdout and "node_info.pkl" in done.stdout, done.stdout + done.stderr[-500:]
+
+
+@pytest.mark.parametrize("pickled", [
+    b"\x80\x04cbuiltins\nbytearray\n\x8a\x05" + (2 << 30).to_bytes(5, "little") + b"\x85R.",  # bytearray(2 GiB)
+    b"\x80\x04\x8e" + (2 << 30).to_bytes(8, "little") + b"abc.",  # 2 GiB of bytes announced, 3 given
+], ids=["bytearray-of-a-size", "bytes-longer-than-the-file"])
+def test_a_stark_pickle_cannot_ask_for_gigabytes(tmp_path, pickled):
+    """A 32-byte ``node_info.pkl`` asked for 2 GiB (``bytearray`` is a name plain data may use); under a 1.5 GiB
+    address-space limit the ``MemoryError`` escaped ``read_processed``. Refused with the file's name instead."""
+    folder = tmp_path / "processed"
+    folder.mkdir()
+    (folder / "node_info.pkl").write_bytes(pickled)
+    reader = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))\n"
+              "from kgagents.tools.pgraph.model import GraphFormatError\n"
+              "from kgagents.tools.pgraph.stark import read_processed\n"
+              "try:\n    read_processed(__import__('pathlib').Path(sys.argv[1]))\n"
+              "except GraphFormatError as exc:\n    print('refused:', exc)\n")
+    done = subprocess.run([sys.executable, "-c", reader, str(folder)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, check=False)
+    assert done.returncode == 0 and "refused:" in done.stdout and "node_info.pkl" in done.stdout, done.stderr[-600:]

@@ -1,10 +1,12 @@
 """The pure checks behind "files from others are data", value by value (the end-to-end attacks are in
 tests/test_shared_files.py and tests/test_checkpoint_serde.py): what a bundle may hold, what a recording may
-choose, what a pickle may import, what a recording's schema may be, what is a secret in a URL."""
+choose, what a pickle may import and build, what a recording's schema may be, what is a secret in a URL, which
+registry rows are the user's own, what a zip's end record may announce, what reaches a terminal."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 import zipfile
 from typing import Literal
@@ -13,10 +15,12 @@ import numpy as np
 import pytest
 
 from kgagents.cli.recorded import is_plain_model, plain_context, settings_from
-from kgagents.core.bundles import BundleLimits, bundle_problems, bundled_name
-from kgagents.core.plain_pickle import UnsafePickle, admits, load_plain
+from kgagents.core.bundles import BundleLimits, bundle_problems, bundled_name, directory_problems
+from kgagents.core.plain_pickle import UnsafePickle, admits, dtype_of, load_plain
+from kgagents.core.printable import printable, printable_json, printable_lines
 from kgagents.core.redact import is_secret_name, scrub, scrub_text
 from kgagents.core.replay import schema_problems
+from kgagents.core.runs import kept_context, key_file_problem, row_mark
 from kgagents.core.serde import CheckpointRefused, strict_serializer
 from kgagents.nodes.context import Context
 
@@ -141,13 +145,32 @@ def test_plain_pickles_load_and_others_are_refused(tmp_path):
     ("--checkpointer=postgresql://u:p@h/db", "--checkpointer=postgresql://h/db"),
     ("kg_url=bolt://neo4j:secret@localhost:7687", "kg_url=bolt://localhost:7687"),
     ("https://token@github.com/x", "https://github.com/x"),
-    ("http://host/v1?api_key=abc&q=1", "http://host/v1?api_key=REMOVED&q=1"),
+    ("http://host/v1?api_key=abc&q=1", "http://host/v1?api_key=REMOVED&q=REMOVED"),
     ("postgresql://h/db?sslmode=require&password=x", "postgresql://h/db?sslmode=require&password=REMOVED"),
     ("see http://a:b@c and https://d:e@f/g", "see http://c and https://f/g"),
     ("bolt://localhost:7687", "bolt://localhost:7687"), ("oxigraph:/dir", "oxigraph:/dir"), ("a@b.c", "a@b.c"),
 ])
 def test_credentials_leave_urls(text, clean):
     assert scrub_text(text) == clean
+
+
+@pytest.mark.parametrize("url", [
+    "https://apim.example.net/openai/v1?subscription-key=SECRET1",  # Azure API Management
+    "https://func.example.net/api/v1?code=SECRET1",  # Azure Functions' function key
+    "https://llm.example.net/v1?auth_key=SECRET1",
+    "https://llm.example.net/v1?private_key=SECRET1",
+    "https://llm.example.net/v1?x=1&whatever-it-is-called=SECRET1#frag",
+    "https://llm.example.net/v1?SECRET1",
+    "https://llm.example.net/v1#access_token=SECRET1",
+    "request: ChatOpenAI(openai_api_base='https://apim.example.net/v1?subscription-key=SECRET1', model='m')",
+])
+def test_a_recorded_base_url_keeps_no_key(url):
+    """The ``base_url`` of an OpenAI-compatible server is in every recorded request and in the left-out settings
+    of recordings, manifests and bundles: a key there has any name, so every query value goes, but the harmless
+    settings'."""
+    assert "SECRET1" not in scrub_text(url) and "SECRET1" not in str(scrub({"base_url": url}))
+    assert scrub_text("https://h/openai?api-version=2024-06-01&sslmode=require") == \
+        "https://h/openai?api-version=2024-06-01&sslmode=require"
 
 
 def test_secret_fields_leave_mappings():
@@ -178,3 +201,104 @@ def _ext(module: str, name: str, argument: object) -> object:
     import ormsgpack
 
     return ormsgpack.Ext(0, ormsgpack.packb((module, name, argument)))
+
+
+@pytest.mark.parametrize("name,state,ok", [
+    ("f8", (3, "<", None, None, None, -1, -1, 0), True),
+    ("i4", (3, ">", None, None, None, -1, -1, 0), True),
+    ("U3", (3, "<", None, None, None, 12, 4, 8), True),
+    ("S4", (3, "|", None, None, None, 4, 1, 0), True),
+    ("O8", (3, "|", None, None, None, -1, -1, 63), True),
+    ("O8", (3, "|", None, None, None, -1, -1, 0), True),  # the flags are never read: NumPy derives them again
+    ("b1", None, True),
+    ("V8", (3, "|", None, ("a",), {"a": ("O", 0)}, 8, 1, 0), False),
+    ("f8", (3, "|", None, ("a",), {"a": ("O", 0)}, 8, 1, 0), False),
+    ("f8", (3, "<", ((), (2,)), None, None, -1, -1, 0), False),
+    ("U3", (3, "<", None, None, None, 400, 4, 8), False),
+    ("M8", (4, "<", None, None, None, -1, -1, 0, (None, (b"s", 1, 1, 1))), False),
+    ("(2,)f8", None, False), ("f8,O", None, False), ("O4", None, False), (3, None, False),
+])
+def test_which_numpy_dtypes_a_plain_pickle_may_describe(name, state, ok):
+    from kgagents.core.plain_pickle import _Refused
+
+    if ok:
+        dtype = dtype_of(name, state)
+        assert dtype.names is None and dtype.subdtype is None and dtype.hasobject == (name[0] == "O")
+    else:
+        with pytest.raises(_Refused):
+            dtype_of(name, state)
+
+
+def test_plain_pickles_keep_numpy_arrays_and_scalars_as_values(tmp_path):
+    value = {"c": np.arange(6).reshape(2, 3), "f": np.asfortranarray(np.arange(6).reshape(2, 3)),
+             "u": np.array(["ab", "c"]), "o": np.array([np.arange(2), None], dtype=object),
+             "be": np.arange(3, dtype=">i4"), "scalars": [np.float64(1.5), np.int32(7), np.str_("é"), np.bool_(True)],
+             "empty": b"", "ba": bytearray(b"x")}
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        (tmp_path / "p.pkl").write_bytes(pickle.dumps(value, protocol=protocol))
+        loaded = load_plain(tmp_path / "p.pkl")
+        for key in ("c", "f", "u", "be"):
+            assert type(loaded[key]) is np.ndarray and loaded[key].dtype == value[key].dtype
+            assert (loaded[key] == value[key]).all()
+        assert list(loaded["o"][0]) == [0, 1] and loaded["o"][1] is None
+        assert loaded["scalars"] == [1.5, 7, "é", True] and [type(x) for x in loaded["scalars"]] == [
+            float, int, str, bool]
+        assert loaded["empty"] == b"" and loaded["ba"] == bytearray(b"x")
+    (tmp_path / "t.pkl").write_bytes(b"\x80\x04\x95")  # cut short
+    with pytest.raises(UnsafePickle, match=r"t\.pkl is not a readable plain-data pickle"):
+        load_plain(tmp_path / "t.pkl")
+
+
+class _Reduce:
+    def __init__(self, *reduced):
+        self.reduced = reduced
+
+    def __reduce__(self):
+        return self.reduced
+
+
+def test_numpy_values_a_plain_pickle_cannot_build(tmp_path):
+    """What NumPy's reconstructors would be handed by a crafted pickle, refused by this loader's own constructors
+    (never passed to NumPy) with the file's name: an object scalar from bytes, an object array from bytes, a bytes
+    or bytearray of a size, bytes in another encoding."""
+    from numpy._core.multiarray import _reconstruct, scalar
+
+    array = _Reduce(_reconstruct, (np.ndarray, (0,), b"b"), (1, (1,), np.dtype("O"), False, b"A" * 8))
+    for value in (_Reduce(scalar, (np.dtype("O"), b"A" * 8)), array, _Reduce(bytearray, (1 << 20,)),
+                  _Reduce(bytes, (1 << 20,)), _Reduce(bytearray, ("x", "utf-16"))):
+        (tmp_path / "x.pkl").write_bytes(pickle.dumps({0: value}, protocol=4))
+        with pytest.raises(UnsafePickle, match=r"x\.pkl "):
+            load_plain(tmp_path / "x.pkl")
+
+
+def test_a_zips_end_record_limits_what_is_read():
+    limits = BundleLimits()
+    assert directory_problems(64, 64 * 1024, limits) == []
+    assert directory_problems(65, 100, limits) == ["it announces 65 files; the limit is 64"]
+    assert "its directory takes 65537 bytes" in directory_problems(3, 65537, limits)[0]
+
+
+def test_which_registry_rows_are_the_users_own(tmp_path):
+    key, other = b"k" * 32, b"o" * 32
+    mark = row_mark(key, "t1", "kgot", {"temperature": 0.5}, [], None)
+    assert mark == row_mark(key, "t1", "kgot", {"temperature": 0.5}, [], None)
+    assert mark != row_mark(other, "t1", "kgot", {"temperature": 0.5}, [], None)
+    assert mark != row_mark(key, "t1", "kgot", {"temperature": 0.5, "base_url": "http://x"}, [], None)
+    assert mark != row_mark(key, "t1", "kgot", {"temperature": 0.5}, [], "postgresql://x/db")
+    path = tmp_path / "runs.key"
+    path.write_bytes(key)
+    path.chmod(0o600)
+    assert key_file_problem(path.stat(), 32) is None
+    path.chmod(0o644)
+    assert "others may read" in key_file_problem(path.stat(), 32)
+    assert "bytes" in key_file_problem(path.stat(), 31)
+    assert kept_context({"kg_url": "bolt://u:p@h", "token": "t", "model": "m", "base_url": "https://h/v1?k=v"}) == (
+        {"model": "m"}, ["base_url", "kg_url", "token"])
+
+
+def test_text_for_a_terminal_or_a_report():
+    assert printable("q \x1b]52;c;eA==\x07 \u202e\n") == "q \\x1b]52;c;eA==\\x07 \\u202e\\n"
+    assert printable("plain é 名") == "plain é 名"
+    assert printable_lines("a\nb\x1b") == "a\nb\\x1b"
+    text = printable_json('{\n  "a": "\x9b\u202e é"\n}')
+    assert "\x9b" not in text and "\u202e" not in text and json.loads(text) == {"a": "\x9b\u202e é"}

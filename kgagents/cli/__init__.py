@@ -42,6 +42,8 @@ from kgagents.cli.common import (
 )
 from kgagents.core.checkpointer import name_checkpointer
 from kgagents.core.config import ConfigurationError
+from kgagents.core.nofollow import write_file
+from kgagents.core.printable import printable, printable_json, printable_lines
 from kgagents.core.replay import ReplayFailed
 from kgagents.core.runs import RunRegistry, configured_checkpointer, is_postgres_url
 from kgagents.graphs import registry
@@ -178,9 +180,31 @@ def _known_run(args: argparse.Namespace) -> Any:
 @command("resume")
 def cmd_resume(args: argparse.Namespace) -> int:
     record = _known_run(args)
-    thread_id, state = _run(record.workflow, args, None, record.thread_id, record.context,
+    thread_id, state = _run(record.workflow, args, None, record.thread_id, resumed_context(record, _runs_dir(args)),
                             checkpointer=_checkpointer(args))
     return _print_answer(thread_id, state)
+
+
+def resumed_context(record: Any, runs_dir: Path) -> dict[str, Any]:
+    """The context a resumed run gets from its registry row: the row's own when this user's kgagents wrote it;
+    else only the plain settings a recording may carry (:func:`kgagents.cli.recorded.plain_context`), the paths,
+    URLs, servers, model files and limits coming from the user's configuration (said on standard error). Either
+    way, what the registry did not keep because it held credentials comes from the user's configuration too."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.cli.recorded import plain_context
+
+    values = dict(record.context)
+    if not record.own:
+        values, left = plain_context(registry.get(record.workflow).context, values)
+        if left:
+            print(printable(f"kgagents: resume: {runs_dir} holds a run registry your kgagents did not write (another "
+                            "user's or machine's, or one from before registries were marked): not taken from it: "
+                            f"{', '.join(sorted(left))}; the run resumes with your configuration for them"),
+                  file=sys.stderr)
+    if record.withheld:
+        print(printable(f"kgagents: resume: the run registry keeps no credentials: "
+                        f"{', '.join(record.withheld)} come from your configuration"), file=sys.stderr)
+    return values
 
 
 @command("runs")
@@ -194,10 +218,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def format_runs(records: list[Any]) -> list[str]:
-    """``kgagents runs``: one line per run, its columns as wide as their longest value (any workflow name)."""
-    rows = [(r.thread_id, r.workflow, r.status, time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
-             " ".join(r.question.split())[:60] or "(no question recorded)",
-             f" -> {r.answer}" if r.answer else "") for r in records]
+    """``kgagents runs``: one line per run, its columns as wide as their longest value (any workflow name); the
+    registry's text on one line with what is not printable escaped (a registry can be someone else's: an escape
+    sequence in a question would reach the terminal)."""
+    rows = [(printable(r.thread_id), printable(r.workflow), printable(r.status),
+             time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created)),
+             printable(" ".join(r.question.split())[:60]) or "(no question recorded)",
+             printable(f" -> {r.answer}") if r.answer else "") for r in records]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     return [f"{thread:{widths[0]}}  {workflow:{widths[1]}}  {status:{widths[2]}}  {when}  {question}{answer}"
             for thread, workflow, status, when, question, answer in rows]
@@ -223,10 +250,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         state, nxt = asyncio.run(thread_state(workflow, _runs_dir(args), args.thread, _checkpointer(args)))
     if args.kg:
         return _show_view(args, workflow, state)
+    # the state is a checkpoint's, perhaps someone else's: nothing in it reaches the terminal as a control sequence
     if args.json:
-        print(json.dumps(state, indent=2, ensure_ascii=False, default=str))
+        print(printable_json(json.dumps(state, indent=2, ensure_ascii=False, default=str)))
     else:
-        print(format_run(workflow, args.thread, state, nxt))
+        print(printable_lines(format_run(workflow, args.thread, state, nxt)))
     return 0
 
 
@@ -261,13 +289,12 @@ def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -
     if args.format == "json":
         text = snapshot_to_jsonl(graph)
         if args.out:
-            Path(args.out).write_text(text, encoding="utf-8")
+            write_file(args.out, text)
             print(args.out)
         else:
             sys.stdout.write(text)
         return 0
-    out = Path(args.out or default)
-    out.write_text(page(), encoding="utf-8")
+    out = write_file(Path(args.out or default), page())  # in a folder that may be someone else's: no link followed
     print(out)
     return 0
 

@@ -26,6 +26,7 @@ from typing import Any
 from kgagents.cli.common import context_values_from_args, start_checks
 from kgagents.cli.replay import unpack_bundle
 from kgagents.core.config import get_settings
+from kgagents.core.nofollow import write_file
 from kgagents.evals.workers import auto_processes, processes_argument
 
 DEFAULT_RESULTS_DIR = Path(".eval-results")
@@ -287,7 +288,7 @@ def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any]
     label = str(values.get("model") or get_settings().model_for("graph_executor") or args.workflow)
     table = protocol.table(label, legs)
     base.mkdir(parents=True, exist_ok=True)
-    (base / "table.md").write_text(f"# {protocol.description}\n\n{table}\n", encoding="utf-8")
+    write_file(base / "table.md", f"# {protocol.description}\n\n{table}\n")  # never through a link there
     print(f"\n{protocol.description}\n\n{table}")
     if not args.no_report and any(records for _, records in legs):
         print(f"report: {build_report([base / leg.name for leg in protocol.legs], base)}", file=sys.stderr)

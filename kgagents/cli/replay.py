@@ -39,6 +39,7 @@ from typing import Any
 from kgagents.cli.common import context_values_from_args
 from kgagents.cli.recorded import ASK_OPTIONS, EVAL_OPTIONS, USER_FLAGS, Settings, settings_from
 from kgagents.core.bundles import BUNDLE_INFO, bundled_name, unpack
+from kgagents.core.printable import printable
 from kgagents.core.redact import scrub, scrub_text
 from kgagents.core.replay import (
     RECORDING_NAME,
@@ -245,11 +246,6 @@ def settings_of(meta: dict[str, Any], parse: Callable[[list[str]], argparse.Name
     return recorded_settings(args)
 
 
-def _printable(text: str) -> str:
-    """Recorded text for the terminal: control characters escaped."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
-
-
 def _replayed_args(settings: Settings, args: argparse.Namespace, into: str,
                    parse: Callable[[list[str]], argparse.Namespace]) -> argparse.Namespace:
     """The command a replay runs: the recording's checked settings, and everything else from the replaying user's
@@ -307,13 +303,13 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
     given = _given(args)
     for name, what in sorted(settings.left_out.items()):
         if name not in given:
-            print(_printable(f"kgagents: replay: not taken from the recording: {name} = {what['recorded']} "
+            print(printable(f"kgagents: replay: not taken from the recording: {name} = {what['recorded']} "
                              f"({what['why']})"), file=sys.stderr)
     if settings.command == "ask":
         registry_ = RunRegistry(runs_dir)
         into = args.into or _free(f"{args.target}-replay", lambda t: registry_.get(t) is not None)
     else:
-        into = args.into or _free(str(target / "replay"), lambda d: Path(d).exists())
+        into = args.into or _free(str(target / "replay"), os.path.lexists)  # a link named replay is not free
     replayed = _replayed_args(settings, args, into, parse)
     recording = Recording(path, "replay")
     try:
@@ -347,7 +343,7 @@ def _check_inputs(settings: Settings, args: argparse.Namespace) -> None:
     missing = [name for name in NEEDED_INPUTS if name in settings.left_out and not getattr(args, name, None)]
     if missing:
         recorded = "; ".join(f"{USER_FLAGS[name]} {settings.left_out[name]['recorded']}" for name in missing)
-        raise ValueError(_printable(f"the recorded command had {recorded}; a replay takes those from you, never from "
+        raise ValueError(printable(f"the recorded command had {recorded}; a replay takes those from you, never from "
                                     f"the recording: give this machine's with `kgagents replay {args.target} "
                                     f"{' '.join(f'{USER_FLAGS[n]} ...' for n in missing)}`"))
 
@@ -466,7 +462,8 @@ def _compare_results(recorded: Path, replayed: Path) -> list[str]:
     out = [f"item {i} (run {r}): missing from the replay" for i, r in sorted(set(before) - set(after))]
     for key in sorted(set(before) & set(after)):
         for field in COMPARED_RESULT_KEYS:
-            if _canonical(before[key].get(field)) != _canonical(after[key].get(field)):
+            # a bundle's results keep their values as kgagents.core.redact.scrub leaves them: compared so, both
+            if _canonical(scrub(before[key].get(field))) != _canonical(scrub(after[key].get(field))):
                 out.append(f"item {key[0]} (run {key[1]}) {field}: recorded {_short(before[key].get(field))}, "
                            f"replayed {_short(after[key].get(field))}")
     return out

@@ -5,13 +5,17 @@ A bundle (``kgagents eval ... --bundle FILE.zip``) carries an evaluation's resul
 the results and the settings as JSON, reports as Markdown, plots as PNG, and the recording of the model
 exchanges as ``recording.sqlite``; never a pickle, a checkpoint database, a program, a folder or a link.
 
-:func:`unpack` refuses a bundle, before anything is written, when its directory shows a name outside the
+:func:`unpack` refuses a bundle before ``zipfile`` reads its directory when the archive's end record announces
+more members than :attr:`BundleLimits.max_files` or a directory larger than :attr:`BundleLimits.max_directory_bytes`
+(a 100 MB archive can declare a million members, which ``zipfile`` would parse into objects first), and before
+anything is written when its directory shows a name outside the
 allow-list, a path, more members than :attr:`BundleLimits.max_files`, a member over
 :attr:`BundleLimits.max_member_bytes`, more than :attr:`BundleLimits.max_total_bytes` in all, or a member that
 expands more than :attr:`BundleLimits.max_ratio` times (a zip bomb: 400 KB that would become 400 MB); the bytes
 it then writes are counted too, so a member that lies about its size in the directory stops at its declared
-size. Each file is written to a temporary name and moved into place, so a link planted in the folder is
-replaced, never followed.
+size. The folder it is unpacked into must be a real folder (a ``shared`` link beside ``shared.zip`` would send
+every member where it points: :func:`kgagents.core.nofollow.own_folder`), and each file is written to a temporary
+name and moved into place, so a link planted in the folder is replaced, never followed.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.nofollow import LinkRefused, own_folder
 
 __all__ = [
     "BUNDLE_INFO",
@@ -33,6 +38,7 @@ __all__ = [
     "BundleLimits",
     "bundle_problems",
     "bundled_name",
+    "directory_problems",
     "unpack",
 ]
 
@@ -61,6 +67,13 @@ class BundleLimits:
     """The largest uncompressed / compressed size of a member over :attr:`ratio_min_bytes` (JSON and SQLite
     compress up to some tens of times; a zip bomb a thousand)."""
     ratio_min_bytes: int = 1 << 20
+    max_entry_bytes: int = 1024
+    """The most one member's entry may take in the zip directory (46 bytes, its name of at most 120 characters,
+    extra fields of some tens of bytes); with :attr:`max_files`, the largest directory read at all."""
+
+    @property
+    def max_directory_bytes(self) -> int:
+        return self.max_files * self.max_entry_bytes
 
 
 def bundled_name(name: str) -> bool:
@@ -107,11 +120,43 @@ def bundle_problems(infos: Iterable[zipfile.ZipInfo], limits: BundleLimits) -> l
     return problems
 
 
+def directory_problems(entries: int, directory_bytes: int, limits: BundleLimits) -> list[str]:
+    """Why an archive whose end record announces ``entries`` members in a directory of ``directory_bytes`` is not
+    a bundle to read any further (empty: its directory may be read)."""
+    problems = []
+    if entries > limits.max_files:
+        problems.append(f"it announces {entries} files; the limit is {limits.max_files}")
+    if directory_bytes > limits.max_directory_bytes:
+        problems.append(f"its directory takes {directory_bytes} bytes; the limit is {limits.max_directory_bytes} "
+                        f"({limits.max_files} files)")
+    return problems
+
+
+def _end_record(bundle: Path) -> tuple[int, int] | None:
+    """``(members, directory bytes)`` as the archive's end record (or its Zip64 one) states them, read from the last
+    64 KiB of the file; ``None`` when there is none. The record is found by ``zipfile``'s own function, so that it
+    is the very record ``zipfile.ZipFile`` then reads the directory by."""
+    with open(bundle, "rb") as f:
+        record = zipfile._EndRecData(f)  # type: ignore[attr-defined]  # the record ZipFile uses (see docstring)
+    if not record:
+        return None
+    return int(record[4]), int(record[5])  # _ECD_ENTRIES_TOTAL, _ECD_SIZE
+
+
 def unpack(bundle: Path, folder: Path, limits: BundleLimits | None = None) -> list[Path]:
-    """Unpack the bundle ``bundle`` into ``folder`` (created if needed) after the checks of the module docstring;
-    returns the files written. A bundle that fails a check is a :class:`BundleError` naming the bundle, the
-    member and the limit, and leaves no member of it in ``folder``."""
+    """Unpack the bundle ``bundle`` into ``folder`` (created if needed; a link there refused) after the checks of
+    the module docstring; returns the files written. A bundle that fails a check is a :class:`BundleError` naming
+    the bundle, the member and the limit, and leaves no member of it in ``folder``."""
     limits = limits or BundleLimits()
+    try:
+        end = _end_record(bundle)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise BundleError(f"{bundle} is not a readable zip archive: {exc}") from exc
+    if end is None:
+        raise BundleError(f"{bundle} is not a readable zip archive (no end of central directory record)")
+    problems = directory_problems(*end, limits)
+    if problems:
+        raise BundleError(f"{bundle} is refused: " + "; ".join(problems))
     try:
         archive = zipfile.ZipFile(bundle)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -123,7 +168,10 @@ def unpack(bundle: Path, folder: Path, limits: BundleLimits | None = None) -> li
         problems = bundle_problems(infos, limits)
         if problems:
             raise BundleError(f"{bundle} is refused: " + "; ".join(problems))
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            own_folder(folder, "the bundle's files")
+        except LinkRefused as exc:
+            raise BundleError(f"{bundle} is not unpacked: {exc}") from exc
         written: list[Path] = []
         try:
             for info in infos:

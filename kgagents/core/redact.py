@@ -1,11 +1,15 @@
 """No secrets in what kgagents writes for others to read: credentials taken out of URLs and secret-named fields.
 
-Recordings, bundles and results manifests travel (they are what a user shares); the URLs they record — a
-``--checkpointer postgresql://user:password@host/db``, a ``kg_url`` of ``bolt://neo4j:secret@host``, a
-``base_url`` of ``https://user:token@host/v1`` — keep their scheme, host, port and path, never their user part
-(``user:password@``, or a token in the user's place) nor a query parameter that names a secret
-(``?password=...``, ``?api_key=...``, ``?token=...``). A mapping's entry whose key names a secret (``api_key``,
-``password``, ``token``, ...) is left out.
+Recordings, bundles, results manifests and the run registry keep URLs -- a ``--checkpointer
+postgresql://user:password@host/db``, a ``kg_url`` of ``bolt://neo4j:secret@host``, a ``base_url`` of
+``https://user:token@host/v1`` or ``https://apim.example.net/openai/v1?subscription-key=...`` -- and a key can sit
+in any part of one. So a URL keeps its scheme, host, port and path, never its user part (``user:password@``, or
+a token in the user's place), and of its query only the parameters known to be harmless
+(:data:`HARMLESS_PARAMETERS`: ``sslmode``, ``api-version``, ...): every other value is replaced by
+:data:`REMOVED`, whatever the parameter is called (``?code=`` of Azure Functions, ``?subscription-key=`` of Azure
+API Management, ``?auth_key=``, ``?sig=``: no list of secret names is complete). Outside URLs, a ``name=value``
+after ``?``, ``&`` or ``;`` whose name says secret (``password``, ``token``, ``api_key``, ...) loses its value too.
+A mapping's entry whose key names a secret (``api_key``, ``password``, ``token``, ...) is left out.
 
 These are pure functions over text and JSON-like values: what they cannot recognise as a URL or a secret's
 name they leave as it is.
@@ -15,20 +19,29 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import unquote
 
-__all__ = ["REMOVED", "is_secret_name", "scrub", "scrub_text", "without_credentials"]
+__all__ = ["HARMLESS_PARAMETERS", "REMOVED", "is_secret_name", "scrub", "scrub_text", "without_credentials"]
 
 #: A URL's user part: after ``scheme://``, up to the last ``@`` before the host's end (a password may hold an
 #: ``@`` or ``:``, never an unescaped ``/``, ``?``, ``#`` or white space).
 _USER_PART = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s@]*(?:@[^/?#\s@]*)*@")
-#: A query parameter that names a secret, with its value.
+#: A URL in free text, up to white space, a quote, an angle bracket or a backslash (text serialised as JSON).
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s\"'<>\\`]*")
+#: Outside URLs: a query-like parameter that names a secret, with its value.
 _SECRET_PARAMETER = re.compile(
     r"(?i)([?&;])((?:[a-z0-9_.-]*(?:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|credential)"
-    r"[a-z0-9_.-]*|pwd|key|sig|signature|auth))=[^&;#\s]*")
+    r"[a-z0-9_.-]*|pwd|key|sig|signature|auth|code|[a-z0-9_.-]*[_-]key))=[^&;#\s]*")
 _SECRET_NAME = re.compile(
     r"(?i)^(?:.*[_-])?(?:password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|credentials?)$")
 #: What stands for a removed query value.
 REMOVED = "REMOVED"
+#: Query parameters of the URLs kgagents keeps whose values are settings, never secrets (PostgreSQL's connection
+#: settings, Azure OpenAI's API version, a SPARQL endpoint's graphs); every other parameter's value is removed.
+HARMLESS_PARAMETERS = frozenset({
+    "sslmode", "gssencmode", "channel_binding", "connect_timeout", "application_name", "target_session_attrs",
+    "load_balance_hosts", "api-version", "api_version", "default-graph-uri", "named-graph-uri", "timeout",
+})
 
 
 def is_secret_name(name: str) -> bool:
@@ -37,15 +50,50 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.match(name))
 
 
+def _harmless(parameter: str) -> bool:
+    return unquote(parameter).strip().lower() in HARMLESS_PARAMETERS
+
+
+def _query_without_values(query: str) -> str:
+    """A URL's query with the value of every parameter but the harmless ones replaced by :data:`REMOVED` (a
+    parameter without a value, which may be a key itself, becomes :data:`REMOVED`)."""
+    kept = []
+    for part in re.split(r"([&;])", query):
+        if part in ("&", ";", ""):
+            kept.append(part)
+            continue
+        name, equals, _ = part.partition("=")
+        if not equals:
+            kept.append(part if _harmless(name) else REMOVED)
+        else:
+            kept.append(part if _harmless(name) else f"{name}={REMOVED}")
+    return "".join(kept)
+
+
+def _url_without_query_values(match: re.Match[str]) -> str:
+    url = match.group(0)
+    head, question, rest = url.partition("?")
+    if not question:
+        head, hash_mark, fragment = url.partition("#")
+        return f"{head}#{_query_without_values(fragment)}" if "=" in fragment else url
+    query, hash_mark, fragment = rest.partition("#")
+    if "=" in fragment:  # ``#access_token=...``: a fragment of parameters is read as a query
+        fragment = _query_without_values(fragment)
+    return f"{head}?{_query_without_values(query)}{hash_mark}{fragment}"
+
+
 def without_credentials(url: str) -> str:
-    """``url`` without its user part and with the values of query parameters that name a secret removed."""
+    """``url`` without its user part and with the values of its query's parameters removed (but the harmless
+    ones: :data:`HARMLESS_PARAMETERS`)."""
     return scrub_text(url)
 
 
 def scrub_text(text: str) -> str:
-    """``text`` with every URL in it stripped of its user part, and secret query values replaced by
-    :data:`REMOVED` (for free text: a command line, an error message, a serialised request)."""
+    """``text`` with every URL in it stripped of its user part and of its query's values (but the harmless ones),
+    and secret-named parameters outside URLs without their values (for free text: a command line, an error
+    message, a serialised request)."""
     text = _USER_PART.sub(r"\1", text)
+    text = _URL.sub(_url_without_query_values, text)
     return _SECRET_PARAMETER.sub(rf"\1\2={REMOVED}", text)
 
 

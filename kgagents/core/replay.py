@@ -55,6 +55,7 @@ from langchain_core.outputs import Generation
 from langchain_core.runnables.config import var_child_runnable_config
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.nofollow import refuse_link
 from kgagents.core.private import private_dir, private_file
 from kgagents.core.redact import scrub_text
 
@@ -320,8 +321,8 @@ class Recording(BaseCache):
         if mode == "replay" and not self.path.is_file():
             raise FileNotFoundError(f"no recording at {self.path} (record a run with --record first)")
         private_dir(self.path.parent, tighten=False)
-        if mode != "replay":
-            private_file(self.path)
+        if mode != "replay":  # written in a folder that may be someone else's (a results folder): never a link
+            private_file(refuse_link(self.path, "the recording"))
         self._lock = threading.Lock()
         if mode == "replay":  # read only, checked first: the recording may come from someone else
             check_recording(self.path)
