@@ -167,3 +167,33 @@ def test_importing_a_folder_never_runs_code_from_it(tmp_path):
     except Exception:  # noqa: BLE001 - the file is no real graph: what matters is whether code ran
         pass
     assert not marker.exists(), "unpickling node_info.pkl ran code during the import"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Finding: the nesting check is quadratic on an unterminated string full of escaped quotes
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["t.tsv", "t.jsonl", "kb/nodes.jsonl"])
+def test_the_nesting_check_of_a_hostile_line_takes_no_more_than_seconds(tmp_path, name):
+    """``check_depth`` runs ``json_depth`` (before the parser) on every text with more than ``max_depth``
+    brackets; ``json_depth`` strips string literals with ``_JSON_STRING``, which, on a string that never closes
+    and holds escaped quotes (``\\"``), scans to the end of the text from every one of them: O(n^2). 65
+    brackets and 50,000 ``\\"`` (100 KB) take minutes; a 64 MB line (64 KB gzipped) would take years of CPU.
+    Reached from a TSV/CSV qualifier column, a JSON-lines triple, a STaRK JSON-lines row, an ARK-V1 file."""
+    hostile = "[" * 65 + '"' + '\\"' * 50_000
+    source = tmp_path / name
+    source.parent.mkdir(parents=True, exist_ok=True)
+    if name == "t.tsv":
+        source.write_text(f"h\tr\tt\t{hostile}\n")
+    else:
+        source.write_text(hostile + "\n")
+    if name.startswith("kb/"):
+        (source.parent / "edges.csv").write_text("src,relation,dst\nn,r,n\n")
+        source, fmt = source.parent, "stark"
+    else:
+        fmt = "triples"
+    try:
+        done = _import_limited(source, fmt, tmp_path / "out", timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"importing a {len(hostile) // 1024} KB line still runs after 30 s (json_depth is quadratic)")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-1000:]
