@@ -197,3 +197,24 @@ def test_the_nesting_check_of_a_hostile_line_takes_no_more_than_seconds(tmp_path
     except subprocess.TimeoutExpired:
         pytest.fail(f"importing a {len(hostile) // 1024} KB line still runs after 30 s (json_depth is quadratic)")
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-1000:]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Finding: a CRAG call (a Python expression inside the JSON) is a nesting and memory bomb of its own
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("call", ["unary", "wide"])
+def test_a_hostile_crag_call_is_a_clear_error(tmp_path, call):
+    """``_check_outputs`` bounds each string at ``max_record_mb`` and ``max_depth`` counts JSON brackets only; the
+    ``call`` text is then handed to ``ast.parse``, which handles SyntaxError alone. 200,000 unary minus signs
+    (200 KB) end in ``MemoryError: Parser stack overflowed`` and a 20 MB argument list in ``MemoryError``:
+    tracebacks, the original issue's second symptom in a place the change did not cover."""
+    import json
+
+    text = ("api.movie_get_person_info(" + "-" * 200_000 + "1)" if call == "unary"
+            else "api.movie_get_person_info([" + "0," * 10_000_000 + "])")
+    source = tmp_path / "calls.json"
+    source.write_text(json.dumps({"calls": [{"call": text, "output": "None"}]}))
+    done = _import_limited(source, "crag", tmp_path / "out")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-800:]
+    assert str(source) in done.stderr
