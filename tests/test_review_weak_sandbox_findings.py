@@ -218,3 +218,44 @@ def test_report_helpers_leave_nothing_behind() -> None:
     for parent in ("/dev/shm", "/srv", "/usr/local", "/usr/local/lib"):
         if os.path.isdir(parent):
             assert not [p for p in os.listdir(parent) if p.startswith("kgagents-review-")], parent
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Finding 5: the host follows a symlink the code puts in place of its result file (weak mode and bubblewrap)
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["weak", "bwrap"])
+def test_the_result_file_is_not_read_through_a_link_the_code_made(monkeypatch: pytest.MonkeyPatch, mode) -> None:
+    """The code can replace ``<job folder>/result.json`` (its own bind-mounted folder) with a symbolic link;
+    ``Sandbox._finish`` reads it with ``is_file()``/``read_text()``, which follow the link in the host's file
+    system, outside every mount namespace. Any JSON object the app's user can read (up to ``max_file_mb``), in
+    the home, the data folder, another run's work dir, comes back: its ``error``, ``result`` and ``notes`` go
+    to the model. Pre-existing (bubblewrap too), but it undoes what the mount namespace hides."""
+    if mode == "bwrap":
+        monkeypatch.undo()  # the real _find_bwrap
+        if sb._bwrap() is None or not sb._bwrap().usable:
+            pytest.skip("no usable bubblewrap here")
+    base = _scratch("/srv")
+    try:
+        home = base / "home"
+        home.mkdir()
+        (home / "creds.json").write_text('{"error": "token=hunter2", "result": "a secret in the hidden home"}')
+        monkeypatch.setenv("HOME", str(home))
+        box = sb.Sandbox(base / "w", sb.SandboxLimits(timeout_s=20), allow_weak=True)
+        assert box.isolation == mode
+        r = box.run_sync(f"""
+import os, sys
+try:
+    open({str(home / 'creds.json')!r})
+    print("the code sees the file itself")
+except OSError:
+    pass
+status = sys.argv[2]
+if os.path.lexists(status):
+    os.unlink(status)
+os.symlink({str(home / 'creds.json')!r}, status)
+os._exit(0)
+""")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert "sees the file itself" not in r.stdout
+    assert r.result != "a secret in the hidden home" and "hunter2" not in str(r.error), (r.result, r.error)
