@@ -517,7 +517,7 @@ def _weak_mounts(work_dir: Path, run_dir: Path, limits: SandboxLimits, *, networ
     hidden = _weak_hidden_dirs(work_dir) + [os.fspath(work_dir / RUN_DIR_NAME)]
     writable = [os.path.realpath(path) for path in _WRITABLE_HIDDEN]
     plan = weak_mount_plan(hidden, writable, [os.fspath(work_dir), os.fspath(run_dir)],
-                           [os.fspath(p) for p in _python_dirs(under_usr=True)])
+                           [os.fspath(p) for p in _python_dirs(weak=True)])
     return {"steps": [[step.kind, step.path, step.writable] for step in plan],
             "tmp_size": limits.max_file_mb * 1024 * 1024, "net": network}
 
@@ -694,11 +694,14 @@ def _child_env(work_dir: Path, tmp_dir: Path | str) -> dict[str, str]:
     }
 
 
-def _python_dirs(*, under_usr: bool = False) -> list[Path]:
-    """Directories of the Python installation and virtual environment the child needs (read-only). Those under
-    ``/usr`` only with ``under_usr``: bubblewrap binds ``/usr`` as a whole; the weak mode may hide a folder in
-    ``/usr`` (a project in ``/usr/src/app``) and must bind the installation back over it."""
+def _python_dirs(*, weak: bool = False) -> list[Path]:
+    """Directories of the Python installation and virtual environment the child needs (read-only): the outermost
+    ones, none under ``/usr`` (bubblewrap binds ``/usr`` as a whole). With ``weak``, for the weak mode's mount
+    plan: every one of them, those in ``/usr`` and those inside another too (the standard library,
+    site-packages), so that the plan binds each back over a folder it hides (a project in ``/usr/src/app``, a
+    working directory inside the installation)."""
     import site  # only for the sandbox's read-only mounts
+    import sysconfig
 
     raw: list[str] = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
                       os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))]
@@ -706,6 +709,9 @@ def _python_dirs(*, under_usr: bool = False) -> list[Path]:
         raw += site.getsitepackages()
     except AttributeError:  # pragma: no cover - very old virtualenv
         pass
+    if weak:
+        scheme = sysconfig.get_paths()
+        raw += [scheme.get(name, "") for name in ("stdlib", "platstdlib", "purelib", "platlib")]
     paths: list[Path] = []
     for entry in raw:
         if not entry:
@@ -714,9 +720,11 @@ def _python_dirs(*, under_usr: bool = False) -> list[Path]:
             if p.exists() and p != Path("/") and p not in paths:
                 paths.append(p)
     paths.sort(key=lambda p: len(p.parts))
+    if weak:
+        return paths
     kept: list[Path] = []
     for p in paths:
-        if not under_usr and (p == Path("/usr") or Path("/usr") in p.parents):
+        if p == Path("/usr") or Path("/usr") in p.parents:
             continue  # bound as a whole
         if any(k == p or k in p.parents for k in kept):
             continue
