@@ -1099,18 +1099,21 @@ def test_weak_mode_code_writes_nothing_but_its_work_dir_and_private_temp_folders
         (p, False) for p in ("/etc/hostname", "/proc/sys/kernel/core_pattern", "/proc/self/oom_score_adj",
                              "/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/pids/cgroup.procs")
         if os.path.exists(p) and os.access(p, os.W_OK)]  # opened, never written: the host's own stay as they are
-    targets += [("mine.txt", True), ("/tmp/scratch", True), ("/dev/shm/scratch", True)]
+    scratch = [f"/tmp/kgagents-test-{uuid.uuid4().hex}", f"/dev/shm/kgagents-test-{uuid.uuid4().hex}"]
+    targets += [("mine.txt", True)] + [(path, True) for path in scratch]
     try:
         box = Sandbox(tmp_path / "work", SandboxLimits(timeout_s=20), allow_weak=True)
         r = box.run_sync(f"TARGETS = {targets!r}\n" + _WRITER)
-        left = [str(p) for p in planted if p.exists()]
+        left = [str(p) for p in planted if p.exists()] + [p for p in scratch if os.path.exists(p)]
     finally:
         shutil.rmtree(beside, ignore_errors=True)
+        for path in scratch:  # where private folders hid nothing
+            Path(path).unlink(missing_ok=True)
         if under_usr is not None:
             shutil.rmtree(under_usr, ignore_errors=True)
     assert r.ok, r.error
     tried = r.result["tried"]
-    writable = {"mine.txt", "/tmp/scratch", "/dev/shm/scratch"}
+    writable = {"mine.txt", *scratch}
     assert {path for path, how in tried.items() if how == "opened for writing"} == writable, tried
     assert all("Read-only file system" in how for path, how in tried.items() if path not in writable), tried
     assert left == [] and r.result["remounted"] == [False] * 4
