@@ -40,14 +40,16 @@ lets an unprivileged process create a user namespace (most Linux hosts; probed o
 :func:`weak_network_isolation`), the runner first moves itself into new user and network namespaces, so the code
 cannot reach the network, the host's loopback included; elsewhere (macOS, a kernel that forbids it) it can.
 Where the kernel also lets it mount there (probed once, :func:`weak_mount_isolation`), the call gets mount, pid
-and ipc namespaces too (:func:`weak_mount_plan`): empty tmpfs mounts over the temp folders (where the embedded
-KG servers keep their Unix sockets and database files), ``/run``, the user's home, the data and runs folders,
-the application's working directory and the folder that holds the work dir; the work dir and its own job
-folder bound back writable, the Python installation read-only; a ``/proc`` that shows only the call's own
-processes; and the code runs in a further user namespace, where those mounts are locked (it cannot unmount
-them). The rest of the host's files stay as readable as for the user. Without that (macOS, user namespaces off
-or restricted) weak mode shares all of them with the application. :func:`isolation_status` says which applies,
-for a start-up message.
+and ipc namespaces too (:func:`weak_mount_plan`): the whole file system read-only; empty tmpfs mounts over the
+temp folders (where the embedded KG servers keep their Unix sockets and database files; ``/dev/shm`` too),
+``/run``, the user's home, the data and runs folders, the application's working directory and the two folders
+above the work dir (the run's and the one that holds the runs); the work dir and its own job folder bound back
+writable, the Python installation read-only; a read-only ``/proc`` that shows only the call's own processes;
+and the code runs in a further user namespace, where those mounts are locked (it can neither unmount them nor
+make them writable). The rest of the host's files stay as readable as for the user, none writable. Without that
+(macOS, user namespaces off or restricted) weak mode shares all of them with the application.
+:func:`isolation_status` says which applies, for a start-up message. The result file a call leaves is read
+without following links (:func:`read_result_file`): the code may have put one there.
 
 Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
 writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
