@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -901,25 +902,55 @@ async def test_weak_mode_keeps_code_off_the_network(tmp_path: Path, monkeypatch:
 
 
 def test_weak_mount_plan_hides_folders_and_binds_the_kept_ones_back() -> None:
-    """The plan is ordered from the root down; a folder kept wins over the same folder hidden; steps that change
-    nothing are left out; the system's folders and / are never hidden."""
+    """The plan makes the whole file system read-only first, then runs from the root down; a folder kept wins
+    over the same folder hidden; steps that change nothing are left out; / , the system's folders and what
+    holds them are never hidden, a folder inside one is (``/dev/shm``, a project in ``/usr``)."""
     plan = sb.weak_mount_plan(
-        hidden=["/tmp", "/tmp/kgagents-proc-1", "/root", "/", "/usr/local", "/var/tmp", "/srv/runs/work",
-                "/srv/runs/work/a/.sandbox", "/etc"],
-        writable_hidden=["/tmp"],
+        hidden=["/tmp", "/tmp/kgagents-proc-1", "/root", "/", "/usr/src/app", "/var/tmp", "/srv/runs/work",
+                "/srv/runs/work/a/.sandbox", "/etc", "/dev/shm"],
+        writable_hidden=["/tmp", "/dev/shm"],
         keep_rw=["/srv/runs/work/a", "/srv/runs/work/a/.sandbox/run-1", "/home/me/w"],
         keep_ro=["/root/.pyenv/versions/3.12", "/opt/venv", "/srv/runs/work/a"])
     assert [(s.kind, s.path, s.writable) for s in plan] == [
-        ("tmpfs", "/root", False), ("tmpfs", "/tmp", True), ("bind", "/opt/venv", False),
-        ("tmpfs", "/var/tmp", False), ("tmpfs", "/srv/runs/work", False), ("bind", "/root/.pyenv/versions/3.12", False),
-        ("bind", "/srv/runs/work/a", True), ("tmpfs", "/srv/runs/work/a/.sandbox", False),
-        ("bind", "/srv/runs/work/a/.sandbox/run-1", True)]
-    # a writable folder under a read-only one is bound back writable; under nothing it needs no step
+        ("readonly", "/", False), ("tmpfs", "/root", False), ("tmpfs", "/tmp", True),
+        ("tmpfs", "/dev/shm", True), ("tmpfs", "/var/tmp", False), ("bind", "/home/me/w", True),
+        ("tmpfs", "/srv/runs/work", False), ("tmpfs", "/usr/src/app", False),
+        ("bind", "/root/.pyenv/versions/3.12", False), ("bind", "/srv/runs/work/a", True),
+        ("tmpfs", "/srv/runs/work/a/.sandbox", False), ("bind", "/srv/runs/work/a/.sandbox/run-1", True)]
+    # a writable folder is bound back writable wherever it lies; a read-only one only over a hidden folder
     plan = sb.weak_mount_plan([], [], ["/opt/venv/work", "/srv/w"], ["/opt/venv"])
-    assert [(s.kind, s.path, s.writable) for s in plan] == [("bind", "/opt/venv", False),
+    assert [(s.kind, s.path, s.writable) for s in plan] == [("readonly", "/", False), ("bind", "/srv/w", True),
                                                           ("bind", "/opt/venv/work", True)]
     # a folder that holds the system is not hidden, nor one of the system's own
-    assert sb.weak_mount_plan(["/", "/usr", "/usr/local", "/lib", "/dev", "/proc/sys"], [], [], []) == []
+    assert sb.weak_mount_plan(["/", "/usr", "/lib", "/dev", "/proc", "/etc"], [], [], []) == [
+        sb.MountStep("readonly", "/", False)]
+    assert [sb.may_hide(p) for p in ("/", "/usr", "/dev", "/usr/local", "/dev/shm", "/usr/src/app", "/srv")] == [
+        False, False, False, True, True, True, True]
+
+
+def test_a_python_installation_under_usr_stays_read_only_and_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python Docker image (``sys.prefix == /usr/local``, no virtual environment) run from
+    ``WORKDIR /usr/src/app``: the plan leaves nothing of the installation writable (code cannot plant a ``.pth``
+    or ``sitecustomize.py`` that runs at kgagents' next start), and binds it back where a hidden folder holds
+    it (run from ``/usr/local`` or ``/usr/local/lib``)."""
+    import site
+    import sysconfig
+
+    for name in ("prefix", "exec_prefix", "base_prefix", "base_exec_prefix"):
+        monkeypatch.setattr(sys, name, "/usr/local")
+    stdlib, site_packages = "/usr/local/lib/python3.12", "/usr/local/lib/python3.12/site-packages"
+    monkeypatch.setattr(site, "getsitepackages", lambda: [site_packages])
+    monkeypatch.setattr(sysconfig, "get_paths", lambda: {"stdlib": stdlib, "platstdlib": stdlib,
+                                                         "purelib": site_packages, "platlib": site_packages})
+    monkeypatch.setattr(Path, "exists", lambda self: str(self).startswith("/usr/local"))
+    kept = [os.fspath(p) for p in sb._python_dirs(weak=True)]
+    assert kept[:3] == ["/usr/local", stdlib, site_packages]
+    assert sb._python_dirs() == []  # bubblewrap binds all of /usr
+    for hidden in (["/usr/src/app"], ["/usr/local"], ["/usr/local/lib"]):
+        plan = sb.weak_mount_plan(hidden + ["/usr/local/lib/python3.12/site-packages/x"], [], ["/srv/w"], kept)
+        for needed in (stdlib, site_packages, os.path.join(site_packages, "numpy")):
+            steps = [step for step in plan if sb._within(needed, step.path)]
+            assert steps[-1].kind in ("readonly", "bind") and not steps[-1].writable, (hidden, needed, plan)
 
 
 def test_weak_isolation_says_what_it_shares() -> None:
@@ -1008,3 +1039,197 @@ result = {{"read": read, "unmounted": unmounted, "planted": planted, "pid": os.g
     assert got["run"] == [] and scratch in got["tmp"] and not wrote_shared_tmp
     assert (work_dir / "mine.txt").read_text() == "mine"
     assert_host_unharmed(work_dir)
+
+
+def _scratch_in(*parents: str) -> Path:
+    """A folder of the test's own in the first of ``parents`` that this user may write (folders the weak mode does
+    not hide), removed by the caller; a skip where there is none."""
+    for parent in parents:
+        if os.path.isdir(parent) and os.access(parent, os.W_OK):
+            return Path(tempfile.mkdtemp(prefix="kgagents-test-", dir=parent))
+    pytest.skip(f"none of {', '.join(parents)} is writable here")
+
+
+#: Weak-mode code that tries to write: each path opened for writing (created if ``O_CREAT`` is given), the whole
+#: file system remounted writable, and what happened to each.
+_WRITER = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+tried = {}
+for path, create in TARGETS:
+    try:
+        os.close(os.open(path, os.O_WRONLY | (os.O_CREAT if create else 0), 0o600))
+        tried[path] = "opened for writing"
+    except OSError as exc:
+        tried[path] = type(exc).__name__ + ": " + os.strerror(exc.errno)
+class MountAttr(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in ("attr_set", "attr_clr", "propagation", "userns_fd")]
+long = ctypes.c_long
+writable = MountAttr(0, 1, 0, 0)  # clear MOUNT_ATTR_RDONLY, recursively (AT_RECURSIVE)
+remounted = [libc.mount(None, p.encode(), None, 32 | 4096, None) == 0 for p in ("/", "/proc")] + [
+    libc.syscall(long(442), long(-100), ctypes.c_char_p(p.encode()), long(0x8000), ctypes.byref(writable),
+                 long(32)) == 0 for p in ("/", "/proc")]
+result = {"tried": tried, "remounted": remounted}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["mount_setattr", "a remount per mount"])
+def test_weak_mode_code_writes_nothing_but_its_work_dir_and_private_temp_folders(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Weak mode makes the whole file system read-only (with mount_setattr(2), or on a kernel without it a
+    read-only remount of each mount point), ``/proc`` included, and binds back only the work dir writable:
+    where the application runs as root (a container; uid 0 is itself in the call's user namespace) the code can
+    plant no ``.pth`` under ``/usr`` that runs at kgagents' next start, write no ``/etc`` file, no cgroup file,
+    no sysctl (``core_pattern`` names a program the kernel runs as root), nor anything in a folder beside the
+    hidden ones; and it cannot remount a mount writable. Its work dir, ``/tmp`` and ``/dev/shm`` still work."""
+    _mount_namespace_or_skip()
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    if how != "mount_setattr":  # a syscall number no kernel has: ENOSYS, as from a kernel before 5.12
+        runner = sb._RUNNER.replace("_MOUNT_ATTR_RDONLY = 442,", "_MOUNT_ATTR_RDONLY = 99999,")
+        assert runner != sb._RUNNER
+        monkeypatch.setattr(sb, "_RUNNER", runner)
+    beside = _scratch_in("/srv", "/opt", "/var/lib", "/usr/local/lib")  # none of them hidden
+    planted = [beside / "planted.pth"]
+    under_usr = Path(tempfile.mkdtemp(prefix="kgagents-test-", dir="/usr/local/lib")) if os.access(
+        "/usr/local/lib", os.W_OK) else None
+    if under_usr is not None:
+        planted.append(under_usr / "planted.pth")
+    targets = [(str(p), True) for p in planted] + [
+        (p, False) for p in ("/etc/hostname", "/proc/sys/kernel/core_pattern", "/proc/self/oom_score_adj",
+                             "/sys/fs/cgroup/cgroup.procs", "/sys/fs/cgroup/pids/cgroup.procs")
+        if os.path.exists(p) and os.access(p, os.W_OK)]  # opened, never written: the host's own stay as they are
+    scratch = [f"/tmp/kgagents-test-{uuid.uuid4().hex}", f"/dev/shm/kgagents-test-{uuid.uuid4().hex}"]
+    targets += [("mine.txt", True)] + [(path, True) for path in scratch]
+    try:
+        box = Sandbox(tmp_path / "work", SandboxLimits(timeout_s=20), allow_weak=True)
+        r = box.run_sync(f"TARGETS = {targets!r}\n" + _WRITER)
+        left = [str(p) for p in planted if p.exists()] + [p for p in scratch if os.path.exists(p)]
+    finally:
+        shutil.rmtree(beside, ignore_errors=True)
+        for path in scratch:  # where private folders hid nothing
+            Path(path).unlink(missing_ok=True)
+        if under_usr is not None:
+            shutil.rmtree(under_usr, ignore_errors=True)
+    assert r.ok, r.error
+    tried = r.result["tried"]
+    writable = {"mine.txt", *scratch}
+    assert {path for path, how in tried.items() if how == "opened for writing"} == writable, tried
+    assert all("Read-only file system" in how for path, how in tried.items() if path not in writable), tried
+    assert left == [] and r.result["remounted"] == [False] * 4
+    assert (tmp_path / "work" / "mine.txt").exists()
+
+
+@pytest.mark.slow
+def test_weak_mode_code_gets_a_private_dev_shm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/dev/shm`` is a folder in a system folder, and yet the host's is hidden: the code sees a tmpfs of its
+    own there (of ``max_file_mb``), not what other processes keep in the host's, and what it writes there stays
+    out of the host's memory."""
+    _mount_namespace_or_skip()
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    host = _scratch_in("/dev/shm")
+    planted = Path("/dev/shm") / f"kgagents-test-planted-{uuid.uuid4().hex}"
+    try:
+        (host / "secret").write_text("secret-of-the-host")
+        box = Sandbox(tmp_path / "work", SandboxLimits(timeout_s=20), allow_weak=True)
+        r = box.run_sync(f"""
+import os
+try:
+    seen = open({str(host / 'secret')!r}).read()
+except OSError as exc:
+    seen = type(exc).__name__
+open({str(planted)!r}, "w").write("from the sandbox")
+result = [seen, os.listdir("/dev/shm")]
+""")
+        wrote_to_host = planted.exists()
+    finally:
+        shutil.rmtree(host, ignore_errors=True)
+        planted.unlink(missing_ok=True)
+    assert r.ok, r.error
+    assert r.result == ["FileNotFoundError", [planted.name]] and not wrote_to_host
+
+
+@pytest.mark.slow
+def test_a_project_under_usr_keeps_its_env_and_data_folder_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python Docker image's layout runs the application from ``WORKDIR /usr/src/app``: its ``.env`` and
+    its ``./.kgagents`` data folder (other runs' work dirs) are hidden as anywhere else, as the start-up line
+    says."""
+    _mount_namespace_or_skip()
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    project = _scratch_in("/usr/src", "/usr/local")
+    try:
+        (project / ".env").write_text("OPENAI_API_KEY=sk-secret\n")
+        other = project / ".kgagents" / "runs" / "work" / "other-thread" / "python"
+        other.mkdir(parents=True)
+        (other / "notes.txt").write_text("another run's notes")
+        monkeypatch.chdir(project)
+        monkeypatch.delenv("KGAGENTS_HOME", raising=False)
+        monkeypatch.delenv("KGAGENTS_RUNS_DIR", raising=False)
+        work = project / ".kgagents" / "runs" / "work" / "my-thread" / "python"
+        box = Sandbox(work, SandboxLimits(timeout_s=20), allow_weak=True)
+        r = box.run_sync(f"""
+found = {{}}
+for p in ({str(project / '.env')!r}, {str(other / 'notes.txt')!r}):
+    try:
+        found[p] = open(p).read()
+    except OSError as exc:
+        found[p] = type(exc).__name__
+result = found
+""")
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
+    assert r.ok, r.error
+    assert set(r.result.values()) == {"FileNotFoundError"}, r.result
+    assert "the folder kgagents runs in" in sb.weak_isolation_text(True, True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["weak", "bwrap"])
+def test_the_result_file_is_not_read_through_a_link_the_code_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """The code can replace its job folder's ``result.json`` with a symbolic link (or a FIFO, or a hard link):
+    the application reads the result outside every namespace, so it would follow the link to any JSON file its
+    user may read (the hidden home, another run's work dir) and hand its ``error`` and ``result`` to the model.
+    The result file is taken only as a regular file of its own; else the call has no result."""
+    if mode == "weak":
+        _mount_namespace_or_skip()
+        monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    elif not HAVE_BWRAP:
+        pytest.skip("no bubblewrap here")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "creds.json").write_text('{"ok": true, "error": "token=hunter2", "result": "a secret of the home"}')
+    monkeypatch.setenv("HOME", str(home))
+    box = Sandbox(tmp_path / "work", SandboxLimits(timeout_s=20), allow_weak=True)
+    assert box.isolation == mode
+    for replace in ("os.symlink({secret!r}, status)", "os.mkfifo(status)", "os.link(sys.argv[1], status)"):
+        r = box.run_sync(f"""
+import os, sys
+try:
+    open({str(home / 'creds.json')!r})
+    print("the code sees the file itself")
+except OSError:
+    pass
+status = sys.argv[2]
+if os.path.lexists(status):
+    os.unlink(status)
+{replace.format(secret=str(home / 'creds.json'))}
+os._exit(0)
+""")
+        assert "sees the file itself" not in r.stdout
+        assert r.result is None and "hunter2" not in str(r.error), (replace, r)
+        assert r.error == "the process ended before the sandbox could collect the result (os._exit?)", r.error
+
+
+def test_the_result_file_is_taken_only_as_a_regular_file_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere.json").write_text('{"result": "elsewhere"}')
+    (tmp_path / "result.json").write_text('{"result": 1}')
+    assert sb.read_result_file(tmp_path / "result.json", 100) == {"result": 1}
+    assert sb.read_result_file(tmp_path / "result.json", 5) is None  # over the size limit
+    os.link(tmp_path / "result.json", tmp_path / "second")
+    assert sb.read_result_file(tmp_path / "result.json", 100) is None  # a hard link: which file is it?
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    os.mkfifo(tmp_path / "fifo.json")
+    (tmp_path / "list.json").write_text("[1]")
+    for name in ("link.json", "fifo.json", "list.json", "missing.json"):
+        assert sb.read_result_file(tmp_path / name, 100) is None, name

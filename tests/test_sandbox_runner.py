@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from kgagents.tools import sandbox, sandbox_runner
-from kgagents.tools.sandbox_runner import _jsonable, _llm_error
+from kgagents.tools.sandbox_runner import _jsonable, _llm_error, mount_points
 
 RUNNER = Path(sandbox_runner.__file__)
 
@@ -42,6 +42,17 @@ def test_results_become_json_with_a_note_for_each_conversion():
     assert json.loads(json.dumps(out)) == out
     assert any("set converted to a list" in n for n in notes)
     assert any("refers to itself" in n for n in notes) and any("type is not JSON" in n for n in notes)
+
+
+def test_the_mount_points_of_a_mountinfo_text():
+    """Where weak isolation finds no mount_setattr(2), it remounts each mount point read-only: the fifth field of
+    each line, with the kernel's octal escapes (space, tab, newline, backslash) undone."""
+    text = ("22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+            "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+            "30 25 0:27 / /dev/shm rw,relatime - tmpfs tmpfs rw\n"
+            "41 27 0:40 / /srv/my\\040disk\\011x\\134y rw shared:1 - ext4 /dev/vdb rw\n")
+    assert mount_points(text) == ["/proc", "/", "/dev/shm", "/srv/my disk\tx\\y"]
+    assert mount_points("") == []
 
 
 def test_an_error_shows_the_llm_codes_frames_only_and_at_most_max_frames():

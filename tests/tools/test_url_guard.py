@@ -3,6 +3,7 @@ otherwise non-global address is refused before anything is sent, unless the user
 
 from __future__ import annotations
 
+import ipaddress
 import socketserver
 import threading
 
@@ -10,7 +11,16 @@ import httpx
 import pytest
 
 from kgagents.core.config import allowed_hosts
-from kgagents.tools.http import FetchError, FetchLimits, check_public, fetch, proxy_for, unresolved_refusal
+from kgagents.tools.http import (
+    FetchError,
+    FetchLimits,
+    _non_global,
+    check_public,
+    embedded_ipv4,
+    fetch,
+    proxy_for,
+    unresolved_refusal,
+)
 from tests.tools.server import FixtureServer
 
 
@@ -155,3 +165,47 @@ def test_which_proxy_a_request_goes_to_and_when_an_unresolved_name_is_refused():
     refusal = unresolved_refusal("http://x.invalid/", "x.invalid", "http://user:pw@proxy.corp:3128")
     assert refusal is not None and "proxy at proxy.corp" in refusal and "pw" not in refusal
     assert "x.invalid does not resolve here" in (unresolved_refusal("u", "x.invalid", "proxy.corp:3128") or "")
+
+
+#: IPv6 literals that carry a private, link-local or loopback IPv4 address in a prefix that ``ipaddress`` calls
+#: global: NAT64's well-known prefix (RFC 6052: a NAT64 gateway sends 64:ff9b::a00:5 on to 10.0.0.5), 6to4
+#: (RFC 3056), SIIT's IPv4-translated form (RFC 2765), the IPv4-compatible form, and NAT64's local-use prefix.
+EMBEDDED_IPV4 = ["http://[64:ff9b::a00:5]/admin", "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",
+                 "http://[2002:a9fe:a9fe::]/latest/meta-data/", "http://[::ffff:0:a9fe:a9fe]/",
+                 "http://[::7f00:1]:9/", "http://[64:ff9b:1::a00:5]/"]
+
+
+@pytest.mark.parametrize("url", EMBEDDED_IPV4)
+async def test_ipv6_literals_that_carry_a_private_ipv4_address_never_reach_the_proxy(proxy, url):
+    with pytest.raises(FetchError, match=r"refused to fetch .* public addresses only"):
+        await fetch(url)
+    assert proxy.requests == []
+
+
+def test_the_ipv4_address_an_ipv6_address_carries():
+    """The IPv4 address is judged, not the IPv6 prefix around it: a public one passes (an IPv6-only network
+    reaches public IPv4 hosts through NAT64)."""
+    cases = {"64:ff9b::a00:5": "10.0.0.5", "2002:a9fe:a9fe::1": "169.254.169.254", "::ffff:0:7f00:1": "127.0.0.1",
+             "::ffff:8.8.8.8": "8.8.8.8", "::7f00:1": "127.0.0.1", "2001:db8::1": None, "2606:4700::1111": None}
+    for address, inner in cases.items():
+        got = embedded_ipv4(ipaddress.IPv6Address(address))
+        assert (str(got) if got is not None else None) == inner, address
+    assert not _non_global("64:ff9b::808:808") and not _non_global("2002:808:808::")
+    assert not _non_global("::ffff:8.8.8.8") and not _non_global("2606:4700::1111")
+    assert _non_global("64:ff9b::a00:5") and _non_global("64:ff9b:1::808:808") and _non_global("::ffff:0:a00:5")
+
+
+async def test_a_socks_proxy_without_its_package_is_a_clear_tool_error(monkeypatch):
+    """``ALL_PROXY=socks5://…`` needs httpx's ``socksio``: without it a web tool fails with a
+    :class:`FetchError` the model reads, not an ImportError from inside httpx; nothing is sent."""
+    try:
+        import socksio  # noqa: F401 - only its absence is tested here
+        pytest.skip("socksio is installed: httpx speaks SOCKS here")
+    except ImportError:
+        pass
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1")
+    with pytest.raises(FetchError, match=r"cannot fetch http://93.184.216.34/ through the proxy set in the "
+                                         r"environment .*socksio"):
+        await fetch("http://93.184.216.34/")

@@ -18,6 +18,13 @@ from typing import Any
 from kgagents.tools.crag.functions import CragAPIError, function
 
 CALLS_FILE = ("data", "crag", "crag_mock_api_example_calls.json")
+#: The longest call a calls file may hold: a function of the API and a few literal arguments (the saved calls are
+#: under 100 characters). Parsing Python takes about a kilobyte per value of its text, and a call of 200 KB of
+#: nested operators overflows the parser's stack.
+MAX_CALL_CHARS = 65_536
+#: How many shorter prefixes :func:`parse_repr` tries on an output that was cut off (the longest first: where
+#: one parses, it is among the last few cut points; each try parses the text again).
+MAX_CUTS_TRIED = 64
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -57,7 +64,8 @@ def jsonable(value: Any) -> Any:
 
 def parse_repr(text: str) -> Any:
     """A Python literal (``repr`` output), recovering what it can of one that was cut off: the longest prefix
-    that parses once its open brackets are closed."""
+    that parses once its open brackets are closed, among the last :data:`MAX_CUTS_TRIED` places it can be
+    cut."""
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -88,7 +96,7 @@ def parse_repr(text: str) -> Any:
         elif ch == "," and stack:
             cuts.append((i, "".join(reversed(stack))))
         i += 1
-    for cut, closing in reversed(cuts):
+    for cut, closing in reversed(cuts[-MAX_CUTS_TRIED:]):
         try:
             return ast.literal_eval(text[:cut] + closing)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -125,11 +133,17 @@ def _holds_a_set(value: Any) -> bool:
 
 
 def _parse_call(text: str) -> tuple[str, list[Any], dict[str, Any]]:
-    """``api.fn(arg, name=value)`` → ``("fn", [arg], {"name": value})`` (literal arguments only)."""
+    """``api.fn(arg, name=value)`` → ``("fn", [arg], {"name": value})`` (literal arguments only); a call longer
+    than :data:`MAX_CALL_CHARS` or nested too deeply for Python's parser is a :class:`ValueError` too."""
+    if len(text) > MAX_CALL_CHARS:
+        raise ValueError(f"a call of {len(text):,} characters, more than the {MAX_CALL_CHARS:,} a call of the API "
+                         "may have")
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
         raise ValueError(f"not a call: {exc.msg}") from exc
+    except (MemoryError, RecursionError) as exc:  # "Parser stack overflowed": operators nested thousands deep
+        raise ValueError("not a call: nested too deeply for Python's parser") from exc
     if not isinstance(node, ast.Call):
         raise ValueError("not a call")  # noqa: TRY004 - a malformed calls file, like every error here
     target = node.func
@@ -139,6 +153,8 @@ def _parse_call(text: str) -> tuple[str, list[Any], dict[str, Any]]:
         kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
     except ValueError as exc:
         raise ValueError(f"arguments must be literals: {exc}") from exc
+    except (MemoryError, RecursionError) as exc:
+        raise ValueError("arguments nested too deeply to read") from exc
     return name, args, kwargs
 
 

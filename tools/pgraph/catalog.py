@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -116,11 +117,10 @@ def build(source: str | Path, target: str | Path, *, format: str | None = None, 
     """Build the compact store of ``source`` into ``target`` (replacing a previous build there), within
     ``limits`` (default: :meth:`ImportLimits.from_env`)."""
     path = Path(source).resolve()
+    check_source(path)
     fmt = format or detect_format(path)
     if fmt not in LOADERS:
         raise GraphFormatError(f"unknown graph format {fmt!r}; known: {', '.join(FORMATS)}")
-    if not path.exists():
-        raise GraphFormatError(f"no such graph source: {path}")
     files = source_files(path, fmt)
     target = Path(target)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
@@ -151,6 +151,19 @@ def build(source: str | Path, target: str | Path, *, format: str | None = None, 
             bar.close()
     swap_in(tmp, target)
     return ref_of(target, read_manifest(target) or {})
+
+
+def check_source(path: Path) -> None:
+    """Refuse a graph source that does not exist or is neither a regular file nor a folder: a named pipe, a
+    socket or a device would be waited on (or read without end) instead of imported."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise GraphFormatError(f"no such graph source: {path}") from exc
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "no regular file")
+        raise GraphFormatError(f"{path}: {kind}, not a file or folder; a graph is imported from files")
 
 
 def default_name(path: Path, record: str | None) -> str:

@@ -16,6 +16,9 @@ limit                variable (``graph import`` flag)      what it bounds
                      (``--max-record-mb``)                 answer)
 ``max_document_mb``  ``KGAGENTS_GRAPH_MAX_DOCUMENT_MB``    a file that is parsed whole (ARK-V1 JSON and JSON
                      (``--max-document-mb``)               lines, CRAG calls)
+``max_parse_mb``     ``KGAGENTS_GRAPH_MAX_PARSE_MB``       memory parsing one record, document or batch of table
+                     (``--max-parse-mb``)                  rows may take, estimated from its text (or a Parquet
+                                                           batch's values) before it is parsed
 ``max_depth``        ``KGAGENTS_GRAPH_MAX_DEPTH``          nesting of a JSON value (and of a Parquet column's
                      (``--max-depth``)                     type)
 ``max_nodes``        ``KGAGENTS_GRAPH_MAX_NODES``          distinct nodes of the graph
@@ -25,8 +28,10 @@ limit                variable (``graph import`` flag)      what it bounds
 ===================  ===================================  =======================================================
 
 The defaults take the largest graphs the project works with (GRBench's and STaRK's, CRAG's, ARK-V1's) with room
-to spare; the checks themselves are small pure functions (:func:`json_depth`, :func:`size_limit_passed`) so that
-a mutation test can run over them.
+to spare, and keep a hostile file's import within about 1 GB of memory: a text parsed whole becomes many times
+its size in objects (an empty JSON list is 3 characters and 64 bytes), so what a parse may take is bounded
+apart from the text's size (:func:`parse_size`). The checks themselves are small pure functions
+(:func:`json_depth`, :func:`size_limit_passed`, :func:`parse_size`) so that a mutation test can run over them.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import io
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -59,7 +65,8 @@ class ImportLimits:
     max_mb: int = 65_536
     max_ratio: int = 100
     max_record_mb: int = 64
-    max_document_mb: int = 256
+    max_document_mb: int = 64
+    max_parse_mb: int = 256
     max_depth: int = 64
     max_nodes: int = 200_000_000
     max_edges: int = 2_000_000_000
@@ -212,21 +219,26 @@ def bounded_lines(f: TextIO, path: Path, limits: ImportLimits) -> Iterator[str]:
         yield line
 
 
-#: A JSON string literal, and a run of characters that are no bracket (what :func:`json_depth` skips).
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NO_BRACKETS = re.compile(r"[^\[\]{}]+")
+#: A JSON string literal, to its closing quote or, when it has none, to the end of the text. The quantifiers are
+#: possessive and the closing quote optional, so a match never fails once it started: each character is read
+#: once (a string that never closes is one match to its end, not a scan to the end from each of its escaped
+#: quotes). With the brackets, the tokens :func:`json_depth` reads.
+_JSON_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
+_DEPTH_TOKENS = re.compile(_JSON_STRING.pattern + r"|[\[\]{}]", re.DOTALL)
 
 
 def json_depth(text: str) -> int:
     """How deeply the JSON text ``text`` nests (``1`` for ``[]``, ``0`` for a scalar), from its brackets outside
-    string literals: read before the text is parsed, so that a nesting bomb never reaches the parser."""
-    brackets = _NO_BRACKETS.sub("", _JSON_STRING.sub("", text))
+    string literals: read before the text is parsed, so that a nesting bomb never reaches the parser; in one pass
+    over the text (:data:`_JSON_STRING`) that keeps no copy of it. Brackets inside a string that never closes
+    are not counted: the parser fails at that string before it could nest into them."""
     depth = deepest = 0
-    for char in brackets:
+    for token in _DEPTH_TOKENS.finditer(text):
+        char = text[token.start()]
         if char in "[{":
             depth += 1
             deepest = max(deepest, depth)
-        else:
+        elif char in "]}":
             depth -= 1
     return deepest
 
@@ -241,9 +253,45 @@ def check_depth(text: str, where: str, limits: ImportLimits) -> None:
                               f"({limits.hint('max_depth')})")
 
 
+#: Memory parsing takes beyond the text, per value it may hold: a Python object and its place in a container.
+#: JSON (``json.loads``) and table rows (``csv``): measured at most about 70 bytes (a dict member with a new key;
+#: a string of two astral characters); a Python literal (``ast.literal_eval``, CRAG's saved outputs) goes
+#: through a syntax tree: about 1,100 bytes.
+VALUE_BYTES = 80
+LITERAL_VALUE_BYTES = 1200
+#: What a decoded Parquet value counts towards a table's text (``max_mb``, ``max_ratio``) beyond its bytes: about
+#: what a separator, quotes or a key take around it in a text format.
+TEXT_VALUE_BYTES = 8
+#: The characters that may come before a value of JSON text (a Python literal adds ``(``).
+JSON_SEPARATORS = ",:[{"
+
+
+def parse_size(text: str, separators: str = JSON_SEPARATORS, per_value: int = VALUE_BYTES) -> int:
+    """An upper bound of the memory that parsing ``text`` takes, counted before it is parsed: the text's own size
+    and ``per_value`` bytes for each value it may hold, one more than the ``separators`` that may come before a
+    value (``,``, ``:``, ``[`` and ``{`` in JSON; the delimiter of a table row), inside strings too."""
+    return sys.getsizeof(text) + per_value * (1 + sum(text.count(char) for char in separators))
+
+
+def check_parse_size(text: str, where: str, limits: ImportLimits, separators: str = JSON_SEPARATORS,
+                     per_value: int = VALUE_BYTES) -> None:
+    """Refuse a text whose parse may take more than ``max_parse_mb`` (:func:`parse_size`)."""
+    size = parse_size(text, separators, per_value)
+    if size > limits.max_parse_mb * MB:
+        raise parse_too_large(where, size, limits)
+
+
+def parse_too_large(where: str, size: int, limits: ImportLimits) -> GraphLimitError:
+    """The error of a record, document or batch of rows whose parse would take ``size`` bytes."""
+    return GraphLimitError(f"{where}: parsing it could take {size / MB:,.0f} MB of memory, over the "
+                           f"{limits.max_parse_mb:,} MB one record, document or batch of rows may take "
+                           f"({limits.hint('max_parse_mb')})")
+
+
 def loads(text: str, where: str, limits: ImportLimits) -> Any:
-    """``json.loads`` of one record or document after :func:`check_depth`; invalid JSON is a
-    :class:`GraphFormatError` naming ``where``."""
+    """``json.loads`` of one record or document after :func:`check_depth` and :func:`check_parse_size`; invalid
+    JSON is a :class:`GraphFormatError` naming ``where``."""
+    check_parse_size(text, where, limits)  # first: it only counts, and bounds what the nesting check reads
     check_depth(text, where, limits)
     try:
         return json.loads(text)

@@ -42,6 +42,7 @@ from kgagents.tools.pgraph.catalog import (
     build,
     build_fingerprint,
     check_name,
+    check_source,
     content_hash,
     default_name,
     graphs_dir,
@@ -79,8 +80,7 @@ def cached(source: str | Path, *, format: str | None = None, record: str | None 
            merge: bool = False, progress: bool | None = None) -> GraphRef:
     """The build of a source in the cache, built or rebuilt when missing or when the source changed."""
     path = Path(source).resolve()
-    if not path.exists():
-        raise GraphFormatError(f"no such graph source: {path}")
+    check_source(path)
     fmt = format or detect_format(path)
     key = hashlib.sha256(json.dumps([str(path), fmt, record, merge]).encode("utf-8")).hexdigest()[:16]
     target = private_graphs_dir() / "cache" / f"{fmt}-{key}"

@@ -23,6 +23,8 @@ from kgagents.tools.pgraph.limits import (
     bounded_lines,
     loads,
     open_limited,
+    parse_size,
+    parse_too_large,
     read_document,
 )
 from kgagents.tools.pgraph.model import GraphFormatError
@@ -51,15 +53,22 @@ def parse_ark_edges(data: Any, name: str) -> list[tuple[str, str, str, dict[str,
     return edges
 
 
-def _jsonl_records(path: Path, limits: ImportLimits) -> Iterator[tuple[int, str, dict[str, Any]]]:
+def _jsonl_records(path: Path, limits: ImportLimits, *, kept: bool = False
+                   ) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """``(line number, line, record)`` of an ARK-V1 JSON-lines file, streamed: no line longer than
-    ``max_record_mb``, none nested deeper than ``max_depth``."""
+    ``max_record_mb``, none nested deeper than ``max_depth`` or taking more than ``max_parse_mb`` to parse; with
+    ``kept`` (the caller keeps every record) not all of them together either."""
+    total = 0
     try:
         with open_limited(path, limits) as f:
             n = 0
             for number, line in enumerate(bounded_lines(f, path, limits), 1):
                 if not line.strip():
                     continue
+                if kept:
+                    total += parse_size(line)
+                    if total > limits.max_parse_mb * MB:
+                        raise parse_too_large(f"{path} (its records up to line {number}, all kept)", total, limits)
                 record = loads(line, f"{path}, line {number}", limits)
                 if not isinstance(record, dict) or "graph" not in record:
                     raise GraphFormatError(f"{path}: record {n} has no \"graph\"")
@@ -102,7 +111,7 @@ def load_ark_records(path: str | Path, limits: ImportLimits | None = None) -> li
             raise GraphLimitError(f"{path}: {size / MB:,.1f} MB, over the {limits.max_document_mb:,} MB an ARK-V1 "
                                   f"file may have to be read whole ({limits.hint('max_document_mb')}); a record "
                                   "by its id, or every record merged, is read line by line at any size")
-        return [record for _, _, record in _jsonl_records(path, limits)]
+        return [record for _, _, record in _jsonl_records(path, limits, kept=True)]
     return _document_records(path, limits)
 
 

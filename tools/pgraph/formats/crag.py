@@ -18,7 +18,16 @@ from kgagents.tools.pgraph.formats.common import (
     Progress,
     Source,
 )
-from kgagents.tools.pgraph.limits import MB, GraphLimitError, ImportLimits, loads, read_document
+from kgagents.tools.pgraph.limits import (
+    JSON_SEPARATORS,
+    LITERAL_VALUE_BYTES,
+    MB,
+    GraphLimitError,
+    ImportLimits,
+    check_parse_size,
+    loads,
+    read_document,
+)
 from kgagents.tools.pgraph.model import GraphFormatError
 
 LONG_TEXT = 120
@@ -63,14 +72,20 @@ def load_crag(builder: GraphBuilder, path: Path, *, progress: Progress | None = 
 
 
 def _check_outputs(data: Any, path: Path, limits: ImportLimits) -> None:
-    """Refuse a call whose saved output (a Python literal, parsed with many times its size in memory) is longer
-    than ``max_record_mb``."""
+    """Refuse a call whose saved output (a Python literal, parsed through a syntax tree that takes about a
+    kilobyte per value) is longer than ``max_record_mb`` or would take more than ``max_parse_mb`` to parse."""
     calls = data.get("calls") if isinstance(data, dict) else data
     most = limits.max_record_mb * MB
     for n, entry in enumerate(calls if isinstance(calls, list) else []):
-        if isinstance(entry, dict) and any(isinstance(v, str) and len(v) > most for v in entry.values()):
+        if not isinstance(entry, dict):
+            continue
+        texts = [v for k, v in entry.items() if k.startswith("output") and isinstance(v, str)]
+        if any(len(v) > most for v in texts):
             raise GraphLimitError(f"{path}, call {n}: an output longer than {limits.max_record_mb:,} MB, the limit "
                                   f"of one record ({limits.hint('max_record_mb')})")
+        for text in texts:
+            check_parse_size(text, f"{path}, call {n}: its output", limits, JSON_SEPARATORS + "(",
+                             LITERAL_VALUE_BYTES)
 
 
 def _crag_node(builder: GraphBuilder, domain: str, value: Any, *, type_: str = "") -> str:

@@ -19,7 +19,14 @@ from kgagents.tools.pgraph.formats.common import (
     name_from_features,
     open_text,
 )
-from kgagents.tools.pgraph.limits import MB, GraphLimitError, ImportLimits, check_depth, record_too_large
+from kgagents.tools.pgraph.limits import (
+    MB,
+    GraphLimitError,
+    ImportLimits,
+    check_depth,
+    check_parse_size,
+    record_too_large,
+)
 from kgagents.tools.pgraph.model import GraphFormatError
 
 
@@ -90,6 +97,9 @@ class _JsonStream:
                 if near_end and len(self.buf) - self.pos > limits.max_record_mb * MB:
                     raise record_too_large(f"{self.name}{where}", limits) from None
                 if near_end and self._more(len(self.buf)):
+                    # a value longer than a chunk: what the next try parses, and what may follow it, is bounded
+                    # (each refill doubles the buffer: counting it each time reads the text a few times at most)
+                    check_parse_size(self.buf[self.pos:], f"{self.name}{where}", limits)
                     continue
                 raise self._fail(f"not valid JSON: {exc.msg}", self.pos + offset) from exc
             except RecursionError as exc:

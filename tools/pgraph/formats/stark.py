@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import csv
 import gzip
+import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from kgagents.core.extras import MissingExtra, require
 from kgagents.tools.pgraph.build import GraphBuilder
@@ -21,10 +25,14 @@ from kgagents.tools.pgraph.formats.common import (
 )
 from kgagents.tools.pgraph.limits import (
     MB,
+    TEXT_VALUE_BYTES,
+    VALUE_BYTES,
     GraphLimitError,
     ImportLimits,
     bounded_lines,
     loads,
+    parse_size,
+    parse_too_large,
     size_limit_passed,
     type_depth,
 )
@@ -49,15 +57,7 @@ def _rows(path: Path, limits: ImportLimits) -> Iterator[tuple[int, dict[str, Any
     """The rows of a table file as dicts, numbered from 1, read within ``limits``."""
     try:
         if path.suffix == ".parquet":
-            pq = require("pyarrow.parquet", "reading Parquet tables")
-
-            table = pq.ParquetFile(path)
-            _check_parquet(table, path, limits)
-            number = 0
-            for batch in table.iter_batches(batch_size=65_536):
-                for row in batch.to_pylist():
-                    number += 1
-                    yield number, row
+            yield from _parquet_rows(path, limits)
             return
         with open_text(path, limits) as f:
             lines = bounded_lines(f, path, limits)
@@ -70,8 +70,19 @@ def _rows(path: Path, limits: ImportLimits) -> Iterator[tuple[int, dict[str, Any
                         raise GraphFormatError(f"{path}, line {number}: a row must be a JSON object")
                     yield number, row
                 return
-            reader = csv.DictReader(lines, delimiter="\t" if ".tsv" in path.name else ",")
-            for number, row in enumerate(reader, 2):
+            delimiter = "\t" if ".tsv" in path.name else ","
+            row_size = 0  # what the row being read may take once split into cells (a quoted field spans lines)
+
+            def sized(lines: Iterator[str]) -> Iterator[str]:
+                nonlocal row_size
+                for number, line in enumerate(lines, 1):
+                    row_size += parse_size(line, delimiter)
+                    if row_size > limits.max_parse_mb * MB:
+                        raise parse_too_large(f"{path}, line {number}", row_size, limits)
+                    yield line
+
+            for number, row in enumerate(csv.DictReader(sized(lines), delimiter=delimiter), 2):
+                row_size = 0
                 yield number, dict(row)
     except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
         raise GraphFormatError(f"cannot read {path}: {exc}") from exc
@@ -79,6 +90,117 @@ def _rows(path: Path, limits: ImportLimits) -> Iterator[tuple[int, dict[str, Any
         raise
     except Exception as exc:
         raise GraphFormatError(f"cannot read {path}: {type(exc).__name__}: {exc}") from exc
+
+
+#: Rows of a Parquet table read at a time (fewer go to Python at once where they are large: :func:`_parquet_rows`).
+PARQUET_BATCH_ROWS = 8192
+
+
+def _parquet_rows(path: Path, limits: ImportLimits) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a Parquet table, numbered from 1, read within ``limits`` by what they hold once decoded, not
+    by what the file's metadata says (its encodings can make millions of distinct values out of no bytes: delta
+    encoding, a dictionary value that a run of a million rows points to). Every text column is read as a
+    dictionary, so Arrow never copies a value per row; the decoded size of each batch is then counted per row
+    (:func:`arrow_sizes`) before any of it becomes Python values: a value longer than ``max_record_mb``, a row
+    that would take more than ``max_parse_mb`` once in Python, or a table whose decoded text (a value's bytes
+    and :data:`~kgagents.tools.pgraph.limits.TEXT_VALUE_BYTES` more, as a text format would write it) passes
+    ``max_mb`` or ``max_ratio`` times the file's size is refused; rows go to Python a few at a time, within
+    ``max_parse_mb``."""
+    if "pyarrow" not in sys.modules:
+        # Arrow's own allocator (mimalloc) reserves a gigabyte of address space at its first use: under an
+        # address-space limit (ulimit -v, as on some clusters) that leaves nothing for the import itself
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    pq = require("pyarrow.parquet", "reading Parquet tables")
+    table = pq.ParquetFile(path)
+    _check_parquet(table, path, limits)
+    texts = [column.path for column in table.schema if column.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY")]
+    table = pq.ParquetFile(path, read_dictionary=texts)
+    disk = max(1, path.stat().st_size)
+    decoded = number = 0
+    budget = limits.max_parse_mb * MB
+    for batch in table.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+        row_bytes = np.zeros(batch.num_rows, dtype=np.int64)
+        row_values = np.zeros(batch.num_rows, dtype=np.int64)
+        for column in batch.columns:
+            content, values, longest = arrow_sizes(column)
+            if longest > limits.max_record_mb * MB:
+                raise GraphLimitError(f"{path}, rows {number + 1}-{number + batch.num_rows}: a value of "
+                                      f"{longest / MB:,.0f} MB, over the {limits.max_record_mb:,} MB of one "
+                                      f"record ({limits.hint('max_record_mb')})")
+            row_bytes += content
+            row_values += values
+        in_python = row_bytes + VALUE_BYTES * row_values
+        as_text = np.cumsum(row_bytes + TEXT_VALUE_BYTES * row_values)
+        start = 0
+        while start < batch.num_rows:
+            if in_python[start] > budget:
+                raise parse_too_large(f"{path}, row {number + start + 1}", int(in_python[start]), limits)
+            taken = np.cumsum(in_python[start:])
+            end = start + int(np.searchsorted(taken, budget, side="right"))
+            passed = size_limit_passed(limits, decoded + int(as_text[end - 1]), disk)
+            if passed is not None:
+                raise _parquet_expands(path, passed, decoded + int(as_text[end - 1]), disk, limits)
+            for row in batch.slice(start, end - start).to_pylist():
+                number += 1
+                yield number, row
+            start = end
+        decoded += int(as_text[-1]) if batch.num_rows else 0
+
+
+def _parquet_expands(path: Path, passed: str, decoded: int, disk: int, limits: ImportLimits) -> GraphLimitError:
+    if passed == "max_mb":
+        return GraphLimitError(f"{path}: its rows come to more than {limits.max_mb:,} MB of text once decoded, "
+                               f"the limit of a graph source file ({limits.hint('max_mb')})")
+    return GraphLimitError(f"{path}: expands more than {limits.max_ratio} times: {decoded / MB:,.0f} MB of values "
+                           f"decoded from {disk / MB:,.1f} MB on disk, refused as a decompression bomb "
+                           f"({limits.hint('max_ratio')})")
+
+
+def arrow_sizes(array: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """What each row of an Arrow array (a column of a Parquet batch) holds once decoded: its bytes (a text's,
+    a number's width), its values (a list, a struct or a map counts one and its items theirs), and the longest
+    single value's bytes. Computed from lengths, offsets and dictionary indices, so nothing is decoded: a
+    dictionary value that many rows point to counts once per row."""
+    pa = require("pyarrow", "reading Parquet tables")
+    pc = require("pyarrow.compute", "reading Parquet tables")
+    rows = len(array)
+    kind = array.type
+    ones = np.ones(rows, dtype=np.int64)
+    if rows == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
+    if pa.types.is_dictionary(kind):
+        entry_bytes, entry_values, longest = arrow_sizes(array.dictionary)
+        if len(array.dictionary) == 0:
+            return np.zeros(rows, dtype=np.int64), ones, 0
+        valid = np.asarray(array.is_valid())
+        index = array.indices.fill_null(0).to_numpy()
+        return entry_bytes[index] * valid, np.where(valid, entry_values[index], 1), longest
+    if pa.types.is_binary(kind) or pa.types.is_string(kind) or pa.types.is_large_binary(kind) \
+            or pa.types.is_large_string(kind) or pa.types.is_fixed_size_binary(kind):
+        lengths = pc.binary_length(array).fill_null(0).to_numpy().astype(np.int64)
+        return lengths, ones, int(lengths.max())
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_map(kind):
+        item_bytes, item_values, longest = arrow_sizes(array.values)
+        offsets = array.offsets.to_numpy().astype(np.int64)
+        bytes_before = np.concatenate(([0], np.cumsum(item_bytes)))
+        values_before = np.concatenate(([0], np.cumsum(item_values)))
+        return (bytes_before[offsets[1:]] - bytes_before[offsets[:-1]],
+                1 + values_before[offsets[1:]] - values_before[offsets[:-1]], longest)
+    if pa.types.is_fixed_size_list(kind):
+        item_bytes, item_values, longest = arrow_sizes(array.flatten())
+        size = kind.list_size
+        return (item_bytes.reshape(rows, size).sum(axis=1), 1 + item_values.reshape(rows, size).sum(axis=1),
+                longest)
+    if pa.types.is_struct(kind):
+        content, values, longest = np.zeros(rows, dtype=np.int64), ones.copy(), 0
+        for field in array.flatten():
+            field_bytes, field_values, field_longest = arrow_sizes(field)
+            content += field_bytes
+            values += field_values
+            longest = max(longest, field_longest)
+        return content, values, longest
+    width = max(1, getattr(kind, "bit_width", 8) // 8) if kind != pa.null() else 0
+    return np.full(rows, width, dtype=np.int64), ones, width
 
 
 def _check_parquet(table: Any, path: Path, limits: ImportLimits) -> None:

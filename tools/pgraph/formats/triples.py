@@ -19,7 +19,16 @@ from kgagents.tools.pgraph.formats.common import (
     Source,
     open_text,
 )
-from kgagents.tools.pgraph.limits import ImportLimits, bounded_lines, check_depth, loads
+from kgagents.tools.pgraph.limits import (
+    MB,
+    ImportLimits,
+    bounded_lines,
+    check_depth,
+    check_parse_size,
+    loads,
+    parse_size,
+    parse_too_large,
+)
 from kgagents.tools.pgraph.model import GraphFormatError
 
 
@@ -41,7 +50,7 @@ def load_triples(builder: GraphBuilder, path: Path, *, progress: Progress | None
                     continue
                 where = f"{path}, line {number}"
                 if tabular:
-                    parts = text.split("\t")
+                    parts = text.split("\t", 4)  # the columns read: a line of a million tabs stays 5 strings
                     if number == 1 and [p.strip().lower() for p in parts[:3]] == ["head", "relation", "tail"]:
                         continue
                     if len(parts) < 3 or not all(p.strip() for p in parts[:3]):
@@ -76,16 +85,21 @@ def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | No
     skipped."""
     read = 0
     limits = builder.limits
+    row_size = 0  # what the row being read may take once split into cells (a quoted field spans lines)
 
     def counted(lines: TextIO) -> Iterator[str]:
-        nonlocal read
-        for line in bounded_lines(lines, path, limits):
+        nonlocal read, row_size
+        for number, line in enumerate(bounded_lines(lines, path, limits), 1):
             read += len(line)
+            row_size += parse_size(line, ",")
+            if row_size > limits.max_parse_mb * MB:
+                raise parse_too_large(f"{path}, line {number}", row_size, limits)
             yield line
 
     try:
         with open_text(path, limits) as f:
             for number, row in enumerate(csv.reader(counted(f)), 1):
+                row_size = 0
                 if progress is not None and number % 100_000 == 0:
                     progress(read)
                 if not row or not any(cell.strip() for cell in row) or row[0].lstrip().startswith("#"):
@@ -105,6 +119,7 @@ def _load_csv_triples(builder: GraphBuilder, path: Path, progress: Progress | No
 
 
 def _qualifiers(text: str, where: str, limits: ImportLimits) -> dict[str, Any]:
+    check_parse_size(text, where, limits)
     check_depth(text, where, limits)
     try:
         value = json.loads(text)
