@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -12,6 +14,7 @@ os.environ["KGAGENTS_NO_DOTENV"] = "1"
 # Nothing the tests run may write to the user's data folder: a data directory of the session's own (each test
 # gets its own below), and XDG_DATA_HOME for subprocesses started with the KGAGENTS_ variables taken away.
 _SESSION_DATA = tempfile.mkdtemp(prefix="kgagents-test-data-")
+atexit.register(shutil.rmtree, _SESSION_DATA, ignore_errors=True)  # gone with the session
 os.environ["KGAGENTS_HOME"] = os.path.join(_SESSION_DATA, "kgagents")
 os.environ["XDG_DATA_HOME"] = _SESSION_DATA
 # nor to the user's trust store of folders (kgagents trust): a configuration folder of the session's own

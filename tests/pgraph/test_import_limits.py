@@ -524,7 +524,6 @@ class _Marker:
         return (open, (self.path, "w"))
 
 
-@pytest.mark.skip(reason="fixed by the plain-data unpickler on the trust-files branch")
 def test_importing_a_folder_never_runs_code_from_it(tmp_path):
     """``kgagents graph import FOLDER`` takes a folder with ``node_info.pkl`` for STaRK's processed layout: loading
     it must not run code from the folder."""
