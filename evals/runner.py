@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from kgagents.core.checkpointer import name_checkpointer, open_checkpointer
 from kgagents.core.config import ROLES, get_settings
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.nofollow import open_for_append, own_folder, refuse_link, write_file
 from kgagents.core.redact import scrub
 from kgagents.core.runs import check_work_dir, is_finished
@@ -570,7 +571,7 @@ class ItemRunner:
 PATH_INPUTS = ("attachments", "graph", "kg_file", "pages", "kgot_thread")
 
 
-class StoredInputChanged(ValueError):
+class StoredInputChanged(KGAgentsError, ValueError):
     """A checkpoint names other inputs (attachments, a graph) than the item it is resumed for."""
 
 

@@ -703,7 +703,7 @@ def _python_dirs(*, weak: bool = False) -> list[Path]:
     site-packages), so that the plan binds each back over a folder it hides (a project in ``/usr/src/app``, a
     working directory inside the installation)."""
     import site  # only for the sandbox's read-only mounts
-    import sysconfig
+    import sysconfig  # only for the weak mode's mount plan
 
     raw: list[str] = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
                       os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))]

@@ -74,7 +74,7 @@ def admits(module: str, name: str) -> bool:
     return (module, name) in PLAIN_GLOBALS
 
 
-class _Refused(Exception):
+class _Refused(KGAgentsError):
     """A constructor's refusal, given its file's name by :func:`load_plain`."""
 
 

@@ -106,6 +106,33 @@ def private_dir(path: str | os.PathLike[str], *, tighten: bool = True) -> Path:
     return folder
 
 
+def _create_private(file: Path) -> None:
+    """An empty ``0600`` file at ``file`` unless something is there already; no descriptor of it stays open or is
+    closed once it has its name."""
+    temporary = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        return  # the caller's own open says what is wrong
+    os.close(fd)
+    try:
+        os.link(temporary, file)  # never replaces what another process made meanwhile
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links: made in place (nothing else can hold it yet)
+        try:
+            os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                             | getattr(os, "O_CLOEXEC", 0), 0o600))
+        except OSError:
+            pass
+    finally:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
 def private_file(path: str | os.PathLike[str]) -> Path:
     """``path`` as a file only its owner may read and write: created empty ``0600`` when missing (an empty file
     is a valid new SQLite database), tightened when it exists wider. One that belongs to another user raises
@@ -113,16 +140,21 @@ def private_file(path: str | os.PathLike[str]) -> Path:
     file = Path(path)
     if os.name == "nt":
         return file
+    # The file is never opened once it is in place: closing any descriptor of a file drops every POSIX lock this
+    # process holds on it, and SQLite connections in other threads hold theirs there (a dropped lock is a
+    # "disk I/O error" or a corrupt database). A missing file is made under a temporary name and linked into place.
     try:
-        # no link followed, and a FIFO (which nothing reads) refused at once instead of blocking
-        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o600)
+        info = os.lstat(file)
+    except FileNotFoundError:
+        _create_private(file)
+        try:
+            info = os.lstat(file)
+        except OSError:
+            return file
     except OSError:
         return file  # the caller's own open says what is wrong, with its own message
-    try:
-        info = os.fstat(fd)  # the file opened, not whatever is at the path by now
-    finally:
-        os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return file  # a link, a FIFO, a folder: the caller's own open refuses it with its own message
     _refuse_if_foreign(file, info)
     _tighten(file, 0o600, info, announce=False)
     return file
