@@ -41,6 +41,10 @@ def accepted(statement: str, *, dialect: Any = NEO4J, read_only: bool = False) -
     ("RETURN [[1], [2]] AS x", 2),
     ("RETURN {a: {b: [1]}} AS x", 3),
     ("MATCH (a)-[r:R]->(b) RETURN b", 1),  # patterns side by side, each one level
+    ("MATCH (a)--(b)--(c)--(d)--(e)--(f)--(g) RETURN a", 2),
+    ("MATCH (a)<--(b)<--(c)<--(d)<--(e)<--(f) RETURN a", 2),
+    ("MATCH (a)-->(b)-->(c)<-[:R]-(d)-[:S]-(e) RETURN a", 1),
+    ("RETURN 1 - -(1 - -(1)) AS x", 4),
     ("RETURN CASE WHEN true THEN CASE WHEN false THEN 1 END END AS x", 2),
     ("RETURN NOT NOT NOT true AS x", 3),
     ("RETURN - - -1 AS x", 3),

@@ -50,8 +50,9 @@ _CLAUSE_WORDS = frozenset({"MATCH", "OPTIONAL", "CREATE", "MERGE", "WITH", "UNWI
 #: What ends the operand of a ``NOT`` (and of a sign) at its own level, besides separators and ``END``.
 _OPERAND_ENDS = frozenset({"AND", "OR", "XOR", "WHEN", "THEN", "ELSE", "AS"}) | _CLAUSE_WORDS
 _SEPARATORS = frozenset({",", "|", ";"})
-#: Binary operators: they end the operand of a sign (``-a * b`` is ``(-a) * b``).
-_BINARY = frozenset({"+", "-", "*", "/", "%", "^", "=", "<>", "!=", "<", ">", "<=", ">=", "=~", ".."})
+#: Binary operators: they end the operand of a sign (``-a * b`` is ``(-a) * b``); so do the arrows of a pattern
+#: (in ``(a)<--(b)`` the second ``-`` reads as a sign of ``(b)``, which the next arrow ends).
+_BINARY = frozenset({"+", "-", "*", "/", "%", "^", "=", "<>", "!=", "<", ">", "<=", ">=", "=~", "..", "<-", "->"})
 _BINARY_WORDS = frozenset({"IN", "IS", "CONTAINS", "STARTS", "ENDS"})
 
 
