@@ -1,7 +1,8 @@
 """The size limits of LLM-written queries (nesting, literal ranges, values that grow from themselves, length), the
 read-only rule and CALL {} IN TRANSACTIONS, and the work the checks do: in proportion to the text, not its square.
 
-Work is counted as the lines of the checking modules that Python executes (a trace), never as seconds.
+Work is counted as the lines of the checking modules that Python executes (a trace), never as seconds; work done in
+C (a regular expression's backtracking) is watched where it happens (``tests/kg/test_sparql_text.py``).
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def test_a_long_flat_statement_is_not_nested():
 # ranges
 # ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("start", "end", "step", "size"), [
-    (1, 10, 1, 10), (0, 10, 1, 11), (10, 1, 1, 0), (1, 1, 1, 1), (1, 10, 3, 4), (10, 1, -3, 4), (10, 1, -1, 10),
-    (-5, 5, 5, 3), (1, 10, 20, 1), (1, 10, -1, 0),
+    (10, 1, -4, 3), (1, 10, 1, 10), (0, 10, 1, 11), (10, 1, 1, 0), (1, 1, 1, 1), (1, 10, 3, 4), (10, 1, -3, 4),
+    (10, 1, -1, 10), (-5, 5, 5, 3), (1, 10, 20, 1), (1, 10, -1, 0),
 ])
 def test_range_size_is_exact(start, end, step, size):
     assert range_size(start, end, step) == size
@@ -320,3 +321,95 @@ def test_text_over_the_length_limit_is_refused_before_it_is_read():
     at_limit = "RETURN '" + "x" * (MAX_QUERY_CHARS - 15) + "' AS x"
     assert len(at_limit) == MAX_QUERY_CHARS - 1
     accepted(at_limit)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# edges, one by one (each would let a bomb through or refuse a harmless statement if the rule were off by one)
+# ---------------------------------------------------------------------------------------------------------
+def test_the_length_limit_is_inclusive():
+    exactly = "RETURN '" + "x" * (MAX_QUERY_CHARS - 14) + "' AS x"
+    assert len(exactly) == MAX_QUERY_CHARS
+    accepted(exactly)
+    with pytest.raises(CypherRejected, match="characters long"):
+        split_statements(exactly + " ")
+    with pytest.raises(SparqlRejected, match="characters long"):
+        clean("SELECT * WHERE { ?s ?p '" + "x" * MAX_QUERY_CHARS + "' }")
+
+
+@pytest.mark.parametrize("statement", [
+    "RETURN range(+1, +1000000) AS n", "RETURN range(-600000, 0) AS n", "RETURN range(1, 0xF4240) AS n",
+    "RETURN range(1, 0o3641100) AS n", "RETURN range(1, 3000000000 * 0) AS n", "RETURN coalesce(1, 3000000000) AS n",
+    "RETURN size(range(1, 10)) + size([3000000000, 1]) AS n",
+])
+def test_literal_ranges_at_the_limit_and_other_numbers_are_accepted(statement):
+    accepted(statement)
+
+
+@pytest.mark.parametrize(("statement", "message"), [
+    ("RETURN range(+1, +3000000000) AS n", "produces 3,000,000,000 elements"),
+    ("RETURN range(-1000000, 0) AS n", "produces 1,000,001 elements"),
+    ("UNWIND range(1, 2) AS x UNWIND range(1, 1000000) AS y RETURN x",
+     "with the statement's other ranges produces 2,000,000 elements"),
+    ("WITH [1] AS x RETURN range(1, size(x)) + range(1, 3000000000) AS n", "produces 3,000,000,000"),
+])
+def test_literal_ranges_beyond_the_limit_are_refused_whatever_comes_before(statement, message):
+    assert message in refused(statement)
+
+
+def test_range_checks_look_past_unbalanced_and_method_calls():
+    with pytest.raises(CypherRejected, match="3,000,000,000"):
+        cypher_limits.check_ranges(tokenize("RETURN range(1, [range(1, 3000000000)] AS n"))
+    cypher_limits.check_ranges(tokenize("RETURN x.range(1, 3000000000) AS n"))  # not the built-in range()
+    cypher_limits.check_growth(tokenize("RETURN x.reduce(s = '', x IN [1] | s + s) AS n"))
+
+
+@pytest.mark.parametrize("statement", [
+    "WITH [1] AS s RETURN reduce(s = 0, x IN s | s + x) AS n",  # the list names an outer s: not the step
+    "MATCH (n:T) WHERE n.s = 'a' SET n.s = n.s + 'x'",
+    "MATCH (n:T) SET n.s = coalesce(n.s, '') + 'x' WITH n MATCH (m:T) SET m.t = n.s",
+    "RETURN reduce(s = 0, x IN [1] | CASE WHEN x = 1 THEN s WHEN s = 2 THEN 0 ELSE s END) AS n",
+    "RETURN reduce(s = 0, x IN [1] | CASE WHEN x > 0 THEN CASE WHEN s > 1 THEN s ELSE 0 END ELSE s END) AS n",
+])
+def test_growth_counts_only_the_value_that_replaces(statement):
+    accepted(statement, dialect=FALKORDB)
+
+
+@pytest.mark.parametrize("statement", [
+    "RETURN reduce(s = '', x IN [[1], [2]] | s + s) AS n",
+    "RETURN reduce(`s` = '', x IN [1] | `s` + `s`) AS n",
+    "MATCH (n:T) SET `n`.`s` = `n`.`s` + `n`.`s`",
+    "MATCH (n:T) SET n.s = toString(n.s) + n.s",
+    "RETURN CASE WHEN size(reduce(s = '', x IN range(1, 40) | s + s)) > 0 THEN 1 END AS n",
+    "RETURN reduce(s = '', x IN [1] | CASE WHEN x > 0 THEN s + 'a' ELSE 'b' END + CASE WHEN x > 1 THEN 'c' "
+    "ELSE s END) AS n",
+    "RETURN reduce(s = 0, x IN [1] | CASE WHEN x > 0 THEN CASE WHEN x > 1 THEN s + s ELSE s END ELSE s END) AS n",
+])
+def test_growth_finds_the_accumulator_twice_in_every_form(statement):
+    assert "more than once" in refused(statement, dialect=FALKORDB)
+
+
+def test_an_unterminated_case_still_counts():
+    for text in ("RETURN reduce(s = '', x IN [1] | s + CASE WHEN true THEN s) AS n",
+                 "RETURN reduce(s = '', x IN [1] | CASE WHEN true THEN CASE WHEN true THEN s + s) AS n"):
+        with pytest.raises(CypherRejected, match="more than once"):
+            cypher_limits.check_growth(tokenize(text))
+    cypher_limits.check_growth(tokenize("RETURN reduce(s = 0, x IN [1]) AS n"))  # no step: nothing to count
+
+
+@pytest.mark.parametrize("statement", [
+    "RETURN " + " + ".join(["(-1)"] * 12) + " AS x",
+    "RETURN " + " + ".join(["[NOT true]"] * 12) + " AS x",
+    "RETURN " + " + ".join(["CASE WHEN true THEN -1 ELSE 1 END"] * 12) + " AS x",
+    "RETURN " + " AND ".join(["CASE WHEN true THEN NOT false END"] * 12) + " AS x",
+])
+def test_levels_end_where_their_operand_ends(statement):
+    accepted(statement)
+
+
+@pytest.mark.parametrize("statement", [
+    "RETURN CASE WHEN true THEN 1 END AS a, ((((((((((((1)))))))))))) AS b",
+    "RETURN [(1), [[[[[[[[[[1]]]]]]]]]]] AS x",
+    "RETURN " + "+ " * 11 + "1 AS x",
+])
+def test_depth_after_a_finished_level_still_counts(statement):
+    assert "at most 10 are allowed" in refused(statement)
