@@ -45,6 +45,32 @@ CYPHER_ATTACKS = [
     "MATCH TRAIL (a)-->(b) RETURN b.secret AS s",
     "MATCH (n IS Victim) RETURN n.secret AS s",
     "MATCH (n) SET n:KGScope_other RETURN n",
+    "CALL { MATCH (n) DETACH DELETE n } IN TRANSACTIONS RETURN 1 AS one",
+    "MATCH (n) CALL { WITH n SET n.secret = 'pwned' } IN TRANSACTIONS RETURN 1 AS one",
+    "CALL { CREATE (:Victim {id: 'planted', secret: 'planted'}) } IN 2 CONCURRENT TRANSACTIONS RETURN 1 AS one",
+]
+
+#: Resource bombs: each would take down or stall the shared server every run's KG lives on, were it let through
+#: (memory: a huge list, a value that doubles; time: rows or loops by the billion; FalkorDB's parser: deep nesting;
+#: length). The checks refuse each as it is; the servers' caps stop what gets past (tests/kg/test_server_caps.py).
+CYPHER_BOMBS = [
+    "RETURN size(range(1, 3000000000)) AS n",
+    "UNWIND range(1, 100000000) AS x RETURN count(x) AS n",
+    "UNWIND range(1, 3000) AS x UNWIND range(1, 3000) AS y UNWIND range(1, 3000) AS z RETURN count(*) AS n",
+    "RETURN size(reduce(s = 'ab', x IN range(1, 40) | s + s)) AS n",
+    "RETURN size(reduce(l = [1], x IN range(1, 40) | l + l)) AS n",
+    "RETURN size(reduce(l = [1], x IN range(1, 40) | [l, l])) AS n",
+    "MATCH (n) FOREACH (i IN range(1, 40) | SET n.secret = n.secret + n.secret)",
+    "MATCH (n) UNWIND range(1, 40) AS i SET n.secret = n.secret + n.secret",
+    "RETURN reduce(s = 0, x IN range(1, 100000) | s + reduce(t = 0, y IN range(1, 100000) | t + y)) AS n",
+    "RETURN [x IN range(1, 100000) | size([y IN range(1, 100000) WHERE y = x])] AS n",
+    "RETURN " + "(" * 30 + "1" + ")" * 30 + " AS n",
+    "RETURN " + "[" * 30 + "1" + "]" * 30 + " AS n",
+    "RETURN " + "CASE WHEN true THEN " * 30 + "1" + " END" * 30 + " AS n",
+    "RETURN " + "NOT " * 40 + "true AS n",
+    "RETURN " + "-" * 40 + "1 AS n",
+    "MATCH (n) WHERE " + "NOT (" * 20 + "n.secret = 'x'" + ")" * 20 + " RETURN n",
+    "RETURN '" + "x" * 120_000 + "' AS n",
 ]
 
 SPARQL_ATTACKS = [

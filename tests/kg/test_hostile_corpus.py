@@ -53,7 +53,7 @@ def switch_checks_off(monkeypatch: pytest.MonkeyPatch) -> None:
     from kgagents.tools.kg import cypher_store, falkordb_store, sparql_store
 
     for module in (cypher_store, falkordb_store):
-        monkeypatch.setattr(module, "prepare", lambda statement, dialect, label=None: statement)
+        monkeypatch.setattr(module, "prepare", lambda statement, dialect, label=None, read_only=False: statement)
         monkeypatch.setattr(module, "split_statements", lambda code: [code])
     monkeypatch.setattr(sparql_store, "clean", lambda text: text)
 
@@ -150,6 +150,39 @@ async def _corpus_holds(b: Backend, tmp_path: Path, then: Callable[[], None] = l
     return executed
 
 
+@pytest.mark.slow
+async def test_resource_bombs_never_reach_a_server_and_every_server_stays_up(hostile_backend: Backend,
+                                                                            tmp_path: Path):
+    """Every bomb of the corpus, under every mutation, through both operations: refused as it is; under a mutation
+    refused, or made harmless (hidden in a string, or naming a variable that does not exist); the server is up
+    and the victim's KG as it was."""
+    b = hostile_backend
+    if b.language != "cypher":
+        pytest.skip("the SPARQL engine runs in the sandbox, under its time and memory limits")
+    suffix = uuid.uuid4().hex[:8]
+    secret = f"SECRET-A-{suffix}"
+    victim = b.open(f"victim-{suffix}", None, tmp_path / "v")
+    attacker = b.open(f"attacker-{suffix}", None, tmp_path / "a")
+    assert (await victim.write(_victim_kg(b.language, secret))).ok
+    assert (await attacker.write(_victim_kg(b.language, "attacker-own"))).ok
+    kept = b.db_snapshot(victim)
+    queries = hostile.corpus(hostile.CYPHER_BOMBS, hostile.CYPHER_MUTATIONS)
+    assert len(queries) >= 300
+    let_through = []
+    for name, query in queries:
+        for op in (attacker.read, attacker.write):
+            result = await op(query)
+            refused = (result.error or "").startswith("Rejected")
+            if name.endswith("/as is"):
+                assert refused, f"{name} ({op.__name__}) was not refused: {result}"
+            elif not refused:
+                let_through.append(name)
+    assert all(name.endswith(("/string escape", "/mixed case")) for name in let_through), let_through
+    assert b.server is None or b.server.alive()
+    assert b.db_snapshot(victim) == kept
+    assert (await victim.read("MATCH (n:Victim) RETURN n.secret AS s")).result == [{"s": secret}]
+
+
 def _refused(query: str) -> bool:
     from kgagents.tools.kg.sparql_text import SparqlRejected, clean
 
@@ -187,6 +220,33 @@ def test_child_servers_hold_no_secret_of_the_application(arcadedb_server, falkor
         assert "KGAGENTS_" not in env and "OPENAI" not in env, server.kind
     assert arcadedb_server.extra["password"] not in _environ(arcadedb_server.proc.pid)
     assert arcadedb_server.extra["password"] not in Path(f"/proc/{arcadedb_server.proc.pid}/cmdline").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_the_arcadedb_child_runs_no_code_from_the_parents_interpreter_settings(tmp_path, monkeypatch):
+    """A ``PYTHONPATH`` in kgagents' environment (a cloned folder's ``.env`` could set one) reaches no child: the
+    ArcadeDB child is an isolated Python with a minimal environment, and a ``sitecustomize`` planted on that path
+    never runs."""
+    from kgagents.tools.kg.servers import start_arcadedb_bolt
+
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    ran = tmp_path / "ran"
+    (planted / "sitecustomize.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(planted), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PYTHONSTARTUP", str(planted / "sitecustomize.py"))
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Dkgagents.planted=1")
+    monkeypatch.setenv("PATH", f"{planted}{os.pathsep}{os.environ.get('PATH', '')}")
+    server = start_arcadedb_bolt()
+    try:
+        env = _environ(server.proc.pid)
+        for name in ("PYTHONPATH", "PYTHONSTARTUP", "JAVA_TOOL_OPTIONS", str(planted)):
+            assert name not in env, name
+        assert "-I" in Path(f"/proc/{server.proc.pid}/cmdline").read_text().split("\0")
+        assert not ran.exists()  # the planted module never ran
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ the reading checked against Oxigraph's own (no server)."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 
@@ -247,3 +248,38 @@ async def test_without_bubblewrap_the_engine_runs_where_it_cannot_reach_the_netw
     outcome, error = await runner.run("<urn:a> <urn:p> <urn:b> .\n", "SELECT ?o WHERE { <urn:a> <urn:p> ?o }",
                                       update=False)
     assert error is None and outcome is not None  # the engine itself works there
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT * WHERE { ?s ?p " + "a." * 5000 + " }",
+    "SELECT * WHERE { ?s ?p " + "a-" * 5000 + " }",
+    "SELECT * WHERE { ?s ?p " + "a1_-." * 2000 + "b }",
+    "SELECT * WHERE { ?s kg:p ex:o . ?s a kg:T ; rdfs:label 'x' . _:b1 ex:p.q ?o . ?o :x :y } LIMIT 5",
+    "PREFIX a.b: <urn:x> SELECT * WHERE { ?s a.b:c a.b: . ?s a.:x ?o }",
+])
+def test_the_prefixed_name_pattern_is_tried_only_where_it_matches(text, monkeypatch):
+    """A failed try of the prefixed-name pattern costs the length of the run of name characters where it starts (it
+    backtracks through every shorter prefix): tried at every position of ``a.a.a...``, it made the tokenizer
+    quadratic (an 80 KB query: a minute). It is tried only where it matches, and the tokens are the same."""
+    from kgagents.tools.kg import sparql_text
+
+    real = sparql_text._PNAME
+    tries: list[bool] = []
+
+    class Counting:
+        def match(self, string: str, pos: int = 0) -> re.Match[str] | None:
+            found = real.match(string, pos)
+            tries.append(found is not None)
+            return found
+
+    try:
+        expected = [(t.kind, t.text) for t in tokenize(text)]
+    except SparqlRejected as exc:
+        expected = [("refused", str(exc))]
+    monkeypatch.setattr(sparql_text, "_PNAME", Counting())
+    try:
+        got = [(t.kind, t.text) for t in tokenize(text)]
+    except SparqlRejected as exc:
+        got = [("refused", str(exc))]
+    assert got == expected
+    assert all(tries), f"{tries.count(False)} tries of the prefixed-name pattern failed"

@@ -35,6 +35,7 @@ import hashlib
 from dataclasses import dataclass
 
 from kgagents.tools.kg.cypher_dialects import APOC_NAMESPACES, COMMON_CYPHER, CypherDialect
+from kgagents.tools.kg.cypher_limits import bracket_pairs, check_limits
 from kgagents.tools.kg.cypher_text import CypherRejected, Token, render, tokenize
 
 __all__ = ["SCOPE_PREFIX", "prepare", "scope_label_for", "scope_query"]
@@ -48,6 +49,8 @@ _CLAUSES = frozenset({"MATCH", "OPTIONAL", "CREATE", "MERGE", "WITH", "UNWIND", 
 _FIRST = frozenset({"MATCH", "OPTIONAL", "CREATE", "MERGE", "WITH", "UNWIND", "RETURN", "FOREACH", "EXPLAIN",
                     "PROFILE"})
 _SUBQUERY_KEYWORDS = frozenset({"EXISTS", "COUNT", "COLLECT"})
+#: Clauses that change the graph: refused in a read (ArcadeDB commits some writes of a read transaction).
+_WRITE_CLAUSES = frozenset({"CREATE", "MERGE", "SET", "REMOVE", "DELETE", "DETACH", "FOREACH"})
 _NOT_FUNCTIONS = _CLAUSES | {"IN", "AND", "OR", "NOT", "XOR", "WHEN", "THEN", "ELSE", "CASE", "DISTINCT", "BY",
                              "CONTAINS", "STARTS", "ENDS", "ASC", "DESC", "ASCENDING", "DESCENDING", "AS", "IS"}
 #: Cypher's built-in functions (Neo4j 5 and Cypher 25), and the ones FalkorDB adds; lower case.
@@ -88,17 +91,21 @@ class _Frame:
     scope: bool  # variables bound in here are local to this frame
     bound: set[str]
     call: bool = False  # a CALL { } body: sees only what it imports; what it RETURNs is bound after it
+    every: bool = False  # a CALL (*) { } body: imports every variable bound where it opens
     returns: set[str] = dataclasses.field(default_factory=set)
 
 
 class _Walk:
     """One statement's walk: the checks, the variables in scope and where the label goes."""
 
-    def __init__(self, tokens: list[Token], dialect: CypherDialect, label: str | None) -> None:
+    def __init__(self, tokens: list[Token], dialect: CypherDialect, label: str | None, *, read_only: bool = False,
+                 pairs: list[int] | None = None) -> None:
         self.tokens = tokens
         self.n = len(tokens)
         self.dialect = dialect
         self.label = label
+        self.read_only = read_only
+        self.pairs = pairs if pairs is not None else bracket_pairs(tokens)
         self.inserts: dict[int, str] = {}
         self.frames = [_Frame("", None, False, True, set())]
         self.relationship_ends: set[int] = set()  # the ']' of relationship patterns
@@ -121,7 +128,7 @@ class _Walk:
         for f in reversed(self.frames):
             if name in f.bound:
                 return True
-            if f.call:  # a subquery body sees only what it imported
+            if f.call and not f.every:  # a subquery body sees only what it imported
                 return False
         return False
 
@@ -138,16 +145,8 @@ class _Walk:
 
     # -- arrows around a node pattern ------------------------------------------------------------------------
     def closing(self, k: int) -> int:
-        """The index of the bracket that closes the one at ``k`` (``self.n`` when it is not closed)."""
-        depth = 0
-        for j in range(k, self.n):
-            if self.tokens[j].text in ("(", "[", "{"):
-                depth += 1
-            elif self.tokens[j].text in (")", "]", "}"):
-                depth -= 1
-                if depth == 0:
-                    return j
-        return self.n
+        """The index of the bracket that closes the opening one at ``k`` (``self.n`` when it is not closed)."""
+        return self.pairs[k]
 
     def arrow_after(self, k: int) -> bool:
         """Whether a relationship pattern starts at token ``k``: ``<-``, ``->``, ``--``, ``-->``, or ``-[...]``
@@ -194,12 +193,17 @@ class _Walk:
             raise CypherRejected("unbalanced brackets: the statement ends inside ( [ or {")
         return render(tokens, self.inserts)
 
+    def is_clause(self, i: int) -> bool:
+        """Whether token ``i`` starts a clause (not a property key, a label, a map key or ``STARTS WITH``)."""
+        tok = self.tokens[i]
+        up = tok.upper
+        return tok.kind == "ident" and up in _CLAUSES and self.text(i + 1) not in (".", ":") \
+            and self.text(i - 1) not in (".", ":") and not (up == "WITH" and self.upper(i - 1) in ("STARTS", "ENDS"))
+
     def step(self, i: int) -> int:
         tok = self.tokens[i]
         up = tok.upper
-        if tok.kind == "ident" and up in _CLAUSES and self.text(i + 1) not in (".", ":") \
-                and self.text(i - 1) not in (".", ":") \
-                and not (up == "WITH" and self.upper(i - 1) in ("STARTS", "ENDS")):
+        if self.is_clause(i):
             return self.clause(i, up)
         if self.frames[-1].pattern and tok.kind in ("ident", "qident", "number", "string") \
                 and not (tok.kind in ("ident", "qident") and self.text(i + 1) in ("=", "(")):
@@ -229,6 +233,9 @@ class _Walk:
         if up in ("LOAD", "USE"):
             raise CypherRejected(f"{up} is not allowed in this knowledge graph (no files, network or other "
                                  "databases)")
+        if self.read_only and up in _WRITE_CLAUSES:
+            raise CypherRejected(f"{up} changes the knowledge graph, and a query only reads it: write the query with "
+                                 "MATCH, OPTIONAL MATCH, WITH, UNWIND and RETURN")
         if up == "ON" or (up in ("CREATE", "MATCH") and prev == "ON"):
             pass  # ON CREATE SET / ON MATCH SET: the SET that follows ends the MERGE pattern
         elif up == "CREATE" and self.tokens[i + 1:i + 2] and self.tokens[i + 1].kind == "ident":
@@ -289,7 +296,7 @@ class _Walk:
     def open_paren(self, i: int) -> int:
         top = self.frames[-1]
         call = self.function_name(i)
-        node = _node_pattern(self.tokens, i)
+        node = _node_pattern(self.tokens, i, self.pairs)
         if call is not None:
             function, namespaced = call
             lowered = function.lower() if not namespaced else ""
@@ -357,6 +364,9 @@ class _Walk:
         if len(self.frames) == 1 or self.frames[-1].bracket != closing:
             raise CypherRejected(f"unbalanced {self.tokens[i].text!r} near {self.near(i)!r}")
         closed = self.frames.pop()
+        if closed.call and self.upper(i + 1) == "IN":
+            raise CypherRejected("CALL { ... } IN TRANSACTIONS is not allowed: it commits its parts outside the "
+                                 "statement's transaction, so they cannot be checked or undone; write CALL { ... }")
         for name in closed.returns if closed.call else ():
             self.bind(name)
         return i + 1
@@ -384,9 +394,7 @@ class _Walk:
             raise CypherRejected("CALL is not allowed here: no procedures"
                                  + ("; subqueries are written CALL { WITH x ... }" if self.dialect.call_subqueries
                                     else f", and {self.dialect.server} has no CALL {{}} subqueries"))
-        if every:
-            imported = {name for f in self.frames for name in f.bound}
-        self.frames.append(_Frame("{", None, False, True, imported, call=True))
+        self.frames.append(_Frame("{", None, False, True, imported, call=True, every=every))
         return k + 1
 
     def projection(self, i: int) -> tuple[set[str], bool]:
@@ -397,7 +405,8 @@ class _Walk:
         depth = 0
         stop = _CLAUSES  # WHERE, ORDER BY, SKIP, LIMIT, OFFSET and every clause end a projection
         items: list[list[Token]] = []
-        for t in self.tokens[i + 1:]:
+        for k in range(i + 1, self.n):
+            t = self.tokens[k]
             if depth == 0 and t.kind == "ident" and t.upper in stop and item:
                 break
             if t.text in ("(", "[", "{"):
@@ -433,6 +442,7 @@ class _Walk:
         scope.bound.update(names)
 
     def unwind_alias(self, i: int) -> str | None:
+        """The alias of the ``UNWIND`` at ``i``: the name after its ``AS`` (None when the clause has none)."""
         depth = 0
         for k in range(i + 1, self.n):
             t = self.tokens[k]
@@ -444,12 +454,15 @@ class _Walk:
                     return None
             elif depth == 0 and t.upper == "AS" and self.is_name(k + 1):
                 return self.tokens[k + 1].name
+            elif depth == 0 and self.is_clause(k):
+                return None
         return None
 
 
-def _node_pattern(tokens: list[Token], i: int) -> tuple[int, str | None, int, bool] | None:
+def _node_pattern(tokens: list[Token], i: int, pairs: list[int]) -> tuple[int, str | None, int, bool] | None:
     """If ``tokens[i]`` (a ``(``) opens a node pattern, return ``(index of ')', variable, index after the labels,
-    simple labels?)``; otherwise None.
+    simple labels?)``; otherwise None. ``pairs``: the statement's
+    :func:`~kgagents.tools.kg.cypher_limits.bracket_pairs`.
 
     Grammar: ``( [var] [:Label[:Label...] | label expression] [{map} | $param] [WHERE expr] )``.
     """
@@ -477,37 +490,24 @@ def _node_pattern(tokens: list[Token], i: int) -> tuple[int, str | None, int, bo
                 return None
     labels_end = k
     if k < n and tokens[k].text == "{":
-        depth = 0
-        while k < n:
-            if tokens[k].text in ("{", "(", "["):
-                depth += 1
-            elif tokens[k].text in ("}", ")", "]"):
-                depth -= 1
-                if depth == 0:
-                    k += 1
-                    break
-            k += 1
+        k = pairs[k] + 1 if pairs[k] < n else n  # past the property map
     if k < n and tokens[k].upper == "WHERE":
-        depth = 1
-        k += 1
-        while k < n and depth:
-            if tokens[k].text in ("(", "[", "{"):
-                depth += 1
-            elif tokens[k].text in (")", "]", "}"):
-                depth -= 1
-                if depth == 0:
-                    break
-            k += 1
+        k = pairs[i]  # the WHERE runs to the parenthesis that closes the pattern
     if k < n and tokens[k].text == ")":
         return k, var, labels_end, simple
     return None
 
 
-def prepare(statement: str, dialect: CypherDialect = COMMON_CYPHER, scope_label: str | None = None) -> str:
-    """The statement as it may reach the server: checked, rebuilt from its tokens, with ``scope_label`` on every
-    node pattern when one is given. Raises :class:`~kgagents.tools.kg.cypher_text.CypherRejected` with a message for the
-    model."""
-    return _Walk(tokenize(statement), dialect, scope_label).run()
+def prepare(statement: str, dialect: CypherDialect = COMMON_CYPHER, scope_label: str | None = None, *,
+            read_only: bool = False) -> str:
+    """The statement as it may reach the server: checked (the size limits of
+    :mod:`~kgagents.tools.kg.cypher_limits` first), rebuilt from its tokens, with ``scope_label`` on every node
+    pattern when one is given. ``read_only``: a query, which may not change the graph (no ``CREATE``, ``MERGE``,
+    ``SET``, ``REMOVE``, ``DELETE``, ``FOREACH``). Raises :class:`~kgagents.tools.kg.cypher_text.CypherRejected`
+    with a message for the model."""
+    tokens = tokenize(statement)
+    pairs = check_limits(tokens)
+    return _Walk(tokens, dialect, scope_label, read_only=read_only, pairs=pairs).run()
 
 
 def scope_query(statement: str, scope_label: str, dialect: CypherDialect = COMMON_CYPHER) -> str:

@@ -28,8 +28,12 @@ ArcadeDB Bolt server is started in a child process for the life of this process 
 In both modes every LLM-written statement passes :func:`kgagents.tools.kg.cypher_scope.prepare` (the checks, rebuilt
 from its tokens, the scope label on every node pattern) and a write runs in one transaction together with the id
 assignment and a check that the number of nodes in the scope moved exactly as the server's counters say; reads
-run in a transaction that is always rolled back. Every transaction has a time limit
-(``KGAGENTS_KG_QUERY_TIMEOUT_S``, default 30 s; the embedded ArcadeDB server enforces it itself).
+cannot write: the check refuses write clauses in them (ArcadeDB commits some writes of a read transaction), and they
+run in a read-mode session (Neo4j refuses writes there) in a transaction that is always rolled back. Every
+transaction has a time limit (``KGAGENTS_KG_QUERY_TIMEOUT_S``, default 30 s), which Neo4j enforces through the
+driver's transaction timeout and the embedded ArcadeDB server through its command timeout; and the connection gives
+up waiting at :func:`~kgagents.tools.kg.servers.client_deadline_s`, for a server whose limit does not fire (ArcadeDB
+checks it in scans, not inside one expression): the run gets an error then.
 
 On open, the run's KG is compared with the snapshot the graph state holds and restored from it when they differ
 (e.g. after a crash between a database write and the checkpoint): a resumed run never sees a duplicate.
@@ -45,6 +49,7 @@ import hashlib
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,7 +74,7 @@ from kgagents.tools.kg.cypher import (
 from kgagents.tools.kg.cypher_dialects import CypherDialect, bolt_dialect
 from kgagents.tools.kg.cypher_scope import SCOPE_PREFIX, prepare, scope_label_for
 from kgagents.tools.kg.cypher_text import CypherRejected, split_statements
-from kgagents.tools.kg.servers import embedded, query_timeout_s
+from kgagents.tools.kg.servers import client_deadline_s, embedded, query_timeout_s
 
 #: The lease node of a shared (single-tenant) database: its label starts with the reserved scope prefix, so no
 #: LLM-written statement can name it.
@@ -146,6 +151,25 @@ def _error_text(exc: Exception) -> str:
     message = getattr(exc, "message", None) or str(exc)
     code = getattr(exc, "code", None)
     return f"{type(exc).__name__}{f' ({code})' if code else ''}: {message}"
+
+
+def give_up_after(tx: Any, seconds: float) -> bool:
+    """Make the connection under ``tx`` stop waiting for the server after ``seconds`` without a reply: the read
+    timeout the driver itself sets from a server's ``connection.recv_timeout_seconds`` hint (a private part of the
+    neo4j driver, listed in docs/dependencies.md). Returns whether it could; without it, only the server's own
+    limit stops a query."""
+    connection = getattr(tx, "_connection", None)
+    setter = getattr(getattr(connection, "socket", None), "set_read_timeout", None)
+    if not callable(setter):
+        return False
+    setter(seconds)
+    return True
+
+
+def cut_off_text(limit: float) -> str:
+    """What a run is told when its query ran past the time limit and the connection gave up on it."""
+    return (f"the query ran past the time limit of {limit:g} s (KGAGENTS_KG_QUERY_TIMEOUT_S) and was cut off: "
+            "make it do less (fewer rows, smaller ranges and lists)")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -239,8 +263,14 @@ class BoltServer:
                      "a run holds it at a time (set KGAGENTS_BOLT_CONCURRENT=1 to let runs share it)."),
                   file=sys.stderr)
 
-    def _session(self, database: str | None) -> Any:
-        return self.driver.session(database=database) if database else self.driver.session()
+    def _session(self, database: str | None, *, read: bool = False) -> Any:
+        """A session on ``database`` (the server's default when None); ``read``: in read access mode, in which
+        Neo4j refuses writes."""
+        import neo4j  # the Neo4j driver: loaded when a Bolt database opens
+
+        mode = neo4j.READ_ACCESS if read else neo4j.WRITE_ACCESS
+        return self.driver.session(database=database, default_access_mode=mode) if database else \
+            self.driver.session(default_access_mode=mode)
 
     def database_for(self, scope: str) -> str | None:
         """The database that holds the KG ``scope`` (the configured one in shared mode)."""
@@ -389,6 +419,7 @@ class Neo4jStore(DatabaseStore):
         self._run = run_id or thread_id
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
         self._timeout = query_timeout_s()
+        self._deadline = client_deadline_s(self._timeout)
         self._generation = -1
         try:
             self._server = server_for(config)
@@ -411,21 +442,36 @@ class Neo4jStore(DatabaseStore):
         with self._server.use(self.database) as generation:
             yield generation
 
+    def _begin(self, session: Any) -> Any:
+        """A transaction under the time limit, on a connection that gives up at the deadline."""
+        tx = session.begin_transaction(timeout=self._timeout)
+        give_up_after(tx, self._deadline)
+        return tx
+
     @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        """A transaction in the run's database, under the time limit; re-synced first when the database was
-        created anew since this store last synced it (a dropped idle database comes back from the state)."""
+    def _transaction(self, *, read: bool = False) -> Iterator[Any]:
+        """A transaction in the run's database, under the time limit (``read``: in a read-mode session);
+        re-synced first when the database was created anew since this store last synced it (a dropped idle
+        database comes back from the state)."""
         with self._hold() as generation:
             if generation != self._generation:
                 self._sync()
                 self._generation = generation
-            with self._server._session(self.database) as session:
-                tx = session.begin_transaction(timeout=self._timeout)
+            with self._server._session(self.database, read=read) as session:
+                tx = self._begin(session)
                 try:
                     yield tx
                 finally:
                     if not tx.closed():
                         tx.rollback()
+
+    def _failure(self, exc: Exception, started: float) -> str:
+        """The error a run is told: the driver's, or that the connection gave up at the deadline."""
+        import neo4j.exceptions  # the Neo4j driver: loaded when a Bolt database opens
+
+        if isinstance(exc, neo4j.exceptions.DriverError) and time.monotonic() - started >= self._deadline * 0.95:
+            return cut_off_text(self._timeout)
+        return _error_text(exc)
 
     def _export(self, tx: Any) -> tuple[list[NodeRow], list[RelRow]]:
         nodes = [NodeRow(r["iid"], r["id"], list(r["labels"]), dict(r["props"])) for r in tx.run(
@@ -449,7 +495,7 @@ class Neo4jStore(DatabaseStore):
     def _sync(self) -> None:
         """Make the scope hold exactly the state's snapshot (restore only when they differ)."""
         with self._server._session(self.database) as session:
-            tx = session.begin_transaction(timeout=self._timeout)
+            tx = self._begin(session)
             try:
                 if snapshot_digest(self._current(tx)) != snapshot_digest(self._snapshot):
                     self._replace(tx, self._snapshot)
@@ -459,8 +505,8 @@ class Neo4jStore(DatabaseStore):
                 if not tx.closed():
                     tx.rollback()
 
-    def _statements(self, code: str) -> list[str]:
-        return [prepare(s, self.dialect, self.scope_label) for s in split_statements(code)]
+    def _statements(self, code: str, *, read_only: bool = False) -> list[str]:
+        return [prepare(s, self.dialect, self.scope_label, read_only=read_only) for s in split_statements(code)]
 
     # --- sync operations --------------------------------------------------------------------------------
     def clear_sync(self) -> None:
@@ -489,6 +535,7 @@ class Neo4jStore(DatabaseStore):
             return WriteResult(False, f"Rejected: {exc}")
         if not statements:
             return WriteResult(False, "the code holds no Cypher statement")
+        started = time.monotonic()
         try:
             with self._transaction() as tx:
                 created = deleted = 0
@@ -509,7 +556,7 @@ class Neo4jStore(DatabaseStore):
                 snapshot = build_snapshot(nodes, rels, assign, hidden_labels=[self.scope_label])
                 tx.commit()
         except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, ValueError, TypeError) as exc:
-            return WriteResult(False, _error_text(exc))
+            return WriteResult(False, self._failure(exc, started))
         self._snapshot = snapshot
         return WriteResult(True)
 
@@ -517,19 +564,20 @@ class Neo4jStore(DatabaseStore):
         import neo4j.exceptions  # the Neo4j driver: loaded when a Bolt database opens
 
         try:
-            statements = self._statements(query)
+            statements = self._statements(query, read_only=True)
         except CypherRejected as exc:
             return ReadResult(False, None, f"Rejected: {exc}")
         if not statements:
             return ReadResult(False, None, "the query holds no Cypher statement")
         rows: list[dict[str, Any]] = []
+        started = time.monotonic()
         try:
-            with self._transaction() as tx:  # always rolled back: a read never changes the KG
+            with self._transaction(read=True) as tx:  # always rolled back: a read never changes the KG
                 for statement in statements:
                     rows = [dict(record) for record in tx.run(statement)]
                 ends = self._relationship_ends(tx, rows)
         except (neo4j.exceptions.Neo4jError, neo4j.exceptions.DriverError, ValueError, TypeError) as exc:
-            return ReadResult(False, None, _error_text(exc))
+            return ReadResult(False, None, self._failure(exc, started))
         return ReadResult(True, compact_result(rows, lambda v: self._convert(v, ends)))
 
     def _relationship_ends(self, tx: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -581,8 +629,8 @@ class Neo4jStore(DatabaseStore):
 
     def database_snapshot(self) -> KGSnapshot:
         """What the database holds for this run right now (for tests and diagnostics)."""
-        with self._server.use(self.database), self._server._session(self.database) as session:
-            tx = session.begin_transaction()
+        with self._server.use(self.database), self._server._session(self.database, read=True) as session:
+            tx = self._begin(session)
             try:
                 return self._current(tx)
             finally:

@@ -12,7 +12,9 @@ the model's text but the statement **rebuilt from the tokens that were checked**
 - string literals keep their text, but only with the escapes every server reads alike (``\\\\ \\' \\" \\b \\f \\n
   \\r \\t \\uXXXX \\UXXXXXXXX``; a ``\\u`` escape that spells a quote, a backslash or a backtick is refused);
   quoted names may not hold control characters or be empty;
-- query parameters (``$x``) are refused: an LLM-written statement never gets any.
+- query parameters (``$x``) are refused: an LLM-written statement never gets any;
+- text longer than :data:`~kgagents.tools.kg.query_text.MAX_QUERY_CHARS` is refused before it is read. Every pass
+  over the text and its tokens takes time in proportion to their length.
 
 :class:`CypherRejected` (a ``ValueError``) carries the refusal; its message is written for the model.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.tools.kg import query_text
 from kgagents.tools.kg.query_text import describe_char, where
 
 __all__ = ["CypherRejected", "Token", "render", "split_statements", "tokenize"]
@@ -152,8 +155,12 @@ def _number_end(query: str, pos: int) -> int:
 def tokenize(query: str) -> list[Token]:
     """The significant tokens of ``query`` (comments and whitespace only mark the next token ``spaced``).
 
-    Raises :class:`CypherRejected` for anything a server could read differently (see the module docstring).
+    Raises :class:`CypherRejected` for anything a server could read differently (see the module docstring), and
+    for text longer than :data:`~kgagents.tools.kg.query_text.MAX_QUERY_CHARS`.
     """
+    refusal = query_text.too_long(query, "Cypher code")
+    if refusal:
+        raise CypherRejected(refusal)
     tokens: list[Token] = []
     pos, n = 0, len(query)
     spaced = False

@@ -8,10 +8,13 @@ Each run has its own FalkorDB graph (a Redis key derived from the thread id): a 
 one graph, so an LLM-written ``MATCH (n) DETACH DELETE n`` empties its own run's KG and nothing else. Every
 LLM-written statement passes :func:`kgagents.tools.kg.cypher_scope.prepare` first (no ``LOAD CSV``, no procedures, only
 Cypher's own functions; rebuilt from its checked tokens) and runs under the time limit
-``KGAGENTS_KG_QUERY_TIMEOUT_S`` (the embedded server caps every query at it too).
+``KGAGENTS_KG_QUERY_TIMEOUT_S`` (the embedded server caps every query at it too, and at a share of its memory:
+:mod:`kgagents.tools.kg.servers`); the connection gives up at
+:func:`~kgagents.tools.kg.servers.client_deadline_s`, for a query the server's limit does not stop.
 FalkorDB runs each query atomically but has no multi-query transactions, so a write that fails after an
 earlier statement of the same code succeeded, or whose result breaks the id rules, is undone by restoring
-the KG from the snapshot taken before it. Reads run with ``GRAPH.RO_QUERY``, which refuses to change the graph.
+the KG from the snapshot taken before it. Reads run with ``GRAPH.RO_QUERY``, which refuses to change the graph
+(and the check refuses write clauses in them first).
 
 FalkorDB's dialect (:data:`kgagents.tools.kg.cypher.FALKORDB`) has no ``elementId()``, no APOC and no ``EXISTS {}``
 subqueries, ``CALL {}`` subqueries only with an importing ``WITH``, and property values are scalars or arrays of
@@ -43,7 +46,7 @@ from kgagents.tools.kg.cypher import (
 from kgagents.tools.kg.cypher_dialects import FALKORDB
 from kgagents.tools.kg.cypher_scope import prepare
 from kgagents.tools.kg.cypher_text import CypherRejected, split_statements
-from kgagents.tools.kg.servers import embedded, query_timeout_s
+from kgagents.tools.kg.servers import client_deadline_s, embedded, query_timeout_s
 
 GRAPH_PREFIX = "kgagents_"
 
@@ -68,19 +71,21 @@ def falkordb_url(url: str | None = None) -> str:
 
 
 def client_for(url: str) -> Any:
-    """One client (connection pool) per server for the process."""
+    """One client (connection pool) per server for the process; its connections give up on a reply after
+    :func:`~kgagents.tools.kg.servers.client_deadline_s`."""
     FalkorDB = require("falkordb", "the FalkorDB backend").FalkorDB
 
     with _clients_lock:
         client = _clients.get(url)
         if client is None:
             parsed = urlparse(url)
+            deadline = client_deadline_s()
             if parsed.scheme == "unix":
-                client = FalkorDB(unix_socket_path=parsed.path)
+                client = FalkorDB(unix_socket_path=parsed.path, socket_timeout=deadline)
             elif parsed.scheme in ("redis", "rediss", "falkor", "falkors"):
                 client = FalkorDB(host=parsed.hostname or "127.0.0.1", port=parsed.port or 6379,
                                   username=parsed.username or None, password=parsed.password or None,
-                                  ssl=parsed.scheme in ("rediss", "falkors"))
+                                  ssl=parsed.scheme in ("rediss", "falkors"), socket_timeout=deadline)
             else:
                 raise KGError(f"FALKORDB_URL must be redis://host:port, rediss://... or unix:///path, not {url!r}")
             _clients[url] = client
@@ -98,6 +103,10 @@ def _end_id(end: Any) -> int | None:
 
 
 def _error_text(exc: Exception) -> str:
+    if type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis"):
+        # the connection gave up at the deadline (the server's own limit answers with an error, not silence)
+        return (f"the query ran past the time limit of {query_timeout_s():g} s (KGAGENTS_KG_QUERY_TIMEOUT_S) and "
+                "was cut off: make it do less (fewer rows, smaller ranges and lists)")
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -178,8 +187,8 @@ class FalkorDBStore(DatabaseStore):
         if snapshot_digest(self._current()) != snapshot_digest(before):
             self._replace(before)
 
-    def _statements(self, code: str) -> list[str]:
-        return [prepare(s, FALKORDB) for s in split_statements(code)]
+    def _statements(self, code: str, *, read_only: bool = False) -> list[str]:
+        return [prepare(s, FALKORDB, read_only=read_only) for s in split_statements(code)]
 
     def write_sync(self, code: str) -> WriteResult:
         try:
@@ -214,7 +223,7 @@ class FalkorDBStore(DatabaseStore):
 
     def read_sync(self, query: str) -> ReadResult:
         try:
-            statements = self._statements(query)
+            statements = self._statements(query, read_only=True)
         except CypherRejected as exc:
             return ReadResult(False, None, f"Rejected: {exc}")
         if not statements:

@@ -9,10 +9,28 @@
 
 Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that
 started it, even when that process is killed; servers started here are also stopped at interpreter exit. A child
-gets a minimal environment (:func:`child_env`: no API keys, nothing of the application's configuration); the
-ArcadeDB root password reaches its child on standard input, never through the environment or the command line.
-Children are spawned from one long-lived launcher thread, because the death signal fires when the *thread* that
-forked the child ends.
+gets a minimal environment (:func:`child_env`: no API keys, nothing of the application's configuration, no
+variable that steers an interpreter such as ``PYTHONPATH``; the ArcadeDB child is an isolated Python, ``python
+-I``, told where kgagents is by this module's own location); the ArcadeDB root password reaches its child on
+standard input, never through the environment or the command line. Children are spawned from one long-lived
+launcher thread, because the death signal fires when the *thread* that forked the child ends.
+
+**What one query may use** (the embedded and test servers; ``KGAGENTS_KG_QUERY_TIMEOUT_S`` and
+``KGAGENTS_KG_SERVER_MEMORY_MB`` set the numbers, :func:`server_memory_mb`):
+
+- FalkorDB: every query stops at the time limit (``TIMEOUT_DEFAULT``/``TIMEOUT_MAX``; checked between records, not
+  inside one expression) and at a quarter of the memory (``QUERY_MEM_CAPACITY``: the lists and rows a query builds;
+  strings that grow inside one expression are not counted); the server holds at most the memory
+  (``maxmemory``), and beyond it refuses writes (``noeviction``: no run's graph is evicted to make room). The process
+  has an address-space limit (four times the memory, and 2 GiB more): what the caps above do not count ends the
+  server there, not the machine; the next run that opens its KG gets a new server and its KG restored from its
+  graph state.
+- ArcadeDB: every command stops at the time limit (``arcadedb.command.timeout``; checked in scans, expansions and
+  filters, not inside one expression), the JVM's heap is the memory (``-Xmx``: a query that needs more fails with
+  an ``OutOfMemoryError`` that ends its connection, not the server), and ``range()`` produces at most a million
+  elements (``arcadedb.queryMaxRangeSize``).
+- Every connection kgagents opens gives up on a query at :func:`client_deadline_s` (the limit and half of it
+  again): the run gets its error then, whatever the server does.
 
 Run one by hand (it stays in the foreground until interrupted)::
 
@@ -28,6 +46,7 @@ import atexit
 import ctypes
 import importlib.util
 import os
+import resource
 import secrets
 import shutil
 import signal
@@ -44,10 +63,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import kgagents
 from kgagents.core.extras import MissingExtra
 from kgagents.tools.kg.base import KGError
 
 DEFAULT_QUERY_TIMEOUT_S = 30.0
+DEFAULT_SERVER_MEMORY_MB = 512
 
 
 def query_timeout_s() -> float:
@@ -61,14 +82,35 @@ def query_timeout_s() -> float:
         raise KGError(f"KGAGENTS_KG_QUERY_TIMEOUT_S must be positive, not {raw!r}")
     return value
 
+
+def client_deadline_s(limit: float | None = None) -> float:
+    """How long a connection waits for one query before it gives up: the time limit (default
+    :func:`query_timeout_s`) and half of it again, at least 2 s more (the server's own limit fires first)."""
+    limit = query_timeout_s() if limit is None else limit
+    return limit + max(2.0, limit / 2)
+
+
+def server_memory_mb() -> int:
+    """The memory of an embedded graph server (``KGAGENTS_KG_SERVER_MEMORY_MB``, default 512): FalkorDB's
+    ``maxmemory`` (a query may use a quarter of it) and ArcadeDB's JVM heap."""
+    raw = os.environ.get("KGAGENTS_KG_SERVER_MEMORY_MB", "").strip()
+    try:
+        value = int(raw) if raw else DEFAULT_SERVER_MEMORY_MB
+    except ValueError as exc:
+        raise KGError(f"KGAGENTS_KG_SERVER_MEMORY_MB must be a whole number of megabytes, not {raw!r}") from exc
+    if value < 64:
+        raise KGError(f"KGAGENTS_KG_SERVER_MEMORY_MB must be at least 64, not {raw!r}")
+    return value
+
 #: The database the Bolt test/embedded server creates (a Bolt session names it).
 ARCADEDB_DATABASE = "kgagents"
 ARCADEDB_USER = "root"
 #: The environment variable a user may set to give a hand-started ArcadeDB server its root password (never on the
 #: command line, which every local user can read); the embedded server gets its password on standard input.
 ARCADEDB_PASSWORD_VARIABLE = "KGAGENTS_ARCADEDB_PASSWORD"
-#: What a child server may inherit from this process's environment: nothing that configures the application.
-_CHILD_VARIABLES = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
+#: What a child server may inherit from this process's environment: the locale and time zone, nothing that
+#: configures the application or steers an interpreter (``PYTHONPATH``, ``LD_PRELOAD``, ``JAVA_TOOL_OPTIONS``, ...).
+_CHILD_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 
 _PR_SET_PDEATHSIG = 1
 
@@ -81,33 +123,48 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
+def _limit_address_space(limit: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child die with its parent and caps its address space at ``limit`` bytes."""
+    def setup() -> None:  # runs in the child between fork and exec
+        _die_with_parent()
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        except (ValueError, OSError):  # a hard limit below ours is already in place
+            pass
+    return setup
+
+
 _launcher: ThreadPoolExecutor | None = None
 _launcher_lock = threading.Lock()
 
 
 def child_env(home: str | Path, **extra: str) -> dict[str, str]:
-    """The environment of a child server: the locale and search path of this process, ``home`` as its home and
-    temporary folder, and ``extra`` -- never the rest of this process's environment (API keys, passwords)."""
+    """The environment of a child server: the locale of this process, the system's default search path, ``home``
+    as its home and temporary folder, and ``extra`` -- never the rest of this process's environment (API keys,
+    passwords, ``PYTHONPATH`` and the like)."""
     env = {name: os.environ[name] for name in _CHILD_VARIABLES if os.environ.get(name)}
-    env.setdefault("PATH", os.defpath)
-    env.update(HOME=str(home), TMPDIR=str(home), **extra)
+    env.update(PATH=os.defpath, HOME=str(home), TMPDIR=str(home), **extra)
     return env
 
 
 def _spawn(cmd: list[str], *, log: Path, env: dict[str, str], cwd: str | None = None,
-           stdin_data: bytes | None = None) -> subprocess.Popen:
+           stdin_data: bytes | None = None, address_space: int | None = None) -> subprocess.Popen:
     """Start ``cmd`` from the launcher thread (which lives as long as the process); ``stdin_data`` is written to
-    its standard input, which is then closed."""
+    its standard input, which is then closed; ``address_space``: the child's address-space limit in bytes."""
     global _launcher
     with _launcher_lock:
         if _launcher is None:
             _launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kg-server-launcher")
 
+    preexec: Callable[[], None] | None = None
+    if sys.platform == "linux":
+        preexec = _die_with_parent if address_space is None else _limit_address_space(address_space)
+
     def start() -> subprocess.Popen:
         with open(log, "ab") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                     stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-                                    preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                    preexec_fn=preexec)
         if stdin_data is not None and proc.stdin is not None:
             try:
                 proc.stdin.write(stdin_data)
@@ -222,14 +279,39 @@ def falkordb_binaries() -> tuple[Path, Path]:
     return server, module
 
 
+@dataclass(frozen=True)
+class FalkorDBLimits:
+    """What caps a FalkorDB server's queries and memory (see the module docstring)."""
+
+    module_args: list[str]
+    """The FalkorDB module's settings (after ``--loadmodule falkordb.so``)."""
+    server_args: list[str]
+    """``redis-server``'s own settings."""
+    address_space: int
+    """The process's address-space limit, in bytes."""
+
+
+def falkordb_limits(memory_mb: int, query_timeout: float) -> FalkorDBLimits:
+    """The caps of a FalkorDB server with ``memory_mb`` of memory whose queries stop at ``query_timeout`` s."""
+    limit_ms = str(int(query_timeout * 1000))
+    memory = memory_mb * 1024 * 1024
+    threads = str(max(4, os.cpu_count() or 1))  # a query the time limit misses holds one of them, not the server
+    return FalkorDBLimits(
+        ["TIMEOUT_DEFAULT", limit_ms, "TIMEOUT_MAX", limit_ms, "QUERY_MEM_CAPACITY", str(memory // 4),
+         "THREAD_COUNT", threads],
+        ["--maxmemory", str(memory), "--maxmemory-policy", "noeviction"],
+        4 * memory + 2 * 1024 ** 3)
+
+
 def start_falkordb(*, port: int | None = None, unix_socket: bool = False, timeout: float = 30.0) -> ServerProcess:
-    """A FalkorDB server with no persistence: on a loopback port, or (``unix_socket=True``) on a private socket."""
+    """A FalkorDB server with no persistence: on a loopback port, or (``unix_socket=True``) on a private socket;
+    with the caps of :func:`falkordb_limits`."""
     server_bin, module = falkordb_binaries()
     tmp = tempfile.TemporaryDirectory(prefix="kgagents-falkordb-")
     os.chmod(tmp.name, 0o700)
-    limit_ms = str(int(query_timeout_s() * 1000))
+    limits = falkordb_limits(server_memory_mb(), query_timeout_s())
     cmd = [str(server_bin), "--save", "", "--appendonly", "no", "--dir", tmp.name, "--daemonize", "no",
-           "--loadmodule", str(module), "TIMEOUT_DEFAULT", limit_ms, "TIMEOUT_MAX", limit_ms]
+           "--loadmodule", str(module), *limits.module_args, *limits.server_args]
     sock: str | None = None
     if unix_socket:
         sock = str(Path(tmp.name) / "falkordb.sock")
@@ -238,8 +320,10 @@ def start_falkordb(*, port: int | None = None, unix_socket: bool = False, timeou
         port = port or free_port()
         cmd += ["--port", str(port), "--bind", "127.0.0.1", "--protected-mode", "yes"]
     log = Path(tmp.name) / "server.log"
-    server = ServerProcess("falkordb", _spawn(cmd, log=log, env=child_env(tmp.name)), log, port=port,
-                           unix_socket=sock,
+    # few malloc arenas: the address-space limit then bounds the data, not the arenas' reservations
+    env = child_env(tmp.name, MALLOC_ARENA_MAX="2")
+    proc = _spawn(cmd, log=log, env=env, address_space=limits.address_space)
+    server = ServerProcess("falkordb", proc, log, port=port, unix_socket=sock,
                            url=f"unix://{sock}" if sock else f"redis://127.0.0.1:{port}", _tmp=tmp)
     ready = (lambda: Path(sock).exists()) if sock else (lambda: port_open("127.0.0.1", port))  # type: ignore[arg-type]
     return _wait(server, ready, timeout, "the FalkorDB server")
@@ -291,14 +375,12 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
     http_port = free_port()
     tmp = tempfile.TemporaryDirectory(prefix="kgagents-arcadedb-")
     ready_file = Path(tmp.name) / "ready"
-    cmd = [sys.executable, "-m", "kgagents.tools.kg.servers", "arcadedb", "--port", str(port), "--http-port",
-           str(http_port),
+    cmd = [*isolated_python(), "arcadedb", "--port", str(port), "--http-port", str(http_port),
            "--root", str(Path(tmp.name) / "root"), "--ready-file", str(ready_file)]
-    cmd += ["--password-stdin", "--query-timeout", str(query_timeout or query_timeout_s())]
+    cmd += ["--password-stdin", "--query-timeout", str(query_timeout or query_timeout_s()),
+            "--heap-mb", str(server_memory_mb())]
     password = password or secrets.token_urlsafe(24)
-    project_root = str(Path(__file__).resolve().parents[2])
-    pythonpath = project_root + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
-    env = child_env(tmp.name, PYTHONPATH=pythonpath)
+    env = child_env(tmp.name)
     log = Path(tmp.name) / "server.log"
     server = ServerProcess("arcadedb", _spawn(cmd, log=log, env=env, cwd=tmp.name,
                                               stdin_data=(password + "\n").encode()), log, port=port,
@@ -310,19 +392,36 @@ def start_arcadedb_bolt(*, port: int | None = None, password: str | None = None,
                  "the ArcadeDB Bolt server")
 
 
+#: ``range()`` on the ArcadeDB servers started here produces at most this many elements.
+ARCADEDB_MAX_RANGE = 1_000_000
+
+
+def isolated_python() -> list[str]:
+    """The command that runs this module's :func:`main` in an isolated Python (``-I``: no ``PYTHON*`` variables,
+    no user site, no current folder on the path), which finds kgagents where this process found it: the folder
+    that holds the ``kgagents`` package, whether a source checkout or an installation."""
+    holder = str(Path(kgagents.__file__).resolve().parent.parent)
+    bootstrap = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                 "from kgagents.tools.kg.servers import main; raise SystemExit(main(sys.argv[1:]))")
+    return [sys.executable, "-I", "-c", bootstrap, holder]
+
+
 def arcadedb_jvm_args(query_timeout: float) -> list[str]:
     """The ArcadeDB settings of every server started here, as JVM system properties the engine reads itself: LOAD
-    CSV reads no file and no URL, and every command stops at ``query_timeout`` seconds."""
+    CSV reads no file and no URL, every command stops at ``query_timeout`` seconds, ``range()`` produces at most
+    :data:`ARCADEDB_MAX_RANGE` elements, and no scripting engine is loaded."""
     return ["-Darcadedb.opencypher.loadCsv.allowFileUrls=false",
             "-Darcadedb.opencypher.loadCsv.allowRemoteUrls=false",
-            f"-Darcadedb.command.timeout={int(query_timeout * 1000)}"]
+            f"-Darcadedb.command.timeout={int(query_timeout * 1000)}",
+            f"-Darcadedb.queryMaxRangeSize={ARCADEDB_MAX_RANGE}",
+            "-Darcadedb.polyglotEngineEnabled=false"]
 
 
 def _serve_arcadedb(args: argparse.Namespace) -> None:
     import arcadedb_embedded as arcadedb  # the arcadedb extra: an embedded JVM
     from arcadedb_embedded.jvm import start_jvm  # the arcadedb extra: an embedded JVM
 
-    start_jvm(jvm_args=arcadedb_jvm_args(args.query_timeout))
+    start_jvm(heap_size=f"{args.heap_mb}m", jvm_args=arcadedb_jvm_args(args.query_timeout))
     server = arcadedb.create_server(root_path=args.root, root_password=args.password, config={
         "host": "127.0.0.1", "http_port": args.http_port, "bolt_port": args.port,
         "server_plugins": "Bolt:com.arcadedb.bolt.BoltProtocolPlugin"})
@@ -382,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     arc.add_argument("--password-stdin", action="store_true", help="read the root password from standard input")
     arc.add_argument("--query-timeout", type=float, default=DEFAULT_QUERY_TIMEOUT_S,
                      help="the time limit of every command, in seconds")
+    arc.add_argument("--heap-mb", type=int, default=DEFAULT_SERVER_MEMORY_MB,
+                     help="the JVM's heap, in megabytes (what every query together may hold)")
     arc.add_argument("--ready-file")
     args = parser.parse_args(argv)
     if args.kind == "arcadedb":

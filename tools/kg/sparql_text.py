@@ -14,7 +14,9 @@ Refused, with a message the model can act on:
   only ways a query reaches the network; Oxigraph reads ``trueSERVICE<x>{}`` as ``true SERVICE <x> {}``);
 - any character outside string literals and ``<IRI>``\\ s that is not ASCII (prefixed names, variables and
   keywords are written in ASCII here; other names go in ``<...>``), backslash escapes in prefixed names, and
-  anything the grammar has no token for.
+  anything the grammar has no token for;
+- text longer than :data:`~kgagents.tools.kg.query_text.MAX_QUERY_CHARS`. The tokenizer takes time in proportion
+  to the length of the text (a prefixed name's prefix is measured once per run of name characters).
 
 The engine then parses the rebuilt text itself; with bubblewrap it runs in the sandbox, which has no network at
 all (:mod:`kgagents.tools.kg.sparql_store`).
@@ -26,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.tools.kg import query_text
 from kgagents.tools.kg.query_text import describe_char, where
 
 __all__ = ["SparqlRejected", "SparqlToken", "clean", "tokenize"]
@@ -61,6 +64,8 @@ _VAR = re.compile(r"[?$][A-Za-z0-9_]+")
 _LANGTAG = re.compile(r"@[A-Za-z]+(?:-[A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"\d+\.\d*[eE][+-]?\d+|\.\d+[eE][+-]?\d+|\d+[eE][+-]?\d+|\d*\.\d+|\d+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PREFIX_RUN = re.compile(r"[A-Za-z0-9_.-]*")
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _OPERATORS = ("^^", "&&", "||", "!=", "<=", ">=")
 _PUNCT = frozenset("{}()[],;.*/+-!=<>^|?")
 
@@ -122,6 +127,17 @@ def _string_end(text: str, pos: int) -> int:
     raise SparqlRejected(f"unterminated string starting at character {pos}")
 
 
+def _may_be_pname(text: str, pos: int, run_end: int) -> bool:
+    """Whether a prefixed name can start at ``pos``, where the run of prefix characters (letters, digits, ``_``,
+    ``.``, ``-``) from ``pos`` ends at ``run_end``. A prefix is such a run that starts with a letter and does not
+    end with ``.``, and the ``:`` after it is not a run character: so the prefix is the whole run, followed by
+    ``:``, or empty with ``:`` at ``pos``. Answering this first keeps the pattern from trying every shorter
+    prefix at every position of ``a.a.a.a...`` (quadratic); where it answers yes, the pattern matches."""
+    if run_end >= len(text) or text[run_end] != ":":
+        return False
+    return run_end == pos or (text[pos] in _LETTERS and text[run_end - 1] != ".")
+
+
 def _network_keyword(word: str) -> str | None:
     upper = word.upper()
     return next((kw for kw in NETWORK_KEYWORDS if kw in upper), None)
@@ -129,9 +145,13 @@ def _network_keyword(word: str) -> str | None:
 
 def tokenize(text: str) -> list[SparqlToken]:
     """The significant tokens of ``text``; raises :class:`SparqlRejected` (see the module docstring)."""
+    refusal = query_text.too_long(text, "SPARQL text")
+    if refusal:
+        raise SparqlRejected(refusal)
     tokens: list[SparqlToken] = []
     pos, n = 0, len(text)
     spaced = False
+    run_end = 0  # where the run of prefix characters that holds pos ends (see _may_be_pname)
     while pos < n:
         ch = text[pos]
         if ch in _SPACE:
@@ -145,6 +165,8 @@ def tokenize(text: str) -> list[SparqlToken]:
             continue
         end: int | None = None
         kind = ""
+        if pos >= run_end:  # inside a run measured before, the run from here ends where it ends
+            run_end = _PREFIX_RUN.match(text, pos).end()  # type: ignore[union-attr]  # matches the empty run too
         if ch == "<":
             end = _iri_end(text, pos)
             kind = "iri"
@@ -153,6 +175,8 @@ def tokenize(text: str) -> list[SparqlToken]:
         if end is None:
             for name, pattern in (("var", _VAR), ("bnode", _BNODE), ("pname", _PNAME), ("langtag", _LANGTAG),
                                   ("number", _NUMBER), ("word", _WORD)):
+                if name == "pname" and not _may_be_pname(text, pos, run_end):
+                    continue  # skipped, not tried: the regular expression would backtrack over the whole run
                 match = pattern.match(text, pos)
                 if match:
                     end, kind = match.end(), name
