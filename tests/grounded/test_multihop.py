@@ -185,6 +185,7 @@ def test_kgagents_eval_on_the_multihop_dataset(tmp_path, capsys):
 
     dataset = load_dataset("grbench-multihop", None, split="biomedical")
     assert {i.meta["difficulty"] for i in dataset.items} == {"medium"} and len(dataset.items) == 20
+    assert {i.meta["hops_needed"] for i in dataset.items} == {2, 3}
     picked = dataset.items[:3]
     entries = {e["id"]: e for e in ENTRIES}
     graph = open_graph(picked[0].inputs["graph"])
