@@ -142,7 +142,8 @@ def load_multihop(path: Path, split: str) -> list[Any]:
         raise GRBenchDataError(f"the multi-hop fixture has no questions for {split!r}")
     return [Item(id=e["id"], question=e["question"], gold=e["answer"],
                  group=f"{e['domain']} {len(e['hops'])} hops", inputs={"graph": str(graph_of(e, path))},
-                 meta={"domain": e["domain"], "hops": e["hops"], "difficulty": "medium"}) for e in rows]
+                 meta={"domain": e["domain"], "hops": e["hops"], "hops_needed": e["hops_needed"],
+                       "difficulty": "medium"}) for e in rows]
 
 
 def load_fixture(path: Path, split: str) -> list[Any]:

@@ -12,7 +12,12 @@ through the graph:
   P1 whose papers include P2). "Who collaborates with author A to write paper "P"?" (DBLP template 3, MAPLE
   template 2) states the paper's authors: A and the answer's names; its gold path is author → paper → author (A's
   paper, then its other authors). The question and answer are GRBench's, verbatim; such a question is kept only
-  where its path gives its answer exactly (A has that one paper in the graph).
+  where its path gives its answer exactly (A has that one paper in the graph). Both name an entity one hop from
+  the answer (P1; P), so a one-hop search answers them.
+- **Academic, rewritten questions**: the same facts asked from one entity two hops from the answer: "Which other
+  papers did the authors of the paper "P1" write?" (paper → author → paper) and "Who has co-authored a paper with
+  A?" (author → paper → author), their answers written from the path; one is kept only where no answer node is a
+  neighbour of the entity it names.
 - **Biomedical, template questions** on the one-hop fixture graph as it is (Hetionet lists every edge type at both
   ends, so diseases share symptoms and genes share anatomy): GRBench's template 26 "How many diseases have the
   same symptom with X?" and template 25 "How many genes have the same biological process with X?" (the template
@@ -24,17 +29,20 @@ A question's path is ``hops`` (edge types followed from ``start``); the nodes re
 each without the nodes of earlier levels (as graph exploration's visited set). The answer is the ``answer_at``
 level — only its nodes with a ``reaches`` node among their next hop's neighbours, when given — as names joined
 with ``", "`` in edge order, or (``count``) how many. :func:`gold_answer` follows it on any
-:class:`~kgagents.tools.pgraph.model.StaticKG`.
+:class:`~kgagents.tools.pgraph.model.StaticKG`. ``named`` lists the nodes the question names, and ``hops_needed``
+(:func:`hops_needed`) is how far, over edges of any type, the farthest answer node is from the nearest of them:
+a question with ``hops_needed`` 1 is answered by one hop from an entity it names, whatever its path's length.
 
 Literature (Goodreads) is absent: its multi-hop questions ("books by the same author as X") never name the
 author in between, so no path of named facts can be added for them.
 
 Output (committed under ``evals/data/grbench/fixture/multihop/``): ``dblp/graph.json`` and
 ``maple/Physics/graph.json`` (the one-hop fixture graph of the domain plus the multi-hop facts) and
-``questions.jsonl``, one line per question: ``{id, domain, graph, source, kind, question, answer, entity, start,
-hops, answer_at, reaches, count, target_feature}`` (``graph`` relative to the fixture folder; ``source`` the
-GRBench domain, qid or template the question comes from; ``kind`` ``question`` for a GRBench question verbatim,
-``template`` for a template's text on fixture entities, ``composed`` for two templates joined).
+``questions.jsonl``, one line per question: ``{id, domain, graph, source, kind, question, answer, entity, named,
+start, hops, answer_at, reaches, count, target_feature, hops_needed}`` (``graph`` relative to the fixture folder;
+``source`` the GRBench domain, qid or template the question comes from; ``kind`` ``question`` for a GRBench question
+verbatim, ``rewritten`` for its facts asked from one of its entities, ``template`` for a template's text on
+fixture entities, ``composed`` for two templates joined).
 """
 
 from __future__ import annotations
@@ -92,6 +100,25 @@ def answer_nodes(graph: Any, entry: Mapping[str, Any]) -> list[str]:
     return nodes
 
 
+def hops_needed(graph: Any, entry: Mapping[str, Any]) -> int:
+    """The fewest hops, over edges of any type, that reach every node of an entry's answer from the entities its
+    question names (``named``): 1 when each is a neighbour of a named entity, so that a one-hop search would do."""
+    distance = {node: 0 for node in entry["named"]}
+    frontier = list(distance)
+    while frontier:
+        following = []
+        for node in frontier:
+            for end in graph.neighbours(node, None, "both"):
+                if end not in distance:
+                    distance[end] = distance[node] + 1
+                    following.append(end)
+        frontier = following
+    nodes = answer_nodes(graph, entry)
+    if any(n not in distance for n in nodes):
+        raise FixtureError(f"{entry['id']}: an answer node cannot be reached from {entry['named']}")
+    return max((distance[n] for n in nodes), default=0)
+
+
 def gold_answer(graph: Any, entry: Mapping[str, Any]) -> str:
     """Follow an entry's path on a :class:`~kgagents.tools.pgraph.model.StaticKG` and write its answer."""
     nodes = answer_nodes(graph, entry)
@@ -146,12 +173,29 @@ def _academic(domain: str, questions_dir: Path) -> tuple[dict[str, Any], list[di
     entries = []
     for record, papers, _author in both:
         entries.append(_entry(domain, source_dir, record, "question", titles_of(store, papers[0]), papers[0],
-                              ["author", "paper"], 1, reaches=papers[1]))
+                              ["author", "paper"], 1, named=papers, reaches=papers[1]))
     for record, paper, author, name in with_:
         if view.neighbours(author, "paper") != [paper]:
             continue  # the author has another paper in the graph: the path would not give the answer alone
-        entries.append(_entry(domain, source_dir, record, "question", name, author, ["paper", "author"], 2))
-    return store, [e for e in entries if gold_answer(view, e) == e["answer"]]
+        entries.append(_entry(domain, source_dir, record, "question", name, author, ["paper", "author"], 2,
+                              named=[author, paper]))
+    entries = [e for e in entries if gold_answer(view, e) == e["answer"]]
+    # the same facts asked from one entity two hops from the answer (GRBench's questions name one a hop away)
+    rewritten = []
+    for record, papers, _author in both:
+        title = titles_of(store, papers[0])
+        rewritten.append(_entry(domain, source_dir, record, "rewritten", title, papers[0], ["author", "paper"], 2,
+                                question=f'Which other papers did the authors of the paper "{title}" write?',
+                                target_feature="title"))
+    for record, _paper, author, name in with_:
+        rewritten.append(_entry(domain, source_dir, record, "rewritten", name, author, ["paper", "author"], 2,
+                                question=f"Who has co-authored a paper with {name}?"))
+    for entry in rewritten:
+        entry["answer"] = gold_answer(view, entry)
+    entries += [e for e in rewritten if e["answer"] and hops_needed(view, e) >= 2]
+    for entry in entries:
+        entry["hops_needed"] = hops_needed(view, entry)
+    return store, entries
 
 
 def titles_of(store: Mapping[str, Any], paper: str) -> str:
@@ -159,12 +203,17 @@ def titles_of(store: Mapping[str, Any], paper: str) -> str:
 
 
 def _entry(domain: str, graph: str, record: Mapping[str, Any], kind: str, entity: str, start: str,
-           hops: list[str], answer_at: int, *, reaches: str | None = None, count: bool = False) -> dict[str, Any]:
-    return {"id": f"{domain.replace('/', '_')}-mh-{record['qid']}", "domain": domain, "graph": graph,
+           hops: list[str], answer_at: int, *, named: list[str] | None = None, reaches: str | None = None,
+           count: bool = False, question: str | None = None, target_feature: str = "name") -> dict[str, Any]:
+    """An academic entry: GRBench's question and answer (``question`` for a rewritten one, its answer written
+    later from the path)."""
+    suffix = "-2hop" if kind == "rewritten" else ""
+    return {"id": f"{domain.replace('/', '_')}-mh-{record['qid']}{suffix}", "domain": domain, "graph": graph,
             "source": {"domain": domain, "qid": str(record["qid"]), "template": int(record["qid"]) // 10},
-            "kind": kind, "question": str(record["question"]), "answer": str(record["answer"]), "entity": entity,
+            "kind": kind, "question": question or str(record["question"]),
+            "answer": "" if question else str(record["answer"]), "entity": entity, "named": named or [start],
             "start": start, "hops": hops, "answer_at": answer_at, "reaches": reaches, "count": count,
-            "target_feature": "name"}
+            "target_feature": target_feature}
 
 
 class _JsonGraph:
@@ -173,8 +222,10 @@ class _JsonGraph:
     def __init__(self, store: Mapping[str, Any]) -> None:
         self.nodes = {node_id: node for nodes in store.values() for node_id, node in nodes.items()}
 
-    def neighbours(self, node_id: str, relation: str, direction: str = "out") -> list[str]:
-        return list(self.nodes[node_id]["neighbors"].get(relation, []))
+    def neighbours(self, node_id: str, relation: str | None, direction: str = "out") -> list[str]:
+        """The node's neighbours of one relation, or of every relation (``None``)."""
+        lists = self.nodes[node_id]["neighbors"]
+        return [n for key in ([relation] if relation else lists) for n in lists.get(key, [])]
 
     def feature(self, node_id: str, key: str) -> Any:
         return self.nodes[node_id]["features"].get(key)
@@ -191,9 +242,11 @@ def _biomedical(questions_dir: Path) -> list[dict[str, Any]]:
     def add(kind: str, source: dict[str, Any], key: str, question: str, start: str, hops: list[str],
             answer_at: int, count: bool) -> None:
         entry = {"id": f"biomedical-mh-{key}", "domain": "biomedical", "graph": "biomedical", "source": source,
-                 "kind": kind, "question": question, "answer": "", "entity": named[start], "start": start,
-                 "hops": hops, "answer_at": answer_at, "reaches": None, "count": count, "target_feature": "name"}
+                 "kind": kind, "question": question, "answer": "", "entity": named[start], "named": [start],
+                 "start": start, "hops": hops, "answer_at": answer_at, "reaches": None, "count": count,
+                 "target_feature": "name"}
         entry["answer"] = gold_answer(view, entry)
+        entry["hops_needed"] = hops_needed(view, entry)
         if entry["answer"] not in ("", "0"):
             entries.append(entry)
 
@@ -257,8 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def per_hops(entries: list[dict[str, Any]]) -> str:
         hops: dict[int, int] = {}
         for entry in entries:
-            hops[len(entry["hops"])] = hops.get(len(entry["hops"]), 0) + 1
-        return ", ".join(f"{n} of {h} hops" for h, n in sorted(hops.items()))
+            hops[entry["hops_needed"]] = hops.get(entry["hops_needed"], 0) + 1
+        return ", ".join(f"{n} need {h} hop{'s' * (h > 1)}" for h, n in sorted(hops.items())) + " from what they name"
 
     return fixture.run_cli(argv, prog="python -m kgagents.evals.grbench_multihop", doc=__doc__, out=OUT,
                            derivation=derive,

@@ -2,21 +2,24 @@
 gold path reaches the gold answer under CoT, ToT (Selection and Score) and GoT, with the agent and with automatic
 graph exploration. The questions, paths and graphs are derived from GRBench's templates by
 ``evals/grbench_multihop.py`` (see evals/data/grbench/PROVENANCE.md); the scripts are written from each entry and
-the graph by :func:`kgagents.cli.grounded.gold_path_steps`, nothing per question."""
+the graph by :func:`kgagents.cli.grounded.gold_path_steps`, nothing per question. Searches on the store from the
+entities each question names check how many hops it needs: at least 30 cannot be answered by one."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
+from functools import cache
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.cli.grounded import gold_path_steps
+from kgagents.cli.grounded import gold_path_steps, render_value
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.grbench import QUESTIONS_DIR
-from kgagents.evals.grbench_multihop import gold_answer, graph_of, load_manifest, stale
+from kgagents.evals.grbench_multihop import answer_nodes, gold_answer, graph_of, load_manifest, stale
 from kgagents.graphs.grounded import PAPER_PROTOCOL, compile_graph
 from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
@@ -46,10 +49,66 @@ def test_the_fixture_has_enough_multi_hop_questions_with_their_provenance():
                 row = json.loads(line)
                 grbench[(path.stem.replace("maple_", "maple/"), str(row["qid"]))] = row
     for entry in ENTRIES:
-        assert entry["kind"] in ("question", "template", "composed") and entry["source"]["domain"] == entry["domain"]
+        assert entry["kind"] in ("question", "rewritten", "template", "composed")
+        assert entry["source"]["domain"] == entry["domain"]
         if entry["kind"] == "question":  # GRBench's own question and answer, verbatim
             row = grbench[(entry["domain"], entry["source"]["qid"])]
             assert (entry["question"], entry["answer"]) == (row["question"], row["answer"])
+        if entry["kind"] == "rewritten":  # the facts of a GRBench question, asked from one of its entities
+            row = grbench[(entry["domain"], entry["source"]["qid"])]
+            assert entry["entity"] in row["question"] and entry["question"] != row["question"]
+
+
+@cache
+def _store(folder):
+    return open_graph(folder)
+
+
+def _named_in(question, graph):
+    """The nodes a question names: every node whose name occurs in it as words (GRBench's author templates put
+    the second title's "?" inside the quotes)."""
+    return [n.id for n in graph.iter_nodes()
+            if n.name and re.search(r"(?<!\w)" + re.escape(n.name.rstrip("?")) + r"(?!\w)", question)]
+
+
+def _searches(entry):
+    """What one-hop and k-hop searches from the entities the question names find, on the real store: the answer
+    nodes, the nodes within one hop (the named ones included), every text those hold, and the nodes within k hops
+    (k the path's length)."""
+    graph = _store(str(graph_of(entry)))
+    named = _named_in(entry["question"], graph)
+    answer = answer_nodes(graph, entry)
+    one_hop = set(graph.ego_graph(named, radius=1, max_nodes=None).hops)
+    texts = {render_value(v) for n in one_hop for value in graph.features(n).values()
+             for v in ([value, *value] if isinstance(value, list) else [value])}
+    k_hops = set(graph.ego_graph(named, radius=len(entry["hops"]), max_nodes=None).hops)
+    return graph, named, answer, one_hop, texts, k_hops
+
+
+def _one_hop_cannot_answer(entry):
+    graph, _, answer, one_hop, texts, _ = _searches(entry)
+    names = {render_value(graph.features(n).get(entry["target_feature"])) for n in answer}
+    return not (set(answer) & one_hop) and entry["answer"] not in texts and not (names & texts)
+
+
+def test_at_least_30_questions_cannot_be_answered_by_one_hop_from_the_entities_they_name():
+    beyond = [e for e in ENTRIES if _one_hop_cannot_answer(e)]
+    assert len(beyond) >= 30
+    assert len([e for e in beyond if e["domain"] != "biomedical"]) >= 10  # academic questions too
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
+def test_one_hop_from_the_named_entities_cannot_answer_a_multi_hop_question_and_k_hops_can(entry):
+    """``named`` and ``hops_needed`` are what searches on the store find; where two or more hops are needed, no
+    answer node, name or the answer itself is among the named entities' neighbours and attributes, and a search
+    as deep as the path reaches every answer node."""
+    graph, named, answer, _, _, k_hops = _searches(entry)
+    assert sorted(named) == sorted(entry["named"]) and entry["start"] in named and answer
+    assert set(answer) <= k_hops
+    needed = next(r for r in range(len(entry["hops"]) + 1)
+                  if set(answer) <= set(graph.ego_graph(named, radius=r, max_nodes=None).hops))
+    assert needed == entry["hops_needed"] and needed >= 1
+    assert _one_hop_cannot_answer(entry) == (needed >= 2)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
@@ -126,6 +185,7 @@ def test_kgagents_eval_on_the_multihop_dataset(tmp_path, capsys):
 
     dataset = load_dataset("grbench-multihop", None, split="biomedical")
     assert {i.meta["difficulty"] for i in dataset.items} == {"medium"} and len(dataset.items) == 20
+    assert {i.meta["hops_needed"] for i in dataset.items} == {2, 3}
     picked = dataset.items[:3]
     entries = {e["id"]: e for e in ENTRIES}
     graph = open_graph(picked[0].inputs["graph"])
