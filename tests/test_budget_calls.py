@@ -70,7 +70,7 @@ async def test_grounded_candidates_stop_after_one_round(academic, strategy):  # 
     model = ScriptedChatModel(steps=steps)
     ctx = GroundedContext(model=model, strategy=strategy, branching=3, keep=2, budget_tokens=1,
                           api_backoff_base_s=0.001)
-    output, state = await run(grounded, {"question": "Who wrote Deep Graphs?", "graph": academic}, ctx)
+    output, _ = await run(grounded, {"question": "Who wrote Deep Graphs?", "graph": academic}, ctx)
     stages = [call.split("]", 1)[0] for call in model.calls]
     thoughts = [s for s in stages if "agent thought" in s]
     # the k candidates' thoughts started together (one round); no action, vote or second step started after
