@@ -45,6 +45,7 @@ from langgraph.config import get_config
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.usage import Usage, merge_usage, sum_costs, total_tokens
+from kgagents.tools.base import ToolFailure
 
 
 class BudgetError(KGAgentsError, ValueError):
@@ -52,8 +53,9 @@ class BudgetError(KGAgentsError, ValueError):
     not positive."""
 
 
-class CallRefused(KGAgentsError, RuntimeError):
-    """A model call of the tools that the run's budget did not let start (:class:`ToolBudgetGuard`)."""
+class CallRefused(ToolFailure):
+    """A model call of the tools that the run's budget did not let start (:class:`ToolBudgetGuard`): a tool
+    failure that no retry fixes (the tool's result says so)."""
 
 
 class Stop(str):
@@ -220,10 +222,13 @@ class ToolBudgetGuard:
 
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
+        self.usage: Usage = {}
+        """The calls this guard counted (what a check outside a graph's task goes by)."""
 
     def admit(self) -> None:
-        if reason := admit(self.ctx):
-            raise CallRefused(f"{reason}: no further model call starts")
+        if reason := admit(self.ctx, self.usage):
+            raise CallRefused(f"{reason}: the tools' model call did not start")
 
     def record(self, delta: Usage) -> None:
+        self.usage = merge_usage(self.usage, delta)
         record(self.ctx, delta)

@@ -144,3 +144,19 @@ async def test_a_call_does_not_start_once_the_budget_is_reached(usage):
         if usage is None:
             with pytest.raises(BudgetError, match="reported none"):
                 await priced.text("q")
+
+
+async def test_a_tools_model_call_does_not_start_once_the_budget_is_reached(tmp_path):
+    from kgagents.nodes.budget import CallRefused
+    from kgagents.nodes.runtime import tool_env
+    from kgagents.tools.base import run_tool_with_retry
+    from kgagents.tools.llm_tool import make_llm_tool
+
+    model = ScriptedChatModel(steps=[{"content": "an answer", "times": 0}])
+    env = tool_env(Context(model=model, budget_tokens=5, tools_model=model), None, work_dir=tmp_path)
+    tool = make_llm_tool(env)
+    first = await run_tool_with_retry(tool, {"query": "a question long enough to pass five tokens"})
+    assert first.ok and len(model.calls) == 1
+    refused = await run_tool_with_retry(tool, {"query": "again"}, max_retries=3)
+    assert not refused.ok and refused.attempts == 1 and TOKEN_BUDGET in refused.output  # no retry, no call
+    assert len(model.calls) == 1 and issubclass(CallRefused, Exception)
