@@ -36,9 +36,11 @@ from typing import Annotated, Any, Literal, Self, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, StateGraph
+from langgraph.runtime import Runtime
 from pydantic import Field
 
 from kgagents.core.usage import total_cost, total_tokens
+from kgagents.nodes import budget
 from kgagents.nodes.grounded import chain_of
 from kgagents.nodes.state import failure_summary
 from kgagents.nodes.state import final_state as final_state  # re-exported: Python callers run graphs with it
@@ -292,16 +294,32 @@ def agent_g_evidence(state: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------------
 # The output node, and the graph builder that adds it
 # --------------------------------------------------------------------------------------------------------------
-def run_output(state: dict[str, Any], config: RunnableConfig | None, evidence: Any) -> dict[str, Any]:
-    """The output fields of a finished run (all but ``final_answer``, which the workflow's own step wrote)."""
+def run_output(state: dict[str, Any], config: RunnableConfig | None, evidence: Any,
+               context: Any = None) -> dict[str, Any]:
+    """The output fields of a finished run (all but ``final_answer``, which the workflow's own step wrote);
+    ``budget_stop`` too when the run reached its budget (``context``'s) on a path no router stopped."""
     thread = ((config or {}).get("configurable") or {}).get("thread_id")
-    return {
+    out = {
         "thread_id": str(thread) if thread else None,
         "cost_usd": total_cost(state.get("usage")),
         "tokens": total_tokens(state.get("usage")),
         "failure_summary": failure_summary(state.get("failures")),
         "evidence": evidence(state),
     }
+    if not state.get("budget_stop") and (reason := budget_reached_quietly(state.get("usage"), context)):
+        out["budget_stop"] = reason
+    return out
+
+
+def budget_reached_quietly(usage: Any, context: Any) -> str | None:
+    """:func:`kgagents.nodes.budget.budget_reached`, None where it cannot be told (an error the run's own checks
+    have reported already)."""
+    if not budget.has_budget(context):
+        return None
+    try:
+        return budget.budget_reached(usage, context)
+    except budget.BudgetError:
+        return None
 
 
 class WorkflowGraph(StateGraph):
@@ -340,8 +358,8 @@ def workflow_graph(
         state, context_schema=context_schema, input_schema=input_schema, output_schema=output_schema
     )
 
-    async def output(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
-        return run_output(state, config, evidence)
+    async def output(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+        return run_output(state, config, evidence, getattr(runtime, "context", None))
 
     output.__doc__ = f"The run's output: thread, cost and tokens, failures, evidence ({evidence.__name__})."
     builder.add_node(OUTPUT_NODE, output, defer=True)

@@ -1,8 +1,17 @@
 """Budgets of a run: ``budget_usd`` and ``budget_tokens`` in every workflow's context.
 
-A run that has spent its budget ends the way its paper ends a run that must stop, not with an error: the
-workflow's routers ask :func:`stop` at the points where the paper checks its own limits, and go where the
-limit would send them —
+Every model call of a run is checked before it starts (:func:`admit`, called by
+:class:`kgagents.nodes.llm.LLMCaller` and by the tools' model through their environment's ``budget_guard``) and
+recorded when its reply arrives (:func:`record`), so no workflow can skip the check. What a check counts is the
+run's usage committed to its state before the current step (the workflow's ``usage`` channel, read through the
+running task) plus every call recorded since by the tasks of that step, which run concurrently (ToT/GoT
+candidates, KGoT's tool calls, a node's samples): once the run has reached its cap, **no call starts**. Calls
+already in flight when it is reached finish (a call is never cut off: its tokens are paid for), so a run ends
+within one call of its cap, or one round of the calls it makes at once (at most the run's ``max_concurrency``).
+
+A refused call is a failed call to its node (:class:`kgagents.nodes.llm.BudgetSpent`): the node degrades as
+its paper says, and the workflow's routers, which ask :func:`stop` at the points where the paper checks its own
+limits, end the run the way its paper ends a run that must stop —
 
 - KGoT (and its no-KG ablation): the iteration check goes to the forced solution (appendix D.5), as at the
   iteration limit;
@@ -12,28 +21,41 @@ limit would send them —
 - Agent-G: the validator's router goes to ``finish`` with the generator's answer on what was retrieved so far,
   as after T iterations (ReAct baseline: the generator on the last references).
 
-The step the router sends the run to may still call the model (the forced solution, the final answer): the
-budget is checked before each new step of the search, never in the middle of one, so a run can end somewhat
-above its budget. The reason is written to the ``budget_stop`` channel (by
-:func:`kgagents.graphs.routing.add_routed_node`), which the output schema returns, ``kgagents ask`` prints and
-each evaluation record keeps; the workflows' own ``exit_reason`` says so too.
+That closing step (once the router has written the stop) may still call the model: a run ends with its answer,
+at most the closing step's calls above its cap. The reason is written to the ``budget_stop`` channel (by
+:func:`kgagents.graphs.routing.add_routed_node`, or by the run's output node when the run reached its cap on
+another path), which the output schema returns, ``kgagents ask`` prints and each evaluation record keeps; the
+workflows' own ``exit_reason`` says so too.
 
-Tokens are input plus output tokens of every model call of the run. A cost budget needs the prices of the
-models used: a model without a price (its cost unknown) makes the check an error rather than a budget that
-never ends the run.
+Tokens are input plus output tokens of every model call of the run; a server that reports no usage has its
+calls counted here (``estimated_tokens``: characters over :data:`kgagents.core.usage.CHARS_PER_TOKEN`). A cost
+budget needs the prices of the models used and the usage of their calls: a model without a price, or calls
+whose server reported no usage, make the check an error (which says which) rather than a budget that never ends
+the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from langgraph.config import get_config
+
 from kgagents.core.errors import KGAgentsError
-from kgagents.core.usage import Usage, sum_costs, total_tokens
+from kgagents.core.usage import Usage, merge_usage, sum_costs, total_tokens
+from kgagents.tools.base import ToolFailure
 
 
 class BudgetError(KGAgentsError, ValueError):
-    """A cost budget that cannot be checked (a model's price is unknown), or a budget that is not positive."""
+    """A cost budget that cannot be checked (a model's price or a call's usage is unknown), or a budget that is
+    not positive."""
+
+
+class CallRefused(ToolFailure):
+    """A model call of the tools that the run's budget did not let start (:class:`ToolBudgetGuard`): a tool
+    failure that no retry fixes (the tool's result says so)."""
 
 
 class Stop(str):
@@ -56,14 +78,25 @@ def check_budget(budget_usd: float | None, budget_tokens: int | None) -> None:
 
 
 def tokens_spent(usage: Usage | None) -> int:
-    """Input plus output tokens over every model."""
+    """Input plus output tokens over every model, with the local count of the calls whose server reported
+    none (``estimated_tokens``)."""
     totals = total_tokens(usage)
-    return int(totals["input_tokens"]) + int(totals["output_tokens"])
+    estimated = sum(int(u.get("estimated_tokens", 0)) for u in (usage or {}).values())
+    return int(totals["input_tokens"]) + int(totals["output_tokens"]) + estimated
 
 
 def cost_spent(usage: Usage | None) -> float:
-    """The cost of every call so far; a :class:`BudgetError` when a model's price is unknown."""
+    """The cost of every call so far; a :class:`BudgetError` when it is unknown, saying why: calls whose server
+    reported no token usage, or a model without a price."""
     usage = usage or {}
+    unreported = {model: int(u.get("unmeasured_calls", 0)) for model, u in usage.items()
+                  if u.get("unmeasured_calls")}
+    if unreported:
+        calls = ", ".join(f"{n} call{'' if n == 1 else 's'} of {model}" for model, n in sorted(unreported.items()))
+        raise BudgetError(f"a cost budget needs the token usage of every call, and the server reported none for "
+                          f"{calls}, so their cost is unknown: give a token budget instead (budget_tokens; "
+                          "tokens the server does not report are counted locally) or use a server that reports "
+                          "usage")
     unknown = sorted(model for model, u in usage.items() if u.get("cost_usd") is None and u.get("calls"))
     if unknown:
         raise BudgetError(f"a cost budget needs the price of every model, and {', '.join(unknown)} has none: "
@@ -71,11 +104,23 @@ def cost_spent(usage: Usage | None) -> float:
     return sum_costs(u.get("cost_usd") for u in usage.values()).known_usd
 
 
+def limits(ctx: Any) -> tuple[float | None, int | None]:
+    """``(budget_usd, budget_tokens)`` of a context (a context object or a mapping; either may be None)."""
+    if isinstance(ctx, Mapping):
+        return ctx.get("budget_usd"), ctx.get("budget_tokens")
+    return getattr(ctx, "budget_usd", None), getattr(ctx, "budget_tokens", None)
+
+
+def has_budget(ctx: Any) -> bool:
+    """Whether the context sets a budget (a run without one pays nothing for the checks)."""
+    usd, tokens = limits(ctx)
+    return usd is not None or tokens is not None
+
+
 def budget_reached(usage: Usage | None, ctx: Any) -> str | None:
     """Why the run has spent its budget (``ctx.budget_usd`` / ``ctx.budget_tokens``), or None while it has
     not."""
-    tokens_limit = getattr(ctx, "budget_tokens", None)
-    usd_limit = getattr(ctx, "budget_usd", None)
+    usd_limit, tokens_limit = limits(ctx)
     check_budget(usd_limit, tokens_limit)
     if tokens_limit is not None:
         spent = tokens_spent(usage)
@@ -94,3 +139,96 @@ def stop(state: Mapping[str, Any], ctx: Any, destination: str) -> Any:
     its literal destinations: a :class:`Stop` is the destination's string)."""
     reason = budget_reached(state.get("usage"), ctx)
     return Stop(destination, reason) if reason else None
+
+
+# -- the check before every call ------------------------------------------------------------------------------
+# The calls recorded by the tasks of each running step, by the id of the checkpoint the step started from (one
+# per step of each graph run, subgraphs' own included): the usage that is not yet in the state. A step's entry
+# is no longer read once the step has ended (its usage is then in the state); the oldest are dropped.
+_IN_FLIGHT_MAX = 16384
+_in_flight: OrderedDict[str, Usage] = OrderedDict()
+_in_flight_lock = threading.Lock()
+
+#: LangGraph's keys of a task's configuration: the running step's runtime (whose ``execution_info`` names the
+#: checkpoint the step started from) and the task's read of the graph's channels (see docs/dependencies.md).
+_RUNTIME_KEY = "__pregel_runtime"
+_READ_KEY = "__pregel_read"
+
+
+def _running_step() -> tuple[str | None, Callable[..., Any] | None]:
+    """The running step's checkpoint id and the task's channel read, or ``(None, None)`` outside a graph."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # not inside a graph's task (a grader, a script)
+        return None, None
+    info = getattr(configurable.get(_RUNTIME_KEY), "execution_info", None)
+    step = getattr(info, "checkpoint_id", None)
+    read = configurable.get(_READ_KEY)
+    return (str(step) if step else None), (read if callable(read) else None)
+
+
+def _committed(read: Callable[..., Any] | None, channel: str) -> Any:
+    """A channel's value as the running step started with it (None when the graph has no such channel or it
+    is empty)."""
+    if read is None:
+        return None
+    try:
+        return read(channel, False)
+    except Exception:  # noqa: BLE001 - an empty channel (EmptyChannelError) or one this graph lacks (KeyError)
+        return None
+
+
+def spent(own: Usage | None = None) -> Usage:
+    """The running run's usage: its state's, plus the calls recorded since by the tasks of its running step;
+    outside a graph, ``own`` (the caller's own calls)."""
+    step, read = _running_step()
+    if step is None:
+        return dict(own or {})
+    with _in_flight_lock:
+        recorded = _in_flight.get(step)
+    return merge_usage(_committed(read, "usage") or {}, recorded)
+
+
+def admit(ctx: Any, own: Usage | None = None) -> str | None:
+    """Why a model call of the run may not start (its budget is reached), or None when it may: every call asks
+    before it starts. The run's closing step, once a router has stopped it (``budget_stop`` in its state), may
+    still call (see the module docstring)."""
+    if not has_budget(ctx):
+        return None
+    reason = budget_reached(spent(own), ctx)
+    if reason and _committed(_running_step()[1], "budget_stop"):
+        return None  # the closing step the router chose: it answers from what the run has
+    return reason
+
+
+def record(ctx: Any, delta: Usage) -> None:
+    """Count a call's usage for the checks of the running step's other calls (its state has it once the step
+    ends)."""
+    if not has_budget(ctx):
+        return
+    step, _ = _running_step()
+    if step is None:
+        return
+    with _in_flight_lock:
+        _in_flight[step] = merge_usage(_in_flight.get(step), delta)
+        _in_flight.move_to_end(step)
+        while len(_in_flight) > _IN_FLIGHT_MAX:
+            _in_flight.popitem(last=False)
+
+
+class ToolBudgetGuard:
+    """The run's budget for the tools' own model calls (``ToolEnv.budget_guard``): :meth:`admit` before each,
+    raising :class:`CallRefused` once the budget is reached; :meth:`record` after."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.usage: Usage = {}
+        """The calls this guard counted (what a check outside a graph's task goes by)."""
+
+    def admit(self) -> None:
+        if reason := admit(self.ctx, self.usage):
+            raise CallRefused(f"{reason}: the tools' model call did not start")
+
+    def record(self, delta: Usage) -> None:
+        self.usage = merge_usage(self.usage, delta)
+        record(self.ctx, delta)

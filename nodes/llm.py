@@ -7,7 +7,9 @@
 - every call is retried on transient API errors (429, 5xx, timeouts, dropped connections) with exponential
   backoff and jitter (``Context.max_api_retries``, ``api_backoff_base_s`` .. ``api_backoff_max_s``);
 - token usage per model accumulates in :attr:`LLMCaller.usage`, which the node returns into the state's
-  ``usage`` channel (reducer :func:`kgagents.core.usage.merge_usage`), so usage and cost survive checkpoints.
+  ``usage`` channel (reducer :func:`kgagents.core.usage.merge_usage`), so usage and cost survive checkpoints;
+- the run's budget is checked before every call and each reply counted for the run's other calls at once
+  (:mod:`kgagents.nodes.budget`): once it is reached, a call does not start (:class:`BudgetSpent`).
 
 A call that fails for good raises :class:`LLMError` (:class:`StructuredOutputError` when the replies never
 parsed): the node degrades as its paper's error handling says, notes it with :meth:`LLMCaller.failed` and
@@ -48,6 +50,7 @@ from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.usage import Usage, merge_usage, reply_usage
+from kgagents.nodes import budget
 from kgagents.nodes.context import BaseContext
 from kgagents.nodes.models import aresolve_model, resolve_model
 from kgagents.nodes.runtime import gather_bounded
@@ -64,6 +67,11 @@ class LLMError(KGAgentsError, RuntimeError):
     def reason(self) -> str:
         """What went wrong, in a line."""
         return str(self)
+
+
+class BudgetSpent(LLMError):
+    """The run has reached its budget: the call did not start (the node degrades as on a failed call, and the
+    workflow's routers end the run at its budget; :mod:`kgagents.nodes.budget`)."""
 
 
 class StructuredOutputError(LLMError):
@@ -109,6 +117,8 @@ class LLMCaller:
         self._model: BaseChatModel | None = model
         self.usage: Usage = {}
         self.failures: list[Failure] = []
+        self.budget_stop: str | None = None
+        """Set when the run's budget refused a call of this caller: which budget, how much."""
 
     @property
     def model(self) -> BaseChatModel:
@@ -127,15 +137,29 @@ class LLMCaller:
         return self._model
 
     # -- accounting -------------------------------------------------------------------------------
-    def _record(self, message: Any) -> None:
-        self.usage = merge_usage(self.usage, reply_usage(message, self.label))
+    def _record(self, message: Any, sent: Sequence[BaseMessage] = ()) -> None:
+        """Count one reply (to the messages ``sent``): into :attr:`usage`, and at once for the run's budget."""
+        delta = reply_usage(message, self.label, sent)
+        self.usage = merge_usage(self.usage, delta)
+        budget.record(self.context, delta)
+
+    def _admit(self) -> None:
+        """Raise :class:`BudgetSpent` when the run's budget does not let another call start."""
+        reason = budget.admit(self.context, self.usage)
+        if reason:
+            self.budget_stop = reason
+            raise BudgetSpent(f"{reason}: the {self.role} model call did not start")
 
     def failed(self, exc: LLMError, outcome: str) -> Failure:
         """Note that a call failed for good and what the node does instead (``outcome``); the node returns
-        :attr:`failures` into the state's ``failures`` channel."""
+        :attr:`failures` into the state's ``failures`` channel. A call the budget refused is no failure (the run
+        says it stopped at its budget instead)."""
         node = _current_node()
         failure = Failure(node=node, role=self.role, kind="parse" if isinstance(exc, StructuredOutputError) else "api",
                           error=str(exc)[:1000], outcome=outcome)
+        if isinstance(exc, BudgetSpent):
+            log.info("%s: %s; %s", node or "(no node)", exc, outcome)
+            return failure
         self.failures.append(failure)
         log.warning("%s: %s; %s", node or "(no node)", str(exc)[:300], outcome)
         return failure
@@ -146,6 +170,7 @@ class LLMCaller:
         """``runnable.ainvoke(messages)`` (``runnable.asample(messages, n)`` with ``n``), with the retries;
         ``stage`` names the call in its metadata and run name (never in the messages)."""
         ctx = self.context
+        self._admit()
         attempts = 0
         config: dict[str, Any] | None = {"run_name": stage, "metadata": {STAGE_KEY: stage}} if stage else None
         pending: dict[str, tuple[str, str]] = {}  # this attempt's requests, for a recording of failed calls
@@ -196,8 +221,9 @@ class LLMCaller:
         runnable: Any = model
         if tools:
             runnable = model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
-        reply = await self._call(runnable, as_messages(prompt, system), stage=stage or stage_of(prompt))
-        self._record(reply)
+        messages = as_messages(prompt, system)
+        reply = await self._call(runnable, messages, stage=stage or stage_of(prompt))
+        self._record(reply, messages)
         return reply
 
     async def structured[T: BaseModel](self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
@@ -237,8 +263,8 @@ class LLMCaller:
                     return [exc] * n  # what a failed request is for every sample it stood for
                 rejected = exc  # a client error: asked one sample at a time below
             else:
-                if firsts:
-                    self._record(firsts[0]["raw"])  # every choice's message carries the request's whole usage
+                if firsts:  # every choice's message carries the request's whole usage
+                    self._record(firsts[0]["raw"], messages)
                 firsts = firsts[:n]
 
         async def sample(first: Any) -> T | LLMError:
@@ -288,7 +314,7 @@ class LLMCaller:
                     result = {"raw": None, "parsed": None, "parsing_error": exc.__cause__}
                 raw = result.get("raw") if isinstance(result, dict) else None
                 if raw is not None:
-                    self._record(raw)
+                    self._record(raw, messages)
             value, last_error = _accepted(result, schema)
             if value is not None:
                 return value

@@ -20,6 +20,7 @@ from langgraph.runtime import Runtime
 from kgagents.core.config import get_settings
 from kgagents.core.runs import thread_work_dir
 from kgagents.core.tempdirs import process_dir
+from kgagents.nodes.budget import ToolBudgetGuard, has_budget
 from kgagents.nodes.context import BaseContext, Context
 from kgagents.nodes.models import aresolve_model, resolve_model
 from kgagents.nodes.served import check_attachments, check_context, is_served, served_now
@@ -276,7 +277,8 @@ def _tool_env(ctx: Context, work_dir: Path, llm: Any, attachments: Sequence[str]
                    sandbox_memory_mb=ctx.sandbox_memory_mb, sandbox_quota=sandbox_quota(ctx),
                    allow_weak_sandbox=allow_weak(ctx),
                    max_retries=ctx.max_tool_retries, backoff_base_s=ctx.tool_backoff_base_s,
-                   backoff_max_s=ctx.tool_backoff_max_s, extra={"context": ctx})
+                   backoff_max_s=ctx.tool_backoff_max_s, extra={"context": ctx},
+                   budget_guard=ToolBudgetGuard(ctx) if has_budget(ctx) else None)
 
 
 async def gather_bounded[T](config: RunnableConfig | None, calls: Sequence[Awaitable[T]]) -> list[T]:

@@ -99,13 +99,15 @@ def test_a_reply_without_usage_has_unknown_tokens_and_cost_not_zero() -> None:
         measured["gpt-4o-mini"]
     silent = reply_usage(AIMessage("b", response_metadata={"model_name": "gpt-4o-mini-2024-07-18"}), "x")
     assert silent == {"gpt-4o-mini-2024-07-18": {"calls": 1, "input_tokens": 0, "output_tokens": 0,
-                                                 "cost_usd": None, "unmeasured_calls": 1}}
+                                                 "cost_usd": None, "unmeasured_calls": 1,
+                                                 "estimated_tokens": 1}}  # "b", counted locally
     both = merge_usage(merge_usage(measured, silent), reply_usage(AIMessage("c"), "gpt-4o-mini"))
     assert both["gpt-4o-mini"]["cost_usd"] is None and both["gpt-4o-mini"]["unmeasured_calls"] == 1
     assert total_cost(both) is None and total_tokens(both) == {"calls": 3, "input_tokens": 1000,
                                                               "output_tokens": 100, "unmeasured_calls": 2}
     assert subtract_usage(both, measured)["gpt-4o-mini"] == {
-        "calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "unmeasured_calls": 1}
+        "calls": 1, "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "unmeasured_calls": 1,
+        "estimated_tokens": 1}
 
 
 @pytest.mark.slow

@@ -74,6 +74,9 @@ class ToolEnv:
     """Token usage of the tools' own LLM calls; the node that ran the tools adds it to the state."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Workflow-specific objects (e.g. ``"context"``: the run's ``Context`` for tools that run subgraphs)."""
+    budget_guard: Any = None
+    """The run's budget for the tools' model calls (``kgagents.nodes.budget.ToolBudgetGuard``: ``admit()``
+    raises once the budget is reached, ``record(usage)`` counts a reply), or None for a run without one."""
     attachments: tuple[str, ...] = ()
     """The task's attached files: with the work dir (and ``KGAGENTS_FILE_ROOTS``), the only local files the
     file tools may read (``kgagents.tools.files.access``)."""
@@ -82,15 +85,21 @@ class ToolEnv:
         """Add the usage of a model call made by a tool (a chat reply, a transcription) to :attr:`usage`."""
         self.usage = merge_usage(self.usage, delta)
 
-    def record_usage(self, message: Any, model: str | None = None) -> None:
+    def record_usage(self, message: Any, model: str | None = None, sent: Any = ()) -> None:
         """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage` (unknown, never 0,
-        when the reply reports none)."""
-        self.add_usage(reply_usage(message, model or "unknown"))
+        when the reply reports none: then counted locally from it and the messages ``sent``) and count it for
+        the run's budget."""
+        delta = reply_usage(message, model or "unknown", sent if isinstance(sent, list) else ())
+        self.add_usage(delta)
+        if self.budget_guard is not None:
+            self.budget_guard.record(delta)
 
     async def ask_llm(self, messages: Any, *, tools: list[Any] | None = None) -> Any:
         """Call the tools' model with retries on transient errors; records usage; returns the ``AIMessage``."""
         if self.llm is None:
             raise RuntimeError("no chat model is configured for the tools")
+        if self.budget_guard is not None:
+            self.budget_guard.admit()  # the run's budget: no call starts once it is reached
         model: Any = self.llm.bind_tools(tools) if tools else self.llm
         key = model_key(self.llm)
         try:
@@ -103,7 +112,7 @@ class ToolEnv:
                 raise ModelUnavailableError(f"the tools' model ({describe_model(self.llm)}) cannot be used: "
                                             f"{why_not} ({type(exc).__name__}: {exc})") from exc
             raise
-        self.record_usage(reply, getattr(self.llm, "model_name", None))
+        self.record_usage(reply, getattr(self.llm, "model_name", None), messages)
         return reply
 
 

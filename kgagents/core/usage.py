@@ -34,6 +34,9 @@ class ModelUsage(TypedDict):
     unmeasured_calls: NotRequired[int]
     """Calls whose reply reported no token usage: their tokens are not in the counts and their cost is
     unknown."""
+    estimated_tokens: NotRequired[int]
+    """The tokens of the unmeasured calls as counted here (:func:`estimate_tokens` of what was sent and
+    received): what a token budget counts for them; never in ``input_tokens`` / ``output_tokens``."""
 
 
 Usage = dict[str, ModelUsage]
@@ -139,11 +142,37 @@ def cost_of(model: str, input_tokens: int, output_tokens: int,
     return cost
 
 
+#: Characters per token of the local count (:func:`estimate_tokens`): OpenAI's rule of thumb for English text
+#: ("one token generally corresponds to ~4 characters"); code and other languages take more tokens per character.
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """The tokens of ``text`` as counted locally when a server reports none: its characters over
+    :data:`CHARS_PER_TOKEN`, rounded up (no tokenizer: the model behind an OpenAI-compatible server is unknown)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def message_text(message: Any) -> str:
+    """What a chat message carries that a model reads or writes: its text (every text part of a list) and its
+    tool calls' names and arguments."""
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        parts = [content]
+    else:
+        parts = [part if isinstance(part, str) else str(part.get("text") or "") if isinstance(part, Mapping)
+                 else "" for part in (content or [])]
+    for call in getattr(message, "tool_calls", None) or []:
+        parts.append(f"{call.get('name', '')} {json.dumps(call.get('args', {}), default=str)}")
+    return "".join(parts)
+
+
 def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 1, *, audio_seconds: float = 0.0,
-                measured: bool = True) -> Usage:
+                measured: bool = True, estimated_tokens: int = 0) -> Usage:
     """A one-model usage delta with its cost.
 
-    ``measured=False`` records calls whose usage the provider did not report: they count, their cost is unknown.
+    ``measured=False`` records calls whose usage the provider did not report: they count, their cost is unknown,
+    and ``estimated_tokens`` is their local token count (what a token budget counts).
     """
     cost = cost_of(model, input_tokens, output_tokens, audio_seconds=audio_seconds) if measured else None
     entry: ModelUsage = {
@@ -156,17 +185,21 @@ def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 
         entry["audio_seconds"] = float(audio_seconds)
     if not measured:
         entry["unmeasured_calls"] = calls
+        if estimated_tokens:
+            entry["estimated_tokens"] = int(estimated_tokens)
     return {model: entry}
 
 
-def reply_usage(message: Any, model: str) -> Usage:
+def reply_usage(message: Any, model: str, sent: Iterable[Any] = ()) -> Usage:
     """The usage of one chat-model reply (an ``AIMessage``), under its model name (``response_metadata``'s,
     else ``model``): its tokens and cost, or — when the reply reports no usage — one call with unknown tokens
-    and an unknown cost (never a known $0)."""
+    and an unknown cost (never a known $0), its tokens counted locally from ``sent`` (the messages of the
+    request) and the reply (:func:`estimate_tokens`)."""
     name = str((getattr(message, "response_metadata", None) or {}).get("model_name") or model)
     meta = getattr(message, "usage_metadata", None)
     if not meta:
-        return usage_entry(name, 0, 0, measured=False)
+        text = "".join(message_text(m) for m in sent) + message_text(message)
+        return usage_entry(name, 0, 0, measured=False, estimated_tokens=estimate_tokens(text))
     return usage_entry(name, meta.get("input_tokens", 0), meta.get("output_tokens", 0))
 
 
@@ -197,6 +230,8 @@ def merge_usage(left: Usage | None, right: Usage | None) -> Usage:
             cur["audio_seconds"] = round(float(cur.get("audio_seconds", 0.0)) + float(u.get("audio_seconds", 0.0)), 6)
         if u.get("unmeasured_calls") or cur.get("unmeasured_calls"):
             cur["unmeasured_calls"] = int(cur.get("unmeasured_calls", 0)) + int(u.get("unmeasured_calls", 0))
+        if u.get("estimated_tokens") or cur.get("estimated_tokens"):
+            cur["estimated_tokens"] = int(cur.get("estimated_tokens", 0)) + int(u.get("estimated_tokens", 0))
     return out
 
 
@@ -217,6 +252,9 @@ def subtract_usage(total: Usage | None, before: Usage | None) -> Usage:
         unmeasured = int(u.get("unmeasured_calls", 0)) - int(b.get("unmeasured_calls", 0))
         if unmeasured > 0:
             delta["unmeasured_calls"] = unmeasured
+        estimated = int(u.get("estimated_tokens", 0)) - int(b.get("estimated_tokens", 0))
+        if estimated > 0:
+            delta["estimated_tokens"] = estimated
         out[model] = delta  # type: ignore[assignment]
     return out
 
