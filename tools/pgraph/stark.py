@@ -542,6 +542,8 @@ class StarkEmbeddings:
         self.model = self.folder.name
         self._queries: dict[str, dict[str, np.ndarray]] = {}
         self._lock = threading.Lock()
+        self._installs: dict[tuple[str, str, str], threading.Lock] = {}
+        self._installs_lock = threading.Lock()
 
     @property
     def model_name(self) -> str:
@@ -563,12 +565,26 @@ class StarkEmbeddings:
 
     def install(self, graph: Any, embedder: Any, *, kind: str = "flat") -> None:
         """Put the document embeddings into ``graph``'s ``text`` index for ``embedder``'s model id (once: a
-        saved index is found again by later runs and processes)."""
+        saved index is found again by later runs and processes).
+
+        Single-flight per (graph, model, kind): the items of an evaluation that start together all ask for the
+        index before it exists; the first loads the file (gigabytes on MAG) and builds the index while the
+        others wait for it and then find it built, so a process loads and builds it once."""
         model_id = model_id_of(embedder)
         if model_id is None:
             raise ValueError("STaRK's embeddings need an embedder with a model id (a name)")
         if graph.indexes.installed("text", model_id, kind):
             return
+        with self._install_lock(install_key(graph, model_id, kind)):
+            if graph.indexes.installed("text", model_id, kind):  # built by the item this one waited for
+                return
+            self._build(graph, embedder, model_id, kind)
+
+    def _install_lock(self, key: tuple[str, str, str]) -> threading.Lock:
+        with self._installs_lock:
+            return self._installs.setdefault(key, threading.Lock())
+
+    def _build(self, graph: Any, embedder: Any, model_id: str, kind: str) -> None:
         vectors = self._load(self.doc)
         rows, matrix, missing = [], [], 0
         for node, vector in vectors.items():
@@ -601,6 +617,14 @@ class StarkEmbeddings:
                 path = self.folder / folder / "query_emb_dict.pt"
                 self._queries[folder] = {str(k): v for k, v in self._load(path).items()} if path.is_file() else {}
             return self._queries[folder].get(str(int(key)))
+
+
+def install_key(graph: Any, model_id: str, kind: str) -> tuple[str, str, str]:
+    """Which index an install builds: the graph's index folder (its instance when it has none), the model and
+    the kind."""
+    directory = getattr(graph.indexes, "directory", None)
+    where = str(Path(directory).resolve()) if directory is not None else f"instance {id(graph.indexes)}"
+    return where, model_id, kind
 
 
 _embeddings: dict[str, StarkEmbeddings] = {}
