@@ -139,6 +139,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _estimate(args, dataset, values, protocol, default_scorer)
     start_checks(args.workflow, values, dataset=dataset.name, graph=dataset.name != "crag",
                  scorer=dataset.scorer, grader=grader_of(args, values, dataset.scorer))
+    _check_crag_api(args, values, dataset.name)
     if protocol is not None:
         return _run_protocol(args, dataset, values, protocol)
     out = _out_dir(args, dataset, default_scorer)
@@ -150,6 +151,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         print(f"report: {build_report([out])}", file=sys.stderr)
     return _exit_status([result])
+
+
+def _check_crag_api(args: argparse.Namespace, values: dict[str, Any], dataset: str) -> None:
+    """Refuse an evaluation on CRAG's own data whose CRAG API cannot answer (no data, not reachable); warn on the
+    sample that ships with kgagents (:func:`kgagents.cli.preflight.check_crag_api`)."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.cli.preflight import check_crag_api
+
+    for note in check_crag_api(args.workflow, values, dataset=dataset, own_data=args.data is not None):
+        print(f"kgagents: {note}", file=sys.stderr)
 
 
 def _exit_status(results: list[Any]) -> int:

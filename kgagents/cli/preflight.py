@@ -11,13 +11,16 @@ trace later:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from kgagents.core.config import get_settings
+from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.endpoints import describe_model
 from kgagents.graphs.registry import get
+from kgagents.tools.crag.client import api_url
+from kgagents.tools.crag.contents import HOW_TO_GET, probe_contents
 
 #: Workflows whose tool executor may search the web (KGoT's tools; their baselines that run KGoT's loop).
 TOOL_WORKFLOWS = ("kgot", "fusion", "kgot-nokg")
@@ -89,3 +92,38 @@ def check_backends(values: dict[str, Any], variants: list[str] | None = None) ->
     backends = [v.split(":", 1)[0] for v in variants or []] or [values.get("backend") or "networkx"]
     for backend in dict.fromkeys(backends):
         check_backend(backend, values.get("kg_url"))
+
+
+#: Workflows whose generation task reads CRAG's knowledge graphs through its API (Agent-G and the baselines with
+#: a graph module; the CoT and Text-RAG baselines read none).
+CRAG_KG_WORKFLOWS = ("agent-g", "agent-g-graph-rag", "agent-g-hybrid-rag", "agent-g-corrective-rag", "agent-g-react")
+
+
+def crag_api_needed(workflow: str, values: dict[str, Any], dataset: str | None) -> bool:
+    """Whether a run of ``workflow`` on ``dataset`` retrieves from CRAG's knowledge graphs through its API: a
+    workflow with a graph module, on CRAG, in the generation task, without a static KG of its own."""
+    return (workflow in CRAG_KG_WORKFLOWS and dataset == "crag" and values.get("task", "generation") == "generation"
+            and not values.get("graph"))
+
+
+def check_crag_api(workflow: str, values: dict[str, Any], *, dataset: str | None, own_data: bool) -> list[str]:
+    """Before an evaluation on CRAG whose graph module reads CRAG's API: ask the API a few searches that CRAG's
+    own mock API always answers (:mod:`kgagents.tools.crag.contents`). On CRAG's own question files
+    (``own_data``), an API that is missing, unreachable or without data is refused (a :class:`ConfigurationError`
+    that says how to get CRAG's); on the sample that ships with kgagents it is a warning, returned as a line to
+    print, as is an API some of whose domains answer nothing."""
+    if not crag_api_needed(workflow, values, dataset):
+        return []
+    url = api_url(values.get("crag_api_url"))
+    if url is None:
+        if own_data:
+            raise ConfigurationError(f"{workflow} on CRAG's data retrieves from CRAG's knowledge graphs through its "
+                                     f"mock API, and none is given (CRAG_SERVER or --set crag_api_url=URL). "
+                                     f"{HOW_TO_GET}")
+        return []  # run_limits says the graph module is off
+    contents = asyncio.run(probe_contents(url))
+    if contents.state in ("empty", "unreachable") and own_data:
+        raise ConfigurationError(f"refusing to evaluate {workflow}: {contents.message}")
+    if contents.state == "data":
+        return []
+    return [f"warning: {contents.message}"]
