@@ -139,7 +139,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _estimate(args, dataset, values, protocol, default_scorer)
     start_checks(args.workflow, values, dataset=dataset.name, graph=dataset.name != "crag",
                  scorer=dataset.scorer, grader=grader_of(args, values, dataset.scorer))
-    _check_crag_api(args, values, dataset.name)
+    _check_agent_g(args, values, dataset.name)
     if protocol is not None:
         return _run_protocol(args, dataset, values, protocol)
     out = _out_dir(args, dataset, default_scorer)
@@ -153,12 +153,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return _exit_status([result])
 
 
-def _check_crag_api(args: argparse.Namespace, values: dict[str, Any], dataset: str) -> None:
-    """Refuse an evaluation on CRAG's own data whose CRAG API cannot answer (no data, not reachable); warn on the
-    sample that ships with kgagents (:func:`kgagents.cli.preflight.check_crag_api`)."""
+def _check_agent_g(args: argparse.Namespace, values: dict[str, Any], dataset: str) -> None:
+    """Agent-G's checks before any item runs: its embedding models load here; on CRAG's own data, its CRAG API
+    answers (a warning on the sample that ships with kgagents) (:mod:`kgagents.cli.preflight`)."""
     # loaded by the command that needs it (every command starts without it)
-    from kgagents.cli.preflight import check_crag_api
+    from kgagents.cli.preflight import check_crag_api, check_embedders
 
+    check_embedders(args.workflow, values)
     for note in check_crag_api(args.workflow, values, dataset=dataset, own_data=args.data is not None):
         print(f"kgagents: {note}", file=sys.stderr)
 

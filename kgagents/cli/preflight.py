@@ -127,3 +127,39 @@ def check_crag_api(workflow: str, values: dict[str, Any], *, dataset: str | None
     if contents.state == "data":
         return []
     return [f"warning: {contents.message}"]
+
+
+def local_embedders(workflow: str, values: dict[str, Any]) -> list[tuple[str, Any, str | None]]:
+    """The sentence-transformers models an Agent-G run loads by name or path (``embedding_model`` and
+    ``linking_model``, e.g. the paper-crag preset's BAAI/bge-m3), as (setting, model, device); the packaged
+    model, OpenAI's and instances are left out."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.tools.pgraph.embeddings import OPENAI_PREFIX, canonical_model
+
+    if not workflow.startswith("agent-g"):
+        return []
+    ctx = get(workflow).make_context(values)
+    out: list[tuple[str, Any, str | None]] = []
+    for setting in ("embedding_model", "linking_model"):
+        model = getattr(ctx, setting, None)
+        if isinstance(model, str) and not model.startswith(OPENAI_PREFIX) and canonical_model(model) is not None:
+            out.append((setting, model, getattr(ctx, "embedding_device", None)))
+    return out
+
+
+def check_embedders(workflow: str, values: dict[str, Any]) -> None:
+    """Refuse, before any item runs, an Agent-G run whose embedding model cannot be loaded here (not downloaded
+    and no network, a wrong name or path): every item would otherwise fail and be scored "missing". The model is
+    loaded once per process (:func:`~kgagents.tools.pgraph.embeddings.load_embedder`), so the run finds it
+    loaded."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, load_embedder
+
+    for setting, model, device in local_embedders(workflow, values):
+        try:
+            load_embedder(model, device=device)
+        except EmbedderUnavailable as exc:
+            raise ConfigurationError(f"{workflow}'s {setting} cannot be used, so no item could run: {exc}. Download "
+                                     f"{model} where the network is reachable first (sentence-transformers keeps it "
+                                     f"in the Hugging Face cache), or give a local path or another model with --set "
+                                     f"{setting}=...") from exc

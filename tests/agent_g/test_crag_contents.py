@@ -86,3 +86,23 @@ def test_eval_on_crags_data_against_the_bundled_server_is_refused(tmp_path, caps
     assert f"refusing to evaluate {workflow}: the CRAG API at {url} has no data" in err
     assert "git lfs pull" in err and "uvicorn server:app" in err
     assert not (out / "results.jsonl").exists()
+
+
+def test_an_embedding_model_that_cannot_be_loaded_is_refused_at_start(tmp_path, capsys):
+    """The paper-crag preset's BAAI/bge-m3 where it is not downloaded (the tests run offline): refused before any
+    item runs, instead of every item failing and being scored "missing"."""
+    from kgagents.cli.preflight import local_embedders
+
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"steps": []}), encoding="utf-8")
+    out = tmp_path / "out"
+    code = main(["eval", "agent-g-text-rag", "--dataset", "crag", "--preset", "paper-crag", "--model",
+                 f"scripted:{model}", "--limit", "1", "--out", str(out), "--no-progress", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "agent-g-text-rag's embedding_model cannot be used, so no item could run" in err and "BAAI/bge-m3" in err
+    assert not (out / "results.jsonl").exists()
+    assert [s for s, _, _ in local_embedders("agent-g", {"embedding_model": "BAAI/bge-m3"})] == ["embedding_model"]
+    assert [s for s, _, _ in local_embedders("agent-g", {"linking_model": "all-mpnet-base-v2"})] == ["linking_model"]
+    assert local_embedders("agent-g", {"embedding_model": "openai:text-embedding-ada-002"}) == []
+    assert local_embedders("agent-g", {}) == [] and local_embedders("kgot", {"embedding_model": "x"}) == []
