@@ -140,6 +140,7 @@ class Layout:
 def _skb_of(folder: Path) -> Path | None:
     for candidate in (folder / "processed", folder / "skb", folder):
         if candidate.is_dir() and ((candidate / "node_info.pkl").is_file() or (candidate / "processed").is_dir()
+                                   or (candidate / "processed.zip").is_file()
                                    or (candidate / "cache").is_dir()
                                    or any(p.name.startswith("nodes.") for p in candidate.iterdir())):
             return candidate

@@ -139,6 +139,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _estimate(args, dataset, values, protocol, default_scorer)
     start_checks(args.workflow, values, dataset=dataset.name, graph=dataset.name != "crag",
                  scorer=dataset.scorer, grader=grader_of(args, values, dataset.scorer))
+    _check_agent_g(args, values, dataset.name)
     if protocol is not None:
         return _run_protocol(args, dataset, values, protocol)
     out = _out_dir(args, dataset, default_scorer)
@@ -150,6 +151,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         print(f"report: {build_report([out])}", file=sys.stderr)
     return _exit_status([result])
+
+
+def _check_agent_g(args: argparse.Namespace, values: dict[str, Any], dataset: str) -> None:
+    """Agent-G's checks before any item runs: its embedding models load here; on CRAG's own data, its CRAG API
+    answers (a warning on the sample that ships with kgagents) (:mod:`kgagents.cli.preflight`)."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.cli.preflight import check_crag_api, check_embedders
+
+    check_embedders(args.workflow, values)
+    for note in check_crag_api(args.workflow, values, dataset=dataset, own_data=args.data is not None):
+        print(f"kgagents: {note}", file=sys.stderr)
 
 
 def _exit_status(results: list[Any]) -> int:

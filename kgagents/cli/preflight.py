@@ -11,13 +11,16 @@ trace later:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from kgagents.core.config import get_settings
+from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.endpoints import describe_model
 from kgagents.graphs.registry import get
+from kgagents.tools.crag.client import api_url
+from kgagents.tools.crag.contents import HOW_TO_GET, probe_contents
 
 #: Workflows whose tool executor may search the web (KGoT's tools; their baselines that run KGoT's loop).
 TOOL_WORKFLOWS = ("kgot", "fusion", "kgot-nokg")
@@ -89,3 +92,74 @@ def check_backends(values: dict[str, Any], variants: list[str] | None = None) ->
     backends = [v.split(":", 1)[0] for v in variants or []] or [values.get("backend") or "networkx"]
     for backend in dict.fromkeys(backends):
         check_backend(backend, values.get("kg_url"))
+
+
+#: Workflows whose generation task reads CRAG's knowledge graphs through its API (Agent-G and the baselines with
+#: a graph module; the CoT and Text-RAG baselines read none).
+CRAG_KG_WORKFLOWS = ("agent-g", "agent-g-graph-rag", "agent-g-hybrid-rag", "agent-g-corrective-rag", "agent-g-react")
+
+
+def crag_api_needed(workflow: str, values: dict[str, Any], dataset: str | None) -> bool:
+    """Whether a run of ``workflow`` on ``dataset`` retrieves from CRAG's knowledge graphs through its API: a
+    workflow with a graph module, on CRAG, in the generation task, without a static KG of its own."""
+    return (workflow in CRAG_KG_WORKFLOWS and dataset == "crag" and values.get("task", "generation") == "generation"
+            and not values.get("graph"))
+
+
+def check_crag_api(workflow: str, values: dict[str, Any], *, dataset: str | None, own_data: bool) -> list[str]:
+    """Before an evaluation on CRAG whose graph module reads CRAG's API: ask the API a few searches that CRAG's
+    own mock API always answers (:mod:`kgagents.tools.crag.contents`). On CRAG's own question files
+    (``own_data``), an API that is missing, unreachable or without data is refused (a :class:`ConfigurationError`
+    that says how to get CRAG's); on the sample that ships with kgagents it is a warning, returned as a line to
+    print, as is an API some of whose domains answer nothing."""
+    if not crag_api_needed(workflow, values, dataset):
+        return []
+    url = api_url(values.get("crag_api_url"))
+    if url is None:
+        if own_data:
+            raise ConfigurationError(f"{workflow} on CRAG's data retrieves from CRAG's knowledge graphs through its "
+                                     f"mock API, and none is given (CRAG_SERVER or --set crag_api_url=URL). "
+                                     f"{HOW_TO_GET}")
+        return []  # run_limits says the graph module is off
+    contents = asyncio.run(probe_contents(url))
+    if contents.state in ("empty", "unreachable") and own_data:
+        raise ConfigurationError(f"refusing to evaluate {workflow}: {contents.message}")
+    if contents.state == "data":
+        return []
+    return [f"warning: {contents.message}"]
+
+
+def local_embedders(workflow: str, values: dict[str, Any]) -> list[tuple[str, Any, str | None]]:
+    """The sentence-transformers models an Agent-G run loads by name or path (``embedding_model`` and
+    ``linking_model``, e.g. the paper-crag preset's BAAI/bge-m3), as (setting, model, device); the packaged
+    model, OpenAI's and instances are left out."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.tools.pgraph.embeddings import OPENAI_PREFIX, canonical_model
+
+    if not workflow.startswith("agent-g"):
+        return []
+    ctx = get(workflow).make_context(values)
+    out: list[tuple[str, Any, str | None]] = []
+    for setting in ("embedding_model", "linking_model"):
+        model = getattr(ctx, setting, None)
+        if isinstance(model, str) and not model.startswith(OPENAI_PREFIX) and canonical_model(model) is not None:
+            out.append((setting, model, getattr(ctx, "embedding_device", None)))
+    return out
+
+
+def check_embedders(workflow: str, values: dict[str, Any]) -> None:
+    """Refuse, before any item runs, an Agent-G run whose embedding model cannot be loaded here (not downloaded
+    and no network, a wrong name or path): every item would otherwise fail and be scored "missing". The model is
+    loaded once per process (:func:`~kgagents.tools.pgraph.embeddings.load_embedder`), so the run finds it
+    loaded."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, load_embedder
+
+    for setting, model, device in local_embedders(workflow, values):
+        try:
+            load_embedder(model, device=device)
+        except EmbedderUnavailable as exc:
+            raise ConfigurationError(f"{workflow}'s {setting} cannot be used, so no item could run: {exc}. Download "
+                                     f"{model} where the network is reachable first (sentence-transformers keeps it "
+                                     f"in the Hugging Face cache), or give a local path or another model with --set "
+                                     f"{setting}=...") from exc

@@ -152,3 +152,37 @@ def test_a_cut_is_counted_per_item(stark_root, tmp_path, capsys):
     record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
     assert record["details"]["truncated_egos"] == 1
     assert json.loads((out / "summary.json").read_text())["items with cut ego-graphs"] == 1
+
+
+async def test_concurrent_items_load_and_build_starks_embeddings_once(prime, tmp_path, monkeypatch):
+    """Four items that start together before the index exists (an evaluation at its default concurrency): the
+    released document embeddings are loaded once and the index built once, and all four rank by it."""
+    import asyncio
+
+    from kgagents.tools.pgraph import stark
+    from kgagents.tools.pgraph.vectors import IndexSet
+
+    basis = np.eye(10, 32, dtype="float32")
+    ids = (0, 1, 5, 6, 7, 8, 9)
+    folder = write_stark_embeddings(tmp_path / "emb" / "prime" / "text-embedding-ada-002",
+                                    {i: basis[i] for i in ids}, {n: basis[0] for n in range(4)})
+    loads: list[str] = []
+    builds: list[str] = []
+    load, install = stark.StarkEmbeddings._load, IndexSet.install
+
+    def counted_load(path):
+        loads.append(path.parent.name)
+        return load(path)
+
+    def counted_install(self, *args, **kwargs):
+        builds.append(args[1])
+        return install(self, *args, **kwargs)
+
+    monkeypatch.setattr(stark.StarkEmbeddings, "_load", staticmethod(counted_load))
+    monkeypatch.setattr(IndexSet, "install", counted_install)
+    settings = {"task": "retrieval", "stark_embeddings": str(folder), "embedding_base_url": "http://127.0.0.1:9/v1"}
+    steps = [decide(1, source="text documents", times=0), validate(1, "yes", times=0)]
+    runs = await asyncio.gather(*(run({"question": QUESTION, "question_id": str(n), "graph": prime}, steps,
+                                      **settings) for n in range(4)))
+    assert [state["ranked_ids"][0] for state, _, _ in runs] == ["0"] * 4  # each by the released vectors
+    assert loads.count("doc") == 1 and builds == ["openai-text-embedding-ada-002"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
 from kgagents.evals.datasets import DatasetError, load_dataset
@@ -148,3 +149,50 @@ def test_prime_import(stark_root):
         "and classification information): ['Cytochrome P450']. type_of_gene (gene types): protein-coding. generif "
         "(PubMed text): CYP3A4 metabolises drugs; a second note. relations: ppi: {gene/protein: (GABRB3),}. "
         "enzyme: {drug: (Ivermectin, Rifampin),}")
+
+
+def test_a_pair_both_bought_and_viewed_is_bought_only_as_starks_skb_keeps_it(tmp_path):
+    """STaRK's SKB makes the graph undirected with one relation per pair, the mean of its edges' relations
+    rounded down (to_undirected(reduce="mean") then .long()): Amazon's pair that is both "also bought" and "also
+    viewed" is "also bought" only, in the documents and in the imported graph."""
+    from kgagents.evals.stark_fixture import AMAZON_PRODUCTS, _edge_arrays, _save
+    from kgagents.tools.pgraph.stark import document, read_processed, starks_relations
+
+    products = {i: dict(p) for i, p in enumerate(AMAZON_PRODUCTS[:3])}
+    edges = [(0, 0, 1), (0, 1, 1), (2, 1, 1)]  # 0 bought and viewed with 1; 1 viewed with 2 (listed 2 → 1)
+    folder = tmp_path / "amazon" / "processed"
+    _save(folder, node_info=products, edge_type_dict={0: "also_buy", 1: "also_view"}, **_edge_arrays(edges))
+    skb = read_processed(folder)
+    assert list(zip(skb.heads.tolist(), skb.edge_types.tolist(), skb.tails.tolist(), strict=True)) == [
+        (0, 0, 1), (2, 1, 1)]
+    assert document(skb, 0).endswith("relations: products also purchased: #1: EZ Tie Blood Knot Tying Tool. ")
+    assert "products also viewed: #1: BenchMaster" in document(skb, 1) and "purchased: #1: Lake" in document(skb, 1)
+    graph = open_graph(str(folder))
+    assert graph.neighbours("0", "also_buy") == ["1"] and graph.neighbours("0", "also_view") == []
+    # a graph whose pairs already run both ways keeps every relation of a pair, as STaRK does
+    both = [np.array(a) for a in ([0, 1, 0, 1], [1, 0, 1, 0], [0, 0, 1, 1])]
+    assert [a.tolist() for a in starks_relations(*both, 2)] == [b.tolist() for b in both]
+    # a mean no edge has: the pair's first edge carries it
+    mixed = starks_relations(np.array([0, 0]), np.array([1, 1]), np.array([0, 2]), 3)
+    assert [a.tolist() for a in mixed] == [[0], [1], [1]]
+
+
+def test_stark_as_downloaded_says_to_unzip_processed_zip(tmp_path, stark_root):
+    """Hugging Face's snapshot holds skb/<name>/processed.zip; the import and the evaluation say to unzip it."""
+    import zipfile
+
+    from kgagents.tools.pgraph.model import GraphFormatError
+
+    snapshot = tmp_path / "stark"
+    shutil.copytree(stark_root / "qa" / "prime", snapshot / "qa" / "prime")
+    skb = snapshot / "skb" / "prime"
+    skb.mkdir(parents=True)
+    with zipfile.ZipFile(skb / "processed.zip", "w") as archive:
+        for path in (stark_root / "skb" / "prime" / "processed").iterdir():
+            archive.write(path, f"processed/{path.name}")
+    with pytest.raises(GraphFormatError, match=r"processed\.zip is STaRK's knowledge base as downloaded, still "
+                                               r"zipped.*unzip processed\.zip"):
+        open_graph(str(skb))
+    items = load_dataset("stark-prime", str(snapshot), split="test").items
+    with pytest.raises(GraphFormatError, match=r"cd .*skb/prime && unzip processed\.zip"):
+        open_graph(items[0].inputs["graph"])

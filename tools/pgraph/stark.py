@@ -89,6 +89,51 @@ def find_processed(path: Path) -> Path | None:
     return None
 
 
+#: STaRK's SKB of a dataset as its Hugging Face dataset holds it: ``skb/<name>/processed.zip``.
+PROCESSED_ZIP = "processed.zip"
+
+
+def zipped_processed(path: Path) -> Path | None:
+    """STaRK's zipped SKB (``processed.zip``, as downloaded) in ``path`` when there is no processed folder;
+    ``None`` otherwise."""
+    zipped = path / PROCESSED_ZIP
+    return zipped if find_processed(path) is None and zipped.is_file() else None
+
+
+def still_zipped(zipped: Path) -> GraphFormatError:
+    """The error for an SKB that is still in its ``processed.zip``: it says how to unzip it where it is (what
+    STaRK's ``load_skb`` does), so that its ``processed/`` folder is read."""
+    return GraphFormatError(f"{zipped} is STaRK's knowledge base as downloaded, still zipped, and kgagents reads "
+                            f"the processed folder it holds: unzip it where it is first (`cd {zipped.parent} && "
+                            f"unzip {PROCESSED_ZIP}`, which writes {zipped.parent / 'processed'}/, as STaRK's "
+                            "load_skb does), then give the same path again")
+
+
+def starks_relations(heads: np.ndarray, tails: np.ndarray, types: np.ndarray,
+                     count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges as STaRK's SKB keeps them. STaRK makes a graph that is not undirected undirected with one
+    edge per pair of nodes whose relation is the mean of the relations of the pair's edges, rounded down
+    (``to_undirected(..., reduce="mean")`` then ``.long()``): Amazon's pair that is both "also bought" (0) and
+    "also viewed" (1) is "also bought" only. A graph whose pairs already run both ways is kept as it is. The
+    edges returned are the folder's, in its order and directions, less those whose relation the pair does not
+    keep (a pair none of whose edges has the kept relation keeps its first edge, with that relation)."""
+    if not len(heads):
+        return heads, tails, types
+    if np.array_equal(np.unique(heads * count + tails), np.unique(tails * count + heads)):
+        return heads, tails, types  # STaRK's is_undirected: nothing is merged
+    pair = np.minimum(heads, tails) * count + np.maximum(heads, tails)
+    _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    sums = np.bincount(inverse, weights=types).astype(np.int64)
+    kept = sums // np.bincount(inverse)  # relations are whole numbers from 0: the mean rounded down
+    keep = types == kept[inverse]
+    has = np.zeros(len(kept), dtype=bool)
+    has[inverse[keep]] = True
+    types = types.copy()
+    types[first[~has]] = kept[~has]
+    keep[first[~has]] = True
+    return heads[keep], tails[keep], types[keep]
+
+
 @dataclass
 class ProcessedSKB:
     """The arrays and dictionaries of one processed folder, with the dataset it was recognised as."""
@@ -161,6 +206,9 @@ def read_processed(path: Path, dataset: str | None = None) -> ProcessedSKB:
     """A STaRK processed folder (see :func:`find_processed`), its dataset recognised from its records unless
     ``dataset`` says it; a folder that lacks a file it needs is a clear error naming the file."""
     folder = find_processed(path)
+    zipped = zipped_processed(path)
+    if zipped is not None:
+        raise still_zipped(zipped)
     if folder is None:
         raise GraphFormatError(f"{path}: no node_info.pkl (STaRK's processed folder: skb/<name>/processed)")
     node_info = _pickle(folder / "node_info.pkl")
@@ -198,6 +246,7 @@ def read_processed(path: Path, dataset: str | None = None) -> ProcessedSKB:
     heads, tails = edge_index[0].astype(np.int64), edge_index[1].astype(np.int64)
     if edges and (min(heads.min(), tails.min()) < 0 or max(heads.max(), tails.max()) >= len(node_info)):
         raise GraphFormatError(f"{folder / 'edge_index.pt'}: an edge names a node outside 0..{len(node_info) - 1}")
+    heads, tails, edge_types = starks_relations(heads, tails, edge_types, len(node_info))
     if dataset == "prime":
         node_info = {k: clean_record(v) for k, v in node_info.items()}
     return ProcessedSKB(folder=folder, dataset=dataset, node_info=node_info, node_types=node_types,
@@ -500,8 +549,8 @@ def load_processed(builder: Any, path: Path, *, dataset: str | None = None,
                    progress: Callable[[int], None] | None = None) -> ProcessedSKB:
     """Stream a STaRK processed folder into a :class:`~kgagents.tools.pgraph.build.GraphBuilder`: nodes by index with
     their dataset's types, names and documents (feature ``text``) and their records' fields as features; edges
-    with their relation names, as the folder lists them. The dataset, its candidate types and the document
-    variant go to the graph's ``meta``."""
+    with their relation names, as the folder lists them less those STaRK merges (:func:`starks_relations`). The
+    dataset, its candidate types and the document variant go to the graph's ``meta``."""
     skb = read_processed(path, dataset)
     for index in range(skb.count):
         info = skb.node_info[index]
@@ -542,6 +591,8 @@ class StarkEmbeddings:
         self.model = self.folder.name
         self._queries: dict[str, dict[str, np.ndarray]] = {}
         self._lock = threading.Lock()
+        self._installs: dict[tuple[str, str, str], threading.Lock] = {}
+        self._installs_lock = threading.Lock()
 
     @property
     def model_name(self) -> str:
@@ -563,12 +614,26 @@ class StarkEmbeddings:
 
     def install(self, graph: Any, embedder: Any, *, kind: str = "flat") -> None:
         """Put the document embeddings into ``graph``'s ``text`` index for ``embedder``'s model id (once: a
-        saved index is found again by later runs and processes)."""
+        saved index is found again by later runs and processes).
+
+        Single-flight per (graph, model, kind): the items of an evaluation that start together all ask for the
+        index before it exists; the first loads the file (gigabytes on MAG) and builds the index while the
+        others wait for it and then find it built, so a process loads and builds it once."""
         model_id = model_id_of(embedder)
         if model_id is None:
             raise ValueError("STaRK's embeddings need an embedder with a model id (a name)")
         if graph.indexes.installed("text", model_id, kind):
             return
+        with self._install_lock(install_key(graph, model_id, kind)):
+            if graph.indexes.installed("text", model_id, kind):  # built by the item this one waited for
+                return
+            self._build(graph, embedder, model_id, kind)
+
+    def _install_lock(self, key: tuple[str, str, str]) -> threading.Lock:
+        with self._installs_lock:
+            return self._installs.setdefault(key, threading.Lock())
+
+    def _build(self, graph: Any, embedder: Any, model_id: str, kind: str) -> None:
         vectors = self._load(self.doc)
         rows, matrix, missing = [], [], 0
         for node, vector in vectors.items():
@@ -601,6 +666,14 @@ class StarkEmbeddings:
                 path = self.folder / folder / "query_emb_dict.pt"
                 self._queries[folder] = {str(k): v for k, v in self._load(path).items()} if path.is_file() else {}
             return self._queries[folder].get(str(int(key)))
+
+
+def install_key(graph: Any, model_id: str, kind: str) -> tuple[str, str, str]:
+    """Which index an install builds: the graph's index folder (its instance when it has none), the model and
+    the kind."""
+    directory = getattr(graph.indexes, "directory", None)
+    where = str(Path(directory).resolve()) if directory is not None else f"instance {id(graph.indexes)}"
+    return where, model_id, kind
 
 
 _embeddings: dict[str, StarkEmbeddings] = {}

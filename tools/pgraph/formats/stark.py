@@ -37,7 +37,7 @@ from kgagents.tools.pgraph.limits import (
     type_depth,
 )
 from kgagents.tools.pgraph.model import GraphFormatError
-from kgagents.tools.pgraph.stark import find_processed, load_processed
+from kgagents.tools.pgraph.stark import find_processed, load_processed, zipped_processed
 
 _ID_COLUMNS = ("id", "node_id", "nid")
 _SRC_COLUMNS = ("src", "source", "head", "h")
@@ -242,8 +242,8 @@ def load_stark(builder: GraphBuilder, path: Path, *, progress: Progress | None =
     if not path.is_dir():
         raise GraphFormatError(f"{path}: a STaRK-style KB is a folder (nodes.* and edges.*, or STaRK's processed "
                                "files)")
-    if find_processed(path) is not None:
-        load_processed(builder, path, progress=progress)
+    if find_processed(path) is not None or zipped_processed(path) is not None:
+        load_processed(builder, path, progress=progress)  # a zipped one: an error that says to unzip it
         return
     nodes, edges = _table_file(path, "nodes"), _table_file(path, "edges")
     for number, row in _rows(nodes, builder.limits):
@@ -267,7 +267,7 @@ def load_stark(builder: GraphBuilder, path: Path, *, progress: Progress | None =
 
 def detect(source: Source) -> bool:
     """A folder with STaRK's processed files or a node table (``nodes.*``)."""
-    return source.is_dir and (find_processed(source.path) is not None
+    return source.is_dir and (find_processed(source.path) is not None or zipped_processed(source.path) is not None
                               or any(n.startswith("nodes.") for n in source.names))
 
 
