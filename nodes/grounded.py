@@ -593,7 +593,7 @@ async def generate_step(task: StepTask, runtime: Runtime[GroundedContext]) -> di
     (the thought, and the agent's action) is sampled at the candidate temperature; exploration's decisions
     (entity extraction, pruning, End?) at the context's temperature."""
     ctx = grounded_context_of(runtime)
-    llm = LLMCaller(ctx, ROLE, temperature=_branch_temperature(ctx, task))
+    llm = LLMCaller(ctx, ROLE, temperature=_branch_temperature(ctx, task), seed=candidate_seed(ctx, task))
     decider = LLMCaller(ctx, ROLE)
     record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="step",
                      finished=False, answer=None, error=None)
@@ -624,6 +624,16 @@ def _candidate(task: StepTask, ctx: GroundedContext) -> str:
     if len(task["parents"]) > 1:
         return "merge of " + " + ".join(task["parents"])
     return f"{task['id'].rsplit('.', 1)[-1]} of {ctx.width[0]}"
+
+
+def candidate_seed(ctx: GroundedContext, task: StepTask) -> int | None:
+    """The sampling seed of a candidate step: with a run seed S, candidate j of a state is sampled with S + j - 1,
+    so the k candidates of one state (whose requests are otherwise identical) are k different samples; CoT's one
+    chain and a run without a seed use the context's (``None``)."""
+    if ctx.seed is None or ctx.strategy == "cot" or len(task["parents"]) != 1:
+        return None
+    index = task["id"].rsplit(".", 1)[-1]
+    return ctx.seed + int(index) - 1 if index.isdigit() else None
 
 
 def _branch_temperature(ctx: GroundedContext, task: StepTask) -> float | None:

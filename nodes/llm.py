@@ -102,10 +102,12 @@ class LLMCaller:
     """The chat model of one role, with retries and usage accounting, for one node execution."""
 
     def __init__(self, context: BaseContext, role: str, *, temperature: float | None = None,
-                 model: BaseChatModel | None = None) -> None:
+                 seed: int | None = None, model: BaseChatModel | None = None) -> None:
         self.context = context
         self.role = role
         self.temperature = temperature
+        #: The sampling seed instead of the context's (``None``: the context's), e.g. one per candidate.
+        self.seed = seed
         self._model: BaseChatModel | None = model
         self.usage: Usage = {}
         self.failures: list[Failure] = []
@@ -114,7 +116,7 @@ class LLMCaller:
     def model(self) -> BaseChatModel:
         """The role's chat model (resolved on first use; the async methods resolve it off the event loop)."""
         if self._model is None:
-            self._model = resolve_model(self.context, self.role, temperature=self.temperature)
+            self._model = resolve_model(self.context, self.role, temperature=self.temperature, seed=self.seed)
         return self._model
 
     @property
@@ -123,7 +125,8 @@ class LLMCaller:
 
     async def _ready(self) -> BaseChatModel:
         if self._model is None:
-            self._model = await aresolve_model(self.context, self.role, temperature=self.temperature)
+            self._model = await aresolve_model(self.context, self.role, temperature=self.temperature,
+                                               seed=self.seed)
         return self._model
 
     # -- accounting -------------------------------------------------------------------------------
