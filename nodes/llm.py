@@ -151,7 +151,7 @@ class LLMCaller:
         ctx = self.context
         attempts = 0
         config: dict[str, Any] | None = {"run_name": stage, "metadata": {STAGE_KEY: stage}} if stage else None
-        pending: dict[str, tuple[str, str]] = {}  # this attempt's requests, for a recording of failed calls
+        pending: dict[str, tuple[str, str, str]] = {}  # this attempt's requests, for a recording of failed calls
 
         async def once() -> Any:
             nonlocal attempts
@@ -244,16 +244,18 @@ class LLMCaller:
                     self._record(firsts[0]["raw"])  # every choice's message carries the request's whole usage
                 firsts = firsts[:n]
 
-        async def sample(first: Any) -> T | LLMError:
-            try:
-                return await self._parsed(runnable, schema, messages, first=first, stage=stage)
-            except LLMError as exc:
-                return exc
+        async def sample(index: int, first: Any) -> T | LLMError:
+            # identical requests made at once: each sample's calls are recorded and replayed at its own place
+            with replay.sub_place(f"sample {index + 1}"):
+                try:
+                    return await self._parsed(runnable, schema, messages, first=first, stage=stage)
+                except LLMError as exc:
+                    return exc
 
         out: list[Any] = [_accepted(first, schema)[0] for first in firsts] + [None] * (n - len(firsts))
         asks = [i for i, value in enumerate(out) if value is None]  # the samples that still need a call
         for i, value in zip(asks, await gather_bounded(
-                config, [sample(firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
+                config, [sample(i, firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
             out[i] = value
         if rejected is not None and any(not isinstance(value, LLMError) for value in out):
             # The prompt was fine one sample at a time: the server does not take n. (A prompt it rejects either

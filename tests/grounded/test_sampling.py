@@ -11,6 +11,7 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core.replay import Recording, using
 from kgagents.graphs.grounded import compile_graph
 from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
@@ -101,3 +102,32 @@ async def test_a_seeded_tot_run_asks_for_k_different_samples_per_state(openai_se
     # the decisions (here, the selection votes) keep the run's seed
     votes = [r for r in openai_server.chat_requests if "selection vote" in r.headers.get("x-kgagents-stage", "")]
     assert votes and {r.body["seed"] for r in votes} == {7}
+
+
+async def _record_and_replay(server: FakeOpenAIServer, academic: str, tmp_path, **values: Any) -> None:
+    server.answer_with(SlowFirstCandidates())  # type: ignore[arg-type]
+    path = tmp_path / f"{values.get('strategy', 'tot')}.sqlite"
+    recording = Recording(path, "record")
+    with using(recording):
+        recorded = await _run(_context(server, **values), academic, "recorded")
+    recording.close()
+    asked = len(server.chat_requests)
+    assert recorded["final_answer"] == GOLD
+
+    replay = Recording(path, "replay")
+    with using(replay):
+        replayed = await _run(_context(server, **values), academic, "replayed")
+    assert len(server.chat_requests) == asked  # nothing reached the server
+    assert replay.divergences == [] and replay.unused() == 0
+    assert replayed["final_answer"] == recorded["final_answer"] and replayed["best"] == recorded["best"]
+    assert ({k: t.get("thought") for k, t in replayed["thoughts"].items()}
+            == {k: t.get("thought") for k, t in recorded["thoughts"].items()})
+    replay.close()
+
+
+async def test_a_recorded_tot_run_with_unequal_latencies_replays_as_recorded(openai_server, academic, tmp_path):
+    await _record_and_replay(openai_server, academic, tmp_path)
+
+
+async def test_a_recorded_got_run_with_unequal_latencies_replays_as_recorded(openai_server, academic, tmp_path):
+    await _record_and_replay(openai_server, academic, tmp_path, strategy="got")
