@@ -42,7 +42,7 @@ from kgagents.nodes.served import graph_source, served_now, trusted_graph_ref
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import grounded as P
 from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
-from kgagents.tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
+from kgagents.tools.graph_functions import GraphFunctions, ParsedAction, one_thought, parse_actions
 from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 from kgagents.tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
@@ -652,8 +652,7 @@ def _agent_values(task: StepTask, ctx: GroundedContext) -> dict[str, Any]:
 async def _agent_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) -> str:
     """The agent's thought (Figure 9): what it knows and what it needs next."""
     values = _agent_values(task, ctx)
-    thought = (await llm.text(P.render(P.AGENT_THOUGHT, **values))).strip()
-    return re.sub(rf"^\s*Thought\s*{values['step']}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+    return one_thought(await llm.text(P.render(P.AGENT_THOUGHT, **values)))
 
 
 async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
@@ -706,8 +705,8 @@ async def _search_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) 
         P.SEARCH_THOUGHT, step=len(chain) + 1, candidate=_candidate(task, ctx),
         examples=DOMAINS[task["domain"]].explore_examples, graph_definition=task["graph_definition"],
         question=task["question"], triples=_triples_of(chain), thoughts=_thoughts_of(chain),
-        attributes=_attributes_of(chain)))).strip()
-    return re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+        attributes=_attributes_of(chain))))
+    return one_thought(thought)
 
 
 async def _explore_search(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
@@ -953,8 +952,7 @@ async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> d
         text = await llm.text(P.render(P.MERGE, depth=task["depth"], question=task["question"],
                                        chain_1=render_chain(task["chain"]), chain_2=render_chain(task["chain_2"]),
                                        merged_chain=render_chain(merged_chain)))
-        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(),
-                                   flags=re.IGNORECASE).strip()
+        record["thought"] = one_thought(text)
         graph = await graph_for(task["graph_ref"])
         await ground({**task, "chain": merged_chain}, ctx, llm, llm, graph, record)
     except LLMError as exc:
