@@ -17,8 +17,8 @@ resumed from a checkpoint grows the same thought graph as an uninterrupted one.
 
 A model call that fails for good (after its API retries and parse re-asks) fails its candidate step or merge (the
 other branches and the evaluator go on), skips an exploration decision, scores a state 0, keeps the candidates
-in id order when the selection vote fails, and leaves the answer at "No solution found" when the final answer
-fails. When every candidate of a depth fails, the search ends and the answer comes from the states kept at the
+in BFS order (the better parent's children first) when the selection vote fails, and leaves the answer at "No
+solution found" when the final answer fails. When every candidate of a depth fails, the search ends and the answer comes from the states kept at the
 depth before (their thoughts and observations). Each failure is logged in ``failures``.
 """
 
@@ -966,11 +966,20 @@ async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> d
 # State evaluators
 # --------------------------------------------------------------------------------------------------------------
 def candidates_of(state: GroundedState) -> list[str]:
-    """This depth's new states, steps (in id order) before merges; failed steps are left out."""
+    """This depth's new states in BFS order: the steps by their parent's rank at the depth before (the frontier,
+    best first), then their candidate number; merges after them, in id order. Failed steps are left out. The
+    evaluators' ties and an incomplete ranking keep this order, so the better parent's children come first."""
     depth = state.get("depth", 0) + 1
+    rank = {parent: i for i, parent in enumerate(state.get("frontier") or [])}
     found = [t for t in (state.get("thoughts") or {}).values()
              if t.get("depth") == depth and t.get("kind") in ("step", "merge") and not t.get("error")]
-    return [t["id"] for t in sorted(found, key=lambda t: (t.get("kind") == "merge", _id_key(t["id"])))]
+
+    def position(t: Thought) -> tuple[Any, ...]:
+        parents = t.get("parents") or []
+        parent_rank = rank.get(parents[0], len(rank)) if t.get("kind") == "step" and parents else len(rank)
+        return (t.get("kind") == "merge", parent_rank, _id_key(t["id"]))
+
+    return [t["id"] for t in sorted(found, key=position)]
 
 
 def _id_key(thought_id: str) -> tuple[Any, ...]:
@@ -979,8 +988,13 @@ def _id_key(thought_id: str) -> tuple[Any, ...]:
 
 
 def score_tasks(state: GroundedState) -> list[StepTask]:
+    """The Score evaluator's branches, one per candidate; none when fewer than two candidates are left (one
+    candidate is kept without being evaluated, so its scores would be paid for and never read)."""
     thoughts = state.get("thoughts") or {}
-    return [task_of(state, c, state.get("depth", 0) + 1, [], chain_of(thoughts, c)) for c in candidates_of(state)]
+    candidates = candidates_of(state)
+    if len(candidates) < 2:
+        return []
+    return [task_of(state, c, state.get("depth", 0) + 1, [], chain_of(thoughts, c)) for c in candidates]
 
 
 async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
@@ -1068,11 +1082,11 @@ async def _selection_vote(state: GroundedState, llm: LLMCaller, candidates: list
     """Selection by ``rank``: one call names the ``keep`` most promising choices, best first."""
     vote = await _structured(llm, P.render(P.SELECTION_VOTE, depth=depth, keep=keep, question=state["question"],
                                            choices=_choices(state, candidates)), SelectionVote,
-                             "the candidates are kept in id order")
+                             "the candidates are kept in BFS order")
     picked = [candidates[i - 1] for i in (vote.best if vote else []) if 1 <= i <= len(candidates)]
     picked = list(dict.fromkeys(picked))
-    filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in id order
-    reason = (vote.analysis[:1000] if vote else "no usable selection vote: kept in id order")
+    filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in BFS order
+    reason = (vote.analysis[:1000] if vote else "no usable selection vote: kept in BFS order")
     return filled[:keep], reason
 
 
@@ -1091,7 +1105,7 @@ async def _best_choice_votes(state: GroundedState, llm: LLMCaller, candidates: l
             analyses.append(vote.analysis)
     tally = ", ".join(f"{c}: {n}" for c, n in counts.items())
     if not analyses:
-        return counts, f"no usable vote of {samples}: kept in id order"
+        return counts, f"no usable vote of {samples}: kept in BFS order"
     return counts, f"{len(analyses)} of {samples} vote(s) counted ({tally}); {analyses[0][:800]}"
 
 
