@@ -18,8 +18,9 @@ resumed from a checkpoint grows the same thought graph as an uninterrupted one.
 A model call that fails for good (after its API retries and parse re-asks) fails its candidate step or merge (the
 other branches and the evaluator go on), skips an exploration decision, scores a state 0, keeps the candidates
 in BFS order (the better parent's children first) when the selection vote fails, and leaves the answer at "No
-solution found" when the final answer fails. When every candidate of a depth fails, the search ends and the answer comes from the states kept at the
-depth before (their thoughts and observations). Each failure is logged in ``failures``.
+solution found" when the final answer fails. When every candidate of a depth fails, the search ends and the
+answer comes from the states kept at the depth before (their thoughts and observations). Each failure is logged in
+``failures``.
 """
 
 from __future__ import annotations

@@ -35,8 +35,7 @@ async def test_tied_candidates_are_kept_in_the_order_of_their_parents_rank(acade
         _score(r"t0\.\d\.\d", 0.5),
         step(r"\[stage: final answer\]", times=0, structured={"answer": "Ann Lee"}),
     ]
-    state, model, _ = await run(academic, steps, strategy="tot", evaluator="score", branching=2, keep=2,
-                                max_depth=2)
+    state, _, _ = await run(academic, steps, strategy="tot", evaluator="score", branching=2, keep=2, max_depth=2)
     first, second = state["selections"]
     assert first["kept"] == ["t0.2", "t0.1"]
     assert second["candidates"] == ["t0.2.1", "t0.2.2", "t0.1.1", "t0.1.2"]
