@@ -54,10 +54,17 @@ def build_base() -> StateGraph[Any, Any, Any, Any]:
     return g
 
 
+#: The paper's retriever for the RAG rows (``--preset paper-text-rag`` / ``paper-graph-rag``), as grounded
+#: reasoning's ``paper-<row>`` presets: §5's Mpnet-v2 (Graph-CoT's all-mpnet-base-v2) on an exact index.
+PAPER_RETRIEVER: dict[str, Any] = {"embedding_model": "all-mpnet-base-v2", "vector_index": "exact"}
+
+
 def _baseline(name: str, description: str, build: Any, *, retrieves: bool = False) -> Workflow:
     """A baseline of grounded reasoning: the grounded workflow's evaluation adapter; one that ``retrieves`` gets
-    the report of what it retrieved, and its worker processes the embedding stack from the fork server."""
+    the report of what it retrieved, its worker processes the embedding stack from the fork server, and a
+    ``paper-<name>`` preset with the paper's retriever."""
     return Workflow(name=name, description=description, build=build, context=n.KGRagContext,
+                    presets={f"paper-{name}": dict(PAPER_RETRIEVER)} if retrieves else {},
                     served=f"kgagents.graphs.kg_rag:{name.replace('-', '_')}_graph",
                     no_demo="a baseline of grounded reasoning: `kgagents demo --workflow grounded` runs its example",
                     adapter="kgagents.evals.grbench:kg_rag_adapter",

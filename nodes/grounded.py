@@ -17,9 +17,10 @@ resumed from a checkpoint grows the same thought graph as an uninterrupted one.
 
 A model call that fails for good (after its API retries and parse re-asks) fails its candidate step or merge (the
 other branches and the evaluator go on), skips an exploration decision, scores a state 0, keeps the candidates
-in id order when the selection vote fails, and leaves the answer at "No solution found" when the final answer
-fails. When every candidate of a depth fails, the search ends and the answer comes from the states kept at the
-depth before (their thoughts and observations). Each failure is logged in ``failures``.
+in BFS order (the better parent's children first) when the selection vote fails, and leaves the answer at "No
+solution found" when the final answer fails. When every candidate of a depth fails, the search ends and the
+answer comes from the states kept at the depth before (their thoughts and observations). Each failure is logged in
+``failures``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from kgagents.nodes.served import graph_source, served_now, trusted_graph_ref
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
 from kgagents.prompts import grounded as P
 from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
-from kgagents.tools.graph_functions import GraphFunctions, ParsedAction, parse_actions
+from kgagents.tools.graph_functions import GraphFunctions, ParsedAction, one_thought, parse_actions
 from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 from kgagents.tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
@@ -593,7 +594,7 @@ async def generate_step(task: StepTask, runtime: Runtime[GroundedContext]) -> di
     (the thought, and the agent's action) is sampled at the candidate temperature; exploration's decisions
     (entity extraction, pruning, End?) at the context's temperature."""
     ctx = grounded_context_of(runtime)
-    llm = LLMCaller(ctx, ROLE, temperature=_branch_temperature(ctx, task))
+    llm = LLMCaller(ctx, ROLE, temperature=_branch_temperature(ctx, task), seed=candidate_seed(ctx, task))
     decider = LLMCaller(ctx, ROLE)
     record = Thought(id=task["id"], depth=task["depth"], parents=list(task["parents"]), kind="step",
                      finished=False, answer=None, error=None)
@@ -626,6 +627,16 @@ def _candidate(task: StepTask, ctx: GroundedContext) -> str:
     return f"{task['id'].rsplit('.', 1)[-1]} of {ctx.width[0]}"
 
 
+def candidate_seed(ctx: GroundedContext, task: StepTask) -> int | None:
+    """The sampling seed of a candidate step: with a run seed S, candidate j of a state is sampled with S + j - 1,
+    so the k candidates of one state (whose requests are otherwise identical) are k different samples; CoT's one
+    chain and a run without a seed use the context's (``None``)."""
+    if ctx.seed is None or ctx.strategy == "cot" or len(task["parents"]) != 1:
+        return None
+    index = task["id"].rsplit(".", 1)[-1]
+    return ctx.seed + int(index) - 1 if index.isdigit() else None
+
+
 def _branch_temperature(ctx: GroundedContext, task: StepTask) -> float | None:
     """CoT steps use the context's temperature; ToT / GoT candidates are sampled at ``candidate_temperature``."""
     if ctx.strategy == "cot" or ctx.candidate_temperature is None:
@@ -642,8 +653,7 @@ def _agent_values(task: StepTask, ctx: GroundedContext) -> dict[str, Any]:
 async def _agent_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) -> str:
     """The agent's thought (Figure 9): what it knows and what it needs next."""
     values = _agent_values(task, ctx)
-    thought = (await llm.text(P.render(P.AGENT_THOUGHT, **values))).strip()
-    return re.sub(rf"^\s*Thought\s*{values['step']}\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+    return one_thought(await llm.text(P.render(P.AGENT_THOUGHT, **values)))
 
 
 async def _agent_actions(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
@@ -696,8 +706,8 @@ async def _search_thought(task: StepTask, ctx: GroundedContext, llm: LLMCaller) 
         P.SEARCH_THOUGHT, step=len(chain) + 1, candidate=_candidate(task, ctx),
         examples=DOMAINS[task["domain"]].explore_examples, graph_definition=task["graph_definition"],
         question=task["question"], triples=_triples_of(chain), thoughts=_thoughts_of(chain),
-        attributes=_attributes_of(chain)))).strip()
-    return re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", thought, flags=re.IGNORECASE).strip()
+        attributes=_attributes_of(chain))))
+    return one_thought(thought)
 
 
 async def _explore_search(task: StepTask, ctx: GroundedContext, llm: LLMCaller, graph: StaticKG,
@@ -943,8 +953,7 @@ async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> d
         text = await llm.text(P.render(P.MERGE, depth=task["depth"], question=task["question"],
                                        chain_1=render_chain(task["chain"]), chain_2=render_chain(task["chain_2"]),
                                        merged_chain=render_chain(merged_chain)))
-        record["thought"] = re.sub(r"^\s*(Next\s+)?Thought\s*\d*\s*:\s*", "", text.strip(),
-                                   flags=re.IGNORECASE).strip()
+        record["thought"] = one_thought(text)
         graph = await graph_for(task["graph_ref"])
         await ground({**task, "chain": merged_chain}, ctx, llm, llm, graph, record)
     except LLMError as exc:
@@ -958,11 +967,20 @@ async def merge_thoughts(task: StepTask, runtime: Runtime[GroundedContext]) -> d
 # State evaluators
 # --------------------------------------------------------------------------------------------------------------
 def candidates_of(state: GroundedState) -> list[str]:
-    """This depth's new states, steps (in id order) before merges; failed steps are left out."""
+    """This depth's new states in BFS order: the steps by their parent's rank at the depth before (the frontier,
+    best first), then their candidate number; merges after them, in id order. Failed steps are left out. The
+    evaluators' ties and an incomplete ranking keep this order, so the better parent's children come first."""
     depth = state.get("depth", 0) + 1
+    rank = {parent: i for i, parent in enumerate(state.get("frontier") or [])}
     found = [t for t in (state.get("thoughts") or {}).values()
              if t.get("depth") == depth and t.get("kind") in ("step", "merge") and not t.get("error")]
-    return [t["id"] for t in sorted(found, key=lambda t: (t.get("kind") == "merge", _id_key(t["id"])))]
+
+    def position(t: Thought) -> tuple[Any, ...]:
+        parents = t.get("parents") or []
+        parent_rank = rank.get(parents[0], len(rank)) if t.get("kind") == "step" and parents else len(rank)
+        return (t.get("kind") == "merge", parent_rank, _id_key(t["id"]))
+
+    return [t["id"] for t in sorted(found, key=position)]
 
 
 def _id_key(thought_id: str) -> tuple[Any, ...]:
@@ -971,8 +989,13 @@ def _id_key(thought_id: str) -> tuple[Any, ...]:
 
 
 def score_tasks(state: GroundedState) -> list[StepTask]:
+    """The Score evaluator's branches, one per candidate; none when fewer than two candidates are left (one
+    candidate is kept without being evaluated, so its scores would be paid for and never read)."""
     thoughts = state.get("thoughts") or {}
-    return [task_of(state, c, state.get("depth", 0) + 1, [], chain_of(thoughts, c)) for c in candidates_of(state)]
+    candidates = candidates_of(state)
+    if len(candidates) < 2:
+        return []
+    return [task_of(state, c, state.get("depth", 0) + 1, [], chain_of(thoughts, c)) for c in candidates]
 
 
 async def score_state(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
@@ -1060,11 +1083,11 @@ async def _selection_vote(state: GroundedState, llm: LLMCaller, candidates: list
     """Selection by ``rank``: one call names the ``keep`` most promising choices, best first."""
     vote = await _structured(llm, P.render(P.SELECTION_VOTE, depth=depth, keep=keep, question=state["question"],
                                            choices=_choices(state, candidates)), SelectionVote,
-                             "the candidates are kept in id order")
+                             "the candidates are kept in BFS order")
     picked = [candidates[i - 1] for i in (vote.best if vote else []) if 1 <= i <= len(candidates)]
     picked = list(dict.fromkeys(picked))
-    filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in id order
-    reason = (vote.analysis[:1000] if vote else "no usable selection vote: kept in id order")
+    filled = picked + [c for c in candidates if c not in picked]  # an incomplete vote is filled in BFS order
+    reason = (vote.analysis[:1000] if vote else "no usable selection vote: kept in BFS order")
     return filled[:keep], reason
 
 
@@ -1083,7 +1106,7 @@ async def _best_choice_votes(state: GroundedState, llm: LLMCaller, candidates: l
             analyses.append(vote.analysis)
     tally = ", ".join(f"{c}: {n}" for c, n in counts.items())
     if not analyses:
-        return counts, f"no usable vote of {samples}: kept in id order"
+        return counts, f"no usable vote of {samples}: kept in BFS order"
     return counts, f"{len(analyses)} of {samples} vote(s) counted ({tally}); {analyses[0][:800]}"
 
 

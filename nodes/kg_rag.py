@@ -78,16 +78,31 @@ def _ctx(runtime: Runtime[KGRagContext] | None) -> KGRagContext:
 
 
 def node_context(graph: StaticKG, node_id: str, *, hops: int, per_relation: int) -> str:
-    """A retrieved node as context: its text, and (``hops`` = 1) its neighbours per relation, both directions."""
+    """A retrieved node as context: its text, and (``hops`` = 1) its neighbours per relation, both directions,
+    each neighbour once: an incoming edge's neighbour already listed along an outgoing edge (GRBench lists every
+    neighbour at both ends: a paper's authors, and each author's papers) is not listed again."""
     lines = [f"{graph.display_name(node_id)}: {graph.node_text(node_id)}"]
-    if hops:
-        for direction, arrow in (("out", "→"), ("in", "←")):
-            for relation in graph.relations_of(node_id, direction):  # type: ignore[arg-type]
-                ends = graph.neighbours(node_id, relation, direction, limit=per_relation)  # type: ignore[arg-type]
-                total = graph.degree(node_id, relation, direction)  # type: ignore[arg-type]
-                more = f" … ({total - len(ends)} more)" if total > len(ends) else ""
-                lines.append(f"  {arrow} {relation}: " + "; ".join(graph.display_name(e) for e in ends) + more)
+    if not hops:
+        return lines[0]
+    shown: set[str] = set()
+    for relation in graph.relations_of(node_id, "out"):
+        ends = graph.neighbours(node_id, relation, "out", limit=per_relation)
+        shown.update(ends)
+        lines.append(_neighbour_line("→", relation, graph, ends, graph.degree(node_id, relation, "out") - len(ends)))
+    for relation in graph.relations_of(node_id, "in"):
+        read = graph.neighbours(node_id, relation, "in", limit=per_relation + len(shown))
+        new = [e for e in dict.fromkeys(read) if e not in shown]
+        unread = graph.degree(node_id, relation, "in") - len(read)
+        if new or unread > 0:
+            lines.append(_neighbour_line("←", relation, graph, new[:per_relation],
+                                         unread + max(0, len(new) - per_relation)))
     return "\n".join(lines)
+
+
+def _neighbour_line(arrow: str, relation: str, graph: StaticKG, ends: list[str], more: int) -> str:
+    """One relation's neighbours, with how many more edges were not listed."""
+    tail = f" … ({more} more)" if more > 0 else ""
+    return f"  {arrow} {relation}: " + "; ".join(graph.display_name(e) for e in ends) + tail
 
 
 def retrieve_node(hops: int):

@@ -110,10 +110,12 @@ class LLMCaller:
     """The chat model of one role, with retries and usage accounting, for one node execution."""
 
     def __init__(self, context: BaseContext, role: str, *, temperature: float | None = None,
-                 model: BaseChatModel | None = None) -> None:
+                 seed: int | None = None, model: BaseChatModel | None = None) -> None:
         self.context = context
         self.role = role
         self.temperature = temperature
+        #: The sampling seed instead of the context's (``None``: the context's), e.g. one per candidate.
+        self.seed = seed
         self._model: BaseChatModel | None = model
         self.usage: Usage = {}
         self.failures: list[Failure] = []
@@ -124,7 +126,7 @@ class LLMCaller:
     def model(self) -> BaseChatModel:
         """The role's chat model (resolved on first use; the async methods resolve it off the event loop)."""
         if self._model is None:
-            self._model = resolve_model(self.context, self.role, temperature=self.temperature)
+            self._model = resolve_model(self.context, self.role, temperature=self.temperature, seed=self.seed)
         return self._model
 
     @property
@@ -133,7 +135,8 @@ class LLMCaller:
 
     async def _ready(self) -> BaseChatModel:
         if self._model is None:
-            self._model = await aresolve_model(self.context, self.role, temperature=self.temperature)
+            self._model = await aresolve_model(self.context, self.role, temperature=self.temperature,
+                                               seed=self.seed)
         return self._model
 
     # -- accounting -------------------------------------------------------------------------------
@@ -173,7 +176,7 @@ class LLMCaller:
         self._admit()
         attempts = 0
         config: dict[str, Any] | None = {"run_name": stage, "metadata": {STAGE_KEY: stage}} if stage else None
-        pending: dict[str, tuple[str, str]] = {}  # this attempt's requests, for a recording of failed calls
+        pending: dict[str, tuple[str, str, str]] = {}  # this attempt's requests, for a recording of failed calls
 
         async def once() -> Any:
             nonlocal attempts
@@ -267,16 +270,18 @@ class LLMCaller:
                     self._record(firsts[0]["raw"], messages)
                 firsts = firsts[:n]
 
-        async def sample(first: Any) -> T | LLMError:
-            try:
-                return await self._parsed(runnable, schema, messages, first=first, stage=stage)
-            except LLMError as exc:
-                return exc
+        async def sample(index: int, first: Any) -> T | LLMError:
+            # identical requests made at once: each sample's calls are recorded and replayed at its own place
+            with replay.sub_place(f"sample {index + 1}"):
+                try:
+                    return await self._parsed(runnable, schema, messages, first=first, stage=stage)
+                except LLMError as exc:
+                    return exc
 
         out: list[Any] = [_accepted(first, schema)[0] for first in firsts] + [None] * (n - len(firsts))
         asks = [i for i, value in enumerate(out) if value is None]  # the samples that still need a call
         for i, value in zip(asks, await gather_bounded(
-                config, [sample(firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
+                config, [sample(i, firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
             out[i] = value
         if rejected is not None and any(not isinstance(value, LLMError) for value in out):
             # The prompt was fine one sample at a time: the server does not take n. (A prompt it rejects either

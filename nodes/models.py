@@ -250,18 +250,20 @@ def _is_provider(name: str) -> bool:
     return name in (known or {"openai", "anthropic", "ollama", "google_genai", "mistralai", "groq", "bedrock"})
 
 
-def resolve_model(context: BaseContext, role: str, *, temperature: float | None = None) -> BaseChatModel:
-    """The chat model for ``role`` in this run."""
+def resolve_model(context: BaseContext, role: str, *, temperature: float | None = None,
+                  seed: int | None = None) -> BaseChatModel:
+    """The chat model for ``role`` in this run (``temperature``, ``seed``: instead of the context's)."""
     given = context.model_for(role)
     if isinstance(given, BaseChatModel):
         return given
     spec = configured_model_string(role, context)
     temp = temperature if temperature is not None else context.temperature
     return build_chat_model(spec, base_url=context.base_url, temperature=temp, timeout_s=context.llm_timeout_s,
-                            seed=context.seed)
+                            seed=seed if seed is not None else context.seed)
 
 
-def _already_built(context: BaseContext, role: str, temperature: float | None) -> BaseChatModel | None:
+def _already_built(context: BaseContext, role: str, temperature: float | None,
+                   seed: int | None = None) -> BaseChatModel | None:
     """The model :func:`resolve_model` would return, if it needs no I/O to find it (else None)."""
     given = context.model_for(role)
     if isinstance(given, BaseChatModel):
@@ -273,14 +275,16 @@ def _already_built(context: BaseContext, role: str, temperature: float | None) -
         return None
     temp = temperature if temperature is not None else context.temperature
     with _cache_lock:
-        return _cache.get(_cache_key(spec, context.base_url, temp, context.llm_timeout_s, settings, context.seed))
+        return _cache.get(_cache_key(spec, context.base_url, temp, context.llm_timeout_s, settings,
+                                     seed if seed is not None else context.seed))
 
 
-async def aresolve_model(context: BaseContext, role: str, *, temperature: float | None = None) -> BaseChatModel:
+async def aresolve_model(context: BaseContext, role: str, *, temperature: float | None = None,
+                         seed: int | None = None) -> BaseChatModel:
     """:func:`resolve_model` for code on an event loop: a model built before (or given as an instance) at
     once; otherwise the resolution, which may build a client or look for a local Ollama server, in a thread."""
-    model = _already_built(context, role, temperature)
+    model = _already_built(context, role, temperature, seed)
     if model is not None:
         return model
-    return await asyncio.to_thread(resolve_model, context, role, temperature=temperature)
+    return await asyncio.to_thread(resolve_model, context, role, temperature=temperature, seed=seed)
 

@@ -259,12 +259,36 @@ _EXAMPLES = {"NodeFeature": "p_12, title", "NeighbourCheck": "p_12, author", "Ne
              "NodeDegree": "p_12, cited_by"}
 
 
+#: A line that begins a step of the text protocol: ``Thought n:``, ``Action n:`` or ``Observation n:``.
+_STEP_LINE = re.compile(r"^\s*(Thought|Action|Observation)\s*\d*(?:\.\d+)?\s*:", re.IGNORECASE)
+_THOUGHT_PREFIX = re.compile(r"^\s*(Next\s+)?Thought\s*\d*(?:\.\d+)?\s*:\s*", re.IGNORECASE)
+
+
+def one_thought(text: str) -> str:
+    """The thought of a thought reply, one step as Graph-CoT keeps it: without its ``Thought n:`` label, and cut
+    where the model wrote on into a step of its own (an ``Action``, an ``Observation``, the next ``Thought``), which
+    it invented: nothing of that reaches the scratchpad."""
+    lines = str(text).strip().splitlines()
+    if not lines:
+        return ""
+    kept = [_THOUGHT_PREFIX.sub("", lines[0], count=1)] if _THOUGHT_PREFIX.match(lines[0]) else []
+    for line in lines[len(kept):]:
+        if _STEP_LINE.match(line):
+            break
+        kept.append(line)
+    return "\n".join(kept).strip()
+
+
 def parse_actions(text: str) -> list[ParsedAction]:
-    """The calls of one action line (Graph-CoT's text protocol), in order. A call that cannot be read (no closing
-    bracket, too few arguments) is a :class:`ParsedAction` with an ``error``; a line with no call at all is one
-    such error."""
+    """The calls of one action line (Graph-CoT's text protocol), in order. The line is the reply's first
+    ``Action n:`` line when it has one (a reply that first echoes its ``Thought n:`` still has its action), else
+    the reply from its start; what the model wrote on past it (an observation, the next thought) is dropped. A
+    call that cannot be read (no closing bracket, too few arguments) is a :class:`ParsedAction` with an
+    ``error``; a line with no call at all is one such error."""
+    parts = str(text).strip().splitlines()
+    first = next((i for i, part in enumerate(parts) if _PREFIX.match(part)), 0)
     lines = []
-    for part in str(text).strip().splitlines():
+    for part in parts[first:]:
         if _NEXT_STEP.match(part):  # the model wrote on past its action (an observation or the next thought)
             break
         lines.append(_PREFIX.sub("", part))

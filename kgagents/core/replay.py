@@ -5,8 +5,12 @@ Every chat model call goes through LangChain's cache interface (``BaseCache``: `
 over one SQLite file, in one of three modes:
 
 - ``record``: every call reaches its model; each exchange is kept — the request's fingerprint, the node that made
-  it, the request itself and the reply with its usage. Identical requests made more than once (a sample drawn
-  twice) are kept in the order they were made and replayed in that order.
+  it, the request itself and the reply with its usage. Identical requests are told apart by the call's place in
+  the graph (:func:`place_of`: the node, its task's path — which ``Send`` branch —, the call's stage, and which
+  sample of a decision), so that concurrent identical requests (ToT's k candidates of one state, a vote's
+  samples) are replayed to the branch that made them whatever order they were answered in; identical requests
+  made more than once at one place (a call retried) are kept in the order they were made and replayed in that
+  order.
 - ``replay``: no call reaches a model. Each request is answered from the recording; a request the recording
   lacks is a :class:`ReplayDivergence` naming the node and the request (raised to the caller and kept in
   :attr:`Recording.divergences`, so that a caller that degrades around failed calls cannot hide it).
@@ -21,7 +25,9 @@ over one SQLite file, in one of three modes:
 
 The fingerprint is a SHA-256 of the request as LangChain serialises it (the messages, the model and its
 parameters, the bound tools or output schema, ``n``), with the ids LangChain and LangGraph give messages left
-out: they are new in every run, and the model never reads them.
+out: they are new in every run, and the model never reads them. A call made in a graph is kept under the
+fingerprint of its request and its place (:func:`placed_key`); a recording made before places were kept is
+replayed by the request's fingerprint alone, in the order of the requests.
 
 A recording is made to be shared, and one from someone else is data: the request text and failure messages it
 keeps have every URL stripped of its credentials (the model's ``base_url`` is part of the request; the fingerprint
@@ -58,6 +64,7 @@ from kgagents.core.errors import KGAgentsError
 from kgagents.core.nofollow import refuse_link
 from kgagents.core.private import private_dir, private_file
 from kgagents.core.redact import scrub_text
+from kgagents.core.scripted import CALL_STAGE
 
 Mode = Literal["record", "replay", "cache"]
 RECORDING_NAME = "recording.sqlite"
@@ -206,6 +213,54 @@ def _node() -> str:
     return f"{node} / {stage}" if stage else str(node)
 
 
+#: Where in its node a call is made, beyond the node's task (e.g. ``sample 2`` of a decision's samples): set by
+#: :func:`sub_place` around calls that a node makes concurrently with identical requests.
+_SUB_PLACE: ContextVar[str] = ContextVar("kgagents_replay_sub_place", default="")
+
+
+@contextmanager
+def sub_place(part: str) -> Iterator[None]:
+    """Calls made in the block are at ``part`` of the current place (see :func:`place_of`)."""
+    token = _SUB_PLACE.set(f"{_SUB_PLACE.get()}/{part}" if _SUB_PLACE.get() else part)
+    try:
+        yield
+    finally:
+        _SUB_PLACE.reset(token)
+
+
+def place_of(metadata: dict[str, Any], stage: str | None, sub: str = "") -> str:
+    """A call's place in its graph, the same in every run of the same work: the node, the path of its task (a
+    ``Send`` branch's index among its step's branches; a subgraph's path inside its parent's), the call's stage
+    (which decision, step and candidate) and ``sub`` (:func:`sub_place`). Empty outside a graph. The ids of
+    tasks and checkpoints are left out: they are new in every run."""
+    node = metadata.get("langgraph_node")
+    if not node:
+        return ""
+    path = metadata.get("langgraph_path") or ()
+    parts = [str(node), json.dumps(_plain(path), separators=(",", ":")), stage or "", sub]
+    return "\x1f".join(parts)
+
+
+def _plain(value: Any) -> Any:
+    """A task path as JSON can write it (tuples as lists, anything else as its text)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
+
+
+def _current_place() -> str:
+    config = var_child_runnable_config.get() or {}
+    return place_of(dict(config.get("metadata") or {}), CALL_STAGE.get(), _SUB_PLACE.get())
+
+
+def placed_key(request_fingerprint: str, place: str) -> str:
+    """The key a call is kept under: the request's fingerprint alone outside a graph, else the SHA-256 of the
+    fingerprint and the call's place (:func:`place_of`)."""
+    if not place:
+        return request_fingerprint
+    return hashlib.sha256(f"{request_fingerprint}\n{place}".encode()).hexdigest()
+
+
 def _model_name(llm_string: str) -> str:
     found = re.search(r"""['"](?:model_name|model)['"]\s*[:,]\s*['"]([^'"]+)['"]""", llm_string)
     return found.group(1) if found else "?"
@@ -227,10 +282,10 @@ class Exchange:
     :class:`RecordedFailure`)."""
 
 
-#: The requests of the model-call attempt under way (:func:`attempt`): fingerprint -> (prompt, llm string) of each
-#: request looked up and not yet answered. A mutable holder, so that LangChain's tasks and executor threads (which
-#: copy the context) fill the caller's.
-_ATTEMPT: ContextVar[dict[str, tuple[str, str]] | None] = ContextVar("kgagents_replay_attempt", default=None)
+#: The requests of the model-call attempt under way (:func:`attempt`): fingerprint -> (prompt, llm string, the key
+#: it is kept under) of each request looked up and not yet answered. A mutable holder, so that LangChain's tasks
+#: and executor threads (which copy the context) fill the caller's.
+_ATTEMPT: ContextVar[dict[str, tuple[str, str, str]] | None] = ContextVar("kgagents_replay_attempt", default=None)
 #: A failure is kept as a JSON object in the reply column, under this key (a reply is a JSON list).
 _FAILURE_KEY = "kgagents_failure"
 
@@ -291,7 +346,7 @@ def raise_failure(failure: dict[str, Any]) -> None:
 
 
 @contextmanager
-def attempt(pending: dict[str, tuple[str, str]]) -> Iterator[dict[str, tuple[str, str]]]:
+def attempt(pending: dict[str, tuple[str, str, str]]) -> Iterator[dict[str, tuple[str, str, str]]]:
     """One attempt of a model call: the requests it makes are noted in ``pending`` (emptied first) until answered,
     so that :func:`note_failure` can record those left as failed when the attempt raises or times out."""
     pending.clear()
@@ -302,12 +357,12 @@ def attempt(pending: dict[str, tuple[str, str]]) -> Iterator[dict[str, tuple[str
         _ATTEMPT.reset(token)
 
 
-def note_failure(pending: dict[str, tuple[str, str]], exc: BaseException, *, transient: bool) -> None:
+def note_failure(pending: dict[str, tuple[str, str, str]], exc: BaseException, *, transient: bool) -> None:
     """Record that the attempt's unanswered requests failed with ``exc`` (when a recording is being made)."""
     recording = get_llm_cache()
     if isinstance(recording, Recording) and recording.mode == "record":
-        for prompt, llm_string in list(pending.values()):
-            recording.record_failure(prompt, llm_string, failure_of(exc, transient))
+        for prompt, llm_string, key in list(pending.values()):
+            recording.record_failure(prompt, llm_string, failure_of(exc, transient), key=key)
     pending.clear()
 
 
@@ -348,13 +403,17 @@ class Recording(BaseCache):
         if self.mode == "record":
             pending = _ATTEMPT.get()
             if pending is not None:  # noted until answered: a failed attempt is recorded from it
-                pending[fingerprint(prompt, llm_string)] = (prompt, llm_string)
+                request = fingerprint(prompt, llm_string)
+                pending[request] = (prompt, llm_string, placed_key(request, _current_place()))
             return None
         key = fingerprint(prompt, llm_string)
         if self.mode == "cache" and is_sampled(llm_string) and not self.cache_sampled:
             return None
         with self._lock:
             if self.mode == "replay":
+                placed = placed_key(key, _current_place())
+                if placed != key and self._holds(placed):
+                    key = placed  # else a recording made before places were kept: by the request alone
                 row = self._db.execute("SELECT reply FROM exchanges WHERE fingerprint = ? AND seq = ?",
                                        (key, self._served[key])).fetchone()
             else:  # a cache serves a reply, never a recorded failure
@@ -375,20 +434,28 @@ class Recording(BaseCache):
         self.divergences.append(divergence)
         raise divergence
 
+    def _holds(self, key: str) -> bool:
+        """Whether the recording keeps exchanges under ``key`` (asked with the lock held)."""
+        return self._db.execute("SELECT 1 FROM exchanges WHERE fingerprint = ? LIMIT 1", (key,)).fetchone() is not None
+
     def update(self, prompt: str, llm_string: str, return_val: Sequence[Generation]) -> None:
-        """Keep an exchange the model answered (record, cache)."""
+        """Keep an exchange the model answered (record: under its place; cache: under its request)."""
         if self.mode == "replay":
             return
         key = fingerprint(prompt, llm_string)
         pending = _ATTEMPT.get()
         if pending is not None:
             pending.pop(key, None)
+        if self.mode == "record":
+            key = placed_key(key, _current_place())
         self._keep(prompt, llm_string, key, dumps(list(return_val)))
 
-    def record_failure(self, prompt: str, llm_string: str, failure: dict[str, Any]) -> None:
-        """Keep a call that failed (record mode), in its place among the request's exchanges."""
+    def record_failure(self, prompt: str, llm_string: str, failure: dict[str, Any], *, key: str | None = None) -> None:
+        """Keep a call that failed (record mode), in its place among the request's exchanges (``key``: the key
+        taken when the request was made; else the place it is recorded from)."""
         if self.mode == "record":
-            self._keep(prompt, llm_string, fingerprint(prompt, llm_string), json.dumps({_FAILURE_KEY: failure}))
+            key = key or placed_key(fingerprint(prompt, llm_string), _current_place())
+            self._keep(prompt, llm_string, key, json.dumps({_FAILURE_KEY: failure}))
 
     def _keep(self, prompt: str, llm_string: str, key: str, reply: str) -> None:
         with self._lock:
