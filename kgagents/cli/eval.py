@@ -153,13 +153,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _exit_status(results: list[Any]) -> int:
-    """1 (with the reason) when items of this call met a fault no item can get past, else 0."""
+    """1 (with the reason) when items of this call met a fault no item can get past, or when every item of the
+    evaluation failed (nothing was scored: its numbers would be those of no answer at all), else 0."""
     fatal = next((result.fatal for result in results if result.fatal), None)
-    if fatal is None:
+    if fatal is not None:
+        print(f"kgagents: the evaluation's items failed: {fatal}\nFix it, then run the same command with "
+              "--retry-failed: those items resume from their checkpoints.", file=sys.stderr)
+        return 1
+    failed = next((result for result in results if all_failed(result.records)), None)
+    if failed is None:
         return 0
-    print(f"kgagents: the evaluation's items failed: {fatal}\nFix it, then run the same command with "
-          "--retry-failed: those items resume from their checkpoints.", file=sys.stderr)
+    first = next(str(r.get("error")) for r in failed.records)
+    print(f"kgagents: every item of the evaluation in {failed.out_dir} failed ({len(failed.records)} of "
+          f"{len(failed.records)}; the first: {first[:300]}): nothing was scored. Fix it, then run the same "
+          "command with --retry-failed.", file=sys.stderr)
     return 1
+
+
+def all_failed(records: list[dict[str, Any]]) -> bool:
+    """Whether an evaluation's records are all failed runs (and there is at least one)."""
+    return bool(records) and all(r.get("error") for r in records)
 
 
 #: Scorers whose verdicts come from an LLM grader (``--grader-model``, default the run's model).
