@@ -285,6 +285,17 @@ class GRBenchScorer:
             grade = "NOT_JUDGED"
         return Score(correct=judged, grade=grade, usage=usage, details=details)
 
+    def score_failed(self, item: Any) -> Score:
+        """A run that failed (no answer): scored as Graph-CoT's code scores an empty answer — Rouge-L 0 and, with a
+        judge, judged "No" (GPT4Score 0; the judge is not asked: an empty prediction is never the answer)."""
+        judge = self.model if isinstance(self.model, str) or self.model is None else type(self.model).__name__
+        details: dict[str, Any] = {"rouge_l": 0.0, "gpt4score": None if judge is None else 0, "error_type": None,
+                                   "exit_reason": None,
+                                   "difficulty": (getattr(item, "meta", None) or {}).get("difficulty")}
+        if judge is not None:
+            details["judge"] = judge
+        return Score(correct=False, grade=None if judge is None else "NO", details=details)
+
     def metrics(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Rouge-L and GPT4Score in percent (as the paper's tables; GPT4Score over the judged answers), how many
         answers were not judged, how many wrong answers of each type, and both scores per difficulty
@@ -302,8 +313,19 @@ class GRBenchScorer:
 
 
 def _scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rouge-L and GPT4Score (percent) of ``records``. A failed run counts 0 in both, as Graph-CoT's code scores
+    its empty answer (judged "No"), whenever the evaluation had a judge: its records say so (``gpt4score`` 0), or,
+    written before they did, another record was judged."""
     rouge = [float((r.get("details") or {}).get("rouge_l") or 0.0) for r in records]
-    judged = [j for j in ((r.get("details") or {}).get("gpt4score") for r in records) if j is not None]
+    had_judge = any((r.get("details") or {}).get("gpt4score") is not None or (r.get("details") or {}).get("judge")
+                    for r in records)
+    judged: list[int] = []
+    for r in records:
+        verdict = (r.get("details") or {}).get("gpt4score")
+        if r.get("error") and had_judge:
+            judged.append(int(verdict or 0))
+        elif verdict is not None:
+            judged.append(int(verdict))
     not_judged = sum(1 for r in records if (r.get("details") or {}).get("judge_error"))
     return {"n": len(records), "rouge_l": 100 * statistics.fmean(rouge) if rouge else 0.0,
             "gpt4score": 100 * statistics.fmean(judged) if judged else None, "not judged": not_judged}

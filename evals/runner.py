@@ -468,7 +468,7 @@ class ItemRunner:
         if error is None and self.adapter.failed is not None:
             error = self.adapter.failed(state)
         answer = None if error else self.adapter.to_answer(state)
-        score = Score(correct=False if error else None)
+        score = failed_score(self.scorer, item) if error else Score(correct=None)
         variants: dict[str, dict[str, Any]] = {}
         if error is None:
             try:
@@ -641,6 +641,13 @@ def _context_summary(options: EvalOptions) -> dict[str, Any]:
         return {f.name: _model_name(getattr(ctx, f.name)) if "model" in f.name else getattr(ctx, f.name)
                 for f in dataclasses.fields(ctx) if getattr(ctx, f.name) != f.default}
     return {"context": repr(ctx)}
+
+
+def failed_score(scorer: ScorerLike, item: Item) -> Score:
+    """The score of a run that failed: the scorer's own (``score_failed``: e.g. GRBench scores an empty answer, as
+    its paper's code does), else not correct."""
+    score_failed = getattr(scorer, "score_failed", None)
+    return score_failed(item) if score_failed is not None else Score(correct=False)
 
 
 def build_scorer(options: EvalOptions, dataset: Dataset) -> ScorerLike:
