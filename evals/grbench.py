@@ -245,10 +245,13 @@ class GRBenchScorer:
     name = "grbench"
     needs_model = False
 
-    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0) -> None:
+    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0,
+                 base_url: str | None = None) -> None:
         self.model = None if isinstance(model, str) and model.strip().lower() == "none" else model
         self.max_api_retries = max_api_retries
         self.api_backoff_base_s = api_backoff_base_s
+        self.base_url = base_url
+        """Where the judge's requests go (:func:`kgagents.evals.judges.judge_of`)."""
 
     async def _judge(self, question: str, prediction: str, truth: str) -> tuple[bool | None, Any, str | None]:
         """The judge's verdict (``None``: no judge, or the judgement failed), its usage, and why it failed."""
@@ -256,7 +259,7 @@ class GRBenchScorer:
             return None, {}, None
 
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
+                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
         llm = LLMCaller(ctx, "graph_executor")
         try:
             reply = await llm.text(gpt4score_prompt(question, prediction, truth), system=GPT4SCORE_SYSTEM)
