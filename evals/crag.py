@@ -286,14 +286,17 @@ class _Graded:
     name = ""
     needs_model = True
 
-    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0) -> None:
+    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0,
+                 base_url: str | None = None) -> None:
         self.model = model
         self.max_api_retries = max_api_retries
         self.api_backoff_base_s = api_backoff_base_s
+        self.base_url = base_url
+        """Where the judge's requests go (:func:`kgagents.evals.judges.judge_of`)."""
 
     def _caller(self) -> Any:
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
+                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
         return LLMCaller(ctx, JUDGE_ROLE)
 
     async def grade(self, item: Any, prediction: str, llm: Any) -> tuple[str, dict[str, Any]]:
@@ -340,8 +343,9 @@ class CragScorer(_Graded):
     answer alone is the ground truth, or the answer and then its alternatives (``alternatives``)."""
 
     def __init__(self, model: Any = None, *, alternatives: bool = False, max_api_retries: int = 6,
-                 api_backoff_base_s: float = 1.0, examples: Path = JUDGE_EXAMPLES) -> None:
-        super().__init__(model, max_api_retries=max_api_retries, api_backoff_base_s=api_backoff_base_s)
+                 api_backoff_base_s: float = 1.0, examples: Path = JUDGE_EXAMPLES, base_url: str | None = None) -> None:
+        super().__init__(model, max_api_retries=max_api_retries, api_backoff_base_s=api_backoff_base_s,
+                         base_url=base_url)
         self.alternatives = alternatives
         self.name = "crag-alternatives" if alternatives else "crag"
         self.system = judge_system(judge_examples(examples))

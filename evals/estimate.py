@@ -83,6 +83,8 @@ class Estimate:
     """From structure: the stages whose calls the limits do not bound (left out of :attr:`at_most`)."""
     grader: Tally | None = None
     """The grader's calls in total (an LLM-graded scorer), ``None`` for a scorer that calls no model."""
+    grader_model: str | None = None
+    """The grader they are priced at (its model string)."""
     assumptions: list[str] = field(default_factory=list)
 
 
@@ -185,7 +187,8 @@ def estimate(options: EvalOptions, dataset: Dataset, *, grader: str | None = Non
     todo = len(todo_pairs)
     models = manifest.get("models") or {}
     tier, rows, folders = _records(recorded_folders(out_dir, recorded), workflow, manifest)
-    common: dict[str, Any] = {"workflow": workflow, "dataset": dataset.name, "todo": todo, "done": done}
+    common: dict[str, Any] = {"workflow": workflow, "dataset": dataset.name, "todo": todo, "done": done,
+                              "grader_model": grader}
     grading = grader is not None
     if rows:
         per_item = _mean_tally(rows, "usage", models)
@@ -245,7 +248,7 @@ def format_estimate(est: Estimate) -> str:
             f" (not counting {', '.join(est.unbounded)}: the settings do not bound them)" if est.unbounded else ""))
     lines += [f"assumed: {a}" for a in est.assumptions]
     if est.grader is not None:
-        lines.append(_line("grader", est.grader))
+        lines.append(_line(f"grader ({est.grader_model})" if est.grader_model else "grader", est.grader))
     unpriced = sorted(set().union(*(t.unpriced for t in (est.expected, est.grader) if t is not None)))
     if unpriced:
         lines.append(f"unpriced: {', '.join(unpriced)} (prices: KGAGENTS_PRICES_FILE, see docs/evals.md)")

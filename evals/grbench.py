@@ -246,10 +246,13 @@ class GRBenchScorer:
     name = "grbench"
     needs_model = False
 
-    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0) -> None:
+    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0,
+                 base_url: str | None = None) -> None:
         self.model = None if isinstance(model, str) and model.strip().lower() == "none" else model
         self.max_api_retries = max_api_retries
         self.api_backoff_base_s = api_backoff_base_s
+        self.base_url = base_url
+        """Where the judge's requests go (:func:`kgagents.evals.judges.judge_of`)."""
 
     async def _judge(self, question: str, prediction: str, truth: str) -> tuple[bool | None, Any, str | None]:
         """The judge's verdict (``None``: no judge, or the judgement failed), its usage, and why it failed."""
@@ -257,7 +260,7 @@ class GRBenchScorer:
             return None, {}, None
 
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
+                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
         llm = LLMCaller(ctx, "graph_executor")
         try:
             reply = await llm.text(gpt4score_prompt(question, prediction, truth), system=GPT4SCORE_SYSTEM)
@@ -286,6 +289,17 @@ class GRBenchScorer:
             grade = "NOT_JUDGED"
         return Score(correct=judged, grade=grade, usage=usage, details=details)
 
+    def score_failed(self, item: Any) -> Score:
+        """A run that failed (no answer): scored as Graph-CoT's code scores an empty answer — Rouge-L 0 and, with a
+        judge, judged "No" (GPT4Score 0; the judge is not asked: an empty prediction is never the answer)."""
+        judge = self.model if isinstance(self.model, str) or self.model is None else type(self.model).__name__
+        details: dict[str, Any] = {"rouge_l": 0.0, "gpt4score": None if judge is None else 0, "error_type": None,
+                                   "exit_reason": None,
+                                   "difficulty": (getattr(item, "meta", None) or {}).get("difficulty")}
+        if judge is not None:
+            details["judge"] = judge
+        return Score(correct=False, grade=None if judge is None else "NO", details=details)
+
     def metrics(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Rouge-L and GPT4Score in percent (as the paper's tables; GPT4Score over the judged answers), how many
         answers were not judged, how many wrong answers of each type, and both scores per difficulty
@@ -303,8 +317,19 @@ class GRBenchScorer:
 
 
 def _scores(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Rouge-L and GPT4Score (percent) of ``records``. A failed run counts 0 in both, as Graph-CoT's code scores
+    its empty answer (judged "No"), whenever the evaluation had a judge: its records say so (``gpt4score`` 0), or,
+    written before they did, another record was judged."""
     rouge = [float((r.get("details") or {}).get("rouge_l") or 0.0) for r in records]
-    judged = [j for j in ((r.get("details") or {}).get("gpt4score") for r in records) if j is not None]
+    had_judge = any((r.get("details") or {}).get("gpt4score") is not None or (r.get("details") or {}).get("judge")
+                    for r in records)
+    judged: list[int] = []
+    for r in records:
+        verdict = (r.get("details") or {}).get("gpt4score")
+        if r.get("error") and had_judge:
+            judged.append(int(verdict or 0))
+        elif verdict is not None:
+            judged.append(int(verdict))
     not_judged = sum(1 for r in records if (r.get("details") or {}).get("judge_error"))
     return {"n": len(records), "rouge_l": 100 * statistics.fmean(rouge) if rouge else 0.0,
             "gpt4score": 100 * statistics.fmean(judged) if judged else None, "not judged": not_judged}
@@ -339,48 +364,94 @@ def _domain_of_run(rs: Any) -> str:
     return "+".join(prefixes) or split
 
 
+def evaluation_settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes an evaluation the one it is, but its data (the report's columns): workflow, the model of every
+    role, preset, every context value, grader, seed, runs and scorer, flat (``model[role]``, context values by
+    name). Two result directories are one report row only when these are equal."""
+    flat: dict[str, Any] = {"workflow": manifest.get("workflow"), "preset": manifest.get("preset")}
+    flat.update({f"model[{role}]": model for role, model in sorted((manifest.get("models") or {}).items())})
+    flat.update({str(name): value for name, value in sorted((manifest.get("context") or {}).items())})
+    flat.update({"grader": manifest.get("grader_model"), "seed": manifest.get("seed"),
+                 "runs": manifest.get("runs", 1), "scorer": manifest.get("scorer")})
+    return flat
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def method_rows(runsets: Sequence[Any]) -> list[tuple[str, list[Any], str]]:
+    """The rows of Table 1 and Figure 14: ``(name, directories, column of each)``, one row per evaluation's
+    settings (:func:`evaluation_settings`), whose domains are its columns. A directory the user labelled
+    (``report --label``) is in the row of its label and settings, named by its label. Rows of one method name
+    are named by the settings in which they differ (``[max_depth=1]``), or by their folders when none does (the
+    same settings run twice on one domain: two rows, never one overwritten)."""
+    several = len({str(rs.manifest.get("dataset", "")) for rs in runsets}) > 1
+    rows: list[dict[str, Any]] = []
+    for rs in runsets:
+        given = rs.label if getattr(rs, "label_given", False) else None
+        key = (given, _value(evaluation_settings(rs.manifest)))
+        column = _domain_of_run(rs) + (f" ({rs.manifest.get('dataset')})" if several else "")
+        row = next((r for r in rows if r["key"] == key and column not in r["columns"]), None)
+        if row is None:
+            row = {"key": key, "given": given, "runsets": [], "columns": []}
+            rows.append(row)
+        row["runsets"].append(rs)
+        row["columns"].append(column)
+    names = [r["given"] or method_label(r["runsets"][0].manifest) for r in rows]
+    for name in {n for n in names if names.count(n) > 1}:
+        group = [i for i, n in enumerate(names) if n == name]
+        flats = [evaluation_settings(rows[i]["runsets"][0].manifest) for i in group]
+        keys = list(dict.fromkeys(k for flat in flats for k in flat))
+        differing = [k for k in keys if len({_value(flat.get(k)) for flat in flats}) > 1]
+        for i, flat in zip(group, flats, strict=True):
+            what = ", ".join(f"{k}={'default' if flat.get(k) is None else flat.get(k)}" for k in differing)
+            names[i] = f"{name} [{what or ', '.join(str(rs.path.name) for rs in rows[i]['runsets'])}]"
+    return [(names[i], row["runsets"], row["columns"]) for i, row in enumerate(rows)]
+
+
+def _grbench_runs(runsets: Sequence[Any]) -> list[Any]:
+    return [rs for rs in runsets if str(rs.manifest.get("dataset", "")).startswith("grbench")]
+
+
 def table1(runsets: Sequence[Any]) -> list[str]:
-    """The paper's Table 1 layout: one row per method, one column per domain (Rouge-L, with GPT4Score where
-    judged), and each method's cost and mean runtime per question."""
-    grb = [rs for rs in runsets if str(rs.manifest.get("dataset", "")).startswith("grbench")]
+    """The paper's Table 1 layout: one row per evaluation's settings (:func:`method_rows`), one column per domain
+    (Rouge-L, with GPT4Score where judged), and each row's cost and mean runtime per question."""
+    grb = _grbench_runs(runsets)
     if not grb:
         return []
     scorer = GRBenchScorer()
-    domains = sorted({_domain_of_run(rs) for rs in grb})
-    rows: dict[str, dict[str, Any]] = {}
-    for rs in grb:
-        row = rows.setdefault(method_label(rs.manifest), {"costs": [], "wall": [], "n": 0})
-        m = scorer.metrics(rs.records)
-        cell = f"{m['rouge_l']:.2f}" + (f" ({m['gpt4score']:.2f})" if m["gpt4score"] is not None else "")
-        row[_domain_of_run(rs)] = cell
-        row["costs"] += [r.get("cost_usd", 0.0) for r in rs.records]
-        row["wall"] += [float(r.get("wall_s") or 0.0) for r in rs.records]
-        row["n"] += len(rs.records)
+    rows = method_rows(grb)
+    domains = sorted({column for _, _, columns in rows for column in columns})
     header = ["method", *domains, "cost / question", "mean runtime (s)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for name, row in rows.items():
-        total = sum_costs(row["costs"])
-        cost = format_cost(None if total.unknown else total.known_usd / row["n"]) if row["n"] else "–"
-        wall = f"{statistics.fmean(row['wall']):.1f}" if row["wall"] else "–"
-        lines.append("| " + " | ".join([name, *(row.get(d, "–") for d in domains), cost, wall]) + " |")
+    for name, members, columns in rows:
+        cells: dict[str, str] = {}
+        for rs, column in zip(members, columns, strict=True):
+            m = scorer.metrics(rs.records)
+            cells[column] = f"{m['rouge_l']:.2f}" + (f" ({m['gpt4score']:.2f})" if m["gpt4score"] is not None else "")
+        records = [r for rs in members for r in rs.records]
+        total = sum_costs(r.get("cost_usd", 0.0) for r in records)
+        cost = format_cost(None if total.unknown else total.known_usd / len(records)) if records else "–"
+        wall = [float(r.get("wall_s") or 0.0) for r in records]
+        mean = f"{statistics.fmean(wall):.1f}" if wall else "–"
+        lines.append("| " + " | ".join([name, *(cells.get(d, "–") for d in domains), cost, mean]) + " |")
     return lines
 
 
 def difficulty_table(runsets: Sequence[Any]) -> list[str]:
-    """The paper's Figure 14 as a table: one row per method, Rouge-L (GPT4Score) on GRBench's easy, medium and
-    hard questions (every domain of the method's runs together)."""
-    grb = [rs for rs in runsets if str(rs.manifest.get("dataset", "")).startswith("grbench")]
-    records: dict[str, list[Mapping[str, Any]]] = {}
-    for rs in grb:
-        records.setdefault(method_label(rs.manifest), []).extend(rs.records)
-    if not any((r.get("details") or {}).get("difficulty") for rows in records.values() for r in rows):
+    """The paper's Figure 14 as a table: one row per evaluation's settings (the rows of :func:`table1`), Rouge-L
+    (GPT4Score) on GRBench's easy, medium and hard questions (every domain of the row together)."""
+    rows = [(name, [r for rs in members for r in rs.records])
+            for name, members, _ in method_rows(_grbench_runs(runsets))]
+    if not any((r.get("details") or {}).get("difficulty") for _, records in rows for r in records):
         return []
     header = ["method", *DIFFICULTIES]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for name, rows in records.items():
+    for name, records in rows:
         cells = []
         for level in DIFFICULTIES:
-            m = _scores([r for r in rows if (r.get("details") or {}).get("difficulty") == level])
+            m = _scores([r for r in records if (r.get("details") or {}).get("difficulty") == level])
             cells.append("–" if not m["n"] else f"{m['rouge_l']:.2f}" +
                          (f" ({m['gpt4score']:.2f})" if m["gpt4score"] is not None else "") + f" [n={m['n']}]")
         lines.append("| " + " | ".join([name, *cells]) + " |")

@@ -42,6 +42,8 @@ class RunSet:
     label: str
     manifest: dict[str, Any]
     records: list[dict[str, Any]]
+    label_given: bool = False
+    """Whether the user named it (``report --label``): the GRBench tables then name its row so."""
 
     @property
     def solved(self) -> int:
@@ -69,7 +71,8 @@ def load_runset(path: str | Path, label: str | None = None) -> RunSet:
     if manifest is None:
         raise FileNotFoundError(f"{path} is not an evaluation directory (no manifest.json)")
     records = read_results(path)
-    return RunSet(path=path, label=label or default_label(path, manifest), manifest=manifest, records=records)
+    return RunSet(path=path, label=label or default_label(path, manifest), manifest=manifest, records=records,
+                  label_given=bool(label))
 
 
 def default_label(path: Path, manifest: dict[str, Any]) -> str:

@@ -48,6 +48,7 @@ from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, tota
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
 from kgagents.evals.event_loop import batch_collector
+from kgagents.evals.judges import Judge, judge_of
 from kgagents.evals.processes import run_in_processes
 from kgagents.evals.scorers import DEFAULT_GRADERS, Score, ScorerLike, fusion_metrics, make_scorer
 from kgagents.graphs import registry
@@ -199,7 +200,9 @@ def _jsonable(value: Any) -> Any:
 
 
 #: What makes two evaluations the same one: a results directory refuses a run that differs in any of them.
-SETTINGS = ("workflow", "dataset", "split", "models", "preset", "context", "grader_model", "seed")
+SETTINGS = ("workflow", "dataset", "split", "models", "preset", "context", "grader_model", "seed", "scorer")
+#: The settings that only say how the answers are scored: another value is a re-scoring (``eval --rescore``).
+SCORING_SETTINGS = ("grader_model", "scorer")
 
 
 def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | None = None) -> None:
@@ -209,12 +212,14 @@ def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | 
     old = read_manifest(out_dir)
     if old is not None:
         old = scrub(old)  # one written before manifests left credentials out compares as one written now
-        differences = [f"{key}: {old.get(key)!r} there, {manifest.get(key)!r} now" for key in SETTINGS
-                       if key in old and old.get(key) != manifest.get(key)]
+        differing = [key for key in SETTINGS if key in old and old.get(key) != manifest.get(key)]
+        differences = [f"{key}: {old.get(key)!r} there, {manifest.get(key)!r} now" for key in differing]
         if differences:
+            rescoring = (f"; to score its answers with another scorer or grader: kgagents eval ... --rescore "
+                         f"{out_dir}") if set(differing) <= set(SCORING_SETTINGS) else ""
             raise ValueError(f"{out_dir} holds another evaluation ({'; '.join(differences)}); its results "
                              "would be taken for this run's. Use another --out directory (or delete that "
-                             "one)")
+                             f"one){rescoring}")
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
     if dataset is not None:
         _check_items(out_dir, dataset)
@@ -273,6 +278,9 @@ class EvalOptions:
     grader_model: Any = None
     """Chat model (instance or ``provider:model``) of an LLM grader; default: the benchmark's own judge where its
     scorer names one (:data:`kgagents.evals.scorers.DEFAULT_GRADERS`), else the workflow's ``model``."""
+    grader_base_url: str | None = None
+    """The OpenAI-compatible server of the LLM grader (default: ``KGAGENTS_GRADER_BASE_URL``, else as
+    :mod:`kgagents.evals.judges` says: never the run's server for another model than the run's)."""
     retry_failed: bool = False
     progress: bool = True
     checkpointer: str | None = None
@@ -468,7 +476,7 @@ class ItemRunner:
         if error is None and self.adapter.failed is not None:
             error = self.adapter.failed(state)
         answer = None if error else self.adapter.to_answer(state)
-        score = Score(correct=False if error else None)
+        score = failed_score(self.scorer, item) if error else Score(correct=None)
         variants: dict[str, dict[str, Any]] = {}
         if error is None:
             try:
@@ -609,7 +617,14 @@ def make_manifest(options: EvalOptions, dataset: Dataset) -> dict[str, Any]:
             "group_label": dataset.group_label, "models": role_models(options), "preset": options.preset,
             "context": _jsonable(options.context_values if options.context is None else _context_summary(options)),
             "grader_model": _jsonable(_model_name(options.grader_model)), "data": data_fingerprint(dataset),
+            "judge": _judge_name(options, dataset.scorer),
             "created": time.time()})
+
+
+def _judge_name(options: EvalOptions, scorer: str) -> str | None:
+    """The judge a manifest names (its model and where it sends), ``None`` for a scorer without one."""
+    judge = evaluation_judge(options, scorer)
+    return None if judge is None else judge.name
 
 
 def role_models(options: EvalOptions) -> dict[str, Any]:
@@ -643,18 +658,33 @@ def _context_summary(options: EvalOptions) -> dict[str, Any]:
     return {"context": repr(ctx)}
 
 
-def build_scorer(options: EvalOptions, dataset: Dataset) -> ScorerLike:
-    load_plugins()
-    grader = options.grader_model
-    if grader is None:  # the benchmark's own judge (GRBench: the paper's), else the run's model
-        grader = DEFAULT_GRADERS.get(dataset.scorer)
-    if grader is None:
-        ctx = options.context
-        grader = getattr(ctx, "model", None) if ctx is not None else options.context_values.get("model")
-    if grader is None:  # the model the run resolves from the environment (KGAGENTS_MODEL)
+def failed_score(scorer: ScorerLike, item: Item) -> Score:
+    """The score of a run that failed: the scorer's own (``score_failed``: e.g. GRBench scores an empty answer, as
+    its paper's code does), else not correct."""
+    score_failed = getattr(scorer, "score_failed", None)
+    return score_failed(item) if score_failed is not None else Score(correct=False)
 
-        grader = get_settings().model_for("graph_executor")
-    return make_scorer(dataset.scorer, grader_model=grader)
+
+def evaluation_judge(options: EvalOptions, scorer: str) -> Judge | None:
+    """The LLM grader of the evaluation ``options`` describes, scored by ``scorer`` (:mod:`kgagents.evals.judges`;
+    ``None`` when the scorer has none): the one setting the start line, the start checks, the estimate and the
+    scorer use."""
+    ctx, values = options.context, options.context_values
+    run_model = getattr(ctx, "model", None) if ctx is not None else values.get("model")
+    run_base_url = getattr(ctx, "base_url", None) if ctx is not None else values.get("base_url")
+    return judge_of(scorer, options.grader_model, run_model, run_base_url=run_base_url,
+                    grader_base_url=options.grader_base_url)
+
+
+def build_scorer(options: EvalOptions, dataset: Dataset) -> ScorerLike:
+    """The dataset's scorer, with the evaluation's judge (:func:`evaluation_judge`) where it has an LLM grader."""
+    load_plugins()
+    judge = evaluation_judge(options, dataset.scorer)
+    if judge is None:  # an exact scorer, or one registered outside the LLM-graded ones: the grader as given
+        grader = options.grader_model or DEFAULT_GRADERS.get(dataset.scorer)
+        return make_scorer(dataset.scorer, grader_model=grader)
+    extra = {} if judge.base_url is None else {"base_url": judge.base_url}
+    return make_scorer(dataset.scorer, grader_model="none" if judge.model is None else judge.model, **extra)
 
 
 def item_runner(options: EvalOptions, dataset_name: str, scorer_name: str) -> ItemRunner:

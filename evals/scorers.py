@@ -260,16 +260,19 @@ class SimpleQAScorer(Scorer):
     name = "simpleqa"
     needs_model = True
 
-    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0) -> None:
+    def __init__(self, model: Any = None, *, max_api_retries: int = 6, api_backoff_base_s: float = 1.0,
+                 base_url: str | None = None) -> None:
         self.model = model
         self.max_api_retries = max_api_retries
         self.api_backoff_base_s = api_backoff_base_s
+        self.base_url = base_url
+        """Where the grader's requests go (:func:`kgagents.evals.judges.judge_of`)."""
 
     async def score(self, item: Any, answer: Any) -> Score:
         predicted = "" if answer is None else str(answer)
         prompt = simpleqa_grader_prompt(item.question, str(item.gold), predicted)
         ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0)
+                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
         llm = LLMCaller(ctx, "graph_executor")
         letter = parse_simpleqa_grade(await llm.text(prompt))
         grade = LETTER_TO_GRADE[letter]

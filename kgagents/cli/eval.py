@@ -17,6 +17,7 @@ continue from their checkpoints. Datasets whose files ship with kgagents (``cr-l
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import zipfile
 from collections.abc import Callable
@@ -67,8 +68,14 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--set", action="append", metavar="KEY=VALUE", help="any context field")
     ev.add_argument("--grader-model", help="the LLM grader's model (SimpleQA, GRBench's GPT4Score; 'none': no "
                     "judge); default: the benchmark's own judge (GRBench: the paper's, openai:gpt-4o), else --model")
+    ev.add_argument("--grader-base-url", help="the OpenAI-compatible server of the grader (default: "
+                    "KGAGENTS_GRADER_BASE_URL; else the run's server only when the grader is the run's model or a "
+                    "bare name, a provider's model its provider's API)")
     ev.add_argument("--scorer", help="another of the dataset's scorers (crag: crag, crag-alternatives, agent-g-paper; "
                                      "stark: stark, stark-torchmetrics-1.7.4; see docs/evals.md)")
+    ev.add_argument("--rescore", metavar="DIR",
+                    help="score the answers stored in the results folder DIR again, with --scorer and/or "
+                         "--grader-model, into --out (default DIR-rescored-SCORER-GRADER); nothing runs again")
     ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
     ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
                                            "postgresql://... for a cluster)")
@@ -135,10 +142,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.temperature < 0:
             raise ValueError("--temperature must be at least 0")
         values["temperature"] = args.temperature
+    if getattr(args, "rescore", None):
+        return _rescore(args, dataset)
     if args.estimate:  # before the checks of keys and servers: an estimate calls no model
         return _estimate(args, dataset, values, protocol, default_scorer)
+    judge = judge_for(args, values, dataset.scorer)
+    check_judge(judge)
     start_checks(args.workflow, values, dataset=dataset.name, graph=dataset.name != "crag",
-                 scorer=dataset.scorer, grader=grader_of(args, values, dataset.scorer))
+                 scorer=dataset.scorer, grader=None if judge is None else judge.name)
     _check_agent_g(args, values, dataset.name)
     if protocol is not None:
         return _run_protocol(args, dataset, values, protocol)
@@ -164,27 +175,78 @@ def _check_agent_g(args: argparse.Namespace, values: dict[str, Any], dataset: st
         print(f"kgagents: {note}", file=sys.stderr)
 
 
+def _rescore(args: argparse.Namespace, dataset: Any) -> int:
+    """``--rescore DIR``: DIR's answers scored again by this command's scorer and grader, into a folder of their
+    own (:mod:`kgagents.evals.rescore`)."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.evals import event_loop
+    from kgagents.evals.rescore import rescore
+    from kgagents.evals.runner import read_manifest
+
+    source = Path(args.rescore)
+    manifest = read_manifest(source)
+    if manifest is None:
+        raise ValueError(f"{source} is not an evaluation's results folder (no manifest.json)")
+    if args.preset or args.set or args.runs is not None or args.seed is not None or args.temperature is not None:
+        raise ValueError("--rescore scores stored answers: the run's settings (--preset, --set, --runs, --seed, "
+                         "--temperature) are those of the evaluation in DIR")
+    values = dict(manifest.get("context") or {})
+    judge = judge_for(args, values, dataset.scorer)
+    check_judge(judge)
+    label = "none" if judge is None or judge.model is None else str(judge.model)
+    out = Path(args.out) if args.out else source.parent / re.sub(
+        r"[^A-Za-z0-9_.-]+", "_", f"{source.name}-rescored-{dataset.scorer}-{label}")
+    print(f"kgagents: re-scoring the answers in {source} with {dataset.scorer}"
+          f"{'' if judge is None else f', grader {judge.name}'} into {out}", file=sys.stderr)
+    options = _options(args, out, values, runs=int(manifest.get("runs") or 1), seed=manifest.get("seed"))
+    result = event_loop.run(rescore(source, options, dataset))
+    _print_result(result, dataset)
+    if not args.no_report and result.records:
+        # loaded by the command that needs it (every command starts without it)
+        from kgagents.evals.report import build_report
+
+        print(f"report: {build_report([out])}", file=sys.stderr)
+    return _exit_status([result])
+
+
 def _exit_status(results: list[Any]) -> int:
-    """1 (with the reason) when items of this call met a fault no item can get past, else 0."""
+    """1 (with the reason) when items of this call met a fault no item can get past, or when every item of the
+    evaluation failed (nothing was scored: its numbers would be those of no answer at all), else 0."""
     fatal = next((result.fatal for result in results if result.fatal), None)
-    if fatal is None:
+    if fatal is not None:
+        print(f"kgagents: the evaluation's items failed: {fatal}\nFix it, then run the same command with "
+              "--retry-failed: those items resume from their checkpoints.", file=sys.stderr)
+        return 1
+    failed = next((result for result in results if all_failed(result.records)), None)
+    if failed is None:
         return 0
-    print(f"kgagents: the evaluation's items failed: {fatal}\nFix it, then run the same command with "
-          "--retry-failed: those items resume from their checkpoints.", file=sys.stderr)
+    first = next(str(r.get("error")) for r in failed.records)
+    print(f"kgagents: every item of the evaluation in {failed.out_dir} failed ({len(failed.records)} of "
+          f"{len(failed.records)}; the first: {first[:300]}): nothing was scored. Fix it, then run the same "
+          "command with --retry-failed.", file=sys.stderr)
     return 1
 
 
-#: Scorers whose verdicts come from an LLM grader (``--grader-model``, default the run's model).
-LLM_GRADED_SCORERS = ("simpleqa", "crag", "grbench")
+def all_failed(records: list[dict[str, Any]]) -> bool:
+    """Whether an evaluation's records are all failed runs (and there is at least one)."""
+    return bool(records) and all(r.get("error") for r in records)
 
 
-def grader_of(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> str | None:
-    """The grader's model string of an evaluation whose scorer is LLM-graded (None: none, or not
-    LLM-graded)."""
-    if scorer not in LLM_GRADED_SCORERS:
-        return None
+def judge_for(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> Any:
+    """The evaluation's LLM grader (:class:`kgagents.evals.judges.Judge`; None when the scorer has none): the
+    one setting that the start line shows, the start checks, ``--estimate`` prices and the scorer calls."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.evals.runner import evaluation_judge
 
-    return args.grader_model or values.get("model") or get_settings().model_for("graph_executor")
+    return evaluation_judge(_options(args, Path("."), values, runs=1, seed=None), scorer)
+
+
+def check_judge(judge: Any) -> None:
+    """Refuse a grader that cannot judge before anything runs (:func:`kgagents.evals.judges.check_judge`)."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.evals.judges import check_judge as check
+
+    check(judge)
 
 
 def _process_count(args: argparse.Namespace) -> int:
@@ -201,7 +263,7 @@ def _options(args: argparse.Namespace, out: Path, values: dict[str, Any], *, run
 
     return EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
                        context_values=values, preset=args.preset, seed=seed,
-                       grader_model=args.grader_model,
+                       grader_model=args.grader_model, grader_base_url=getattr(args, "grader_base_url", None),
                        retry_failed=args.retry_failed, progress=not args.no_progress,
                        checkpointer=args.checkpointer, processes=_process_count(args),
                        budget_usd=args.eval_budget_usd, budget_tokens=args.eval_budget_tokens)
@@ -234,7 +296,8 @@ def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], pr
     else:
         base = _protocol_dir(args, dataset)
         legs = [(base / leg.name, {**values, "temperature": leg.temperature}, leg.runs) for leg in protocol.legs]
-    grader = grader_of(args, values, dataset.scorer)
+    judge = judge_for(args, values, dataset.scorer)
+    grader = None if judge is None or judge.model is None else str(judge.model)
     for out, leg_values, runs in legs:
         options = _options(args, out, leg_values, runs=runs, seed=args.seed)
         print(format_estimate(estimate(options, dataset, grader=grader,

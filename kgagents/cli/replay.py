@@ -373,7 +373,7 @@ def write_bundle(results: Path, bundle: Path, settings: Settings) -> Path:
                    and p.name != BUNDLE_INFO)
     manifest = json.loads((results / MANIFEST_FILE).read_text(encoding="utf-8"))
     info = {"settings": settings.as_json(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "versions": versions(), "data_fingerprint": manifest.get("data_fingerprint"),
+            "versions": versions(), "data_fingerprint": manifest.get("data"),
             "files": [p.name for p in files], "replayable": (results / RECORDING_NAME).is_file()}
     bundle.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kgagents-bundle-") as tmp, \

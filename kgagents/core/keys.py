@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 
 import idna
 
-__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "IDNA_ENCODINGS", "OLLAMA", "OPENAI", "OPENAI_PROTOCOL",
-           "OPENAI_SDK_VARIABLES", "POSTGRES_PORT", "KeyBinding", "Server", "ascii_name", "bound_key",
-           "credentials_go", "key_for", "normal_host", "openai_sdk_headers", "postgres_connection", "said",
+__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "GRADER", "IDNA_ENCODINGS", "OLLAMA", "OPENAI",
+           "OPENAI_PROTOCOL", "OPENAI_SDK_VARIABLES", "POSTGRES_PORT", "KeyBinding", "Server", "ascii_name",
+           "bound_key", "credentials_go", "key_for", "normal_host", "openai_sdk_headers", "postgres_connection", "said",
            "same_host", "same_postgres", "same_server", "say_once", "sdk_headers_withheld", "server_of",
            "withheld_note"]
 
@@ -164,12 +164,15 @@ class KeyBinding:
 
 #: An OpenAI-compatible server's key (vLLM, llama.cpp, LM Studio, ...): only to ``KGAGENTS_BASE_URL``.
 COMPATIBLE = KeyBinding("KGAGENTS_API_KEY", ("KGAGENTS_BASE_URL",))
+#: An evaluation's LLM grader's key (its judge on another OpenAI-compatible server): only to
+#: ``KGAGENTS_GRADER_BASE_URL``.
+GRADER = KeyBinding("KGAGENTS_GRADER_API_KEY", ("KGAGENTS_GRADER_BASE_URL",))
 #: OpenAI's key: to ``OPENAI_BASE_URL`` (or LangChain's ``OPENAI_API_BASE``), else OpenAI's API.
 OPENAI = KeyBinding("OPENAI_API_KEY", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "https://api.openai.com/v1")
 #: Anthropic's key: to ``ANTHROPIC_BASE_URL`` (or ``ANTHROPIC_API_URL``), else Anthropic's API.
 ANTHROPIC = KeyBinding("ANTHROPIC_API_KEY", ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL"), "https://api.anthropic.com")
 #: The keys a client of the OpenAI protocol (chat, transcription, embeddings) may send, each to its own server.
-OPENAI_PROTOCOL = (COMPATIBLE, OPENAI)
+OPENAI_PROTOCOL = (COMPATIBLE, GRADER, OPENAI)
 #: Ollama's key (Ollama's cloud, which issues it): the Ollama client sends it wherever ``OLLAMA_HOST`` points, so
 #: it is bound to ``https://ollama.com`` only. A self-hosted server behind an authenticating proxy is an
 #: OpenAI-compatible one (``KGAGENTS_BASE_URL`` + ``KGAGENTS_API_KEY``: Ollama serves ``/v1``).

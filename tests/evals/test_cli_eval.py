@@ -55,9 +55,10 @@ def test_eval_then_resume_then_report(tmp_path, capsys):
 
     # a zero-shot baseline on the same data, then a report comparing both
     zs = tmp_path / "zs"
+    # (the script's grader steps are used up: both items fail their scoring, and the command says so)
     assert main(["eval", "zeroshot", "--dataset", "simpleqa", "--data", str(data), "--model",
-                 f"scripted:{script}", "--out", str(zs), "--no-progress", "--limit", "2"]) == 0
-    capsys.readouterr()
+                 f"scripted:{script}", "--out", str(zs), "--no-progress", "--limit", "2"]) == 1
+    assert "every item of the evaluation" in capsys.readouterr().err
     assert main(["report", str(out), str(zs), "--out", str(tmp_path / "cmp")]) == 0
     text = (tmp_path / "cmp" / "report.md").read_text()
     assert "kgot (scripted:" in text and "zeroshot (scripted:" in text

@@ -83,7 +83,8 @@ def test_the_metrics_count_only_judged_answers_and_break_down_by_difficulty():
         _record(0.25, None, "wrong reasoning step", error="boom"),
     ]
     assert GRBenchScorer().metrics(records) == {
-        "n": 4, "rouge_l": 43.75, "gpt4score": 50.0, "not judged": 1,
+        # the failed run counts as its empty answer judged "No" (Graph-CoT's code): 1 of 3, not 1 of 2
+        "n": 4, "rouge_l": 43.75, "gpt4score": 100 * (1 / 3), "not judged": 1,
         "answer found but not returned": 1, "reached the step limit": 1, "wrong reasoning step": 1,
         "failed runs": 1, "easy: n": 2, "easy: rouge_l": 75.0, "easy: gpt4score": 50.0,
         "medium: n": 1, "medium: rouge_l": 0.0, "medium: gpt4score": None}
