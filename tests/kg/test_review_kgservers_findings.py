@@ -1,9 +1,13 @@
-"""Findings of the review of the shared graph servers' resource caps (issue 34, branch review-kgservers).
+"""Findings of the review of the shared graph servers' resource caps (issue 34, branch review-kgservers), and what
+now happens instead.
 
-Each test is a minimal reproduction of a way one run's LLM-written Cypher still takes a shared FalkorDB server down
-or stalls every other run on it, through the store API the graph executor uses, on a server started the way the
-embedded one is (:func:`kgagents.tools.kg.servers.start_falkordb`). They FAIL on the code as merged (efc195c): that
-is the finding. No test asserts a duration; each asserts what another run sees.
+Each test is a reproduction of a way one run's LLM-written Cypher took a shared FalkorDB server down or stalled
+every other run on it, through the store API the graph executor uses, on the process's embedded server (started
+by :func:`kgagents.tools.kg.servers.embedded`, with a short time limit). On the code as reviewed (9d52163) the other
+runs' queries timed out from then on, or the server was gone; now the embedded server is killed and started again
+when a query ran past its client's deadline (the server had not stopped it) or the watchdog's probe went
+unanswered, and every run's KG is restored on the new one from the snapshot its store holds (the graph state's).
+No test asserts a duration; each asserts what another run sees.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from kgagents.tools.kg.servers import ServerProcess, falkordb_limits, query_timeout_s, server_memory_mb, start_falkordb
+from kgagents.tools.kg import servers
+from kgagents.tools.kg.servers import ServerProcess, embedded, falkordb_limits, query_timeout_s, server_memory_mb
 from kgagents.tools.kg.stores import open_store
 from kgagents.tools.sandbox import SandboxLimits
 
@@ -35,86 +41,146 @@ LOOP = ("reduce(s = 0, x IN range(1, toInteger('100000')) | "
 #: keeps it until the query ends, so the whole server (every graph, every command, PING) waits for the loop.
 WRITE_THEN_LOOP = f"CREATE (a:Mine {{id: 'mine'}}) WITH a RETURN {LOOP} AS n"
 READ_LOOP = f"RETURN {LOOP} AS n"
-#: A string that grows outside reduce() and SET, which the growth check does not look at: each WITH squares its
-#: length (10, 100, 10^4, 10^8, 10^16 characters); FalkorDB's query memory capacity does not count strings, so the
-#: server grows until its address-space limit aborts it.
+#: A string that grows through WITH, each step naming it twice: its length is squared (10, 100, 10^4, 10^8,
+#: 10^16 characters); FalkorDB's query memory capacity does not count strings, so the server grows until its
+#: address-space limit aborts it. The growth check refuses this form.
 STRING_SQUARING = ("WITH 'xxxxxxxxxx' AS s WITH replace(s, 'x', s) AS s WITH replace(s, 'x', s) AS s "
                    "WITH replace(s, 'x', s) AS s WITH replace(s, 'x', s) AS s RETURN size(s) AS n")
+#: The same through a copy of the string, which the check does not follow (it is a first line, not the wall):
+#: it reaches the server, which aborts.
+STRING_SQUARING_BY_COPY = ("WITH 'xxxxxxxxxx' AS s " + "WITH s, s AS t WITH replace(s, 'x', t) AS s " * 4
+                           + "RETURN size(s) AS n")
 
 
-def _store(url: str, thread_id: str, tmp_path: Path) -> Any:
+def _store(thread_id: str, tmp_path: Path) -> Any:
+    """A run's KG on the process's embedded FalkorDB server (no URL)."""
     return open_store("falkordb", snapshot=None, work_dir=tmp_path, thread_id=thread_id,
-                      limits=SandboxLimits(timeout_s=20), allow_weak_sandbox=True, url=url)
+                      limits=SandboxLimits(timeout_s=20), allow_weak_sandbox=True)
 
 
-def _victim_and_attacker(url: str, tmp_path: Path) -> tuple[Any, Any, str]:
+def _victim_and_attacker(tmp_path: Path) -> tuple[Any, Any, str]:
     suffix = uuid.uuid4().hex[:8]
     secret = f"SECRET-{suffix}"
-    victim = _store(url, f"victim-{suffix}", tmp_path)
-    attacker = _store(url, f"attacker-{suffix}", tmp_path)
+    victim = _store(f"victim-{suffix}", tmp_path)
+    attacker = _store(f"attacker-{suffix}", tmp_path)
     assert victim.write_sync(f"CREATE (:Victim {{id: 'victim', secret: '{secret}'}})").ok
     return victim, attacker, secret
 
 
 @pytest.fixture
 def short_falkordb(monkeypatch: pytest.MonkeyPatch) -> Iterator[ServerProcess]:
-    """A FalkorDB server of its own (the embedded server's caps), whose queries stop at 3 s."""
+    """The process's embedded FalkorDB server, started anew for the test with queries that stop at 3 s."""
     monkeypatch.setenv("KGAGENTS_KG_QUERY_TIMEOUT_S", "3")
     monkeypatch.delenv("FALKORDB_URL", raising=False)
-    server = start_falkordb()
+    servers.stop_embedded("falkordb")
     try:
-        yield server
+        yield embedded("falkordb")
     finally:
-        server.stop()  # SIGTERM, then SIGKILL: a server stuck in the global lock ignores SIGTERM
+        servers.stop_embedded("falkordb")
+
+
+def _restarted(first: ServerProcess) -> bool:
+    """Whether the embedded server is another one than ``first`` now, and ``first`` is gone."""
+    return embedded("falkordb").generation > first.generation and not first.alive()
 
 
 @pytest.mark.timeout(240)
 def test_review_falkordb_write_that_creates_then_loops_stalls_every_run(short_falkordb, tmp_path):
-    """HIGH. One write (CREATE, then a loop in one expression) holds Redis's global lock until the loop ends
-    (hours): the attacker's connection gives up at the deadline, but every other run's reads and writes -- on
-    their own graphs -- time out from then on, and the server is alive, so nothing restarts it."""
-    victim, attacker, secret = _victim_and_attacker(short_falkordb.url, tmp_path)
+    """HIGH. One write (CREATE, then a loop in one expression) held Redis's global lock until the loop ended
+    (hours), and every other run's reads and writes timed out from then on. Now the attacker's connection gives up
+    at the deadline, the server is killed and started again, the attacker is told both, and the victim's KG is
+    back on the new server; the attacker's KG is as before its write."""
+    victim, attacker, secret = _victim_and_attacker(tmp_path)
     result = attacker.write_sync(WRITE_THEN_LOOP)
-    assert not result.ok  # cut off at the client deadline (or refused, once fixed)
+    assert not result.ok and "cut off" in result.error and "restarted" in result.error, result
     after = victim.read_sync(SECRET_READ)
     assert after.ok and after.result == [{"s": secret}], after
+    assert _restarted(short_falkordb)
+    assert attacker.read_sync("MATCH (n:Mine) RETURN count(n) AS c").result == [{"c": 0}]
 
 
 @pytest.mark.timeout(240)
+def test_review_falkordb_a_victim_query_in_flight_during_the_restart_is_answered(short_falkordb, tmp_path):
+    """A victim's write that waits behind the attacker's lock when the server is killed is not lost and not
+    blamed: its KG is restored on the new server and the write runs once more there."""
+    victim, attacker, secret = _victim_and_attacker(tmp_path)
+    outcome: dict[str, Any] = {}
+    bomb = threading.Thread(target=lambda: outcome.update(result=attacker.write_sync(WRITE_THEN_LOOP)))
+    bomb.start()
+    time.sleep(1)  # the attacker holds the lock (not a duration asserted: a later write only waits less)
+    write = victim.write_sync("CREATE (:Victim2 {id: 'victim2', v: 2})")
+    bomb.join()
+    assert write.ok, write
+    assert not outcome["result"].ok
+    assert victim.read_sync("MATCH (n) RETURN n.id AS id ORDER BY id").result == [{"id": "victim"},
+                                                                                 {"id": "victim2"}]
+    assert victim.read_sync(SECRET_READ).result == [{"s": secret}]
+
+
+@pytest.mark.timeout(300)
 def test_review_falkordb_a_few_cut_off_reads_take_every_query_thread(short_falkordb, tmp_path):
-    """HIGH. A read the time limit does not stop keeps one of FalkorDB's THREAD_COUNT query threads for hours after
-    the connection gave up on it; the same run sends it again (one read a few seconds apart, the fix loop does
-    this on its own) until every thread is taken: from then on no run's query is answered."""
+    """HIGH. A read the time limit does not stop kept one of FalkorDB's THREAD_COUNT query threads for hours after
+    the connection gave up on it; the same run sent it again until every thread was taken and no run's query was
+    answered. Now every such read ends the server that runs it; the victim's KG is there on the last one."""
     limits = falkordb_limits(server_memory_mb(), query_timeout_s())
     threads = int(limits.module_args[limits.module_args.index("THREAD_COUNT") + 1])
-    victim, attacker, secret = _victim_and_attacker(short_falkordb.url, tmp_path)
+    victim, attacker, secret = _victim_and_attacker(tmp_path)
     for _ in range(threads):
-        assert not attacker.read_sync(READ_LOOP).ok
+        result = attacker.read_sync(READ_LOOP)
+        assert not result.ok and "restarted" in result.error, result
     after = victim.read_sync(SECRET_READ)
     assert after.ok and after.result == [{"s": secret}], after
+    assert embedded("falkordb").generation >= short_falkordb.generation + threads
+
+
+@pytest.mark.timeout(240)
+def test_review_falkordb_a_stall_from_another_client_is_ended_by_the_watchdog(short_falkordb, tmp_path):
+    """A client that never gives up (not a kgagents store) holds the global lock: the watchdog's probe goes
+    unanswered and the server is killed, or the victim's own query, sent while the server was not answering,
+    gives up and is not blamed: either way the victim gets its answer."""
+    import redis
+
+    victim, _, secret = _victim_and_attacker(tmp_path)
+    stalled = threading.Event()
+
+    def hold() -> None:
+        client = redis.Redis(unix_socket_path=short_falkordb.unix_socket)  # no socket timeout
+        stalled.set()
+        try:
+            client.execute_command("GRAPH.QUERY", "outside", WRITE_THEN_LOOP)
+        except Exception:  # noqa: BLE001 - the server is killed under it
+            pass
+
+    threading.Thread(target=hold, daemon=True).start()
+    stalled.wait()
+    time.sleep(3)  # the watchdog has sent a probe that is not answered (a later read only finds it sooner)
+    after = victim.read_sync(SECRET_READ)
+    assert after.ok and after.result == [{"s": secret}], after
+    assert _restarted(short_falkordb)
 
 
 @pytest.mark.timeout(240)
 def test_review_falkordb_one_read_that_squares_a_string_aborts_the_server(tmp_path, monkeypatch):
-    """MEDIUM-HIGH. A read whose string grows through WITH (no reduce, no SET: the growth check does not look) passes
-    every check, is not counted by QUERY_MEM_CAPACITY and grows the server to its address-space limit, which
-    aborts it within seconds: every run's in-flight query fails and every KG on the server is gone (the embedded
-    server is restarted and restored at each run's next open; a FALKORDB_URL or test server is not)."""
+    """MEDIUM-HIGH. A read whose string grows through WITH passed every check, was not counted by
+    QUERY_MEM_CAPACITY and grew the server to its address-space limit, which aborted it. Now the check refuses
+    it; a form the check does not see (through a copy) still ends the server, and the victim's KG is back on the
+    new one: the attacker is told the server stopped, the victim, whose store follows the restart, its secret."""
     monkeypatch.setenv("KGAGENTS_KG_QUERY_TIMEOUT_S", "30")  # the default: the client waits for the outcome
     monkeypatch.delenv("FALKORDB_URL", raising=False)
-    server = start_falkordb()
+    servers.stop_embedded("falkordb")
     try:
-        victim, attacker, secret = _victim_and_attacker(server.url, tmp_path)
-        result = attacker.read_sync(STRING_SQUARING)
-        assert not result.ok
-        for _ in range(200):  # up to 20 s for what the server still does with the query
-            if not server.alive():
-                break
-            time.sleep(0.1)
-        assert server.alive(), f"the server died ({server.proc.returncode}); the attacker was told: {result.error}"
-        assert victim.read_sync(SECRET_READ).result == [{"s": secret}]
+        first = embedded("falkordb")
+        victim, attacker, secret = _victim_and_attacker(tmp_path)
+        refused = attacker.read_sync(STRING_SQUARING)
+        assert not refused.ok and refused.error.startswith("Rejected") and "WITH" in refused.error, refused
+        assert first.alive() and victim.read_sync(SECRET_READ).result == [{"s": secret}]
+        result = attacker.read_sync(STRING_SQUARING_BY_COPY)
+        assert not result.ok, result
+        after = victim.read_sync(SECRET_READ)
+        assert after.ok and after.result == [{"s": secret}], after
+        assert embedded("falkordb").alive()
     finally:
-        server.stop()
+        servers.stop_embedded("falkordb")
 
 
 _ORPHAN_SCRIPT = textwrap.dedent("""
