@@ -26,7 +26,14 @@ from typing import Any
 import pytest
 
 from kgagents.tools.kg import servers
-from kgagents.tools.kg.servers import ServerProcess, embedded, falkordb_limits, query_timeout_s, server_memory_mb
+from kgagents.tools.kg.servers import (
+    ServerProcess,
+    embedded,
+    falkordb_limits,
+    query_timeout_s,
+    server_memory_mb,
+    start_falkordb,
+)
 from kgagents.tools.kg.stores import open_store
 from kgagents.tools.sandbox import SandboxLimits
 
@@ -181,6 +188,29 @@ def test_review_falkordb_one_read_that_squares_a_string_aborts_the_server(tmp_pa
         assert embedded("falkordb").alive()
     finally:
         servers.stop_embedded("falkordb")
+
+
+@pytest.mark.timeout(120)
+def test_review_a_falkordb_that_lost_its_graphs_gets_the_run_s_kg_back(tmp_path, monkeypatch):
+    """A server kgagents did not start (a test server, as ``FALKORDB_URL`` names one) and cannot restart: when its
+    supervisor restarted it without its data, a run's read answered an error about an empty key and its next write
+    kept only its own nodes. Now the run's store finds its graph gone and restores it from the graph state."""
+    import redis
+
+    monkeypatch.delenv("FALKORDB_URL", raising=False)
+    server = start_falkordb()
+    try:
+        store = open_store("falkordb", snapshot=None, work_dir=tmp_path, thread_id=f"lost-{uuid.uuid4().hex[:8]}",
+                           limits=SandboxLimits(timeout_s=20), allow_weak_sandbox=True, url=server.url)
+        assert store.write_sync("CREATE (:Victim {id: 'victim', secret: 'kept'})").ok
+        redis.Redis(host="127.0.0.1", port=server.port).flushall()  # what a restart without persistence leaves
+        assert store.read_sync(SECRET_READ).result == [{"s": "kept"}]
+        redis.Redis(host="127.0.0.1", port=server.port).flushall()
+        assert store.write_sync("CREATE (:New {id: 'new'})").ok
+        assert store.read_sync("MATCH (n) RETURN n.id AS id ORDER BY id").result == [{"id": "new"},
+                                                                                    {"id": "victim"}]
+    finally:
+        server.stop()
 
 
 _ORPHAN_SCRIPT = textwrap.dedent("""

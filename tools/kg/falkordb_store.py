@@ -212,8 +212,13 @@ class FalkorDBStore(DatabaseStore):
 
     def _follow(self) -> None:
         """On the embedded server: if it was restarted since this store last used it, move to the new one and
-        restore the run's KG there from the snapshot this store holds (the graph state's), as after a crash."""
-        if self._server is None or why_ended(self._server, wait=0) is None:
+        restore the run's KG there from the snapshot this store holds (the graph state's), as after a crash. On
+        another server: restore the KG if the graph is gone (that server was restarted without its data)."""
+        if self._server is None:
+            if not self._client.connection.exists(self.graph_name):  # it exists from the store's open on
+                self._replace(self._snapshot)
+            return
+        if why_ended(self._server, wait=0) is None:
             return
         old = self.url
         self._server = embedded("falkordb")
@@ -324,6 +329,8 @@ class FalkorDBStore(DatabaseStore):
             except Exception as exc:  # the server's failure (restoring the KG, say) goes to the run
                 found = self._lost(exc, sent)
                 if found is None:
+                    if gave_up(exc) or connection_lost(exc):
+                        return failed(_error_text(exc))
                     raise
                 lost = found
             if not lost.retry or attempt == 2:
