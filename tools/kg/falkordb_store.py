@@ -13,7 +13,15 @@ Cypher's own functions; rebuilt from its checked tokens) and runs under the time
 :func:`~kgagents.tools.kg.servers.client_deadline_s`, for a query the server's limit does not stop.
 FalkorDB runs each query atomically but has no multi-query transactions, so a write that fails after an
 earlier statement of the same code succeeded, or whose result breaks the id rules, is undone by restoring
-the KG from the snapshot taken before it. Reads run with ``GRAPH.RO_QUERY``, which refuses to change the graph
+the KG from the snapshot taken before it.
+
+On the embedded server a query that runs past the connection's deadline ends the server (nothing else stops
+its thread: :func:`kgagents.tools.kg.servers.end_embedded`); the store follows the server across restarts and
+crashes, restoring the run's KG on the new one from the snapshot it holds (the graph state's) at its next
+operation, and a query that was in flight runs once more when another query was the known cause
+(:func:`retry_after`). The run is told what happened (:func:`lost_text`, :func:`cut_off_text`). On a server
+kgagents did not start, a store that finds its graph gone restores it the same way. Reads run with
+``GRAPH.RO_QUERY``, which refuses to change the graph
 (and the check refuses write clauses in them first).
 
 FalkorDB's dialect (:data:`kgagents.tools.kg.cypher.FALKORDB`) has no ``elementId()``, no APOC and no ``EXISTS {}``

@@ -7,13 +7,14 @@
   (``python -m kgagents.tools.kg.servers arcadedb ...``), because the JVM lives for the whole life of its process.
 - **SPARQL**: the ``oxigraph`` server binary (PyPI ``oxigraph``).
 
-Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that
-started it, even when that process is killed; servers started here are also stopped at interpreter exit. A child
-gets a minimal environment (:func:`child_env`: no API keys, nothing of the application's configuration, no
-variable that steers an interpreter such as ``PYTHONPATH``; the ArcadeDB child is an isolated Python, ``python
--I``, told where kgagents is by this module's own location); the ArcadeDB root password reaches its child on
-standard input, never through the environment or the command line. Children are spawned from one long-lived
-launcher thread, because the death signal fires when the *thread* that forked the child ends.
+Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that started
+it, even when that process is killed (FalkorDB's signal is SIGKILL: redis-server handles SIGTERM only on its main
+thread, which a query holding the global lock keeps busy); servers started here are also stopped at interpreter
+exit. A child gets a minimal environment (:func:`child_env`: no API keys, nothing of the application's
+configuration, no variable that steers an interpreter such as ``PYTHONPATH``; the ArcadeDB child is an isolated
+Python, ``python -I``, told where kgagents is by this module's own location); the ArcadeDB root password reaches
+its child on standard input, never through the environment or the command line. Children are spawned from one
+long-lived launcher thread, because the death signal fires when the *thread* that forked the child ends.
 
 **What one query may use** (the embedded and test servers; ``KGAGENTS_KG_QUERY_TIMEOUT_S`` and
 ``KGAGENTS_KG_SERVER_MEMORY_MB`` set the numbers, :func:`server_memory_mb`):
@@ -23,8 +24,11 @@ launcher thread, because the death signal fires when the *thread* that forked th
   strings that grow inside one expression are not counted); the server holds at most the memory
   (``maxmemory``), and beyond it refuses writes (``noeviction``: no run's graph is evicted to make room). The process
   has an address-space limit (four times the memory, and 2 GiB more): what the caps above do not count ends the
-  server there, not the machine; the next run that opens its KG gets a new server and its KG restored from its
-  graph state.
+  server there, not the machine. The **embedded** server is killed (SIGKILL) when a query runs past a kgagents
+  connection's deadline (nothing else stops that server thread; a write also holds Redis's global lock) or when
+  its watchdog's probe goes unanswered for twice the deadline (:func:`_watch`); a new one starts at the next
+  query, and each run's store restores its KG there from its graph state (:func:`end_embedded`, :func:`why_ended`,
+  :mod:`kgagents.tools.kg.falkordb_store`).
 - ArcadeDB: every command stops at the time limit (``arcadedb.command.timeout``; checked in scans, expansions and
   filters, not inside one expression), the JVM's heap is the memory (``-Xmx``: a query that needs more fails with
   an ``OutOfMemoryError`` that ends its connection, not the server), and ``range()`` produces at most a million
@@ -232,6 +236,10 @@ class ServerProcess:
         its temporary files."""
         if self.proc.poll() is None:
             self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # not ended yet (a huge address space takes a moment): stop() waits
+                pass
         self.stop()
 
     def log_tail(self, chars: int = 2000) -> str:
