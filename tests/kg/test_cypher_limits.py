@@ -388,6 +388,38 @@ def test_growth_finds_the_accumulator_twice_in_every_form(statement):
     assert "more than once" in refused(statement, dialect=FALKORDB)
 
 
+@pytest.mark.parametrize("statement", [
+    "WITH 'xxxxxxxxxx' AS s WITH replace(s, 'x', s) AS s WITH replace(s, 'x', s) AS s RETURN size(s) AS n",
+    "WITH 'ab' AS s WITH s + s AS s WITH s + s AS s RETURN s",
+    "WITH [1] AS l WITH l + l AS l RETURN l",
+    "WITH [1] AS l WITH [l, l] AS l RETURN l",
+    "WITH [1, 2] AS l WITH [x IN l | l] AS l RETURN l",
+    "WITH 'a' AS s WITH DISTINCT toUpper(s) + s AS s RETURN s",
+    "WITH 'a' AS s WITH 1 AS n, `s` + s AS `s` RETURN s",
+    "WITH 'a' AS s WITH s + CASE WHEN size(s) > 1 THEN s ELSE '' END AS s RETURN s",
+    "MATCH (n:T) WITH n.s AS s CALL { WITH s WITH s + s AS s RETURN s AS t } RETURN t",
+])
+def test_growth_finds_a_projection_that_names_itself_twice(statement):
+    message = refused(statement, dialect=FALKORDB)
+    assert "WITH ... AS" in message and "more than once" in message
+
+
+@pytest.mark.parametrize("statement", [
+    "WITH 'abc' AS s WITH s[0..size(s) - 1] AS s RETURN s",
+    "WITH 'abc' AS s WITH substring(s, 0, size(s) - 1) AS s RETURN s",
+    "WITH 3 AS x WITH x * x AS x RETURN x",
+    "WITH 'a' AS s WITH s + '-' AS s RETURN s",
+    "MATCH (n:T) WITH n, n.name + n.name AS name RETURN name",
+    "WITH 1 AS s WITH CASE WHEN s > 1 THEN s ELSE 0 END AS s RETURN s",
+    "WITH 1 AS a, 2 AS b WITH a + b AS a, b + a AS b RETURN a",
+    "WITH 'a' AS s WITH s WHERE s + s <> '' RETURN s",
+    "MATCH (n:T) WHERE n.s STARTS WITH 'a' RETURN n.s STARTS WITH n.s AS b",
+    "WITH 'a' AS s WITH s, s AS t WITH replace(s, 'x', t) AS s RETURN s",  # a copy is not followed
+])
+def test_growth_lets_a_projection_name_itself_once_or_as_a_number(statement):
+    accepted(statement, dialect=FALKORDB)
+
+
 def test_an_unterminated_case_still_counts():
     for text in ("RETURN reduce(s = '', x IN [1] | s + CASE WHEN true THEN s) AS n",
                  "RETURN reduce(s = '', x IN [1] | CASE WHEN true THEN CASE WHEN true THEN s + s) AS n"):

@@ -63,8 +63,9 @@ def arcadedb_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     which stopping the server ends), selected for the neo4j backend with a database per run."""
     monkeypatch.setenv("KGAGENTS_KG_QUERY_TIMEOUT_S", "5")
     server = start_arcadedb_bolt()
-    for name in ("NEO4J_URI", "KGAGENTS_BOLT_CONCURRENT", "KGAGENTS_BOLT_ISOLATION"):
+    for name in ("KGAGENTS_BOLT_CONCURRENT", "KGAGENTS_BOLT_ISOLATION"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NEO4J_URI", server.url)  # NEO4J_USER / NEO4J_PASSWORD go only to NEO4J_URI's server
     monkeypatch.setenv("NEO4J_USER", server.extra["user"])
     monkeypatch.setenv("NEO4J_PASSWORD", server.extra["password"])
     monkeypatch.setenv("NEO4J_DATABASE", server.extra["database"])
@@ -251,7 +252,7 @@ def test_without_the_deadline_the_bolt_store_still_works(arcadedb_server, tmp_pa
 
     assert not cypher_store.give_up_after(object(), 1.0)  # no connection under it: nothing to set
     monkeypatch.setattr(cypher_store, "give_up_after", lambda tx, seconds: False)
-    for name, value in (("NEO4J_USER", arcadedb_server.extra["user"]),
+    for name, value in (("NEO4J_URI", arcadedb_server.url), ("NEO4J_USER", arcadedb_server.extra["user"]),
                         ("NEO4J_PASSWORD", arcadedb_server.extra["password"]),
                         ("NEO4J_DATABASE", arcadedb_server.extra["database"]),
                         ("KGAGENTS_ARCADEDB_HTTP", f"http://127.0.0.1:{arcadedb_server.extra['http_port']}")):

@@ -14,10 +14,14 @@ checked tokens (:mod:`kgagents.tools.kg.cypher_text`), and each pass over them i
   them in one statement, multiplied (nested ranges multiply, and ranges side by side are counted as if nested), may
   be at most :data:`MAX_RANGE_ELEMENTS`; a literal step of 0 is refused;
 - **growth**: a value computed from itself may name itself once: the step of ``reduce(acc = init, x IN list |
-  step)`` names ``acc``, and the value of ``SET a.p = value`` names ``a.p``, at most once. Inside a ``CASE`` each
-  ``THEN``/``ELSE`` branch counts on its own (only one of them is the value) and its ``WHEN`` conditions not at all,
-  so ``CASE WHEN x > m THEN x ELSE m END`` is fine and ``s + s`` (which doubles ``s`` at every step: 40 steps reach
-  a terabyte) is not.
+  step)`` names ``acc``, the value of ``SET a.p = value`` names ``a.p``, and the value of a ``WITH value AS s``
+  projection names ``s``, at most once. Inside a ``CASE`` each ``THEN``/``ELSE`` branch counts on its own (only
+  one of them is the value) and its ``WHEN`` conditions not at all, so ``CASE WHEN x > m THEN x ELSE m END`` is
+  fine and ``s + s`` (which doubles ``s`` at every step: 40 steps reach a terabyte) is not. In a ``WITH``
+  projection a name inside ``size()`` and the like, or next to an arithmetic or comparison operator, does not
+  count (``s[0..size(s) - 1]``, ``x * x``): it cannot grow a string or list, while ``replace(s, 'x', s)`` squares
+  the length of ``s`` (four such WITH clauses turn 10 characters into 10^16). A copy under another name (``WITH s,
+  s AS t``) is not followed: the servers' caps stop what these checks miss.
 
 :func:`check_limits` applies all three; :func:`bracket_pairs` is the matching of brackets the checks share.
 """
@@ -346,14 +350,97 @@ def _check_set(tokens: list[Token], k: int, pairs: list[int]) -> None:
                 "once (a CASE may name it once in each THEN and ELSE)")
 
 
+#: Functions whose value is a number or a boolean: a variable named in their arguments does not grow the value
+#: around them (``s[0..size(s) - 1]`` names ``s`` once in what it keeps).
+_SCALAR_FUNCTIONS = frozenset({"size", "length", "isempty", "exists", "count", "tointeger", "tofloat", "toboolean",
+                               "tointegerornull", "tofloatornull", "tobooleanornull", "id", "abs", "sign"})
+#: Operators whose operands are numbers or whose value is a boolean: a variable next to one does not grow a string
+#: or list (``x * x`` is a number).
+_SCALAR_OPERATORS = frozenset({"*", "/", "%", "^", "-", "=", "<>", "!=", "<", ">", "<=", ">="})
+
+
+def _scalar_calls(tokens: list[Token], pairs: list[int]) -> list[bool]:
+    """For every token, whether it lies inside the arguments of a call of a :data:`_SCALAR_FUNCTIONS` function
+    (one pass: a running count of the calls open at each token)."""
+    n = len(tokens)
+    change = [0] * (n + 1)
+    for k in range(n - 1):
+        tok = tokens[k]
+        if tok.kind in ("ident", "qident") and tok.name.lower() in _SCALAR_FUNCTIONS \
+                and tokens[k + 1].text == "(" and not (k > 0 and tokens[k - 1].text == ".") and pairs[k + 1] < n:
+            change[k + 1] += 1
+            change[pairs[k + 1]] -= 1
+    inside: list[bool] = []
+    open_calls = 0
+    for k in range(n):
+        open_calls += change[k]
+        inside.append(open_calls > 0)
+    return inside
+
+
+def _next_to_scalar_operator(tokens: list[Token], k: int) -> bool:
+    """Whether the token at ``k`` is an operand of one of :data:`_SCALAR_OPERATORS`."""
+    return any(0 <= j < len(tokens) and tokens[j].kind == "punct" and tokens[j].text in _SCALAR_OPERATORS
+               for j in (k - 1, k + 1))
+
+
+def _projection_items(tokens: list[Token], k: int, pairs: list[int]) -> list[tuple[str, int, int]]:
+    """The ``value AS name`` items of the ``WITH`` at ``k``: ``(name, start of value, end of value)``;
+    items without ``AS`` (``WITH s``, ``*``) are passed over. The items end at ``WHERE``, ``ORDER``, ``SKIP``,
+    ``LIMIT``, the next clause or a closing bracket."""
+    n = len(tokens)
+    items: list[tuple[str, int, int]] = []
+    j = k + 1
+    if j < n and _keyword(tokens, j) == "DISTINCT":
+        j += 1
+    while j < n:
+        end, alias = j, -1
+        while end < n:
+            tok = tokens[end]
+            if tok.kind == "punct" and tok.text in _OPENERS:
+                end = pairs[end] + 1 if pairs[end] < n else n
+                continue
+            if (tok.kind == "punct" and tok.text in (")", "]", "}", ",", ";")) \
+                    or (end > j and _keyword(tokens, end) in _CLAUSE_WORDS):
+                break
+            if _keyword(tokens, end) == "AS":
+                alias = end
+            end += 1
+        if j < alias and alias + 2 == end and tokens[alias + 1].kind in ("ident", "qident"):
+            items.append((tokens[alias + 1].name, j, alias))
+        if end >= n or tokens[end].text != ",":
+            break
+        j = end + 1
+    return items
+
+
+def _check_projection(tokens: list[Token], k: int, pairs: list[int], scalar: list[bool]) -> None:
+    """``WITH value AS s`` at ``k``: ``value`` names ``s`` at most once where it can grow the value (not inside
+    ``size()`` and the like, not next to an arithmetic or comparison operator)."""
+    for name, start, end in _projection_items(tokens, k, pairs):
+        at = [j for j in range(start, end) if _name_at(tokens, j, name) and not scalar[j]
+              and not _next_to_scalar_operator(tokens, j)]
+        if _mentions(tokens, start, end, at) > 1:
+            raise CypherRejected(
+                f"WITH ... AS {name} near {_excerpt(tokens, start)!r} builds {name} from itself more than once "
+                f"(s + s, [s, s], replace(s, 'x', s)), so a chain of such WITH clauses can double or square it at "
+                f"every step and exhaust the server's memory: name {name} once in its new value (a CASE may name "
+                "it once in each THEN and ELSE)")
+
+
 def check_growth(tokens: list[Token], pairs: list[int] | None = None) -> None:
-    """Refuse a ``reduce()`` step or ``SET`` value that names what it replaces more than once."""
+    """Refuse a ``reduce()`` step, ``SET`` value or ``WITH`` projection that names what it replaces more than
+    once."""
     pairs = pairs if pairs is not None else bracket_pairs(tokens)
+    scalar: list[bool] | None = None
     for k in range(len(tokens) - 1):
         if _function_at(tokens, k, "reduce"):
             _check_reduce(tokens, k, pairs)
         elif _keyword(tokens, k) == "SET":
             _check_set(tokens, k, pairs)
+        elif _keyword(tokens, k) == "WITH" and not (k > 0 and _keyword(tokens, k - 1) in ("STARTS", "ENDS")):
+            scalar = scalar if scalar is not None else _scalar_calls(tokens, pairs)
+            _check_projection(tokens, k, pairs, scalar)
 
 
 def check_limits(tokens: list[Token]) -> list[int]:

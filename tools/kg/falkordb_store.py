@@ -13,7 +13,15 @@ Cypher's own functions; rebuilt from its checked tokens) and runs under the time
 :func:`~kgagents.tools.kg.servers.client_deadline_s`, for a query the server's limit does not stop.
 FalkorDB runs each query atomically but has no multi-query transactions, so a write that fails after an
 earlier statement of the same code succeeded, or whose result breaks the id rules, is undone by restoring
-the KG from the snapshot taken before it. Reads run with ``GRAPH.RO_QUERY``, which refuses to change the graph
+the KG from the snapshot taken before it.
+
+On the embedded server a query that runs past the connection's deadline ends the server (nothing else stops
+its thread: :func:`kgagents.tools.kg.servers.end_embedded`); the store follows the server across restarts and
+crashes, restoring the run's KG on the new one from the snapshot it holds (the graph state's) at its next
+operation, and a query that was in flight runs once more when another query was the known cause
+(:func:`retry_after`). The run is told what happened (:func:`lost_text`, :func:`cut_off_text`). On a server
+kgagents did not start, a store that finds its graph gone restores it the same way. Reads run with
+``GRAPH.RO_QUERY``, which refuses to change the graph
 (and the check refuses write clauses in them first).
 
 FalkorDB's dialect (:data:`kgagents.tools.kg.cypher.FALKORDB`) has no ``elementId()``, no APOC and no ``EXISTS {}``
@@ -28,7 +36,9 @@ import hashlib
 import os
 import re
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from kgagents.core.extras import require
@@ -45,10 +55,24 @@ from kgagents.tools.kg.cypher import (
 )
 from kgagents.tools.kg.cypher_dialects import FALKORDB
 from kgagents.tools.kg.cypher_scope import prepare
+from kgagents.tools.kg.cypher_store import cut_off_text as bolt_cut_off_text
 from kgagents.tools.kg.cypher_text import CypherRejected, split_statements
-from kgagents.tools.kg.servers import client_deadline_s, embedded, query_timeout_s
+from kgagents.tools.kg.servers import (
+    ENDED_CRASHED,
+    ENDED_GAVE_UP,
+    ENDED_STALLED,
+    ServerProcess,
+    client_deadline_s,
+    embedded,
+    embedded_server_at,
+    end_embedded,
+    query_timeout_s,
+    stalled_before,
+    why_ended,
+)
 
 GRAPH_PREFIX = "kgagents_"
+Result = TypeVar("Result", WriteResult, ReadResult)
 
 
 def graph_name_for(thread_id: str) -> str:
@@ -102,12 +126,66 @@ def _end_id(end: Any) -> int | None:
     return end if isinstance(end, int) else getattr(end, "id", None)
 
 
+def gave_up(exc: BaseException) -> bool:
+    """Whether ``exc`` is the connection giving up at its deadline (the server's own limit answers with an error,
+    not silence): the server did not stop the query."""
+    return isinstance(exc, TimeoutError) or any(
+        c.__name__ == "TimeoutError" and c.__module__.startswith("redis") for c in type(exc).__mro__)
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is the connection to the server failing (closed, refused, reset), not the server's answer."""
+    return isinstance(exc, OSError) or any(
+        c.__name__ == "ConnectionError" and c.__module__.startswith("redis") for c in type(exc).__mro__)
+
+
+def cut_off_text(limit: float, *, restarted: bool = False) -> str:
+    """What a run is told when the connection gave up on its query at the deadline; ``restarted``: the embedded
+    server was restarted because of it."""
+    text = bolt_cut_off_text(limit)
+    if restarted:
+        text += ("; the graph server could not stop it, so it was restarted (every run's KG is restored from its "
+                 "graph state)")
+    return text
+
+
+def lost_text(why: str) -> str:
+    """What a run is told when the embedded server was restarted while its query ran (``why``: an ``ENDED_*``
+    reason of :mod:`kgagents.tools.kg.servers`); the run's KG is restored from its graph state."""
+    if why in (ENDED_GAVE_UP, ENDED_STALLED):
+        cause = "another query held the graph server past the time limit, so it was restarted"
+        advice = "run the query again"
+    elif why == ENDED_CRASHED:
+        cause = ("the graph server stopped (a query, possibly this one, took it past its memory limit) and "
+                 "was restarted")
+        advice = "run the query again; if it builds large values (long strings or lists), make them smaller"
+    else:
+        cause = "the graph server was stopped"
+        advice = "run the query again"
+    return (f"this query did not complete: {cause}; this run's KG was restored from its graph state (nothing of "
+            f"this query was kept): {advice}")
+
+
+def retry_after(why: str) -> bool:
+    """Whether a query whose server was restarted under it (``why``) runs once more on the new one: when another
+    query, known to be the cause, ended the server (that one is not retried: its connection gave up); never
+    after a crash, whose cause may be the query itself."""
+    return why in (ENDED_GAVE_UP, ENDED_STALLED)
+
+
 def _error_text(exc: Exception) -> str:
-    if type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis"):
-        # the connection gave up at the deadline (the server's own limit answers with an error, not silence)
-        return (f"the query ran past the time limit of {query_timeout_s():g} s (KGAGENTS_KG_QUERY_TIMEOUT_S) and "
-                "was cut off: make it do less (fewer rows, smaller ranges and lists)")
+    if gave_up(exc):
+        return cut_off_text(query_timeout_s())
     return f"{type(exc).__name__}: {exc}"
+
+
+class _ServerLost(Exception):
+    """The query did not get an answer from the server: ``text`` for the run, ``retry`` whether to run it again."""
+
+    def __init__(self, text: str, retry: bool) -> None:
+        super().__init__(text)
+        self.text = text
+        self.retry = retry
 
 
 class FalkorDBStore(DatabaseStore):
@@ -122,9 +200,10 @@ class FalkorDBStore(DatabaseStore):
         self.graph_name = graph_name_for(thread_id)
         self._snapshot: KGSnapshot = copy.deepcopy(snapshot) if snapshot else empty_snapshot()
         self._timeout_ms = int(query_timeout_s() * 1000)
+        #: the process's embedded server, when ``url`` is its socket: the store follows it across restarts
+        self._server: ServerProcess | None = embedded_server_at(url)
         try:
-            self._client = client_for(url)
-            self._graph = self._client.select_graph(self.graph_name)
+            self._connect(url)
             if sync:
                 self._sync()
         except KGError:
@@ -134,6 +213,48 @@ class FalkorDBStore(DatabaseStore):
             raise KGError(f"cannot use the FalkorDB server at {url}: {_error_text(exc)}") from exc
 
     # --- plumbing -------------------------------------------------------------------------------------
+    def _connect(self, url: str) -> None:
+        self.url = url
+        self._client = client_for(url)
+        self._graph = self._client.select_graph(self.graph_name)
+
+    def _follow(self) -> None:
+        """On the embedded server: if it was restarted since this store last used it, move to the new one and
+        restore the run's KG there from the snapshot this store holds (the graph state's), as after a crash. On
+        another server: restore the KG if the graph is gone (that server was restarted without its data)."""
+        if self._server is None:
+            if not self._client.connection.exists(self.graph_name):  # it exists from the store's open on
+                self._replace(self._snapshot)
+            return
+        if why_ended(self._server, wait=0) is None:
+            return
+        old = self.url
+        self._server = embedded("falkordb")
+        forget_client(old)
+        self._connect(self._server.url)
+        self._replace(self._snapshot)
+        self._snapshot = self._current()
+
+    def _lost(self, exc: Exception, sent: float) -> _ServerLost | None:
+        """What ``exc``, raised by a query sent at ``sent`` (``time.monotonic()``), means when the connection, not
+        the server, failed: the embedded server was restarted under the query (it may run again,
+        :func:`retry_after`), or the connection gave up on a query the server did not stop (the embedded server is
+        then killed: nothing else stops the server's thread; the query is told it was the cause unless the server
+        had stopped answering before it was sent). None: the server answered (an error of the query), or a server
+        kgagents did not start failed."""
+        server = self._server
+        if server is None or not (gave_up(exc) or connection_lost(exc)):
+            return None
+        why = why_ended(server, wait=0 if gave_up(exc) else 2.0)
+        if why is not None:  # restarted by another query's cause (or crashed): not this query's doing
+            return _ServerLost(lost_text(why), retry_after(why))
+        if not gave_up(exc):
+            return None
+        if stalled_before(server, sent):  # it waited behind what holds the server
+            end_embedded(server, ENDED_STALLED)
+            return _ServerLost(lost_text(ENDED_STALLED), retry_after(ENDED_STALLED))
+        return _ServerLost(cut_off_text(query_timeout_s(), restarted=end_embedded(server, ENDED_GAVE_UP)), False)
+
     def _rows(self, query: str, params: dict[str, Any] | None = None, *, read_only: bool = False) -> list[list[Any]]:
         try:
             result = (self._graph.ro_query if read_only else self._graph.query)(query, params)
@@ -176,10 +297,12 @@ class FalkorDBStore(DatabaseStore):
 
     # --- sync operations --------------------------------------------------------------------------------
     def clear_sync(self) -> None:
+        self._follow()
         self._replace(empty_snapshot())
         self._snapshot = empty_snapshot()
 
     def restore_sync(self, snapshot: KGSnapshot) -> None:
+        self._follow()
         self._replace(snapshot)
         self._snapshot = self._current()
 
@@ -197,12 +320,43 @@ class FalkorDBStore(DatabaseStore):
             return WriteResult(False, f"Rejected: {exc}")
         if not statements:
             return WriteResult(False, "the code holds no Cypher statement")
+        return self._twice(lambda: self._write(statements), lambda text: WriteResult(False, text))
+
+    def _twice(self, operation: Callable[[], Result], failed: Callable[[str], Result]) -> Result:
+        """``operation`` on the server, once more if the embedded server was restarted under it and that is safe
+        (:func:`retry_after`: the run's KG is restored first, so a write starts again from the KG before it)."""
+        for attempt in (1, 2):
+            sent = time.monotonic()
+            try:
+                self._follow()
+                return operation()
+            except _ServerLost as exc:
+                lost = exc
+            except KGError as exc:
+                return failed(str(exc))
+            except Exception as exc:  # the server's failure (restoring the KG, say) goes to the run
+                found = self._lost(exc, sent)
+                if found is None:
+                    if gave_up(exc) or connection_lost(exc):
+                        return failed(_error_text(exc))
+                    raise
+                lost = found
+            if not lost.retry or attempt == 2:
+                return failed(lost.text)
+        raise AssertionError("unreachable")
+
+    def _write(self, statements: list[str]) -> WriteResult:
         before = self._snapshot
+        sent = time.monotonic()
         try:
             for number, statement in enumerate(statements):
+                sent = time.monotonic()
                 try:
                     self._graph.query(statement, timeout=self._timeout_ms)
-                except Exception as exc:  # noqa: BLE001 - the engine's error goes to the fix loop
+                except Exception as exc:  # the engine's error goes to the fix loop
+                    lost = self._lost(exc, sent)
+                    if lost is not None:  # the server is gone: the next operation restores the KG on the new one
+                        raise lost from exc
                     if number:
                         self._undo(before)
                     where = f" (statement {number + 1} of {len(statements)})" if len(statements) > 1 else ""
@@ -216,7 +370,12 @@ class FalkorDBStore(DatabaseStore):
                 self._graph.query("UNWIND $rows AS row MATCH (n) WHERE id(n) = row.iid SET n.id = row.id",
                                   {"rows": [{"iid": k, "id": v} for k, v in assign.items()]})
             self._snapshot = build_snapshot(nodes, rels, assign)
-        except Exception:
+        except _ServerLost:
+            raise
+        except Exception as exc:
+            lost = self._lost(exc, sent)
+            if lost is not None:
+                raise lost from exc
             self._undo(before)
             raise
         return WriteResult(True)
@@ -228,11 +387,18 @@ class FalkorDBStore(DatabaseStore):
             return ReadResult(False, None, f"Rejected: {exc}")
         if not statements:
             return ReadResult(False, None, "the query holds no Cypher statement")
+        return self._twice(lambda: self._read(statements), lambda text: ReadResult(False, None, text))
+
+    def _read(self, statements: list[str]) -> ReadResult:
         rows: list[dict[str, Any]] = []
         for statement in statements:
+            sent = time.monotonic()
             try:
                 result = self._graph.ro_query(statement, timeout=self._timeout_ms)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # the engine's error goes to the fix loop
+                lost = self._lost(exc, sent)
+                if lost is not None:
+                    raise lost from exc
                 return ReadResult(False, None, _error_text(exc))
             columns = [h[1] for h in result.header]
             rows = [dict(zip(columns, r, strict=True)) for r in result.result_set]
@@ -290,4 +456,5 @@ class FalkorDBStore(DatabaseStore):
 
     def database_snapshot(self) -> KGSnapshot:
         """What the database holds for this run right now (for tests and diagnostics)."""
+        self._follow()
         return self._current()

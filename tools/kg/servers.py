@@ -7,13 +7,14 @@
   (``python -m kgagents.tools.kg.servers arcadedb ...``), because the JVM lives for the whole life of its process.
 - **SPARQL**: the ``oxigraph`` server binary (PyPI ``oxigraph``).
 
-Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that
-started it, even when that process is killed; servers started here are also stopped at interpreter exit. A child
-gets a minimal environment (:func:`child_env`: no API keys, nothing of the application's configuration, no
-variable that steers an interpreter such as ``PYTHONPATH``; the ArcadeDB child is an isolated Python, ``python
--I``, told where kgagents is by this module's own location); the ArcadeDB root password reaches its child on
-standard input, never through the environment or the command line. Children are spawned from one long-lived
-launcher thread, because the death signal fires when the *thread* that forked the child ends.
+Every child is started with ``PR_SET_PDEATHSIG`` where Linux offers it, so it dies with the process that started
+it, even when that process is killed (FalkorDB's signal is SIGKILL: redis-server handles SIGTERM only on its main
+thread, which a query holding the global lock keeps busy); servers started here are also stopped at interpreter
+exit. A child gets a minimal environment (:func:`child_env`: no API keys, nothing of the application's
+configuration, no variable that steers an interpreter such as ``PYTHONPATH``; the ArcadeDB child is an isolated
+Python, ``python -I``, told where kgagents is by this module's own location); the ArcadeDB root password reaches
+its child on standard input, never through the environment or the command line. Children are spawned from one
+long-lived launcher thread, because the death signal fires when the *thread* that forked the child ends.
 
 **What one query may use** (the embedded and test servers; ``KGAGENTS_KG_QUERY_TIMEOUT_S`` and
 ``KGAGENTS_KG_SERVER_MEMORY_MB`` set the numbers, :func:`server_memory_mb`):
@@ -23,8 +24,11 @@ launcher thread, because the death signal fires when the *thread* that forked th
   strings that grow inside one expression are not counted); the server holds at most the memory
   (``maxmemory``), and beyond it refuses writes (``noeviction``: no run's graph is evicted to make room). The process
   has an address-space limit (four times the memory, and 2 GiB more): what the caps above do not count ends the
-  server there, not the machine; the next run that opens its KG gets a new server and its KG restored from its
-  graph state.
+  server there, not the machine. The **embedded** server is killed (SIGKILL) when a query runs past a kgagents
+  connection's deadline (nothing else stops that server thread; a write also holds Redis's global lock) or when
+  its watchdog's probe goes unanswered for twice the deadline (:func:`_watch`); a new one starts at the next
+  query, and each run's store restores its KG there from its graph state (:func:`end_embedded`, :func:`why_ended`,
+  :mod:`kgagents.tools.kg.falkordb_store`).
 - ArcadeDB: every command stops at the time limit (``arcadedb.command.timeout``; checked in scans, expansions and
   filters, not inside one expression), the JVM's heap is the memory (``-Xmx``: a query that needs more fails with
   an ``OutOfMemoryError`` that ends its connection, not the server), and ``range()`` produces at most a million
@@ -45,6 +49,7 @@ import argparse
 import atexit
 import ctypes
 import importlib.util
+import logging
 import os
 import resource
 import secrets
@@ -66,6 +71,8 @@ from typing import Any
 import kgagents
 from kgagents.core.extras import MissingExtra
 from kgagents.tools.kg.base import KGError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_QUERY_TIMEOUT_S = 30.0
 DEFAULT_SERVER_MEMORY_MB = 512
@@ -115,18 +122,24 @@ _CHILD_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except Exception:  # noqa: BLE001 - not Linux: the atexit hook still stops the child
-        pass
-
-
-def _limit_address_space(limit: int) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child die with its parent and caps its address space at ``limit`` bytes."""
+def _die_with_parent(death_signal: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child receive ``death_signal`` when the thread that started it ends."""
     def setup() -> None:  # runs in the child between fork and exec
-        _die_with_parent()
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
+        except Exception:  # noqa: BLE001 - not Linux: the atexit hook still stops the child
+            pass
+    return setup
+
+
+def _limit_address_space(limit: int, death_signal: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` that makes the child die with its parent (by ``death_signal``) and caps its address space
+    at ``limit`` bytes."""
+    die = _die_with_parent(death_signal)
+
+    def setup() -> None:  # runs in the child between fork and exec
+        die()
         try:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         except (ValueError, OSError):  # a hard limit below ours is already in place
@@ -148,9 +161,11 @@ def child_env(home: str | Path, **extra: str) -> dict[str, str]:
 
 
 def _spawn(cmd: list[str], *, log: Path, env: dict[str, str], cwd: str | None = None,
-           stdin_data: bytes | None = None, address_space: int | None = None) -> subprocess.Popen:
+           stdin_data: bytes | None = None, address_space: int | None = None,
+           death_signal: int = signal.SIGTERM) -> subprocess.Popen:
     """Start ``cmd`` from the launcher thread (which lives as long as the process); ``stdin_data`` is written to
-    its standard input, which is then closed; ``address_space``: the child's address-space limit in bytes."""
+    its standard input, which is then closed; ``address_space``: the child's address-space limit in bytes;
+    ``death_signal``: what the child receives when this process ends."""
     global _launcher
     with _launcher_lock:
         if _launcher is None:
@@ -158,7 +173,8 @@ def _spawn(cmd: list[str], *, log: Path, env: dict[str, str], cwd: str | None = 
 
     preexec: Callable[[], None] | None = None
     if sys.platform == "linux":
-        preexec = _die_with_parent if address_space is None else _limit_address_space(address_space)
+        preexec = _die_with_parent(death_signal) if address_space is None \
+            else _limit_address_space(address_space, death_signal)
 
     def start() -> subprocess.Popen:
         with open(log, "ab") as out:
@@ -204,9 +220,27 @@ class ServerProcess:
     url: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     _tmp: tempfile.TemporaryDirectory | None = None
+    grace: float = 20.0
+    """How long :meth:`stop` waits after SIGTERM before it sends SIGKILL."""
+    generation: int = 0
+    """For an embedded server: how many embedded servers of its kind this process had started, it included."""
+    unanswered_since: float | None = None
+    """For an embedded FalkorDB server: when (``time.monotonic()``) the watchdog sent the probe it still waits
+    for; None while the server answers."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """End the server at once (SIGKILL: it cannot be held off, even by a process stuck in a lock) and remove
+        its temporary files."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # not ended yet (a huge address space takes a moment): stop() waits
+                pass
+        self.stop()
 
     def log_tail(self, chars: int = 2000) -> str:
         try:
@@ -214,12 +248,13 @@ class ServerProcess:
         except OSError:
             return ""
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL) and remove its temporary files."""
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout`` s, by default its :attr:`grace`) and remove
+        its temporary files."""
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=timeout)
+                self.proc.wait(timeout=self.grace if timeout is None else min(timeout, self.grace))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
@@ -240,7 +275,7 @@ _started: list[ServerProcess] = []
 
 
 def _stop_all() -> None:
-    for server in _started:
+    for server in list(_started):  # stop() removes the server from the list
         try:
             server.stop(timeout=5)
         except Exception:  # noqa: BLE001 - best effort at exit
@@ -303,6 +338,10 @@ def falkordb_limits(memory_mb: int, query_timeout: float) -> FalkorDBLimits:
         4 * memory + 2 * 1024 ** 3)
 
 
+#: How long stopping a FalkorDB server waits for it to end on SIGTERM before SIGKILL (it keeps nothing on disk).
+FALKORDB_STOP_GRACE_S = 2.0
+
+
 def start_falkordb(*, port: int | None = None, unix_socket: bool = False, timeout: float = 30.0) -> ServerProcess:
     """A FalkorDB server with no persistence: on a loopback port, or (``unix_socket=True``) on a private socket;
     with the caps of :func:`falkordb_limits`."""
@@ -322,9 +361,12 @@ def start_falkordb(*, port: int | None = None, unix_socket: bool = False, timeou
     log = Path(tmp.name) / "server.log"
     # few malloc arenas: the address-space limit then bounds the data, not the arenas' reservations
     env = child_env(tmp.name, MALLOC_ARENA_MAX="2")
-    proc = _spawn(cmd, log=log, env=env, address_space=limits.address_space)
+    # SIGKILL when this process ends: the server keeps nothing on disk, and redis-server handles SIGTERM on its
+    # main thread only, which a query holding the global lock keeps from ever getting to it
+    proc = _spawn(cmd, log=log, env=env, address_space=limits.address_space, death_signal=signal.SIGKILL)
     server = ServerProcess("falkordb", proc, log, port=port, unix_socket=sock,
-                           url=f"unix://{sock}" if sock else f"redis://127.0.0.1:{port}", _tmp=tmp)
+                           url=f"unix://{sock}" if sock else f"redis://127.0.0.1:{port}", _tmp=tmp,
+                           grace=FALKORDB_STOP_GRACE_S)
     ready = (lambda: Path(sock).exists()) if sock else (lambda: port_open("127.0.0.1", port))  # type: ignore[arg-type]
     return _wait(server, ready, timeout, "the FalkorDB server")
 
@@ -441,18 +483,49 @@ def _serve_arcadedb(args: argparse.Namespace) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Process-wide embedded servers (started on first use, restarted if they died, stopped at exit)
+# Process-wide embedded servers (started on first use, restarted if they died or stalled, stopped at exit)
 # ------------------------------------------------------------------------------------------------------------
 _embedded: dict[str, ServerProcess] = {}
 _embedded_lock = threading.Lock()
+_generations: dict[str, int] = {}
+#: Why each embedded server that is gone ended, by (kind, generation): one of the ``ENDED_*`` reasons.
+_ended: dict[tuple[str, int], str] = {}
+
+#: A connection gave up on one of the server's queries at the deadline: the query runs on in a server thread that
+#: nothing else can stop, so the server was killed (the query that gave up is known: it was told so).
+ENDED_GAVE_UP = "gave-up"
+#: The watchdog's probe went unanswered past its deadline (the server or its query threads are held).
+ENDED_STALLED = "stalled"
+#: The server process ended on its own (e.g. a query took it to its address-space limit).
+ENDED_CRASHED = "crashed"
+#: The server was stopped on purpose (:func:`stop_embedded`).
+ENDED_STOPPED = "stopped"
+
+#: How often the watchdog probes the embedded FalkorDB server, in seconds.
+WATCHDOG_INTERVAL_S = 2.0
+#: The graph (Redis key) the watchdog's probe reads; no run's graph has this name (theirs start ``kgagents_``).
+PROBE_GRAPH = "kgagents-probe"
+
+
+def watchdog_deadline_s(limit: float | None = None) -> float:
+    """How long the embedded FalkorDB server may leave the watchdog's probe unanswered: twice the client deadline
+    (:func:`client_deadline_s`), time for every query before the probe to end at the time limit."""
+    return 2 * client_deadline_s(limit)
 
 
 def embedded(kind: str) -> ServerProcess:
-    """The process's embedded ``falkordb`` or ``arcadedb`` server (one per process; each run has its own graph)."""
+    """The process's embedded ``falkordb`` or ``arcadedb`` server (one per process; each run has its own graph):
+    started on first use, and again when the last one died or was ended (:func:`end_embedded`); each new one has
+    the next :attr:`ServerProcess.generation`. The FalkorDB server gets a watchdog (:func:`_watch`)."""
     with _embedded_lock:
         server = _embedded.get(kind)
         if server is not None and server.alive():
             return server
+        if server is not None:  # it died on its own
+            _ended.setdefault((kind, server.generation), ENDED_CRASHED)
+            logger.warning("the embedded %s server ended (code %s); starting a new one: each run's KG is restored "
+                           "from its graph state", kind, server.proc.returncode)
+            server.stop()
         if kind == "falkordb":
             server = start_falkordb(unix_socket=True)
         elif kind == "arcadedb":
@@ -460,8 +533,118 @@ def embedded(kind: str) -> ServerProcess:
             server = start_arcadedb_bolt()
         else:
             raise ValueError(f"no embedded server of kind {kind!r}")
+        server.generation = _generations[kind] = _generations.get(kind, 0) + 1
         _embedded[kind] = server
-        return server
+    if kind == "falkordb":
+        threading.Thread(target=_watch, args=(server, WATCHDOG_INTERVAL_S, watchdog_deadline_s()),
+                         name="kg-falkordb-watchdog", daemon=True).start()
+    return server
+
+
+def embedded_server_at(url: str) -> ServerProcess | None:
+    """The process's embedded server whose URL is ``url`` right now, or None (a server the user configured, a
+    test server, or an embedded server that is gone)."""
+    with _embedded_lock:
+        return next((s for s in _embedded.values() if s.url == url), None)
+
+
+def end_embedded(server: ServerProcess, why: str) -> bool:
+    """Kill ``server`` (SIGKILL) if it is still the process's embedded server of its kind, recording ``why``
+    (an ``ENDED_*`` reason); the next :func:`embedded` call starts a new one. Returns whether it did (False: it
+    was not, or another caller ended it first)."""
+    with _embedded_lock:
+        if _embedded.get(server.kind) is not server:
+            return False
+        del _embedded[server.kind]
+        _ended[(server.kind, server.generation)] = why
+    server.kill()
+    logger.warning("the embedded %s server was killed (%s): a new one starts at the next query, and each run's KG "
+                   "is restored from its graph state", server.kind, why)
+    return True
+
+
+def stop_embedded(kind: str) -> None:
+    """Stop the process's embedded server of ``kind``, if one runs (the next :func:`embedded` starts a new one)."""
+    with _embedded_lock:
+        server = _embedded.pop(kind, None)
+        if server is not None:
+            _ended[(kind, server.generation)] = ENDED_STOPPED
+    if server is not None:
+        server.stop()
+
+
+def why_ended(server: ServerProcess, wait: float = 2.0) -> str | None:
+    """Why the embedded ``server`` is gone (an ``ENDED_*`` reason), or None while it is still the process's
+    embedded server and running. A server whose connections just broke may take a moment to exit: up to
+    ``wait`` s are given to it."""
+    with _embedded_lock:
+        why = _ended.get((server.kind, server.generation))
+    if why is not None:
+        return why
+    try:
+        server.proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return None
+    with _embedded_lock:
+        return _ended.setdefault((server.kind, server.generation), ENDED_CRASHED)
+
+
+def _resp(*parts: str) -> bytes:
+    """A Redis command in the Redis protocol (RESP)."""
+    body = b"".join(b"$%d\r\n%s\r\n" % (len(p.encode()), p.encode()) for p in parts)
+    return b"*%d\r\n" % len(parts) + body
+
+
+def answers(server: ServerProcess, command: bytes, timeout: float) -> bool:
+    """Whether ``server`` answers ``command`` (RESP bytes) on a connection of its own within ``timeout`` s. A
+    server that refuses the connection or closes it counts as answering: it is not stalled, it is gone (what
+    :func:`embedded` sees)."""
+    try:
+        if server.unix_socket:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            address: Any = server.unix_socket
+        else:
+            conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            address = (server.host, server.port)
+        with conn:
+            conn.settimeout(timeout)
+            conn.connect(address)
+            conn.sendall(command)
+            conn.recv(1)
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _watch(server: ServerProcess, interval: float, deadline: float) -> None:
+    """The watchdog of the embedded FalkorDB server: every ``interval`` s it reads :data:`PROBE_GRAPH` (which
+    needs the server's main thread and one of its query threads) and kills the server when the read is not
+    answered within ``deadline`` s. It ends with the server. A query of a kgagents store that the server does
+    not stop ends the server sooner, at its client's deadline (:func:`end_embedded`); this catches what holds the
+    server otherwise (a client that does not give up)."""
+    probe = _resp("GRAPH.RO_QUERY", PROBE_GRAPH, "RETURN 1")
+    if not answers(server, _resp("GRAPH.QUERY", PROBE_GRAPH, "RETURN 0"), deadline):  # the probe's graph exists
+        end_embedded(server, ENDED_STALLED)
+        return
+    while True:
+        time.sleep(interval)
+        if embedded_server_at(server.url) is not server or not server.alive():
+            return
+        server.unanswered_since = time.monotonic()
+        if not answers(server, probe, deadline):
+            if server.alive():
+                end_embedded(server, ENDED_STALLED)
+            return
+        server.unanswered_since = None
+
+
+def stalled_before(server: ServerProcess, sent: float) -> bool:
+    """Whether ``server`` had already stopped answering the watchdog when a query was sent at ``sent``
+    (``time.monotonic()``): a query that then waits past its deadline is not what holds the server."""
+    since = server.unanswered_since
+    return since is not None and since <= sent
 
 
 def main(argv: list[str] | None = None) -> int:
