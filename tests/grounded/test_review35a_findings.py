@@ -1,0 +1,115 @@
+"""Review of issue 35's grounded items (1, 2, 6, 7): each test reproduces a defect found in the review and fails on
+the code as it was reviewed (branch point 4f253d0)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from kgagents.graphs.grounded import compile_graph
+from kgagents.graphs.io import final_state
+from kgagents.nodes.grounded import GroundedContext, candidate_seed
+from kgagents.tools.graph_functions import one_thought, parse_actions
+from tests.fakes.openai_server import FakeOpenAIServer, script_responder
+from tests.grounded.conftest import step
+
+QUESTION = "Who are the authors of the paper Deep Graphs?"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Item 1: seeded samples
+# ----------------------------------------------------------------------------------------------------------------
+def test_seeded_runs_of_an_evaluation_do_not_share_candidate_samples():
+    """``eval --seed S --runs R`` gives run r the seed S + r (evals/runner.py), and candidate j of a state is sampled
+    with seed + j - 1: run 1's candidate 1 is sent with S + 1, as run 0's candidate 2, with the same messages (the
+    candidate number is not in them) -- the same sample. Runs meant to be independent repetitions share k - 1 of
+    their k root candidates, so the spread over runs is understated."""
+    def seeds(run_seed: int) -> set[int | None]:
+        ctx = GroundedContext(strategy="tot", branching=3, seed=run_seed)
+        return {candidate_seed(ctx, {"id": f"t0.{j}", "parents": ["t0"]}) for j in (1, 2, 3)}  # type: ignore[arg-type]
+
+    run0, run1 = seeds(7), seeds(7 + 1)
+    assert run0.isdisjoint(run1), f"run 0 samples with {sorted(run0)}, run 1 with {sorted(run1)}"  # type: ignore
+
+
+def _vote_script() -> list[dict[str, Any]]:
+    return [
+        *(step(rf"\[stage: agent thought, step 1, candidate {j} ", times=0, content=f"Plan {j}.") for j in (1, 2)),
+        step(r"\[stage: agent action, step 1\b.*Plan 1", times=0,
+             tool_calls=[{"name": "Finish", "args": {"answer": "Ann Lee, Bo Chen"}}]),
+        step(r"\[stage: agent action, step 1\b.*Plan 2", times=0,
+             tool_calls=[{"name": "Finish", "args": {"answer": "Bo Chen"}}]),
+        step(r"\[stage: score vote", times=0, structured={"score": 0.5}),
+        step(r"\[stage: selection vote", times=0, structured={"analysis": "1 is better", "best": 1}),
+        step(r"\[stage: final answer\]", times=0, structured={"answer": "Ann Lee, Bo Chen"}),
+    ]
+
+
+class _Policy:
+    """A responder as the server's policy."""
+
+    def __init__(self, responder: Any) -> None:
+        self.step_for = responder
+
+
+async def _seeded_vote_run(server: FakeOpenAIServer, academic: str, **values: Any) -> list[list[str]]:
+    """A seeded ToT run whose votes are sampled one request at a time; the vote requests, grouped by stage."""
+    server.answer_with(_Policy(script_responder(_vote_script())))  # type: ignore[arg-type]
+    ctx = GroundedContext(model="openai:gpt-4o-mini", base_url=server.base_url, api_backoff_base_s=0.001,
+                          strategy="tot", branching=2, keep=1, max_depth=1, seed=7, evaluate_temperature=0.7,
+                          samples_in_one_request=False, **values)
+    graph = compile_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "votes"}, "recursion_limit": ctx.recursion_limit}
+    await final_state(graph, {"question": QUESTION, "graph": academic}, config, context=ctx)
+    groups: dict[str, list[str]] = {}
+    for r in server.chat_requests:
+        stage = r.headers.get("x-kgagents-stage", "")
+        if "vote" in stage:
+            groups.setdefault(stage, []).append(json.dumps(r.body, sort_keys=True))
+    return list(groups.values())
+
+
+async def test_seeded_score_vote_samples_are_distinct_requests(openai_server: FakeOpenAIServer, academic):
+    """Score evaluator, 3 samples per state, a server asked one sample at a time (``samples_in_one_request`` off,
+    or a server that refuses ``n``, or a model without ``n``): with ``--seed`` the 3 samples of a state are the
+    same request with the same seed, so a server that honours seeds answers the same vote 3 times and V(p, S)
+    counts one vote thrice -- the collapse item 1 fixed for candidates, left in the Score evaluator."""
+    groups = await _seeded_vote_run(openai_server, academic, evaluator="score", score_samples=3)
+    assert groups and all(len(g) == 3 for g in groups)
+    for bodies in groups:
+        assert len(set(bodies)) == len(bodies), "a state's score votes are byte-identical requests"
+
+
+async def test_seeded_selection_vote_samples_are_distinct_requests(openai_server: FakeOpenAIServer, academic):
+    """The same for ToT's vote selection (``selection=vote``, ``vote_samples`` 3)."""
+    groups = await _seeded_vote_run(openai_server, academic, evaluator="select", selection="vote", vote_samples=3)
+    assert groups and all(len(g) == 3 for g in groups)
+    for bodies in groups:
+        assert len(set(bodies)) == len(bodies), "the selection's votes are byte-identical requests"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Item 6: one step per text reply
+# ----------------------------------------------------------------------------------------------------------------
+def test_a_markdown_bold_thought_reply_is_cut_at_its_invented_steps():
+    """Chat models often bold the labels (``**Thought 2:**``): the label is kept and the invented action and
+    observation reach the scratchpad, as before item 6."""
+    reply = "**Thought 2:** I need p1's authors.\n**Action 2:** NeighbourCheck[p1, author]\n**Observation 2:** Ann Lee"
+    assert one_thought(reply) == "I need p1's authors."
+
+
+def test_a_markdown_bold_action_reply_runs_only_its_own_action():
+    """``**Action 1:** RetrieveNode[...]`` then an invented observation, thought and ``**Action 2:** Finish[...]``:
+    both calls are run, so the chain finishes with an answer the model wrote before seeing any observation."""
+    reply = ("**Action 1:** RetrieveNode[Deep Graphs]\n**Observation 1:** The ID is p1.\n**Thought 2:** done\n"
+             "**Action 2:** Finish[Ann Lee]")
+    assert [a.name for a in parse_actions(reply)] == ["RetrieveNode"]
+
+
+def test_an_action_reply_that_runs_on_into_the_next_action_line_keeps_one_step():
+    """``Action 1: ...`` then ``Action 2: Finish[...]`` on the next line: the second line is the next step's action
+    (Graph-CoT stops generation at the first newline, so it never sees it), yet it is joined to the first and run."""
+    reply = "Action 1: RetrieveNode[Deep Graphs]\nAction 2: Finish[Ann Lee]"
+    assert [a.name for a in parse_actions(reply)] == ["RetrieveNode"]
