@@ -3,16 +3,22 @@ the code as it was reviewed (branch point 4f253d0)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import threading
+import time
+from collections import Counter
 from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core.replay import Recording, using
 from kgagents.graphs.grounded import compile_graph
 from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext, candidate_seed
 from kgagents.tools.graph_functions import one_thought, parse_actions
-from tests.fakes.openai_server import FakeOpenAIServer, script_responder
+from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, Step, script_responder
 from tests.grounded.conftest import step
 
 QUESTION = "Who are the authors of the paper Deep Graphs?"
@@ -113,3 +119,71 @@ def test_an_action_reply_that_runs_on_into_the_next_action_line_keeps_one_step()
     (Graph-CoT stops generation at the first newline, so it never sees it), yet it is joined to the first and run."""
     reply = "Action 1: RetrieveNode[Deep Graphs]\nAction 2: Finish[Ann Lee]"
     assert [a.name for a in parse_actions(reply)] == ["RetrieveNode"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Item 2: recordings keyed by the call's place
+# ----------------------------------------------------------------------------------------------------------------
+class _SamplingServer:
+    """A server that samples: the n-th request of a candidate's thought (whatever its body) gets "Plan j-n"; the
+    first request of candidate 1's thought answers last (a slow reply), every other at once. Actions finish with
+    the plan they read; votes keep choice 1."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: Counter[str] = Counter()
+
+    def step_for(self, request: RecordedRequest) -> Step:
+        stage = request.headers.get("x-kgagents-stage", "")
+        if stage.startswith("agent thought"):
+            j = re.search(r"candidate (\d+) of", stage)
+            with self.lock:
+                n = self.seen[stage]
+                self.seen[stage] += 1
+            if j and j.group(1) == "1" and n == 0:
+                time.sleep(0.4)
+            return Step("reply", content=f"Plan {j.group(1) if j else '?'}-{n}.")
+        if stage.startswith("agent action"):
+            plans = re.findall(r"Plan (\d+-\d+)", request.prompt)
+            return Step("tool_calls", tool_calls=[("Finish", {"answer": f"Answer {plans[-1] if plans else '?'}"})])
+        if stage.startswith("selection vote"):
+            return Step("tool_calls", tool_calls=[(None, {"analysis": "1", "best": [1]})])
+        return Step("tool_calls", tool_calls=[(None, {"answer": "none"})])
+
+
+async def _two_runs(server: FakeOpenAIServer, academic: str, tag: str) -> list[dict[str, Any]]:
+    """Two runs of one question at once (``eval --runs 2`` at concurrency 2, no seed)."""
+    ctx = GroundedContext(model="openai:gpt-4o-mini", base_url=server.base_url, api_backoff_base_s=0.001,
+                          strategy="tot", branching=2, keep=1, max_depth=1)
+    graph = compile_graph(InMemorySaver())
+
+    async def run(name: str) -> dict[str, Any]:
+        config = {"configurable": {"thread_id": f"{tag}-{name}"}, "recursion_limit": ctx.recursion_limit}
+        return dict(await final_state(graph, {"question": QUESTION, "graph": academic}, config, context=ctx))
+
+    first = asyncio.create_task(run("run0"))
+    await asyncio.sleep(0.05)  # run 0 asks first, in the recording and in the replay
+    second = asyncio.create_task(run("run1"))
+    return [await first, await second]
+
+
+async def test_two_concurrent_runs_of_one_item_replay_as_recorded(openai_server: FakeOpenAIServer, academic, tmp_path):
+    """``eval --runs 2 --record`` (or two items with the same question) at concurrency 2: the runs' identical
+    requests have the same place (node, task path, stage: no thread or run in it), so they are numbered by
+    completion order when recorded and served in request order when replayed. Run 0's candidate 1 gets run 1's
+    reply and its candidate 2 its own: a state that never existed, whose selection vote the recording lacks."""
+    openai_server.answer_with(_SamplingServer())  # type: ignore[arg-type]
+    path = tmp_path / "runs.sqlite"
+    recording = Recording(path, "record")
+    with using(recording):
+        recorded = await _two_runs(openai_server, academic, "rec")
+    recording.close()
+    asked = len(openai_server.chat_requests)
+
+    replay = Recording(path, "replay")
+    with using(replay):
+        replayed = await _two_runs(openai_server, academic, "rep")
+    replay.close()
+    assert len(openai_server.chat_requests) == asked
+    assert replay.divergences == []
+    assert [r["final_answer"] for r in replayed] == [r["final_answer"] for r in recorded]
