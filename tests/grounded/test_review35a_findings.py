@@ -187,3 +187,27 @@ async def test_two_concurrent_runs_of_one_item_replay_as_recorded(openai_server:
     assert len(openai_server.chat_requests) == asked
     assert replay.divergences == []
     assert [r["final_answer"] for r in replayed] == [r["final_answer"] for r in recorded]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Item 7: Graph-RAG's neighbour listing
+# ----------------------------------------------------------------------------------------------------------------
+def test_graph_rag_keeps_its_per_relation_cap_on_a_node_listed_at_both_ends(tmp_path):
+    """A paper with 25 authors, GRBench-shaped (paper -author-> a, a -paper-> paper): the author line shows 20 and
+    says "(5 more)", then the incoming ``paper`` line lists those 5 as new neighbours (they were only not shown):
+    25 authors in the context against ``neighbours_per_relation`` 20 (Graph-CoT's ``sample_n``), and a context that
+    says 5 are left out and then lists them."""
+    from kgagents.nodes.kg_rag import node_context
+    from kgagents.tools.pgraph import open_graph
+    from kgagents.tools.pgraph.build import GraphBuilder
+
+    b = GraphBuilder(tmp_path / "g")
+    b.add_node("p1", type="paper", name="Big Paper", features={"title": "Big Paper"})
+    for i in range(25):
+        b.add_node(f"a{i}", type="author", name=f"Author {i:02d}")
+        b.add_edge("p1", "author", f"a{i}")
+        b.add_edge(f"a{i}", "paper", "p1")
+    b.finish(name="g", fingerprint="ab" * 8, source={"path": "test"})
+    text = node_context(open_graph(str(tmp_path / "g")), "p1", hops=1, per_relation=20)
+    listed = set(re.findall(r"Author \d\d", text))
+    assert len(listed) <= 20, text
