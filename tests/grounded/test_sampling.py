@@ -15,6 +15,7 @@ from kgagents.core.replay import Recording, using
 from kgagents.graphs.grounded import compile_graph
 from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
+from kgagents.nodes.models import derived_seed
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, Step, script_responder
 from tests.grounded.conftest import step
 
@@ -88,8 +89,8 @@ def _thought_requests(server: FakeOpenAIServer, step_no: int) -> list[RecordedRe
 
 
 async def test_a_seeded_tot_run_asks_for_k_different_samples_per_state(openai_server: FakeOpenAIServer, academic):
-    """With ``seed`` S, the three candidates of the root are asked with the seeds S, S + 1, S + 2: three distinct
-    requests (the same request three times would get the same sample three times)."""
+    """With ``seed`` S, the three candidates of a state are asked with the seeds derived from (S, j): three
+    distinct requests (the same request three times would get the same sample three times)."""
     openai_server.answer_with(SlowFirstCandidates())  # type: ignore[arg-type]
     state = await _run(_context(openai_server, seed=7), academic, "seeded")
     assert state["final_answer"] == GOLD
@@ -98,7 +99,7 @@ async def test_a_seeded_tot_run_asks_for_k_different_samples_per_state(openai_se
         assert len(requests) == 3 * states
         bodies = {json.dumps(r.body, sort_keys=True) for r in requests}
         assert len(bodies) == len(requests)  # k distinct requests per state
-        assert sorted({r.body["seed"] for r in requests}) == [7, 8, 9]
+        assert {r.body["seed"] for r in requests} == {derived_seed(7, "candidate", j) for j in (1, 2, 3)}
     # the decisions (here, the selection votes) keep the run's seed
     votes = [r for r in openai_server.chat_requests if "selection vote" in r.headers.get("x-kgagents-stage", "")]
     assert votes and {r.body["seed"] for r in votes} == {7}
