@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kgagents.core.replay import Recording, using
+from kgagents.core.replay import Recording, run_place, using
 from kgagents.graphs.grounded import compile_graph
 from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext, candidate_seed
@@ -151,20 +151,22 @@ class _SamplingServer:
         return Step("tool_calls", tool_calls=[(None, {"answer": "none"})])
 
 
-async def _two_runs(server: FakeOpenAIServer, academic: str, tag: str) -> list[dict[str, Any]]:
-    """Two runs of one question at once (``eval --runs 2`` at concurrency 2, no seed)."""
+async def _two_runs(server: FakeOpenAIServer, academic: str, tag: str, lead: int = 0) -> list[dict[str, Any]]:
+    """Two runs of one question at once (``eval --runs 2`` at concurrency 2, no seed), run ``lead`` started
+    first; their final states, run 0's first."""
     ctx = GroundedContext(model="openai:gpt-4o-mini", base_url=server.base_url, api_backoff_base_s=0.001,
                           strategy="tot", branching=2, keep=1, max_depth=1)
     graph = compile_graph(InMemorySaver())
 
-    async def run(name: str) -> dict[str, Any]:
-        config = {"configurable": {"thread_id": f"{tag}-{name}"}, "recursion_limit": ctx.recursion_limit}
-        return dict(await final_state(graph, {"question": QUESTION, "graph": academic}, config, context=ctx))
+    async def run(index: int) -> dict[str, Any]:
+        config = {"configurable": {"thread_id": f"{tag}-run{index}"}, "recursion_limit": ctx.recursion_limit}
+        with run_place("q1", index):  # as the evaluation runner says which item and run it runs
+            return dict(await final_state(graph, {"question": QUESTION, "graph": academic}, config, context=ctx))
 
-    first = asyncio.create_task(run("run0"))
-    await asyncio.sleep(0.05)  # run 0 asks first, in the recording and in the replay
-    second = asyncio.create_task(run("run1"))
-    return [await first, await second]
+    tasks = {lead: asyncio.create_task(run(lead))}
+    await asyncio.sleep(0.05)  # run ``lead`` asks first
+    tasks[1 - lead] = asyncio.create_task(run(1 - lead))
+    return [await tasks[0], await tasks[1]]
 
 
 async def test_two_concurrent_runs_of_one_item_replay_as_recorded(openai_server: FakeOpenAIServer, academic, tmp_path):
@@ -182,7 +184,7 @@ async def test_two_concurrent_runs_of_one_item_replay_as_recorded(openai_server:
 
     replay = Recording(path, "replay")
     with using(replay):
-        replayed = await _two_runs(openai_server, academic, "rep")
+        replayed = await _two_runs(openai_server, academic, "rep", lead=1)  # in the other order
     replay.close()
     assert len(openai_server.chat_requests) == asked
     assert replay.divergences == []

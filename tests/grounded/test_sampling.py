@@ -11,6 +11,7 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core import replay as replay_module
 from kgagents.core.replay import Recording, using
 from kgagents.graphs.grounded import compile_graph
 from kgagents.graphs.io import final_state
@@ -132,3 +133,28 @@ async def test_a_recorded_tot_run_with_unequal_latencies_replays_as_recorded(ope
 
 async def test_a_recorded_got_run_with_unequal_latencies_replays_as_recorded(openai_server, academic, tmp_path):
     await _record_and_replay(openai_server, academic, tmp_path, strategy="got")
+
+
+async def test_a_recording_made_before_places_were_kept_still_replays(openai_server: FakeOpenAIServer, academic,
+                                                                       tmp_path, monkeypatch):
+    """A recording whose calls are kept under their requests alone (as before places were kept: the key of a call
+    with no place) replays by the request, in the order of the requests: no divergence, nothing asked, the same
+    answer."""
+    openai_server.answer_with(SlowFirstCandidates())  # type: ignore[arg-type]
+    path = tmp_path / "old.sqlite"
+    recording = Recording(path, "record")
+    with monkeypatch.context() as patched:
+        patched.setattr(replay_module, "_current_place", lambda **_: "")
+        with using(recording):
+            recorded = await _run(_context(openai_server, seed=7), academic, "old-recorded")
+    recording.close()
+    asked = len(openai_server.chat_requests)
+    assert recorded["final_answer"] == GOLD
+
+    replay = Recording(path, "replay")
+    with using(replay):
+        replayed = await _run(_context(openai_server, seed=7), academic, "old-replayed")
+    assert len(openai_server.chat_requests) == asked
+    assert replay.divergences == [] and replay.unused() == 0
+    assert replayed["final_answer"] == recorded["final_answer"] and replayed["best"] == recorded["best"]
+    replay.close()
