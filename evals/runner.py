@@ -37,6 +37,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from kgagents.core import replay
 from kgagents.core.checkpointer import name_checkpointer, open_checkpointer
 from kgagents.core.config import ROLES, get_settings
 from kgagents.core.errors import KGAgentsError
@@ -458,7 +459,8 @@ class ItemRunner:
             else:
                 resumed = has_checkpoint
                 graph_input = None if has_checkpoint else self.adapter.to_input(item)
-                await self._stream(graph_input, config, ctx, node_s)
+                with replay.run_place(item.id, run):  # its calls are recorded and replayed as this run's
+                    await self._stream(graph_input, config, ctx, node_s)
                 state = dict((await self.graph.aget_state(config)).values)
         except asyncio.CancelledError:
             raise

@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.models import derived_seed
 from kgagents.nodes.runtime import context_as
 from kgagents.nodes.served import graph_source, served_now, trusted_graph_ref
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
@@ -628,13 +629,14 @@ def _candidate(task: StepTask, ctx: GroundedContext) -> str:
 
 
 def candidate_seed(ctx: GroundedContext, task: StepTask) -> int | None:
-    """The sampling seed of a candidate step: with a run seed S, candidate j of a state is sampled with S + j - 1,
-    so the k candidates of one state (whose requests are otherwise identical) are k different samples; CoT's one
-    chain and a run without a seed use the context's (``None``)."""
+    """The sampling seed of a candidate step: with a run seed S, candidate j of a state is sampled with
+    :func:`derived_seed` (S, j), so the k candidates of one state (whose requests are otherwise identical) are k
+    different samples, and runs seeded S and S + 1 (an evaluation's runs) share none of them; CoT's one chain and a
+    run without a seed use the context's (``None``)."""
     if ctx.seed is None or ctx.strategy == "cot" or len(task["parents"]) != 1:
         return None
     index = task["id"].rsplit(".", 1)[-1]
-    return ctx.seed + int(index) - 1 if index.isdigit() else None
+    return derived_seed(ctx.seed, "candidate", int(index)) if index.isdigit() else None
 
 
 def _branch_temperature(ctx: GroundedContext, task: StepTask) -> float | None:

@@ -78,20 +78,20 @@ def _ctx(runtime: Runtime[KGRagContext] | None) -> KGRagContext:
 
 
 def node_context(graph: StaticKG, node_id: str, *, hops: int, per_relation: int) -> str:
-    """A retrieved node as context: its text, and (``hops`` = 1) its neighbours per relation, both directions,
-    each neighbour once: an incoming edge's neighbour already listed along an outgoing edge (GRBench lists every
-    neighbour at both ends: a paper's authors, and each author's papers) is not listed again."""
+    """A retrieved node as context: its text, and (``hops`` = 1) its neighbours per relation, both directions, at
+    most ``per_relation`` per relation. An incoming edge's neighbour that is also an outgoing edge's (GRBench lists
+    every neighbour at both ends: a paper's authors, and each author's papers) belongs to the outgoing relation:
+    listed there, or counted in its "(n more)" when over the cap, never listed again as incoming."""
     lines = [f"{graph.display_name(node_id)}: {graph.node_text(node_id)}"]
     if not hops:
         return lines[0]
-    shown: set[str] = set()
     for relation in graph.relations_of(node_id, "out"):
         ends = graph.neighbours(node_id, relation, "out", limit=per_relation)
-        shown.update(ends)
         lines.append(_neighbour_line("→", relation, graph, ends, graph.degree(node_id, relation, "out") - len(ends)))
+    covered = set(graph.neighbours(node_id, None, "out"))  # shown or counted along an outgoing relation
     for relation in graph.relations_of(node_id, "in"):
-        read = graph.neighbours(node_id, relation, "in", limit=per_relation + len(shown))
-        new = [e for e in dict.fromkeys(read) if e not in shown]
+        read = graph.neighbours(node_id, relation, "in", limit=per_relation + len(covered))
+        new = [e for e in dict.fromkeys(read) if e not in covered]
         unread = graph.degree(node_id, relation, "in") - len(read)
         if new or unread > 0:
             lines.append(_neighbour_line("←", relation, graph, new[:per_relation],

@@ -52,7 +52,7 @@ from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.usage import Usage, merge_usage, reply_usage
 from kgagents.nodes import budget
 from kgagents.nodes.context import BaseContext
-from kgagents.nodes.models import aresolve_model, resolve_model
+from kgagents.nodes.models import aresolve_model, derived_seed, resolve_model
 from kgagents.nodes.runtime import gather_bounded
 from kgagents.nodes.served import ServedRequestError
 from kgagents.nodes.state import Failure
@@ -117,6 +117,7 @@ class LLMCaller:
         #: The sampling seed instead of the context's (``None``: the context's), e.g. one per candidate.
         self.seed = seed
         self._model: BaseChatModel | None = model
+        self._given = model is not None
         self.usage: Usage = {}
         self.failures: list[Failure] = []
         self.budget_stop: str | None = None
@@ -249,7 +250,8 @@ class LLMCaller:
         separately. A request for ``n`` that meets a client error (other than a fatal one) is asked again one
         sample at a time; when that works, the server does not take ``n`` and gets separate requests from then
         on. Elsewhere: ``n`` calls of :meth:`structured`, concurrently (at most the run's ``max_concurrency`` at a
-        time, from ``config``).
+        time, from ``config``). In a seeded run, each sample asked in a request of its own is sampled with its own
+        seed (:meth:`_sample_runnable`), so that n separate requests are n samples, not one sample n times.
         """
         runnable = await self._structured_runnable(schema)
         messages = as_messages(prompt, system)
@@ -274,7 +276,8 @@ class LLMCaller:
             # identical requests made at once: each sample's calls are recorded and replayed at its own place
             with replay.sub_place(f"sample {index + 1}"):
                 try:
-                    return await self._parsed(runnable, schema, messages, first=first, stage=stage)
+                    own = runnable if first is not None or n == 1 else await self._sample_runnable(schema, index)
+                    return await self._parsed(own or runnable, schema, messages, first=first, stage=stage)
                 except LLMError as exc:
                     return exc
 
@@ -291,8 +294,24 @@ class LLMCaller:
                      self.role, self.label, n, str(rejected.__cause__)[:200])
         return out
 
+    async def _sample_runnable(self, schema: type[BaseModel], index: int) -> Any:
+        """The structured runnable for sample ``index`` of several asked one request each, sampled with its own seed
+        (:func:`derived_seed` of the caller's seed and the sample's number): the same request with the same seed is
+        the same sample from a server that honours seeds, so n such votes would be one vote n times. ``None`` when
+        the run has no seed or the model was given as an instance (it cannot be rebuilt with another seed)."""
+        seed = self.seed if self.seed is not None else self.context.seed
+        if seed is None or self._given:
+            return None
+        model = await aresolve_model(self.context, self.role, temperature=self.temperature,
+                                     seed=derived_seed(seed, "sample", index + 1))
+        if model is self._model:
+            return None
+        return self._structured_for(model, schema)
+
     async def _structured_runnable(self, schema: type[BaseModel]) -> Any:
-        model = await self._ready()
+        return self._structured_for(await self._ready(), schema)
+
+    def _structured_for(self, model: BaseChatModel, schema: type[BaseModel]) -> Any:
         kwargs: dict[str, Any] = {"include_raw": True}
         if self.context.structured_output_method != "function_calling" or not _is_base_impl(model):
             kwargs["method"] = self.context.structured_output_method

@@ -12,6 +12,7 @@ server if one answers; otherwise :class:`~kgagents.core.config.ConfigurationErro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -42,6 +43,19 @@ PROVIDER_MODULES = {"anthropic": "langchain_anthropic", "ollama": "langchain_oll
 #: The providers whose chat models take a sampling seed, and the name of their parameter. OpenAI's covers every
 #: OpenAI-compatible server (vLLM, llama.cpp, LM Studio); the others (Anthropic, ...) have none and ignore it.
 SEED_PARAMETERS = {"openai": "seed", "ollama": "seed"}
+
+#: Derived seeds lie in [0, 2**31): every provider that takes a seed takes a 32-bit signed integer.
+_SEED_RANGE = 2**31
+
+
+def derived_seed(seed: int, *parts: object) -> int:
+    """The seed of one of several samples that a run with ``seed`` draws from identical requests (ToT's candidate
+    j of a state, a vote's sample i): a SHA-256 of the seed and ``parts`` into [0, 2**31). Unlike ``seed + j``,
+    samples of runs with neighbouring seeds (``eval --seed S --runs R`` gives run r the seed S + r) do not share
+    seeds, except by a chance of about one in 2**31 per pair."""
+    text = "\x1f".join([str(seed), *(str(p) for p in parts)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") % _SEED_RANGE
+
 
 _cache: dict[tuple[Any, ...], BaseChatModel] = {}
 _cache_lock = threading.Lock()

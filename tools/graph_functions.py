@@ -223,8 +223,17 @@ class ParsedAction:
 
 
 _CALL = re.compile(r"([A-Za-z_]\w*)\s*\[")
-_PREFIX = re.compile(r"^\s*Action\s*\d*(?:\.\d+)?\s*:\s*", re.IGNORECASE)
-_NEXT_STEP = re.compile(r"^\s*(Observation|Thought)\s*\d*(?:\.\d+)?\s*:", re.IGNORECASE)
+
+
+def _label(names: str) -> re.Pattern[str]:
+    """A line that begins with a step label of the text protocol (``names``, e.g. ``Action``), numbered or not, as
+    chat models write it: plain (``Action 2:``) or decorated as Markdown (``**Action 2:**``, ``**Action 2**:``,
+    ``### Thought 2:``, ``_Thought_:``); the match takes the label and its decoration, up to the step's text."""
+    return re.compile(rf"^\s*(?:#+\s*)?[*_]*\s*(?:{names})\s*\d*(?:\.\d+)?\s*[*_]*\s*:\s*[*_]*\s*", re.IGNORECASE)
+
+
+_PREFIX = _label("Action")
+_NEXT_STEP = _label("Observation|Thought")
 
 
 def _closing(text: str, start: int) -> int:
@@ -260,8 +269,8 @@ _EXAMPLES = {"NodeFeature": "p_12, title", "NeighbourCheck": "p_12, author", "Ne
 
 
 #: A line that begins a step of the text protocol: ``Thought n:``, ``Action n:`` or ``Observation n:``.
-_STEP_LINE = re.compile(r"^\s*(Thought|Action|Observation)\s*\d*(?:\.\d+)?\s*:", re.IGNORECASE)
-_THOUGHT_PREFIX = re.compile(r"^\s*(Next\s+)?Thought\s*\d*(?:\.\d+)?\s*:\s*", re.IGNORECASE)
+_STEP_LINE = _label("Thought|Action|Observation")
+_THOUGHT_PREFIX = _label(r"(?:Next\s+)?Thought")
 
 
 def one_thought(text: str) -> str:
@@ -282,16 +291,17 @@ def one_thought(text: str) -> str:
 def parse_actions(text: str) -> list[ParsedAction]:
     """The calls of one action line (Graph-CoT's text protocol), in order. The line is the reply's first
     ``Action n:`` line when it has one (a reply that first echoes its ``Thought n:`` still has its action), else
-    the reply from its start; what the model wrote on past it (an observation, the next thought) is dropped. A
-    call that cannot be read (no closing bracket, too few arguments) is a :class:`ParsedAction` with an
-    ``error``; a line with no call at all is one such error."""
+    the reply from its start; what the model wrote on past it (an observation, the next thought, the next
+    action: Graph-CoT stops generating at the line's end and never reads them) is dropped. Labels may be decorated
+    as Markdown (``**Action 1:**``). A call that cannot be read (no closing bracket, too few arguments) is a
+    :class:`ParsedAction` with an ``error``; a line with no call at all is one such error."""
     parts = str(text).strip().splitlines()
     first = next((i for i, part in enumerate(parts) if _PREFIX.match(part)), 0)
     lines = []
-    for part in parts[first:]:
-        if _NEXT_STEP.match(part):  # the model wrote on past its action (an observation or the next thought)
+    for i, part in enumerate(parts[first:]):
+        if _NEXT_STEP.match(part) or (i and _PREFIX.match(part)):  # the model wrote on into a step of its own
             break
-        lines.append(_PREFIX.sub("", part))
+        lines.append(_PREFIX.sub("", part, count=1))
     line = " ".join(part for part in lines if part.strip())
     out: list[ParsedAction] = []
     position = 0

@@ -6,9 +6,10 @@ over one SQLite file, in one of three modes:
 
 - ``record``: every call reaches its model; each exchange is kept — the request's fingerprint, the node that made
   it, the request itself and the reply with its usage. Identical requests are told apart by the call's place in
-  the graph (:func:`place_of`: the node, its task's path — which ``Send`` branch —, the call's stage, and which
-  sample of a decision), so that concurrent identical requests (ToT's k candidates of one state, a vote's
-  samples) are replayed to the branch that made them whatever order they were answered in; identical requests
+  the graph (:func:`place_of`: the node, its task's path — which ``Send`` branch —, the call's stage, which
+  sample of a decision, and an evaluation's item and run, :func:`run_place`), so that concurrent identical
+  requests (ToT's k candidates of one state, a vote's samples, two runs of one item) are replayed to the branch
+  that made them whatever order they were answered in; identical requests
   made more than once at one place (a call retried) are kept in the order they were made and replayed in that
   order.
 - ``replay``: no call reaches a model. Each request is answered from the recording; a request the recording
@@ -27,7 +28,8 @@ The fingerprint is a SHA-256 of the request as LangChain serialises it (the mess
 parameters, the bound tools or output schema, ``n``), with the ids LangChain and LangGraph give messages left
 out: they are new in every run, and the model never reads them. A call made in a graph is kept under the
 fingerprint of its request and its place (:func:`placed_key`); a recording made before places were kept is
-replayed by the request's fingerprint alone, in the order of the requests.
+replayed by the request's fingerprint alone, in the order of the requests, and one made before items and runs
+were part of places by the place without them.
 
 A recording is made to be shared, and one from someone else is data: the request text and failure messages it
 keeps have every URL stripped of its credentials (the model's ``base_url`` is part of the request; the fingerprint
@@ -228,17 +230,36 @@ def sub_place(part: str) -> Iterator[None]:
         _SUB_PLACE.reset(token)
 
 
-def place_of(metadata: dict[str, Any], stage: str | None, sub: str = "") -> str:
+#: Which run of which item the calls are made for (:func:`run_place`), where several runs go on at once in one
+#: process (an evaluation's items and runs): empty for a lone run.
+_RUN_PLACE: ContextVar[str] = ContextVar("kgagents_replay_run_place", default="")
+
+
+@contextmanager
+def run_place(item: str, run: int) -> Iterator[None]:
+    """Calls made in the block are for run ``run`` of item ``item`` (an evaluation's runner sets it around each
+    run): two runs of one item, or two items with the same question, made at once make identical requests at the
+    same place in their graphs, and are told apart by this. (Thread ids cannot tell them apart: a replay runs
+    under thread ids of its own.)"""
+    token = _RUN_PLACE.set(json.dumps([str(item), int(run)], separators=(",", ":")))
+    try:
+        yield
+    finally:
+        _RUN_PLACE.reset(token)
+
+
+def place_of(metadata: dict[str, Any], stage: str | None, sub: str = "", run: str = "") -> str:
     """A call's place in its graph, the same in every run of the same work: the node, the path of its task (a
     ``Send`` branch's index among its step's branches; a subgraph's path inside its parent's), the call's stage
-    (which decision, step and candidate) and ``sub`` (:func:`sub_place`). Empty outside a graph. The ids of
-    tasks and checkpoints are left out: they are new in every run."""
+    (which decision, step and candidate), ``sub`` (:func:`sub_place`) and ``run`` (:func:`run_place`: which item
+    and run of an evaluation, when set). Empty outside a graph. The ids of threads, tasks and checkpoints are left
+    out: they are new in every run."""
     node = metadata.get("langgraph_node")
     if not node:
         return ""
     path = metadata.get("langgraph_path") or ()
     parts = [str(node), json.dumps(_plain(path), separators=(",", ":")), stage or "", sub]
-    return "\x1f".join(parts)
+    return "\x1f".join([*parts, run] if run else parts)
 
 
 def _plain(value: Any) -> Any:
@@ -248,9 +269,11 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
 
 
-def _current_place() -> str:
+def _current_place(*, run: bool = True) -> str:
+    """The place of the call being made (``run``: with its item and run, :func:`run_place`)."""
     config = var_child_runnable_config.get() or {}
-    return place_of(dict(config.get("metadata") or {}), CALL_STAGE.get(), _SUB_PLACE.get())
+    return place_of(dict(config.get("metadata") or {}), CALL_STAGE.get(), _SUB_PLACE.get(),
+                    _RUN_PLACE.get() if run else "")
 
 
 def placed_key(request_fingerprint: str, place: str) -> str:
@@ -411,9 +434,7 @@ class Recording(BaseCache):
             return None
         with self._lock:
             if self.mode == "replay":
-                placed = placed_key(key, _current_place())
-                if placed != key and self._holds(placed):
-                    key = placed  # else a recording made before places were kept: by the request alone
+                key = self._replay_key(key)
                 row = self._db.execute("SELECT reply FROM exchanges WHERE fingerprint = ? AND seq = ?",
                                        (key, self._served[key])).fetchone()
             else:  # a cache serves a reply, never a recorded failure
@@ -433,6 +454,16 @@ class Recording(BaseCache):
         divergence = ReplayDivergence(_node(), key, canonical_request(prompt, llm_string), index)
         self.divergences.append(divergence)
         raise divergence
+
+    def _replay_key(self, request: str) -> str:
+        """The key a request is replayed from (asked with the lock held): under its place with its item and run;
+        else (a recording made before runs were kept in places) its place alone; else (one made before places
+        were kept) the request alone."""
+        for place in dict.fromkeys((_current_place(), _current_place(run=False))):
+            placed = placed_key(request, place)
+            if placed != request and self._holds(placed):
+                return placed
+        return request
 
     def _holds(self, key: str) -> bool:
         """Whether the recording keeps exchanges under ``key`` (asked with the lock held)."""

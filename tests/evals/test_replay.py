@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from kgagents.cli import main
 from tests import kgot_script as S
@@ -72,3 +73,26 @@ def test_a_bundle_reports_and_replays_on_another_machine(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "identical" in err, err[-2000:]
     assert (elsewhere / "run" / "replay" / "results.jsonl").is_file()
+
+
+def test_the_runs_of_an_item_are_recorded_apart(tmp_path, capsys):
+    """``eval --runs 2 --record``: the two runs of an item make the same requests at the same places in their
+    graphs; each run's calls are kept under its own keys (the item and run are part of a call's place), so that
+    concurrent runs replay each to its own replies whatever order they were answered in. Here, no call made in a
+    graph shares its key with another (only the grader's calls, made outside the graph, are kept by request)."""
+    data = simpleqa_csv(tmp_path / "simpleqa.csv")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"name": "cli", "steps": [
+        S.step(GRADER, content="A", times=0), *kgot_direct_steps({"Q0": "Paris", "Q1": "Milan", "Q2": "Rome"})]}))
+    out = tmp_path / "runs"
+    assert main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", f"scripted:{script}",
+                 "--out", str(out), "--runs", "2", "--concurrency", "2", "--no-progress", "--no-report", "--record",
+                 "--set", "solve_mode=direct", "--set", "num_next_steps_decision=2",
+                 "--set", "max_final_solution_parsing=1"]) == 0
+    capsys.readouterr()
+    with sqlite3.connect(out / "recording.sqlite") as db:
+        rows = db.execute("SELECT node, seq FROM exchanges").fetchall()
+    in_graphs = [(node, seq) for node, seq in rows if not node.startswith("(outside")]
+    assert in_graphs and all(seq == 0 for _, seq in in_graphs), sorted(in_graphs)
+    assert main(["replay", str(out), "--data", str(data), "--model", f"scripted:{script}"]) == 0
+    assert "identical" in capsys.readouterr().err

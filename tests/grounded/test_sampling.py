@@ -11,10 +11,12 @@ from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
+from kgagents.core import replay as replay_module
 from kgagents.core.replay import Recording, using
 from kgagents.graphs.grounded import compile_graph
 from kgagents.graphs.io import final_state
 from kgagents.nodes.grounded import GroundedContext
+from kgagents.nodes.models import derived_seed
 from tests.fakes.openai_server import FakeOpenAIServer, RecordedRequest, Step, script_responder
 from tests.grounded.conftest import step
 
@@ -88,8 +90,8 @@ def _thought_requests(server: FakeOpenAIServer, step_no: int) -> list[RecordedRe
 
 
 async def test_a_seeded_tot_run_asks_for_k_different_samples_per_state(openai_server: FakeOpenAIServer, academic):
-    """With ``seed`` S, the three candidates of the root are asked with the seeds S, S + 1, S + 2: three distinct
-    requests (the same request three times would get the same sample three times)."""
+    """With ``seed`` S, the three candidates of a state are asked with the seeds derived from (S, j): three
+    distinct requests (the same request three times would get the same sample three times)."""
     openai_server.answer_with(SlowFirstCandidates())  # type: ignore[arg-type]
     state = await _run(_context(openai_server, seed=7), academic, "seeded")
     assert state["final_answer"] == GOLD
@@ -98,7 +100,7 @@ async def test_a_seeded_tot_run_asks_for_k_different_samples_per_state(openai_se
         assert len(requests) == 3 * states
         bodies = {json.dumps(r.body, sort_keys=True) for r in requests}
         assert len(bodies) == len(requests)  # k distinct requests per state
-        assert sorted({r.body["seed"] for r in requests}) == [7, 8, 9]
+        assert {r.body["seed"] for r in requests} == {derived_seed(7, "candidate", j) for j in (1, 2, 3)}
     # the decisions (here, the selection votes) keep the run's seed
     votes = [r for r in openai_server.chat_requests if "selection vote" in r.headers.get("x-kgagents-stage", "")]
     assert votes and {r.body["seed"] for r in votes} == {7}
@@ -131,3 +133,28 @@ async def test_a_recorded_tot_run_with_unequal_latencies_replays_as_recorded(ope
 
 async def test_a_recorded_got_run_with_unequal_latencies_replays_as_recorded(openai_server, academic, tmp_path):
     await _record_and_replay(openai_server, academic, tmp_path, strategy="got")
+
+
+async def test_a_recording_made_before_places_were_kept_still_replays(openai_server: FakeOpenAIServer, academic,
+                                                                       tmp_path, monkeypatch):
+    """A recording whose calls are kept under their requests alone (as before places were kept: the key of a call
+    with no place) replays by the request, in the order of the requests: no divergence, nothing asked, the same
+    answer."""
+    openai_server.answer_with(SlowFirstCandidates())  # type: ignore[arg-type]
+    path = tmp_path / "old.sqlite"
+    recording = Recording(path, "record")
+    with monkeypatch.context() as patched:
+        patched.setattr(replay_module, "_current_place", lambda **_: "")
+        with using(recording):
+            recorded = await _run(_context(openai_server, seed=7), academic, "old-recorded")
+    recording.close()
+    asked = len(openai_server.chat_requests)
+    assert recorded["final_answer"] == GOLD
+
+    replay = Recording(path, "replay")
+    with using(replay):
+        replayed = await _run(_context(openai_server, seed=7), academic, "old-replayed")
+    assert len(openai_server.chat_requests) == asked
+    assert replay.divergences == [] and replay.unused() == 0
+    assert replayed["final_answer"] == recorded["final_answer"] and replayed["best"] == recorded["best"]
+    replay.close()
