@@ -279,3 +279,32 @@ def test_a_pair_bought_and_viewed_one_way_and_viewed_the_other_merges_as_starks(
     h, t, r = starks_relations(np.array(heads), np.array(tails), np.array(types), 2)
     ours = _as_undirected(set(zip(h.tolist(), t.tolist(), r.tolist(), strict=True)))
     assert ours == _as_undirected(_starks_skb_edges(heads, tails, types)) == {(0, 1, 0)}
+
+
+# -- 7. LangGraph's private keys: a LangGraph without them --------------------------------------------------
+async def test_without_the_running_steps_id_the_check_still_counts_the_runs_usage(monkeypatch):
+    """LOW-MEDIUM. pyproject allows ``langgraph>=1.0,<2``, but ``Runtime.execution_info`` (the step's checkpoint
+    id the in-flight table is keyed by) arrived in langgraph 1.1.3. Where it is absent (1.0.x-1.1.2, or a renamed
+    key), ``budget.spent`` silently returns the caller's own usage: the run's committed usage, which
+    ``__pregel_read`` could still give, is ignored too, and every call of a fresh node is admitted however far
+    over its cap the run is (only the routers stop it). Simulated here by hiding the runtime key.
+
+    Fix: raise the floor to ``langgraph>=1.1.3`` and, without a step id, still count the committed ``usage``
+    read through ``__pregel_read`` (plus the caller's own); log once when the keys are missing."""
+    from kgagents.nodes import budget
+    from kgagents.nodes.llm import LLMCaller
+
+    monkeypatch.setattr(budget, "_RUNTIME_KEY", "__absent__")
+    model = ScriptedChatModel(steps=[{"content": "x", "times": 0}])
+    ctx = Context(model=model, budget_tokens=100)
+
+    async def node(state: Spent) -> dict[str, Any]:
+        try:
+            await LLMCaller(ctx, "graph_executor").text("hi")
+        except Exception as exc:  # noqa: BLE001 - what the call met is the result
+            return {"output": [type(exc).__name__]}
+        return {"output": ["called"]}
+
+    out = await one_node_graph(node).ainvoke({"usage": OVER_BUDGET}, {"configurable": {"thread_id": "t"}},
+                                             context=ctx)
+    assert out["output"] == ["BudgetSpent"] and model.calls == []
