@@ -12,7 +12,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
 from kgagents.core.config import Settings
@@ -180,15 +179,16 @@ async def test_agent_g_embedding_calls_are_in_the_runs_usage(tmp_path):
 # -- 4. the local token count of servers without usage ------------------------------------------------------
 def test_the_local_count_of_non_english_text_is_not_a_quarter_of_its_tokens():
     """MEDIUM (token budgets on servers without usage). ``estimate_tokens`` is characters / 4, OpenAI's rule for
-    English. CJK text takes about one token per character or more (cl100k: ~1-1.5, o200k: ~0.7-1), Cyrillic/Greek
-    ~0.5-1 per character: a Chinese run's token budget fires at 3-5x its cap, far from "within one call".
+    English. CJK text takes roughly 0.6-1.5 tokens per character depending on the tokenizer (not measured here:
+    no tokenizer data offline), Cyrillic/Greek about 0.3-0.5: a Chinese run's token budget fires at 2.5-6x its
+    cap, far from "within one call". The test asks only for half a token per CJK character.
 
     Fix: count by UTF-8 bytes for non-ASCII text (e.g. ``max(len(text)/4, len(text.encode())/3)``), or a real
     tokenizer (tiktoken's o200k_base, shipped with the OpenAI client) where one is available; say which in
     docs."""
     text = "知识图谱推理的工作流程" * 100  # 1,100 CJK characters
     usage = reply_usage(AIMessage(content=""), "local", [HumanMessage(text)])["local"]
-    assert usage["estimated_tokens"] >= 0.7 * len(text), usage
+    assert usage["estimated_tokens"] >= 0.5 * len(text), usage
 
 
 async def test_the_local_count_includes_the_tool_definitions_sent():
