@@ -8,6 +8,9 @@ running task) plus every call recorded since by the tasks of that step, which ru
 candidates, KGoT's tool calls, a node's samples): once the run has reached its cap, **no call starts**. Calls
 already in flight when it is reached finish (a call is never cut off: its tokens are paid for), so a run ends
 within one call of its cap, or one round of the calls it makes at once (at most the run's ``max_concurrency``).
+A graph that a task runs inside itself (KGoT's search agent, run by its ``ask_search_agent`` tool) is part of
+that task's step (:func:`nested_config`): its calls are checked against the whole run's usage and recorded under
+the step, where the step's other calls see them.
 
 A refused call is a failed call to its node (:class:`kgagents.nodes.llm.BudgetSpent`): the node degrades as
 its paper says, and the workflow's routers, which ask :func:`stop` at the points where the paper checks its own
@@ -39,6 +42,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.config import get_config
@@ -155,16 +159,53 @@ _RUNTIME_KEY = "__pregel_runtime"
 _READ_KEY = "__pregel_read"
 
 
+#: The configurable key under which a graph run inside another run's task (KGoT's search agent, run by its
+#: ``ask_search_agent`` tool) finds the step of the outermost run that started it (:func:`nested_config`).
+ENCLOSING_KEY = "kgagents_budget_enclosing"
+
+
+@dataclass(frozen=True)
+class Enclosing:
+    """The running step of the run that started a nested graph: its checkpoint id and its task's channel read.
+    The nested graph's calls are checked against that run's usage and recorded under that step."""
+
+    step: str | None
+    read: Callable[..., Any] | None
+
+
 def _running_step() -> tuple[str | None, Callable[..., Any] | None]:
-    """The running step's checkpoint id and the task's channel read, or ``(None, None)`` outside a graph."""
+    """The running step's checkpoint id and the task's channel read, or ``(None, None)`` outside a graph. Inside
+    a nested graph (:func:`nested_config`): the step of the outermost run, which the nested graph is part of."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a graph's task (a grader, a script)
         return None, None
+    return _step_of(configurable)
+
+
+def _step_of(configurable: Mapping[str, Any]) -> tuple[str | None, Callable[..., Any] | None]:
+    enclosing = configurable.get(ENCLOSING_KEY)
+    if isinstance(enclosing, Enclosing):
+        return enclosing.step, enclosing.read
     info = getattr(configurable.get(_RUNTIME_KEY), "execution_info", None)
     step = getattr(info, "checkpoint_id", None)
     read = configurable.get(_READ_KEY)
     return (str(step) if step else None), (read if callable(read) else None)
+
+
+def nested_config(configurable: Mapping[str, Any]) -> dict[str, Any]:
+    """A running task's ``configurable`` for a graph it runs inside the task (a tool that runs a subgraph), with
+    the task's step as the one the nested graph belongs to for the budget: every model call of the nested graph
+    is then checked against the run's usage (its state's, plus its step's calls, the other tool calls'
+    included) and recorded under that step, so its siblings see it too. (A nested graph's own state holds only
+    its own usage: without this, its calls would count that alone.) A graph nested deeper keeps the outermost
+    run's step."""
+    out = dict(configurable)
+    if not isinstance(out.get(ENCLOSING_KEY), Enclosing):
+        step, read = _step_of(out)
+        if step is not None or read is not None:  # (outside a graph's task the nested graph is the run)
+            out[ENCLOSING_KEY] = Enclosing(step, read)
+    return out
 
 
 def _committed(read: Callable[..., Any] | None, channel: str) -> Any:

@@ -138,7 +138,7 @@ async def test_a_call_does_not_start_once_the_budget_is_reached(usage):
         assert await llm.text("a question of some length") == "first"
         with pytest.raises(BudgetSpent, match=TOKEN_BUDGET):
             await llm.text("another question")
-        assert len(server.chat_requests()) == 1  # the second request was never sent
+        assert len(server.chat_requests) == 1  # the second request was never sent
         priced = LLMCaller(Context(model=model, budget_usd=1.0), "graph_executor")
         assert await priced.text("q") == "second"
         if usage is None:
@@ -160,3 +160,37 @@ async def test_a_tools_model_call_does_not_start_once_the_budget_is_reached(tmp_
     refused = await run_tool_with_retry(tool, {"query": "again"}, max_retries=3)
     assert not refused.ok and refused.attempts == 1 and TOKEN_BUDGET in refused.output  # no retry, no call
     assert len(model.calls) == 1 and issubclass(CallRefused, Exception)
+
+
+# -- a graph run inside a tool call (KGoT's search agent) --------------------------------------------------
+async def test_the_search_agents_calls_count_for_the_other_calls_of_its_step(tmp_path):
+    """The surfer runs nested in a KGoT tool call: its model calls are recorded under the calling step, so a call
+    that follows in that step (another tool call's, the tools' model here) sees them and does not start."""
+    from langgraph.graph import END, START, StateGraph
+
+    from kgagents.graphs import surfer
+    from kgagents.nodes.budget import CallRefused, ToolBudgetGuard
+    from kgagents.nodes.state import UsageState
+    from kgagents.tools.manager import ToolEnv
+
+    llm = ScriptedChatModel(steps=[{"content": "I could not find it.", "times": 0}])
+    ctx = Context(model=llm, tools_model=llm, budget_tokens=50, work_dir=str(tmp_path))
+    env = ToolEnv(work_dir=tmp_path / "work", llm=llm, max_retries=1, extra={"context": ctx},
+                  budget_guard=ToolBudgetGuard(ctx))
+    tool = surfer.make_surfer_tool(env)
+    seen: list[str] = []
+
+    async def run_tool_calls(state: UsageState) -> dict[str, Any]:
+        seen.append(await tool.ainvoke({"query": "Who opened the observatory on Lake Vornhal?"}))
+        with pytest.raises(CallRefused, match=TOKEN_BUDGET):
+            await env.ask_llm([HumanMessage("and then?")])
+        return {"usage": env.usage}
+
+    g = StateGraph(UsageState, context_schema=Context)
+    g.add_node("run_tool_calls", run_tool_calls)
+    g.add_edge(START, "run_tool_calls")
+    g.add_edge("run_tool_calls", END)
+    out = await g.compile(checkpointer=InMemorySaver()).ainvoke({}, {"configurable": {"thread_id": "t"}},
+                                                                 context=ctx)
+    assert "I could not find it." in seen[0] and len(llm.calls) == 1  # the search's one call, then none
+    assert tokens_spent(out["usage"]) > 50
