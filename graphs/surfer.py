@@ -110,6 +110,7 @@ def make_surfer_tool(env: ToolEnv) -> BaseTool:
             raise  # the parent graph's interrupts and commands; a model that cannot be used stops the run
         except Exception as exc:  # noqa: BLE001 - the controller gets a clear error, the run goes on
             return f"Error: the search agent failed: {type(exc).__name__}: {exc}"
+        # (not add_usage: the search's calls were counted for the run's budget as they were made)
         env.usage = merge_usage(env.usage, n.usage_of_run(result))
         return n.report(result)
 
