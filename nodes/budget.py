@@ -31,10 +31,10 @@ another path), which the output schema returns, ``kgagents ask`` prints and each
 workflows' own ``exit_reason`` says so too.
 
 Tokens are input plus output tokens of every model call of the run; a server that reports no usage has its
-calls counted here (``estimated_tokens``: characters over :data:`kgagents.core.usage.CHARS_PER_TOKEN`). A cost
-budget needs the prices of the models used and the usage of their calls: a model without a price, or calls
-whose server reported no usage, make the check an error (which says which) rather than a budget that never ends
-the run.
+calls counted here (``estimated_tokens``: :func:`kgagents.core.usage.estimate_tokens` of what was sent, tool
+definitions and output schema included, and received). A cost budget needs the prices of the models used and
+the usage of their calls: a model without a price, or calls whose server reported no usage, make the check an
+error (which says which) rather than a budget that never ends the run.
 """
 
 from __future__ import annotations

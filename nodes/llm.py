@@ -28,7 +28,7 @@ import logging
 import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.exceptions import OutputParserException
@@ -49,7 +49,7 @@ from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
-from kgagents.core.usage import Usage, merge_usage, reply_usage
+from kgagents.core.usage import Usage, merge_usage, reply_usage, unreported_usage, usage_entry
 from kgagents.nodes import budget
 from kgagents.nodes.context import BaseContext
 from kgagents.nodes.models import aresolve_model, resolve_model
@@ -140,9 +140,12 @@ class LLMCaller:
         return self._model
 
     # -- accounting -------------------------------------------------------------------------------
-    def _record(self, message: Any, sent: Sequence[BaseMessage] = ()) -> None:
-        """Count one reply (to the messages ``sent``): into :attr:`usage`, and at once for the run's budget."""
-        delta = reply_usage(message, self.label, sent)
+    def _record(self, message: Any, sent: Sequence[BaseMessage] = (), definitions: Iterable[Any] = ()) -> None:
+        """Count one reply (to the messages ``sent``, with ``definitions``: the tools and output format the
+        request carried, for a local count): into :attr:`usage`, and at once for the run's budget."""
+        self._count(reply_usage(message, self.label, sent, definitions))
+
+    def _count(self, delta: Usage) -> None:
         self.usage = merge_usage(self.usage, delta)
         budget.record(self.context, delta)
 
@@ -226,7 +229,7 @@ class LLMCaller:
             runnable = model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
         messages = as_messages(prompt, system)
         reply = await self._call(runnable, messages, stage=stage or stage_of(prompt))
-        self._record(reply, messages)
+        self._record(reply, messages, SentDefinitions(runnable))
         return reply
 
     async def structured[T: BaseModel](self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
@@ -254,6 +257,7 @@ class LLMCaller:
         runnable = await self._structured_runnable(schema)
         messages = as_messages(prompt, system)
         stage = stage or stage_of(prompt)
+        definitions = SentDefinitions(runnable, schema)
         firsts: list[Any] = []
         rejected: LLMError | None = None
         if (n > 1 and self.context.samples_in_one_request and isinstance(runnable, DirectStructured)
@@ -262,12 +266,14 @@ class LLMCaller:
                 firsts = await self._call(runnable, messages, n=n, stage=stage)
             except LLMError as exc:
                 cause = exc.__cause__
+                if isinstance(cause, _PARSE_ERRORS) and not is_transient(cause):
+                    self._count(lost_reply_usage(cause, self.label, messages, definitions))  # answered: paid
                 if isinstance(cause, _PARSE_ERRORS) or not isinstance(cause, Exception) or is_transient(cause):
                     return [exc] * n  # what a failed request is for every sample it stood for
                 rejected = exc  # a client error: asked one sample at a time below
             else:
                 if firsts:  # every choice's message carries the request's whole usage
-                    self._record(firsts[0]["raw"], messages)
+                    self._record(firsts[0]["raw"], messages, definitions)
                 firsts = firsts[:n]
 
         async def sample(index: int, first: Any) -> T | LLMError:
@@ -304,6 +310,7 @@ class LLMCaller:
         (``Context.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
         last_error = ""
         attempts = self.context.max_parse_retries + 1
+        definitions = SentDefinitions(runnable, schema)
         for attempt in range(attempts):
             if attempt == 0 and first is not None:
                 result: Any = first
@@ -316,10 +323,12 @@ class LLMCaller:
                     # that is a parse failure to re-ask, not an API error (a body that kept arriving broken is).
                     if not isinstance(exc.__cause__, _PARSE_ERRORS) or is_transient(exc.__cause__):
                         raise
+                    # the reply was answered and paid for: its usage as the response reported it, else counted
+                    self._count(lost_reply_usage(exc.__cause__, self.label, messages, definitions))
                     result = {"raw": None, "parsed": None, "parsing_error": exc.__cause__}
                 raw = result.get("raw") if isinstance(result, dict) else None
                 if raw is not None:
-                    self._record(raw, messages)
+                    self._record(raw, messages, definitions)
             value, last_error = _accepted(result, schema)
             if value is not None:
                 return value
@@ -329,6 +338,67 @@ class LLMCaller:
                 f"Reply again with a single valid {schema.__name__} object that follows the schema exactly."
             )]
         raise StructuredOutputError(schema, attempts, last_error)
+
+
+#: What a request carries beside its messages, as a chat model's ``bind`` / ``bind_tools`` /
+#: ``with_structured_output`` puts it in the binding's keyword arguments (OpenAI's and LangChain's names).
+_DEFINITION_KEYS = ("tools", "functions", "response_format", "tool_choice", "function_call")
+
+
+class SentDefinitions:
+    """The tool definitions and output format a request sends beside its messages (what a local token count of
+    the call includes), worked out only when iterated: only replies without usage are counted locally."""
+
+    def __init__(self, runnable: Any, schema: type[BaseModel] | None = None) -> None:
+        self.runnable = runnable
+        self.schema = schema
+
+    def __iter__(self) -> Iterator[Any]:
+        binding = self.runnable.bound if isinstance(self.runnable, DirectStructured) else self.runnable
+        found = [_as_definition(binding.kwargs[key]) for key in _DEFINITION_KEYS
+                 if isinstance(binding, RunnableBinding) and binding.kwargs.get(key)]
+        if not found and self.schema is not None:  # a chain not taken apart: the schema it sends, as JSON schema
+            found = [_as_definition(self.schema)]
+        return iter(found)
+
+
+def _as_definition(value: Any) -> Any:
+    """A bound value as the JSON a request sends (a pydantic class: its JSON schema)."""
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        try:
+            return convert_to_json_schema(value)
+        except (ValueError, TypeError):
+            return value.model_json_schema()
+    return value
+
+
+def lost_reply_usage(error: BaseException, model: str, sent: Sequence[BaseMessage],
+                     definitions: Iterable[Any] = ()) -> Usage:
+    """The usage of a call whose reply the client itself rejected (OpenAI's ``json_schema`` method parses the
+    reply in the client and raises on one that does not fit): the call was answered and paid for. LangChain's
+    OpenAI model hands the HTTP response on as the error's ``response``; its body's ``usage`` is the call's.
+    Without it (another client, or a change in LangChain), the call is counted as one whose server reported no
+    usage: its tokens counted locally from what was sent (and the reply's text, when the body has it)."""
+    body: Any = None
+    response = getattr(error, "response", None)
+    if callable(getattr(response, "json", None)):
+        try:
+            body = response.json()
+        except Exception:  # noqa: BLE001 - a body that is not JSON: the call is counted locally
+            body = None
+    body = body if isinstance(body, dict) else {}
+    name = str(body.get("model") or model)
+    usage = body.get("usage")
+    if isinstance(usage, dict):
+        tokens_in = usage.get("prompt_tokens", usage.get("input_tokens"))
+        tokens_out = usage.get("completion_tokens", usage.get("output_tokens"))
+        if isinstance(tokens_in, int) and isinstance(tokens_out, int):
+            return usage_entry(name, tokens_in, tokens_out)
+    choices = body.get("choices")
+    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+        else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return unreported_usage(name, sent, definitions, AIMessage(content) if isinstance(content, str) else None)
 
 
 def accounting(*callers: LLMCaller) -> dict[str, Any]:

@@ -194,3 +194,54 @@ async def test_the_search_agents_calls_count_for_the_other_calls_of_its_step(tmp
                                                                  context=ctx)
     assert "I could not find it." in seen[0] and len(llm.calls) == 1  # the search's one call, then none
     assert tokens_spent(out["usage"]) > 50
+
+
+# -- the local count: what the request sends beside its messages, replies the client rejects ---------------
+async def test_the_tools_models_local_count_includes_the_tool_definitions(tmp_path):
+    from langchain_core.tools import StructuredTool
+
+    from kgagents.tools.manager import ToolEnv
+
+    def lookup(query: str) -> str:
+        return query
+
+    tool = StructuredTool.from_function(lookup, name="lookup", description="Look a thing up. " * 250)
+    model = Unmetered(steps=[{"content": "done", "times": 0}])
+    env = ToolEnv(work_dir=tmp_path, llm=model, max_retries=1)
+    await env.ask_llm([HumanMessage("hi")], tools=[tool])
+    [entry] = env.usage.values()
+    assert entry["estimated_tokens"] >= 4250 // CHARS_PER_TOKEN, entry  # the description alone
+
+
+async def test_a_reply_the_client_rejects_without_its_response_is_counted_locally():
+    """A client that parses the reply itself and raises without handing on the HTTP response: the call was
+    answered, so it counts, as a call whose usage is unknown, its tokens counted from what was sent (the
+    schema included)."""
+    from pydantic import BaseModel, Field
+
+    from kgagents.nodes.llm import LLMCaller, StructuredOutputError
+
+    class Answer(BaseModel):
+        answer: str = Field(description="The answer, in full. " * 100)
+
+    class Rejecting(Unmetered):
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            self.next_step("")  # the call was made and answered
+            json.loads("this is not json")
+
+    model = Rejecting(steps=[{"content": "x", "times": 0}])
+    llm = LLMCaller(Context(model=model, max_parse_retries=1, api_backoff_base_s=0.001), "graph_executor")
+    with pytest.raises(StructuredOutputError):
+        await llm.structured("q", Answer)
+    [entry] = llm.usage.values()
+    assert entry["calls"] == entry["unmeasured_calls"] == 2 and entry["cost_usd"] is None
+    assert entry["estimated_tokens"] >= 2 * 2100 // CHARS_PER_TOKEN, entry  # each call sent the schema
+
+
+def test_the_local_count_of_text_outside_ascii_is_by_its_bytes():
+    from kgagents.core.usage import BYTES_PER_TOKEN, estimate_tokens
+
+    assert estimate_tokens("a" * 400) == 400 // CHARS_PER_TOKEN
+    assert estimate_tokens("Привет" * 100) == 1200 // BYTES_PER_TOKEN  # 2 bytes a character
+    assert estimate_tokens("知识" * 150) == 900 // BYTES_PER_TOKEN  # 3 bytes a character
+    assert estimate_tokens("ab" + "é") == 2  # 0.5 + 2/3, rounded up

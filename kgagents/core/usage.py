@@ -142,15 +142,34 @@ def cost_of(model: str, input_tokens: int, output_tokens: int,
     return cost
 
 
-#: Characters per token of the local count (:func:`estimate_tokens`): OpenAI's rule of thumb for English text
-#: ("one token generally corresponds to ~4 characters"); code and other languages take more tokens per character.
+#: Characters per token of the local count (:func:`estimate_tokens`) for ASCII text: OpenAI's rule of thumb for
+#: English ("one token generally corresponds to ~4 characters").
 CHARS_PER_TOKEN = 4
+#: UTF-8 bytes per token of the local count for every other character. Tokenizers split text outside ASCII
+#: into more tokens per character: a CJK character (3 bytes) is about 0.6-1.5 tokens, a Cyrillic or Greek one
+#: (2 bytes) about 0.3-0.7, depending on the tokenizer. A third of a token per byte counts 1 token per CJK
+#: character and 2/3 per Cyrillic one: near the middle for CJK, above most tokenizers for alphabets, so a token
+#: budget errs towards stopping early rather than late.
+BYTES_PER_TOKEN = 3
 
 
 def estimate_tokens(text: str) -> int:
-    """The tokens of ``text`` as counted locally when a server reports none: its characters over
-    :data:`CHARS_PER_TOKEN`, rounded up (no tokenizer: the model behind an OpenAI-compatible server is unknown)."""
-    return -(-len(text) // CHARS_PER_TOKEN)
+    """The tokens of ``text`` as counted locally when a server reports none: its ASCII characters over
+    :data:`CHARS_PER_TOKEN` plus the UTF-8 bytes of its other characters over :data:`BYTES_PER_TOKEN`, rounded
+    up. No tokenizer: the model behind an OpenAI-compatible server is unknown, and the tokenizers that ship
+    with Python packages (tiktoken) download their tables on first use."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    units = ascii_chars * BYTES_PER_TOKEN + other_bytes * CHARS_PER_TOKEN  # in 1/(CHARS * BYTES) of a token
+    return -(-units // (CHARS_PER_TOKEN * BYTES_PER_TOKEN))
+
+
+def definition_text(definition: Any) -> str:
+    """What a request sends beside its messages (a tool's definition, the output format), as the JSON it is
+    sent as."""
+    if isinstance(definition, str):
+        return definition
+    return json.dumps(definition, default=str, ensure_ascii=False, separators=(",", ":"))
 
 
 def message_text(message: Any) -> str:
@@ -190,17 +209,27 @@ def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 
     return {model: entry}
 
 
-def reply_usage(message: Any, model: str, sent: Iterable[Any] = ()) -> Usage:
+def reply_usage(message: Any, model: str, sent: Iterable[Any] = (), definitions: Iterable[Any] = ()) -> Usage:
     """The usage of one chat-model reply (an ``AIMessage``), under its model name (``response_metadata``'s,
     else ``model``): its tokens and cost, or — when the reply reports no usage — one call with unknown tokens
-    and an unknown cost (never a known $0), its tokens counted locally from ``sent`` (the messages of the
-    request) and the reply (:func:`estimate_tokens`)."""
+    and an unknown cost (never a known $0), its tokens counted locally (:func:`estimate_tokens`) from ``sent``
+    (the messages of the request), ``definitions`` (what the request sent beside them: the bound tools'
+    definitions, the output format; :func:`definition_text`) and the reply."""
     name = str((getattr(message, "response_metadata", None) or {}).get("model_name") or model)
     meta = getattr(message, "usage_metadata", None)
     if not meta:
-        text = "".join(message_text(m) for m in sent) + message_text(message)
-        return usage_entry(name, 0, 0, measured=False, estimated_tokens=estimate_tokens(text))
+        return unreported_usage(name, sent, definitions, message)
     return usage_entry(name, meta.get("input_tokens", 0), meta.get("output_tokens", 0))
+
+
+def unreported_usage(model: str, sent: Iterable[Any] = (), definitions: Iterable[Any] = (),
+                     reply: Any = None) -> Usage:
+    """One call whose usage is unknown (its server reported none, or the reply was lost), counted locally from
+    what it sent (messages and ``definitions``) and, when known, its ``reply``."""
+    text = "".join(message_text(m) for m in sent) + "".join(definition_text(d) for d in definitions)
+    if reply is not None:
+        text += message_text(reply)
+    return usage_entry(model, 0, 0, measured=False, estimated_tokens=estimate_tokens(text))
 
 
 def entry_cost(entry: Mapping[str, Any]) -> float | None:
