@@ -28,7 +28,7 @@ import logging
 import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.exceptions import OutputParserException
@@ -41,6 +41,7 @@ from langchain_core.runnables import RunnableBinding, RunnableGenerator, Runnabl
 from langchain_core.runnables.config import ensure_config, merge_configs
 from langchain_core.utils.function_calling import convert_to_json_schema
 from langgraph.config import get_config
+from langgraph.runtime import get_runtime
 from pydantic import BaseModel, ValidationError
 
 from kgagents.core import replay
@@ -49,7 +50,16 @@ from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
-from kgagents.core.usage import Usage, merge_usage, reply_usage, unreported_usage, usage_entry
+from kgagents.core.usage import (
+    Meter,
+    Usage,
+    current_meter,
+    merge_usage,
+    metering,
+    reply_usage,
+    unreported_usage,
+    usage_entry,
+)
 from kgagents.nodes import budget
 from kgagents.nodes.context import BaseContext
 from kgagents.nodes.models import aresolve_model, resolve_model
@@ -399,6 +409,41 @@ def lost_reply_usage(error: BaseException, model: str, sent: Sequence[BaseMessag
         else None
     content = message.get("content") if isinstance(message, dict) else None
     return unreported_usage(name, sent, definitions, AIMessage(content) if isinstance(content, str) else None)
+
+
+def metered[F: Callable[..., Awaitable[Any]]](node: F) -> F:
+    """A graph node whose code makes paid calls outside a chat model (OpenAI embeddings, in its retrievers):
+    each asks the run's budget before it starts (raising :class:`BudgetSpent` once it is reached, which the node
+    handles as a refused model call) and counts for the step's other calls, and their usage is added to the
+    node's state update (``usage``). A node called from a metered node reports to that node's meter."""
+
+    @functools.wraps(node)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        if current_meter() is not None:
+            return await node(*args, **kwargs)
+        ctx = _task_context()
+        meter = Meter(record=lambda delta: budget.record(ctx, delta))
+
+        def admit() -> None:
+            if reason := budget.admit(ctx, meter.usage):
+                raise BudgetSpent(f"{reason}: the embeddings call did not start")
+
+        meter.admit = admit
+        with metering(meter):
+            out = await node(*args, **kwargs)
+        if meter.usage and isinstance(out, dict):
+            out = {**out, "usage": merge_usage(out.get("usage"), meter.usage)}
+        return out
+
+    return run  # type: ignore[return-value]
+
+
+def _task_context() -> Any:
+    """The running graph task's context (its budget), or None outside a graph."""
+    try:
+        return get_runtime().context
+    except RuntimeError:
+        return None
 
 
 def accounting(*callers: LLMCaller) -> dict[str, Any]:

@@ -4,6 +4,7 @@ tokens counted locally; a cost budget that cannot be checked says why."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from importlib import resources
@@ -245,3 +246,41 @@ def test_the_local_count_of_text_outside_ascii_is_by_its_bytes():
     assert estimate_tokens("Привет" * 100) == 1200 // BYTES_PER_TOKEN  # 2 bytes a character
     assert estimate_tokens("知识" * 150) == 900 // BYTES_PER_TOKEN  # 3 bytes a character
     assert estimate_tokens("ab" + "é") == 2  # 0.5 + 2/3, rounded up
+
+
+# -- OpenAI embeddings inside a node (Agent-G's VSS, Text-RAG) ---------------------------------------------
+async def test_openai_embeddings_are_priced_in_the_runs_usage_and_stop_at_its_budget():
+    """Each embeddings request asks the run's budget first (once reached, the next batch is not sent) and its
+    usage (the server's prompt_tokens) is in the node's state update, priced."""
+    from langgraph.graph import END, START, StateGraph
+
+    from kgagents.nodes.llm import BudgetSpent, metered
+    from kgagents.nodes.state import UsageState
+    from kgagents.tools.pgraph.embeddings import OpenAIEmbedder
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    outcome: list[str] = []
+
+    with FakeOpenAIServer() as server:
+        embedder = OpenAIEmbedder("openai:text-embedding-ada-002", base_url=server.base_url, batch_size=1)
+
+        @metered
+        async def embed(state: UsageState) -> dict[str, Any]:
+            try:
+                await asyncio.to_thread(embedder.encode, ["five words in this text"] * 3)
+            except BudgetSpent as exc:
+                outcome.append(str(exc))
+            return {}
+
+        g = StateGraph(UsageState, context_schema=Context)
+        g.add_node("embed", embed)
+        g.add_edge(START, "embed")
+        g.add_edge("embed", END)
+        out = await g.compile(checkpointer=InMemorySaver()).ainvoke(
+            {}, {"configurable": {"thread_id": "t"}}, context=Context(budget_tokens=8))
+        requests = len(server.embedding_requests)
+    assert requests == 2 and outcome and TOKEN_BUDGET in outcome[0]  # 5 + 5 tokens: the third not sent
+    entry = out["usage"]["text-embedding-ada-002"]
+    assert entry["calls"] == 2 and entry["input_tokens"] == 10
+    assert entry["cost_usd"] == pytest.approx(10 * 0.10 / 1_000_000)
+

@@ -15,8 +15,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -56,6 +59,10 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-sonnet-4-5": {"input": 3.00, "output": 15.00},
     "claude-haiku-4-5": {"input": 1.00, "output": 5.00},
     "claude-opus-4-1": {"input": 15.00, "output": 75.00},
+    # embeddings (kgagents.tools.pgraph.embeddings.OpenAIEmbedder): input tokens only
+    "text-embedding-ada-002": {"input": 0.10, "output": 0.0},
+    "text-embedding-3-small": {"input": 0.02, "output": 0.0},
+    "text-embedding-3-large": {"input": 0.13, "output": 0.0},
     # audio transcription (kgagents.tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by
     # token, with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
     "whisper-1": {"per_minute": 0.006},
@@ -230,6 +237,58 @@ def unreported_usage(model: str, sent: Iterable[Any] = (), definitions: Iterable
     if reply is not None:
         text += message_text(reply)
     return usage_entry(model, 0, 0, measured=False, estimated_tokens=estimate_tokens(text))
+
+
+# -- calls made below a node's own code (an embeddings model inside a retriever) ------------------------------
+@dataclass
+class Meter:
+    """What the paid calls made inside one graph node, below its own code (OpenAI embeddings inside a retriever,
+    in worker threads), report to: their usage, which the node adds to its state update, and the run's budget
+    (``admit`` raises when a call may not start, ``record`` counts one for the step's other calls). Set by
+    :func:`kgagents.nodes.llm.metered` for the node's task; worker threads started with ``asyncio.to_thread``
+    see it (the task's context is copied into them)."""
+
+    admit: Callable[[], None] | None = None
+    record: Callable[[Usage], None] | None = None
+    usage: Usage = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+_meter: ContextVar[Meter | None] = ContextVar("kgagents_usage_meter", default=None)
+
+
+def current_meter() -> Meter | None:
+    """The meter of the running node, or None (a call made outside a metered node is not counted here)."""
+    return _meter.get()
+
+
+@contextmanager
+def metering(meter: Meter) -> Iterator[Meter]:
+    """Make ``meter`` the one the calls made inside the block report to."""
+    token = _meter.set(meter)
+    try:
+        yield meter
+    finally:
+        _meter.reset(token)
+
+
+def admit_call() -> None:
+    """Ask the running node's meter whether a paid call may start (it raises when the run's budget is
+    reached); a no-op outside a metered node."""
+    meter = _meter.get()
+    if meter is not None and meter.admit is not None:
+        meter.admit()
+
+
+def count_call(delta: Usage) -> None:
+    """Report a paid call's usage to the running node's meter (its state update, the run's budget)."""
+    meter = _meter.get()
+    if meter is None:
+        return
+    with meter.lock:
+        meter.usage = merge_usage(meter.usage, delta)
+    if meter.record is not None:
+        meter.record(delta)
 
 
 def entry_cost(entry: Mapping[str, Any]) -> float | None:
