@@ -39,6 +39,7 @@ error (which says which) rather than a budget that never ends the run.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -50,6 +51,8 @@ from langgraph.config import get_config
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.usage import Usage, merge_usage, sum_costs, total_tokens
 from kgagents.tools.base import ToolFailure
+
+log = logging.getLogger(__name__)
 
 
 class BudgetError(KGAgentsError, ValueError):
@@ -180,7 +183,28 @@ def _running_step() -> tuple[str | None, Callable[..., Any] | None]:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a graph's task (a grader, a script)
         return None, None
-    return _step_of(configurable)
+    step, read = _step_of(configurable)
+    if step is None or read is None:
+        _warn_missing_keys(step, read)
+    return step, read
+
+
+_warned = threading.Event()
+
+
+def _warn_missing_keys(step: str | None, read: Callable[..., Any] | None) -> None:
+    """Say once per process that LangGraph did not give a task what the per-call check reads (a LangGraph older
+    than pyproject's floor, or one whose private keys changed): the check then counts less."""
+    if _warned.is_set():
+        return
+    _warned.set()
+    missing = [what for what, value in (("the running step's id (Runtime.execution_info)", step),
+                                        ("the task's channel read", read)) if value is None]
+    log.warning("LangGraph's task configuration lacks %s (%s keys; see docs/dependencies.md): the budget "
+                "check before each model call counts %s, and the routers' checks between steps stop the run",
+                " and ".join(missing), "/".join((_RUNTIME_KEY, _READ_KEY)),
+                "the run's usage as its step started plus the caller's own calls, not those of the step's other "
+                "tasks" if read is not None else "only the caller's own calls")
 
 
 def _step_of(configurable: Mapping[str, Any]) -> tuple[str | None, Callable[..., Any] | None]:
@@ -221,10 +245,11 @@ def _committed(read: Callable[..., Any] | None, channel: str) -> Any:
 
 def spent(own: Usage | None = None) -> Usage:
     """The running run's usage: its state's, plus the calls recorded since by the tasks of its running step;
-    outside a graph, ``own`` (the caller's own calls)."""
+    outside a graph, ``own`` (the caller's own calls). Inside a graph without the running step's id (a
+    LangGraph without ``execution_info``): the state's usage plus ``own``."""
     step, read = _running_step()
     if step is None:
-        return dict(own or {})
+        return merge_usage(_committed(read, "usage") or {}, own)
     with _in_flight_lock:
         recorded = _in_flight.get(step)
     return merge_usage(_committed(read, "usage") or {}, recorded)

@@ -284,3 +284,26 @@ async def test_openai_embeddings_are_priced_in_the_runs_usage_and_stop_at_its_bu
     assert entry["calls"] == 2 and entry["input_tokens"] == 10
     assert entry["cost_usd"] == pytest.approx(10 * 0.10 / 1_000_000)
 
+
+# -- LangGraph's private keys taken away: the public fallback (docs/dependencies.md) ------------------------
+@pytest.mark.parametrize("hidden", [("_RUNTIME_KEY",), ("_RUNTIME_KEY", "_READ_KEY")])
+async def test_without_langgraphs_task_keys_a_run_still_stops_at_its_budget(tmp_path, monkeypatch, caplog, hidden):
+    """Without the running step's id (and the task's channel read) the check before each call counts less (the
+    state's usage and the caller's own calls; then the caller's own only), says so once, and the routers' checks
+    between steps still end the run at its budget, with its answer."""
+    import threading
+
+    from kgagents.nodes import budget
+
+    for name in hidden:
+        monkeypatch.setattr(budget, name, "__absent__")
+    monkeypatch.setattr(budget, "_warned", threading.Event())
+    model = ScriptedChatModel(steps=kgot_steps())
+    ctx = Context(model=model, work_dir=str(tmp_path), solve_mode="direct", budget_tokens=1,
+                  api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+    with caplog.at_level("WARNING", logger="kgagents.nodes.budget"):
+        output, state = await run(kgot, {"question": QUESTION}, ctx)
+    assert state["budget_stop"].startswith(TOKEN_BUDGET) and output["final_answer"] == "65"
+    assert state["decision"] == "FORCED_SOLVE" and state["iteration"] == 1
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "lacks the running step's id" in caplog.records[0].message
