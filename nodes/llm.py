@@ -390,10 +390,10 @@ def lost_reply_usage(error: BaseException, model: str, sent: Sequence[BaseMessag
     Without it (another client, or a change in LangChain), the call is counted as one whose server reported no
     usage: its tokens counted locally from what was sent (and the reply's text, when the body has it)."""
     body: Any = None
-    response = getattr(error, "response", None)
-    if callable(getattr(response, "json", None)):
+    read_json = getattr(getattr(error, "response", None), "json", None)
+    if callable(read_json):
         try:
-            body = response.json()
+            body = read_json()
         except Exception:  # noqa: BLE001 - a body that is not JSON: the call is counted locally
             body = None
     body = body if isinstance(body, dict) else {}
