@@ -7,7 +7,9 @@
 
 ``ask_search_agent`` invokes this graph with the config of the tool call, so when a workflow node runs the
 tool, LangGraph nests the surfer as a subgraph in the parent's checkpoint namespace: every surfer step is
-checkpointed with the parent run and a resumed parent resumes the surfer where it stopped.
+checkpointed with the parent run and a resumed parent resumes the surfer where it stopped. The surfer's model
+calls are part of the calling step for the run's budget (:func:`kgagents.nodes.budget.nested_config`): checked
+against the whole run's usage and seen by the step's other tool calls.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kgagents.core.retry import ModelUnavailableError
 from kgagents.core.usage import merge_usage
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
+from kgagents.nodes import budget
 from kgagents.nodes import surfer as n
 from kgagents.nodes.context import Context
 from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
@@ -98,7 +101,8 @@ def make_surfer_tool(env: ToolEnv) -> BaseTool:
         if not isinstance(ctx, Context):
             ctx = Context()
         cfg: dict[str, Any] = dict(config or {})
-        cfg["configurable"] = {**(cfg.get("configurable") or {}), n.TOOL_ENV_KEY: env}
+        # the search is part of the calling run's step: its calls count against (and for) the run's budget
+        cfg["configurable"] = budget.nested_config({**(cfg.get("configurable") or {}), n.TOOL_ENV_KEY: env})
         cfg["recursion_limit"] = max(int(cfg.get("recursion_limit") or 0), recursion_limit())
         try:
             result = await graph.ainvoke({"question": query}, config=cfg, context=ctx)
@@ -106,6 +110,7 @@ def make_surfer_tool(env: ToolEnv) -> BaseTool:
             raise  # the parent graph's interrupts and commands; a model that cannot be used stops the run
         except Exception as exc:  # noqa: BLE001 - the controller gets a clear error, the run goes on
             return f"Error: the search agent failed: {type(exc).__name__}: {exc}"
+        # (not add_usage: the search's calls were counted for the run's budget as they were made)
         env.usage = merge_usage(env.usage, n.usage_of_run(result))
         return n.report(result)
 

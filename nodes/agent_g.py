@@ -36,7 +36,7 @@ from kgagents.nodes.context import BaseContext, caller, caller_model, described,
 from kgagents.nodes.crag_paths import crag_graph_retrieval
 from kgagents.nodes.critic import Verdict, verdict
 from kgagents.nodes.grounded import graph_for
-from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.llm import BudgetSpent, LLMCaller, LLMError, accounting, metered
 from kgagents.nodes.retriever_bank import (
     Retrieval,
     TopicEntity,
@@ -433,6 +433,7 @@ def page_texts(pages: list[Page], cache: EmbeddingCache | None = None) -> list[s
     return out
 
 
+@metered  # the pages' embeddings
 async def initialise(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """Check the input, resolve the graph, convert the pages to text, keep each page's passages that speak to
     the question and rank the pages by similarity (once)."""
@@ -570,8 +571,19 @@ async def vss_query(ctx: AgentGContext, graph: StaticKG, state: AgentGState) -> 
     return await asyncio.to_thread(embeddings.query_vector, state.get("question_id"))
 
 
+@metered  # the question's and the documents' embeddings
 async def retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
-    """``X_t = RetrieverBank(q, a_t, D)``: run the selected module."""
+    """``X_t = RetrieverBank(q, a_t, D)``: run the selected module (nothing once the run's budget refuses its
+    embeddings calls: the validator's router then ends the run at its budget)."""
+    try:
+        return await _retriever_bank(state, runtime)
+    except BudgetSpent as exc:
+        module = (state.get("action") or {}).get("module") or "text"
+        return {"retrieval": Retrieval(module=module, references=[], ranked_ids=[], paths=[], linked={}, batch=0,
+                                        notes=[str(exc)])}
+
+
+async def _retriever_bank(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     ctx = agent_g_context_of(runtime)
     action = state.get("action") or Action(module="text")
     question = state["question"]

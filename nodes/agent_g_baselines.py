@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from kgagents.nodes import agent_g as ag
 from kgagents.nodes.agent_g import Action, AgentGContext, AgentGState, agent_g_context_of
-from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting, metered
 from kgagents.nodes.retriever_bank import Retrieval, TopicEntity, render_references
 from kgagents.prompts import agent_g as P
 
@@ -44,6 +44,7 @@ async def extract(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[s
     return update
 
 
+@metered  # the retriever bank's embeddings
 async def retrieve_both(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """Text + graph RAG: both modules, their references concatenated (graph first)."""
     graph = (await ag.retriever_bank({**state, "action": {**(state.get("action") or {}), "module": "graph"}},
@@ -117,6 +118,7 @@ class ReactStep(BaseModel):
         return ag.parse_entities(value)
 
 
+@metered  # the retriever bank's embeddings
 async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """Thought and action, then the action's observation (the retriever bank, or the extraction)."""
     ctx = agent_g_context_of(runtime)

@@ -8,6 +8,9 @@ running task) plus every call recorded since by the tasks of that step, which ru
 candidates, KGoT's tool calls, a node's samples): once the run has reached its cap, **no call starts**. Calls
 already in flight when it is reached finish (a call is never cut off: its tokens are paid for), so a run ends
 within one call of its cap, or one round of the calls it makes at once (at most the run's ``max_concurrency``).
+A graph that a task runs inside itself (KGoT's search agent, run by its ``ask_search_agent`` tool) is part of
+that task's step (:func:`nested_config`): its calls are checked against the whole run's usage and recorded under
+the step, where the step's other calls see them.
 
 A refused call is a failed call to its node (:class:`kgagents.nodes.llm.BudgetSpent`): the node degrades as
 its paper says, and the workflow's routers, which ask :func:`stop` at the points where the paper checks its own
@@ -28,17 +31,19 @@ another path), which the output schema returns, ``kgagents ask`` prints and each
 workflows' own ``exit_reason`` says so too.
 
 Tokens are input plus output tokens of every model call of the run; a server that reports no usage has its
-calls counted here (``estimated_tokens``: characters over :data:`kgagents.core.usage.CHARS_PER_TOKEN`). A cost
-budget needs the prices of the models used and the usage of their calls: a model without a price, or calls
-whose server reported no usage, make the check an error (which says which) rather than a budget that never ends
-the run.
+calls counted here (``estimated_tokens``: :func:`kgagents.core.usage.estimate_tokens` of what was sent, tool
+definitions and output schema included, and received). A cost budget needs the prices of the models used and
+the usage of their calls: a model without a price, or calls whose server reported no usage, make the check an
+error (which says which) rather than a budget that never ends the run.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.config import get_config
@@ -46,6 +51,8 @@ from langgraph.config import get_config
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.usage import Usage, merge_usage, sum_costs, total_tokens
 from kgagents.tools.base import ToolFailure
+
+log = logging.getLogger(__name__)
 
 
 class BudgetError(KGAgentsError, ValueError):
@@ -155,16 +162,74 @@ _RUNTIME_KEY = "__pregel_runtime"
 _READ_KEY = "__pregel_read"
 
 
+#: The configurable key under which a graph run inside another run's task (KGoT's search agent, run by its
+#: ``ask_search_agent`` tool) finds the step of the outermost run that started it (:func:`nested_config`).
+ENCLOSING_KEY = "kgagents_budget_enclosing"
+
+
+@dataclass(frozen=True)
+class Enclosing:
+    """The running step of the run that started a nested graph: its checkpoint id and its task's channel read.
+    The nested graph's calls are checked against that run's usage and recorded under that step."""
+
+    step: str | None
+    read: Callable[..., Any] | None
+
+
 def _running_step() -> tuple[str | None, Callable[..., Any] | None]:
-    """The running step's checkpoint id and the task's channel read, or ``(None, None)`` outside a graph."""
+    """The running step's checkpoint id and the task's channel read, or ``(None, None)`` outside a graph. Inside
+    a nested graph (:func:`nested_config`): the step of the outermost run, which the nested graph is part of."""
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # not inside a graph's task (a grader, a script)
         return None, None
+    step, read = _step_of(configurable)
+    if step is None or read is None:
+        _warn_missing_keys(step, read)
+    return step, read
+
+
+_warned = threading.Event()
+
+
+def _warn_missing_keys(step: str | None, read: Callable[..., Any] | None) -> None:
+    """Say once per process that LangGraph did not give a task what the per-call check reads (a LangGraph older
+    than pyproject's floor, or one whose private keys changed): the check then counts less."""
+    if _warned.is_set():
+        return
+    _warned.set()
+    missing = [what for what, value in (("the running step's id (Runtime.execution_info)", step),
+                                        ("the task's channel read", read)) if value is None]
+    log.warning("LangGraph's task configuration lacks %s (%s keys; see docs/dependencies.md): the budget "
+                "check before each model call counts %s, and the routers' checks between steps stop the run",
+                " and ".join(missing), "/".join((_RUNTIME_KEY, _READ_KEY)),
+                "the run's usage as its step started plus the caller's own calls, not those of the step's other "
+                "tasks" if read is not None else "only the caller's own calls")
+
+
+def _step_of(configurable: Mapping[str, Any]) -> tuple[str | None, Callable[..., Any] | None]:
+    enclosing = configurable.get(ENCLOSING_KEY)
+    if isinstance(enclosing, Enclosing):
+        return enclosing.step, enclosing.read
     info = getattr(configurable.get(_RUNTIME_KEY), "execution_info", None)
     step = getattr(info, "checkpoint_id", None)
     read = configurable.get(_READ_KEY)
     return (str(step) if step else None), (read if callable(read) else None)
+
+
+def nested_config(configurable: Mapping[str, Any]) -> dict[str, Any]:
+    """A running task's ``configurable`` for a graph it runs inside the task (a tool that runs a subgraph), with
+    the task's step as the one the nested graph belongs to for the budget: every model call of the nested graph
+    is then checked against the run's usage (its state's, plus its step's calls, the other tool calls'
+    included) and recorded under that step, so its siblings see it too. (A nested graph's own state holds only
+    its own usage: without this, its calls would count that alone.) A graph nested deeper keeps the outermost
+    run's step."""
+    out = dict(configurable)
+    if not isinstance(out.get(ENCLOSING_KEY), Enclosing):
+        step, read = _step_of(out)
+        if step is not None or read is not None:  # (outside a graph's task the nested graph is the run)
+            out[ENCLOSING_KEY] = Enclosing(step, read)
+    return out
 
 
 def _committed(read: Callable[..., Any] | None, channel: str) -> Any:
@@ -180,10 +245,11 @@ def _committed(read: Callable[..., Any] | None, channel: str) -> Any:
 
 def spent(own: Usage | None = None) -> Usage:
     """The running run's usage: its state's, plus the calls recorded since by the tasks of its running step;
-    outside a graph, ``own`` (the caller's own calls)."""
+    outside a graph, ``own`` (the caller's own calls). Inside a graph without the running step's id (a
+    LangGraph without ``execution_info``): the state's usage plus ``own``."""
     step, read = _running_step()
     if step is None:
-        return dict(own or {})
+        return merge_usage(_committed(read, "usage") or {}, own)
     with _in_flight_lock:
         recorded = _in_flight.get(step)
     return merge_usage(_committed(read, "usage") or {}, recorded)

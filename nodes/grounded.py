@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
-from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.llm import LLMCaller, LLMError, accounting, metered
 from kgagents.nodes.models import derived_seed
 from kgagents.nodes.runtime import context_as
 from kgagents.nodes.served import graph_source, served_now, trusted_graph_ref
@@ -590,6 +590,7 @@ def task_of(state: GroundedState, thought_id: str, depth: int, parents: list[str
 # --------------------------------------------------------------------------------------------------------------
 # A candidate step
 # --------------------------------------------------------------------------------------------------------------
+@metered  # node search's embeddings
 async def generate_step(task: StepTask, runtime: Runtime[GroundedContext]) -> dict[str, Any]:
     """One candidate next step of a state: its thought, grounded by the run's interaction method. The candidate
     (the thought, and the agent's action) is sampled at the candidate temperature; exploration's decisions

@@ -18,7 +18,7 @@ from kgagents.core.usage import Usage, merge_usage
 from kgagents.nodes.context import BaseContext, caller, caller_model, described, operator
 from kgagents.nodes.grounded import ROLE as REASONER
 from kgagents.nodes.grounded import ensure_embedder, graph_for
-from kgagents.nodes.llm import LLMCaller, LLMError, accounting
+from kgagents.nodes.llm import BudgetSpent, LLMCaller, LLMError, accounting, metered
 from kgagents.nodes.runtime import context_as
 from kgagents.nodes.served import graph_source, served_now
 from kgagents.nodes.state import NO_SOLUTION, Failure, append
@@ -108,6 +108,7 @@ def _neighbour_line(arrow: str, relation: str, graph: StaticKG, ends: list[str],
 def retrieve_node(hops: int):
     """The retrieval node: the closest nodes to the question, with their neighbours when ``hops`` is 1."""
 
+    @metered  # the question's and the nodes' embeddings
     async def retrieve(state: KGRagState, runtime: Runtime[KGRagContext]) -> dict[str, Any]:
         ctx = _ctx(runtime)
         question = (state.get("question") or "").strip()
@@ -118,9 +119,12 @@ def retrieve_node(hops: int):
             resolve, graph_source(state["graph"], served=served_now()))
         graph = await graph_for(ref)
         await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
-        found = await asyncio.to_thread(graph.nearest_nodes, question, ctx.rag_top_k, field=ctx.rag_field,
-                                        embedder=embedder_spec(ctx.embedding_model, ctx.embedding_device),
-                                        kind=index_kind(ctx.vector_index))
+        try:
+            found = await asyncio.to_thread(graph.nearest_nodes, question, ctx.rag_top_k, field=ctx.rag_field,
+                                            embedder=embedder_spec(ctx.embedding_model, ctx.embedding_device),
+                                            kind=index_kind(ctx.vector_index))
+        except BudgetSpent:  # the run's budget refused the embeddings: nothing retrieved, the answer says so
+            found = []
         ids = [node_id for node_id, _ in found]
         parts = [await asyncio.to_thread(node_context, graph, i, hops=hops, per_relation=ctx.neighbours_per_relation)
                  for i in ids]

@@ -28,7 +28,7 @@ import logging
 import operator
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.exceptions import OutputParserException
@@ -41,6 +41,7 @@ from langchain_core.runnables import RunnableBinding, RunnableGenerator, Runnabl
 from langchain_core.runnables.config import ensure_config, merge_configs
 from langchain_core.utils.function_calling import convert_to_json_schema
 from langgraph.config import get_config
+from langgraph.runtime import get_runtime
 from pydantic import BaseModel, ValidationError
 
 from kgagents.core import replay
@@ -49,7 +50,16 @@ from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
-from kgagents.core.usage import Usage, merge_usage, reply_usage
+from kgagents.core.usage import (
+    Meter,
+    Usage,
+    current_meter,
+    merge_usage,
+    metering,
+    reply_usage,
+    unreported_usage,
+    usage_entry,
+)
 from kgagents.nodes import budget
 from kgagents.nodes.context import BaseContext
 from kgagents.nodes.models import aresolve_model, derived_seed, resolve_model
@@ -141,9 +151,12 @@ class LLMCaller:
         return self._model
 
     # -- accounting -------------------------------------------------------------------------------
-    def _record(self, message: Any, sent: Sequence[BaseMessage] = ()) -> None:
-        """Count one reply (to the messages ``sent``): into :attr:`usage`, and at once for the run's budget."""
-        delta = reply_usage(message, self.label, sent)
+    def _record(self, message: Any, sent: Sequence[BaseMessage] = (), definitions: Iterable[Any] = ()) -> None:
+        """Count one reply (to the messages ``sent``, with ``definitions``: the tools and output format the
+        request carried, for a local count): into :attr:`usage`, and at once for the run's budget."""
+        self._count(reply_usage(message, self.label, sent, definitions))
+
+    def _count(self, delta: Usage) -> None:
         self.usage = merge_usage(self.usage, delta)
         budget.record(self.context, delta)
 
@@ -227,7 +240,7 @@ class LLMCaller:
             runnable = model.bind_tools(list(tools), **({"tool_choice": tool_choice} if tool_choice else {}))
         messages = as_messages(prompt, system)
         reply = await self._call(runnable, messages, stage=stage or stage_of(prompt))
-        self._record(reply, messages)
+        self._record(reply, messages, SentDefinitions(runnable))
         return reply
 
     async def structured[T: BaseModel](self, prompt: str | Sequence[BaseMessage], schema: type[T], *,
@@ -256,6 +269,7 @@ class LLMCaller:
         runnable = await self._structured_runnable(schema)
         messages = as_messages(prompt, system)
         stage = stage or stage_of(prompt)
+        definitions = SentDefinitions(runnable, schema)
         firsts: list[Any] = []
         rejected: LLMError | None = None
         if (n > 1 and self.context.samples_in_one_request and isinstance(runnable, DirectStructured)
@@ -264,12 +278,14 @@ class LLMCaller:
                 firsts = await self._call(runnable, messages, n=n, stage=stage)
             except LLMError as exc:
                 cause = exc.__cause__
+                if isinstance(cause, _PARSE_ERRORS) and not is_transient(cause):
+                    self._count(lost_reply_usage(cause, self.label, messages, definitions))  # answered: paid
                 if isinstance(cause, _PARSE_ERRORS) or not isinstance(cause, Exception) or is_transient(cause):
                     return [exc] * n  # what a failed request is for every sample it stood for
                 rejected = exc  # a client error: asked one sample at a time below
             else:
                 if firsts:  # every choice's message carries the request's whole usage
-                    self._record(firsts[0]["raw"], messages)
+                    self._record(firsts[0]["raw"], messages, definitions)
                 firsts = firsts[:n]
 
         async def sample(index: int, first: Any) -> T | LLMError:
@@ -323,6 +339,7 @@ class LLMCaller:
         (``Context.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
         last_error = ""
         attempts = self.context.max_parse_retries + 1
+        definitions = SentDefinitions(runnable, schema)
         for attempt in range(attempts):
             if attempt == 0 and first is not None:
                 result: Any = first
@@ -335,10 +352,12 @@ class LLMCaller:
                     # that is a parse failure to re-ask, not an API error (a body that kept arriving broken is).
                     if not isinstance(exc.__cause__, _PARSE_ERRORS) or is_transient(exc.__cause__):
                         raise
+                    # the reply was answered and paid for: its usage as the response reported it, else counted
+                    self._count(lost_reply_usage(exc.__cause__, self.label, messages, definitions))
                     result = {"raw": None, "parsed": None, "parsing_error": exc.__cause__}
                 raw = result.get("raw") if isinstance(result, dict) else None
                 if raw is not None:
-                    self._record(raw, messages)
+                    self._record(raw, messages, definitions)
             value, last_error = _accepted(result, schema)
             if value is not None:
                 return value
@@ -348,6 +367,102 @@ class LLMCaller:
                 f"Reply again with a single valid {schema.__name__} object that follows the schema exactly."
             )]
         raise StructuredOutputError(schema, attempts, last_error)
+
+
+#: What a request carries beside its messages, as a chat model's ``bind`` / ``bind_tools`` /
+#: ``with_structured_output`` puts it in the binding's keyword arguments (OpenAI's and LangChain's names).
+_DEFINITION_KEYS = ("tools", "functions", "response_format", "tool_choice", "function_call")
+
+
+class SentDefinitions:
+    """The tool definitions and output format a request sends beside its messages (what a local token count of
+    the call includes), worked out only when iterated: only replies without usage are counted locally."""
+
+    def __init__(self, runnable: Any, schema: type[BaseModel] | None = None) -> None:
+        self.runnable = runnable
+        self.schema = schema
+
+    def __iter__(self) -> Iterator[Any]:
+        binding = self.runnable.bound if isinstance(self.runnable, DirectStructured) else self.runnable
+        found = [_as_definition(binding.kwargs[key]) for key in _DEFINITION_KEYS
+                 if isinstance(binding, RunnableBinding) and binding.kwargs.get(key)]
+        if not found and self.schema is not None:  # a chain not taken apart: the schema it sends, as JSON schema
+            found = [_as_definition(self.schema)]
+        return iter(found)
+
+
+def _as_definition(value: Any) -> Any:
+    """A bound value as the JSON a request sends (a pydantic class: its JSON schema)."""
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        try:
+            return convert_to_json_schema(value)
+        except (ValueError, TypeError):
+            return value.model_json_schema()
+    return value
+
+
+def lost_reply_usage(error: BaseException, model: str, sent: Sequence[BaseMessage],
+                     definitions: Iterable[Any] = ()) -> Usage:
+    """The usage of a call whose reply the client itself rejected (OpenAI's ``json_schema`` method parses the
+    reply in the client and raises on one that does not fit): the call was answered and paid for. LangChain's
+    OpenAI model hands the HTTP response on as the error's ``response``; its body's ``usage`` is the call's.
+    Without it (another client, or a change in LangChain), the call is counted as one whose server reported no
+    usage: its tokens counted locally from what was sent (and the reply's text, when the body has it)."""
+    body: Any = None
+    read_json = getattr(getattr(error, "response", None), "json", None)
+    if callable(read_json):
+        try:
+            body = read_json()
+        except Exception:  # noqa: BLE001 - a body that is not JSON: the call is counted locally
+            body = None
+    body = body if isinstance(body, dict) else {}
+    name = str(body.get("model") or model)
+    usage = body.get("usage")
+    if isinstance(usage, dict):
+        tokens_in = usage.get("prompt_tokens", usage.get("input_tokens"))
+        tokens_out = usage.get("completion_tokens", usage.get("output_tokens"))
+        if isinstance(tokens_in, int) and isinstance(tokens_out, int):
+            return usage_entry(name, tokens_in, tokens_out)
+    choices = body.get("choices")
+    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+        else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return unreported_usage(name, sent, definitions, AIMessage(content) if isinstance(content, str) else None)
+
+
+def metered[F: Callable[..., Awaitable[Any]]](node: F) -> F:
+    """A graph node whose code makes paid calls outside a chat model (OpenAI embeddings, in its retrievers):
+    each asks the run's budget before it starts (raising :class:`BudgetSpent` once it is reached, which the node
+    handles as a refused model call) and counts for the step's other calls, and their usage is added to the
+    node's state update (``usage``). A node called from a metered node reports to that node's meter."""
+
+    @functools.wraps(node)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        if current_meter() is not None:
+            return await node(*args, **kwargs)
+        ctx = _task_context()
+        meter = Meter(record=lambda delta: budget.record(ctx, delta))
+
+        def admit() -> None:
+            if reason := budget.admit(ctx, meter.usage):
+                raise BudgetSpent(f"{reason}: the embeddings call did not start")
+
+        meter.admit = admit
+        with metering(meter):
+            out = await node(*args, **kwargs)
+        if meter.usage and isinstance(out, dict):
+            out = {**out, "usage": merge_usage(out.get("usage"), meter.usage)}
+        return out
+
+    return run  # type: ignore[return-value]
+
+
+def _task_context() -> Any:
+    """The running graph task's context (its budget), or None outside a graph."""
+    try:
+        return get_runtime().context
+    except RuntimeError:
+        return None
 
 
 def accounting(*callers: LLMCaller) -> dict[str, Any]:

@@ -82,17 +82,18 @@ class ToolEnv:
     file tools may read (``kgagents.tools.files.access``)."""
 
     def add_usage(self, delta: Usage) -> None:
-        """Add the usage of a model call made by a tool (a chat reply, a transcription) to :attr:`usage`."""
+        """Add the usage of a model call made by a tool (a chat reply, a transcription, embeddings) to
+        :attr:`usage`, and count it for the run's budget (the checks of the calls that follow in its step)."""
         self.usage = merge_usage(self.usage, delta)
-
-    def record_usage(self, message: Any, model: str | None = None, sent: Any = ()) -> None:
-        """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage` (unknown, never 0,
-        when the reply reports none: then counted locally from it and the messages ``sent``) and count it for
-        the run's budget."""
-        delta = reply_usage(message, model or "unknown", sent if isinstance(sent, list) else ())
-        self.add_usage(delta)
         if self.budget_guard is not None:
             self.budget_guard.record(delta)
+
+    def record_usage(self, message: Any, model: str | None = None, sent: Any = (), definitions: Any = ()) -> None:
+        """Add the token usage of one chat-model reply (an ``AIMessage``) to :attr:`usage` (unknown, never 0,
+        when the reply reports none: then counted locally from it, the messages ``sent`` and the tool
+        ``definitions`` sent with them) and count it for the run's budget."""
+        self.add_usage(reply_usage(message, model or "unknown", sent if isinstance(sent, list) else (),
+                                   definitions))
 
     async def ask_llm(self, messages: Any, *, tools: list[Any] | None = None) -> Any:
         """Call the tools' model with retries on transient errors; records usage; returns the ``AIMessage``."""
@@ -112,7 +113,8 @@ class ToolEnv:
                 raise ModelUnavailableError(f"the tools' model ({describe_model(self.llm)}) cannot be used: "
                                             f"{why_not} ({type(exc).__name__}: {exc})") from exc
             raise
-        self.record_usage(reply, getattr(self.llm, "model_name", None), messages)
+        self.record_usage(reply, getattr(self.llm, "model_name", None), messages,
+                          (getattr(model, "kwargs", None) or {}).get("tools") or () if tools else ())
         return reply
 
 

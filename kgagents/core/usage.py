@@ -15,8 +15,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -56,6 +59,10 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-sonnet-4-5": {"input": 3.00, "output": 15.00},
     "claude-haiku-4-5": {"input": 1.00, "output": 5.00},
     "claude-opus-4-1": {"input": 15.00, "output": 75.00},
+    # embeddings (kgagents.tools.pgraph.embeddings.OpenAIEmbedder): input tokens only
+    "text-embedding-ada-002": {"input": 0.10, "output": 0.0},
+    "text-embedding-3-small": {"input": 0.02, "output": 0.0},
+    "text-embedding-3-large": {"input": 0.13, "output": 0.0},
     # audio transcription (kgagents.tools.files.media): whisper-1 by the minute of audio; the gpt-4o transcribers by
     # token, with "input" at the audio-input price (their text prompt, usually empty, counts at it too)
     "whisper-1": {"per_minute": 0.006},
@@ -142,15 +149,34 @@ def cost_of(model: str, input_tokens: int, output_tokens: int,
     return cost
 
 
-#: Characters per token of the local count (:func:`estimate_tokens`): OpenAI's rule of thumb for English text
-#: ("one token generally corresponds to ~4 characters"); code and other languages take more tokens per character.
+#: Characters per token of the local count (:func:`estimate_tokens`) for ASCII text: OpenAI's rule of thumb for
+#: English ("one token generally corresponds to ~4 characters").
 CHARS_PER_TOKEN = 4
+#: UTF-8 bytes per token of the local count for every other character. Tokenizers split text outside ASCII
+#: into more tokens per character: a CJK character (3 bytes) is about 0.6-1.5 tokens, a Cyrillic or Greek one
+#: (2 bytes) about 0.3-0.7, depending on the tokenizer. A third of a token per byte counts 1 token per CJK
+#: character and 2/3 per Cyrillic one: near the middle for CJK, above most tokenizers for alphabets, so a token
+#: budget errs towards stopping early rather than late.
+BYTES_PER_TOKEN = 3
 
 
 def estimate_tokens(text: str) -> int:
-    """The tokens of ``text`` as counted locally when a server reports none: its characters over
-    :data:`CHARS_PER_TOKEN`, rounded up (no tokenizer: the model behind an OpenAI-compatible server is unknown)."""
-    return -(-len(text) // CHARS_PER_TOKEN)
+    """The tokens of ``text`` as counted locally when a server reports none: its ASCII characters over
+    :data:`CHARS_PER_TOKEN` plus the UTF-8 bytes of its other characters over :data:`BYTES_PER_TOKEN`, rounded
+    up. No tokenizer: the model behind an OpenAI-compatible server is unknown, and the tokenizers that ship
+    with Python packages (tiktoken) download their tables on first use."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    other_bytes = len(text.encode("utf-8", "surrogatepass")) - ascii_chars
+    units = ascii_chars * BYTES_PER_TOKEN + other_bytes * CHARS_PER_TOKEN  # in 1/(CHARS * BYTES) of a token
+    return -(-units // (CHARS_PER_TOKEN * BYTES_PER_TOKEN))
+
+
+def definition_text(definition: Any) -> str:
+    """What a request sends beside its messages (a tool's definition, the output format), as the JSON it is
+    sent as."""
+    if isinstance(definition, str):
+        return definition
+    return json.dumps(definition, default=str, ensure_ascii=False, separators=(",", ":"))
 
 
 def message_text(message: Any) -> str:
@@ -190,17 +216,79 @@ def usage_entry(model: str, input_tokens: int, output_tokens: int, calls: int = 
     return {model: entry}
 
 
-def reply_usage(message: Any, model: str, sent: Iterable[Any] = ()) -> Usage:
+def reply_usage(message: Any, model: str, sent: Iterable[Any] = (), definitions: Iterable[Any] = ()) -> Usage:
     """The usage of one chat-model reply (an ``AIMessage``), under its model name (``response_metadata``'s,
     else ``model``): its tokens and cost, or — when the reply reports no usage — one call with unknown tokens
-    and an unknown cost (never a known $0), its tokens counted locally from ``sent`` (the messages of the
-    request) and the reply (:func:`estimate_tokens`)."""
+    and an unknown cost (never a known $0), its tokens counted locally (:func:`estimate_tokens`) from ``sent``
+    (the messages of the request), ``definitions`` (what the request sent beside them: the bound tools'
+    definitions, the output format; :func:`definition_text`) and the reply."""
     name = str((getattr(message, "response_metadata", None) or {}).get("model_name") or model)
     meta = getattr(message, "usage_metadata", None)
     if not meta:
-        text = "".join(message_text(m) for m in sent) + message_text(message)
-        return usage_entry(name, 0, 0, measured=False, estimated_tokens=estimate_tokens(text))
+        return unreported_usage(name, sent, definitions, message)
     return usage_entry(name, meta.get("input_tokens", 0), meta.get("output_tokens", 0))
+
+
+def unreported_usage(model: str, sent: Iterable[Any] = (), definitions: Iterable[Any] = (),
+                     reply: Any = None) -> Usage:
+    """One call whose usage is unknown (its server reported none, or the reply was lost), counted locally from
+    what it sent (messages and ``definitions``) and, when known, its ``reply``."""
+    text = "".join(message_text(m) for m in sent) + "".join(definition_text(d) for d in definitions)
+    if reply is not None:
+        text += message_text(reply)
+    return usage_entry(model, 0, 0, measured=False, estimated_tokens=estimate_tokens(text))
+
+
+# -- calls made below a node's own code (an embeddings model inside a retriever) ------------------------------
+@dataclass
+class Meter:
+    """What the paid calls made inside one graph node, below its own code (OpenAI embeddings inside a retriever,
+    in worker threads), report to: their usage, which the node adds to its state update, and the run's budget
+    (``admit`` raises when a call may not start, ``record`` counts one for the step's other calls). Set by
+    :func:`kgagents.nodes.llm.metered` for the node's task; worker threads started with ``asyncio.to_thread``
+    see it (the task's context is copied into them)."""
+
+    admit: Callable[[], None] | None = None
+    record: Callable[[Usage], None] | None = None
+    usage: Usage = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+_meter: ContextVar[Meter | None] = ContextVar("kgagents_usage_meter", default=None)
+
+
+def current_meter() -> Meter | None:
+    """The meter of the running node, or None (a call made outside a metered node is not counted here)."""
+    return _meter.get()
+
+
+@contextmanager
+def metering(meter: Meter) -> Iterator[Meter]:
+    """Make ``meter`` the one the calls made inside the block report to."""
+    token = _meter.set(meter)
+    try:
+        yield meter
+    finally:
+        _meter.reset(token)
+
+
+def admit_call() -> None:
+    """Ask the running node's meter whether a paid call may start (it raises when the run's budget is
+    reached); a no-op outside a metered node."""
+    meter = _meter.get()
+    if meter is not None and meter.admit is not None:
+        meter.admit()
+
+
+def count_call(delta: Usage) -> None:
+    """Report a paid call's usage to the running node's meter (its state update, the run's budget)."""
+    meter = _meter.get()
+    if meter is None:
+        return
+    with meter.lock:
+        meter.usage = merge_usage(meter.usage, delta)
+    if meter.record is not None:
+        meter.record(delta)
 
 
 def entry_cost(entry: Mapping[str, Any]) -> float | None:

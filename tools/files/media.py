@@ -47,13 +47,15 @@ async def transcribe(env: ToolEnv, data: bytes, filename: str) -> str:
         raise ToolFailure(f"{filename} is {len(data) / 2**20:.1f} MB; transcription takes files up to "
                           f"{MAX_AUDIO_BYTES / 2**20:.0f} MB")
     model = getattr(env.settings, "transcription_model", None) or "whisper-1"
+    if env.budget_guard is not None:
+        env.budget_guard.admit()  # the run's budget: a paid call, refused (not retried) once it is reached
     try:
         result = await client.audio.transcriptions.create(model=model, file=(filename, data))
     except Exception as exc:
         if is_transient(exc):
             raise
         raise ToolFailure(f"transcription of {filename} failed: {type(exc).__name__}: {exc}") from exc
-    env.add_usage(transcription_usage(model, result))
+    env.add_usage(transcription_usage(model, result))  # counted for the run's budget too
     text = getattr(result, "text", None)
     if text is None and isinstance(result, str):
         text = result

@@ -28,6 +28,7 @@ import numpy as np
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.keys import OPENAI, OPENAI_PROTOCOL, bound_key
 from kgagents.core.sdk_headers import confine_openai_client
+from kgagents.core.usage import admit_call, count_call, estimate_tokens, usage_entry
 
 
 @runtime_checkable
@@ -140,7 +141,8 @@ class OpenAIEmbedder:
     words that the error's token counts say fits, then by tenths until the model takes it. The client retries
     rate limits and server errors (``max_retries``). ``base_url`` defaults to ``OPENAI_BASE_URL``, else OpenAI's
     API; ``api_key`` to the key bound to that server (``OPENAI_API_KEY`` for OpenAI's, ``KGAGENTS_API_KEY`` for
-    ``KGAGENTS_BASE_URL``'s: :mod:`kgagents.core.keys`), else none.
+    ``KGAGENTS_BASE_URL``'s: :mod:`kgagents.core.keys`), else none. Each request is paid: inside a metered graph
+    node (:func:`kgagents.nodes.llm.metered`) it asks the run's budget first and its usage goes into the run's.
     """
 
     max_chars = None
@@ -176,7 +178,16 @@ class OpenAIEmbedder:
             return self._client
 
     def _create(self, texts: list[str]) -> list[list[float]]:
+        """One request (a batch): asked of the run's budget first, its usage counted for the run (the node's
+        meter: :func:`kgagents.core.usage.count_call`) as the server reports it, else counted locally."""
+        admit_call()
         response = self._openai().embeddings.create(input=texts, model=self.model)
+        tokens = getattr(getattr(response, "usage", None), "prompt_tokens", None)
+        if isinstance(tokens, int):
+            count_call(usage_entry(self.model, tokens, 0))
+        else:
+            count_call(usage_entry(self.model, 0, 0, measured=False,
+                                   estimated_tokens=sum(estimate_tokens(t) for t in texts)))
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
 
     def _one(self, text: str, refused: Exception | None = None) -> list[float]:

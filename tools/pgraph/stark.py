@@ -114,13 +114,16 @@ def starks_relations(heads: np.ndarray, tails: np.ndarray, types: np.ndarray,
     """The edges as STaRK's SKB keeps them. STaRK makes a graph that is not undirected undirected with one
     edge per pair of nodes whose relation is the mean of the relations of the pair's edges, rounded down
     (``to_undirected(..., reduce="mean")`` then ``.long()``): Amazon's pair that is both "also bought" (0) and
-    "also viewed" (1) is "also bought" only. A graph whose pairs already run both ways is kept as it is. The
-    edges returned are the folder's, in its order and directions, less those whose relation the pair does not
-    keep (a pair none of whose edges has the kept relation keeps its first edge, with that relation)."""
+    "also viewed" (1) is "also bought" only. A graph whose edges already run both ways (as a multiset, as
+    STaRK checks) is kept as it is. The edges returned are the folder's, in its order and directions, less those
+    whose relation the pair does not keep (a pair none of whose edges has the kept relation keeps its first
+    edge, with that relation)."""
     if not len(heads):
         return heads, tails, types
-    if np.array_equal(np.unique(heads * count + tails), np.unique(tails * count + heads)):
-        return heads, tails, types  # STaRK's is_undirected: nothing is merged
+    if np.array_equal(np.sort(heads * count + tails), np.sort(tails * count + heads)):
+        # STaRK's is_undirected (torch_geometric's): the edge list equals its flip as a multiset, duplicates
+        # counted (a pair listed twice one way and once the other is not undirected): nothing is merged
+        return heads, tails, types
     pair = np.minimum(heads, tails) * count + np.maximum(heads, tails)
     _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
     sums = np.bincount(inverse, weights=types).astype(np.int64)
