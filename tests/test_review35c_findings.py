@@ -259,3 +259,21 @@ def test_an_old_folder_s_failed_runs_count_in_the_per_difficulty_table(tmp_path,
     assert "66.67 (66.67)" in row, row
     figure = report.split("as the paper's Figure 14")[1].split("##")[0]
     assert "n=3" in figure or "failed" in figure, figure
+
+
+def test_grader_base_url_flag_with_the_grader_key_is_not_left_unjudged(tmp_path, capsys, no_keys):
+    """--grader-base-url names the grader's server, KGAGENTS_GRADER_API_KEY is its key, but the key is bound only
+    to KGAGENTS_GRADER_BASE_URL: the flag's server gets no key, answers 401, and every answer ends "not judged"
+    with exit 0 and nothing said at the start (the issue's "checked at start")."""
+    run = script(tmp_path / "run.json", [{"when": r"Dolica DC-BP511", "times": 0, "content": "Dolica"}])
+    with FakeOpenAIServer(api_key="judge-key") as judge:
+        judge.reply("Yes")
+        no_keys.setenv("KGAGENTS_GRADER_API_KEY", "judge-key")
+        out = tmp_path / "out"
+        code = main(["eval", "base", "--dataset", "grbench-fixture", "--domain", "amazon", "--ids", "amazon-0",
+                     "--model", run, "--grader-model", "openai:gpt-4o", "--grader-base-url", judge.base_url, "--set",
+                     "max_api_retries=0", "--out", str(out), "--no-progress", "--no-report"])
+        capsys.readouterr()
+    judged = [json.loads(line)["details"].get("gpt4score") for line in
+              (out / "results.jsonl").read_text().splitlines()] if (out / "results.jsonl").exists() else []
+    assert code != 0 or judged == [1], (code, judged)
