@@ -48,7 +48,7 @@ from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, tota
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
 from kgagents.evals.event_loop import batch_collector
-from kgagents.evals.judges import Judge, judge_of
+from kgagents.evals.judges import LLM_GRADED_SCORERS, Judge, judge_of
 from kgagents.evals.processes import run_in_processes
 from kgagents.evals.scorers import DEFAULT_GRADERS, Score, ScorerLike, fusion_metrics, make_scorer
 from kgagents.graphs import registry
@@ -281,6 +281,10 @@ class EvalOptions:
     grader_base_url: str | None = None
     """The OpenAI-compatible server of the LLM grader (default: ``KGAGENTS_GRADER_BASE_URL``, else as
     :mod:`kgagents.evals.judges` says: never the run's server for another model than the run's)."""
+    judge: Judge | None = None
+    """The LLM grader worked out beforehand (:func:`kgagents.evals.judges.judge_of`), which then takes the place of
+    :attr:`grader_model`, :attr:`grader_base_url` and the run's model: a re-scoring's, from the user's own flags and
+    environment, never from the results folder it reads; ``None``: from these options (:func:`evaluation_judge`)."""
     retry_failed: bool = False
     progress: bool = True
     checkpointer: str | None = None
@@ -669,6 +673,8 @@ def evaluation_judge(options: EvalOptions, scorer: str) -> Judge | None:
     """The LLM grader of the evaluation ``options`` describes, scored by ``scorer`` (:mod:`kgagents.evals.judges`;
     ``None`` when the scorer has none): the one setting the start line, the start checks, the estimate and the
     scorer use."""
+    if options.judge is not None:
+        return options.judge if scorer in LLM_GRADED_SCORERS else None
     ctx, values = options.context, options.context_values
     run_model = getattr(ctx, "model", None) if ctx is not None else values.get("model")
     run_base_url = getattr(ctx, "base_url", None) if ctx is not None else values.get("base_url")
