@@ -98,10 +98,18 @@ def judge_of(scorer: str, grader_model: Any, run_model: Any, *, run_base_url: st
 
 
 def judge_problem(judge: Judge, env: Mapping[str, str]) -> str | None:
-    """Why the judge cannot judge (``None``: nothing found before a call): no model at all, or OpenAI's API as its
-    endpoint with no key bound to it (every judgement would fail: not judged)."""
+    """Why the judge cannot judge (``None``: nothing found before a call): ``KGAGENTS_GRADER_API_KEY`` set while the
+    judge's server (``--grader-base-url``) is not the one that key is bound to, or OpenAI's API as its endpoint with
+    no key bound to it (every judgement would fail: not judged)."""
     if judge.model is None:
         return None
+    grader_key = GRADER.secret(env)
+    if grader_key is not None and judge.base_url and key_for(judge.base_url, OPENAI_PROTOCOL, env) is None:
+        bound = GRADER.base(env)
+        return (f"the grader {judge.name} would get no key: KGAGENTS_GRADER_API_KEY goes only to "
+                f"{bound or 'KGAGENTS_GRADER_BASE_URL, which is not set'}; set KGAGENTS_GRADER_BASE_URL="
+                f"{judge.base_url} (instead of --grader-base-url) for that key to go there, or unset "
+                "KGAGENTS_GRADER_API_KEY for a server that needs none")
     if judge.base_url and same_server(judge.base_url, OPENAI.default) and \
             key_for(judge.base_url, OPENAI_PROTOCOL, env) is None:
         return (f"the grader {judge.name} needs OPENAI_API_KEY (it goes only to {OPENAI.base(env)}); set it, or name "
