@@ -140,7 +140,7 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
     from langchain.chat_models import init_chat_model
 
     provider, _, name = spec.partition(":")
-    if name and base_url and not _is_provider(provider):
+    if name and base_url and not is_provider(provider):
         provider, name = spec, ""  # "qwen2.5:7b" on an OpenAI-compatible server is one bare model name
     kwargs: dict[str, Any] = {}
     if temperature is not None:
@@ -289,7 +289,7 @@ def _add_seed(kwargs: dict[str, Any], provider: str, seed: int) -> None:
         log.warning("the provider %r takes no sampling seed: runs with a seed are not reproducible there", provider)
 
 
-def _is_provider(name: str) -> bool:
+def is_provider(name: str) -> bool:
     """Whether ``name`` is a provider ``init_chat_model`` knows (else ``name:tag`` is a model name)."""
     try:
         # langchain's model registry: heavy, loaded when a model is made
