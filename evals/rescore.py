@@ -31,10 +31,10 @@ from kgagents.evals.runner import (
     _jsonable,
     build_scorer,
     failed_score,
-    item_fingerprint,
     make_manifest,
     read_manifest,
     read_results,
+    same_item,
     summarize,
     write_summary,
 )
@@ -136,7 +136,7 @@ async def rescore(source: Path, options: EvalOptions, dataset: Dataset) -> EvalR
     records = read_results(source)
     missing = sorted({str(r["id"]) for r in records if str(r["id"]) not in items})
     changed = sorted({str(r["id"]) for r in records if str(r["id"]) in items and r.get("item")
-                      and r["item"] != item_fingerprint(items[str(r["id"])])})
+                      and not same_item(items[str(r["id"])], r["item"])})
     if missing or changed:
         names = ", ".join((missing or changed)[:5])
         raise RescoreError(f"{source} holds answers to items that the dataset given here "
