@@ -27,7 +27,7 @@ from kgagents.evals.datasets import Dataset
 from kgagents.evals.runner import EvalOptions, make_manifest, pending_work, read_manifest, read_results
 from kgagents.graphs import registry
 
-__all__ = ["Estimate", "Tally", "estimate", "format_estimate", "recorded_folders"]
+__all__ = ["Estimate", "Tally", "estimate", "estimate_rescore", "format_estimate", "recorded_folders"]
 
 #: A grader's prompt, without the question, gold and answer (an assumed size: the scorers' templates vary).
 GRADER_PROMPT_TOKENS = 600
@@ -217,6 +217,27 @@ def estimate(options: EvalOptions, dataset: Dataset, *, grader: str | None = Non
                     assumptions=structure.assumptions,
                     basis=f"{workflow}'s call structure and its prompts' sizes (no recorded runs of it: "
                           f"{len(structure.calls)} kinds of call, {CHARS_PER_TOKEN} characters per token)")
+
+
+def estimate_rescore(source: Path, out_dir: Path, workflow: str, dataset: Dataset, *,
+                     grader: str | None) -> Estimate:
+    """The expected cost of re-scoring the answers in ``source`` into ``out_dir`` (``eval --rescore --estimate``):
+    no workflow runs; an LLM-graded scorer's judge (``grader``'s model) is asked once per stored answer not yet
+    re-scored (a failed run is judged "No" without a call), with the question, gold and answer in its prompt."""
+    done = {(str(r["id"]), int(r.get("run", 0))) for r in read_results(out_dir)}
+    records = read_results(source)
+    todo = [r for r in records if (str(r["id"]), int(r.get("run", 0))) not in done]
+    answers = [r for r in todo if not r.get("error")]
+    tally = None
+    if grader is not None:
+        tally = Tally()
+        for record in answers:
+            text = f"{record.get('question') or ''}{record.get('gold') or ''}{record.get('answer') or ''}"
+            tally.add(grader, 1, GRADER_PROMPT_TOKENS + tokens(len(text)), 20)
+    return Estimate(workflow=workflow, dataset=dataset.name, todo=len(todo), done=len(records) - len(todo),
+                    source="recorded", per_item=Tally(), expected=Tally(), grader=tally, grader_model=grader,
+                    basis=f"the {len(records)} stored answer(s) in {source} ({len(answers)} to judge; re-scoring "
+                          "runs no workflow)")
 
 
 def _structure_model(models: dict[str, Any]) -> str | None:

@@ -366,13 +366,18 @@ def _domain_of_run(rs: Any) -> str:
 
 def evaluation_settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """What makes an evaluation the one it is, but its data (the report's columns): workflow, the model of every
-    role, preset, every context value, grader, seed, runs and scorer, flat (``model[role]``, context values by
-    name). Two result directories are one report row only when these are equal."""
+    role, preset, every context value, grader and where it judged (``judge``), seed, runs and scorer, flat
+    (``model[role]``, context values by name, ``context.seed`` for one named as a setting of the manifest). Two
+    result directories are one report row only when these are equal."""
     flat: dict[str, Any] = {"workflow": manifest.get("workflow"), "preset": manifest.get("preset")}
     flat.update({f"model[{role}]": model for role, model in sorted((manifest.get("models") or {}).items())})
-    flat.update({str(name): value for name, value in sorted((manifest.get("context") or {}).items())})
-    flat.update({"grader": manifest.get("grader_model"), "seed": manifest.get("seed"),
-                 "runs": manifest.get("runs", 1), "scorer": manifest.get("scorer")})
+    own = {"grader": manifest.get("grader_model"), "judge": manifest.get("judge"), "seed": manifest.get("seed"),
+           "runs": manifest.get("runs", 1), "scorer": manifest.get("scorer")}
+    for name, value in sorted((manifest.get("context") or {}).items()):
+        # a context value named as one of the manifest's own settings (the context's seed beside the
+        # evaluation's) is kept apart from it: neither overwrites the other
+        flat[f"context.{name}" if name in own or name in flat else str(name)] = value
+    flat.update(own)
     return flat
 
 
@@ -389,7 +394,7 @@ def method_rows(runsets: Sequence[Any]) -> list[tuple[str, list[Any], str]]:
     several = len({str(rs.manifest.get("dataset", "")) for rs in runsets}) > 1
     rows: list[dict[str, Any]] = []
     for rs in runsets:
-        given = rs.label if getattr(rs, "label_given", False) else None
+        given = getattr(rs, "given_label", None)
         key = (given, _value(evaluation_settings(rs.manifest)))
         column = _domain_of_run(rs) + (f" ({rs.manifest.get('dataset')})" if several else "")
         row = next((r for r in rows if r["key"] == key and column not in r["columns"]), None)
@@ -439,19 +444,33 @@ def table1(runsets: Sequence[Any]) -> list[str]:
     return lines
 
 
+def record_difficulty(record: Mapping[str, Any]) -> str | None:
+    """A record's GRBench difficulty: its scorer's (``details.difficulty``), else, for a record written without
+    one (a failed run before failed runs were scored), the difficulty of its id (``<domain>-<qid>``)."""
+    details = record.get("details") or {}
+    if "difficulty" in details:
+        return details["difficulty"]
+    domain, _, qid = str(record.get("id", "")).rpartition("-")
+    return difficulty(domain, qid) if domain else None
+
+
 def difficulty_table(runsets: Sequence[Any]) -> list[str]:
     """The paper's Figure 14 as a table: one row per evaluation's settings (the rows of :func:`table1`), Rouge-L
-    (GPT4Score) on GRBench's easy, medium and hard questions (every domain of the row together)."""
+    (GPT4Score) on GRBench's easy, medium and hard questions (every domain of the row together); records whose
+    difficulty is not known (:func:`record_difficulty`) in an ``unknown`` column, never left out."""
     rows = [(name, [r for rs in members for r in rs.records])
             for name, members, _ in method_rows(_grbench_runs(runsets))]
-    if not any((r.get("details") or {}).get("difficulty") for _, records in rows for r in records):
+    if not any(record_difficulty(r) for _, records in rows for r in records):
         return []
-    header = ["method", *DIFFICULTIES]
+    unknown = any(record_difficulty(r) not in DIFFICULTIES for _, records in rows for r in records)
+    levels: list[str | None] = [*DIFFICULTIES, *([None] if unknown else [])]
+    header = ["method", *DIFFICULTIES, *(["unknown"] if unknown else [])]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for name, records in rows:
         cells = []
-        for level in DIFFICULTIES:
-            m = _scores([r for r in records if (r.get("details") or {}).get("difficulty") == level])
+        for level in levels:
+            m = _scores([r for r in records if record_difficulty(r) == level
+                         or (level is None and record_difficulty(r) not in DIFFICULTIES)])
             cells.append("–" if not m["n"] else f"{m['rouge_l']:.2f}" +
                          (f" ({m['gpt4score']:.2f})" if m["gpt4score"] is not None else "") + f" [n={m['n']}]")
         lines.append("| " + " | ".join([name, *cells]) + " |")

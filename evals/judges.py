@@ -22,11 +22,12 @@ from typing import Any
 from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.keys import GRADER, OPENAI, OPENAI_PROTOCOL, key_for, same_server
 from kgagents.evals.scorers import DEFAULT_GRADERS
-from kgagents.nodes.models import build_chat_model
+from kgagents.nodes.models import build_chat_model, is_provider
 
 #: Scorers whose verdicts come from an LLM grader.
 LLM_GRADED_SCORERS = ("simpleqa", "crag", "crag-alternatives", "agent-g-paper", "grbench")
-#: Providers whose chat models take no base URL of ours (their own settings say where they send).
+#: Providers whose chat models take no base URL of ours (their own settings say where they send); so does every
+#: other provider LangChain knows but ``openai`` (:func:`_provider`).
 OWN_ENDPOINT_PROVIDERS = ("anthropic", "ollama", "scripted")
 
 
@@ -64,20 +65,23 @@ def judge_model(scorer: str, grader_model: Any, run_model: Any) -> tuple[Any, bo
 
 
 def _provider(model: str) -> str | None:
-    """The provider a model string names (``openai`` of ``openai:gpt-4o``), ``None`` for a bare name."""
+    """The provider a model string names (``openai`` of ``openai:gpt-4o``, any provider LangChain's
+    ``init_chat_model`` knows: :func:`kgagents.nodes.models.is_provider`), ``None`` for a bare name
+    (``qwen2.5:7b`` on an OpenAI-compatible server)."""
     provider, sep, _ = model.partition(":")
-    return provider if sep and provider in ("openai", *OWN_ENDPOINT_PROVIDERS) else None
+    return provider if sep and (provider in ("openai", *OWN_ENDPOINT_PROVIDERS) or is_provider(provider)) else None
 
 
 def judge_endpoint(model: Any, *, is_run_model: bool, run_base_url: str | None, grader_base_url: str | None,
                    env: Mapping[str, str]) -> str | None:
-    """Where the judge ``model`` sends its requests (``None``: where its model goes on its own: an instance, an
-    Anthropic, Ollama or scripted model). See the module's rules."""
+    """Where the judge ``model`` sends its requests (``None``: where its model goes on its own: an instance, a
+    scripted model, a model of any provider but ``openai``, whose client takes no base URL of ours). See the
+    module's rules."""
     if model is None or not isinstance(model, str):
         return None
     configured = grader_base_url or GRADER.base(env)
     provider = _provider(model)
-    if provider in OWN_ENDPOINT_PROVIDERS:
+    if provider is not None and provider != "openai":  # Anthropic, Ollama, Google, Azure...: their own settings
         return None
     if configured:
         return configured
@@ -98,10 +102,18 @@ def judge_of(scorer: str, grader_model: Any, run_model: Any, *, run_base_url: st
 
 
 def judge_problem(judge: Judge, env: Mapping[str, str]) -> str | None:
-    """Why the judge cannot judge (``None``: nothing found before a call): no model at all, or OpenAI's API as its
-    endpoint with no key bound to it (every judgement would fail: not judged)."""
+    """Why the judge cannot judge (``None``: nothing found before a call): ``KGAGENTS_GRADER_API_KEY`` set while the
+    judge's server (``--grader-base-url``) is not the one that key is bound to, or OpenAI's API as its endpoint with
+    no key bound to it (every judgement would fail: not judged)."""
     if judge.model is None:
         return None
+    grader_key = GRADER.secret(env)
+    if grader_key is not None and judge.base_url and key_for(judge.base_url, OPENAI_PROTOCOL, env) is None:
+        bound = GRADER.base(env)
+        return (f"the grader {judge.name} would get no key: KGAGENTS_GRADER_API_KEY goes only to "
+                f"{bound or 'KGAGENTS_GRADER_BASE_URL, which is not set'}; set KGAGENTS_GRADER_BASE_URL="
+                f"{judge.base_url} (instead of --grader-base-url) for that key to go there, or unset "
+                "KGAGENTS_GRADER_API_KEY for a server that needs none")
     if judge.base_url and same_server(judge.base_url, OPENAI.default) and \
             key_for(judge.base_url, OPENAI_PROTOCOL, env) is None:
         return (f"the grader {judge.name} needs OPENAI_API_KEY (it goes only to {OPENAI.base(env)}); set it, or name "

@@ -42,8 +42,10 @@ class RunSet:
     label: str
     manifest: dict[str, Any]
     records: list[dict[str, Any]]
-    label_given: bool = False
-    """Whether the user named it (``report --label``): the GRBench tables then name its row so."""
+    given_label: str | None = None
+    """The label the user gave it (``report --label``), as given: the GRBench tables name its row so, and one
+    label given to an evaluation's folders (one per domain) is one row (:attr:`label` is then made unique per
+    folder for the other tables)."""
 
     @property
     def solved(self) -> int:
@@ -72,7 +74,7 @@ def load_runset(path: str | Path, label: str | None = None) -> RunSet:
         raise FileNotFoundError(f"{path} is not an evaluation directory (no manifest.json)")
     records = read_results(path)
     return RunSet(path=path, label=label or default_label(path, manifest), manifest=manifest, records=records,
-                  label_given=bool(label))
+                  given_label=label or None)
 
 
 def default_label(path: Path, manifest: dict[str, Any]) -> str:

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kgagents.core.checkpointer import open_checkpointer
-from kgagents.core.nofollow import open_for_append, refuse_link
+from kgagents.core.checkpointer import read_only_sqlite_saver
+from kgagents.core.nofollow import open_for_append, own_folder
 from kgagents.core.usage import merge_usage, total_cost
 from kgagents.evals.datasets import Dataset
 from kgagents.evals.runner import (
@@ -31,16 +31,32 @@ from kgagents.evals.runner import (
     _jsonable,
     build_scorer,
     failed_score,
-    item_fingerprint,
     make_manifest,
     read_manifest,
     read_results,
+    same_item,
     summarize,
     write_summary,
 )
 from kgagents.evals.scorers import Score, ScorerLike
 from kgagents.graphs.workflows import load_workflow
 from kgagents.nodes.runtime import gather_bounded
+
+#: How a re-scored record that its scorer could not score starts its ``error``.
+SCORING_FAILED = "scoring failed: "
+
+
+def not_scored(record: dict[str, Any]) -> bool:
+    """Whether a re-scored answer got no verdict: its scorer failed on it, or its judge did (``judge_error``)."""
+    return str(record.get("error") or "").startswith(SCORING_FAILED) or \
+        bool((record.get("details") or {}).get("judge_error"))
+
+
+def nothing_scored(records: list[dict[str, Any]]) -> bool:
+    """Whether a re-scoring scored none of its answers (there is at least one; a failed run's record is no answer):
+    its numbers would then be those of no verdict at all."""
+    answers = [r for r in records if not r.get("error") or not_scored(r)]
+    return bool(answers) and all(not_scored(r) for r in answers)
 
 
 class RescoreError(ValueError):
@@ -65,16 +81,17 @@ def check_source(source: Path, out: Path, options: EvalOptions, dataset: Dataset
 async def _states(source: Path, workflow: str, threads: list[str]) -> dict[str, dict[str, Any]]:
     """Each thread's final state from ``source``'s checkpoints (none when the folder has none, e.g. a bundle)."""
     path = source / CHECKPOINTS_FILE
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return {}
-    refuse_link(str(path), "the evaluation's checkpoints")
-    states: dict[str, dict[str, Any]] = {}
-    async with open_checkpointer(str(path)) as saver:
-        graph = load_workflow(workflow).compile_graph(saver)
-        for thread in threads:
-            snapshot = await graph.aget_state({"configurable": {"thread_id": thread}})
-            states[thread] = dict(snapshot.values or {})
-    return states
+
+    def read() -> dict[str, dict[str, Any]]:
+        # read-only: DIR is someone's data and stays as it was (no setup, nothing made beside the file)
+        with read_only_sqlite_saver(path, "the evaluation's checkpoints") as saver:
+            graph = load_workflow(workflow).compile_graph(saver)
+            return {thread: dict(graph.get_state({"configurable": {"thread_id": thread}}).values or {})
+                    for thread in threads}
+
+    return await asyncio.to_thread(read)
 
 
 async def _score(scorer: ScorerLike, item: Any, record: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +107,7 @@ async def _score(scorer: ScorerLike, item: Any, record: dict[str, Any], state: d
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - one answer that cannot be scored never stops the others
-            error = f"scoring failed: {type(exc).__name__}: {exc}"
+            error = f"{SCORING_FAILED}{type(exc).__name__}: {exc}"
             score = Score(correct=None)
     usage = dict(score.usage)
     out = {**record, "correct": score.correct, "grade": score.grade, "details": _jsonable(score.details),
@@ -119,22 +136,22 @@ async def rescore(source: Path, options: EvalOptions, dataset: Dataset) -> EvalR
     records = read_results(source)
     missing = sorted({str(r["id"]) for r in records if str(r["id"]) not in items})
     changed = sorted({str(r["id"]) for r in records if str(r["id"]) in items and r.get("item")
-                      and r["item"] != item_fingerprint(items[str(r["id"])])})
+                      and not same_item(items[str(r["id"])], r["item"])})
     if missing or changed:
         names = ", ".join((missing or changed)[:5])
         raise RescoreError(f"{source} holds answers to items that the dataset given here "
                            f"{'lacks' if missing else 'has in another version'} ({names}): give the data it was "
                            "evaluated on (--data, --split)")
-    out.mkdir(parents=True, exist_ok=True)
+    done = {(str(r["id"]), int(r.get("run", 0))) for r in read_results(out)}
+    todo = [r for r in records if (str(r["id"]), int(r.get("run", 0))) not in done]
+    states = await _states(source, options.workflow, [str(r.get("thread_id")) for r in todo if not r.get("error")])
+    own_folder(out, "the re-scored results")
     fresh = make_manifest(options, dataset)  # the run's settings stay the source's; the scoring is this one's
     manifest = {**old, **{key: fresh[key] for key in ("scorer", "grader_model", "judge", "created")},
                 "rescored_from": {"folder": str(source), "scorer": old.get("scorer"),
                                   "judge": old.get("judge") or old.get("grader_model")}}
     _check_manifest(out, manifest, dataset)
     scorer = build_scorer(options, dataset)
-    done = {(str(r["id"]), int(r.get("run", 0))) for r in read_results(out)}
-    todo = [r for r in records if (str(r["id"]), int(r.get("run", 0))) not in done]
-    states = await _states(source, options.workflow, [str(r.get("thread_id")) for r in todo if not r.get("error")])
     counts = {"ran": 0, "failed": 0}
     with open_for_append(out / "results.jsonl", "the re-scored results") as sink:
         async def one(record: dict[str, Any]) -> None:

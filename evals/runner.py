@@ -49,7 +49,7 @@ from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, tota
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
 from kgagents.evals.event_loop import batch_collector
-from kgagents.evals.judges import Judge, judge_of
+from kgagents.evals.judges import LLM_GRADED_SCORERS, Judge, judge_of
 from kgagents.evals.processes import run_in_processes
 from kgagents.evals.scorers import DEFAULT_GRADERS, Score, ScorerLike, fusion_metrics, make_scorer
 from kgagents.graphs import registry
@@ -227,12 +227,72 @@ def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | 
     write_file(out_dir / MANIFEST_FILE, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
 
+#: Item inputs that name data on disk (the graph an item is asked over: GRBench's ``graph.json`` or folder, STaRK's
+#: SKB): an item's fingerprint has their contents (:func:`contents_fingerprint`), never their path, so that the same
+#: data in another folder (another checkout, another machine) is the same item and changed data is another.
+DATA_INPUTS = ("graph",)
+
+_contents: dict[tuple[str, int, int], str] = {}
+
+
+def contents_fingerprint(path: str) -> str:
+    """``sha256:<hex>`` of a file's bytes, or of a folder's regular files (their paths relative to it and their
+    bytes, in name order; links are not followed); ``path`` itself when it names neither (a URL, a missing path).
+    Kept per process, by path, size and modification time (a graph is read once per evaluation)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return path
+    key = (os.path.abspath(path), info.st_size, info.st_mtime_ns)
+    if key in _contents:
+        return _contents[key]
+    digest = hashlib.sha256()
+    if os.path.isdir(path):
+        for root, folders, files in os.walk(path):
+            folders.sort()
+            for name in sorted(files):
+                file = os.path.join(root, name)
+                if os.path.islink(file) or not os.path.isfile(file):
+                    continue
+                digest.update(os.path.relpath(file, path).replace(os.sep, "/").encode("utf-8") + b"\0")
+                digest.update(_file_digest(file) + b"\0")
+    elif os.path.isfile(path):
+        digest.update(_file_digest(path))
+    else:
+        return path
+    _contents[key] = f"sha256:{digest.hexdigest()}"
+    return _contents[key]
+
+
+def _file_digest(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").digest()
+
+
 def item_fingerprint(item: Item) -> str:
-    """A short hash of what is asked and what counts as right: the item's id, question, gold answer and
-    inputs."""
-    data = json.dumps([item.id, item.question, _jsonable(item.gold), _jsonable(item.inputs)], sort_keys=True,
+    """A short hash of what is asked and what counts as right: the item's id, question, gold answer and inputs
+    (those of :data:`DATA_INPUTS` by their contents)."""
+    inputs = {key: contents_fingerprint(value) if key in DATA_INPUTS and isinstance(value, str) else value
+              for key, value in item.inputs.items()}
+    return _fingerprint(item, inputs)
+
+
+def path_item_fingerprint(item: Item) -> str:
+    """The fingerprint results written before :data:`DATA_INPUTS` were read by their contents have: the data's path
+    as given. Such a folder resumes (and re-scores) over the data at that same path."""
+    return _fingerprint(item, item.inputs)
+
+
+def _fingerprint(item: Item, inputs: dict[str, Any]) -> str:
+    data = json.dumps([item.id, item.question, _jsonable(item.gold), _jsonable(inputs)], sort_keys=True,
                       ensure_ascii=False)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
+
+
+def same_item(item: Item, recorded: str) -> bool:
+    """Whether a record's item fingerprint ``recorded`` is ``item``'s: its contents' one, or the path's one of a
+    folder written before (:func:`path_item_fingerprint`)."""
+    return recorded in (item_fingerprint(item), path_item_fingerprint(item))
 
 
 def data_fingerprint(dataset: Dataset) -> str:
@@ -244,9 +304,9 @@ def data_fingerprint(dataset: Dataset) -> str:
 def _check_items(out_dir: Path, dataset: Dataset) -> None:
     """Refuse items whose question, gold answer or inputs differ from those the directory's results were
     for."""
-    now = {item.id: item_fingerprint(item) for item in dataset.items}
+    now = {item.id: item for item in dataset.items}
     changed = sorted({str(r["id"]) for r in read_results(out_dir)
-                      if r.get("item") and str(r["id"]) in now and now[str(r["id"])] != r["item"]})
+                      if r.get("item") and str(r["id"]) in now and not same_item(now[str(r["id"])], r["item"])})
     if changed:
         more = " ..." if len(changed) > 5 else ""
         raise ValueError(f"{out_dir} holds results for other versions of {len(changed)} item(s) "
@@ -282,6 +342,10 @@ class EvalOptions:
     grader_base_url: str | None = None
     """The OpenAI-compatible server of the LLM grader (default: ``KGAGENTS_GRADER_BASE_URL``, else as
     :mod:`kgagents.evals.judges` says: never the run's server for another model than the run's)."""
+    judge: Judge | None = None
+    """The LLM grader worked out beforehand (:func:`kgagents.evals.judges.judge_of`), which then takes the place of
+    :attr:`grader_model`, :attr:`grader_base_url` and the run's model: a re-scoring's, from the user's own flags and
+    environment, never from the results folder it reads; ``None``: from these options (:func:`evaluation_judge`)."""
     retry_failed: bool = False
     progress: bool = True
     checkpointer: str | None = None
@@ -671,6 +735,8 @@ def evaluation_judge(options: EvalOptions, scorer: str) -> Judge | None:
     """The LLM grader of the evaluation ``options`` describes, scored by ``scorer`` (:mod:`kgagents.evals.judges`;
     ``None`` when the scorer has none): the one setting the start line, the start checks, the estimate and the
     scorer use."""
+    if options.judge is not None:
+        return options.judge if scorer in LLM_GRADED_SCORERS else None
     ctx, values = options.context, options.context_values
     run_model = getattr(ctx, "model", None) if ctx is not None else values.get("model")
     run_base_url = getattr(ctx, "base_url", None) if ctx is not None else values.get("base_url")

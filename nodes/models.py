@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -30,7 +31,16 @@ from kgagents.core.endpoints import (  # noqa: F401 - re-exported for the nodes
     model_label,
 )
 from kgagents.core.extras import require
-from kgagents.core.keys import ANTHROPIC, OLLAMA, OPENAI, OPENAI_PROTOCOL, OPENAI_SDK_VARIABLES, bound_key
+from kgagents.core.keys import (
+    ANTHROPIC,
+    AZURE,
+    OLLAMA,
+    OPENAI,
+    OPENAI_PROTOCOL,
+    OPENAI_SDK_VARIABLES,
+    bound_key,
+    sdk_headers_withheld,
+)
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.core.sdk_headers import confine_openai_client
 from kgagents.nodes.context import BaseContext
@@ -95,9 +105,13 @@ def configured_model_string(role: str, context: BaseContext | None = None) -> st
     raise ConfigurationError(MODEL_VARIABLES_HELP)
 
 
+#: The LangSmith gateway's own keys (``langsmith:`` models), the first one set wins.
+LANGSMITH_KEYS = ("LANGSMITH_GATEWAY_API_KEY", "LANGSMITH_API_KEY")
+
 #: The variables a model's endpoint and key come from besides the settings (a change builds the model again).
-_KEY_VARIABLES = tuple(dict.fromkeys([*(name for binding in (*OPENAI_PROTOCOL, ANTHROPIC, OLLAMA)
-                                       for name in (binding.key, *binding.bases)), *OPENAI_SDK_VARIABLES]))
+_KEY_VARIABLES = tuple(dict.fromkeys([*(name for binding in (*OPENAI_PROTOCOL, ANTHROPIC, OLLAMA, AZURE)
+                                       for name in (binding.key, *binding.bases)), *OPENAI_SDK_VARIABLES,
+                                      *LANGSMITH_KEYS]))
 
 
 def _cache_key(spec: str, base_url: str | None, temperature: float | None, timeout_s: float | None,
@@ -140,7 +154,7 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
     from langchain.chat_models import init_chat_model
 
     provider, _, name = spec.partition(":")
-    if name and base_url and not _is_provider(provider):
+    if name and base_url and not is_provider(provider):
         provider, name = spec, ""  # "qwen2.5:7b" on an OpenAI-compatible server is one bare model name
     kwargs: dict[str, Any] = {}
     if temperature is not None:
@@ -184,6 +198,11 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
     elif provider == "ollama":
         kwargs["base_url"] = get_settings().ollama_url
         kwargs.update(ollama_authorization(kwargs["base_url"]))
+    elif provider in OPENAI_SDK_PROVIDERS:
+        kwargs.update(openai_sdk_provider_settings(spec, provider, os.environ))
+        kwargs["max_retries"] = 0
+        if timeout_s is not None:
+            kwargs["timeout"] = timeout_s
     if provider in PROVIDER_MODULES:
         require(PROVIDER_MODULES[provider], f"{provider} models")
     try:
@@ -197,6 +216,38 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
         raise ConfigurationError(f"the provider {provider!r} needs an extra package: {exc}") from exc
     except Exception as exc:  # missing API key and similar configuration errors
         raise ConfigurationError(f"cannot set up the model {spec!r}: {exc}") from exc
+
+
+#: Providers other than ``openai`` whose LangChain models are OpenAI SDK clients that read ``OPENAI_API_KEY`` (and
+#: the SDK's header variables) from the environment on their own: Azure OpenAI (``AzureChatOpenAI`` falls back to
+#: ``OPENAI_API_KEY`` and sends it to ``AZURE_OPENAI_ENDPOINT``) and LangSmith's gateway (``ChatOpenAI`` there
+#: sends ``OPENAI_API_KEY`` to the gateway when no LangSmith key is set).
+OPENAI_SDK_PROVIDERS = ("azure_openai", "langsmith")
+
+
+def openai_sdk_provider_settings(spec: str, provider: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """The explicit key (and endpoint) a model of :data:`OPENAI_SDK_PROVIDERS` is built with, so that its client
+    never falls back to ``OPENAI_API_KEY``: Azure's own key to Azure's own endpoint (:data:`AZURE`), LangSmith's
+    own key (:data:`LANGSMITH_KEYS`). Raises :class:`ConfigurationError` when its own key is missing, or when the
+    OpenAI SDK would add the headers of :data:`OPENAI_SDK_VARIABLES` (``OPENAI_API_KEY``'s server's) to its
+    requests."""
+    if provider == "azure_openai":
+        key, endpoint = AZURE.secret(env), AZURE.base(env)
+        if key is None or endpoint is None:
+            raise ConfigurationError(f"the model {spec!r} needs AZURE_OPENAI_API_KEY and AZURE_OPENAI_ENDPOINT "
+                                     "(OPENAI_API_KEY goes only to OpenAI's server, never to Azure)")
+        settings: dict[str, Any] = {"api_key": key, "azure_endpoint": endpoint}
+    else:
+        key = next((value.strip() for name in LANGSMITH_KEYS if (value := env.get(name) or "").strip()), None)
+        if key is None:
+            raise ConfigurationError(f"the model {spec!r} needs {' or '.join(LANGSMITH_KEYS)} (OPENAI_API_KEY "
+                                     "goes only to OpenAI's server, never to LangSmith's gateway)")
+        endpoint, settings = None, {"api_key": key}
+    if sdk_headers_withheld(endpoint, env):
+        set_ = ", ".join(name for name in OPENAI_SDK_VARIABLES if (env.get(name) or "").strip())
+        raise ConfigurationError(f"the model {spec!r} would send the headers of {set_} (they go only to "
+                                 f"{OPENAI.base(env)}) to {provider}'s server: unset them for this run")
+    return settings
 
 
 #: ``ChatOpenAI``'s SDK clients: each root client and the chat-completions resource taken from it.
@@ -252,7 +303,7 @@ def _add_seed(kwargs: dict[str, Any], provider: str, seed: int) -> None:
         log.warning("the provider %r takes no sampling seed: runs with a seed are not reproducible there", provider)
 
 
-def _is_provider(name: str) -> bool:
+def is_provider(name: str) -> bool:
     """Whether ``name`` is a provider ``init_chat_model`` knows (else ``name:tag`` is a model name)."""
     try:
         # langchain's model registry: heavy, loaded when a model is made

@@ -143,7 +143,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise ValueError("--temperature must be at least 0")
         values["temperature"] = args.temperature
     if getattr(args, "rescore", None):
-        return _rescore(args, dataset)
+        return _rescore(args, dataset, values)
     if args.estimate:  # before the checks of keys and servers: an estimate calls no model
         return _estimate(args, dataset, values, protocol, default_scorer)
     judge = judge_for(args, values, dataset.scorer)
@@ -175,12 +175,17 @@ def _check_agent_g(args: argparse.Namespace, values: dict[str, Any], dataset: st
         print(f"kgagents: {note}", file=sys.stderr)
 
 
-def _rescore(args: argparse.Namespace, dataset: Any) -> int:
+def _rescore(args: argparse.Namespace, dataset: Any, own: dict[str, Any]) -> int:
     """``--rescore DIR``: DIR's answers scored again by this command's scorer and grader, into a folder of their
-    own (:mod:`kgagents.evals.rescore`)."""
+    own (:mod:`kgagents.evals.rescore`). The grader comes from the user's own flags and environment (``own``: this
+    command's context values), never from DIR's manifest: a results folder is data and does not choose where the
+    user's judge sends. ``--estimate`` prices the judge's calls over DIR's answers and calls nothing."""
     # loaded by the command that needs it (every command starts without it)
+    import dataclasses
+
     from kgagents.evals import event_loop
-    from kgagents.evals.rescore import rescore
+    from kgagents.evals.estimate import estimate_rescore, format_estimate
+    from kgagents.evals.rescore import nothing_scored, rescore
     from kgagents.evals.runner import read_manifest
 
     source = Path(args.rescore)
@@ -190,15 +195,20 @@ def _rescore(args: argparse.Namespace, dataset: Any) -> int:
     if args.preset or args.set or args.runs is not None or args.seed is not None or args.temperature is not None:
         raise ValueError("--rescore scores stored answers: the run's settings (--preset, --set, --runs, --seed, "
                          "--temperature) are those of the evaluation in DIR")
-    values = dict(manifest.get("context") or {})
-    judge = judge_for(args, values, dataset.scorer)
-    check_judge(judge)
+    judge = judge_for(args, own, dataset.scorer)
     label = "none" if judge is None or judge.model is None else str(judge.model)
     out = Path(args.out) if args.out else source.parent / re.sub(
         r"[^A-Za-z0-9_.-]+", "_", f"{source.name}-rescored-{dataset.scorer}-{label}")
+    if args.estimate:  # before the checks of keys and servers: an estimate calls no model
+        grader = None if judge is None or judge.model is None else str(judge.model)
+        print(format_estimate(estimate_rescore(source, out, args.workflow, dataset, grader=grader)))
+        return 0
+    check_judge(judge)
     print(f"kgagents: re-scoring the answers in {source} with {dataset.scorer}"
           f"{'' if judge is None else f', grader {judge.name}'} into {out}", file=sys.stderr)
-    options = _options(args, out, values, runs=int(manifest.get("runs") or 1), seed=manifest.get("seed"))
+    values = dict(manifest.get("context") or {})  # the run's settings, recorded again in the new manifest
+    options = dataclasses.replace(
+        _options(args, out, values, runs=int(manifest.get("runs") or 1), seed=manifest.get("seed")), judge=judge)
     result = event_loop.run(rescore(source, options, dataset))
     _print_result(result, dataset)
     if not args.no_report and result.records:
@@ -206,6 +216,11 @@ def _rescore(args: argparse.Namespace, dataset: Any) -> int:
         from kgagents.evals.report import build_report
 
         print(f"report: {build_report([out])}", file=sys.stderr)
+    if nothing_scored(result.records):
+        print(f"kgagents: none of the answers in {source} was scored again (every judgement or scoring failed; "
+              f"see the errors in {out / 'results.jsonl'}): fix the grader, then run the same command again",
+              file=sys.stderr)
+        return 1
     return _exit_status([result])
 
 

@@ -32,14 +32,16 @@ import json
 import logging
 import os
 import queue
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -58,6 +60,7 @@ from kgagents.core.config import load_env
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
 from kgagents.core.keys import same_postgres
+from kgagents.core.nofollow import refuse_link
 from kgagents.core.private import private_dir, private_file
 from kgagents.core.redact import without_credentials
 from kgagents.core.serde import strict_serializer
@@ -254,6 +257,45 @@ async def batched_sqlite_saver(path: str | Path) -> AsyncIterator[BatchedSqliteS
     finally:
         await saver.aclose()
         await asyncio.to_thread(conn.close)
+
+
+#: The files SQLite keeps beside a database: its write-ahead log, its shared-memory index, its rollback journal.
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
+
+
+@contextmanager
+def read_only_sqlite_saver(path: str | Path, what: str = "the checkpoints") -> Iterator[SqliteSaver]:
+    """langgraph's ``SqliteSaver`` (synchronous) over the SQLite file ``path``, which is someone else's data and
+    stays byte for byte as it was: opened ``immutable`` (no setup, no WAL mode, no ``CREATE TABLE``, no lock or
+    index file made beside it), or, when it has a write-ahead log with checkpoints in it (a run that was stopped),
+    from a private copy of the two (an immutable reader would not see them). ``path`` or a file beside it that is a
+    symbolic link is refused (:class:`~kgagents.core.nofollow.LinkRefused`); a file SQLite cannot read is a
+    ``ValueError`` naming it."""
+    database = refuse_link(path, what)
+    for suffix in SQLITE_COMPANIONS:
+        refuse_link(f"{database}{suffix}", what)
+    wal = Path(f"{database}-wal")
+    with tempfile.TemporaryDirectory(prefix="kgagents-checkpoints-") as private:
+        try:
+            if wal.is_file() and wal.stat().st_size:
+                copy = Path(private) / "checkpoints.sqlite"
+                shutil.copyfile(database, copy, follow_symlinks=False)
+                shutil.copyfile(wal, f"{copy}-wal", follow_symlinks=False)
+                conn = sqlite3.connect(str(copy), check_same_thread=False)
+            else:
+                uri = f"file:{quote(str(Path(database).absolute()))}?mode=ro&immutable=1"
+                conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except (OSError, sqlite3.Error) as exc:
+            raise ValueError(f"cannot read {what} {database}: {exc}") from exc
+        saver = SqliteSaver(conn, serde=strict_serializer(str(database)))
+        saver.is_setup = True  # read as they are: setup would write (WAL mode, tables)
+        try:
+            yield saver
+        except sqlite3.Error as exc:
+            raise ValueError(f"cannot read {what} {database}: {exc}") from exc
+        finally:
+            conn.close()
 
 
 #: The variable that names the user's PostgreSQL checkpointer.

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import idna
 
-__all__ = ["ANTHROPIC", "COMPATIBLE", "DEFAULT_PORTS", "GRADER", "IDNA_ENCODINGS", "OLLAMA", "OPENAI",
+__all__ = ["ANTHROPIC", "AZURE", "COMPATIBLE", "DEFAULT_PORTS", "GRADER", "IDNA_ENCODINGS", "OLLAMA", "OPENAI",
            "OPENAI_PROTOCOL", "OPENAI_SDK_VARIABLES", "POSTGRES_PORT", "KeyBinding", "Server", "ascii_name",
            "bound_key", "credentials_go", "key_for", "normal_host", "openai_sdk_headers", "postgres_connection", "said",
            "same_host", "same_postgres", "same_server", "say_once", "sdk_headers_withheld", "server_of",
@@ -171,6 +171,9 @@ GRADER = KeyBinding("KGAGENTS_GRADER_API_KEY", ("KGAGENTS_GRADER_BASE_URL",))
 OPENAI = KeyBinding("OPENAI_API_KEY", ("OPENAI_BASE_URL", "OPENAI_API_BASE"), "https://api.openai.com/v1")
 #: Anthropic's key: to ``ANTHROPIC_BASE_URL`` (or ``ANTHROPIC_API_URL``), else Anthropic's API.
 ANTHROPIC = KeyBinding("ANTHROPIC_API_KEY", ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL"), "https://api.anthropic.com")
+#: Azure OpenAI's key: only to ``AZURE_OPENAI_ENDPOINT`` (Azure has no default server). LangChain's
+#: ``AzureChatOpenAI`` falls back to ``OPENAI_API_KEY`` when this one is unset; kgagents never lets it.
+AZURE = KeyBinding("AZURE_OPENAI_API_KEY", ("AZURE_OPENAI_ENDPOINT",))
 #: The keys a client of the OpenAI protocol (chat, transcription, embeddings) may send, each to its own server.
 OPENAI_PROTOCOL = (COMPATIBLE, GRADER, OPENAI)
 #: Ollama's key (Ollama's cloud, which issues it): the Ollama client sends it wherever ``OLLAMA_HOST`` points, so
