@@ -217,3 +217,26 @@ def test_review_kg2_a_static_graph_imported_again_after_a_restart_stays_unreacha
         assert again.triples("Sablé", "animal breed")[0].key == "27ea"
     finally:
         forget_open_graphs()
+
+
+@pytest.mark.timeout(180)
+def test_review_kg2_a_static_graph_imported_again_answers_empty_from_the_dropped_namespace(falkordb_2s, ark_source):
+    """MEDIUM (no restart needed). Importing a graph again under its name loads a new namespace and drops the old
+    one, but ``open_graph`` still returns the instance opened before (same fingerprint, same location), which
+    reads the dropped namespace: FalkorDB answers a read of a graph (Redis key) that does not exist with an
+    'empty key' error, ``FalkorDatabase._run`` turns that into no rows, and every uncached lookup answers
+    nothing -- wrong answers (an entity "not found") instead of an error. This is also what a user meets who
+    follows the docs' advice after a restart in a process whose server URL did not change. Expected: the import
+    replaces the open instance; a read of a namespace that is gone raises 'import it again'."""
+    from kgagents.tools.pgraph import open_graph
+    from kgagents.tools.pgraph.cypher import import_to_cypher
+    from kgagents.tools.pgraph.registry import forget_open_graphs
+
+    forget_open_graphs()
+    try:
+        import_to_cypher(ark_source, backend="falkordb", name="yui")
+        assert len(open_graph("yui").triples("Yui Yuigahama", "sex or gender")) == 1
+        import_to_cypher(ark_source, backend="falkordb", name="yui")
+        assert len(open_graph("yui").triples("Yui Yuigahama", "present in work")) == 1
+    finally:
+        forget_open_graphs()
