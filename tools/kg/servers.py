@@ -26,9 +26,11 @@ long-lived launcher thread, because the death signal fires when the *thread* tha
   has an address-space limit (four times the memory, and 2 GiB more): what the caps above do not count ends the
   server there, not the machine. The **embedded** server is killed (SIGKILL) when a query runs past a kgagents
   connection's deadline (nothing else stops that server thread; a write also holds Redis's global lock) or when
-  its watchdog's probe goes unanswered for twice the deadline (:func:`_watch`); a new one starts at the next
-  query, and each run's store restores its KG there from its graph state (:func:`end_embedded`, :func:`why_ended`,
-  :mod:`kgagents.tools.kg.falkordb_store`).
+  its watchdog's probe goes unanswered for twice the deadline while no query is within its deadline
+  (:func:`_watch`); a new one starts at the next query, and each run's store restores its KG there from its graph
+  state (:func:`end_embedded`, :func:`why_ended`, :mod:`kgagents.tools.kg.falkordb_store`). This process sends
+  it at most one query fewer than it has query threads (:func:`query_slot`), so a query starts when sent and the
+  probe always finds a thread; a query that waits too long for a slot is told the server is busy.
 - ArcadeDB: every command stops at the time limit (``arcadedb.command.timeout``; checked in scans, expansions and
   filters, not inside one expression), the JVM's heap is the memory (``-Xmx``: a query that needs more fails with
   an ``OutOfMemoryError`` that ends its connection, not the server), and ``range()`` produces at most a million
