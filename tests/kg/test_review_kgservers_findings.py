@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from kgagents.tools.kg import servers
+from kgagents.tools.kg.falkordb_store import MAX_RESTARTS_PER_RUN, restarts_caused
 from kgagents.tools.kg.servers import (
     ServerProcess,
     embedded,
@@ -128,7 +129,9 @@ def test_review_falkordb_a_victim_query_in_flight_during_the_restart_is_answered
 def test_review_falkordb_a_few_cut_off_reads_take_every_query_thread(short_falkordb, tmp_path):
     """HIGH. A read the time limit does not stop kept one of FalkorDB's THREAD_COUNT query threads for hours after
     the connection gave up on it; the same run sent it again until every thread was taken and no run's query was
-    answered. Now every such read ends the server that runs it; the victim's KG is there on the last one."""
+    answered. Now every such read ends the server that runs it, until the run has had it restarted
+    MAX_RESTARTS_PER_RUN times; its further reads are refused unsent (review-kg2); the victim's KG is there on the
+    last one."""
     limits = falkordb_limits(server_memory_mb(), query_timeout_s())
     threads = int(limits.module_args[limits.module_args.index("THREAD_COUNT") + 1])
     victim, attacker, secret = _victim_and_attacker(tmp_path)
@@ -137,7 +140,8 @@ def test_review_falkordb_a_few_cut_off_reads_take_every_query_thread(short_falko
         assert not result.ok and "restarted" in result.error, result
     after = victim.read_sync(SECRET_READ)
     assert after.ok and after.result == [{"s": secret}], after
-    assert embedded("falkordb").generation >= short_falkordb.generation + threads
+    assert embedded("falkordb").generation >= short_falkordb.generation + min(threads, MAX_RESTARTS_PER_RUN)
+    assert "refused" in result.error and restarts_caused(attacker.graph_name) == MAX_RESTARTS_PER_RUN, result
 
 
 @pytest.mark.timeout(240)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -66,13 +67,68 @@ from kgagents.tools.kg.servers import (
     embedded,
     embedded_server_at,
     end_embedded,
+    query_slot,
     query_timeout_s,
     stalled_before,
     why_ended,
 )
 
+logger = logging.getLogger(__name__)
+
 GRAPH_PREFIX = "kgagents_"
 Result = TypeVar("Result", WriteResult, ReadResult)
+#: How many rows one query of an export or a restore carries: each query stays far below a server's per-query
+#: memory (``QUERY_MEM_CAPACITY``) however large the run's KG.
+PAGE_ROWS = 2000
+#: How many times one run's queries may end the embedded server (each ran past the time limit in a way the server
+#: could not stop) before its further queries are refused unsent (:func:`refused_text`).
+MAX_RESTARTS_PER_RUN = 2
+
+_restarts: dict[str, int] = {}
+_restarts_lock = threading.Lock()
+
+
+def count_restart(graph_name: str) -> int:
+    """Record that a query on ``graph_name`` (one run's KG) had the embedded server restarted; the new count."""
+    with _restarts_lock:
+        _restarts[graph_name] = _restarts.get(graph_name, 0) + 1
+        return _restarts[graph_name]
+
+
+def restarts_caused(graph_name: str) -> int:
+    """How many times queries on ``graph_name`` had the embedded server restarted in this process."""
+    with _restarts_lock:
+        return _restarts.get(graph_name, 0)
+
+
+def refused_text(restarts: int) -> str | None:
+    """What a run whose queries had the shared server restarted ``restarts`` times is told instead of an answer,
+    once that reaches :data:`MAX_RESTARTS_PER_RUN`; None below it."""
+    if restarts < MAX_RESTARTS_PER_RUN:
+        return None
+    return (f"refused: this run's queries ran past the time limit in a way the graph server could not stop "
+            f"{restarts} times, and each time the shared server was restarted (every run's KG restored); so that "
+            "other runs keep their server, this run's queries are no longer sent (its KG is kept in its graph "
+            "state): start a new run, with smaller queries")
+
+
+def restore_failed_text(error: str) -> str:
+    """What a run is told when its KG could not be put on the graph server (after a restart, or to undo a write):
+    ``error`` is the server's answer."""
+    return (f"this run's KG could not be restored on the graph server ({error}); nothing of this query ran, and "
+            "the KG is kept whole in the graph state and restored before the next query: run the query again "
+            "(if the server is out of memory, wait for other runs to finish)")
+
+
+def server_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server's (or its client's) own error -- refused, out of memory, over a limit -- rather
+    than a fault of kgagents."""
+    return any(c.__module__.split(".")[0] in ("redis", "falkordb") for c in type(exc).__mro__)
+
+
+def pages(rows: list[Any], size: int = PAGE_ROWS) -> list[list[Any]]:
+    """``rows`` cut into consecutive pages of at most ``size`` (none for no rows)."""
+    return [rows[k:k + size] for k in range(0, len(rows), size)]
 
 
 def graph_name_for(thread_id: str) -> str:
@@ -174,6 +230,8 @@ def retry_after(why: str) -> bool:
 
 
 def _error_text(exc: Exception) -> str:
+    if isinstance(exc, KGError):
+        return str(exc)
     if gave_up(exc):
         return cut_off_text(query_timeout_s())
     return f"{type(exc).__name__}: {exc}"
@@ -202,6 +260,11 @@ class FalkorDBStore(DatabaseStore):
         self._timeout_ms = int(query_timeout_s() * 1000)
         #: the process's embedded server, when ``url`` is its socket: the store follows it across restarts
         self._server: ServerProcess | None = embedded_server_at(url)
+        #: the server may not hold this run's KG (a restart, a restore or undo that failed): every operation
+        #: restores it first, and runs nothing until that succeeds
+        self._restore_pending = False
+        #: when (``time.monotonic()``) the last query was sent, once it held its slot (:func:`query_slot`)
+        self._sent = time.monotonic()
         try:
             self._connect(url)
             if sync:
@@ -218,22 +281,39 @@ class FalkorDBStore(DatabaseStore):
         self._client = client_for(url)
         self._graph = self._client.select_graph(self.graph_name)
 
-    def _follow(self) -> None:
-        """On the embedded server: if it was restarted since this store last used it, move to the new one and
-        restore the run's KG there from the snapshot this store holds (the graph state's), as after a crash. On
-        another server: restore the KG if the graph is gone (that server was restarted without its data)."""
+    def _follow(self, *, restore: bool = True) -> None:
+        """On the embedded server: if it was restarted since this store last used it, move to the new one, whose
+        graph must then be restored. On another server: the graph must be restored if it is gone (that server was
+        restarted without its data). ``restore``: restore it now from the snapshot this store holds (the graph
+        state's), as after a crash; until a restore succeeds every operation tries it again first
+        (:meth:`_restore`), so a store never answers from, or takes its snapshot from, a graph that lacks its KG."""
         if self._server is None:
-            if not self._client.connection.exists(self.graph_name):  # it exists from the store's open on
-                self._replace(self._snapshot)
-            return
-        if why_ended(self._server, wait=0) is None:
-            return
-        old = self.url
-        self._server = embedded("falkordb")
-        forget_client(old)
-        self._connect(self._server.url)
-        self._replace(self._snapshot)
-        self._snapshot = self._current()
+            if not self._restore_pending and not self._client.connection.exists(self.graph_name):
+                self._restore_pending = True  # it exists from the store's open on
+        elif why_ended(self._server, wait=0) is not None:
+            old = self.url
+            self._server = embedded("falkordb")
+            forget_client(old)
+            self._connect(self._server.url)
+            self._restore_pending = True
+        if restore and self._restore_pending:
+            self._restore()
+
+    def _restore(self) -> None:
+        """Put the snapshot this store holds on the server; a :class:`KGError` saying so when the server refuses
+        (the KG stays whole in the snapshot, and the next operation tries again)."""
+        self._restore_pending = True
+        try:
+            self._replace(self._snapshot)
+            restored = self._current()
+        except KGError as exc:
+            raise KGError(restore_failed_text(str(exc))) from exc
+        except Exception as exc:
+            if not (server_error(exc) or connection_lost(exc)):
+                raise
+            raise KGError(restore_failed_text(_error_text(exc))) from exc
+        self._snapshot = restored
+        self._restore_pending = False
 
     def _lost(self, exc: Exception, sent: float) -> _ServerLost | None:
         """What ``exc``, raised by a query sent at ``sent`` (``time.monotonic()``), means when the connection, not
@@ -243,7 +323,7 @@ class FalkorDBStore(DatabaseStore):
         had stopped answering before it was sent). None: the server answered (an error of the query), or a server
         kgagents did not start failed."""
         server = self._server
-        if server is None or not (gave_up(exc) or connection_lost(exc)):
+        if server is None or isinstance(exc, KGError) or not (gave_up(exc) or connection_lost(exc)):
             return None
         why = why_ended(server, wait=0 if gave_up(exc) else 2.0)
         if why is not None:  # restarted by another query's cause (or crashed): not this query's doing
@@ -253,11 +333,24 @@ class FalkorDBStore(DatabaseStore):
         if stalled_before(server, sent):  # it waited behind what holds the server
             end_embedded(server, ENDED_STALLED)
             return _ServerLost(lost_text(ENDED_STALLED), retry_after(ENDED_STALLED))
-        return _ServerLost(cut_off_text(query_timeout_s(), restarted=end_embedded(server, ENDED_GAVE_UP)), False)
+        restarted = end_embedded(server, ENDED_GAVE_UP)
+        text = cut_off_text(query_timeout_s(), restarted=restarted)
+        if restarted and refused_text(count_restart(self.graph_name)) is not None:
+            text += ("; this run's queries have now had it restarted too often, so its further queries are refused "
+                     "unsent")
+        return _ServerLost(text, False)
+
+    def _query(self, query: str, params: dict[str, Any] | None = None, *, read_only: bool = False,
+               timeout: int | None = None) -> Any:
+        """One query on this run's graph, holding a query slot of the embedded server while it is there
+        (:func:`~kgagents.tools.kg.servers.query_slot`: the deadline counts from when it holds one)."""
+        with query_slot(self._server):
+            self._sent = time.monotonic()
+            return (self._graph.ro_query if read_only else self._graph.query)(query, params, timeout=timeout)
 
     def _rows(self, query: str, params: dict[str, Any] | None = None, *, read_only: bool = False) -> list[list[Any]]:
         try:
-            result = (self._graph.ro_query if read_only else self._graph.query)(query, params)
+            result = self._query(query, params, read_only=read_only)
         except Exception as exc:  # a graph that was never written is an "empty key"
             if "empty key" in str(exc):
                 return []
@@ -265,10 +358,20 @@ class FalkorDBStore(DatabaseStore):
         return result.result_set
 
     def _export(self) -> tuple[list[NodeRow], list[RelRow]]:
-        nodes = [NodeRow(r[0], r[1], list(r[2] or []), dict(r[3] or {})) for r in self._rows(
-            "MATCH (n) RETURN id(n), n.id, labels(n), properties(n)", read_only=True)]
-        rels = [RelRow(r[0], r[1], r[2], dict(r[3] or {})) for r in self._rows(
-            "MATCH (a)-[r]->(b) RETURN id(a), id(b), type(r), properties(r)", read_only=True)]
+        """The graph's nodes and relationships, read in pages of :data:`PAGE_ROWS` internal ids (by each
+        relationship's source), so no query holds more than a page whatever the KG's size."""
+        top = self._rows("MATCH (n) RETURN max(id(n))", read_only=True)
+        last = top[0][0] if top and top[0][0] is not None else -1
+        nodes: list[NodeRow] = []
+        rels: list[RelRow] = []
+        for low in range(0, last + 1, PAGE_ROWS):
+            span = {"low": low, "high": low + PAGE_ROWS}
+            nodes += [NodeRow(r[0], r[1], list(r[2] or []), dict(r[3] or {})) for r in self._rows(
+                "MATCH (n) WHERE id(n) >= $low AND id(n) < $high RETURN id(n), n.id, labels(n), properties(n)",
+                span, read_only=True)]
+            rels += [RelRow(r[0], r[1], r[2], dict(r[3] or {})) for r in self._rows(
+                "MATCH (a)-[r]->(b) WHERE id(a) >= $low AND id(a) < $high RETURN id(a), id(b), type(r), "
+                "properties(r)", span, read_only=True)]
         return nodes, rels
 
     def _current(self) -> KGSnapshot:
@@ -282,33 +385,43 @@ class FalkorDBStore(DatabaseStore):
         except Exception as exc:
             if "empty key" not in str(exc) and "Invalid graph" not in str(exc):
                 raise
-        self._graph.query("RETURN 0")  # the graph exists (empty), so read-only queries see an empty graph
+        self._query("RETURN 0")  # the graph exists (empty), so read-only queries see an empty graph
         for statement, params in restore_statements(snapshot):
-            self._graph.query(statement, params)
+            for rows in pages(params["rows"]):
+                self._query(statement, {**params, "rows": rows})
 
     def _sync(self) -> None:
-        if not self._client.connection.exists(self.graph_name):
-            self._replace(self._snapshot)
-            self._snapshot = self._current()
-            return
-        if snapshot_digest(self._current()) != snapshot_digest(self._snapshot):
-            self._replace(self._snapshot)
-            self._snapshot = self._current()
+        if not self._client.connection.exists(self.graph_name) or \
+                snapshot_digest(self._current()) != snapshot_digest(self._snapshot):
+            self._restore()
 
     # --- sync operations --------------------------------------------------------------------------------
     def clear_sync(self) -> None:
-        self._follow()
-        self._replace(empty_snapshot())
-        self._snapshot = empty_snapshot()
+        self.restore_sync(empty_snapshot())
 
     def restore_sync(self, snapshot: KGSnapshot) -> None:
-        self._follow()
-        self._replace(snapshot)
-        self._snapshot = self._current()
+        """Make ``snapshot`` the run's KG. When the server refuses it, the store keeps it and puts it on the
+        server before its next operation (which answers the error if that fails again)."""
+        self._follow(restore=False)
+        self._snapshot = copy.deepcopy(snapshot)
+        try:
+            self._restore()
+        except KGError as exc:
+            logger.warning("FalkorDB graph %s: %s", self.graph_name, exc)
 
-    def _undo(self, before: KGSnapshot) -> None:
-        if snapshot_digest(self._current()) != snapshot_digest(before):
-            self._replace(before)
+    def _undo(self, before: KGSnapshot) -> str:
+        """Put the KG back to ``before`` (the store's snapshot) after a write that failed; what to add to the
+        write's error when that failed too (the KG is then restored before the next operation), else ``""``."""
+        try:
+            if snapshot_digest(self._current()) != snapshot_digest(before):
+                self._replace(before)
+            return ""
+        except Exception as exc:
+            if not (isinstance(exc, KGError) or server_error(exc) or connection_lost(exc)):
+                raise
+            self._restore_pending = True
+            return ("; the KG could not be put back as it was before this code (" + _error_text(exc) + "): it is "
+                    "restored from the graph state before the next query")
 
     def _statements(self, code: str, *, read_only: bool = False) -> list[str]:
         return [prepare(s, FALKORDB, read_only=read_only) for s in split_statements(code)]
@@ -324,9 +437,14 @@ class FalkorDBStore(DatabaseStore):
 
     def _twice(self, operation: Callable[[], Result], failed: Callable[[str], Result]) -> Result:
         """``operation`` on the server, once more if the embedded server was restarted under it and that is safe
-        (:func:`retry_after`: the run's KG is restored first, so a write starts again from the KG before it)."""
+        (:func:`retry_after`: the run's KG is restored first, so a write starts again from the KG before it).
+        Nothing is sent for a run whose queries had the server restarted too often (:func:`refused_text`); the
+        server's own errors (out of memory, a restore it refused) are the run's error, not an exception."""
+        refused = refused_text(restarts_caused(self.graph_name)) if self._server is not None else None
+        if refused is not None:
+            return failed(refused)
         for attempt in (1, 2):
-            sent = time.monotonic()
+            self._sent = time.monotonic()
             try:
                 self._follow()
                 return operation()
@@ -334,10 +452,10 @@ class FalkorDBStore(DatabaseStore):
                 lost = exc
             except KGError as exc:
                 return failed(str(exc))
-            except Exception as exc:  # the server's failure (restoring the KG, say) goes to the run
-                found = self._lost(exc, sent)
+            except Exception as exc:  # the server's failure goes to the run
+                found = self._lost(exc, self._sent)
                 if found is None:
-                    if gave_up(exc) or connection_lost(exc):
+                    if gave_up(exc) or connection_lost(exc) or server_error(exc):
                         return failed(_error_text(exc))
                     raise
                 lost = found
@@ -347,37 +465,34 @@ class FalkorDBStore(DatabaseStore):
 
     def _write(self, statements: list[str]) -> WriteResult:
         before = self._snapshot
-        sent = time.monotonic()
         try:
             for number, statement in enumerate(statements):
-                sent = time.monotonic()
                 try:
-                    self._graph.query(statement, timeout=self._timeout_ms)
+                    self._query(statement, timeout=self._timeout_ms)
                 except Exception as exc:  # the engine's error goes to the fix loop
-                    lost = self._lost(exc, sent)
+                    lost = self._lost(exc, self._sent)
                     if lost is not None:  # the server is gone: the next operation restores the KG on the new one
                         raise lost from exc
-                    if number:
-                        self._undo(before)
+                    note = self._undo(before) if number else ""
                     where = f" (statement {number + 1} of {len(statements)})" if len(statements) > 1 else ""
-                    return WriteResult(False, _error_text(exc) + where)
+                    return WriteResult(False, _error_text(exc) + where + note)
             nodes, rels = self._export()
             assign, problems = plan_ids(nodes)
             if problems:
-                self._undo(before)
-                return WriteResult(False, "; ".join(problems))
-            if assign:
-                self._graph.query("UNWIND $rows AS row MATCH (n) WHERE id(n) = row.iid SET n.id = row.id",
-                                  {"rows": [{"iid": k, "id": v} for k, v in assign.items()]})
+                return WriteResult(False, "; ".join(problems) + self._undo(before))
+            for rows in pages([{"iid": k, "id": v} for k, v in assign.items()]):
+                self._query("UNWIND $rows AS row MATCH (n) WHERE id(n) = row.iid SET n.id = row.id", {"rows": rows})
             self._snapshot = build_snapshot(nodes, rels, assign)
         except _ServerLost:
             raise
         except Exception as exc:
-            lost = self._lost(exc, sent)
+            lost = self._lost(exc, self._sent)
             if lost is not None:
                 raise lost from exc
-            self._undo(before)
-            raise
+            note = self._undo(before)
+            if not (isinstance(exc, KGError) or server_error(exc) or connection_lost(exc)):
+                raise
+            return WriteResult(False, _error_text(exc) + note)
         return WriteResult(True)
 
     def read_sync(self, query: str) -> ReadResult:
@@ -392,11 +507,10 @@ class FalkorDBStore(DatabaseStore):
     def _read(self, statements: list[str]) -> ReadResult:
         rows: list[dict[str, Any]] = []
         for statement in statements:
-            sent = time.monotonic()
             try:
-                result = self._graph.ro_query(statement, timeout=self._timeout_ms)
+                result = self._query(statement, read_only=True, timeout=self._timeout_ms)
             except Exception as exc:  # the engine's error goes to the fix loop
-                lost = self._lost(exc, sent)
+                lost = self._lost(exc, self._sent)
                 if lost is not None:
                     raise lost from exc
                 return ReadResult(False, None, _error_text(exc))

@@ -26,9 +26,11 @@ long-lived launcher thread, because the death signal fires when the *thread* tha
   has an address-space limit (four times the memory, and 2 GiB more): what the caps above do not count ends the
   server there, not the machine. The **embedded** server is killed (SIGKILL) when a query runs past a kgagents
   connection's deadline (nothing else stops that server thread; a write also holds Redis's global lock) or when
-  its watchdog's probe goes unanswered for twice the deadline (:func:`_watch`); a new one starts at the next
-  query, and each run's store restores its KG there from its graph state (:func:`end_embedded`, :func:`why_ended`,
-  :mod:`kgagents.tools.kg.falkordb_store`).
+  its watchdog's probe goes unanswered for twice the deadline while no query is within its deadline
+  (:func:`_watch`); a new one starts at the next query, and each run's store restores its KG there from its graph
+  state (:func:`end_embedded`, :func:`why_ended`, :mod:`kgagents.tools.kg.falkordb_store`). This process sends
+  it at most one query fewer than it has query threads (:func:`query_slot`), so a query starts when sent and the
+  probe always finds a thread; a query that waits too long for a slot is told the server is busy.
 - ArcadeDB: every command stops at the time limit (``arcadedb.command.timeout``; checked in scans, expansions and
   filters, not inside one expression), the JVM's heap is the memory (``-Xmx``: a query that needs more fails with
   an ``OutOfMemoryError`` that ends its connection, not the server), and ``range()`` produces at most a million
@@ -47,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import ctypes
 import importlib.util
 import logging
@@ -62,7 +65,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,6 +230,11 @@ class ServerProcess:
     unanswered_since: float | None = None
     """For an embedded FalkorDB server: when (``time.monotonic()``) the watchdog sent the probe it still waits
     for; None while the server answers."""
+    slots: threading.BoundedSemaphore | None = None
+    """For an embedded FalkorDB server: how many of this process's queries may be at the server at once (one
+    query thread fewer than it has: :func:`query_slot`); None: not counted."""
+    in_flight: dict[int, float] = field(default_factory=dict)
+    """The queries holding a slot (:func:`query_slot`): a key of each and when (``time.monotonic()``) it got it."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -326,11 +334,16 @@ class FalkorDBLimits:
     """The process's address-space limit, in bytes."""
 
 
+def falkordb_threads() -> int:
+    """How many query threads a FalkorDB server started here has (``THREAD_COUNT``): one per CPU, at least 4."""
+    return max(4, os.cpu_count() or 1)
+
+
 def falkordb_limits(memory_mb: int, query_timeout: float) -> FalkorDBLimits:
     """The caps of a FalkorDB server with ``memory_mb`` of memory whose queries stop at ``query_timeout`` s."""
     limit_ms = str(int(query_timeout * 1000))
     memory = memory_mb * 1024 * 1024
-    threads = str(max(4, os.cpu_count() or 1))  # a query the time limit misses holds one of them, not the server
+    threads = str(falkordb_threads())  # a query the time limit misses holds one of them, not the server
     return FalkorDBLimits(
         ["TIMEOUT_DEFAULT", limit_ms, "TIMEOUT_MAX", limit_ms, "QUERY_MEM_CAPACITY", str(memory // 4),
          "THREAD_COUNT", threads],
@@ -513,6 +526,55 @@ def watchdog_deadline_s(limit: float | None = None) -> float:
     return 2 * client_deadline_s(limit)
 
 
+class ServerBusy(KGError):
+    """Every query slot of the embedded server stayed taken for the whole wait (:func:`query_slot`)."""
+
+
+def slot_wait_s(limit: float | None = None) -> float:
+    """How long a query waits for a slot on the embedded FalkorDB server (:func:`query_slot`): three times the
+    client deadline (:func:`client_deadline_s`), time for three rounds of queries before it to end at the time
+    limit. Waiting costs the server nothing; a run's query that waits longer is told the server is busy."""
+    return 3 * client_deadline_s(limit)
+
+
+def busy_text(slots: int, waited: float) -> str:
+    """What a query is told that found no free query slot on the embedded server within ``waited`` s."""
+    return (f"the graph server is busy: all {slots} of its query slots stayed taken by other queries (each within "
+            f"its time limit) for {waited:.0f} s; nothing of this query ran: run it again in a moment")
+
+
+@contextlib.contextmanager
+def query_slot(server: ServerProcess | None, wait: float | None = None) -> Iterator[None]:
+    """Hold one of the query slots of the embedded FalkorDB ``server`` while a query is at it (nothing for any
+    other server). The server has one query thread more than it has slots, so a query that holds a slot starts at
+    once (the server's time limit and the client's deadline count from about the same moment) and the watchdog's
+    probe always finds a thread. A query that finds every slot taken for ``wait`` s (default
+    :func:`slot_wait_s`) raises :class:`ServerBusy`, sent nowhere."""
+    slots = server.slots if server is not None else None
+    if server is None or slots is None:
+        yield
+        return
+    wait = slot_wait_s() if wait is None else wait
+    if not slots.acquire(timeout=wait):
+        raise ServerBusy(busy_text(falkordb_threads() - 1, wait))
+    key = id(object()) ^ threading.get_ident()
+    while key in server.in_flight:  # unlikely: another holder with the same key
+        key += 1
+    server.in_flight[key] = time.monotonic()
+    try:
+        yield
+    finally:
+        server.in_flight.pop(key, None)
+        slots.release()
+
+
+def overdue(server: ServerProcess, deadline: float, now: float | None = None) -> bool:
+    """Whether a query holding one of ``server``'s slots has been at it longer than ``deadline`` s: its connection
+    gives up on it soon, and the server is held by it (not merely busy)."""
+    now = time.monotonic() if now is None else now
+    return any(now - since > deadline for since in list(server.in_flight.values()))
+
+
 def embedded(kind: str) -> ServerProcess:
     """The process's embedded ``falkordb`` or ``arcadedb`` server (one per process; each run has its own graph):
     started on first use, and again when the last one died or was ended (:func:`end_embedded`); each new one has
@@ -528,6 +590,7 @@ def embedded(kind: str) -> ServerProcess:
             server.stop()
         if kind == "falkordb":
             server = start_falkordb(unix_socket=True)
+            server.slots = threading.BoundedSemaphore(falkordb_threads() - 1)  # one thread stays for the probe
         elif kind == "arcadedb":
             print("kgagents: starting an embedded ArcadeDB Bolt server (NEO4J_URI is not set)...", file=sys.stderr)
             server = start_arcadedb_bolt()
@@ -595,8 +658,10 @@ def _resp(*parts: str) -> bytes:
     return b"*%d\r\n" % len(parts) + body
 
 
-def answers(server: ServerProcess, command: bytes, timeout: float) -> bool:
-    """Whether ``server`` answers ``command`` (RESP bytes) on a connection of its own within ``timeout`` s. A
+def answers(server: ServerProcess, command: bytes, timeout: float,
+            still_busy: Callable[[], bool] | None = None) -> bool:
+    """Whether ``server`` answers ``command`` (RESP bytes) on a connection of its own within ``timeout`` s, or
+    later while ``still_busy()`` says its wait is explained (checked every ``timeout`` s after the first). A
     server that refuses the connection or closes it counts as answering: it is not stalled, it is gone (what
     :func:`embedded` sees)."""
     try:
@@ -610,21 +675,33 @@ def answers(server: ServerProcess, command: bytes, timeout: float) -> bool:
             conn.settimeout(timeout)
             conn.connect(address)
             conn.sendall(command)
-            conn.recv(1)
+            while True:
+                try:
+                    conn.recv(1)
+                    return True
+                except TimeoutError:
+                    if still_busy is None or not still_busy():
+                        return False
     except TimeoutError:
         return False
     except OSError:
         return True
-    return True
 
 
 def _watch(server: ServerProcess, interval: float, deadline: float) -> None:
     """The watchdog of the embedded FalkorDB server: every ``interval`` s it reads :data:`PROBE_GRAPH` (which
     needs the server's main thread and one of its query threads) and kills the server when the read is not
-    answered within ``deadline`` s. It ends with the server. A query of a kgagents store that the server does
-    not stop ends the server sooner, at its client's deadline (:func:`end_embedded`); this catches what holds the
-    server otherwise (a client that does not give up)."""
+    answered within ``deadline`` s -- unless every query at the server is still within its client deadline
+    (:func:`overdue`): a server busy with queries its time limit will stop is waited for. It ends with the
+    server. A query of a kgagents store that the server does not stop ends the server sooner, at its client's
+    deadline (:func:`end_embedded`); this catches what holds the server otherwise (a client that does not give
+    up, a query outside the slots)."""
     probe = _resp("GRAPH.RO_QUERY", PROBE_GRAPH, "RETURN 1")
+    client_deadline = deadline / 2
+
+    def busy_in_time() -> bool:
+        return bool(server.in_flight) and not overdue(server, client_deadline) and server.alive()
+
     if not answers(server, _resp("GRAPH.QUERY", PROBE_GRAPH, "RETURN 0"), deadline):  # the probe's graph exists
         end_embedded(server, ENDED_STALLED)
         return
@@ -633,7 +710,7 @@ def _watch(server: ServerProcess, interval: float, deadline: float) -> None:
         if embedded_server_at(server.url) is not server or not server.alive():
             return
         server.unanswered_since = time.monotonic()
-        if not answers(server, probe, deadline):
+        if not answers(server, probe, deadline, busy_in_time):
             if server.alive():
                 end_embedded(server, ENDED_STALLED)
             return

@@ -57,7 +57,7 @@ from kgagents.tools.kg.base import KGError
 from kgagents.tools.kg.cypher import quote_name
 from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config, driver_for
 from kgagents.tools.kg.falkordb_store import client_for, forget_client
-from kgagents.tools.kg.servers import embedded
+from kgagents.tools.kg.servers import embedded, embedded_server_at, query_slot, why_ended
 from kgagents.tools.pgraph.catalog import build, check_name, default_name, private_graphs_dir, ref_of, swap_in
 from kgagents.tools.pgraph.compact import CompactGraph
 from kgagents.tools.pgraph.limits import ImportLimits
@@ -192,17 +192,32 @@ class FalkorDatabase(Database):
         self.url = url
         self.describes = describes
         self._errors = (redis.exceptions.RedisError, OSError, KGError)
+        #: the process's embedded server, when ``url`` is its socket: its graphs end with it
+        self._server = embedded_server_at(url)
         with self._guard():
             self._client = client_for(url)
 
     def _run(self, graph: str, query: str, params: dict[str, Any], write: bool) -> list[list[Any]]:
+        """The rows of one query, holding a query slot of the embedded server while it is there. A namespace that
+        is gone is an error (never no rows): it was imported again or dropped, or its embedded server ended."""
+        self._check_server()
         selected = self._client.select_graph(graph)
         try:
-            return (selected.query if write else selected.ro_query)(query, params).result_set
+            with query_slot(self._server):
+                return (selected.query if write else selected.ro_query)(query, params).result_set
         except self._errors as exc:
+            self._check_server(wait=2.0)
             if not write and _never_written(exc):
-                return []
+                if graph == CATALOG_GRAPH:  # no graph was ever imported here
+                    return []
+                raise GraphDatabaseError(namespace_gone_text(graph, self.describes)) from exc
             raise
+
+    def _check_server(self, wait: float = 0.0) -> None:
+        """A :class:`GraphDatabaseError` when the embedded server this connection uses has ended since (its graphs
+        ended with it)."""
+        if self._server is not None and why_ended(self._server, wait=wait) is not None:
+            raise GraphDatabaseError(restarted_text(self.describes))
 
     def _forget(self) -> None:
         forget_client(self.url)
@@ -218,6 +233,19 @@ class FalkorDatabase(Database):
             except self._errors as exc:
                 if not _never_written(exc):
                     raise
+
+
+def namespace_gone_text(namespace: str, describes: str) -> str:
+    """What a lookup is told whose graph's namespace is no longer in the database."""
+    return (f"this graph's data (namespace {namespace}) is no longer in the falkordb database at {describes}: the "
+            "graph was imported again or removed since it was opened; open it again (a new run), or import it again")
+
+
+def restarted_text(describes: str) -> str:
+    """What a lookup is told whose graph was in an embedded FalkorDB server that has ended since."""
+    return (f"the embedded falkordb server that held this graph ({describes}) was restarted (a query ran past the "
+            "time limit, or the server stopped), and the graphs imported into it ended with it: import the graph "
+            "again (`kgagents graph import SOURCE --falkordb`), or give a FALKORDB_URL for a lasting graph")
 
 
 def _never_written(exc: BaseException) -> bool:

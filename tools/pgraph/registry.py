@@ -244,17 +244,23 @@ def _resolve_stored(ref: Mapping[str, Any]) -> GraphRef:
 _open: OrderedDict[str, StaticKG] = OrderedDict()
 _open_lock = threading.Lock()
 _open_locks: dict[str, threading.Lock] = {}
+#: For a database-backed graph: the key in ``_open`` of the instance opened from each location (a graph imported
+#: again under its name has the same location and a new namespace, so a new key).
+_open_at: dict[str, str] = {}
 
 
 def open_graph(ref: str | Path | Mapping[str, Any], *, format: str | None = None,  # noqa: A002
                record: str | None = None) -> StaticKG:
     """The process's one instance of the graph ``ref`` resolves to (opened on first use), keyed by its
     fingerprint: compact builds of one source share an instance wherever they lie; a database-backed import of
-    the same source (the same fingerprint) is another instance."""
+    the same source (the same fingerprint) is another instance, and each import of it again (a new namespace in
+    the database) another one, which replaces the one opened from its location before."""
     resolved = resolve(ref, format=format, record=record)
     fingerprint = resolved["fingerprint"]
+    location = None
     if resolved.get("backend", "compact") != "compact":
-        fingerprint += f"@{resolved['location']}"
+        location = resolved["location"]
+        fingerprint += f"@{location}#{(read_manifest(Path(location)) or {}).get('namespace')}"
     with _open_lock:
         graph = _open.get(fingerprint)
         if graph is not None:
@@ -267,6 +273,11 @@ def open_graph(ref: str | Path | Mapping[str, Any], *, format: str | None = None
         if graph is None:
             graph = _instantiate(resolved)
             with _open_lock:
+                if location is not None:  # an import replaced what was at this location: drop its instance
+                    replaced = _open_at.get(location)
+                    if replaced is not None and replaced != fingerprint:
+                        _open.pop(replaced, None)
+                    _open_at[location] = fingerprint
                 _open[fingerprint] = graph
                 while len(_open) > KEEP_OPEN:
                     _open.popitem(last=False)  # runs that still hold it keep it alive
@@ -288,3 +299,4 @@ def forget_open_graphs() -> None:
     with _open_lock:
         _open.clear()
         _open_locks.clear()
+        _open_at.clear()
