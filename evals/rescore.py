@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.checkpointer import read_only_sqlite_saver
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.nofollow import open_for_append, own_folder
 from kgagents.core.usage import merge_usage, total_cost
 from kgagents.evals.datasets import Dataset
@@ -59,7 +60,7 @@ def nothing_scored(records: list[dict[str, Any]]) -> bool:
     return bool(answers) and all(not_scored(r) for r in answers)
 
 
-class RescoreError(ValueError):
+class RescoreError(KGAgentsError, ValueError):
     """A re-scoring that cannot be done as asked; the message says why and what to give."""
 
 

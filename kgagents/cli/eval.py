@@ -17,6 +17,7 @@ continue from their checkpoints. Datasets whose files ship with kgagents (``cr-l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import zipfile
@@ -181,8 +182,6 @@ def _rescore(args: argparse.Namespace, dataset: Any, own: dict[str, Any]) -> int
     command's context values), never from DIR's manifest: a results folder is data and does not choose where the
     user's judge sends. ``--estimate`` prices the judge's calls over DIR's answers and calls nothing."""
     # loaded by the command that needs it (every command starts without it)
-    import dataclasses
-
     from kgagents.evals import event_loop
     from kgagents.evals.estimate import estimate_rescore, format_estimate
     from kgagents.evals.rescore import nothing_scored, rescore

@@ -182,7 +182,7 @@ def test_a_final_answer_that_failed_for_good_is_a_failed_run_not_an_abstention(t
     code = main(["eval", "ark", "--dataset", "cr-lt", "--data", str(DATA_DIR), "--limit", "2", "--runs", "1",
                  "--model", f"scripted:{path}", "--set", "c_max=1", "--set", "max_api_retries=0",
                  "--out", str(out), "--no-progress", "--no-report", "--concurrency", "1"])
-    assert code == 0
+    assert code == 1  # every item failed: the evaluation says so and exits 1
     printed = capsys.readouterr().out
     assert "failed_runs 2" in printed and "answer_rate n/a" in printed and "reliability n/a" in printed
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

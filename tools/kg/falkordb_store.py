@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
+from kgagents.core.errors import KGAgentsError
 from kgagents.core.extras import require
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import (
@@ -237,7 +238,7 @@ def _error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class _ServerLost(Exception):
+class _ServerLost(KGAgentsError):
     """The query did not get an answer from the server: ``text`` for the run, ``retry`` whether to run it again."""
 
     def __init__(self, text: str, retry: bool) -> None:
