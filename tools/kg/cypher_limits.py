@@ -312,6 +312,25 @@ def _check_reduce(tokens: list[Token], k: int, pairs: list[int]) -> None:
             f"name {acc} once per step (a CASE may name it once in each THEN and ELSE)")
 
 
+def _item_end(tokens: list[Token], j: int, pairs: list[int]) -> tuple[int, int]:
+    """Where the list item that starts at ``j`` ends (the next top-level ``,``, closing bracket, ``;`` or clause),
+    and its last top-level ``AS`` (``-1``: none)."""
+    n = len(tokens)
+    end, alias = j, -1
+    while end < n:
+        tok = tokens[end]
+        if tok.kind == "punct" and tok.text in _OPENERS:
+            end = pairs[end] + 1 if pairs[end] < n else n
+            continue
+        if (tok.kind == "punct" and tok.text in (")", "]", "}", ",", ";")) \
+                or (end > j and _keyword(tokens, end) in _CLAUSE_WORDS):
+            break
+        if _keyword(tokens, end) == "AS":
+            alias = end
+        end += 1
+    return end, alias
+
+
 def _set_items(tokens: list[Token], k: int, pairs: list[int]) -> list[tuple[str, str, int, int]]:
     """The ``a.p = value`` items of the ``SET`` at ``k``: ``(a, p, start of value, end of value)``; other items
     (``n:Label``, ``n += {...}``) are passed over."""
@@ -319,16 +338,7 @@ def _set_items(tokens: list[Token], k: int, pairs: list[int]) -> list[tuple[str,
     items: list[tuple[str, str, int, int]] = []
     j = k + 1
     while j < n:
-        end = j
-        while end < n:
-            tok = tokens[end]
-            if tok.kind == "punct" and tok.text in _OPENERS:
-                end = pairs[end] + 1 if pairs[end] < n else n
-                continue
-            if (tok.kind == "punct" and tok.text in (")", "]", "}", ",", ";")) \
-                    or (end > j and _keyword(tokens, end) in _CLAUSE_WORDS):
-                break
-            end += 1
+        end, _ = _item_end(tokens, j, pairs)
         if j + 3 < end and tokens[j].kind in ("ident", "qident") and tokens[j + 1].text == "." \
                 and tokens[j + 2].kind in ("ident", "qident") and tokens[j + 3].text == "=":
             items.append((tokens[j].name, tokens[j + 2].name, j + 4, end))
@@ -394,18 +404,7 @@ def _projection_items(tokens: list[Token], k: int, pairs: list[int]) -> list[tup
     if j < n and _keyword(tokens, j) == "DISTINCT":
         j += 1
     while j < n:
-        end, alias = j, -1
-        while end < n:
-            tok = tokens[end]
-            if tok.kind == "punct" and tok.text in _OPENERS:
-                end = pairs[end] + 1 if pairs[end] < n else n
-                continue
-            if (tok.kind == "punct" and tok.text in (")", "]", "}", ",", ";")) \
-                    or (end > j and _keyword(tokens, end) in _CLAUSE_WORDS):
-                break
-            if _keyword(tokens, end) == "AS":
-                alias = end
-            end += 1
+        end, alias = _item_end(tokens, j, pairs)
         if j < alias and alias + 2 == end and tokens[alias + 1].kind in ("ident", "qident"):
             items.append((tokens[alias + 1].name, j, alias))
         if end >= n or tokens[end].text != ",":
