@@ -1,0 +1,232 @@
+"""What kind of failure a model or web API call met, and what to do about it.
+
+Every exception a call can raise — from the OpenAI and Anthropic SDKs, httpx, aiohttp, the standard library, or a
+replay of a recorded failure — falls in one :class:`FailureKind`. Each kind has one :class:`Remedy`:
+
+- ``FAIL_NOW``: the request can never succeed as configured (a rejected key, an unknown model or endpoint, an
+  exhausted quota). Retrying cannot help, and neither can going on without the model.
+- ``RETRY``: the server is there and busy or restarting (429, 5xx, a timeout, a dropped connection, a body cut
+  short): retry with backoff — but a model that has never answered a call is not "flaky", it is down or wrong, so
+  the caller bounds the attempts of a model that never answered (see :func:`never_answered_gives_up`).
+- ``NO_RETRY``: this one request was refused for what it asked (a content filter, a prompt too long, a malformed
+  request): retrying the same request gives the same answer, but other requests may work, so the step degrades.
+
+A refused connection or an unknown host is ``FAIL_NOW`` for a model that has not answered before (a typo in the
+URL) and ``RETRY`` for one that has (a server restarting): :func:`remedy` takes that into account.
+
+This module is pure (no I/O, no state): the callers keep who has answered.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import traceback
+from collections.abc import Iterator
+from enum import StrEnum
+
+__all__ = [
+    "NEVER_ANSWERED_ATTEMPTS",
+    "FailureKind",
+    "Remedy",
+    "chain",
+    "classify",
+    "never_answered_gives_up",
+    "remedy",
+    "status_of",
+]
+
+
+class FailureKind(StrEnum):
+    """The kinds of failure of a model or web API call; the value is the word messages use."""
+
+    CONNECT = "connection refused"
+    DNS = "unknown host"
+    AUTH = "rejected key"
+    NOT_FOUND = "not found"
+    QUOTA = "quota exhausted"
+    RATE_LIMIT = "rate limited"
+    SERVER = "server error"
+    TIMEOUT = "timeout"
+    MALFORMED = "malformed response"
+    REFUSAL = "content refusal"
+    BAD_REQUEST = "bad request"
+    OTHER = "other"
+
+
+class Remedy(StrEnum):
+    """What a caller does about a failure (module docstring)."""
+
+    FAIL_NOW = "fail now"
+    RETRY = "retry"
+    NO_RETRY = "no retry"
+
+
+#: How many failed attempts of the same kind, with no answer ever from the model, end it: the first call and two
+#: retries. Enough to ride out one dropped request, few enough that a server answering 500 (or an HTML page, or
+#: nothing) to everything is named in seconds instead of minutes.
+NEVER_ANSWERED_ATTEMPTS = 3
+
+_TRANSIENT_STATUS = {408, 409, 425, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529}
+_FATAL_STATUS = {401: FailureKind.AUTH, 403: FailureKind.AUTH, 404: FailureKind.NOT_FOUND,
+                 405: FailureKind.NOT_FOUND}
+#: How a server says that a 429 (or 403) is an exhausted quota or billing limit, not a rate limit.
+_QUOTA_MARKERS = ("insufficient_quota", "billing", "quota exceeded", "exceeded your current quota", "credit balance")
+#: How servers say that a request was refused for its content.
+_REFUSAL_MARKERS = ("content_filter", "content_policy", "content management policy", "responsibleaipolicy",
+                    "safety system", "flagged")
+#: Exception class names (any module) for which the class name alone tells the kind.
+_NAMED: tuple[tuple[str, FailureKind], ...] = (
+    ("ContentFilterFinishReason", FailureKind.REFUSAL),
+    ("APIResponseValidation", FailureKind.MALFORMED),
+    ("Timeout", FailureKind.TIMEOUT),
+    ("RateLimit", FailureKind.RATE_LIMIT),
+    ("InternalServer", FailureKind.SERVER),
+    ("ServiceUnavailable", FailureKind.SERVER),
+    ("Overloaded", FailureKind.SERVER),
+    ("RemoteProtocolError", FailureKind.MALFORMED),
+    ("ServerDisconnected", FailureKind.CONNECT),
+    ("ClientConnector", FailureKind.CONNECT),
+    ("APIConnection", FailureKind.CONNECT),
+    ("ConnectError", FailureKind.CONNECT),
+    ("ReadError", FailureKind.CONNECT),
+    ("ConnectionError", FailureKind.CONNECT),
+)
+#: Packages whose responses decode their own JSON body: a JSON error raised there is a broken body.
+_HTTP_CLIENTS = ("httpx", "httpx2", "requests", "aiohttp", "openai", "anthropic")
+#: How langchain-openai reports a 200 response that is not JSON at all (an HTML page from a proxy or a captive
+#: portal): the OpenAI client hands it the body as text.
+_NOT_AN_API_RESPONSE = "Unexpected response type from OpenAI-compatible endpoint"
+
+
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from (or while handling), innermost last."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an API error carries (on itself or on its response), if any."""
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def _body_text(exc: BaseException) -> str:
+    """What an API error says (its message and body), lower-cased, for the markers above."""
+    parts = [str(exc)]
+    body = getattr(exc, "body", None)
+    if body is not None:
+        parts.append(json.dumps(body, default=str) if not isinstance(body, str) else body)
+    code = getattr(exc, "code", None)
+    if isinstance(code, str):
+        parts.append(code)
+    return " ".join(parts).lower()
+
+
+def _decoded_by_http_client(exc: json.JSONDecodeError) -> bool:
+    decoder = ""  # the innermost module outside the json package: the one that asked for the decoding
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.split(".")[0] != "json":
+            decoder = module
+    return decoder.split(".")[0] in _HTTP_CLIENTS
+
+
+def _is_malformed_body(exc: BaseException) -> bool:
+    """A JSON error raised while an HTTP client decoded a response body, or a client's report of a response that
+    is not JSON at all (an HTML page): the body was cut short, empty or not an API answer."""
+    if isinstance(exc, ValueError) and str(exc).startswith(_NOT_AN_API_RESPONSE):
+        return True
+    return isinstance(exc, json.JSONDecodeError) and _decoded_by_http_client(exc)
+
+
+def _by_status(exc: BaseException, status: int) -> FailureKind:
+    text = _body_text(exc)
+    if status in (403, 429) and any(marker in text for marker in _QUOTA_MARKERS):
+        return FailureKind.QUOTA
+    if status in _FATAL_STATUS:
+        return _FATAL_STATUS[status]
+    if status == 429:
+        return FailureKind.RATE_LIMIT
+    if status in (408, 504, 524):
+        return FailureKind.TIMEOUT
+    if status in _TRANSIENT_STATUS or 500 <= status < 600:
+        return FailureKind.SERVER
+    if 400 <= status < 500:
+        if any(marker in text for marker in _REFUSAL_MARKERS):
+            return FailureKind.REFUSAL
+        return FailureKind.BAD_REQUEST
+    return FailureKind.OTHER
+
+
+def classify(exc: BaseException) -> FailureKind:
+    """The kind of failure ``exc`` reports. The outermost exception that tells decides: an HTTP status first,
+    then a timeout, a malformed body, the standard library's connection errors, then class names; a refused
+    connection and an unknown host are told apart by the exceptions ``exc`` was raised from."""
+    recorded = getattr(exc, "kgagents_failure_kind", None)  # a failure a replay raises again: as it was classified
+    if isinstance(recorded, str) and recorded in FailureKind._value2member_map_:
+        return FailureKind(recorded)
+    status = status_of(exc)
+    if status is not None:
+        return _by_status(exc, status)
+    for link in chain(exc):
+        if isinstance(link, TimeoutError):
+            return FailureKind.TIMEOUT
+        if _is_malformed_body(link):
+            return FailureKind.MALFORMED
+        if isinstance(link, socket.gaierror):
+            return FailureKind.DNS
+        if isinstance(link, ConnectionError):
+            return FailureKind.CONNECT
+        name = type(link).__name__
+        for part, kind in _NAMED:
+            if part in name:
+                if kind is FailureKind.CONNECT:
+                    return _connect_or_dns(link)
+                return kind
+    return FailureKind.OTHER
+
+
+def _connect_or_dns(exc: BaseException) -> FailureKind:
+    """A connection error: an unknown host when a name lookup failed under it, else a refused/dropped
+    connection."""
+    for link in chain(exc):
+        if isinstance(link, socket.gaierror):
+            return FailureKind.DNS
+        if isinstance(link, TimeoutError):
+            return FailureKind.TIMEOUT
+    text = str(exc).lower()
+    if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
+        return FailureKind.DNS
+    return FailureKind.CONNECT
+
+
+def remedy(kind: FailureKind, *, answered: bool) -> Remedy:
+    """What to do about a failure of ``kind``, for a model that has (``answered``) or has not answered a call
+    before."""
+    if kind in (FailureKind.AUTH, FailureKind.NOT_FOUND, FailureKind.QUOTA):
+        return Remedy.FAIL_NOW
+    if kind in (FailureKind.CONNECT, FailureKind.DNS):
+        return Remedy.RETRY if answered else Remedy.FAIL_NOW
+    if kind in (FailureKind.RATE_LIMIT, FailureKind.SERVER, FailureKind.TIMEOUT, FailureKind.MALFORMED):
+        return Remedy.RETRY
+    return Remedy.NO_RETRY
+
+
+def never_answered_gives_up(kinds: list[FailureKind], *, answered: bool) -> FailureKind | None:
+    """The kind that ends a model which has never answered, given the kinds of its consecutive failed attempts so
+    far (oldest first): :data:`NEVER_ANSWERED_ATTEMPTS` in a row of one retryable kind other than a rate limit (a
+    server that rate-limits is there). None while the model may still be tried."""
+    if answered or len(kinds) < NEVER_ANSWERED_ATTEMPTS:
+        return None
+    last = kinds[-NEVER_ANSWERED_ATTEMPTS:]
+    kind = last[0]
+    if kind is FailureKind.RATE_LIMIT or remedy(kind, answered=False) is not Remedy.RETRY:
+        return None
+    return kind if all(k is kind for k in last) else None
