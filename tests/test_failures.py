@@ -83,6 +83,18 @@ def test_bodies_that_are_not_api_answers_are_malformed() -> None:
     assert classify(json.JSONDecodeError("x", "doc", 0)) is FailureKind.OTHER  # the model's own text, not the body
 
 
+def test_a_200_whose_body_is_broken_is_malformed_with_the_response_attached() -> None:
+    """langchain-openai attaches the response to the error it re-raises: its status (200) is no HTTP error."""
+    response = httpx.Response(200, request=REQUEST, content=b'{"id": "chatcmpl-1", "choices": [')
+    try:
+        response.json()
+    except json.JSONDecodeError as exc:
+        exc.response = response  # type: ignore[attr-defined]
+        assert classify(exc) is FailureKind.MALFORMED
+    else:  # pragma: no cover - httpx parsed half a body
+        pytest.fail("no JSON error")
+
+
 def test_a_replayed_failure_keeps_its_kind() -> None:
     exc = RuntimeError("recorded")
     exc.kgagents_failure_kind = "server error"  # type: ignore[attr-defined]

@@ -34,16 +34,22 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The context fields the user set on the command line (JSON values only, so they can be recorded):
-    ``--set key=value``, the flags derived from the workflow's context (:func:`add_context_flags`), and the
-    few a command declares itself (``--model``, ``--base-url``, ``--max-iterations``)."""
+def parse_settings(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``--set key=value`` items as context values (a value that is JSON as its JSON value, else as text)."""
     values: dict[str, Any] = {}
-    for item in getattr(args, "set", None) or []:
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set takes key=value, got {item!r}")
         values[key.strip()] = _parse_value(value)
+    return values
+
+
+def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The context fields the user set on the command line (JSON values only, so they can be recorded):
+    ``--set key=value``, the flags derived from the workflow's context (:func:`add_context_flags`), and the
+    few a command declares itself (``--model``, ``--base-url``, ``--max-iterations``)."""
+    values = parse_settings(getattr(args, "set", None) or [])
     for name, value in vars(args).items():
         if name.startswith(CONTEXT_DEST) and value is not None:
             values[name[len(CONTEXT_DEST):]] = value

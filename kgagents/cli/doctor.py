@@ -1,22 +1,33 @@
 """``kgagents doctor``: what this machine and configuration can run, checked without running a workflow.
 
-    kgagents doctor [--workflow NAME ...] [--model provider:model] [--base-url URL] [--timeout S]
+    kgagents doctor [--workflow NAME ...] [--model provider:model] [--base-url URL] [--preset NAME]
+                    [--set KEY=VALUE ...] [--timeout S] [--call-timeout S]
 
-It asks the model endpoint of every role of the four papers' workflows (or of the ``--workflow`` ones) for its
-model list (a rejected key, an address that refuses or a host
-that does not resolve show here, not in a run), reads the tools' keys (web search without
+For every distinct chat model of the roles of the four papers' workflows (or of the ``--workflow`` ones) — roles
+that share a model, an endpoint and a key are asked once — it first asks the endpoint for its model list (a
+refused address, an unknown host, a rejected key or an unlisted model show within ``--timeout`` seconds), then
+sends one tiny real completion through the same chat model a run builds (:func:`kgagents.nodes.models.resolve_model`)
+and reports its latency. A completion that fails is named by its kind (:class:`kgagents.core.failures.FailureKind`:
+a server error, an answer that is not an API response — an HTML page, broken JSON, an empty body —, a timeout...)
+and retried at most once. Each embedding model the workflows' settings name (``--preset``, ``--set
+embedding_model=...``) embeds one text the same way: OpenAI's (or an OpenAI-compatible server's) embeddings
+endpoint, or a local sentence-transformers model loaded here. It also reads the tools' keys (web search without
 ``SERPAPI_API_KEY``), reaches the graph servers the environment names (``NEO4J_URI``, ``FALKORDB_URL``,
-``SPARQL_ENDPOINT``, ``CRAG_SERVER``), probes the sandbox, and lists the extras that are not installed; for
-each missing piece it says what it disables. The exit status is 1 when a model cannot be used, else 0.
+``SPARQL_ENDPOINT``, ``CRAG_SERVER``), probes the sandbox, and lists the extras that are not installed; for each
+missing piece it says what it disables. With no model configured it says what to set, with examples. The exit
+status is 1 when a model or an embedding model cannot be used, else 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import hashlib
 import os
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
@@ -25,7 +36,7 @@ import httpx
 from kgagents.core.config import ConfigurationError, configuration_line, get_settings
 from kgagents.core.endpoints import describe_model, model_endpoint, model_key
 from kgagents.core.extras import install_hint, missing_extras
-from kgagents.core.retry import is_unreachable
+from kgagents.core.failures import FailureKind, classify
 
 #: What a tool that cannot be used takes away from a run.
 TOOL_USES = {
@@ -49,113 +60,289 @@ DOCTOR_WORKFLOWS = ("kgot", "ark", "grounded", "agent-g")
 
 DEFAULT_PORTS = {"bolt": 7687, "neo4j": 7687, "redis": 6379, "rediss": 6379, "https": 443}
 
+#: What the completion asks: the smallest request every chat model answers.
+PROBE_PROMPT = "Reply with OK."
+#: What an embedding model embeds.
+PROBE_TEXT = "knowledge graph"
+
+#: The seconds to reach an endpoint (its model list, a graph server) and that one completion may take.
+CONNECT_TIMEOUT_S = 5.0
+CALL_TIMEOUT_S = 30.0
+
+#: Failure kinds after which the probe is sent once more (a dropped or garbled answer may be a one-off); any other
+#: kind is reported at once, so a server that is down costs one or two requests, never minutes.
+RETRIED_ONCE = (FailureKind.SERVER, FailureKind.MALFORMED)
+#: Failure kinds that still show a usable endpoint: it is there, takes the key and knows the model.
+USABLE = (FailureKind.RATE_LIMIT, FailureKind.REFUSAL)
+
+#: What each failure kind means for the endpoint, and what to check.
+KIND_HINTS = {
+    FailureKind.CONNECT: "nothing accepts connections there: is the server running, and the port right?",
+    FailureKind.DNS: "the host name does not resolve: a typo in the URL?",
+    FailureKind.AUTH: "the key is rejected: check the key variable of this server (KGAGENTS_API_KEY, "
+                      "OPENAI_API_KEY, ANTHROPIC_API_KEY)",
+    FailureKind.NOT_FOUND: "the model or the API path is unknown there: check the model name, and that an "
+                           "OpenAI-compatible URL ends in /v1",
+    FailureKind.QUOTA: "the account's quota or credit is used up",
+    FailureKind.SERVER: "the server fails even a tiny request: it is down or misconfigured (its log says why)",
+    FailureKind.TIMEOUT: "nothing came back in time: the server is stuck, overloaded, or the address is wrong",
+    FailureKind.MALFORMED: "the answer is not an API response (a proxy's or portal's page, a web UI's address "
+                           "instead of its API, a server that breaks off its answer)",
+    FailureKind.BAD_REQUEST: "the server refuses the request itself: a server that does not speak this API?",
+}
+
 
 @dataclass(frozen=True)
 class Check:
-    """One line of the doctor's report."""
+    """One line of the doctor's report (``more``: lines printed under it, indented)."""
 
     name: str
     ok: bool
     detail: str
     disables: str = ""
+    more: str = ""
 
     def line(self) -> str:
         mark = "ok     " if self.ok else "MISSING"
         tail = f" — without it: no {self.disables}" if not self.ok and self.disables else ""
-        return f"{mark}  {self.name:22} {self.detail}{tail}"
+        text = f"{mark}  {self.name:22} {self.detail}{tail}"
+        if self.more:
+            text += "".join(f"\n         {row}" if row else "\n" for row in self.more.splitlines())
+        return text
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one request to a model told: usable or not, in words."""
+
+    ok: bool
+    detail: str
 
 
 def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> None:
     """Add ``doctor`` to the ``kgagents`` parser."""
-    doc = sub.add_parser("doctor", help="check the models, tools' keys, graph servers, sandbox and extras")
+    doc = sub.add_parser("doctor", help="check the models (one real completion each), embedding models, tools' "
+                                        "keys, graph servers, sandbox and extras")
     doc.add_argument("--workflow", nargs="+", metavar="NAME",
                      help=f"check the roles of these workflows (default: {', '.join(DOCTOR_WORKFLOWS)})")
     doc.add_argument("--model", help="provider:model for every role (default: KGAGENTS_MODEL)")
     doc.add_argument("--base-url", help="an OpenAI-compatible server for the model")
-    doc.add_argument("--timeout", type=float, default=5.0, help="seconds per endpoint (default 5)")
+    doc.add_argument("--preset", help="check a workflow's named settings (e.g. agent-g: paper-crag, whose "
+                                      "embedding model is then loaded), for the workflows that have it")
+    doc.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="a setting of the workflows' context (e.g. embedding_model=openai:text-embedding-3-small),"
+                          " for the workflows that have it")
+    doc.add_argument("--timeout", type=float, default=CONNECT_TIMEOUT_S,
+                     help=f"seconds to reach each endpoint and graph server (default {CONNECT_TIMEOUT_S:g})")
+    doc.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT_S,
+                     help=f"seconds one test completion or embedding may take (default {CALL_TIMEOUT_S:g})")
     command("doctor")(cmd_doctor)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Print which configuration and data home are in use, then one line per check; 1 when a model cannot be
-    used."""
+    """Print which configuration and data home are in use, then one line per check; 1 when a model or an
+    embedding model cannot be used."""
     print(configuration_line())
+    workflows = tuple(args.workflow or DOCTOR_WORKFLOWS)
     values = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
-    models = model_checks(values, args.timeout, tuple(args.workflow or DOCTOR_WORKFLOWS))
-    checks = [*models, *tool_checks(), sandbox_check(), *server_checks(args.timeout), *extra_checks()]
+    per_workflow = workflow_values(workflows, values, preset=args.preset, settings=args.set or [])
+    call_timeout = getattr(args, "call_timeout", CALL_TIMEOUT_S)
+    models = model_checks(per_workflow, args.timeout, call_timeout=call_timeout)
+    embedders = embedder_checks(per_workflow, call_timeout)
+    checks = [*models, *embedders, *tool_checks(), sandbox_check(), *server_checks(args.timeout),
+              *extra_checks()]
     for check in checks:
         print(check.line())
-    return 0 if all(check.ok for check in models) else 1
+    return 0 if all(check.ok for check in [*models, *embedders]) else 1
 
 
-def model_checks(values: dict[str, Any], timeout: float, workflows: tuple[str, ...] = DOCTOR_WORKFLOWS
-                 ) -> list[Check]:
-    """One check per distinct model of the roles of ``workflows``: does its endpoint answer, take the key, know
-    the model? A check names the roles that use the model, and what a failing one stops."""
+def workflow_values(workflows: tuple[str, ...], values: dict[str, Any], *, preset: str | None = None,
+                    settings: list[str] | tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """The context values ``doctor`` checks each workflow with: ``values`` (the model and URL), the workflow's
+    ``preset`` and the ``KEY=VALUE`` ``settings`` that its context has. A preset none of the workflows has, or a
+    setting none of their contexts has, is a ``ValueError`` that says so."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.cli.common import parse_settings
+    from kgagents.graphs.registry import get
+
+    given = parse_settings(settings)
+    out: dict[str, dict[str, Any]] = {}
+    used_preset, used_keys = False, set[str]()
+    for workflow in workflows:
+        spec = get(workflow)
+        own: dict[str, Any] = {}
+        if preset and preset in spec.presets:
+            own, used_preset = spec.preset(preset), True
+        names = {field.name for field in fields(spec.context)}
+        chosen = {key: value for key, value in given.items() if key in names}
+        used_keys |= chosen.keys()
+        out[workflow] = {**own, **chosen, **values}
+    if preset and not used_preset:
+        raise ValueError(f"none of the workflows checked ({', '.join(workflows)}) has a preset {preset!r}")
+    unknown = sorted(given.keys() - used_keys)
+    if unknown:
+        raise ValueError(f"--set {unknown[0]}: no setting of that name in the workflows checked "
+                         f"({', '.join(workflows)})")
+    return out
+
+
+def model_checks(per_workflow: dict[str, dict[str, Any]], timeout: float, *,
+                 call_timeout: float = CALL_TIMEOUT_S) -> list[Check]:
+    """One check per distinct model of the roles of the workflows (``per_workflow``: their context values): does
+    it answer a completion, and how fast? A check names the roles that use the model, and what a failing one
+    stops; roles that share a model, an endpoint and a key share one completion."""
     # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import role_models
 
+    workflows = tuple(per_workflow)
     models: dict[str, Any] = {}
     users: dict[str, list[str]] = {}  # role -> the workflows that have it
-    checks = []
-    for workflow in workflows:
+    unconfigured: dict[str, list[str]] = {}  # a configuration error's text -> the workflows it stops
+    for workflow, values in per_workflow.items():
         try:
-            found = role_models(values, workflow)
+            found = role_models({**values, "llm_timeout_s": call_timeout}, workflow)
         except ConfigurationError as exc:
-            checks.append(Check(f"model ({workflow})", False, str(exc).splitlines()[0], f"run of {workflow}"))
+            unconfigured.setdefault(str(exc), []).append(workflow)
             continue
         for role, model in found.items():
             models.setdefault(role, model)
             users.setdefault(role, []).append(workflow)
+    checks = [configuration_check(message, stopped, workflows) for message, stopped in unconfigured.items()]
     roles: dict[str, list[str]] = {}
     by_key: dict[str, Any] = {}
     for role, model in models.items():
-        roles.setdefault(model_key(model), []).append(role)
-        by_key.setdefault(model_key(model), model)
-    for key, model in by_key.items():
-        ok, detail = probe_model(model, timeout)
+        roles.setdefault(endpoint_identity(model), []).append(role)
+        by_key.setdefault(endpoint_identity(model), model)
+    probes = asyncio.run(_gather([probe_model(model, timeout, call_timeout) for model in by_key.values()]))
+    for (key, model), probe in zip(by_key.items(), probes, strict=True):
         who = "every role" if len(roles[key]) == len(models) and not checks else ", ".join(roles[key])
         stopped = sorted({w for role in roles[key] for w in users[role]}, key=workflows.index)
-        disables = "run of any workflow" if len(stopped) == len(workflows) else f"run of {', '.join(stopped)}"
-        checks.append(Check(f"model ({who})", ok, f"{describe_model(model)}: {detail}", disables))
+        checks.append(Check(f"model ({who})", probe.ok, f"{describe_model(model)}: {probe.detail}",
+                            _stops(stopped, workflows)))
     return checks
 
 
-def probe_model(model: Any, timeout: float) -> tuple[bool, str]:
-    """Ask the model's endpoint for its models (the cheapest authenticated request of each API)."""
-    endpoint = model_endpoint(model)
-    if endpoint is None:
-        return True, "in process (nothing to reach)"
-    base = endpoint.rstrip("/")
-    name = type(model).__name__
-    headers: dict[str, str] = {}
-    if "Anthropic" in name:
-        url = f"{base}/v1/models"
-        headers = {"x-api-key": _secret(getattr(model, "anthropic_api_key", None)),
-                   "anthropic-version": "2023-06-01"}
-    elif "Ollama" in name:
-        url = f"{base}/api/tags"
+def configuration_check(message: str, stopped: list[str], workflows: tuple[str, ...]) -> Check:
+    """The check of workflows whose models cannot even be built: the message's first line, and the rest of it
+    (what to set, with examples) under it."""
+    first, _, rest = message.partition("\n")
+    name = "model" if len(stopped) == len(workflows) else f"model ({', '.join(stopped)})"
+    return Check(name, False, first, _stops(stopped, workflows), more=rest.strip("\n"))
+
+
+def _stops(stopped: list[str], workflows: tuple[str, ...]) -> str:
+    return "run of any workflow" if len(stopped) == len(workflows) > 1 else f"run of {', '.join(stopped)}"
+
+
+async def _gather(probes: list[Awaitable[Probe]]) -> list[Probe]:
+    return list(await asyncio.gather(*probes))
+
+
+def endpoint_identity(model: Any) -> str:
+    """What makes two roles' models one for the doctor: the model, its endpoint, and (a digest of) its key."""
+    digest = hashlib.sha256(_secret(_api_key_of(model)).encode()).hexdigest()[:12]
+    return f"{model_key(model)} {digest}"
+
+
+def _api_key_of(model: Any) -> Any:
+    for attr in ("openai_api_key", "anthropic_api_key", "api_key"):
+        value = getattr(model, attr, None)
+        if value:
+            return value
+    return None
+
+
+async def probe_model(model: Any, timeout: float, call_timeout: float) -> Probe:
+    """Reach the model's endpoint (its model list, within ``timeout`` seconds), then ask it one tiny completion
+    (within ``call_timeout`` seconds) through the model itself."""
+    if model_endpoint(model) is None:
+        return Probe(True, "in process (nothing to reach)")
+    unusable = await reach_endpoint(model, timeout)
+    if unusable is not None:
+        return unusable
+    return await complete_once(model, call_timeout)
+
+
+async def complete_once(model: Any, call_timeout: float) -> Probe:
+    """One completion of :data:`PROBE_PROMPT`, sent again once after a failure of :data:`RETRIED_ONCE`."""
+    # loaded by the command that needs it (every command starts without it)
+    from langchain_core.messages import HumanMessage
+
+    async def ask() -> None:
+        async with asyncio.timeout(call_timeout):
+            await model.ainvoke([HumanMessage(PROBE_PROMPT)])
+
+    return await timed(ask, "answers a completion", call_timeout)
+
+
+async def timed(call: Callable[[], Awaitable[Any]], success: str, call_timeout: float) -> Probe:
+    """Run ``call`` (once more after a failure of :data:`RETRIED_ONCE`): its latency, or its failure's kind."""
+    failure: BaseException | None = None
+    kind = FailureKind.OTHER
+    for attempt in range(2):
+        started = time.monotonic()
+        try:
+            await call()
+        except Exception as exc:  # noqa: BLE001 - every failure is reported, by its kind
+            failure, kind = exc, classify(exc)
+            if kind not in RETRIED_ONCE or attempt:
+                break
+            continue
+        return Probe(True, f"{success} in {time.monotonic() - started:.2f} s")
+    assert failure is not None
+    return failure_probe(kind, failure, call_timeout, twice=kind in RETRIED_ONCE)
+
+
+def failure_probe(kind: FailureKind, exc: BaseException, seconds: float, *, twice: bool = False) -> Probe:
+    """A failure in words: its kind first, what the server said, and what the kind means."""
+    if kind is FailureKind.TIMEOUT:
+        said = f"no answer within {seconds:g} s"
     else:
-        url = f"{base}/models"
-        key = _secret(getattr(model, "openai_api_key", None))
-        if key:
-            headers = {"Authorization": f"Bearer {key}"}
+        said = " ".join(str(exc).split())[:160] or type(exc).__name__
+        said = f"{type(exc).__name__}: {said}" if type(exc).__name__ not in said else said
+    if twice:
+        said += " (twice)"
+    if kind in USABLE:
+        return Probe(True, f"answers, but {kind.value} now ({said})")
+    hint = KIND_HINTS.get(kind)
+    return Probe(False, f"{kind.value} — {said}" + (f"; {hint}" if hint else ""))
+
+
+async def reach_endpoint(model: Any, timeout: float) -> Probe | None:
+    """Ask the model's endpoint for its models (the cheapest authenticated request of each API): a failure that
+    the completion would only repeat more slowly (unreachable, silent, a rejected key, an unlisted model), else
+    None."""
+    url, headers = model_list_request(model)
     try:
-        reply = httpx.get(url, headers=headers, timeout=timeout)
+        async with httpx.AsyncClient(timeout=timeout) as client:
+            reply = await client.get(url, headers=headers)
     except httpx.HTTPError as exc:
-        if is_unreachable(exc):
-            return False, f"cannot be reached ({type(exc).__name__}: {exc})"
-        return False, f"no answer ({type(exc).__name__}: {exc})"
+        kind = classify(exc)
+        if kind in (FailureKind.CONNECT, FailureKind.DNS, FailureKind.TIMEOUT):
+            return failure_probe(kind, exc, timeout)
+        return None  # anything else: the completion says more
     if reply.status_code in (401, 403):
-        return False, f"rejects the key ({reply.status_code})"
-    if reply.status_code >= 400:
-        return True, f"answers ({reply.status_code} for its model list; a chat call will tell more)"
-    listed = _listed_models(reply)
+        return Probe(False, f"{FailureKind.AUTH.value} — {reply.status_code} for its model list; "
+                            f"{KIND_HINTS[FailureKind.AUTH]}")
+    listed = _listed_models(reply) if reply.status_code < 400 else set()
     label = getattr(model, "model_name", None) or getattr(model, "model", None)
     if listed and label and label not in listed:
-        return False, (f"answers, but does not list the model {label!r} "
-                       f"(it lists {', '.join(sorted(listed)[:5])})")
-    return True, "answers" + (f" and lists {label}" if listed and label else "")
+        return Probe(False, f"{FailureKind.NOT_FOUND.value} — the server does not list the model {label!r} "
+                            f"(it lists {', '.join(sorted(listed)[:5])})")
+    return None
+
+
+def model_list_request(model: Any) -> tuple[str, dict[str, str]]:
+    """The URL and headers of the model list of the model's API (Anthropic's, Ollama's, else OpenAI's)."""
+    base = (model_endpoint(model) or "").rstrip("/")
+    name = type(model).__name__
+    if "Anthropic" in name:
+        return f"{base}/v1/models", {"x-api-key": _secret(getattr(model, "anthropic_api_key", None)),
+                                     "anthropic-version": "2023-06-01"}
+    if "Ollama" in name:
+        return f"{base}/api/tags", {}
+    key = _secret(getattr(model, "openai_api_key", None))
+    return f"{base}/models", {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _secret(value: Any) -> str:
@@ -170,6 +357,68 @@ def _listed_models(reply: Any) -> set[str]:
         return set()
     items = (data.get("data") or data.get("models") or []) if isinstance(data, dict) else []
     return {str(m.get("id") or m.get("name") or m.get("model")) for m in items if isinstance(m, dict)}
+
+
+#: The context settings that name an embedding model.
+EMBEDDING_SETTINGS = ("embedding_model", "linking_model")
+
+
+def configured_embedders(per_workflow: dict[str, dict[str, Any]]) -> dict[tuple[str, str | None, str | None],
+                                                                          list[str]]:
+    """The embedding models the workflows' settings name (``embedding_model``, ``linking_model``), as
+    (model, device, base URL) -> the ``workflow's setting`` that name it. The packaged all-MiniLM-L6-v2 that a
+    workflow uses when none is named ships with kgagents and is not loaded."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.graphs.registry import get
+
+    found: dict[tuple[str, str | None, str | None], list[str]] = {}
+    for workflow, values in per_workflow.items():
+        ctx = get(workflow).make_context(values)
+        for setting in EMBEDDING_SETTINGS:
+            model = getattr(ctx, setting, None)
+            if isinstance(model, str) and model:
+                key = (model, getattr(ctx, "embedding_device", None), getattr(ctx, "embedding_base_url", None))
+                found.setdefault(key, []).append(f"{workflow}'s {setting}")
+    return found
+
+
+def embedder_checks(per_workflow: dict[str, dict[str, Any]], call_timeout: float = CALL_TIMEOUT_S) -> list[Check]:
+    """One check per embedding model the workflows name: it embeds one text (an OpenAI embeddings request, or a
+    local model loaded here), how fast, or the failure's kind."""
+    checks = []
+    for (model, device, base_url), users in configured_embedders(per_workflow).items():
+        label, probe = asyncio.run(probe_embedder(model, device, base_url, call_timeout))
+        runs = sorted({user.split("'s ")[0] for user in users}, key=list(per_workflow).index)
+        checks.append(Check(f"embedder ({', '.join(users)})", probe.ok, f"{label}: {probe.detail}",
+                            f"run of {', '.join(runs)} with it"))
+    return checks
+
+
+async def probe_embedder(model: str, device: str | None, base_url: str | None,
+                         call_timeout: float) -> tuple[str, Probe]:
+    """Embed :data:`PROBE_TEXT` with the embedder a run builds for these settings
+    (:func:`~kgagents.tools.pgraph.embeddings.embedder_spec`): its label (where it is) and what it told."""
+    # loaded by the command that needs it (every command starts without it)
+    from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, OpenAIEmbedder, embedder_spec, load_embedder
+
+    embedder = embedder_spec(model, device, base_url)
+    if isinstance(embedder, OpenAIEmbedder):
+        # one request per probe, within the call's limit: timed() sends it once more, no more
+        embedder.max_retries, embedder.timeout = 0, call_timeout
+        endpoint = str(embedder._openai().base_url).rstrip("/")  # the client the run would build
+        return f"{model} at {endpoint}", await timed(
+            lambda: asyncio.to_thread(embedder.encode, [PROBE_TEXT]), "embeds a text", call_timeout)
+    started = time.monotonic()
+    try:
+        loaded = await asyncio.to_thread(load_embedder, model, device=device)
+    except (EmbedderUnavailable, RuntimeError, OSError) as exc:
+        return model, Probe(False, f"cannot be loaded here — {exc}")
+    try:
+        vector = await asyncio.to_thread(loaded.encode, [PROBE_TEXT])
+    except Exception as exc:  # noqa: BLE001 - a model that loads but cannot embed is reported, not raised
+        return model, Probe(False, f"loads but cannot embed — {type(exc).__name__}: {exc}")
+    return model, Probe(True, f"loads and embeds a text in {time.monotonic() - started:.2f} s "
+                              f"(dimension {vector.shape[1]})")
 
 
 def tool_checks() -> list[Check]:

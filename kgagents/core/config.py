@@ -372,13 +372,17 @@ def allowed_hosts(listed: str | None, *api_bases: str | None) -> tuple[str, ...]
 
 load_env()
 
+#: What to set when no chat model is configured. Its first line stands alone (a one-line report, such as
+#: ``kgagents doctor``'s, shows only it); the lines under it give an example per kind of server.
 MODEL_VARIABLES_HELP = (
-    "No chat model is configured. Set one of:\n"
-    "  KGAGENTS_MODEL=openai:gpt-4o-mini        (with OPENAI_API_KEY)\n"
-    "  KGAGENTS_MODEL=anthropic:claude-sonnet-4-5 (with ANTHROPIC_API_KEY)\n"
-    "  KGAGENTS_MODEL=ollama:qwen2.5:7b          (a local Ollama server)\n"
-    "  KGAGENTS_MODEL=<model> and KGAGENTS_BASE_URL=http://host:port/v1 (any OpenAI-compatible server:\n"
-    "      vLLM, llama.cpp, LM Studio; KGAGENTS_API_KEY if it needs one)\n"
+    "No chat model is configured: set KGAGENTS_MODEL (and the key of its provider), e.g. "
+    "`export OPENAI_API_KEY=sk-... KGAGENTS_MODEL=openai:gpt-4o-mini`.\n"
+    "Examples, one per kind of server:\n"
+    "  export OPENAI_API_KEY=sk-... KGAGENTS_MODEL=openai:gpt-4o-mini\n"
+    "  export ANTHROPIC_API_KEY=sk-ant-... KGAGENTS_MODEL=anthropic:claude-sonnet-4-5\n"
+    "  export KGAGENTS_MODEL=ollama:qwen2.5:7b       (a local Ollama server; OLLAMA_HOST if not on port 11434)\n"
+    "  export KGAGENTS_BASE_URL=http://localhost:8000/v1 KGAGENTS_MODEL=Qwen/Qwen2.5-7B-Instruct\n"
+    "      (any OpenAI-compatible server: vLLM, llama.cpp, LM Studio; KGAGENTS_API_KEY if it needs one)\n"
     "Per-role overrides: KGAGENTS_GRAPH_EXECUTOR_MODEL, KGAGENTS_TOOL_EXECUTOR_MODEL, KGAGENTS_TOOLS_MODEL\n"
     "  (KGoT); KGAGENTS_ARK_AGENT_MODEL, KGAGENTS_REASONER_MODEL (grounded), KGAGENTS_AGENT_G_MODEL.\n"
     "Put them in the environment or in a .env file (see .env.example).\n"

@@ -173,7 +173,7 @@ def classify(exc: BaseException) -> FailureKind:
     if isinstance(recorded, str) and recorded in FailureKind._value2member_map_:
         return FailureKind(recorded)
     status = status_of(exc)
-    if status is not None:
+    if status is not None and status >= 400:  # a 200 whose body could not be read is no HTTP error (below)
         return _by_status(exc, status)
     for link in chain(exc):
         if isinstance(link, TimeoutError):

@@ -9,6 +9,11 @@ Tests queue what the next requests get, in order:
     server.error(500) / server.rate_limit(2)      an HTTP error (429 carries ``Retry-After``)
     server.hang(30)                               no answer until the client gives up (or the server stops)
     server.truncated() / server.not_json()        a 200 whose JSON body is cut in half / is not JSON at all
+    server.empty_body()                           a 200 with no body at all
+
+A server that is down or wrong answers every request the same way, whatever is queued: ``server.always(kind)``
+(:data:`ALWAYS_KINDS`: ``"500"``, ``"html"``, ``"broken_json"``, ``"empty"``, ``"silent"``: accepts the connection
+and never answers) applies to every route, the model list and the embeddings included; ``always(None)`` ends it.
 
 A request for ``n`` choices gets ``n`` copies of its step's message (``choices`` steps give theirs as they are).
 POST /v1/embeddings answers every input with a deterministic vector (:func:`fake_embedding`: words hashed into
@@ -89,7 +94,7 @@ def _text_of(message: dict[str, Any]) -> str:
 class Step:
     """What one chat-completions request gets."""
 
-    kind: str  # "reply" | "tool_calls" | "choices" | "error" | "hang" | "truncated" | "not_json" | "html"
+    kind: str  # "reply" | "tool_calls" | "choices" | "error" | "hang" | "truncated" | "not_json" | "html" | "empty"
     content: str | None = None
     tool_calls: list[tuple[str | None, Any]] = field(default_factory=list)
     status: int = 200
@@ -141,7 +146,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self._record(None)
         fake = self.server.fake
-        if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+        if fake.always_kind is not None:
+            self._always(fake.always_kind)
+        elif fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
             self._error(401, "Incorrect API key provided.")
         elif self.path.rstrip("/") in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [
@@ -160,6 +167,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = self._record(body, raw)
         fake = self.server.fake
+        if fake.always_kind is not None:
+            self._always(fake.always_kind)
+            return
         if self.path.rstrip("/") in ("/v1/embeddings", "/embeddings"):
             self._embeddings(body)
             return
@@ -191,11 +201,29 @@ class _Handler(BaseHTTPRequestHandler):
         elif step.kind == "not_json":  # what a proxy in front of the model may send
             self._send_body(200, b"upstream connect error or disconnect/reset before headers")
         elif step.kind == "html":  # a proxy's or a captive portal's page, served with a 200
-            self._send_body(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>",
-                            content_type="text/html; charset=utf-8")
+            self._send_html()
+        elif step.kind == "empty":
+            self._send_body(200, b"")
         else:
             self._send_json(200, fake.completion(body, step))
 
+    def _send_html(self) -> None:
+        self._send_body(200, b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                        content_type="text/html; charset=utf-8")
+
+    def _always(self, kind: str) -> None:
+        """What a server that is down or wrong answers to every request (:meth:`FakeOpenAIServer.always`)."""
+        if kind == "500":
+            self._error(500, "The server had an error while processing your request.")
+        elif kind == "html":
+            self._send_html()
+        elif kind == "broken_json":
+            self._send_body(200, b'{"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, ')
+        elif kind == "empty":
+            self._send_body(200, b"")
+        else:  # "silent": the connection is accepted and nothing is ever sent back (until the server stops)
+            self.server.fake.stopping.wait()
+            self.close_connection = True
 
     def _embeddings(self, body: Any) -> None:
         fake = self.server.fake
@@ -258,6 +286,8 @@ class FakeOpenAIServer:
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._steps: deque[Step] = deque()
+        self.always_kind: str | None = None
+        """Every request gets this answer, whatever is queued (:meth:`always`)."""
         self.policy: FaultPolicy | None = None
         """Answers the requests no queued step is left for (see :meth:`answer_with`)."""
         self._ids = itertools.count(1)
@@ -355,6 +385,18 @@ class FakeOpenAIServer:
         """A 200 with an HTML page (``Content-Type: text/html``) instead of an API answer."""
         return self._push(Step("html"))
 
+    def empty_body(self) -> FakeOpenAIServer:
+        """A 200 with an empty body (``Content-Length: 0``)."""
+        return self._push(Step("empty"))
+
+    def always(self, kind: str | None) -> FakeOpenAIServer:
+        """Answer every request, on every route, as a server that is down or wrong does (:data:`ALWAYS_KINDS`);
+        ``None``: answer normally again."""
+        if kind is not None and kind not in ALWAYS_KINDS:
+            raise ValueError(f"always() takes one of {', '.join(ALWAYS_KINDS)}, got {kind!r}")
+        self.always_kind = kind
+        return self
+
     def answer_with(self, policy: FaultPolicy) -> FakeOpenAIServer:
         """Answer every request that finds no queued step with ``policy``."""
         self.policy = policy
@@ -424,6 +466,10 @@ class FakeOpenAIServer:
             message["content"] = ""
         return message
 
+
+#: How a server that is down or wrong may answer every request (:meth:`FakeOpenAIServer.always`): an HTTP 500, an
+#: HTML page with a 200, a 200 whose JSON stops half-way, a 200 with no body, and no answer at all.
+ALWAYS_KINDS = ("500", "html", "broken_json", "empty", "silent")
 
 #: Every kind of fault a :class:`FaultPolicy` injects.
 FAULT_KINDS = ("500", "429", "stall", "truncated", "not_json", "schema")
