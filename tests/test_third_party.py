@@ -22,7 +22,7 @@ from openai._vendor.httpx_aiohttp import transport as aiohttp_transport
 from pydantic import BaseModel
 
 from kgagents.core import third_party
-from kgagents.nodes import http_client, llm, models, openai_chat
+from kgagents.nodes import models, openai_chat
 from kgagents.nodes.context import Context
 from kgagents.nodes.http_client import LoopLocalAioHttpClient
 from kgagents.nodes.llm import DirectStructured, LLMCaller, structured_runnable
@@ -54,11 +54,12 @@ def warnings_about(caplog: pytest.LogCaptureFixture, symbol: str) -> list[str]:
             if r.levelno == logging.WARNING and r.name == third_party.__name__ and symbol in r.getMessage()]
 
 
-def one_warning(caplog: pytest.LogCaptureFixture, part: third_party.PrivatePart) -> str:
-    """The one warning of ``part``'s fallback, checked for what it must name."""
-    [message] = warnings_about(caplog, part.symbol)
-    assert f"{part.library} {third_party.installed_version(part.library)}" in message
-    assert "public path" in message and part.fallback in message
+def one_warning(caplog: pytest.LogCaptureFixture, library: str, symbol: str) -> str:
+    """The one warning of the fallback of ``library``'s ``symbol``, checked for what it must name."""
+    [message] = warnings_about(caplog, symbol)
+    assert f"{library} {third_party.installed_version(library)}" in message and "public path" in message
+    [part] = [p for p in third_party.registered() if (p.library, p.symbol) == (library, symbol)]
+    assert part.fallback in message
     return message
 
 
@@ -91,7 +92,7 @@ def test_a_transport_factory_failing_at_call_time_takes_httpxs_own_transport(
     with caplog.at_level(logging.WARNING):
         ask_on_new_loops(model, openai_server)
     assert len(openai_server.chat_requests) == 2
-    assert "simulated drift" in one_warning(caplog, http_client.INIT_TRANSPORT)
+    assert "simulated drift" in one_warning(caplog, "httpx2", "AsyncClient._init_transport")
 
 
 class _ForwardingProxy(ThreadingHTTPServer):
@@ -146,7 +147,7 @@ def test_a_proxy_transport_factory_failing_at_call_time_takes_httpxs_own_proxy_t
     with caplog.at_level(logging.WARNING):
         ask_on_new_loops(model, openai_server)
     assert len(openai_server.chat_requests) == 2 and proxy.forwarded == 2  # through the proxy, as configured
-    one_warning(caplog, http_client.INIT_PROXY_TRANSPORT)
+    one_warning(caplog, "httpx2", "AsyncClient._init_proxy_transport")
 
 
 @pytest.mark.parametrize("drift", ["transports not made through _init_transport", "_init_transport raises",
@@ -158,10 +159,10 @@ def test_a_client_that_cannot_be_built_on_the_private_path_is_the_sdks_default_s
 
     if drift == "transports not made through _init_transport":
         monkeypatch.setattr(LoopLocalAioHttpClient, "_init_transport", DefaultAioHttpClient._init_transport)
-        part = http_client.INIT_TRANSPORT
+        symbol = "AsyncClient._init_transport"
     elif drift == "_init_transport raises":
         monkeypatch.setattr(LoopLocalAioHttpClient, "_init_transport", refuse)
-        part = http_client.INIT_TRANSPORT
+        symbol = "AsyncClient._init_transport"
     else:
         init = LoopLocalAioHttpClient.__init__
 
@@ -170,13 +171,13 @@ def test_a_client_that_cannot_be_built_on_the_private_path_is_the_sdks_default_s
             del self._transport
 
         monkeypatch.setattr(LoopLocalAioHttpClient, "__init__", without_transport)
-        part = http_client.TRANSPORT
+        symbol = "AsyncClient._transport"
     with caplog.at_level(logging.WARNING):
         models_built = [built(openai_server), build_chat_model("gpt-4o", base_url=openai_server.base_url)]
         assert all(model.http_async_client is None for model in models_built)
         ask_on_new_loops(models_built[0], openai_server)
     assert len(openai_server.chat_requests) == 2
-    one_warning(caplog, part)
+    one_warning(caplog, "httpx2", symbol)
 
 
 # -- aiohttp: closing the pools of ended loops -------------------------------------------------------------------
@@ -187,7 +188,7 @@ def test_a_connector_that_cannot_be_closed_at_once_is_left_to_the_collector_said
     with caplog.at_level(logging.WARNING):
         ask_on_new_loops(model, openai_server, times=3)  # each new loop lets the ended loop's pool go
     assert len(openai_server.chat_requests) == 3
-    one_warning(caplog, http_client.CONNECTOR_CLOSE)
+    one_warning(caplog, "aiohttp", "BaseConnector._close")
 
 
 # -- langchain-openai: n choices in one request ------------------------------------------------------------------
@@ -209,7 +210,7 @@ async def test_without_the_api_decision_each_sample_is_a_request_said_once(
             samples = await caller.structured_samples("Is it true?", Verdict, 2)
             assert sorted(s.verdict for s in samples) == ["a", "b"]  # type: ignore[union-attr]
     assert [r.body.get("n") for r in openai_server.chat_requests] == [None] * 4
-    one_warning(caplog, openai_chat.USE_RESPONSES_API)
+    one_warning(caplog, "langchain-openai", "BaseChatOpenAI._use_responses_api")
 
 
 # -- langchain-core: the structured-output chain taken apart -----------------------------------------------------
@@ -228,7 +229,7 @@ async def test_a_generator_step_failing_at_call_time_runs_through_its_public_inv
     model = built(openai_server)
     runnable = structured_runnable(model, Verdict, {"include_raw": True, "method": "function_calling"})
     assert isinstance(runnable, DirectStructured)
-    [generator] = [p.step for p in runnable.parsers if isinstance(p, llm._GeneratorStep)]
+    [generator] = [p.step for p in runnable.parsers if isinstance(getattr(p, "step", None), RunnableGenerator)]
     generator._transform = _drifted_check(generator._transform)
     with caplog.at_level(logging.WARNING):
         for why in "ab":
@@ -236,7 +237,7 @@ async def test_a_generator_step_failing_at_call_time_runs_through_its_public_inv
             caller = LLMCaller(Context(model=model, max_api_retries=0), "graph_executor")
             assert (await caller.structured("Is it true?", Verdict)).verdict == why
     assert len(openai_server.chat_requests) == 2  # no re-asks: each reply parsed on the public path
-    one_warning(caplog, llm.GENERATOR_TRANSFORM)
+    one_warning(caplog, "langchain-core", "RunnableGenerator._transform")
 
 
 async def test_a_generator_step_that_fails_on_both_paths_is_the_parse_error_without_a_warning(
@@ -244,7 +245,7 @@ async def test_a_generator_step_that_fails_on_both_paths_is_the_parse_error_with
     """A refusal is what the step raises on either path: the reply's parse error, not a drifted library."""
     model = built(openai_server)
     runnable = structured_runnable(model, Verdict, {"include_raw": True, "method": "function_calling"})
-    [step] = [p for p in runnable.parsers if isinstance(p, llm._GeneratorStep)]
+    [step] = [p for p in runnable.parsers if isinstance(getattr(p, "step", None), RunnableGenerator)]
 
     def refuses(input: Iterator[Any]) -> Iterator[Any]:  # noqa: A002 - LangChain's name
         raise ValueError("the model refused")
@@ -253,7 +254,7 @@ async def test_a_generator_step_that_fails_on_both_paths_is_the_parse_error_with
     step.step._transform = refuses
     with pytest.raises(ValueError, match="refused"):
         step("anything")
-    assert not warnings_about(caplog, llm.GENERATOR_TRANSFORM.symbol)
+    assert not warnings_about(caplog, "RunnableGenerator._transform")
 
 
 async def test_a_generator_step_without_its_private_names_keeps_langchains_chain_said_once(
@@ -270,7 +271,7 @@ async def test_a_generator_step_without_its_private_names_keeps_langchains_chain
     with caplog.at_level(logging.WARNING):
         runnable = structured_runnable(model, Verdict, {"include_raw": True, "method": "function_calling"})
         assert not isinstance(runnable, DirectStructured)
-    one_warning(caplog, llm.GENERATOR_TRANSFORM)
+    one_warning(caplog, "langchain-core", "RunnableGenerator._transform")
 
 
 # -- langchain: the providers it knows ---------------------------------------------------------------------------
@@ -284,7 +285,7 @@ def test_without_langchains_provider_list_the_known_providers_are_used_said_once
         model = build_chat_model("qwen2.5:7b", base_url=openai_server.base_url, timeout_s=5.0)
         ask_on_new_loops(model, openai_server, times=1)
     assert openai_server.chat_requests[0].body["model"] == "qwen2.5:7b"
-    one_warning(caplog, models.BUILTIN_PROVIDERS)
+    one_warning(caplog, "langchain", "chat_models.base._BUILTIN_PROVIDERS")
 
 
 # -- the registry and the doc ------------------------------------------------------------------------------------
