@@ -11,6 +11,13 @@ An aiohttp session belongs to the event loop that opened it, while a chat model 
 serve several loops (one per CLI command, per test, per worker thread): :class:`LoopLocalTransport` keeps one
 transport per running loop and closes the ones whose loop has ended. Proxies from the environment
 (``HTTPS_PROXY`` ...) are honoured as by the default client.
+
+The per-loop pools rest on private parts of httpx (the client's ``_init_transport``, ``_init_proxy_transport`` and
+``_transport``) and of aiohttp (a connector's ``_close``), listed in docs/dependencies.md. Each falls back to the
+public path where it fails, when the model is built or at call time, and says so once
+(:mod:`kgagents.core.third_party`): a client built otherwise is the SDK's default client; a loop whose aiohttp
+transport cannot be made gets httpx's own transport (``httpx2.AsyncHTTPTransport``, what the SDK's default client
+uses) with the same settings; a pool that cannot be closed at once is left to the garbage collector.
 """
 
 from __future__ import annotations
@@ -27,13 +34,36 @@ import httpx2
 from openai import DefaultAioHttpClient
 
 from kgagents.core.scripted import CALL_STAGE, STAGE_HEADER, STAGE_HEADER_VARIABLE
+from kgagents.core.third_party import PrivatePart, fell_back, private_part
+
+_HTTPX = "2.16.2"
+INIT_TRANSPORT = private_part(
+    "httpx2", "AsyncClient._init_transport", tested=_HTTPX,
+    fallback="the SDK's default client when a model is built; at call time httpx's own transport "
+             "(httpx2.AsyncHTTPTransport) with the same settings")
+INIT_PROXY_TRANSPORT = private_part(
+    "httpx2", "AsyncClient._init_proxy_transport", tested=_HTTPX,
+    fallback="the SDK's default client when a model is built; at call time httpx's own proxy transport "
+             "(httpx2.AsyncHTTPTransport(proxy=...)) with the same settings")
+TRANSPORT = private_part("httpx2", "AsyncClient._transport", tested=_HTTPX,
+                         fallback="the SDK's default client (httpx's own transport)")
+CONNECTOR_CLOSE = private_part(
+    "aiohttp", "BaseConnector._close", tested="3.14.5",
+    fallback="the pool of an ended event loop is left to the garbage collector (its sockets close when collected)")
 
 
 class LoopLocalTransport(httpx2.AsyncBaseTransport):
-    """A transport per running event loop, each made by ``factory`` on the loop's first request."""
+    """A transport per running event loop, each made by ``factory`` on the loop's first request.
 
-    def __init__(self, factory: Callable[[], httpx2.AsyncBaseTransport]) -> None:
+    ``factory`` rests on the private ``part`` of a library; where it fails, the loop gets the transport ``public``
+    makes (the public path) and the fallback is said once."""
+
+    def __init__(self, factory: Callable[[], httpx2.AsyncBaseTransport],
+                 public: Callable[[], httpx2.AsyncBaseTransport] | None = None,
+                 part: PrivatePart = INIT_TRANSPORT) -> None:
         self._factory = factory
+        self._public = public
+        self._part = part
         self._transports: dict[asyncio.AbstractEventLoop, httpx2.AsyncBaseTransport] = {}
         self._lock = threading.Lock()
         # A model that is let go (or the process ending) closes its pools, so that aiohttp has no unclosed
@@ -49,8 +79,20 @@ class LoopLocalTransport(httpx2.AsyncBaseTransport):
         with self._lock:
             for old in [old for old in self._transports if old.is_closed()]:
                 _discard(self._transports.pop(old))
-            transport = self._transports.setdefault(loop, self._factory())
+            transport = self._transports.get(loop)
+            if transport is None:
+                transport = self._transports[loop] = self._made()
         return transport
+
+    def _made(self) -> httpx2.AsyncBaseTransport:
+        """A new transport from the factory, or from the public path where the factory fails."""
+        if self._public is None:
+            return self._factory()
+        try:
+            return self._factory()
+        except Exception as exc:  # noqa: BLE001 - a drifted private part: the public transport serves the loop
+            fell_back(self._part, exc)
+        return self._public()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if os.environ.get(STAGE_HEADER_VARIABLE) == "1":  # scripted test servers only (kgagents.core.scripted)
@@ -83,24 +125,37 @@ def _discard(transport: Any) -> None:
     connector = getattr(session, "connector", None)
     if connector is None:
         return
-    with contextlib.suppress(Exception):  # a transport of a dead loop is dropped however its close goes
-        connector._close()  # the synchronous part of aiohttp's close(): the sockets, no awaiting on a dead loop
+    close = getattr(connector, "_close", None)
+    try:
+        if not callable(close):
+            raise AttributeError(f"{type(connector).__name__} has no method _close")
+        close()  # the synchronous part of aiohttp's close(): the sockets, no awaiting on a dead loop
+    except Exception as exc:  # noqa: BLE001 - a transport of a dead loop is dropped however its close goes
+        with contextlib.suppress(Exception):  # a finalizer at the process's end: nothing to raise to
+            fell_back(CONNECTOR_CLOSE, exc)
 
 
 class LoopLocalAioHttpClient(DefaultAioHttpClient):
     """``openai.DefaultAioHttpClient`` (the SDK's defaults: timeouts, limits, redirects) with one aiohttp pool per
     event loop, so that a cached chat model works on any loop."""
 
+    # The SDK's methods are looked up at each loop's first request (``parent`` is a ``super()`` proxy), so that a
+    # method that fails then (another httpx or openai) takes the public path then. httpx's transport takes the
+    # settings in the same order as the client's methods.
     def _init_transport(self, *args: Any, transport: httpx2.AsyncBaseTransport | None = None,
                         **kwargs: Any) -> httpx2.AsyncBaseTransport:
         if transport is not None:
             return transport
-        make = super()._init_transport
-        return LoopLocalTransport(lambda: make(*args, **kwargs))
+        parent: Any = super()
+        return LoopLocalTransport(lambda: parent._init_transport(*args, **kwargs),
+                                  lambda: httpx2.AsyncHTTPTransport(*args, **kwargs), INIT_TRANSPORT)
 
-    def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx2.AsyncBaseTransport:
-        make = super()._init_proxy_transport
-        return LoopLocalTransport(lambda: make(*args, **kwargs))
+    def _init_proxy_transport(self, proxy: httpx2.Proxy, *args: Any, **kwargs: Any) -> httpx2.AsyncBaseTransport:
+        parent: Any = super()
+        public: Any = httpx2.AsyncHTTPTransport  # the settings before ``proxy`` in its signature come positional
+        return LoopLocalTransport(lambda: parent._init_proxy_transport(proxy, *args, **kwargs),
+                                  lambda: public(*args, proxy=proxy, **kwargs),
+                                  INIT_PROXY_TRANSPORT)
 
 
 def async_http_client() -> httpx2.AsyncClient | None:
@@ -109,11 +164,17 @@ def async_http_client() -> httpx2.AsyncClient | None:
 
     The per-loop pools rest on two private methods of httpx's client (``_init_transport``,
     ``_init_proxy_transport``; docs/dependencies.md): where a client does not get its transports through them,
-    None — the SDK's default client, the public path."""
+    None — the SDK's default client, the public path (said once)."""
     try:
         client = LoopLocalAioHttpClient()
-    except Exception:  # noqa: BLE001 - another httpx or openai: the SDK's default client
+    except Exception as exc:  # noqa: BLE001 - another httpx or openai: the SDK's default client
+        fell_back(INIT_TRANSPORT, exc)
         return None
-    if not isinstance(getattr(client, "_transport", None), LoopLocalTransport):
-        return None
-    return client
+    made = getattr(client, "_transport", None)
+    if made is None:
+        fell_back(TRANSPORT, "the client has no _transport")
+    elif not isinstance(made, LoopLocalTransport):  # the client did not make its transport through ours
+        fell_back(INIT_TRANSPORT, f"the client's transport is a {type(made).__name__}, not made by it")
+    else:
+        return client
+    return None

@@ -50,6 +50,7 @@ from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
+from kgagents.core.third_party import fell_back, private_part
 from kgagents.core.usage import (
     Meter,
     Usage,
@@ -505,6 +506,11 @@ def structured_runnable(model: BaseChatModel, schema: type[BaseModel], kwargs: d
     return runnable
 
 
+GENERATOR_TRANSFORM = private_part(
+    "langchain-core", "RunnableGenerator._transform", tested="1.8.3",
+    fallback="LangChain's own with_structured_output chain when it is built; at call time the step's public invoke")
+
+
 class DirectStructured:
     """A model's structured-output chain taken apart: its bound model call, then its parsers called directly.
 
@@ -543,8 +549,13 @@ class DirectStructured:
         for step in rest:
             if isinstance(step, BaseOutputParser):
                 parsers.append(functools.partial(_parse_message, step))
-            elif isinstance(step, RunnableGenerator) and _takes_one_argument(getattr(step, "_transform", None)):
-                parsers.append(functools.partial(_run_generator, step._transform))
+            elif isinstance(step, RunnableGenerator):
+                transform = getattr(step, "_transform", None)
+                if transform is None and getattr(step, "_atransform", None) is None:  # the private names changed
+                    fell_back(GENERATOR_TRANSFORM, "a RunnableGenerator has no _transform")
+                if not _takes_one_argument(transform):  # an async or a run-aware generator: LangChain's chain
+                    return None
+                parsers.append(_GeneratorStep(step))
             else:
                 return None
         if isinstance(bound, RunnableBinding):
@@ -598,6 +609,27 @@ def _parse_message(parser: Any, message: Any) -> Any:
     if isinstance(message, BaseMessage):
         return parser.parse_result([ChatGeneration(message=message)])
     return parser.parse_result([Generation(text=message)])
+
+
+class _GeneratorStep:
+    """A ``RunnableGenerator`` step of a structured-output chain (such as OpenAI's refusal check) called as its
+    generator function (its private ``_transform``), without the runnable around it. Where that call fails and
+    the step's public ``invoke`` does not (another langchain-core), the public path serves the call and the
+    fallback is said once; where both fail, the step's own error is the parse's error."""
+
+    def __init__(self, step: RunnableGenerator) -> None:
+        self.step = step
+
+    def __call__(self, value: Any) -> Any:
+        transform = getattr(self.step, "_transform", None)
+        try:
+            if not callable(transform):
+                raise AttributeError(f"{type(self.step).__name__} has no _transform")
+            return _run_generator(transform, value)
+        except Exception as exc:  # noqa: BLE001 - the public path decides (it raises what the step raises)
+            out = self.step.invoke(value)
+            fell_back(GENERATOR_TRANSFORM, exc)
+            return out
 
 
 def _run_generator(transform: Any, value: Any) -> Any:

@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -43,9 +43,21 @@ from kgagents.core.keys import (
 )
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.core.sdk_headers import confine_openai_client
+from kgagents.core.third_party import fell_back, private_part
 from kgagents.nodes.context import BaseContext
 
 log = logging.getLogger(__name__)
+
+#: The providers ``init_chat_model`` knows, as langchain lists them (privately) ...
+BUILTIN_PROVIDERS = private_part("langchain", "chat_models.base._BUILTIN_PROVIDERS", tested="1.5.2",
+                                 fallback="the providers kgagents knows (KNOWN_PROVIDERS)")
+#: ... and as kgagents knows them without that list (langchain 1.5.2's): ``provider:model`` with another provider
+#: is a model name.
+KNOWN_PROVIDERS = frozenset({
+    "anthropic", "anthropic_bedrock", "azure_ai", "azure_openai", "baseten", "bedrock", "bedrock_converse",
+    "bedrock_mantle_anthropic", "bedrock_mantle_openai", "cohere", "deepseek", "fireworks", "google_anthropic_vertex",
+    "google_genai", "google_vertexai", "groq", "huggingface", "ibm", "langsmith", "litellm", "meta", "mistralai",
+    "nvidia", "ollama", "openai", "openrouter", "perplexity", "together", "upstage", "xai"})
 
 #: Providers whose LangChain integration comes with an extra (:mod:`kgagents.core.extras`): its module.
 PROVIDER_MODULES = {"anthropic": "langchain_anthropic", "ollama": "langchain_ollama"}
@@ -308,11 +320,13 @@ def is_provider(name: str) -> bool:
     try:
         # langchain's model registry: heavy, loaded when a model is made
         from langchain.chat_models import base as chat_base
-
-        known = set(getattr(chat_base, "_BUILTIN_PROVIDERS", ()))
     except ImportError:  # pragma: no cover
-        known = set()
-    return name in (known or {"openai", "anthropic", "ollama", "google_genai", "mistralai", "groq", "bedrock"})
+        return name in KNOWN_PROVIDERS
+    known = getattr(chat_base, "_BUILTIN_PROVIDERS", None)
+    if not known or not isinstance(known, Iterable):
+        fell_back(BUILTIN_PROVIDERS, "langchain.chat_models.base has no _BUILTIN_PROVIDERS")
+        return name in KNOWN_PROVIDERS
+    return name in set(known)
 
 
 def resolve_model(context: BaseContext, role: str, *, temperature: float | None = None,

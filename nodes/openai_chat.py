@@ -15,8 +15,12 @@ from typing import Any
 
 from langchain_openai import ChatOpenAI
 
+from kgagents.core.third_party import fell_back, private_part
+
 #: ``ChatOpenAI``'s private method that decides whether a call takes the Responses API (which has no ``n``).
 API_DECISION = "_use_responses_api"
+USE_RESPONSES_API = private_part("langchain-openai", f"BaseChatOpenAI.{API_DECISION}", tested="1.7.4",
+                                 fallback="one request per sample (no n)")
 
 
 class OpenAIChatModel(ChatOpenAI):
@@ -27,14 +31,18 @@ class OpenAIChatModel(ChatOpenAI):
         (the Responses API has no ``n``) that is not streamed.
 
         Which API a call takes is ``ChatOpenAI``'s private decision (``_use_responses_api``, listed in
-        docs/dependencies.md); without it every call asks for one choice at a time, the public path.
+        docs/dependencies.md); without it every call asks for one choice at a time, the public path (said once).
         """
+        if self.streaming or self.use_responses_api is True:
+            return False
         decides = getattr(self, API_DECISION, None)
-        if self.streaming or self.use_responses_api is True or not callable(decides):
+        if not callable(decides):
+            fell_back(USE_RESPONSES_API, f"{type(self).__name__} has no method {API_DECISION}")
             return False
         try:
             return not decides(kwargs)
-        except Exception:  # noqa: BLE001 - another langchain-openai: one choice per request
+        except Exception as exc:  # noqa: BLE001 - another langchain-openai: one choice per request
+            fell_back(USE_RESPONSES_API, exc)
             return False
 
 

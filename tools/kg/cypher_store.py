@@ -59,6 +59,7 @@ from typing import Any
 import httpx
 
 from kgagents.core.keys import credentials_go, same_host, say_once
+from kgagents.core.third_party import fell_back, private_part
 from kgagents.tools.kg.base import DatabaseStore, KGError, KGSnapshot, ReadResult, WriteResult, empty_snapshot
 from kgagents.tools.kg.cypher import (
     NodeRow,
@@ -153,16 +154,25 @@ def _error_text(exc: Exception) -> str:
     return f"{type(exc).__name__}{f' ({code})' if code else ''}: {message}"
 
 
+READ_TIMEOUT = private_part("neo4j", "Transaction._connection.socket.set_read_timeout", tested="6.4.1",
+                            fallback="only the server's own limit stops a query")
+
+
 def give_up_after(tx: Any, seconds: float) -> bool:
     """Make the connection under ``tx`` stop waiting for the server after ``seconds`` without a reply: the read
     timeout the driver itself sets from a server's ``connection.recv_timeout_seconds`` hint (a private part of the
     neo4j driver, listed in docs/dependencies.md). Returns whether it could; without it, only the server's own
-    limit stops a query."""
+    limit stops a query (said once)."""
     connection = getattr(tx, "_connection", None)
     setter = getattr(getattr(connection, "socket", None), "set_read_timeout", None)
     if not callable(setter):
+        fell_back(READ_TIMEOUT, f"{type(tx).__name__} has no _connection.socket.set_read_timeout")
         return False
-    setter(seconds)
+    try:
+        setter(seconds)
+    except Exception as exc:  # noqa: BLE001 - another driver: the server's own limit only
+        fell_back(READ_TIMEOUT, exc)
+        return False
     return True
 
 
