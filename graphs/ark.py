@@ -99,7 +99,7 @@ async def route_continue(state: ArkState, runtime: Any) -> Literal["final_answer
 def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled ARK-V1 graph."""
     g = io.workflow_graph(ArkState, context_schema=ArkContext, input_schema=io.ArkInput,
-                          output_schema=io.ExitOutput, evidence=io.ark_evidence)
+                          evidence=io.ark_evidence)
     g.add_node("initialise_context", n.initialise_context)            # 1
     g.add_node("new_reasoning_step", n.new_reasoning_step)            # 2
     g.add_node("prompt_select_anchor", n.prompt_select_anchor)        # 3

@@ -117,7 +117,7 @@ async def route_evaluate(state: GroundedState, runtime: Any) -> list[Send] | Lit
 def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled grounded-reasoning graph."""
     g = io.workflow_graph(GroundedState, context_schema=GroundedContext, input_schema=io.GraphInput,
-                          output_schema=io.ExitOutput, evidence=io.grounded_evidence)
+                          evidence=io.grounded_evidence)
     add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"))
     g.add_node("generate_step", n.generate_step)
     add_routed_node(g, "collect_candidates", collect_candidates, route_merge,
