@@ -53,7 +53,7 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     g.add_node("start", n.start)
     add_routed_node(g, "think", n.think, n.route_after_think)
     add_routed_node(g, "browse", n.browse, n.route_after_browse)
-    g.add_node("wrap_up", n.wrap_up)  # type: ignore[arg-type]
+    g.add_node("wrap_up", n.wrap_up)
     g.add_node("finish", n.finish)
     g.add_edge(START, "start")
     g.add_edge("start", "think")
