@@ -13,6 +13,7 @@ from langgraph.errors import NodeTimeoutError
 
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs import ark as ark_graph
+from kgagents.graphs import grounded as grounded_graph
 from kgagents.graphs import policies
 from kgagents.nodes import ark as ark_nodes
 from kgagents.nodes.ark import ArkContext
@@ -57,6 +58,8 @@ def test_the_graph_reading_nodes_carry_the_policies():
         assert nodes[name].timeout and nodes[name].timeout.run_timeout == policies.GRAPH_READ_TIMEOUT_S, name
     for name in ("select_anchor", "select_relation", "reasoning_step", "final_answer"):  # model calls: none
         assert not nodes[name].retry_policy and not nodes[name].timeout, name
+    initialise = grounded_graph.build().nodes["initialise"]  # grounded reasoning opens its graph there
+    assert initialise.retry_policy.retry_on is policies.transient_graph_error and initialise.timeout
 
 
 class _Graph:
