@@ -57,7 +57,7 @@ async def route_critic(state: AgentGState, runtime: Any) -> Literal["finish", "c
 def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled Agent-G graph."""
     g = io.workflow_graph(AgentGState, context_schema=AgentGContext, input_schema=io.AgentGInput,
-                          output_schema=io.ExitOutput, evidence=io.agent_g_evidence)
+                          evidence=io.agent_g_evidence)
     g.add_node("initialise", n.initialise)
     g.add_node("agent", n.agent)
     g.add_node("retriever_bank", n.retriever_bank)

@@ -34,7 +34,7 @@ __all__ = ["BASELINE_PRESETS", "build_corrective_rag", "build_cot", "build_graph
 
 def _graph() -> StateGraph[Any, Any, Any, Any]:
     g = io.workflow_graph(AgentGState, context_schema=AgentGContext, input_schema=io.AgentGInput,
-                          output_schema=io.ExitOutput, evidence=io.agent_g_evidence)
+                          evidence=io.agent_g_evidence)
     g.add_node("initialise", n.initialise)
     g.add_node("generator", n.generator)
     g.add_node("record", b.record)

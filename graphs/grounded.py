@@ -26,6 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
 from kgagents.graphs import io
+from kgagents.graphs.policies import graph_read_policies
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import budget
@@ -117,8 +118,9 @@ async def route_evaluate(state: GroundedState, runtime: Any) -> list[Send] | Lit
 def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled grounded-reasoning graph."""
     g = io.workflow_graph(GroundedState, context_schema=GroundedContext, input_schema=io.GraphInput,
-                          output_schema=io.ExitOutput, evidence=io.grounded_evidence)
-    add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"))
+                          evidence=io.grounded_evidence)
+    add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"),
+                    **graph_read_policies())  # it only opens and reads the graph (graphs/policies.py)
     g.add_node("generate_step", n.generate_step)
     add_routed_node(g, "collect_candidates", collect_candidates, route_merge,
                     destinations=("merge_thoughts", "evaluate_states"))

@@ -8,11 +8,12 @@ Python — see only the input schema's fields and get the output schema back::
      "tokens": {"calls": 14, "input_tokens": 9120, "output_tokens": 610},
      "failure_summary": {"count": 0, "kinds": {}}, "evidence": {"triples": [["array", "SORTED_TO", "…"]]}}
 
-ARK-V1, grounded reasoning and Agent-G add ``exit_reason``; a run that a budget ended has ``budget_stop``
-(:mod:`kgagents.nodes.budget`). ``final_answer`` is the state's own answer channel (written by each workflow's
-final step); the other output fields are computed once, from the final state, by the ``output`` node that
-:func:`workflow_graph` adds: every way to ``END`` leads through it (:class:`WorkflowGraph`), whichever node
-ended the run. Workflows of one shape share a schema pair:
+Every served graph has this one output schema, :class:`RunOutput` (the surfer's too): ``exit_reason`` is
+there where the workflow records why its run ended (ARK-V1, grounded reasoning, Agent-G and its baselines, the
+surfer); a run that a budget ended has ``budget_stop`` (:mod:`kgagents.nodes.budget`). ``final_answer`` is the
+state's own answer channel (written by each workflow's final step); the other output fields are computed once,
+from the final state, by the ``output`` node that :func:`workflow_graph` adds: every way to ``END`` leads through
+it (:class:`WorkflowGraph`), whichever node ended the run. Workflows of one shape share an input schema:
 
 =====================  ======================================================================================
 schemas                workflows
@@ -23,6 +24,7 @@ schemas                workflows
 :class:`ArkInput`       ``ark`` (a question and its knowledge graph: by name, inline or as a file)
 :class:`GraphInput`     ``grounded``, ``base``, ``text-rag``, ``graph-rag`` (a question over a stored graph)
 :class:`AgentGInput`    ``agent-g`` and its baselines (a question, its graph, CRAG's pages)
+``SurferInput``         ``surfer`` (a research request; :mod:`kgagents.nodes.surfer`)
 =====================  ======================================================================================
 
 A Python caller that wants the whole final state reads it from the checkpointer (``graph.aget_state(config)``)
@@ -156,7 +158,9 @@ class FailureSummary(TypedDict):
 
 
 class RunOutput(TypedDict, total=False):
-    """What a run gives back (its state keeps everything else: ``kgagents show`` or the thread's state)."""
+    """What a run of every served graph gives back (its state keeps everything else: ``kgagents show`` or the
+    thread's state). One shape for all of them, so that an SDK or MCP caller reads every workflow's answer the
+    same way; ``evidence`` is the one field whose content differs by workflow."""
 
     final_answer: Annotated[
         str, Field(description='The answer ("No solution found" when the run found none).')
@@ -180,15 +184,16 @@ class RunOutput(TypedDict, total=False):
         dict[str, Any],
         Field(
             description="What the answer rests on: KG triples, the reasoning "
-            "path, the retrieved ids (by workflow)."
+            "path, the retrieved ids, the web pages read (by workflow)."
         ),
+    ]
+    exit_reason: Annotated[
+        str,
+        Field(description="Why the run ended (an accepted answer, a limit, a failed search, ...), where the "
+                          "workflow records it (ARK-V1, grounded reasoning, Agent-G, the surfer)."),
     ]
 
 
-class ExitOutput(RunOutput, total=False):
-    """The output of a workflow that says why its run ended (ARK-V1, grounded reasoning, Agent-G)."""
-
-    exit_reason: Annotated[str, Field(description="Why the run ended (an accepted answer, a limit, ...).")]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -237,6 +242,11 @@ def retrieval_evidence(state: dict[str, Any]) -> dict[str, Any]:
     if state.get("matched_entities"):
         out["matched_entities"] = list(state["matched_entities"])[:EVIDENCE_ITEMS]
     return out
+
+
+def surfer_evidence(state: dict[str, Any]) -> dict[str, Any]:
+    """The surfer: the web pages its answer rests on (those it named, then those it read)."""
+    return {"sources": list(state.get("sources") or [])[:EVIDENCE_ITEMS]}
 
 
 def ark_evidence(state: dict[str, Any]) -> dict[str, Any]:
@@ -348,14 +358,13 @@ def workflow_graph(
     *,
     context_schema: type,
     input_schema: type,
-    output_schema: type = RunOutput,
     evidence: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> WorkflowGraph:
-    """``StateGraph(state, context_schema=..., input_schema=..., output_schema=...)`` ending in the ``output``
-    node, which fills the output fields from the final state with :func:`run_output` and ``evidence(state)``
-    (deferred: it runs once nothing else is left to run)."""
+    """``StateGraph(state, context_schema=..., input_schema=..., output_schema=RunOutput)`` ending in the
+    ``output`` node, which fills the output fields from the final state with :func:`run_output` and
+    ``evidence(state)`` (deferred: it runs once nothing else is left to run)."""
     builder = WorkflowGraph(
-        state, context_schema=context_schema, input_schema=input_schema, output_schema=output_schema
+        state, context_schema=context_schema, input_schema=input_schema, output_schema=RunOutput
     )
 
     async def output(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:

@@ -3,7 +3,11 @@
 
     start → think ─(tool calls)→ browse ─(steps left)→ think ...
               │                    └─(out of steps)→ wrap_up → finish
-              └─(final_answer / plain reply / model error)→ finish
+              └─(final_answer / plain reply / model error)→ finish → output
+
+A caller of the served graph gets every workflow's output (:class:`kgagents.graphs.io.RunOutput`: the answer,
+cost and tokens, ``evidence.sources``, ``exit_reason``); ``ask_search_agent`` reads the findings and usage from
+the run's state (:data:`kgagents.nodes.surfer.RESULT_KEYS`).
 
 ``ask_search_agent`` invokes this graph with the config of the tool call, so when a workflow node runs the
 tool, LangGraph nests the surfer as a subgraph in the parent's checkpoint namespace: every surfer step is
@@ -25,6 +29,7 @@ from pydantic import BaseModel, Field
 from kgagents.core.config import Settings
 from kgagents.core.retry import ModelUnavailableError
 from kgagents.core.usage import merge_usage
+from kgagents.graphs import io
 from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import budget
@@ -36,19 +41,19 @@ __all__ = ["NAME", "WORKFLOW", "build", "check_surfer", "compile_graph", "graph"
            "recursion_limit"]
 
 NAME = "surfer"
-#: Enough super-steps for ``max_steps`` agent steps (two per step, plus start, wrap-up and finish).
+#: Enough super-steps for ``max_steps`` agent steps (two per step, plus start, wrap-up, finish and output).
 RECURSION_PER_STEP = 2
 RECURSION_EXTRA = 10
 
 
 def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled surfer graph."""
-    g = StateGraph(n.SurferState, context_schema=Context, input_schema=n.SurferInput,
-                   output_schema=n.SurferOutput)
+    g = io.workflow_graph(n.SurferState, context_schema=Context, input_schema=n.SurferInput,
+                          evidence=io.surfer_evidence)
     g.add_node("start", n.start)
     add_routed_node(g, "think", n.think, n.route_after_think)
     add_routed_node(g, "browse", n.browse, n.route_after_browse)
-    g.add_node("wrap_up", n.wrap_up)  # type: ignore[arg-type]
+    g.add_node("wrap_up", n.wrap_up)
     g.add_node("finish", n.finish)
     g.add_edge(START, "start")
     g.add_edge("start", "think")
@@ -105,7 +110,8 @@ def make_surfer_tool(env: ToolEnv) -> BaseTool:
         cfg["configurable"] = budget.nested_config({**(cfg.get("configurable") or {}), n.TOOL_ENV_KEY: env})
         cfg["recursion_limit"] = max(int(cfg.get("recursion_limit") or 0), recursion_limit())
         try:
-            result = await graph.ainvoke({"question": query}, config=cfg, context=ctx)
+            result = await graph.ainvoke({"question": query}, config=cfg, context=ctx,
+                                         output_keys=list(n.RESULT_KEYS))
         except (GraphBubbleUp, ModelUnavailableError):
             raise  # the parent graph's interrupts and commands; a model that cannot be used stops the run
         except Exception as exc:  # noqa: BLE001 - the controller gets a clear error, the run goes on

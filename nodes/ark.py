@@ -549,7 +549,7 @@ async def retrieve_relations(state: ArkState, runtime: Runtime[ArkContext]) -> d
     graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
     anchor = str(current.get("anchor") or "")
-    relations = graph.relations_of(anchor)
+    relations = await asyncio.to_thread(graph.relations_of, anchor)  # a database read: off the event loop
     if relations:
         message = P.render(P.RELATIONS, anchor=anchor, count=len(relations),
                            relations="\n".join(f"- {r}" for r in relations))
@@ -621,7 +621,7 @@ async def retrieve_triples(state: ArkState, runtime: Runtime[ArkContext]) -> dic
     graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
     anchor, relation = str(current.get("anchor") or ""), str(current.get("relation") or "")
-    triples = [keyed(e) for e in graph.triples(anchor, relation)]
+    triples = [keyed(e) for e in await asyncio.to_thread(graph.triples, anchor, relation)]
     message = P.render(P.TRIPLES, anchor=anchor, relation=relation, count=len(triples),
                        triples="\n".join(render_triple(t) for t in triples))
     current.update(retrieved=triples)

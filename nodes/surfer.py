@@ -72,13 +72,9 @@ class SurferInput(TypedDict, total=False):
     max_steps: int
 
 
-class SurferOutput(TypedDict, total=False):
-    """What the surfer returns."""
-
-    answer: str
-    sources: list[str]
-    usage: Usage
-    usage_before: Usage
+#: The state keys ``ask_search_agent`` reads from a finished surfer run (a caller of the served graph gets the
+#: workflows' common output instead, :class:`kgagents.graphs.io.RunOutput`).
+RESULT_KEYS = ("answer", "sources", "usage", "usage_before")
 
 
 class SurferState(TypedDict, total=False):
@@ -95,6 +91,10 @@ class SurferState(TypedDict, total=False):
     usage: Annotated[Usage, merge_usage]
     usage_before: Usage
     """Usage in the state when this run started (a namespace reused by a second call keeps the first's)."""
+    final_answer: str
+    """The answer, as every served graph's output names it (the same text as ``answer``)."""
+    exit_reason: str
+    """Why the research ended: an answer, its step limit, or a model that failed."""
 
 
 # -- the run's environment ------------------------------------------------------------------------------
@@ -213,9 +213,10 @@ async def wrap_up(state: SurferState, runtime: Runtime[Context], config: Runnabl
 def finish(state: SurferState) -> dict[str, Any]:
     """The findings and their sources (those the agent named, then the pages it read)."""
     message = _last_ai(state)
-    answer, named = "", []
+    answer, named, reason = "", [], "answered"
     if state.get("error"):
         answer = f"The search could not be completed: {state['error']}"
+        reason = f"the search failed: {state['error']}"
     elif message is not None:
         final = next((c for c in message.tool_calls if c["name"] == FINAL_ANSWER), None)
         if final is not None:
@@ -224,6 +225,8 @@ def finish(state: SurferState) -> dict[str, Any]:
             named = [str(s) for s in (args.get("sources") or []) if str(s).strip()]
         else:
             answer = (message.text if isinstance(message.text, str) else str(message.content)).strip()
+            if state.get("steps", 0) >= _max_steps(state):
+                reason = f"its step limit ({_max_steps(state)} steps): it answered from what it had found"
     if not answer:
         answer = "The search agent gave no answer."
     browser = TextBrowser.from_state(state.get("browser"))
@@ -231,7 +234,7 @@ def finish(state: SurferState) -> dict[str, Any]:
     for url in [*named, *browser.visited()]:
         if url not in sources:
             sources.append(url)
-    return {"answer": answer, "sources": sources}
+    return {"answer": answer, "sources": sources, "final_answer": answer, "exit_reason": reason}
 
 
 # -- routers --------------------------------------------------------------------------------------------

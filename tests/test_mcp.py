@@ -1,11 +1,11 @@
 """The served workflows as tools: ``langgraph dev`` started by the test, with a scripted model from the
 server's environment (``KGAGENTS_MODEL``: callers send no context), called through the LangGraph SDK and
 through the official MCP client (streamable HTTP at ``/mcp``). Both get the compact output (answer, thread,
-cost and tokens, failures, evidence), never the run's whole state."""
+cost and tokens, failures, evidence), never the run's whole state; MCP gets it as JSON (text and
+``structuredContent``), not as a Python ``repr``."""
 
 from __future__ import annotations
 
-import ast
 import json
 from importlib import resources
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 KGOT_QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of "
                  "the third and fifth integers of the sorted list.")
-#: The output fields every served workflow returns (ExitOutput adds ``exit_reason``).
+#: The output fields every served workflow returns (``exit_reason`` too where the workflow records it).
 OUTPUT = {"final_answer", "thread_id", "cost_usd", "tokens", "failure_summary", "evidence"}
 #: What a compact output stays under (the whole state of the ARK-V1 run is ~8 kB and more).
 COMPACT_CHARS = 2500
@@ -96,7 +96,8 @@ async def test_mcp_client_lists_described_tools_and_calls_ark_for_an_answer(serv
         assert properties["graph"]["description"]
         result = await session.call_tool(ark.name, {"question": example["question"], "kg": example["graph"]})
     assert not result.is_error, result.content
-    output = ast.literal_eval(result.content[0].text)
+    output = json.loads(result.content[0].text)  # JSON, not the server's repr of a dict
+    assert result.structured_content == output
     assert_compact(output)
     assert output["final_answer"] == "False" and output["tokens"]["calls"] == 7
     assert "K_max" not in output["exit_reason"] and output["exit_reason"]

@@ -57,9 +57,9 @@ async def test_search_visit_page_down_find_answer(tmp_path, settings, web):
     config = config_for(env)
     result = await graph.ainvoke({"question": QUESTION}, config=config, context=Context())
     article = web.url("/files/article.html")
-    assert "Ilse Brandt opened it in 1923." in result["answer"]
-    assert result["sources"] == [article]
-    assert result["usage"]["scripted"]["calls"] == 5 and llm.remaining() == []
+    assert "Ilse Brandt opened it in 1923." in result["final_answer"] and result["exit_reason"] == "answered"
+    assert result["evidence"] == {"sources": [article]}
+    assert result["tokens"]["calls"] == 5 and llm.remaining() == []
     state = (await graph.aget_state(config)).values
     outputs = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert [m.name for m in outputs] == ["web_search", "visit_page", "page_down", "find_on_page"]
@@ -139,7 +139,8 @@ async def test_runs_out_of_steps_then_wraps_up(tmp_path, settings, web):
     env = make_env(tmp_path, settings, llm=llm)
     result = await surfer.graph.ainvoke({"question": "q", "max_steps": 2}, config=config_for(env),
                                         context=Context())
-    assert "Not found yet." in result["answer"] and result["usage"]["scripted"]["calls"] == 3
+    assert "Not found yet." in result["final_answer"] and result["tokens"]["calls"] == 3
+    assert result["exit_reason"].startswith("its step limit (2 steps)")
 
 
 async def test_model_failure_ends_with_a_clear_answer(tmp_path, settings):
@@ -158,7 +159,7 @@ async def test_plain_reply_unknown_tool_and_tool_errors(tmp_path, settings, web)
                     "content": "I could not find it."})
     env = make_env(tmp_path, settings, llm=llm)
     result = await surfer.graph.ainvoke({"question": "q"}, config=config_for(env), context=Context())
-    assert result["answer"] == "I could not find it." and result["sources"] == []
+    assert result["final_answer"] == "I could not find it." and result["evidence"] == {"sources": []}
 
 
 async def test_standalone_run_builds_its_environment_from_the_context(tmp_path, monkeypatch, web):
@@ -166,7 +167,8 @@ async def test_standalone_run_builds_its_environment_from_the_context(tmp_path, 
     llm = scripted(*research_script(web))
     ctx = Context(tools_model=llm, work_dir=str(tmp_path / "work"))
     result = await surfer.graph.ainvoke({"question": QUESTION}, context=ctx)
-    assert "Ilse Brandt" in result["answer"] and result["sources"] == [web.url("/files/article.html")]
+    assert "Ilse Brandt" in result["final_answer"]
+    assert result["evidence"]["sources"] == [web.url("/files/article.html")]
 
 
 @pytest.mark.slow
@@ -176,7 +178,8 @@ async def test_a_second_run_in_the_same_thread_starts_fresh(tmp_path, settings, 
     graph = surfer.compile_graph(checkpointer=InMemorySaver())
     config = config_for(env, "same")
     await graph.ainvoke({"question": QUESTION}, config=config, context=Context())
-    second = await graph.ainvoke({"question": QUESTION}, config=config, context=Context())
+    second = await graph.ainvoke({"question": QUESTION}, config=config, context=Context(),
+                                 output_keys=list(n.RESULT_KEYS))
     assert second["usage"]["scripted"]["calls"] == 10
     assert n.usage_of_run(second)["scripted"]["calls"] == 5
     state = (await graph.aget_state(config)).values

@@ -70,8 +70,9 @@ async def test_surfer_runs_in_langgraph_dev(dev_server, tmp_path, web):
     thread = await client.threads.create()
     context = {"model": f"scripted:{script}"}
     result = await client.runs.wait(thread["thread_id"], "surfer", input={"question": QUESTION}, context=context)
-    assert "Ilse Brandt opened it in 1923." in result.get("answer", ""), \
+    assert "Ilse Brandt opened it in 1923." in result.get("final_answer", ""), \
         json.dumps(result)[:1500] + log_path.read_text()[-3000:]
-    assert result["sources"] == [web.url("/files/article.html")]
+    assert result["evidence"] == {"sources": [web.url("/files/article.html")]}
+    assert result["exit_reason"] == "answered" and result["tokens"]["calls"] == 5
     state = await client.threads.get_state(thread["thread_id"])
     assert state["values"]["browser"]["find_query"] == "Ilse Brandt"
