@@ -21,7 +21,7 @@ from kgagents.core.endpoint_change import (
 from kgagents.core.runs import RunRegistry
 from tests import kgot_script as S
 from tests.evals.test_cli_eval import GRADER, simpleqa_csv
-from tests.fakes import closed_port
+from tests.fakes import closed_port, isolate_model_env
 from tests.fakes.faults import fault_server_fixture  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer, FaultPolicy, script_responder
 from tests.test_kgot_faults import QUESTION, STEPS
@@ -42,6 +42,7 @@ def test_the_same_model_at_another_address_is_no_change_of_model() -> None:
     assert model_changes(started, {"graph_executor": "openai:a", "tools": "t"}) == {}
     assert model_changes(started, {"graph_executor": "b", "tools": "t"}) == {"graph_executor": ("a", "b")}
     assert model_changes({"graph_executor": None}, {"graph_executor": "b"}) == {}  # nothing known: any
+    assert model_changes({"graph_executor": "a"}, {"graph_executor": None}) == {}  # none configured: said later
     assert address_change({"base_url": "http://a/v1"}, {"base_url": "http://b/v1"}) == {
         "base_url": ("http://a/v1", "http://b/v1")}
     assert address_change({"base_url": "http://a/v1", "model": "x"}, {"base_url": "http://a/v1"}) == {}
@@ -137,3 +138,22 @@ def test_an_evaluation_stopped_at_a_wrong_base_url_retries_at_the_corrected_one(
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["models"]["base_url"] == fault_server.base_url
     assert [change["base_url"] for change in manifest["changes"]] == [[wrong, fault_server.base_url]]
+
+
+@pytest.mark.slow
+def test_a_run_whose_configuration_names_another_model_now_is_not_resumed_with_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    isolate_model_env(monkeypatch, tmp_path)
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("KGAGENTS_BASE_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    monkeypatch.setenv("KGAGENTS_MODEL", "first-model")
+    assert main(["--runs-dir", str(runs), "ask", "q", "--workflow", "zeroshot", "--thread", "env", "--quiet",
+                 *FAST]) == 1
+    monkeypatch.setenv("KGAGENTS_MODEL", "second-model")
+    assert main(["--runs-dir", str(runs), "resume", "env", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "was started with first-model, and your configuration now names second-model" in err
+    assert "kgagents resume env --model first-model" in err
+    # naming its own model resumes it (at the same wrong address: it stops again, resumable)
+    assert main(["--runs-dir", str(runs), "resume", "env", "--model", "first-model", "--quiet"]) == 1
+    assert "first-model at http://127.0.0.1:" in capsys.readouterr().err

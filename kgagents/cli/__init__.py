@@ -204,7 +204,8 @@ def resumed_settings(record: Any, values: dict[str, Any], *, base_url: str | Non
     run; a model other than the one the run started with (given, or named by the configuration now) is refused
     with what to do instead (:mod:`kgagents.core.endpoint_change`). The address given here is the user's own
     choice on the command line; the key that goes there is still only the one bound to it
-    (:mod:`kgagents.core.keys`)."""
+    (:mod:`kgagents.core.keys`). A run whose models came from the configuration is compared with the models it
+    started with too: a configuration that names another model now is refused the same way."""
     after = dict(values)
     if base_url is not None:
         after["base_url"] = base_url
@@ -212,7 +213,9 @@ def resumed_settings(record: Any, values: dict[str, Any], *, base_url: str | Non
         after["model"] = model
     roles = registry.get(record.workflow).context.ROLES
     configured = {role: _configured_model(role) for role in roles}
-    started = {role: record.models.get(role) for role in roles} if record.models else \
+    # the models a row of the user's own says the run started with; a row from someone else is data: its run's
+    # models are those its plain settings and the user's configuration give (as for the rest of its settings)
+    started = {role: record.models.get(role) for role in roles} if record.own and record.models else \
         run_models(values, roles, configured)
     changed = model_changes(started, run_models(after, roles, configured))
     if changed:

@@ -51,10 +51,11 @@ def run_models(context: Mapping[str, Any], roles: Iterable[str], configured: Map
 
 
 def model_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """The roles whose model ``after`` is another one than ``before`` (``role -> (before, after)``); a role that
-    had no known model (``None`` before) takes any."""
+    """The roles whose model ``after`` is another one than ``before`` (``role -> (before, after)``); a role whose
+    model is not known on either side (``None``: none recorded, or none configured, which the run then reports
+    itself) is no change."""
     return {role: (before.get(role), model) for role, model in after.items()
-            if before.get(role) is not None and not same_model(before.get(role), model)}
+            if before.get(role) is not None and model is not None and not same_model(before.get(role), model)}
 
 
 def model_change_refusal(thread_id: str, workflow: str, changes: Mapping[str, tuple[Any, Any]], *,
