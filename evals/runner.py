@@ -40,6 +40,7 @@ from tqdm import tqdm
 from kgagents.core import replay
 from kgagents.core.checkpointer import name_checkpointer, open_checkpointer
 from kgagents.core.config import ROLES, get_settings
+from kgagents.core.endpoint_change import address_change, same_but_address
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.nofollow import open_for_append, own_folder, refuse_link, write_file
 from kgagents.core.redact import scrub
@@ -209,22 +210,61 @@ SCORING_SETTINGS = ("grader_model", "scorer")
 def _check_manifest(out_dir: Path, manifest: dict[str, Any], dataset: Dataset | None = None) -> None:
     """A results directory holds one evaluation: refuse a run with another workflow, dataset, split, model per
     role, preset, context values, grader or seed (its results would be reported as this one's, and the
-    finished items skipped), and items whose question or gold answer changed since they were evaluated."""
+    finished items skipped), and items whose question or gold answer changed since they were evaluated. Where
+    the model is served may change (:func:`moved_settings`): the same model at another address is the same
+    evaluation, and the move is kept in the manifest's ``changes``."""
     old = read_manifest(out_dir)
     if old is not None:
         old = scrub(old)  # one written before manifests left credentials out compares as one written now
         differing = [key for key in SETTINGS if key in old and old.get(key) != manifest.get(key)]
+        moved = moved_settings(old, manifest, differing)
+        differing = [key for key in differing if key not in moved]
         differences = [f"{key}: {old.get(key)!r} there, {manifest.get(key)!r} now" for key in differing]
         if differences:
             rescoring = (f"; to score its answers with another scorer or grader: kgagents eval ... --rescore "
                          f"{out_dir}") if set(differing) <= set(SCORING_SETTINGS) else ""
+            models = ("; another model makes it another evaluation (its finished items were answered by the "
+                      "first): only where the model is served (--base-url, KGAGENTS_BASE_URL) may change when an "
+                      "evaluation is resumed") if {"models", "context"} & set(differing) else ""
             raise ValueError(f"{out_dir} holds another evaluation ({'; '.join(differences)}); its results "
                              "would be taken for this run's. Use another --out directory (or delete that "
-                             f"one){rescoring}")
+                             f"one){rescoring}{models}")
+        changes = [c for c in old.get("changes") or [] if isinstance(c, dict)]
+        if moved:
+            change = moved_address(old, manifest)
+            changes.append({"at": time.time(), **change})
+            said = "; ".join(f"{name} {before} -> {after}" for name, (before, after) in change.items())
+            print(f"kgagents: the evaluation in {out_dir} goes on with its model at another address: {said} "
+                  f"(recorded in {out_dir / MANIFEST_FILE})", file=sys.stderr)
         manifest = {**old, **manifest, "created": old.get("created", manifest.get("created"))}
+        if changes:
+            manifest["changes"] = changes
     if dataset is not None:
         _check_items(out_dir, dataset)
     write_file(out_dir / MANIFEST_FILE, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+#: The settings of a manifest that hold where the model is served beside what the evaluation is.
+ADDRESSED_SETTINGS = ("models", "context")
+
+
+def moved_settings(old: dict[str, Any], new: dict[str, Any], differing: list[str]) -> list[str]:
+    """The ``differing`` settings of two manifests that differ only in where the model is served
+    (:func:`kgagents.core.endpoint_change.same_but_address`)."""
+    return [key for key in differing if key in ADDRESSED_SETTINGS
+            and same_but_address(old.get(key), new.get(key), models=key == "models")]
+
+
+def moved_address(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
+    """``name -> [before, after]`` of the address that changed between two manifests: the one the models were
+    reached at (the context's, else the configuration's), else the context's own."""
+    for key in ADDRESSED_SETTINGS:
+        before, after = old.get(key), new.get(key)
+        if isinstance(before, dict) and isinstance(after, dict):
+            change = address_change(before, after)
+            if change:
+                return {name: [first, second] for name, (first, second) in change.items()}
+    return {}
 
 
 #: Item inputs that name data on disk (the graph an item is asked over: GRBench's ``graph.json`` or folder, STaRK's

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.core.checkpointer import name_checkpointer
+from kgagents.core.config import get_settings
+from kgagents.core.endpoint_change import run_models
 from kgagents.core.runs import RunRegistry, is_finished, new_thread_id, open_checkpointer
 from kgagents.graphs import registry
 from kgagents.graphs.spec import Workflow
@@ -63,7 +65,8 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
     thread_id = thread_id or new_thread_id()
     context = context_override if context_override is not None else make_context(spec, context_values)
     if task is not None:
-        registry.record(thread_id, workflow, str(task.get("question", "")), context_values, checkpointer)
+        registry.record(thread_id, workflow, str(task.get("question", "")), context_values, checkpointer,
+                        models=started_models(spec, context_values))
         location = checkpointer or registry.checkpoints_path
     else:
         registry.mark_running(thread_id)
@@ -92,6 +95,23 @@ async def run_thread(workflow: str, *, runs_dir: Path, thread_id: str | None, ta
     registry.finish(thread_id, "failed" if every_call_failed(final) else "done",
                     str(final.get("final_answer", "")))
     return thread_id, final
+
+
+def started_models(workflow: Workflow, context_values: dict[str, Any]) -> dict[str, Any]:
+    """The model of each role of a ``workflow`` run that starts with ``context_values``, as the run registry keeps
+    it (what a resume is compared with, :mod:`kgagents.core.endpoint_change`): the values' (``<role>_model``, else
+    ``model``), else the one the configuration names (``None`` where none does, e.g. a local Ollama model found at
+    run time). A model given as an object is kept by its name."""
+    settings = get_settings()
+    configured = {}
+    for role in workflow.context.ROLES:
+        try:
+            configured[role] = settings.model_for(role)
+        except ValueError:  # a role the configuration has no variable of its own for
+            configured[role] = settings.model
+    models = run_models(context_values, workflow.context.ROLES, configured)
+    return {role: model if model is None or isinstance(model, str) else
+            str(getattr(model, "model_name", None) or type(model).__name__) for role, model in models.items()}
 
 
 async def thread_state(workflow: str, runs_dir: Path, thread_id: str,

@@ -1,7 +1,7 @@
 """The ``kgagents`` command line.
 
     kgagents ask "question" [--attach FILE ...] [--thread ID]   answer a question (KGoT by default)
-    kgagents resume THREAD                                      continue an interrupted run
+    kgagents resume THREAD [--base-url URL] [--model M]        continue an interrupted run (its model elsewhere)
     kgagents runs                                               list threads with their status
     kgagents show THREAD                                        the final KG, votes, tool calls, writes, usage
     kgagents demo [--workflow W]                                an offline, scripted run of the paper's example
@@ -41,7 +41,8 @@ from kgagents.cli.common import (
     start_checks,
 )
 from kgagents.core.checkpointer import name_checkpointer
-from kgagents.core.config import ConfigurationError
+from kgagents.core.config import ConfigurationError, get_settings
+from kgagents.core.endpoint_change import address_change, model_change_refusal, model_changes, run_models, same_model
 from kgagents.core.nofollow import write_file
 from kgagents.core.printable import printable, printable_json, printable_lines
 from kgagents.core.replay import ReplayFailed
@@ -180,9 +181,60 @@ def _known_run(args: argparse.Namespace) -> Any:
 @command("resume")
 def cmd_resume(args: argparse.Namespace) -> int:
     record = _known_run(args)
-    thread_id, state = _run(record.workflow, args, None, record.thread_id, resumed_context(record, _runs_dir(args)),
-                            checkpointer=_checkpointer(args))
+    values = resumed_context(record, _runs_dir(args))
+    values, change = resumed_settings(record, values, base_url=args.base_url, model=args.model)
+    if change:
+        RunRegistry(_runs_dir(args)).record_change(record.thread_id, change, values if record.own else None)
+        said = "; ".join(f"{name} {_shown(old)} -> {_shown(new)}" for name, (old, new) in change.items())
+        kept = ("recorded in the run" if record.own else
+                "noted in the run; the registry is not yours, so a later resume needs the flag again")
+        print(printable(f"kgagents: resume: {said} ({kept}: kgagents show {record.thread_id})"), file=sys.stderr)
+    thread_id, state = _run(record.workflow, args, None, record.thread_id, values, checkpointer=_checkpointer(args))
     return _print_answer(thread_id, state)
+
+
+def _shown(value: Any) -> str:
+    return "(the configuration's)" if value is None else str(value)
+
+
+def resumed_settings(record: Any, values: dict[str, Any], *, base_url: str | None,
+                     model: str | None) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """The context a resume runs with, given ``resume --base-url/--model`` over the run's ``values``, and what
+    that changes (``name -> [before, after]``, empty when nothing): the same model at another address is the same
+    run; a model other than the one the run started with (given, or named by the configuration now) is refused
+    with what to do instead (:mod:`kgagents.core.endpoint_change`). The address given here is the user's own
+    choice on the command line; the key that goes there is still only the one bound to it
+    (:mod:`kgagents.core.keys`). A run whose models came from the configuration is compared with the models it
+    started with too: a configuration that names another model now is refused the same way."""
+    after = dict(values)
+    if base_url is not None:
+        after["base_url"] = base_url
+    if model is not None:
+        after["model"] = model
+    roles = registry.get(record.workflow).context.ROLES
+    configured = {role: _configured_model(role) for role in roles}
+    # the models a row of the user's own says the run started with; a row from someone else is data: its run's
+    # models are those its plain settings and the user's configuration give (as for the rest of its settings)
+    started = {role: record.models.get(role) for role in roles} if record.own and record.models else \
+        run_models(values, roles, configured)
+    changed = model_changes(started, run_models(after, roles, configured))
+    if changed:
+        raise ValueError(model_change_refusal(record.thread_id, record.workflow, changed, given=model is not None))
+    change = {name: [old, new] for name, (old, new) in address_change(values, after).items()}
+    if model is not None and values.get("model") != model:
+        old_model = values.get("model") or next((m for m in started.values() if same_model(m, model)), None)
+        change["model"] = [old_model, model]
+    return after, change
+
+
+def _configured_model(role: str) -> str | None:
+    """The model the user's configuration names for ``role`` now (a role it has no variable of its own for: its
+    default model)."""
+    settings = get_settings()
+    try:
+        return settings.model_for(role)
+    except ValueError:
+        return settings.model
 
 
 def resumed_context(record: Any, runs_dir: Path) -> dict[str, Any]:
@@ -246,7 +298,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import thread_state
 
-        workflow = _known_run(args).workflow
+        record = _known_run(args)
+        workflow, changes = record.workflow, record.changes
         state, nxt = asyncio.run(thread_state(workflow, _runs_dir(args), args.thread, _checkpointer(args)))
     if args.kg:
         return _show_view(args, workflow, state)
@@ -255,7 +308,22 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(printable_json(json.dumps(state, indent=2, ensure_ascii=False, default=str)))
     else:
         print(printable_lines(format_run(workflow, args.thread, state, nxt)))
+        if not args.eval and changes:
+            print(printable_lines("\n".join(format_changes(changes))))
     return 0
+
+
+def format_changes(changes: list[dict[str, Any]]) -> list[str]:
+    """``show``: what resumes changed of the run's settings (:attr:`kgagents.core.runs.RunRecord.changes`), one
+    line each; a registry can be someone else's, so every value is shown as text."""
+    lines = ["Changed on resume:"]
+    for change in changes:
+        at = change.get("at")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if isinstance(at, (int, float)) else "?"
+        what = "; ".join(f"{name} {_shown(pair[0])} -> {_shown(pair[1])}" for name, pair in change.items()
+                         if name != "at" and isinstance(pair, list) and len(pair) == 2)
+        lines.append(f"  {when}  {what}")
+    return lines
 
 
 def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -> int:
@@ -363,6 +431,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="continue an interrupted run")
     resume.add_argument("thread")
     resume.add_argument("--quiet", action="store_true")
+    resume.add_argument("--base-url", metavar="URL",
+                        help="where the run's model is served now (an OpenAI-compatible server), when it moved or "
+                             "the run was given a wrong one: recorded in the run; a key goes there only when its "
+                             "variable names that server (KGAGENTS_BASE_URL for KGAGENTS_API_KEY)")
+    resume.add_argument("--model", metavar="PROVIDER:MODEL",
+                        help="the run's own model, spelt as it is served now (openai:NAME and NAME are the same "
+                             "model); another model is refused: it would change what the run means")
     resume.add_argument("--checkpointer", metavar="URL",
                         help="the PostgreSQL URL the run was started with, when its password is needed (the "
                              "run registry keeps the URL without it)")
@@ -419,6 +494,10 @@ def main(argv: list[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     try:
         if extras:
+            if args.command == "resume":
+                raise ValueError(f"unrecognized arguments: {' '.join(extras)} (a resumed run keeps the settings it "
+                                 "started with; resume takes --base-url URL and --model, for its own model, to "
+                                 "reach that model at another address)")
             refuse_foreign_flags(_workflow_in(argv)[1] or "kgot", extras)
         _name_checkpointers(args)
         if args.command == "replay":

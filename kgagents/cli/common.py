@@ -243,7 +243,8 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
         raise
     except Exception as exc:  # any failure inside the graph: the checkpoints survive
         raise RunFailed(f"the run stopped: {type(exc).__name__}: {exc}\n"
-                        f"Its checkpoints are kept; continue it with `kgagents resume {thread}`.") from exc
+                        f"Its checkpoints are kept; continue it with `kgagents resume {thread}` (with "
+                        "`--base-url URL` when its model is served at another address).") from exc
 
 
 def demo_model(script: Any) -> Any:

@@ -77,7 +77,9 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     ev.add_argument("--rescore", metavar="DIR",
                     help="score the answers stored in the results folder DIR again, with --scorer and/or "
                          "--grader-model, into --out (default DIR-rescored-SCORER-GRADER); nothing runs again")
-    ev.add_argument("--retry-failed", action="store_true", help="run items that ended with an error again")
+    ev.add_argument("--retry-failed", action="store_true",
+                    help="run items that ended with an error again (from their checkpoints; with --base-url: the "
+                         "same model at another address, recorded in the results folder's manifest.json)")
     ev.add_argument("--checkpointer", help="checkpointer URL (default: the SQLite file in --out; "
                                            "postgresql://... for a cluster)")
     ev.add_argument("--processes", type=processes_argument, default=1,
@@ -229,7 +231,8 @@ def _exit_status(results: list[Any]) -> int:
     fatal = next((result.fatal for result in results if result.fatal), None)
     if fatal is not None:
         print(f"kgagents: the evaluation's items failed: {fatal}\nFix it, then run the same command with "
-              "--retry-failed: those items resume from their checkpoints.", file=sys.stderr)
+              "--retry-failed (and --base-url URL where the same model is served at another address): those items "
+              "resume from their checkpoints.", file=sys.stderr)
         return 1
     failed = next((result for result in results if all_failed(result.records)), None)
     if failed is None:
@@ -237,7 +240,8 @@ def _exit_status(results: list[Any]) -> int:
     first = next(str(r.get("error")) for r in failed.records)
     print(f"kgagents: every item of the evaluation in {failed.out_dir} failed ({len(failed.records)} of "
           f"{len(failed.records)}; the first: {first[:300]}): nothing was scored. Fix it, then run the same "
-          "command with --retry-failed.", file=sys.stderr)
+          "command with --retry-failed (and --base-url URL where the same model is served at another address).",
+          file=sys.stderr)
     return 1
 
 

@@ -59,7 +59,7 @@ _POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 KEY_FILE = "runs.key"
 _KEY_BYTES = 32
 _COLUMNS = ("thread_id", "workflow", "question", "context", "created", "status", "answer", "pid", "checkpointer",
-            "withheld", "mark")
+            "withheld", "mark", "models", "changes")
 
 
 def new_thread_id() -> str:
@@ -83,6 +83,12 @@ class RunRecord:
     own: bool = False
     """Whether this user's kgagents wrote the row (its mark is right under :func:`registry_key`); if not, the row
     is someone else's data (see the module docstring)."""
+    models: dict[str, Any] = field(default_factory=dict)
+    """The model of each role when the run started (``role -> model``; empty in a row of an earlier version): what
+    a resume with ``--model`` is compared with (:mod:`kgagents.core.endpoint_change`)."""
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    """What resumes changed of the run's settings (its model's address), in order: ``{"at": time, "base_url":
+    [before, after], ...}``, without credentials (:meth:`RunRegistry.record_change`)."""
 
 
 class ForeignCheckpointer(KGAgentsError, ValueError):
@@ -169,9 +175,10 @@ class RunRegistry:
             db.execute("""CREATE TABLE IF NOT EXISTS runs (
                 thread_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, question TEXT NOT NULL,
                 context TEXT NOT NULL, created REAL NOT NULL, status TEXT NOT NULL, answer TEXT, pid INTEGER,
-                checkpointer TEXT, withheld TEXT, mark TEXT)""")
+                checkpointer TEXT, withheld TEXT, mark TEXT, models TEXT, changes TEXT)""")
             columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-            for column in ("checkpointer", "withheld", "mark"):  # a registry of an earlier version lacks them
+            # a registry of an earlier version lacks some of them
+            for column in ("checkpointer", "withheld", "mark", "models", "changes"):
                 if column not in columns:
                     db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
 
@@ -191,15 +198,16 @@ class RunRegistry:
         return self._key
 
     def record(self, thread_id: str, workflow: str, question: str, context: dict[str, Any],
-               checkpointer: str | None = None) -> None:
+               checkpointer: str | None = None, models: dict[str, Any] | None = None) -> None:
         """Remember a new thread, marked as this user's; ``checkpointer``: a PostgreSQL URL (kept without its
-        password) or None. A context value with credentials is not kept (:func:`kept_context`)."""
+        password) or None; ``models``: the model of each role. A context value with credentials is not kept
+        (:func:`kept_context`)."""
         kept, withheld = kept_context(context)
         place = without_password(checkpointer) if checkpointer else None
         key = self._user_key(create=True)
         mark = row_mark(key, thread_id, workflow, kept, withheld, place) if key else None
         row = (thread_id, workflow, question, json.dumps(kept), time.time(), "running", None, os.getpid(), place,
-               json.dumps(withheld), mark)
+               json.dumps(withheld), mark, json.dumps(scrub(models or {}), default=str), "[]")
         with self._connect() as db:
             db.execute(f"INSERT OR IGNORE INTO runs ({', '.join(_COLUMNS)}) VALUES "
                        f"({', '.join('?' for _ in _COLUMNS)})", row)
@@ -226,6 +234,29 @@ class RunRegistry:
             "marked); kgagents connects there only when you name that server yourself: give --checkpointer URL "
             f"or set {CHECKPOINTER_VARIABLE}")
 
+    def record_change(self, thread_id: str, change: dict[str, Any], context: dict[str, Any] | None) -> None:
+        """Note what a resume changed of the run's settings (``change``: ``name -> [before, after]``, kept without
+        credentials) in the run's :attr:`RunRecord.changes`; with ``context`` (the run's context after the change,
+        for a row that is the user's own), the row keeps that context from now on and is marked again, so that the
+        next ``resume`` continues with it. A row that is not the user's own keeps its context and its mark: it is
+        someone else's data, and a later resume takes those settings from the user's configuration again."""
+        record = self.get(thread_id)
+        if record is None:
+            raise ValueError(f"no run with thread id {thread_id!r} in {self.runs_dir}")
+        changes = [*record.changes, scrub({"at": time.time(), **change})]
+        with self._connect() as db:
+            db.execute("UPDATE runs SET changes = ? WHERE thread_id = ?", (json.dumps(changes, default=str),
+                                                                          thread_id))
+        key = self._user_key(create=False)
+        if context is None or not record.own or key is None:
+            return
+        kept, withheld = kept_context(context)
+        withheld = sorted(set(withheld) | (set(record.withheld) - set(kept)))
+        mark = row_mark(key, thread_id, record.workflow, kept, withheld, record.checkpointer)
+        with self._connect() as db:
+            db.execute("UPDATE runs SET context = ?, withheld = ?, mark = ? WHERE thread_id = ?",
+                       (json.dumps(kept), json.dumps(withheld), mark, thread_id))
+
     def mark_running(self, thread_id: str) -> None:
         with self._connect() as db:
             db.execute("UPDATE runs SET status = 'running', pid = ? WHERE thread_id = ?", (os.getpid(), thread_id))
@@ -246,7 +277,8 @@ class RunRegistry:
 
     def _row(self, row: tuple[Any, ...]) -> RunRecord:
         """A row as a :class:`RunRecord`; whatever a row from someone else holds is read as plain values."""
-        thread, workflow, question, context_text, created, status, answer, pid, place, withheld_text, mark = row
+        (thread, workflow, question, context_text, created, status, answer, pid, place, withheld_text, mark,
+         models_text, changes_text) = row
         context = _json_of(context_text, dict)
         withheld = [str(name) for name in _json_of(withheld_text, list)]
         place = str(place) if place else None
@@ -257,7 +289,9 @@ class RunRegistry:
             str(mark), row_mark(key, str(thread), str(workflow), context, withheld, place))
         return RunRecord(str(thread), str(workflow), str(question), context,
                          float(created) if isinstance(created, (int, float)) else 0.0, str(status),
-                         None if answer is None else str(answer), place, withheld, own)
+                         None if answer is None else str(answer), place, withheld, own,
+                         _json_of(models_text, dict),
+                         [c for c in _json_of(changes_text, list) if isinstance(c, dict)])
 
 
 def _json_of[T](text: Any, kind: type[T]) -> T:
