@@ -282,7 +282,7 @@ async def _attempt[R](fn: Callable[[], Awaitable[R]], *, model: str, timeout_s: 
             if elapsed >= probe_at:
                 probe_at = float("inf")
                 if not task.done() and not has_answered(model) and await _silent(watch):
-                    raise ServerSilent(f"no reply to the call in {elapsed:.0f} s, nor to a one-token probe in "
+                    raise ServerSilent(f"no reply to the call in {elapsed:.1f} s, nor to a one-token probe in "
                                        f"{watch.probe_timeout_s:g} s")
             elapsed = loop.time() - started
             if elapsed >= next_notice and not task.done():
