@@ -220,7 +220,7 @@ class LLMCaller:
         except Exception as exc:  # reported as one clear error
             why = str(exc) or (f"no reply within {timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
             raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
-                           f"{type(exc).__name__}: {why} (failure: {failure_kind(exc).value})") from exc
+                           f"{type(exc).__name__}: {why}") from exc  # the text some workflows show the model
 
     async def _probe(self) -> Any:
         """A one-token completion of the role's model, outside any recording or cache: whether its server answers

@@ -127,8 +127,8 @@ def build_chat_model(spec: str, *, base_url: str | None = None, temperature: flo
     """Build a chat model from a model string (cached per process: chat-model clients are stateless).
 
     ``seed`` goes to providers that take one (:data:`SEED_PARAMETERS`); the others are built without it.
-    ``timeout_s`` bounds a request; ``connect_timeout_s``, where the provider's client takes one (the OpenAI and
-    Anthropic SDKs), how long its server may take to accept the connection."""
+    ``timeout_s`` bounds a request; ``connect_timeout_s``, where the provider's client takes one (the OpenAI SDK's
+    models), how long its server may take to accept the connection."""
     settings = get_settings()
     key = _cache_key(spec, base_url, temperature, timeout_s, settings, seed, connect_timeout_s)
     base_url = base_url or settings.base_url
@@ -152,7 +152,7 @@ def openai_endpoint(base_url: str | None) -> tuple[str, str | None]:
 
 
 def _client_timeout(sdk: str, timeout_s: float | None, connect_timeout_s: float | None) -> Any:
-    """The ``timeout`` of an SDK client (``sdk``: ``openai`` or ``anthropic``): the request's limit, with a shorter
+    """The ``timeout`` of an OpenAI SDK client: the request's limit, with a shorter
     limit on connecting where one is given (a plain number: the SDK uses it for every phase)."""
     if connect_timeout_s is None or timeout_s is None:
         return timeout_s
@@ -204,7 +204,7 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
     elif provider == "anthropic":
         kwargs["max_retries"] = 0
         if timeout_s is not None:
-            kwargs["timeout"] = _client_timeout("anthropic", timeout_s, connect_timeout_s)
+            kwargs["timeout"] = timeout_s  # langchain-anthropic takes a number only: no shorter connect limit
         secret = ANTHROPIC.secret(os.environ)
         if secret is None:
             raise ConfigurationError(f"the model {spec!r} needs ANTHROPIC_API_KEY")
