@@ -859,8 +859,10 @@ async def evaluate(options: EvalOptions, dataset: Dataset) -> EvalResult:
             while True:
                 if not budget_stop and (reason := budget_reached(spent, options)):
                     budget_stop.append(reason)
-                if budget_stop:
-                    return  # the budget is spent: no item starts (the queue keeps what is left)
+                if budget_stop or fatal:
+                    # the budget is spent, or an item met a fault no item can get past (a model that cannot be
+                    # used): no item starts (the queue keeps what is left, for the same command once fixed)
+                    return
                 try:
                     item, run = queue.get_nowait()
                 except asyncio.QueueEmpty:

@@ -166,7 +166,22 @@ class BaseContext:
     sent and paid for once. Off: one request per sample, as the KGoT authors' code sends them. Other models
     always get one per sample."""
     llm_timeout_s: float = operator(120.0)
-    """Wall-clock limit of one LLM call; a call that takes longer is retried like an API error."""
+    """Wall-clock limit of one LLM call attempt (every role without its own in ``llm_role_timeouts``); an attempt
+    that takes longer is retried like an API error."""
+    llm_role_timeouts: dict[str, float] = operator(factory=dict)
+    """Per-role limits instead of ``llm_timeout_s``, e.g. ``{"reasoner": 600}`` for a role whose replies are
+    long generations."""
+    llm_connect_timeout_s: float = operator(10.0)
+    """How long a model's server may take to accept a connection."""
+    llm_wait_notice_s: float = operator(30.0)
+    """Say on stderr that an LLM call is still waiting (role, model, URL, how long), every so many seconds
+    (0: never)."""
+    llm_probe_after_s: float = operator(15.0)
+    """When a call to a model that has not answered yet has waited this long, a one-token probe is sent: a
+    server that answers neither (it accepts connections but never answers) stops the run; one that answers the
+    probe is slow and keeps the call's full limit."""
+    llm_probe_timeout_s: float = operator(10.0)
+    """How long that probe may take."""
     max_parse_retries: int = caller(3)
     """How often one structured LLM call is re-asked after an unparseable reply."""
     max_api_retries: int = operator(6)
@@ -204,6 +219,13 @@ class BaseContext:
     def model_for(self, role: str) -> Any:
         """The model given for ``role`` (instance or string), falling back to ``model``."""
         return getattr(self, f"{role}_model", None) or self.model
+
+    def timeout_for(self, role: str) -> float:
+        """The time limit of one LLM call attempt of ``role``: its own in ``llm_role_timeouts``, else
+        ``llm_timeout_s``."""
+        own = (self.llm_role_timeouts or {}).get(role)
+        return float(own) if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0 \
+            else self.llm_timeout_s
 
 
 @described

@@ -48,7 +48,7 @@ from kgagents.core import replay
 from kgagents.core.config import ConfigurationError
 from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
-from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
+from kgagents.core.retry import ModelUnavailableError, Watch, failure_kind, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.third_party import fell_back, private_part
 from kgagents.core.usage import (
@@ -205,24 +205,31 @@ class LLMCaller:
                 CALL_STAGE.reset(token)
 
         def on_error(exc: BaseException) -> None:
-            replay.note_failure(pending, exc, transient=is_transient(exc))
+            replay.note_failure(pending, exc, transient=is_transient(exc), kind=failure_kind(exc))
 
         key = model_key(self.model)
+        timeout_s = ctx.timeout_for(self.role)
+        who = f"the {self.role} model ({describe_model(self.model)})"
+        watch = Watch(who, probe=self._probe, notice_s=ctx.llm_wait_notice_s, probe_after_s=ctx.llm_probe_after_s,
+                      probe_timeout_s=ctx.llm_probe_timeout_s)
         try:
-            return await retry_model_call(once, model=key, max_retries=ctx.max_api_retries,
+            return await retry_model_call(once, model=key, who=who, max_retries=ctx.max_api_retries,
                                           base_s=ctx.api_backoff_base_s, cap_s=ctx.api_backoff_max_s,
-                                          timeout_s=ctx.llm_timeout_s, on_error=on_error)
+                                          timeout_s=timeout_s, watch=watch, on_error=on_error)
+        except ModelUnavailableError:
+            raise
         except Exception as exc:  # reported as one clear error
-            why_not = cannot_be_used(exc, key)
-            if why_not:
-                raise ModelUnavailableError(
-                    f"the {self.role} model ({describe_model(self.model)}) cannot be used: {why_not} "
-                    f"({type(exc).__name__}: {exc}); check the model name, the API key and the base URL "
-                    "(KGAGENTS_BASE_URL), then resume the run (its checkpoints are kept)"
-                ) from exc
-            why = str(exc) or (f"no reply within {ctx.llm_timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
+            why = str(exc) or (f"no reply within {timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
             raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
-                           f"{type(exc).__name__}: {why}") from exc
+                           f"{type(exc).__name__}: {why}") from exc  # the text some workflows show the model
+
+    async def _probe(self) -> Any:
+        """A one-token completion of the role's model, outside any recording or cache: whether its server answers
+        at all (:class:`kgagents.core.retry.Watch`)."""
+        model = self.model
+        probe: Any = model.model_copy(update={"cache": False}) if isinstance(model, BaseChatModel) else model
+        return await probe.bind(max_tokens=1).ainvoke([HumanMessage("Reply with OK.")],
+                                                     {"run_name": "probe", "callbacks": []})
 
     # -- public API -------------------------------------------------------------------------------
     async def text(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -127,23 +128,27 @@ _KEY_VARIABLES = tuple(dict.fromkeys([*(name for binding in (*OPENAI_PROTOCOL, A
 
 
 def _cache_key(spec: str, base_url: str | None, temperature: float | None, timeout_s: float | None,
-               settings: Any, seed: int | None) -> tuple[Any, ...]:
+               settings: Any, seed: int | None, connect_timeout_s: float | None = None) -> tuple[Any, ...]:
     return (spec, base_url or settings.base_url, settings.api_key, settings.ollama_url, temperature, timeout_s, seed,
-            tuple(map(os.environ.get, _KEY_VARIABLES)))
+            connect_timeout_s, tuple(map(os.environ.get, _KEY_VARIABLES)))
 
 
 def build_chat_model(spec: str, *, base_url: str | None = None, temperature: float | None = None,
-                     timeout_s: float | None = None, seed: int | None = None) -> BaseChatModel:
+                     timeout_s: float | None = None, seed: int | None = None,
+                     connect_timeout_s: float | None = None) -> BaseChatModel:
     """Build a chat model from a model string (cached per process: chat-model clients are stateless).
 
-    ``seed`` goes to providers that take one (:data:`SEED_PARAMETERS`); the others are built without it."""
+    ``seed`` goes to providers that take one (:data:`SEED_PARAMETERS`); the others are built without it.
+    ``timeout_s`` bounds a request; ``connect_timeout_s``, where the provider's client takes one (the OpenAI SDK's
+    models), how long its server may take to accept the connection."""
     settings = get_settings()
-    key = _cache_key(spec, base_url, temperature, timeout_s, settings, seed)
+    key = _cache_key(spec, base_url, temperature, timeout_s, settings, seed, connect_timeout_s)
     base_url = base_url or settings.base_url
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-    model = _build(spec, base_url=base_url, temperature=temperature, timeout_s=timeout_s, seed=seed)
+    model = _build(spec, base_url=base_url, temperature=temperature, timeout_s=timeout_s, seed=seed,
+                   connect_timeout_s=connect_timeout_s)
     with _cache_lock:
         _cache.setdefault(key, model)
         return _cache[key]
@@ -158,8 +163,17 @@ def openai_endpoint(base_url: str | None) -> tuple[str, str | None]:
     return endpoint, bound_key(endpoint, OPENAI_PROTOCOL, os.environ)
 
 
+def _client_timeout(sdk: str, timeout_s: float | None, connect_timeout_s: float | None) -> Any:
+    """The ``timeout`` of an OpenAI SDK client: the request's limit, with a shorter
+    limit on connecting where one is given (a plain number: the SDK uses it for every phase)."""
+    if connect_timeout_s is None or timeout_s is None:
+        return timeout_s
+    timeout_class = importlib.import_module(sdk).Timeout  # the SDK's own httpx flavour's Timeout
+    return timeout_class(timeout_s, connect=min(connect_timeout_s, timeout_s))
+
+
 def _build(spec: str, *, base_url: str | None, temperature: float | None, timeout_s: float | None,
-           seed: int | None = None) -> BaseChatModel:
+           seed: int | None = None, connect_timeout_s: float | None = None) -> BaseChatModel:
     if spec.startswith("scripted:"):
         return ScriptedChatModel.from_file(spec.split(":", 1)[1], lazy=True)
     # langchain's model registry: heavy, loaded when a model is made
@@ -190,7 +204,7 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
         if client is not None:
             kwargs["http_async_client"] = client
         if timeout_s is not None:
-            kwargs["timeout"] = timeout_s
+            kwargs["timeout"] = _client_timeout("openai", timeout_s, connect_timeout_s)
         # An explicit endpoint and key: the SDK's own environment lookups (OPENAI_BASE_URL, OPENAI_API_KEY) never
         # choose another server for the key, and the start line reads back where the client really sends. The
         # headers the SDK takes from its environment on its own are confined once the model is built.
@@ -202,7 +216,7 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
     elif provider == "anthropic":
         kwargs["max_retries"] = 0
         if timeout_s is not None:
-            kwargs["timeout"] = timeout_s
+            kwargs["timeout"] = timeout_s  # langchain-anthropic takes a number only: no shorter connect limit
         secret = ANTHROPIC.secret(os.environ)
         if secret is None:
             raise ConfigurationError(f"the model {spec!r} needs ANTHROPIC_API_KEY")
@@ -214,7 +228,7 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
         kwargs.update(openai_sdk_provider_settings(spec, provider, os.environ))
         kwargs["max_retries"] = 0
         if timeout_s is not None:
-            kwargs["timeout"] = timeout_s
+            kwargs["timeout"] = _client_timeout("openai", timeout_s, connect_timeout_s)
     if provider in PROVIDER_MODULES:
         require(PROVIDER_MODULES[provider], f"{provider} models")
     try:
@@ -337,7 +351,8 @@ def resolve_model(context: BaseContext, role: str, *, temperature: float | None 
         return given
     spec = configured_model_string(role, context)
     temp = temperature if temperature is not None else context.temperature
-    return build_chat_model(spec, base_url=context.base_url, temperature=temp, timeout_s=context.llm_timeout_s,
+    return build_chat_model(spec, base_url=context.base_url, temperature=temp, timeout_s=context.timeout_for(role),
+                            connect_timeout_s=context.llm_connect_timeout_s,
                             seed=seed if seed is not None else context.seed)
 
 
@@ -354,8 +369,8 @@ def _already_built(context: BaseContext, role: str, temperature: float | None,
         return None
     temp = temperature if temperature is not None else context.temperature
     with _cache_lock:
-        return _cache.get(_cache_key(spec, context.base_url, temp, context.llm_timeout_s, settings,
-                                     seed if seed is not None else context.seed))
+        return _cache.get(_cache_key(spec, context.base_url, temp, context.timeout_for(role), settings,
+                                     seed if seed is not None else context.seed, context.llm_connect_timeout_s))
 
 
 async def aresolve_model(context: BaseContext, role: str, *, temperature: float | None = None,

@@ -52,6 +52,9 @@ def clean_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("KGAGENTS_STAGE_HEADER", "1")
     # the PostgreSQL checkpointers an earlier test named on its command line are not this test's choice
     monkeypatch.setattr("kgagents.core.checkpointer._named", [])
+    # the failures a model met in an earlier test do not count against it in this one
+    monkeypatch.setattr("kgagents.core.retry._streaks", {})
+    monkeypatch.setattr("kgagents.core.retry._failed_calls", {})
     yield
 
 

@@ -82,10 +82,12 @@ def cli(tmp_path: Path, server: FakeOpenAIServer, *args: str) -> int:
 @pytest.mark.slow
 def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAIServer, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    """Every call meets a 500: each step degrades (invalid votes, no tool calls, no forced retrieve query, no
-    forced solution) and the run ends with "No solution found" — a failed run, not a wrong answer: the command
-    exits 1 and the run is listed as failed; ``kgagents show`` lists the failures."""
-    fault_server.answer_with(FaultPolicy(script_responder(STEPS), rate=1.0, kinds=("500",)))
+    """Every call is rate-limited (a server that is there, so the model is not given up: a 500 to everything
+    from a model that never answered stops the run instead, tests/test_misbehaving_server.py): each step
+    degrades (invalid votes, no tool calls, no forced retrieve query, no forced solution) and the run ends with
+    "No solution found" — a failed run, not a wrong answer: the command exits 1 and the run is listed as failed;
+    ``kgagents show`` lists the failures."""
+    fault_server.answer_with(FaultPolicy(script_responder(STEPS), rate=1.0, kinds=("429",)))
 
     assert cli(tmp_path, fault_server, "--thread", "always-500", "--max-iterations", "1") == 1
     out = capsys.readouterr()
@@ -102,7 +104,7 @@ def test_a_model_that_always_fails_still_ends_the_run(fault_server: FakeOpenAISe
                           ("solve_forced", "forced retrieve query 0 is not written"),
                           ("generate_forced_solution", "no partial solution")):
         assert f"[{node}] " in shown and outcome in shown
-    assert "Error code: 500 - injected fault" in shown
+    assert "Error code: 429 - injected fault" in shown
     assert "Solve operations:" in shown and "forced_retrieve (votes 0" in shown and "forced_solution: ''" in shown
 
 

@@ -228,14 +228,18 @@ async def test_timeout_of_the_client_then_success(openai_server: FakeOpenAIServe
 
 @pytest.mark.slow
 async def test_persistent_500_fails_after_all_retries(openai_server: FakeOpenAIServer) -> None:
-    openai_server.server_error(times=10)
+    """A model that answered before is retried in full (one that never answered: tests/test_misbehaving_server.py)."""
+    openai_server.reply("warm")
     llm = caller(openai_server, max_api_retries=2)
+    assert await llm.text("hello") == "warm"
+    llm.usage = {}
+    openai_server.server_error(times=10)
 
     with pytest.raises(LLMError) as info:
         await llm.structured("q", Answer)
 
     assert not isinstance(info.value, StructuredOutputError)
-    assert len(openai_server.chat_requests) == 3  # max_api_retries + 1
+    assert len(openai_server.chat_requests) == 1 + 3  # the warm-up, then max_api_retries + 1
     assert "3 attempt(s)" in str(info.value)
     assert "500" in str(info.value)
     assert llm.usage == {}
@@ -335,14 +339,17 @@ async def test_an_html_page_instead_of_an_answer_is_retried(openai_server: FakeO
 
 
 async def test_bodies_that_keep_breaking_fail_after_the_api_retries(openai_server: FakeOpenAIServer) -> None:
-    openai_server.truncated().not_json().truncated().tool_call({"answer": "late", "confidence": 1})
+    """For a model that answered before (one that never answered stops the run: test_misbehaving_server.py)."""
+    openai_server.reply("warm")
     llm = caller(openai_server, max_api_retries=2)
+    assert await llm.text("hello") == "warm"
+    openai_server.truncated().not_json().truncated().tool_call({"answer": "late", "confidence": 1})
 
     with pytest.raises(LLMError) as info:
         await llm.structured("q", Answer)
     assert not isinstance(info.value, StructuredOutputError)
     assert "3 attempt(s)" in str(info.value) and "JSONDecodeError" in str(info.value)
-    assert len(openai_server.chat_requests) == 3 and openai_server.pending == 1
+    assert len(openai_server.chat_requests) == 1 + 3 and openai_server.pending == 1
 
 
 def test_json_errors_of_http_bodies_are_transient_and_other_json_errors_are_not() -> None:

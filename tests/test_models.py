@@ -222,7 +222,8 @@ def test_bare_model_name_with_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(model, ChatOpenAI)
     assert model.model_name == "meta-llama/Llama-3.1-8B-Instruct"
     assert model.openai_api_base == "http://127.0.0.1:8000/v1"
-    assert model.max_retries == 0 and model.request_timeout == 7
+    assert model.max_retries == 0 and model.request_timeout.read == 7
+    assert model.request_timeout.connect == 7  # llm_connect_timeout_s (10), never past the call's own limit
     assert model.openai_api_key.get_secret_value() == "not-needed"  # type: ignore[union-attr]
     # the context's base_url wins over the environment's
     other = resolve_model(Context(model="m", base_url="http://127.0.0.1:9000/v1"), "tools")

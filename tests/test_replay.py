@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from langchain_core.messages import HumanMessage
 
+from kgagents.core.failures import FailureKind
 from kgagents.core.replay import (
     RecordedFailure,
     Recording,
@@ -16,7 +17,7 @@ from kgagents.core.replay import (
     raise_failure,
     using,
 )
-from kgagents.core.retry import is_transient
+from kgagents.core.retry import failure_kind, is_transient
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes.context import BaseContext
 from kgagents.nodes.llm import LLMCaller, LLMError
@@ -110,8 +111,8 @@ def test_failed_calls_are_recorded_in_place_and_replayed_as_the_same_errors(tmp_
     assert recorded[0] == "42" and "after 3 attempt(s): ScriptedAPIError: server fault" in recorded[1]
     failures = [e.failure for e in recording.exchanges() if e.failure]
     assert len(recording) == 5 and len(failures) == 4  # 503, then 42; 500 three times
-    assert {(f["status"], f["transient"], f["type"]) for f in failures} == {
-        (503, True, "ScriptedAPIError"), (500, True, "ScriptedAPIError")}
+    assert {(f["status"], f["transient"], f["type"], f["failure_kind"]) for f in failures} == {
+        (503, True, "ScriptedAPIError", "server error"), (500, True, "ScriptedAPIError", "server error")}
 
     replay = Recording(path, "replay")
     with using(replay):
@@ -126,3 +127,11 @@ def test_failed_calls_are_recorded_in_place_and_replayed_as_the_same_errors(tmp_
                        "kind": None})
     assert type(raised.value).__name__ == "BadRequestError" and raised.value.status_code == 400
     assert not is_transient(raised.value)
+    # a failure replays as the kind it was recorded with; one recorded before kinds were kept, by its flag
+    with pytest.raises(RecordedFailure) as raised:
+        raise_failure({"type": "APIError", "message": "slow", "status": None, "transient": True, "kind": None,
+                       "failure_kind": "timeout"})
+    assert failure_kind(raised.value) is FailureKind.TIMEOUT and is_transient(raised.value)
+    with pytest.raises(RecordedFailure) as raised:
+        raise_failure({"type": "APIError", "message": "odd", "status": None, "transient": True, "kind": None})
+    assert failure_kind(raised.value) is FailureKind.SERVER and is_transient(raised.value)

@@ -28,7 +28,7 @@ from langchain_core.tools import BaseTool
 from kgagents.core.config import Settings, get_settings
 from kgagents.core.endpoints import describe_model, model_key
 from kgagents.core.extras import MissingExtra, installed
-from kgagents.core.retry import ModelUnavailableError, cannot_be_used, retry_model_call
+from kgagents.core.retry import Watch, retry_model_call
 from kgagents.core.usage import Usage, merge_usage, reply_usage
 from kgagents.tools.sandbox import DiskQuota
 
@@ -102,17 +102,11 @@ class ToolEnv:
         if self.budget_guard is not None:
             self.budget_guard.admit()  # the run's budget: no call starts once it is reached
         model: Any = self.llm.bind_tools(tools) if tools else self.llm
-        key = model_key(self.llm)
-        try:
-            reply = await retry_model_call(lambda: model.ainvoke(messages), model=key,
-                                           max_retries=self.max_retries, base_s=self.backoff_base_s,
-                                           cap_s=self.backoff_max_s)
-        except Exception as exc:
-            why_not = cannot_be_used(exc, key)
-            if why_not:
-                raise ModelUnavailableError(f"the tools' model ({describe_model(self.llm)}) cannot be used: "
-                                            f"{why_not} ({type(exc).__name__}: {exc})") from exc
-            raise
+        who = f"the tools' model ({describe_model(self.llm)})"
+        # a model that cannot be used raises ModelUnavailableError, which the tools let through: the run stops
+        reply = await retry_model_call(lambda: model.ainvoke(messages), model=model_key(self.llm), who=who,
+                                       max_retries=self.max_retries, base_s=self.backoff_base_s,
+                                       cap_s=self.backoff_max_s, watch=Watch(who))
         self.record_usage(reply, getattr(self.llm, "model_name", None), messages,
                           (getattr(model, "kwargs", None) or {}).get("tools") or () if tools else ())
         return reply

@@ -166,15 +166,21 @@ def _by_status(exc: BaseException, status: int) -> FailureKind:
 
 
 def classify(exc: BaseException) -> FailureKind:
-    """The kind of failure ``exc`` reports. The outermost exception that tells decides: an HTTP status first,
-    then a timeout, a malformed body, the standard library's connection errors, then class names; a refused
-    connection and an unknown host are told apart by the exceptions ``exc`` was raised from."""
+    """The kind of failure ``exc`` reports. An HTTP error status decides first, then a refused connection or an
+    unknown host anywhere in the exceptions ``exc`` was raised from (whatever a client wrapped them in: a refused
+    connection reported as a connect timeout is a refused connection); otherwise the outermost exception that
+    tells: a timeout, a malformed body, the standard library's connection errors, then class names."""
     recorded = getattr(exc, "kgagents_failure_kind", None)  # a failure a replay raises again: as it was classified
     if isinstance(recorded, str) and recorded in FailureKind._value2member_map_:
         return FailureKind(recorded)
     status = status_of(exc)
-    if status is not None and status >= 400:  # a 200 whose body could not be read is no HTTP error (below)
+    if status is not None and status >= 400:  # a 200 whose body broke carries its response too (langchain-openai)
         return _by_status(exc, status)
+    for link in chain(exc):  # the operating system's word on a connection first: clients wrap it in other names
+        if isinstance(link, ConnectionRefusedError):  # (the OpenAI SDK's aiohttp transport: a ConnectTimeout)
+            return FailureKind.CONNECT
+        if isinstance(link, socket.gaierror):
+            return FailureKind.DNS
     for link in chain(exc):
         if isinstance(link, TimeoutError):
             return FailureKind.TIMEOUT

@@ -63,6 +63,7 @@ from langchain_core.outputs import Generation
 from langchain_core.runnables.config import var_child_runnable_config
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.failures import FailureKind
 from kgagents.core.nofollow import refuse_link
 from kgagents.core.private import private_dir, private_file
 from kgagents.core.redact import scrub_text
@@ -301,7 +302,7 @@ class Exchange:
     reply: list[Generation]
     """The reply's generations (empty for a call that failed)."""
     failure: dict[str, Any] | None = None
-    """A call that failed: the error's ``type``, ``message``, ``status`` and ``transient`` (see
+    """A call that failed: the error's ``type``, ``message``, ``status``, ``transient`` and ``failure_kind`` (see
     :class:`RecordedFailure`)."""
 
 
@@ -316,11 +317,13 @@ _FAILURE_KEY = "kgagents_failure"
 class RecordedFailure(KGAgentsError, Exception):
     """A failed call, raised again by a replay. The instance's class is named as the original error's (so that
     messages and failure summaries read the same) and derives from the built-in error that classified it
-    (a timeout, a refused connection, an unknown host); ``status_code`` is its HTTP status and
-    ``kgagents_transient`` says whether it was worth retrying (what :func:`kgagents.core.retry.is_transient` reads)."""
+    (a timeout, a refused connection, an unknown host); ``status_code`` is its HTTP status,
+    ``kgagents_failure_kind`` the kind it was classified as (:func:`kgagents.core.failures.classify` reads it), and
+    ``kgagents_transient`` says whether it was worth retrying (what a recording without kinds is replayed by)."""
 
     status_code: int | None = None
     kgagents_transient: bool = False
+    kgagents_failure_kind: str | None = None
 
 
 _BUILTIN_KINDS: dict[str, type[BaseException]] = {"refused": ConnectionRefusedError, "unknown host": socket.gaierror,
@@ -342,14 +345,18 @@ def _kind_of(exc: BaseException) -> str | None:
     return None
 
 
-def failure_of(exc: BaseException, transient: bool) -> dict[str, Any]:
-    """What a recording keeps of a failed call."""
+def failure_of(exc: BaseException, transient: bool, failure_kind: str | None = None) -> dict[str, Any]:
+    """What a recording keeps of a failed call; ``failure_kind``: its :class:`kgagents.core.failures.FailureKind`
+    value (a recording made before kinds were kept has none, and is replayed by ``transient``)."""
     status = getattr(exc, "status_code", None)
     if status is None:
         status = getattr(getattr(exc, "response", None), "status_code", None)
-    return {"type": type(exc).__name__, "message": scrub_text(str(exc))[:4000],
-            "status": status if isinstance(status, int) else None, "transient": bool(transient),
-            "kind": _kind_of(exc)}
+    failure = {"type": type(exc).__name__, "message": scrub_text(str(exc))[:4000],
+               "status": status if isinstance(status, int) else None, "transient": bool(transient),
+               "kind": _kind_of(exc)}
+    if failure_kind is not None:
+        failure["failure_kind"] = str(failure_kind)
+    return failure
 
 
 def raise_failure(failure: dict[str, Any]) -> None:
@@ -365,6 +372,9 @@ def raise_failure(failure: dict[str, Any]) -> None:
     error = cls(failure.get("message") or "")
     error.status_code = failure.get("status")
     error.kgagents_transient = bool(failure.get("transient"))
+    recorded_kind = failure.get("failure_kind")
+    if isinstance(recorded_kind, str) and recorded_kind in FailureKind._value2member_map_:
+        error.kgagents_failure_kind = recorded_kind  # what kgagents.core.failures.classify reads first
     raise error
 
 
@@ -380,12 +390,14 @@ def attempt(pending: dict[str, tuple[str, str, str]]) -> Iterator[dict[str, tupl
         _ATTEMPT.reset(token)
 
 
-def note_failure(pending: dict[str, tuple[str, str, str]], exc: BaseException, *, transient: bool) -> None:
-    """Record that the attempt's unanswered requests failed with ``exc`` (when a recording is being made)."""
+def note_failure(pending: dict[str, tuple[str, str, str]], exc: BaseException, *, transient: bool,
+                 kind: str | None = None) -> None:
+    """Record that the attempt's unanswered requests failed with ``exc`` (of the failure kind ``kind``) when a
+    recording is being made."""
     recording = get_llm_cache()
     if isinstance(recording, Recording) and recording.mode == "record":
         for prompt, llm_string, key in list(pending.values()):
-            recording.record_failure(prompt, llm_string, failure_of(exc, transient), key=key)
+            recording.record_failure(prompt, llm_string, failure_of(exc, transient, kind), key=key)
     pending.clear()
 
 

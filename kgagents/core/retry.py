@@ -1,118 +1,139 @@
-"""Retry policy shared by LLM calls (``kgagents.nodes.llm``) and tools that call models or web APIs."""
+"""Retry policy shared by LLM calls (``kgagents.nodes.llm``) and tools that call models or web APIs.
+
+Every failure is classified by :mod:`kgagents.core.failures` (a kind, and a remedy: fail now, retry, or no retry).
+:func:`retry_model_call` adds what a model's history says, kept per model and endpoint for the process (a run, an
+evaluation, a served graph):
+
+- a model that has never answered a call and fails :data:`~kgagents.core.failures.NEVER_ANSWERED_ATTEMPTS`
+  attempts in a row with one retryable kind (a 500, an HTML page, a broken or empty body, a timeout) is down or
+  wrong, not flaky: :class:`ModelUnavailableError` at once, naming the kind;
+- a model that answered before and then fails :data:`BREAKER_CALLS` calls in a row after all their retries has
+  gone away for good (the breaker): :class:`ModelUnavailableError` too, instead of degrading every step;
+- an attempt that waits long says so on stderr every :attr:`Watch.notice_s`, and one to a model that has not
+  answered yet sends a one-token probe after :attr:`Watch.probe_after_s`: a server that answers neither
+  accepts connections but never answers (:class:`ModelUnavailableError`, kind timeout), while a server that
+  answers the probe is slow and keeps its full time limit.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
-import json
+import logging
 import random
 import socket
-import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.failures import (
+    NEVER_ANSWERED_ATTEMPTS,
+    FailureKind,
+    Remedy,
+    chain,
+    classify,
+    never_answered_gives_up,
+    remedy,
+    status_of,
+)
+
+__all__ = [
+    "BREAKER_CALLS",
+    "FATAL_STATUS",
+    "TRANSIENT_STATUS",
+    "ModelUnavailableError",
+    "ServerSilent",
+    "Watch",
+    "backoff_delay",
+    "failure_kind",
+    "has_answered",
+    "is_fatal",
+    "is_transient",
+    "is_unreachable",
+    "is_unreadable_body",
+    "retry_after_s",
+    "retry_async",
+    "retry_model_call",
+    "status_of",
+]
+
+log = logging.getLogger("kgagents.retry")
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 #: Statuses that say a request can never succeed as configured: a rejected key, no access, an unknown model or
 #: endpoint. Retrying cannot help, and neither can going on without the model.
 FATAL_STATUS = {401, 403, 404}
-_TRANSIENT_NAMES = ("RateLimit", "Timeout", "APIConnection", "ConnectError", "ConnectionError", "InternalServer",
-                    "ServiceUnavailable", "Overloaded", "RemoteProtocolError", "ReadError")
-#: Packages whose responses decode their own JSON body: a JSON error raised there is a broken body.
-_HTTP_CLIENTS = ("httpx", "httpx2", "requests", "aiohttp")
-#: How langchain-openai reports a 200 response that is not JSON at all (an HTML page from a proxy or a captive
-#: portal): the OpenAI client hands it the body as text.
-_NOT_AN_API_RESPONSE = "Unexpected response type from OpenAI-compatible endpoint"
+#: How many calls in a row of a model that answered before may fail for good (after all their retries, with a
+#: retryable kind) before the model counts as gone: a server that died mid-run stops the run after a few calls
+#: (minutes of retries each) instead of degrading every remaining step.
+BREAKER_CALLS = 3
 
 
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status an API error carries (on itself or on its response), if any."""
-    status = getattr(exc, "status_code", None)
-    if status is None:
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-    return status if isinstance(status, int) else None
+def failure_kind(exc: BaseException) -> FailureKind:
+    """:func:`kgagents.core.failures.classify`, reading a replayed failure recorded before kinds were kept by its
+    ``kgagents_transient`` flag (a transient failure of unknown kind counts as a server error)."""
+    kind = classify(exc)
+    if kind is FailureKind.OTHER and getattr(exc, "kgagents_transient", None) is True:
+        return FailureKind.SERVER
+    return kind
 
 
 def is_unreadable_body(exc: BaseException) -> bool:
-    """Whether ``exc`` is a JSON error raised while an HTTP client decoded a response body, or a client's
-    report of a response that is not JSON at all (an HTML page): the body was cut short or is not an API
-    answer. That is a transport fault, like a dropped connection, not a bad reply of the model (which the
-    model's own parser reports)."""
-    if isinstance(exc, ValueError) and str(exc).startswith(_NOT_AN_API_RESPONSE):
-        return True
-    if not isinstance(exc, json.JSONDecodeError):
-        return False
-    decoder = ""  # the innermost module outside the json package: the one that asked for the decoding
-    for frame, _ in traceback.walk_tb(exc.__traceback__):
-        module = str(frame.f_globals.get("__name__", ""))
-        if module.split(".")[0] != "json":
-            decoder = module
-    return decoder.split(".")[0] in _HTTP_CLIENTS
+    """Whether ``exc`` reports a response body that was cut short, empty or not an API answer (an HTML page):
+    a transport fault, like a dropped connection, not a bad reply of the model (which the model's own parser
+    reports)."""
+    return failure_kind(exc) is FailureKind.MALFORMED
 
 
 def is_transient(exc: BaseException) -> bool:
     """Whether an exception from a model or web API call is worth retrying: rate limits, 5xx, timeouts, dropped
     connections and bodies that arrived cut short or garbled."""
-    recorded = getattr(exc, "kgagents_transient", None)  # a failure a replay raises again: as it was classified
-    if isinstance(recorded, bool):
-        return recorded
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, ConnectionError)) or is_unreadable_body(exc):
-        return True
-    status = status_of(exc)
-    if status is not None:
-        return status in TRANSIENT_STATUS
-    return any(name in type(exc).__name__ for name in _TRANSIENT_NAMES)
+    return remedy(failure_kind(exc), answered=True) is Remedy.RETRY
 
 
 def is_fatal(exc: BaseException) -> bool:
-    """Whether an API error says the request can never succeed as configured (:data:`FATAL_STATUS`)."""
-    return status_of(exc) in FATAL_STATUS
+    """Whether an API error says the request can never succeed as configured: a rejected key, an unknown model
+    or endpoint, an exhausted quota."""
+    return remedy(failure_kind(exc), answered=True) is Remedy.FAIL_NOW
 
 
 class ModelUnavailableError(KGAgentsError, RuntimeError):
-    """The model cannot be used at all: the server rejected the key, knows no such model or endpoint, or
-    cannot be reached (connection refused, unknown host) before it ever answered in this process.
+    """The model cannot be used at all: the server rejected the key, knows no such model or endpoint, cannot be
+    reached, or has never answered a call (:data:`~kgagents.core.failures.NEVER_ANSWERED_ATTEMPTS` failures of
+    one kind, or silence), or answered once and then failed :data:`BREAKER_CALLS` calls in a row.
 
     No node degrades around it, and tools let it through: the run stops (its checkpoints are kept) and is
-    resumed once the configuration is fixed.
+    resumed once the configuration is fixed. ``kind`` is the failure's kind.
     """
+
+    def __init__(self, message: str, kind: FailureKind = FailureKind.OTHER) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class ServerSilent(TimeoutError):
+    """A call to a model that has not answered yet got nothing, and neither did a one-token probe: the server
+    accepts connections but never answers."""
 
 
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it was raised from) says that nothing listens at the address, or that
     the host name does not resolve: a refused connection or an unknown host, as every HTTP client reports
     them."""
-    return any(isinstance(e, (ConnectionRefusedError, socket.gaierror)) for e in _chain(exc))
+    return any(isinstance(e, (ConnectionRefusedError, socket.gaierror)) for e in chain(exc))
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and the exceptions it was raised from (or while handling), innermost last."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-#: The models (:func:`model_key`) that have answered a call in this process: only these are retried when they
-#: cannot be reached (a server restarting); one that never answered is a configuration fault.
+#: The models (a key naming the model and its endpoint, :func:`kgagents.core.endpoints.model_key`) that have
+#: answered a call in this process: only these are retried when they cannot be reached (a server restarting).
 _answered: set[str] = set()
-
-
-async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, **options: Any) -> R:
-    """:func:`retry_async` for a call of the chat model ``model`` (a key naming the model and its endpoint): a
-    refused connection or an unknown host is retried only if this model has answered before in this process
-    (otherwise it is raised at once, for the caller to report as :class:`ModelUnavailableError`); a call that
-    succeeds marks the model as answered."""
-    def retry_if(exc: BaseException) -> bool:
-        return is_transient(exc) and (model in _answered or not is_unreachable(exc))
-
-    result = await retry_async(fn, retry_if=retry_if, **options)
-    _answered.add(model)
-    return result
+#: Per model: the kinds of its failed attempts since its last answer (oldest first, the last few kept), across
+#: calls, so that concurrent and successive calls of a model that never answered share one count.
+_streaks: dict[str, list[FailureKind]] = {}
+#: Per model that answered before: how many calls in a row failed for good since its last answer.
+_failed_calls: dict[str, int] = {}
 
 
 def has_answered(model: str) -> bool:
@@ -121,16 +142,176 @@ def has_answered(model: str) -> bool:
     return model in _answered
 
 
-def cannot_be_used(exc: BaseException, model: str) -> str | None:
-    """Why a failed call of ``model`` means the model cannot be used at all (a rejected key, an unknown model
-    or endpoint, or an address that was never reachable), or None when the failure is one to degrade
-    around."""
-    if is_fatal(exc):
-        return f"the server answered {status_of(exc)}"
-    if not has_answered(model) and is_unreachable(exc):
-        refused = any(isinstance(e, ConnectionRefusedError) for e in _chain(exc))
-        return "the connection was refused" if refused else "the host name does not resolve"
-    return None
+def _answer(model: str) -> None:
+    _answered.add(model)
+    _streaks.pop(model, None)
+    _failed_calls.pop(model, None)
+
+
+def _note_attempt(model: str, kind: FailureKind) -> list[FailureKind]:
+    streak = _streaks.setdefault(model, [])
+    streak.append(kind)
+    del streak[:-NEVER_ANSWERED_ATTEMPTS]
+    return streak
+
+
+#: What a failure of each kind means for a model, in the message that stops a run, and what to check.
+_MEANING: dict[FailureKind, tuple[str, str]] = {
+    FailureKind.CONNECT: ("the connection was refused",
+                          "check the base URL and its port (KGAGENTS_BASE_URL) and that the server is running"),
+    FailureKind.DNS: ("the host name does not resolve", "check the host in the base URL (KGAGENTS_BASE_URL)"),
+    FailureKind.AUTH: ("the server rejected the key or refused access",
+                       "check the API key (KGAGENTS_API_KEY or the provider's), the model name and the base URL"),
+    FailureKind.NOT_FOUND: ("the server knows no such model or endpoint",
+                            "check the model name, the API key and the base URL (an OpenAI-compatible one ends in "
+                            "/v1)"),
+    FailureKind.QUOTA: ("the account's quota is exhausted", "check the account's billing and limits, the API key "
+                                                            "and the base URL"),
+    FailureKind.SERVER: ("the server answers with errors", "check the server's log and that the model is loaded"),
+    FailureKind.TIMEOUT: ("no reply in time",
+                          "check that the server works (its log, its load) or raise llm_timeout_s"),
+    FailureKind.MALFORMED: ("the replies are not API answers (an HTML page, a broken or empty body)",
+                            "check that the base URL points at the model API (ending in /v1), not at a web page "
+                            "or a proxy"),
+    FailureKind.RATE_LIMIT: ("the server keeps rate-limiting", "check the account's rate limits"),
+}
+
+
+def unusable(who: str, kind: FailureKind, exc: BaseException, why: str = "") -> ModelUnavailableError:
+    """The error that stops a run because the model ``who`` (its role, name and URL, in words) cannot be used:
+    one message naming what the failure's kind means and what happened (``why``), the kind, the error, and what to
+    check."""
+    meaning, check = _MEANING.get(kind, ("the calls fail", "check the model's configuration"))
+    if kind is FailureKind.CONNECT and not any(isinstance(e, ConnectionRefusedError) for e in chain(exc)):
+        meaning = "the connection was dropped before any answer"
+    status = status_of(exc)
+    if status is not None and status >= 400:
+        meaning = f"the server answered {status} ({meaning})"
+    detail = f"{type(exc).__name__}: {str(exc)[:300] or 'no message'}"
+    return ModelUnavailableError(
+        f"{who} cannot be used: {meaning}{f'; {why}' if why else ''} (failure: {kind.value}; {detail}); {check}, "
+        "then resume the run (its checkpoints are kept)", kind)
+
+
+async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, who: str = "the model",
+                              max_retries: int = 6, base_s: float = 1.0, cap_s: float = 60.0,
+                              timeout_s: float | None = None, watch: Watch | None = None,
+                              on_error: Callable[[BaseException], None] | None = None) -> R:
+    """Await ``fn()``, a call of the chat model ``model`` (a key naming the model and its endpoint; ``who``:
+    its role, name and URL in words), retrying what its kind says is worth it (:func:`retry_async`'s backoff).
+
+    Raises :class:`ModelUnavailableError` at once for a failure that can never succeed (a rejected key, an
+    unknown model, a refused connection of a model that never answered), for a model that never answered and
+    failed :data:`~kgagents.core.failures.NEVER_ANSWERED_ATTEMPTS` attempts in a row with one kind, for a silent
+    server (:class:`Watch`), and when a model that answered before fails its :data:`BREAKER_CALLS`-th call in a
+    row; otherwise the last exception, for the caller to degrade around. A call that succeeds marks the model
+    as answered. ``timeout_s`` bounds each attempt (``watch``: watched while it waits)."""
+    attempt = 0
+    while True:
+        try:
+            result = await _attempt(fn, model=model, timeout_s=timeout_s, watch=watch)
+        except ModelUnavailableError:
+            raise
+        except Exception as exc:  # classified below
+            if on_error is not None:
+                on_error(exc)
+            kind = failure_kind(exc)
+            if isinstance(exc, ServerSilent):
+                raise unusable(who, kind, exc, "the server accepts connections but never answers") from exc
+            answered = has_answered(model)
+            verdict = remedy(kind, answered=answered)
+            if verdict is Remedy.FAIL_NOW:
+                raise unusable(who, kind, exc) from exc
+            streak = _note_attempt(model, kind)
+            gave_up = never_answered_gives_up(streak, answered=has_answered(model))
+            if gave_up is not None:
+                raise unusable(who, gave_up, exc, f"{len(streak)} attempts in a row failed so, and it has not "
+                                                  "answered a single call in this process") from exc
+            if verdict is Remedy.RETRY and attempt >= max_retries and answered:
+                _failed_calls[model] = failed = _failed_calls.get(model, 0) + 1
+                if failed >= BREAKER_CALLS:
+                    raise unusable(who, kind, exc, f"it answered before, but its last {failed} calls failed "
+                                                   f"after all their retries") from exc
+            if attempt >= max_retries or verdict is not Remedy.RETRY:
+                raise
+            await asyncio.sleep(_delay(exc, attempt, base_s, cap_s))
+            attempt += 1
+        else:
+            _answer(model)
+            return result
+
+
+@dataclass(frozen=True)
+class Watch:
+    """How an attempt of a model call that waits long is watched (see the module docstring)."""
+
+    who: str
+    """The model in words (its role, name and URL), for the lines on stderr."""
+    probe: Callable[[], Awaitable[Any]] | None = None
+    """A tiny completion of the same model (one token), sent when a model that has not answered yet keeps
+    silent for :attr:`probe_after_s`."""
+    notice_s: float = 30.0
+    """Say on stderr that the call is still waiting, every so many seconds (0: never)."""
+    probe_after_s: float = 15.0
+    probe_timeout_s: float = 10.0
+
+
+async def _attempt[R](fn: Callable[[], Awaitable[R]], *, model: str, timeout_s: float | None,
+                      watch: Watch | None) -> R:
+    """One attempt: ``fn()`` within ``timeout_s``, watched by ``watch``."""
+    if watch is None or (not watch.notice_s and watch.probe is None):
+        if timeout_s is None:
+            return await fn()
+        return await asyncio.wait_for(fn(), timeout=timeout_s)
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(fn())
+    started = loop.time()
+    next_notice = watch.notice_s or float("inf")
+    probe_at = watch.probe_after_s if watch.probe is not None and not has_answered(model) else float("inf")
+    limit = timeout_s if timeout_s is not None else float("inf")
+    try:
+        while True:
+            elapsed = loop.time() - started
+            wait = min(next_notice, probe_at, limit) - elapsed
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, wait))
+            if done:
+                return task.result()
+            elapsed = loop.time() - started
+            if elapsed >= limit:
+                raise TimeoutError(f"no reply within {limit:g} s")
+            if elapsed >= probe_at:
+                probe_at = float("inf")
+                if not task.done() and not has_answered(model) and await _silent(watch):
+                    raise ServerSilent(f"no reply to the call in {elapsed:.1f} s, nor to a one-token probe in "
+                                       f"{watch.probe_timeout_s:g} s")
+            elapsed = loop.time() - started
+            if elapsed >= next_notice and not task.done():
+                log.warning("kgagents: still waiting for %s: %.0f s so far (limit %s)", watch.who, elapsed,
+                            f"{limit:g} s" if limit != float("inf") else "none")
+                next_notice += watch.notice_s
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+async def _silent(watch: Watch) -> bool:
+    """Whether the probe got no answer within its time (an error answer is an answer: the server is there)."""
+    assert watch.probe is not None
+    try:
+        await asyncio.wait_for(watch.probe(), timeout=watch.probe_timeout_s)
+    except Exception as exc:  # noqa: BLE001 - only its kind matters
+        return failure_kind(exc) is FailureKind.TIMEOUT
+    return False
+
+
+def _delay(exc: BaseException, attempt: int, base_s: float, cap_s: float) -> float:
+    delay = backoff_delay(attempt, base_s, cap_s)
+    hint = retry_after_s(exc)  # a rate-limited server says how long to wait
+    if hint is not None:
+        delay = max(delay, min(hint, cap_s))
+    return delay
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
@@ -180,9 +361,5 @@ async def retry_async[R](fn: Callable[[], Awaitable[R]], *, max_retries: int = 6
                 on_error(exc)
             if attempt >= max_retries or not retry_if(exc):
                 raise
-            delay = backoff_delay(attempt, base_s, cap_s)
-            hint = retry_after_s(exc)  # a rate-limited server says how long to wait
-            if hint is not None:
-                delay = max(delay, min(hint, cap_s))
-            await asyncio.sleep(delay)
+            await asyncio.sleep(_delay(exc, attempt, base_s, cap_s))
             attempt += 1

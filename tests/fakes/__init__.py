@@ -40,5 +40,7 @@ def isolate_model_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(kgagents.nodes.models, "_ollama_found", {})
     monkeypatch.setattr(kgagents.core.usage, "_extra_prices", {})
     monkeypatch.setattr(kgagents.core.retry, "_answered", set())  # no model has answered in this test yet
+    monkeypatch.setattr(kgagents.core.retry, "_streaks", {})  # nor failed
+    monkeypatch.setattr(kgagents.core.retry, "_failed_calls", {})
     if hasattr(kgagents.core.usage, "_file_cache"):
         monkeypatch.setattr(kgagents.core.usage, "_file_cache", {})

@@ -8,12 +8,15 @@ Tests queue what the next requests get, in order:
     server.tool_call('{"answer": ', name="Foo")   a string is sent as the raw ``arguments`` (malformed JSON)
     server.error(500) / server.rate_limit(2)      an HTTP error (429 carries ``Retry-After``)
     server.hang(30)                               no answer until the client gives up (or the server stops)
+    server.slow_reply("text", 2)                  a plain message, sent after 2 s
     server.truncated() / server.not_json()        a 200 whose JSON body is cut in half / is not JSON at all
     server.empty_body()                           a 200 with no body at all
 
 A server that is down or wrong answers every request the same way, whatever is queued: ``server.always(kind)``
 (:data:`ALWAYS_KINDS`: ``"500"``, ``"html"``, ``"broken_json"``, ``"empty"``, ``"silent"``: accepts the connection
 and never answers) applies to every route, the model list and the embeddings included; ``always(None)`` ends it.
+    server.misbehave("500")                       every request from now on: a 500, an HTML page, a cut or
+                                                  empty body, or silence (MISBEHAVIOURS)
 
 A request for ``n`` choices gets ``n`` copies of its step's message (``choices`` steps give theirs as they are).
 POST /v1/embeddings answers every input with a deterministic vector (:func:`fake_embedding`: words hashed into
@@ -200,11 +203,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_body(200, data[: len(data) // 2])
         elif step.kind == "not_json":  # what a proxy in front of the model may send
             self._send_body(200, b"upstream connect error or disconnect/reset before headers")
+        elif step.kind == "empty":  # a 200 with nothing in it
+            self._send_body(200, b"")
         elif step.kind == "html":  # a proxy's or a captive portal's page, served with a 200
             self._send_html()
-        elif step.kind == "empty":
-            self._send_body(200, b"")
         else:
+            if step.seconds:  # a slow model: the answer comes, late
+                fake.stopping.wait(step.seconds)
             self._send_json(200, fake.completion(body, step))
 
     def _send_html(self) -> None:
@@ -290,6 +295,8 @@ class FakeOpenAIServer:
         """Every request gets this answer, whatever is queued (:meth:`always`)."""
         self.policy: FaultPolicy | None = None
         """Answers the requests no queued step is left for (see :meth:`answer_with`)."""
+        self.misbehaviour: Step | None = None
+        """What every chat request gets instead of an answer (see :meth:`misbehave`)."""
         self._ids = itertools.count(1)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -338,6 +345,10 @@ class FakeOpenAIServer:
               model: str | None = None) -> FakeOpenAIServer:
         """A plain assistant message."""
         return self._push(Step("reply", content=content, usage=usage, model=model))
+
+    def slow_reply(self, content: str, seconds: float) -> FakeOpenAIServer:
+        """A plain assistant message, sent after ``seconds`` (a long generation)."""
+        return self._push(Step("reply", content=content, seconds=seconds))
 
     def tool_call(self, arguments: Any, *, name: str | None = None, content: str | None = None,
                   usage: tuple[int, int] | None = None, model: str | None = None) -> FakeOpenAIServer:
@@ -397,6 +408,13 @@ class FakeOpenAIServer:
         self.always_kind = kind
         return self
 
+    def misbehave(self, kind: str) -> FakeOpenAIServer:
+        """Answer every chat request from now on with one of :data:`MISBEHAVIOURS`: ``500`` (an HTTP 500),
+        ``html`` (a portal's page with a 200), ``broken_json`` (a body cut in half), ``empty`` (a 200 with no
+        body) or ``silent`` (the connection is accepted and the request read, and nothing ever comes back)."""
+        self.misbehaviour = MISBEHAVIOURS[kind]
+        return self
+
     def answer_with(self, policy: FaultPolicy) -> FakeOpenAIServer:
         """Answer every request that finds no queued step with ``policy``."""
         self.policy = policy
@@ -410,6 +428,8 @@ class FakeOpenAIServer:
 
     def next_step(self, request: RecordedRequest) -> Step | None:
         """What ``request`` gets: the next queued step, else the policy's answer, else nothing."""
+        if self.misbehaviour is not None:
+            return self.misbehaviour
         with self.lock:
             if self._steps:
                 return self._steps.popleft()
@@ -470,6 +490,14 @@ class FakeOpenAIServer:
 #: How a server that is down or wrong may answer every request (:meth:`FakeOpenAIServer.always`): an HTTP 500, an
 #: HTML page with a 200, a 200 whose JSON stops half-way, a 200 with no body, and no answer at all.
 ALWAYS_KINDS = ("500", "html", "broken_json", "empty", "silent")
+#: The ways a server can fail every request (:meth:`FakeOpenAIServer.misbehave`).
+MISBEHAVIOURS: dict[str, Step] = {
+    "500": Step("error", status=500, message="The server had an error while processing your request."),
+    "html": Step("html"),
+    "broken_json": Step("truncated"),
+    "empty": Step("empty"),
+    "silent": Step("hang", seconds=3600.0),  # until the server stops
+}
 
 #: Every kind of fault a :class:`FaultPolicy` injects.
 FAULT_KINDS = ("500", "429", "stall", "truncated", "not_json", "schema")

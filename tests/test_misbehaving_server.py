@@ -1,0 +1,172 @@
+"""A model server that misbehaves on every request stops a run (or an evaluation) after a few requests, with one
+message naming the failure's kind, the model and its URL, and exit 1 — for every workflow, through the CLI and
+the real OpenAI client, against a loopback server that answers 500, an HTML page, a broken or empty body, or
+nothing at all.
+
+No test asserts a time: the number of requests the server received bounds what the run spent (each costs one
+backoff of milliseconds here, or one probe's wait for the silent server)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kgagents.cli import main
+from kgagents.core.failures import NEVER_ANSWERED_ATTEMPTS, FailureKind
+from kgagents.core.retry import BREAKER_CALLS, ModelUnavailableError, failure_kind
+from kgagents.evals.grbench import fixture_graph
+from kgagents.nodes.context import Context
+from kgagents.nodes.llm import LLMCaller, LLMError
+from kgagents.nodes.models import build_chat_model
+from tests.fakes import isolate_model_env
+from tests.fakes.openai_server import FakeOpenAIServer
+
+#: What the message names, per misbehaviour.
+KINDS = {"500": "server error", "html": "malformed response", "broken_json": "malformed response",
+         "empty": "malformed response", "silent": "timeout"}
+#: Backoff of milliseconds, so that the requests (not the waits) are what the test measures; the retries stay
+#: the defaults' (6), which the misbehaving model must not get to use up.
+FAST_BACKOFF = ["--set", "api_backoff_base_s=0.001", "--set", "api_backoff_max_s=0.01"]
+#: The silent server: the probe after half a second, given half a second (the defaults: 15 s and 10 s).
+FAST_PROBE = ["--set", "llm_probe_after_s=0.5", "--set", "llm_probe_timeout_s=0.5"]
+#: A call in flight when the first one gives up may add its own request or two (a workflow that asks several
+#: things at once), never a full round of retries.
+SLACK = 3
+
+@pytest.fixture(name="server")
+def server_fixture(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeOpenAIServer]:
+    isolate_model_env(monkeypatch, tmp_path)
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+def _workflow_args(workflow: str, tmp_path: Path) -> list[str]:
+    if workflow == "kgot":
+        return ["What is 2 + 2?"]
+    if workflow == "ark":
+        graph = Path(__file__).parents[1] / "kgagents" / "data" / "ark" / "example_data.json"
+        return ["Is Yui Yuigahama's pet a corgi?", "--workflow", "ark", "--attach", str(graph)]
+    if workflow == "grounded":
+        return ["Who wrote the paper?", "--workflow", "grounded", "--graph", str(fixture_graph("dblp"))]
+    page = tmp_path / "band.html"
+    page.write_text("<html><body><p>PJ Morton plays keyboards in Maroon 5.</p></body></html>", encoding="utf-8")
+    return ["who plays keyboards in maroon 5?", "--workflow", "agent-g", "--page", str(page),
+            "--query-time", "03/01/2024, 10:00:00 PT"]
+
+
+def _ask(server: FakeOpenAIServer, workflow: str, tmp_path: Path, *extra: str) -> int:
+    return main(["--runs-dir", str(tmp_path / "runs"), "ask", *_workflow_args(workflow, tmp_path),
+                 "--model", "gpt-4o-mini", "--base-url", server.base_url, "--thread", "t1", "--quiet",
+                 *FAST_BACKOFF, *extra])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workflow", ["kgot", "ark", "grounded", "agent-g"])
+@pytest.mark.parametrize("misbehaviour", ["500", "html", "broken_json", "empty", "silent"])
+def test_a_misbehaving_server_stops_the_run_after_a_few_requests(server: FakeOpenAIServer, tmp_path: Path, capsys,
+                                                                 workflow: str, misbehaviour: str) -> None:
+    server.misbehave(misbehaviour)
+    code = _ask(server, workflow, tmp_path, *(FAST_PROBE if misbehaviour == "silent" else ()))
+    err = capsys.readouterr().err
+    assert code == 1, err[-3000:]
+    kind = KINDS[misbehaviour]
+    assert re.search(rf"model \(gpt-4o-mini at {re.escape(server.base_url)}\) cannot be used: .*\(failure: {kind};",
+                     err), err[-3000:]
+    if misbehaviour == "silent":
+        assert "accepts connections but never answers" in err
+    assert "kgagents resume t1" in err  # the run is kept, to resume once the server is fixed
+    # the first call's attempts (and, for the silent server, one probe), plus what was in flight
+    bound = (2 if misbehaviour == "silent" else NEVER_ANSWERED_ATTEMPTS) + SLACK
+    assert 1 <= len(server.chat_requests) <= bound, len(server.chat_requests)
+
+
+@pytest.mark.slow
+def test_the_silent_server_is_named_at_the_defaults(server: FakeOpenAIServer, tmp_path: Path, capsys) -> None:
+    """No setting shrunk: the probe after 15 s ends the run (the call's own limit is 120 s, retried 6 times)."""
+    server.misbehave("silent")
+    code = main(["--runs-dir", str(tmp_path / "runs"), "ask", "What is 2 + 2?", "--model", "gpt-4o-mini",
+                 "--base-url", server.base_url, "--thread", "t1", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "accepts connections but never answers" in err and "(failure: timeout;" in err
+    assert len(server.chat_requests) == 2  # the call and its probe, nothing retried
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("misbehaviour", ["500", "silent"])
+def test_an_evaluation_stops_after_its_first_item(server: FakeOpenAIServer, tmp_path: Path, capsys,
+                                                  misbehaviour: str) -> None:
+    data = tmp_path / "simpleqa.csv"
+    data.write_text("metadata,problem,answer\n" + "".join(f"{{}},What is {i} + {i}?,{2 * i}\n" for i in range(5)),
+                    encoding="utf-8")
+    server.misbehave(misbehaviour)
+    out = tmp_path / "results"
+    code = main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", "gpt-4o-mini",
+                 "--base-url", server.base_url, "--out", str(out), "--no-progress", "--no-report",
+                 "--concurrency", "1", *FAST_BACKOFF, *(FAST_PROBE if misbehaviour == "silent" else ())])
+    err = capsys.readouterr().err
+    assert code == 1, err[-3000:]
+    assert f"(failure: {KINDS[misbehaviour]};" in err
+    results = (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(results) == 1  # the first item, not all five
+    assert len(server.chat_requests) <= (2 if misbehaviour == "silent" else NEVER_ANSWERED_ATTEMPTS) + SLACK
+
+
+def _caller(server: FakeOpenAIServer, **settings: float) -> LLMCaller:
+    model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=30.0, connect_timeout_s=5.0)
+    return LLMCaller(Context(model=model, api_backoff_base_s=0.001, api_backoff_max_s=0.01, **settings),
+                     "graph_executor")
+
+
+async def test_a_slow_model_that_answers_the_probe_keeps_its_full_limit(server: FakeOpenAIServer,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """The call waits past the probe's moment and the notices' interval; the probe is answered, so the call is
+    not cut short, and the waits are said on stderr."""
+    server.slow_reply("a long answer", 2.0).reply("OK")  # the call; then the probe, answered at once
+    llm = _caller(server, llm_timeout_s=20.0, llm_probe_after_s=0.3, llm_probe_timeout_s=1.0,
+                  llm_wait_notice_s=0.5)
+    with caplog.at_level(logging.WARNING, logger="kgagents.retry"):
+        assert await llm.text("q") == "a long answer"
+    call, probe = server.chat_requests
+    assert probe.body.get("max_tokens", probe.body.get("max_completion_tokens")) == 1
+    assert call.body.get("max_tokens") is None
+    notices = [r.getMessage() for r in caplog.records if "still waiting for" in r.getMessage()]
+    assert notices and all(f"the graph_executor model (gpt-4o-mini at {server.base_url})" in n for n in notices)
+
+
+async def test_a_model_that_answered_needs_no_probe(server: FakeOpenAIServer) -> None:
+    server.reply("first").slow_reply("second", 1.0)
+    assert await _caller(server).text("q") == "first"  # the defaults: no probe before 15 s
+    llm = _caller(server, llm_timeout_s=20.0, llm_probe_after_s=0.2, llm_probe_timeout_s=0.5)
+    assert await llm.text("q2") == "second"
+    assert len(server.chat_requests) == 2
+
+
+async def test_a_model_that_answered_and_then_fails_every_call_trips_the_breaker(server: FakeOpenAIServer) -> None:
+    """Its failed calls degrade (an LLMError each) until the breaker's count, which stops the run."""
+    server.reply("first")
+    llm = _caller(server, max_api_retries=1)
+    assert await llm.text("q") == "first"
+    server.misbehave("500")
+    for _ in range(BREAKER_CALLS - 1):
+        with pytest.raises(LLMError, match=r"after 2 attempt\(s\): OpenAIAPIError: Error code: 500"):
+            await llm.text("q")
+    with pytest.raises(ModelUnavailableError, match=f"its last {BREAKER_CALLS} calls failed") as info:
+        await llm.text("q")
+    assert info.value.kind is FailureKind.SERVER
+    assert len(server.chat_requests) == 1 + 2 * BREAKER_CALLS
+
+
+async def test_a_refusal_is_not_retried_and_does_not_stop_the_run(server: FakeOpenAIServer) -> None:
+    for _ in range(NEVER_ANSWERED_ATTEMPTS + 1):
+        server.error(400, "The response was filtered due to the prompt triggering content management policy.")
+    llm = _caller(server)
+    for _ in range(NEVER_ANSWERED_ATTEMPTS + 1):  # never an unusable model: the server answered each time
+        with pytest.raises(LLMError, match="after 1 attempt") as info:
+            await llm.text("q")
+        assert not isinstance(info.value, ModelUnavailableError)
+        assert failure_kind(info.value.__cause__) is FailureKind.REFUSAL
+    assert len(server.chat_requests) == NEVER_ANSWERED_ATTEMPTS + 1
