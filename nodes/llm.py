@@ -48,7 +48,7 @@ from kgagents.core import replay
 from kgagents.core.config import ConfigurationError
 from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
-from kgagents.core.retry import ModelUnavailableError, cannot_be_used, is_transient, retry_model_call
+from kgagents.core.retry import ModelUnavailableError, cannot_be_used, error_text, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.third_party import fell_back, private_part
 from kgagents.core.usage import (
@@ -217,10 +217,11 @@ class LLMCaller:
             if why_not:
                 raise ModelUnavailableError(
                     f"the {self.role} model ({describe_model(self.model)}) cannot be used: {why_not} "
-                    f"({type(exc).__name__}: {exc}); check the model name, the API key and the base URL "
+                    f"({type(exc).__name__}: {error_text(exc)}); check the model name, the API key and the base URL "
                     "(KGAGENTS_BASE_URL), then resume the run (its checkpoints are kept)"
                 ) from exc
-            why = str(exc) or (f"no reply within {ctx.llm_timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
+            why = error_text(exc) or (f"no reply within {ctx.llm_timeout_s:g} s" if isinstance(exc, TimeoutError) else
+                                      "")
             raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
                            f"{type(exc).__name__}: {why}") from exc
 
@@ -551,7 +552,8 @@ class DirectStructured:
                 parsers.append(functools.partial(_parse_message, step))
             elif isinstance(step, RunnableGenerator):
                 transform = getattr(step, "_transform", None)
-                if transform is None and getattr(step, "_atransform", None) is None:  # the private names changed
+                if transform is None and (getattr(step, "_atransform", None) is None  # the private names changed
+                                          or any(inspect.isgeneratorfunction(f) for f in vars(step).values())):
                     fell_back(GENERATOR_TRANSFORM, "a RunnableGenerator has no _transform")
                 if not _takes_one_argument(transform):  # an async or a run-aware generator: LangChain's chain
                     return None

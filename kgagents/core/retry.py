@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
 import random
 import socket
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from kgagents.core.errors import KGAgentsError
+from kgagents.core.failures import redirect_target
+from kgagents.core.redact import configured_secrets, without_credentials, without_secrets
 
 TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 #: Statuses that say a request can never succeed as configured: a rejected key, no access, an unknown model or
@@ -123,14 +127,34 @@ def has_answered(model: str) -> bool:
 
 def cannot_be_used(exc: BaseException, model: str) -> str | None:
     """Why a failed call of ``model`` means the model cannot be used at all (a rejected key, an unknown model
-    or endpoint, or an address that was never reachable), or None when the failure is one to degrade
+    or endpoint, a redirect, or an address that was never reachable), or None when the failure is one to degrade
     around."""
+    redirected = redirect_advice(exc)
+    if redirected:
+        return redirected
     if is_fatal(exc):
         return f"the server answered {status_of(exc)}"
     if not has_answered(model) and is_unreachable(exc):
         refused = any(isinstance(e, ConnectionRefusedError) for e in _chain(exc))
         return "the connection was refused" if refused else "the host name does not resolve"
     return None
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)`` without the keys the environment holds (:func:`kgagents.core.redact.configured_secrets`): a
+    server may echo the key it was sent into its error, and the error's text goes to the terminal, the log and
+    the run's state."""
+    return without_secrets(str(exc), configured_secrets(os.environ))
+
+
+def redirect_advice(exc: BaseException) -> str | None:
+    """What to do about a redirect that ``exc`` reports (the model clients follow none), or None."""
+    target = redirect_target(exc)
+    if target is None:
+        return None
+    host = urlsplit(target).hostname or without_credentials(target)
+    return (f"the server answered {status_of(exc)}, a redirect to {without_credentials(target)} (host {host}); "
+            "set the base URL to the final address")
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
