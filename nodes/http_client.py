@@ -15,9 +15,12 @@ transport per running loop and closes the ones whose loop has ended. Proxies fro
 The per-loop pools rest on private parts of httpx (the client's ``_init_transport``, ``_init_proxy_transport`` and
 ``_transport``) and of aiohttp (a connector's ``_close``), listed in docs/dependencies.md. Each falls back to the
 public path where it fails, when the model is built or at call time, and says so once
-(:mod:`kgagents.core.third_party`): a client built otherwise is the SDK's default client; a loop whose aiohttp
-transport cannot be made gets httpx's own transport (``httpx2.AsyncHTTPTransport``, what the SDK's default client
-uses) with the same settings; a pool that cannot be closed at once is left to the garbage collector.
+(:mod:`kgagents.core.third_party`): a client built otherwise is the SDK's default client over httpx's own
+transport (``httpx2.AsyncHTTPTransport``), given through public API as a :class:`LoopLocalTransport`, so a cached
+model still keeps one pool per loop; a loop whose aiohttp transport cannot be made gets httpx's own transport
+(``httpx2.AsyncHTTPTransport``, what the SDK's default client uses) with the same settings, as does a loop whose
+aiohttp transport fails its first request with a programming error (a library under it changed), that request
+sent again once; a pool that cannot be closed at once is left to the garbage collector.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ import asyncio
 import contextlib
 import os
 import threading
+import urllib.request
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import httpx2
-from openai import DefaultAioHttpClient
+from openai import DEFAULT_CONNECTION_LIMITS, DefaultAioHttpClient, DefaultAsyncHttpxClient, DefaultHttpxClient
 
 from kgagents.core.scripted import CALL_STAGE, STAGE_HEADER, STAGE_HEADER_VARIABLE
 from kgagents.core.third_party import PrivatePart, fell_back, private_part
@@ -39,17 +43,29 @@ from kgagents.core.third_party import PrivatePart, fell_back, private_part
 _HTTPX = "2.16.2"
 INIT_TRANSPORT = private_part(
     "httpx2", "AsyncClient._init_transport", tested=_HTTPX,
-    fallback="the SDK's default client when a model is built; at call time httpx's own transport "
-             "(httpx2.AsyncHTTPTransport) with the same settings")
+    fallback="the SDK's default client over httpx's own transport, one pool per event loop, when a model "
+             "is built; at call time httpx's own transport (httpx2.AsyncHTTPTransport) with the same settings")
 INIT_PROXY_TRANSPORT = private_part(
     "httpx2", "AsyncClient._init_proxy_transport", tested=_HTTPX,
-    fallback="the SDK's default client when a model is built; at call time httpx's own proxy transport "
-             "(httpx2.AsyncHTTPTransport(proxy=...)) with the same settings")
+    fallback="the SDK's default client over httpx's own transport, one pool per event loop, when a model "
+             "is built; at call time httpx's own proxy transport (httpx2.AsyncHTTPTransport(proxy=...)) with "
+             "the same settings")
 TRANSPORT = private_part("httpx2", "AsyncClient._transport", tested=_HTTPX,
-                         fallback="the SDK's default client (httpx's own transport)")
+                         fallback="the SDK's default client over httpx's own transport, one pool per event loop")
 CONNECTOR_CLOSE = private_part(
     "aiohttp", "BaseConnector._close", tested="3.14.5",
     fallback="the pool of an ended event loop is left to the garbage collector (its sockets close when collected)")
+
+
+#: Whether a chat model's client follows a redirect: never. The SDK's clients follow them, to any host: a
+#: completion answered with a redirect elsewhere would post the whole prompt to a host nobody configured (httpx
+#: keeps the key back, not the prompt). Unfollowed, a redirect is an error that names where it points
+#: (:class:`kgagents.core.failures.FailureKind` ``REDIRECT``): the base URL to set instead.
+FOLLOW_REDIRECTS = False
+
+#: What a private transport raises on a loop's first request when a library under it changed (a renamed keyword or
+#: attribute): a programming error, never an HTTP or network error (those reach the SDK as they are).
+DRIFT_ERRORS = (TypeError, AttributeError)
 
 
 class LoopLocalTransport(httpx2.AsyncBaseTransport):
@@ -65,6 +81,8 @@ class LoopLocalTransport(httpx2.AsyncBaseTransport):
         self._public = public
         self._part = part
         self._transports: dict[asyncio.AbstractEventLoop, httpx2.AsyncBaseTransport] = {}
+        #: The loops whose transport has answered a request, or is the public one: no fallback is tried there.
+        self._settled: set[asyncio.AbstractEventLoop] = set()
         self._lock = threading.Lock()
         # A model that is let go (or the process ending) closes its pools, so that aiohttp has no unclosed
         # session to report on a loop that may have ended.
@@ -79,6 +97,7 @@ class LoopLocalTransport(httpx2.AsyncBaseTransport):
         with self._lock:
             for old in [old for old in self._transports if old.is_closed()]:
                 _discard(self._transports.pop(old))
+                self._settled.discard(old)
             transport = self._transports.get(loop)
             if transport is None:
                 transport = self._transports[loop] = self._made()
@@ -89,22 +108,56 @@ class LoopLocalTransport(httpx2.AsyncBaseTransport):
         if self._public is None:
             return self._factory()
         try:
-            return self._factory()
+            made = self._factory()
         except Exception as exc:  # noqa: BLE001 - a drifted private part: the public transport serves the loop
             fell_back(self._part, exc)
+        else:
+            if isinstance(made, httpx2.AsyncBaseTransport):
+                return made
+            fell_back(self._part, f"it made a {type(made).__name__}, not an httpx transport")
+        return self._public_for(asyncio.get_running_loop())
+
+    def _public_for(self, loop: asyncio.AbstractEventLoop) -> httpx2.AsyncBaseTransport:
+        assert self._public is not None
+        self._settled.add(loop)
         return self._public()
+
+    def _instead(self, loop: asyncio.AbstractEventLoop, failed: httpx2.AsyncBaseTransport,
+                 exc: Exception) -> httpx2.AsyncBaseTransport:
+        """The public transport for ``loop`` in place of ``failed``, whose first request raised ``exc`` (said
+        once); a transport another request put in its place already is kept."""
+        with self._lock:
+            transport = self._transports.get(loop)
+            if transport is failed or transport is None:
+                fell_back(self._part, exc)
+                transport = self._transports[loop] = self._public_for(loop)
+                _discard(failed)
+        return transport
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if os.environ.get(STAGE_HEADER_VARIABLE) == "1":  # scripted test servers only (kgagents.core.scripted)
             stage = CALL_STAGE.get()
             if stage:
                 request.headers[STAGE_HEADER] = stage
-        return await self.current().handle_async_request(request)
+        transport = self.current()
+        loop = asyncio.get_running_loop()
+        if self._public is None or loop in self._settled:
+            return await transport.handle_async_request(request)
+        try:
+            response = await transport.handle_async_request(request)
+        except DRIFT_ERRORS as exc:
+            # Before a loop's first answer, a programming error (not an HTTP or network error) is the private
+            # transport's: a library under it that changed (an aiohttp keyword renamed). The public transport
+            # serves the loop from now on, and this request is sent again through it, once.
+            return await self._instead(loop, transport, exc).handle_async_request(request)
+        self._settled.add(loop)
+        return response
 
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
             transport = self._transports.pop(loop, None)
+            self._settled.discard(loop)
         if transport is not None:
             await transport.aclose()
 
@@ -136,8 +189,12 @@ def _discard(transport: Any) -> None:
 
 
 class LoopLocalAioHttpClient(DefaultAioHttpClient):
-    """``openai.DefaultAioHttpClient`` (the SDK's defaults: timeouts, limits, redirects) with one aiohttp pool per
-    event loop, so that a cached chat model works on any loop."""
+    """``openai.DefaultAioHttpClient`` (the SDK's defaults: timeouts, limits) with one aiohttp pool per event loop,
+    so that a cached chat model works on any loop, and no redirect followed (:data:`FOLLOW_REDIRECTS`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("follow_redirects", FOLLOW_REDIRECTS)
+        super().__init__(**kwargs)
 
     # The SDK's methods are looked up at each loop's first request (``parent`` is a ``super()`` proxy), so that a
     # method that fails then (another httpx or openai) takes the public path then. httpx's transport takes the
@@ -158,18 +215,18 @@ class LoopLocalAioHttpClient(DefaultAioHttpClient):
                                   INIT_PROXY_TRANSPORT)
 
 
-def async_http_client() -> httpx2.AsyncClient | None:
+def async_http_client() -> httpx2.AsyncClient:
     """The async HTTP client for one OpenAI-compatible chat model (see the module docstring); the model's own
     timeout still applies to each request.
 
-    The per-loop pools rest on two private methods of httpx's client (``_init_transport``,
+    The per-loop aiohttp pools rest on two private methods of httpx's client (``_init_transport``,
     ``_init_proxy_transport``; docs/dependencies.md): where a client does not get its transports through them,
-    None — the SDK's default client, the public path (said once)."""
+    :func:`public_async_http_client` (said once)."""
     try:
         client = LoopLocalAioHttpClient()
-    except Exception as exc:  # noqa: BLE001 - another httpx or openai: the SDK's default client
+    except Exception as exc:  # noqa: BLE001 - another httpx or openai: the public client
         fell_back(INIT_TRANSPORT, exc)
-        return None
+        return public_async_http_client()
     made = getattr(client, "_transport", None)
     if made is None:
         fell_back(TRANSPORT, "the client has no _transport")
@@ -177,4 +234,27 @@ def async_http_client() -> httpx2.AsyncClient | None:
         fell_back(INIT_TRANSPORT, f"the client's transport is a {type(made).__name__}, not made by it")
     else:
         return client
-    return None
+    return public_async_http_client()
+
+
+def public_async_http_client() -> httpx2.AsyncClient:
+    """The SDK's default async client (``openai.DefaultAsyncHttpxClient``: httpx's own transport) through public
+    API only, with one pool per event loop all the same (:class:`LoopLocalTransport` given as its transport, and
+    as the transport of each proxy the environment names), and no redirect followed."""
+    limits = DEFAULT_CONNECTION_LIMITS
+
+    def proxied(url: str) -> LoopLocalTransport:
+        return LoopLocalTransport(lambda: httpx2.AsyncHTTPTransport(limits=limits, proxy=url))
+
+    # httpx reads the same variables for its own proxy transports; these take their place, pattern for pattern
+    # (NO_PROXY's patterns stay httpx's own).
+    proxies = urllib.request.getproxies()
+    mounts: dict[str, httpx2.AsyncBaseTransport] = {
+        f"{scheme}://": proxied(proxies[scheme]) for scheme in ("http", "https", "all") if proxies.get(scheme)}
+    return DefaultAsyncHttpxClient(transport=LoopLocalTransport(lambda: httpx2.AsyncHTTPTransport(limits=limits)),
+                                   mounts=mounts or None, follow_redirects=FOLLOW_REDIRECTS)
+
+
+def sync_http_client() -> httpx2.Client:
+    """The sync HTTP client of an OpenAI-compatible chat model: the SDK's default one, no redirect followed."""
+    return DefaultHttpxClient(follow_redirects=FOLLOW_REDIRECTS)

@@ -48,7 +48,7 @@ from kgagents.core import replay
 from kgagents.core.config import ConfigurationError
 from kgagents.core.endpoints import describe_model, model_key, model_label
 from kgagents.core.errors import KGAgentsError
-from kgagents.core.retry import ModelUnavailableError, Watch, failure_kind, is_transient, retry_model_call
+from kgagents.core.retry import ModelUnavailableError, Watch, error_text, failure_kind, is_transient, retry_model_call
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.third_party import fell_back, private_part
 from kgagents.core.usage import (
@@ -219,7 +219,7 @@ class LLMCaller:
         except ModelUnavailableError:
             raise
         except Exception as exc:  # reported as one clear error
-            why = str(exc) or (f"no reply within {timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
+            why = error_text(exc) or (f"no reply within {timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
             raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
                            f"{type(exc).__name__}: {why}") from exc  # the text some workflows show the model
 
@@ -558,7 +558,8 @@ class DirectStructured:
                 parsers.append(functools.partial(_parse_message, step))
             elif isinstance(step, RunnableGenerator):
                 transform = getattr(step, "_transform", None)
-                if transform is None and getattr(step, "_atransform", None) is None:  # the private names changed
+                if transform is None and (getattr(step, "_atransform", None) is None  # the private names changed
+                                          or any(inspect.isgeneratorfunction(f) for f in vars(step).values())):
                     fell_back(GENERATOR_TRANSFORM, "a RunnableGenerator has no _transform")
                 if not _takes_one_argument(transform):  # an async or a run-aware generator: LangChain's chain
                     return None

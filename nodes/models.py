@@ -198,11 +198,10 @@ def _build(spec: str, *, base_url: str | None, temperature: float | None, timeou
         # Our LLM layer retries with backoff itself; the SDK's own retries would hide errors from it.
         kwargs["max_retries"] = 0
         # The SDK's aiohttp backend: far less CPU per call with many calls in flight (nodes/http_client.py).
-        from kgagents.nodes.http_client import async_http_client
+        # Neither client follows a redirect: a prompt never goes to a host that was not configured.
+        from kgagents.nodes.http_client import async_http_client, sync_http_client
 
-        client = async_http_client()
-        if client is not None:
-            kwargs["http_async_client"] = client
+        kwargs["http_async_client"], kwargs["http_client"] = async_http_client(), sync_http_client()
         if timeout_s is not None:
             kwargs["timeout"] = _client_timeout("openai", timeout_s, connect_timeout_s)
         # An explicit endpoint and key: the SDK's own environment lookups (OPENAI_BASE_URL, OPENAI_API_KEY) never
@@ -336,11 +335,20 @@ def is_provider(name: str) -> bool:
         from langchain.chat_models import base as chat_base
     except ImportError:  # pragma: no cover
         return name in KNOWN_PROVIDERS
-    known = getattr(chat_base, "_BUILTIN_PROVIDERS", None)
-    if not known or not isinstance(known, Iterable):
-        fell_back(BUILTIN_PROVIDERS, "langchain.chat_models.base has no _BUILTIN_PROVIDERS")
+    known: Any = getattr(chat_base, "_BUILTIN_PROVIDERS", None)
+    if not provider_names(known):
+        fell_back(BUILTIN_PROVIDERS, "langchain.chat_models.base has no _BUILTIN_PROVIDERS"
+                  if known is None else f"its _BUILTIN_PROVIDERS is a {type(known).__name__}, not provider names")
         return name in KNOWN_PROVIDERS
     return name in set(known)
+
+
+def provider_names(known: Any) -> bool:
+    """Whether ``known`` (langchain's private provider list) is what it was: a non-empty collection of names (a
+    string, or anything else, is a changed private part: ``"openai" in "openai_like"`` would match parts of
+    words)."""
+    return (isinstance(known, Iterable) and not isinstance(known, (str, bytes)) and bool(known)
+            and all(isinstance(item, str) for item in known))
 
 
 def resolve_model(context: BaseContext, role: str, *, temperature: float | None = None,

@@ -170,13 +170,13 @@ def test_models_on_an_openai_compatible_server_use_the_aiohttp_client(openai_ser
 def test_an_httpx_that_makes_its_transports_otherwise_gets_the_sdks_default_client(
         openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-loop pools rest on httpx's private ``_init_transport``: where the client's transport is not
-    ours (a later httpx that no longer calls it), the model gets the SDK's default client and still
-    answers."""
+    ours (a later httpx that no longer calls it), the model gets the SDK's default client (over httpx's own
+    transport, one pool per loop) and still answers."""
     from openai import DefaultAioHttpClient
 
     monkeypatch.setattr(LoopLocalAioHttpClient, "_init_transport", DefaultAioHttpClient._init_transport)
     model = build_chat_model("gpt-4o-mini", base_url=openai_server.base_url, timeout_s=2.0, temperature=0.3)
-    assert model.http_async_client is None
+    assert not isinstance(model.http_async_client, LoopLocalAioHttpClient)
     for i in range(2):  # on one event loop after another, as the SDK's default client allows
         openai_server.reply(f"answer {i}")
         assert asyncio.run(model.ainvoke("q")).content == f"answer {i}"

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from kgagents.core import third_party
 from kgagents.nodes import models, openai_chat
 from kgagents.nodes.context import Context
-from kgagents.nodes.http_client import LoopLocalAioHttpClient
+from kgagents.nodes.http_client import LoopLocalAioHttpClient, LoopLocalTransport
 from kgagents.nodes.llm import DirectStructured, LLMCaller, structured_runnable
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
@@ -174,7 +174,8 @@ def test_a_client_that_cannot_be_built_on_the_private_path_is_the_sdks_default_s
         symbol = "AsyncClient._transport"
     with caplog.at_level(logging.WARNING):
         models_built = [built(openai_server), build_chat_model("gpt-4o", base_url=openai_server.base_url)]
-        assert all(model.http_async_client is None for model in models_built)
+        assert all(isinstance(model.http_async_client._transport, LoopLocalTransport)  # public, one pool per loop
+                   and not isinstance(model.http_async_client, LoopLocalAioHttpClient) for model in models_built)
         ask_on_new_loops(models_built[0], openai_server)
     assert len(openai_server.chat_requests) == 2
     one_warning(caplog, "httpx2", symbol)

@@ -37,6 +37,8 @@ from kgagents.core.config import ConfigurationError, configuration_line, get_set
 from kgagents.core.endpoints import describe_model, model_endpoint, model_key
 from kgagents.core.extras import install_hint, missing_extras
 from kgagents.core.failures import FailureKind, classify
+from kgagents.core.redact import configured_secrets, without_credentials, without_secrets
+from kgagents.core.retry import redirect_advice
 
 #: What a tool that cannot be used takes away from a run.
 TOOL_USES = {
@@ -65,9 +67,13 @@ PROBE_PROMPT = "Reply with OK."
 #: What an embedding model embeds.
 PROBE_TEXT = "knowledge graph"
 
-#: The seconds to reach an endpoint (its model list, a graph server) and that one completion may take.
+#: The seconds to reach an endpoint (its model list, a graph server) and that one completion may take. The
+#: completion's limit is below a run's (``llm_timeout_s``, 120 s by default) so that a server that hangs costs half
+#: a minute here; a model that is reachable but slower is reported as slow, with the run's limit to try.
 CONNECT_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 30.0
+#: A run's own limit of one call (the workflows' ``llm_timeout_s`` default), for the doctor's advice.
+RUN_CALL_TIMEOUT_S = 120.0
 
 #: Failure kinds after which the probe is sent once more (a dropped or garbled answer may be a one-off); any other
 #: kind is reported at once, so a server that is down costs one or two requests, never minutes.
@@ -89,6 +95,8 @@ KIND_HINTS = {
     FailureKind.MALFORMED: "the answer is not an API response (a proxy's or portal's page, a web UI's address "
                            "instead of its API, a server that breaks off its answer)",
     FailureKind.BAD_REQUEST: "the server refuses the request itself: a server that does not speak this API?",
+    FailureKind.REDIRECT: "the server sends the request elsewhere, which kgagents never follows (a prompt would go "
+                          "to a host nobody configured): set the base URL to the final address",
 }
 
 
@@ -135,14 +143,17 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
     doc.add_argument("--timeout", type=float, default=CONNECT_TIMEOUT_S,
                      help=f"seconds to reach each endpoint and graph server (default {CONNECT_TIMEOUT_S:g})")
     doc.add_argument("--call-timeout", type=float, default=CALL_TIMEOUT_S,
-                     help=f"seconds one test completion or embedding may take (default {CALL_TIMEOUT_S:g})")
+                     help=f"seconds one test completion or embedding may take (default {CALL_TIMEOUT_S:g}: less "
+                          f"than a run's per-call limit, llm_timeout_s, {RUN_CALL_TIMEOUT_S:g} s by default, so that "
+                          "a server that hangs costs seconds here; a reachable model slower than this is reported "
+                          "as slow, not as down)")
     command("doctor")(cmd_doctor)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Print which configuration and data home are in use, then one line per check; 1 when a model or an
     embedding model cannot be used."""
-    print(configuration_line())
+    print(without_secrets(configuration_line(), configured_secrets(os.environ)))
     workflows = tuple(args.workflow or DOCTOR_WORKFLOWS)
     values = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
     per_workflow = workflow_values(workflows, values, preset=args.preset, settings=args.set or [])
@@ -151,8 +162,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     embedders = embedder_checks(per_workflow, call_timeout)
     checks = [*models, *embedders, *tool_checks(), sandbox_check(), *server_checks(args.timeout),
               *extra_checks()]
+    # A server may echo a key back in its error text: no key doctor sent, or the environment holds, is printed.
+    secrets = configured_secrets(os.environ) | sent_keys()
     for check in checks:
-        print(check.line())
+        print(without_secrets(check.line(), secrets))
     return 0 if all(check.ok for check in [*models, *embedders]) else 1
 
 
@@ -238,6 +251,15 @@ async def _gather(probes: list[Awaitable[Probe]]) -> list[Probe]:
     return list(await asyncio.gather(*probes))
 
 
+#: The keys of the models doctor asked (each sent in a request), masked in every line it prints.
+_sent: set[str] = set()
+
+
+def sent_keys() -> set[str]:
+    """The keys doctor has sent to a model's server in this process."""
+    return set(_sent)
+
+
 def endpoint_identity(model: Any) -> str:
     """What makes two roles' models one for the doctor: the model, its endpoint, and (a digest of) its key."""
     digest = hashlib.sha256(_secret(_api_key_of(model)).encode()).hexdigest()[:12]
@@ -257,10 +279,14 @@ async def probe_model(model: Any, timeout: float, call_timeout: float) -> Probe:
     (within ``call_timeout`` seconds) through the model itself."""
     if model_endpoint(model) is None:
         return Probe(True, "in process (nothing to reach)")
+    key = _secret(_api_key_of(model))
+    if key:
+        _sent.add(key)
     unusable = await reach_endpoint(model, timeout)
     if unusable is not None:
-        return unusable
-    return await complete_once(model, call_timeout)
+        return Probe(unusable.ok, without_secrets(unusable.detail, {key}))
+    probe = await complete_once(model, call_timeout)
+    return Probe(probe.ok, without_secrets(probe.detail, {key}))
 
 
 async def complete_once(model: Any, call_timeout: float) -> Probe:
@@ -272,10 +298,11 @@ async def complete_once(model: Any, call_timeout: float) -> Probe:
         async with asyncio.timeout(call_timeout):
             await model.ainvoke([HumanMessage(PROBE_PROMPT)])
 
-    return await timed(ask, "answers a completion", call_timeout)
+    return await timed(ask, "answers a completion", call_timeout, reached=True)
 
 
-async def timed(call: Callable[[], Awaitable[Any]], success: str, call_timeout: float) -> Probe:
+async def timed(call: Callable[[], Awaitable[Any]], success: str, call_timeout: float, *,
+                reached: bool = False) -> Probe:
     """Run ``call`` (once more after a failure of :data:`RETRIED_ONCE`): its latency, or its failure's kind."""
     failure: BaseException | None = None
     kind = FailureKind.OTHER
@@ -290,11 +317,17 @@ async def timed(call: Callable[[], Awaitable[Any]], success: str, call_timeout: 
             continue
         return Probe(True, f"{success} in {time.monotonic() - started:.2f} s")
     assert failure is not None
-    return failure_probe(kind, failure, call_timeout, twice=kind in RETRIED_ONCE)
+    return failure_probe(kind, failure, call_timeout, twice=kind in RETRIED_ONCE, reached=reached)
 
 
-def failure_probe(kind: FailureKind, exc: BaseException, seconds: float, *, twice: bool = False) -> Probe:
-    """A failure in words: its kind first, what the server said, and what the kind means."""
+def failure_probe(kind: FailureKind, exc: BaseException, seconds: float, *, twice: bool = False,
+                  reached: bool = False) -> Probe:
+    """A failure in words: its kind first, what the server said, and what the kind means (``reached``: the
+    endpoint answered its model list before, so a timeout is a slow answer, not an unreachable server)."""
+    if kind is FailureKind.TIMEOUT and reached:
+        return Probe(False, slow_model(seconds))
+    if kind is FailureKind.REDIRECT:
+        return Probe(False, f"{kind.value} — {redirect_advice(exc) or KIND_HINTS[kind]}")
     if kind is FailureKind.TIMEOUT:
         said = f"no answer within {seconds:g} s"
     else:
@@ -306,6 +339,16 @@ def failure_probe(kind: FailureKind, exc: BaseException, seconds: float, *, twic
         return Probe(True, f"answers, but {kind.value} now ({said})")
     hint = KIND_HINTS.get(kind)
     return Probe(False, f"{kind.value} — {said}" + (f"; {hint}" if hint else ""))
+
+
+def slow_model(seconds: float) -> str:
+    """What a completion that timed out at a server that answered its model list means."""
+    advice = (f"a run waits up to llm_timeout_s ({RUN_CALL_TIMEOUT_S:g} s by default) per call: check again with "
+              f"--call-timeout {RUN_CALL_TIMEOUT_S:g}" if seconds < RUN_CALL_TIMEOUT_S
+              else "a run's calls would time out too: raise llm_timeout_s, or check the server's log")
+    return (f"{FailureKind.TIMEOUT.value} — the server is reachable (it answered the model list) but did not "
+            f"answer a completion within {seconds:g} s: a slow model, or a server that hangs on completions; "
+            f"{advice}")
 
 
 async def reach_endpoint(model: Any, timeout: float) -> Probe | None:
@@ -321,6 +364,10 @@ async def reach_endpoint(model: Any, timeout: float) -> Probe | None:
         if kind in (FailureKind.CONNECT, FailureKind.DNS, FailureKind.TIMEOUT):
             return failure_probe(kind, exc, timeout)
         return None  # anything else: the completion says more
+    if reply.is_redirect:  # followed by no client of a run: the completion would fail the same way
+        target = reply.next_request.url if reply.next_request is not None else reply.headers.get("location")
+        return Probe(False, f"{FailureKind.REDIRECT.value} — {reply.status_code} for its model list, to "
+                            f"{without_credentials(str(target))}; {KIND_HINTS[FailureKind.REDIRECT]}")
     if reply.status_code in (401, 403):
         return Probe(False, f"{FailureKind.AUTH.value} — {reply.status_code} for its model list; "
                             f"{KIND_HINTS[FailureKind.AUTH]}")

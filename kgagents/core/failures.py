@@ -4,7 +4,8 @@ Every exception a call can raise — from the OpenAI and Anthropic SDKs, httpx, 
 replay of a recorded failure — falls in one :class:`FailureKind`. Each kind has one :class:`Remedy`:
 
 - ``FAIL_NOW``: the request can never succeed as configured (a rejected key, an unknown model or endpoint, an
-  exhausted quota). Retrying cannot help, and neither can going on without the model.
+  exhausted quota, a redirect: the model clients follow none, so that no prompt goes to a host nobody
+  configured). Retrying cannot help, and neither can going on without the model.
 - ``RETRY``: the server is there and busy or restarting (429, 5xx, a timeout, a dropped connection, a body cut
   short): retry with backoff — but a model that has never answered a call is not "flaky", it is down or wrong, so
   the caller bounds the attempts of a model that never answered (see :func:`never_answered_gives_up`).
@@ -24,6 +25,7 @@ import socket
 import traceback
 from collections.abc import Iterator
 from enum import StrEnum
+from urllib.parse import urljoin
 
 __all__ = [
     "NEVER_ANSWERED_ATTEMPTS",
@@ -32,6 +34,7 @@ __all__ = [
     "chain",
     "classify",
     "never_answered_gives_up",
+    "redirect_target",
     "remedy",
     "status_of",
 ]
@@ -44,6 +47,7 @@ class FailureKind(StrEnum):
     DNS = "unknown host"
     AUTH = "rejected key"
     NOT_FOUND = "not found"
+    REDIRECT = "redirected"
     QUOTA = "quota exhausted"
     RATE_LIMIT = "rate limited"
     SERVER = "server error"
@@ -174,7 +178,9 @@ def classify(exc: BaseException) -> FailureKind:
     if isinstance(recorded, str) and recorded in FailureKind._value2member_map_:
         return FailureKind(recorded)
     status = status_of(exc)
-    if status is not None and status >= 400:  # a 200 whose body broke carries its response too (langchain-openai)
+    if status is not None and 300 <= status < 400:
+        return FailureKind.REDIRECT
+    if status is not None and status >= 400:  # a 200 whose body could not be read is no HTTP error (below)
         return _by_status(exc, status)
     for link in chain(exc):  # the operating system's word on a connection first: clients wrap it in other names
         if isinstance(link, ConnectionRefusedError):  # (the OpenAI SDK's aiohttp transport: a ConnectTimeout)
@@ -199,6 +205,24 @@ def classify(exc: BaseException) -> FailureKind:
     return FailureKind.OTHER
 
 
+def redirect_target(exc: BaseException) -> str | None:
+    """Where a redirect that ``exc`` reports points (its ``Location``, made absolute against the request's URL),
+    or None when ``exc`` is no redirect."""
+    response = getattr(exc, "response", None)
+    status = status_of(exc)
+    if status is None or not 300 <= status < 400 or response is None:
+        return None
+    headers = getattr(response, "headers", None)
+    location = headers.get("location") if headers is not None else None
+    if not isinstance(location, str) or not location:
+        return "an address it did not name"
+    try:
+        request_url = str(getattr(response.request, "url", "") or "")
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError for a response built without a request
+        request_url = ""
+    return urljoin(request_url, location) if request_url else location
+
+
 def _connect_or_dns(exc: BaseException) -> FailureKind:
     """A connection error: an unknown host when a name lookup failed under it, else a refused/dropped
     connection."""
@@ -216,7 +240,7 @@ def _connect_or_dns(exc: BaseException) -> FailureKind:
 def remedy(kind: FailureKind, *, answered: bool) -> Remedy:
     """What to do about a failure of ``kind``, for a model that has (``answered``) or has not answered a call
     before."""
-    if kind in (FailureKind.AUTH, FailureKind.NOT_FOUND, FailureKind.QUOTA):
+    if kind in (FailureKind.AUTH, FailureKind.NOT_FOUND, FailureKind.QUOTA, FailureKind.REDIRECT):
         return Remedy.FAIL_NOW
     if kind in (FailureKind.CONNECT, FailureKind.DNS):
         return Remedy.RETRY if answered else Remedy.FAIL_NOW

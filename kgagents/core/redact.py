@@ -18,10 +18,12 @@ name they leave as it is.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
-__all__ = ["HARMLESS_PARAMETERS", "REMOVED", "is_secret_name", "scrub", "scrub_text", "without_credentials"]
+__all__ = ["HARMLESS_PARAMETERS", "MIN_SECRET_LENGTH", "REMOVED", "configured_secrets", "is_secret_name", "scrub",
+           "scrub_text", "without_credentials", "without_secrets"]
 
 #: A URL's user part: after ``scheme://``, up to the last ``@`` before the host's end (a password may hold an
 #: ``@`` or ``:``, never an unescaped ``/``, ``?``, ``#`` or white space).
@@ -107,3 +109,25 @@ def scrub(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [scrub(item) for item in value]
     return value
+
+
+#: Values shorter than this are never masked as secrets: a placeholder key (``x``, ``none``) would otherwise mask
+#: every occurrence of a common word. Real keys and passwords are longer.
+MIN_SECRET_LENGTH = 8
+
+
+def configured_secrets(env: Mapping[str, str]) -> set[str]:
+    """The values of the variables of ``env`` whose names say secret (:func:`is_secret_name`:
+    ``KGAGENTS_API_KEY``, ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``NEO4J_PASSWORD``, ...)."""
+    return {value.strip() for name, value in env.items() if is_secret_name(name) and value and value.strip()}
+
+
+def without_secrets(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every occurrence of each of ``secrets`` (as it is, and URL-quoted) replaced by
+    :data:`REMOVED`, longest first; values shorter than :data:`MIN_SECRET_LENGTH` are left alone. For text a
+    server may have echoed a key into (an error message), before it is shown or kept."""
+    for secret in sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH},
+                         key=len, reverse=True):
+        for form in dict.fromkeys((secret, quote(secret, safe=""))):
+            text = text.replace(form, REMOVED)
+    return text

@@ -21,12 +21,14 @@ import asyncio
 import contextlib
 import email.utils
 import logging
+import os
 import random
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.failures import (
@@ -36,9 +38,11 @@ from kgagents.core.failures import (
     chain,
     classify,
     never_answered_gives_up,
+    redirect_target,
     remedy,
     status_of,
 )
+from kgagents.core.redact import configured_secrets, without_credentials, without_secrets
 
 __all__ = [
     "BREAKER_CALLS",
@@ -185,9 +189,12 @@ def unusable(who: str, kind: FailureKind, exc: BaseException, why: str = "") -> 
     if kind is FailureKind.CONNECT and not any(isinstance(e, ConnectionRefusedError) for e in chain(exc)):
         meaning = "the connection was dropped before any answer"
     status = status_of(exc)
-    if status is not None and status >= 400:
+    redirected = redirect_advice(exc) if kind is FailureKind.REDIRECT else None
+    if redirected:
+        meaning, check = redirected.split("; ", 1)
+    elif status is not None and status >= 400:
         meaning = f"the server answered {status} ({meaning})"
-    detail = f"{type(exc).__name__}: {str(exc)[:300] or 'no message'}"
+    detail = f"{type(exc).__name__}: {error_text(exc)[:300] or 'no message'}"
     return ModelUnavailableError(
         f"{who} cannot be used: {meaning}{f'; {why}' if why else ''} (failure: {kind.value}; {detail}); {check}, "
         "then resume the run (its checkpoints are kept)", kind)
@@ -312,6 +319,23 @@ def _delay(exc: BaseException, attempt: int, base_s: float, cap_s: float) -> flo
     if hint is not None:
         delay = max(delay, min(hint, cap_s))
     return delay
+
+
+def error_text(exc: BaseException) -> str:
+    """``str(exc)`` without the keys the environment holds (:func:`kgagents.core.redact.configured_secrets`): a
+    server may echo the key it was sent into its error, and the error's text goes to the terminal, the log and
+    the run's state."""
+    return without_secrets(str(exc), configured_secrets(os.environ))
+
+
+def redirect_advice(exc: BaseException) -> str | None:
+    """What to do about a redirect that ``exc`` reports (the model clients follow none), or None."""
+    target = redirect_target(exc)
+    if target is None:
+        return None
+    host = urlsplit(target).hostname or without_credentials(target)
+    return (f"the server answered {status_of(exc)}, a redirect to {without_credentials(target)} (host {host}); "
+            "set the base URL to the final address")
 
 
 def backoff_delay(attempt: int, base: float, cap: float) -> float:
