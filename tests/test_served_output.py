@@ -149,8 +149,9 @@ async def _through_middleware(chunks: list[bytes]) -> tuple[list[dict], list[int
 
 
 async def test_a_body_past_the_limit_passes_on_unchanged_without_being_held_whole():
-    body = _tool_answer({"final_answer": "x", "evidence": {"triples": [["a", "R", str(i)] for i in range(300_000)]}})
+    body = _tool_answer({"final_answer": "x", "evidence": {"triples": [["a", "R", str(i)] for i in range(450_000)]}})
     size = 64 << 10
+    assert len(body) > 9 << 20  # past the limit, and past the 8 MB one rewritten in full before
     chunks = [body[i:i + size] for i in range(0, len(body), size)]
     sent, held = await _through_middleware(chunks)
     assert sent[0]["type"] == "http.response.start"

@@ -17,13 +17,11 @@ import contextvars
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from kgagents.core.errors import KGAgentsError
 
 __all__ = ["GRAPH_READ_WORKERS", "GraphReadAbandoned", "check_read", "graph_read"]
-
-T = TypeVar("T")
 
 #: The threads that graph reads share in a process: enough for the runs of a served graph reading at once, and
 #: bounded, so that reads held by an unanswering server queue here rather than anywhere else.
@@ -58,7 +56,7 @@ def check_read() -> None:
                                  "cancellation); the read stopped before its next query")
 
 
-async def graph_read(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+async def graph_read[T](fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` on the graph-read pool, in a copy of the caller's context (like
     ``asyncio.to_thread``). When the caller is cancelled (a node's time limit), a read not yet started never
     starts and a running one is marked abandoned (:func:`check_read`)."""
