@@ -102,15 +102,15 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     g = io.workflow_graph(ArkState, context_schema=ArkContext, input_schema=io.ArkInput,
                           evidence=io.ark_evidence)
     # the steps that only read the graph take LangGraph's retry and time limit (graphs/policies.py)
-    g.add_node("initialise_context", n.initialise_context, **graph_read_policies())  # 1
+    g.add_node("initialise_context", n.initialise_context, **graph_read_policies("open"))  # 1
     g.add_node("new_reasoning_step", n.new_reasoning_step)            # 2
     g.add_node("prompt_select_anchor", n.prompt_select_anchor)        # 3
     add_routed_node(g, "select_anchor", n.select_anchor, route_anchor)  # 4
     add_routed_node(g, "retrieve_relations", n.retrieve_relations, route_relations,
-                    **graph_read_policies())  # 5
+                    **graph_read_policies("lookup"))  # 5
     g.add_node("prompt_select_relation", n.prompt_select_relation)    # 6
     add_routed_node(g, "select_relation", n.select_relation, route_relation)  # 7
-    g.add_node("retrieve_triples", n.retrieve_triples, **graph_read_policies())  # 8
+    g.add_node("retrieve_triples", n.retrieve_triples, **graph_read_policies("lookup"))  # 8
     add_routed_node(g, "reasoning_step", n.reasoning_step, route_reasoning)  # 9
     add_routed_node(g, "clean_up", n.clean_up, route_continue)  # 10
     g.add_node("final_answer", n.final_answer)                        # 11

@@ -120,7 +120,7 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     g = io.workflow_graph(GroundedState, context_schema=GroundedContext, input_schema=io.GraphInput,
                           evidence=io.grounded_evidence)
     add_routed_node(g, "initialise", n.initialise, route_expand, destinations=("generate_step", "answer"),
-                    **graph_read_policies())  # it only opens and reads the graph (graphs/policies.py)
+                    **graph_read_policies("open"))  # it only opens and reads the graph (graphs/policies.py)
     g.add_node("generate_step", n.generate_step)
     add_routed_node(g, "collect_candidates", collect_candidates, route_merge,
                     destinations=("merge_thoughts", "evaluate_states"))

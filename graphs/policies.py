@@ -10,19 +10,31 @@ that read a static knowledge graph and do nothing else. Model calls keep their p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.types import RetryPolicy, TimeoutPolicy
 
+from kgagents.tools.kg.servers import client_deadline_s
+
 __all__ = ["GRAPH_READ_ATTEMPTS", "GRAPH_READ_TIMEOUT_S", "graph_read_policies", "graph_read_retry",
-           "graph_read_timeout", "transient_graph_error"]
+           "graph_read_timeout", "graph_read_timeout_s", "transient_graph_error"]
 
 #: A graph read's attempts (the first included) when its server drops the connection.
 GRAPH_READ_ATTEMPTS = 3
-#: The longest one attempt of a graph-reading node may take: a backstop for a server that accepts the
-#: connection and never answers (a healthy read of a catalogued graph takes well under a second; building an
-#: inline graph's embeddings on first use, a few tens of seconds on a CPU).
-GRAPH_READ_TIMEOUT_S = 600.0
+#: The queries a lookup node (ARK-V1's ``retrieve_relations``, ``retrieve_triples``) may wait on in turn: a node's
+#: record, then its edges.
+LOOKUP_QUERIES = 2
+#: The queries an opening node (ARK-V1's ``initialise_context``, grounded ``initialise``) may wait on in turn: the
+#: catalog, the graph's own entry, its statistics and definition.
+OPEN_QUERIES = 4
+#: A lookup's own work besides its queries (building a result of a few thousand triples).
+LOOKUP_SLACK_S = 15.0
+#: An opening's own work besides its queries: reading a built graph's files, loading a local embedding model.
+OPEN_SLACK_S = 120.0
+#: A fixed limit for every graph-reading node instead of the derived ones (``None``: derived; tests set it).
+GRAPH_READ_TIMEOUT_S: float | None = None
+
+NodeKind = Literal["lookup", "open"]
 
 #: Exception classes of the graph servers' drivers that mean "the connection went away", by module and name (the
 #: drivers are optional: neo4j for Neo4j, ArcadeDB and Memgraph; redis under falkordb's client).
@@ -63,13 +75,30 @@ def graph_read_retry() -> RetryPolicy:
                        max_attempts=GRAPH_READ_ATTEMPTS, jitter=True, retry_on=transient_graph_error)
 
 
-def graph_read_timeout() -> TimeoutPolicy:
-    """The time limit of one attempt of a node that only reads a static KG (:data:`GRAPH_READ_TIMEOUT_S`, read
-    when the graph is built): past it the node fails with LangGraph's ``NodeTimeoutError``, the run stops with
-    its checkpoints kept, and ``kgagents resume`` runs the node again."""
-    return TimeoutPolicy(run_timeout=GRAPH_READ_TIMEOUT_S)
+def graph_read_timeout_s(kind: NodeKind) -> float:
+    """The longest one attempt of a graph-reading node of ``kind`` may take: a backstop behind the graph servers'
+    own limits. Each query the node waits on gives up at its connection's deadline
+    (:func:`~kgagents.tools.kg.servers.client_deadline_s`: ``KGAGENTS_KG_QUERY_TIMEOUT_S`` and half of it again,
+    45 s at the default 30 s), so the node's limit is its queries' deadlines one after the other plus its own
+    work (105 s for a lookup and 300 s for an opening at the defaults): a server that holds one query is cut off
+    by the connection first, with the database's own error; the node's limit ends what no deadline covers (a
+    fallen-back driver, a file read that hangs)."""
+    if GRAPH_READ_TIMEOUT_S is not None:
+        return GRAPH_READ_TIMEOUT_S
+    if kind == "lookup":
+        return LOOKUP_QUERIES * client_deadline_s() + LOOKUP_SLACK_S
+    return OPEN_QUERIES * client_deadline_s() + OPEN_SLACK_S
 
 
-def graph_read_policies() -> dict[str, Any]:
-    """``add_node``'s keyword arguments for a node that only reads a static KG: its retry and its time limit."""
-    return {"retry_policy": graph_read_retry(), "timeout": graph_read_timeout()}
+def graph_read_timeout(kind: NodeKind) -> TimeoutPolicy:
+    """The time limit of one attempt of a node that only reads a static KG (:func:`graph_read_timeout_s`, read
+    when the graph is built): past it the node fails with LangGraph's ``NodeTimeoutError``, its read is abandoned
+    (:mod:`kgagents.tools.pgraph.reads`), the run stops with its checkpoints kept, and ``kgagents resume`` runs
+    the node again."""
+    return TimeoutPolicy(run_timeout=graph_read_timeout_s(kind))
+
+
+def graph_read_policies(kind: NodeKind) -> dict[str, Any]:
+    """``add_node``'s keyword arguments for a node that only reads a static KG (``kind``: a ``"lookup"`` of a
+    node's relations or triples, or the ``"open"``-ing of the graph): its retry and its time limit."""
+    return {"retry_policy": graph_read_retry(), "timeout": graph_read_timeout(kind)}

@@ -50,6 +50,7 @@ from kgagents.tools.pgraph import (
     resolve,
 )
 from kgagents.tools.pgraph.embeddings import embedder_spec
+from kgagents.tools.pgraph.reads import graph_read
 
 #: ARK-V1's one model role, the agent (``ark_agent_model``, ``KGAGENTS_ARK_AGENT_MODEL``); it was called
 #: ``graph_executor`` before, which is still read (a context's ``graph_executor_model``, the environment's
@@ -336,14 +337,14 @@ async def graph_of(state: ArkState, ctx: ArkContext) -> StaticKG:
     """The run's graph: the process's shared instance, reopened from the state's reference (e.g. on resume)."""
     stored = state.get("graph_ref")
     # a thread started before graph references existed: locate its graph from its input
-    located: GraphRef = stored if stored else (await asyncio.to_thread(locate_graph, state))[0]
-    ref = await asyncio.to_thread(trusted_graph_ref, located, served=served_now())
+    located: GraphRef = stored if stored else (await graph_read(locate_graph, state))[0]
+    ref = await graph_read(trusted_graph_ref, located, served=served_now())
     cache = _graph_cache(ctx)
     cached = cache.get(ref["fingerprint"])
     if cached is not None:
         cache.move_to_end(ref["fingerprint"])
         return cached
-    graph = await asyncio.to_thread(open_graph, ref)  # file reads stay off the event loop
+    graph = await graph_read(open_graph, ref)  # file reads stay off the event loop (tools/pgraph/reads.py)
     _remember(ctx, graph)
     return graph
 
@@ -446,9 +447,9 @@ async def initialise_context(state: ArkState, runtime: Runtime[ArkContext],
         raise ValueError(f"question_type must be 'yes_no' or 'entity_list', got {state.get('question_type')!r}")
     if state.get("attachments"):
         state = {**state, "attachments": await task_attachments(state["attachments"], ctx, config)}
-    located, record = await asyncio.to_thread(locate_graph, state)
-    ref = await asyncio.to_thread(trusted_graph_ref, located, served=served_now())
-    graph = await asyncio.to_thread(open_graph, ref)
+    located, record = await graph_read(locate_graph, state)
+    ref = await graph_read(trusted_graph_ref, located, served=served_now())
+    graph = await graph_read(open_graph, ref)
     question = (state.get("question") or str(record.get("question") or "")).strip()
     if not question:
         raise ValueError("the task has no question: give {'question': '...', 'kg': [...]} (or a graph file whose "
@@ -549,7 +550,7 @@ async def retrieve_relations(state: ArkState, runtime: Runtime[ArkContext]) -> d
     graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
     anchor = str(current.get("anchor") or "")
-    relations = await asyncio.to_thread(graph.relations_of, anchor)  # a database read: off the event loop
+    relations = await graph_read(graph.relations_of, anchor)  # a database read: off the event loop
     if relations:
         message = P.render(P.RELATIONS, anchor=anchor, count=len(relations),
                            relations="\n".join(f"- {r}" for r in relations))
@@ -621,7 +622,7 @@ async def retrieve_triples(state: ArkState, runtime: Runtime[ArkContext]) -> dic
     graph = await graph_of(state, ctx)
     current = dict(state.get("current") or {})
     anchor, relation = str(current.get("anchor") or ""), str(current.get("relation") or "")
-    triples = [keyed(e) for e in await asyncio.to_thread(graph.triples, anchor, relation)]
+    triples = [keyed(e) for e in await graph_read(graph.triples, anchor, relation)]
     message = P.render(P.TRIPLES, anchor=anchor, relation=relation, count=len(triples),
                        triples="\n".join(render_triple(t) for t in triples))
     current.update(retrieved=triples)

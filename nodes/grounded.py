@@ -48,6 +48,7 @@ from kgagents.tools.graph_functions import GraphFunctions, ParsedAction, one_tho
 from kgagents.tools.kg.base import KGSnapshot, NodeRecord, RelationshipRecord
 from kgagents.tools.pgraph import GraphRef, StaticKG, open_graph, resolve
 from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, canonical_model, embedder_spec, load_embedder
+from kgagents.tools.pgraph.reads import graph_read
 from kgagents.tools.pgraph.vectors import index_kind
 
 #: Grounded reasoning's one model role, the reasoner (``reasoner_model``, ``KGAGENTS_REASONER_MODEL``):
@@ -458,8 +459,8 @@ async def graph_for(ref: GraphRef) -> StaticKG:
     """The process's shared instance of the run's graph (opened off the event loop the first time); a served
     run opens only a build of the server's catalog, as the catalog says
     (:func:`kgagents.nodes.served.trusted_graph_ref`)."""
-    trusted = await asyncio.to_thread(trusted_graph_ref, ref, served=served_now())
-    return await asyncio.to_thread(open_graph, trusted)
+    trusted = await graph_read(trusted_graph_ref, ref, served=served_now())
+    return await graph_read(open_graph, trusted)  # on the graph-read pool (tools/pgraph/reads.py)
 
 
 def chain_of(thoughts: dict[str, Thought], leaf: str) -> list[Thought]:
@@ -545,11 +546,11 @@ async def initialise(state: GroundedState, runtime: Runtime[GroundedContext]) ->
         raise ValueError("grounded reasoning needs a knowledge graph: give 'graph' (an imported graph's name, or a "
                          "path to a built graph or a graph source; see `kgagents graph import`)")
     await ensure_embedder(ctx.embedding_model, ctx.embedding_device)
-    ref = await asyncio.to_thread(resolve, graph_source(state["graph"], served=served_now()))
+    ref = await graph_read(resolve, graph_source(state["graph"], served=served_now()))
     graph = await graph_for(ref)
-    domain = ctx.domain if ctx.domain != "auto" else domain_of_types(await asyncio.to_thread(graph.type_features))
+    domain = ctx.domain if ctx.domain != "auto" else domain_of_types(await graph_read(graph.type_features))
     written = DOMAINS[domain].definition if ctx.definition_source == "domain" else ""
-    definition = ctx.graph_definition or written or await asyncio.to_thread(graph.definition)
+    definition = ctx.graph_definition or written or await graph_read(graph.definition)
     root = Thought(id=ROOT, depth=0, parents=[], kind="root", thought=question, kept=True)
     return {"question": question, "graph_ref": ref, "graph_definition": definition, "domain": domain, "depth": 0,
             "frontier": [ROOT], "thoughts": {ROOT: root}}

@@ -8,6 +8,7 @@ MCP client against ``langgraph dev``."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import httpx
@@ -112,3 +113,94 @@ async def test_the_custom_app_langgraph_json_names_answers_mcp_with_json():
     result = reply.json()["result"]
     assert json.loads(result["content"][0]["text"]) == OUTPUT and result["structuredContent"] == OUTPUT
     assert other.text == repr(OUTPUT)  # not MCP: untouched
+
+
+def _tool_answer(output: object) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text",
+                                                                           "text": repr(output)}]}}).encode()
+
+
+async def _through_middleware(chunks: list[bytes]) -> tuple[list[dict], list[int]]:
+    """What the middleware sends on for a JSON answer the app sends in ``chunks``, and after each chunk the app
+    sent, how many bytes the middleware held (sent to it, not yet on): a counting ``send``."""
+    sent: list[dict] = []
+    held: list[int] = []
+    given = 0
+
+    async def app(scope, receive, send):
+        nonlocal given
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(sum(map(len, chunks))).encode())]})
+        for i, chunk in enumerate(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": i < len(chunks) - 1})
+            given += len(chunk)
+            held.append(given - sum(len(m.get("body", b"")) for m in sent))
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "root_path": "", "headers": []}
+    await mcp.JsonToolResults(app)(scope, receive, send)
+    return sent, held
+
+
+async def test_a_body_past_the_limit_passes_on_unchanged_without_being_held_whole():
+    body = _tool_answer({"final_answer": "x", "evidence": {"triples": [["a", "R", str(i)] for i in range(450_000)]}})
+    size = 64 << 10
+    assert len(body) > 9 << 20  # past the limit, and past the 8 MB one rewritten in full before
+    chunks = [body[i:i + size] for i in range(0, len(body), size)]
+    sent, held = await _through_middleware(chunks)
+    assert sent[0]["type"] == "http.response.start"
+    assert dict(sent[0]["headers"])[b"content-length"] == str(len(body)).encode()
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == body and not sent[-1]["more_body"]
+    assert max(held) <= mcp.MAX_BODY_BYTES + size  # never more than the limit and one chunk
+    assert held[-1] == 0
+
+
+def test_an_output_past_the_value_limit_keeps_the_servers_text():
+    """Reading a repr back costs by its values: one under the byte limit with too many keeps the server's
+    text."""
+    many = {"final_answer": "x", "evidence": {"values": list(range(mcp.MAX_VALUES + 1))}}
+    assert len(_tool_answer(many)) < mcp.MAX_BODY_BYTES
+    assert mcp.json_response_body(_tool_answer(many)) is None
+    with pytest.raises(ValueError, match="values"):
+        mcp.plain_value(repr(many))
+
+
+@pytest.mark.parametrize("depth", [mcp.MAX_DEPTH + 1, 150, 100_000])
+def test_deep_nesting_keeps_the_servers_text_and_crashes_nothing(depth):
+    nested = "{'final_answer': " + "[" * depth + "]" * depth + "}"
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": nested}]}})
+    assert mcp.json_response_body(body.encode()) is None
+    with pytest.raises(ValueError):
+        mcp.plain_value(nested)
+
+
+def test_a_large_output_within_the_limits_is_rewritten():
+    output = {"final_answer": "x", "evidence": {"triples": [["a", "R", str(i)] for i in range(8_000)]}}
+    body = _tool_answer(output)
+    assert 100_000 < len(body) < mcp.MAX_BODY_BYTES
+    assert json.loads(mcp.json_response_body(body))["result"]["structuredContent"] == output
+
+
+async def test_the_rewrite_runs_off_the_event_loop(monkeypatch):
+    """The server's event loop serves other requests while an answer is read back: the rewrite runs in a worker
+    thread, and the answer still arrives rewritten."""
+    threads: list[threading.Thread] = []
+    rewrite = mcp.json_response_body
+
+    def recording(body: bytes) -> bytes | None:
+        threads.append(threading.current_thread())
+        return rewrite(body)
+
+    monkeypatch.setattr(mcp, "json_response_body", recording)
+    body = _tool_answer(OUTPUT)
+    sent, _ = await _through_middleware([body[:10], body[10:]])
+    assert threads and threads[0] is not threading.current_thread()
+    result = json.loads(sent[1]["body"])["result"]
+    assert result["structuredContent"] == OUTPUT
+    assert dict(sent[0]["headers"])[b"content-length"] == str(len(sent[1]["body"])).encode()

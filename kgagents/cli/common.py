@@ -242,9 +242,26 @@ def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, t
     except (ConfigurationError, ValueError):
         raise
     except Exception as exc:  # any failure inside the graph: the checkpoints survive
-        raise RunFailed(f"the run stopped: {type(exc).__name__}: {exc}\n"
-                        f"Its checkpoints are kept; continue it with `kgagents resume {thread}` (with "
-                        "`--base-url URL` when its model is served at another address).") from exc
+        raise RunFailed(stopped_text(exc, thread)) from exc
+
+
+def stopped_text(exc: BaseException, thread: str) -> str:
+    """What a user is told about a run that stopped with ``exc``: the failure and how to continue the run. A step
+    that ran past its time limit (LangGraph's ``NodeTimeoutError``, graphs/policies.py) is named with its limit
+    and the likely cause: a graph server that does not answer."""
+    # loaded by the failure that needs it (every command starts without LangGraph)
+    from langgraph.errors import NodeTimeoutError
+
+    if isinstance(exc, NodeTimeoutError):
+        what = (f"the step {exc.node} ran past its time limit of {exc.timeout:g} s (NodeTimeoutError): its "
+                "knowledge graph did not answer in time; check the graph's server (KGAGENTS_KG_QUERY_TIMEOUT_S "
+                "sets how long one of its queries may take)")
+        how = f"continue it with `kgagents resume {thread}` once the graph answers again (the step runs again)."
+    else:
+        what = f"{type(exc).__name__}: {exc}"
+        how = (f"continue it with `kgagents resume {thread}` (with `--base-url URL` when its model is served at "
+               "another address).")
+    return f"the run stopped: {what}\nIts checkpoints are kept; {how}"
 
 
 def demo_model(script: Any) -> Any:

@@ -11,12 +11,15 @@ host reads without parsing text). Everything else passes untouched: other paths 
 Reading the ``repr`` back is :func:`ast.literal_eval`: it evaluates literals only (strings, numbers, lists,
 dicts, ``None``, booleans), never names or calls, so an output's text cannot run anything; every answer that
 reaches this middleware came from a run's output, which the server decoded from JSON before writing its ``repr``,
-so it is exactly such literals.
+so it is exactly such literals. Only a small answer is rewritten (:data:`MAX_BODY_BYTES`, :data:`MAX_VALUES`,
+:data:`MAX_DEPTH`: a larger one keeps the server's text, streamed on as it comes), and in a worker thread, so the
+server's event loop goes on serving other requests meanwhile.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 from typing import Any
 
@@ -24,23 +27,52 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["MCP_PATH", "JsonToolResults", "app", "json_response_body", "json_tool_result", "plain_value"]
+__all__ = ["MAX_BODY_BYTES", "MAX_DEPTH", "MAX_VALUES", "MCP_PATH", "JsonToolResults", "app", "check_size",
+           "json_response_body", "json_tool_result", "plain_value"]
 
 #: Where LangGraph's server answers MCP (streamable HTTP).
 MCP_PATH = "/mcp"
-#: The largest answer rewritten (a compact output is a few kB; a larger body passes as it is).
-MAX_BODY_BYTES = 8 << 20
+#: The largest answer held and rewritten: a compact output is a few kB; a larger body is passed on unchanged,
+#: streamed as it comes once it is past this size (never held whole).
+MAX_BODY_BYTES = 1 << 20
+#: The most values (strings, numbers, lists, dicts...) an output may have to be rewritten, and its deepest nesting:
+#: reading a ``repr`` back costs time and memory by its values, and its nesting by the stack. An output past
+#: either keeps the server's text.
+MAX_VALUES = 50_000
+MAX_DEPTH = 32
 
 
 def plain_value(text: str) -> Any:
     """The plain data whose ``repr`` is ``text`` (dicts, lists, strings, numbers, booleans, ``None``); raises
-    ``ValueError`` for anything else (a name, a call, a set, text that is no literal at all)."""
+    ``ValueError`` for anything else (a name, a call, a set, text that is no literal at all) and for a text past
+    :data:`MAX_VALUES` values or :data:`MAX_DEPTH` levels of nesting."""
+    if text.count(",") + text.count(":") > 2 * MAX_VALUES:  # a cheap bound before any parsing
+        raise ValueError(f"more than {MAX_VALUES} values")
     try:
-        value = ast.literal_eval(text)
+        tree = ast.parse(text, mode="eval")
+        check_size(tree)
+        value = ast.literal_eval(tree)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as exc:
-        raise ValueError(f"not the repr of plain data: {type(exc).__name__}") from None
+        raise ValueError(f"not the repr of plain data within the limits: {type(exc).__name__}: {exc}") from None
     _check_plain(value)
     return value
+
+
+def check_size(tree: ast.AST) -> None:
+    """Raise ``ValueError`` when the parsed ``repr`` has more than :data:`MAX_VALUES` values or nests deeper than
+    :data:`MAX_DEPTH` (walked without recursion, so any nesting is measured, not a crash)."""
+    values = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, ast.expr):
+            values += 1
+            if values > MAX_VALUES:
+                raise ValueError(f"more than {MAX_VALUES} values")
+            if depth > MAX_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+            depth += 1
+        stack.extend((child, depth) for child in ast.iter_child_nodes(node))
 
 
 def _check_plain(value: Any) -> None:
@@ -118,25 +150,36 @@ class JsonToolResults:
         if scope["type"] != "http" or scope.get("method") != "POST" or _path(scope) != MCP_PATH:
             await self.app(scope, receive, send)
             return
-        start: Message | None = None
+        start: Message | None = None  # the held start of a JSON answer; None: passing through
         chunks: list[bytes] = []
+        held = 0
 
         async def send_json(message: Message) -> None:
-            nonlocal start
+            nonlocal start, held
             if message["type"] == "http.response.start":
                 if _is_json(message):
-                    start = message  # held until the body is whole
+                    start = message  # held until the body is whole, or past the limit
                     return
                 await send(message)
                 return
             if message["type"] != "http.response.body" or start is None:
                 await send(message)
                 return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body", False):
+            chunk = message.get("body", b"")
+            more = message.get("more_body", False)
+            if held + len(chunk) > MAX_BODY_BYTES:  # too large to rewrite: what was held, then the rest, unchanged
+                first, start = start, None
+                await send(first)
+                await send({"type": "http.response.body", "body": b"".join([*chunks, chunk]), "more_body": more})
+                chunks.clear()
+                return
+            chunks.append(chunk)
+            held += len(chunk)
+            if more:
                 return
             body = b"".join(chunks)
-            rewritten = json_response_body(body)
+            # reading a repr back takes time: off the event loop, so the server answers other requests meanwhile
+            rewritten = await asyncio.to_thread(json_response_body, body)
             if rewritten is not None:
                 body = rewritten
             headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]

