@@ -57,15 +57,22 @@ def transient_graph_error(exc: BaseException) -> bool:
     """Whether a node's failure is a graph server's dropped or refused connection, which a new attempt may not
     meet: the error or one of its causes is a connection error (the static KG's database wraps its driver's
     errors in a ``GraphDatabaseError``, a ``ValueError``, which LangGraph's default policy never retries). A
-    query the server refused, a missing graph, a node's own bug and a node's time limit are not."""
-    seen: set[int] = set()
+    query the server refused, a missing graph, a node's own bug and a node's time limit are not; nor is a query
+    its connection gave up on at its deadline (a timeout anywhere in the chain, however the driver then names
+    it): the server held that query, and would hold it again."""
+    links: list[BaseException] = []
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if _is_connection_error(current):
-            return True
+    while current is not None and all(current is not seen for seen in links):
+        links.append(current)
         current = current.__cause__ or current.__context__
-    return False
+    if any(_is_timeout(link) for link in links):
+        return False
+    return any(_is_connection_error(link) for link in links)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` says that a wait ran out (the standard library's, a socket's, or a driver's timeout)."""
+    return isinstance(exc, TimeoutError) or any("Timeout" in cls.__name__ for cls in type(exc).__mro__)
 
 
 def graph_read_retry() -> RetryPolicy:

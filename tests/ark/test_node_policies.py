@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 import pytest
+import redis.exceptions
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import NodeTimeoutError
 
@@ -35,6 +36,13 @@ _Neo4jServiceUnavailable.__module__ = "neo4j.exceptions"
 _Neo4jServiceUnavailable.__name__ = "ServiceUnavailable"
 
 
+def _service_unavailable_after(cause: BaseException) -> BaseException:
+    try:
+        raise _Neo4jServiceUnavailable("Failed to read from defunct connection") from cause
+    except _Neo4jServiceUnavailable as exc:
+        return exc
+
+
 def _wrapped(cause: BaseException) -> GraphDatabaseError:
     try:
         raise GraphDatabaseError("cannot use the neo4j database at bolt://127.0.0.1:7687: ...") from cause
@@ -50,6 +58,8 @@ def _wrapped(cause: BaseException) -> GraphDatabaseError:
     (GraphDatabaseError("no graph named 'x'"), False),
     (NodeTimeoutError("retrieve_triples", 1.0, kind="run", run_timeout=1.0), False),  # a hang is not retried
     (TimeoutError("read timed out"), False),
+    (_wrapped(redis.exceptions.TimeoutError("Timeout reading from socket")), False),  # held at its deadline
+    (_wrapped(_service_unavailable_after(TimeoutError("timed out"))), False),  # neo4j's give-up at the deadline
     (RuntimeError("a bug"), False),
 ])
 def test_which_failures_are_a_dropped_connection(exc, transient):
