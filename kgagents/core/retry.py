@@ -118,7 +118,7 @@ class ModelUnavailableError(KGAgentsError, RuntimeError):
         self.kind = kind
 
 
-class ServerSilent(TimeoutError):
+class ServerSilent(KGAgentsError, TimeoutError):
     """A call to a model that has not answered yet got nothing, and neither did a one-token probe: the server
     accepts connections but never answers."""
 
