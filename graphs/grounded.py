@@ -1,9 +1,10 @@
 """Grounded reasoning (paper 001, §4): Graph CoT / ToT / GoT, every step grounded in a static KG by the agent
-(Graph-CoT's graph functions) or by automatic graph exploration (Algorithm 1). One graph serves every strategy and
-interaction method; the runtime context chooses them::
+(Graph-CoT's graph functions) or by automatic graph exploration (Algorithm 1). One graph serves every strategy
+and interaction method; the runtime context chooses them::
 
     initialise (the graph, its definition, s0 = [q])
-      └→ route_expand ─ a Send per (kept unfinished state, candidate j ≤ k) → generate_step (thought + grounding)
+      └→ route_expand ─ a Send per (kept unfinished state, candidate j ≤ k) → generate_step
+      │                 (thought + grounding)
       │                 or, when every kept state finished or the depth limit is reached → answer
     generate_step ×N → collect_candidates
       └→ route_merge ─ GoT: a Send per pair of candidates (divergent branches first) → merge_thoughts
@@ -46,7 +47,8 @@ ROWS: dict[str, dict[str, Any]] = {
     "graph-explore": {"strategy": "cot", "interaction": "explore"},
     **{f"{strategy}-{interaction}-{evaluator}": {"strategy": strategy, "interaction": interaction,
                                                    "evaluator": evaluator}
-       for strategy in ("tot", "got") for interaction in ("agent", "explore") for evaluator in ("select", "score")},
+       for strategy in ("tot", "got") for interaction in ("agent", "explore")
+       for evaluator in ("select", "score")},
 }
 
 #: The paper's protocol on top of a row (``paper-<row>``): what the paper and Graph-CoT's code say, and the
@@ -131,7 +133,8 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     add_routed_node(g, "evaluate_states", evaluate_states, route_evaluate,
                     destinations=("score_state", "select_states"))
     g.add_node("score_state", n.score_state)
-    add_routed_node(g, "select_states", n.select_states, route_expand, destinations=("generate_step", "answer"))
+    add_routed_node(g, "select_states", n.select_states, route_expand,
+                    destinations=("generate_step", "answer"))
     g.add_node("answer", n.answer)
 
     g.add_edge(START, "initialise")
