@@ -1,5 +1,5 @@
-"""Each workflow is a package inside ``nodes/`` (its context, state, replies and steps, docs/architecture.md), and
-no module of one is a hall: every module under ``nodes/<workflow>/`` is at most 500 lines."""
+"""Each workflow is a package inside ``nodes/`` (its context, state, replies and steps, docs/architecture.md),
+and no module of one is a hall: every module under ``nodes/<workflow>/`` is at most 500 lines."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ MOST_LINES = 500
 
 
 def workflow_packages() -> list[Path]:
-    """Every package folder inside ``nodes/`` (one per workflow), found on disk so that a new one is covered."""
+    """Every package folder inside ``nodes/`` (one per workflow), found on disk so that a new one is
+    covered."""
     return sorted(p.parent for p in (ROOT / "nodes").glob("*/__init__.py"))
 
 
