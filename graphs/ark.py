@@ -26,7 +26,8 @@ from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import ark as n
 from kgagents.nodes import budget
-from kgagents.nodes.ark import ArkContext, ArkState, ark_context_of
+from kgagents.nodes.ark.context import ArkContext, ark_context_of
+from kgagents.nodes.ark.state import ArkState
 from kgagents.nodes.critic import verdict
 from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
@@ -56,8 +57,8 @@ async def route_relations(state: ArkState) -> Literal["prompt_select_anchor", "p
     return "prompt_select_relation"
 
 
-async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer", "select_anchor", "retrieve_triples",
-                                                             "prompt_select_relation"]:
+async def route_relation(state: ArkState, runtime: Any) -> Literal[
+        "final_answer", "select_anchor", "retrieve_triples", "prompt_select_relation"]:
     """Eq. (7): the attempt limit, then giving up on the anchor (r = ∅ → step 4), then validity (eq. 6)."""
     current = state.get("current") or {}
     ctx = ark_context_of(runtime)
@@ -74,7 +75,8 @@ async def route_relation(state: ArkState, runtime: Any) -> Literal["final_answer
     return routes[decision]
 
 
-async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up", "retrieve_triples"]:
+async def route_reasoning(state: ArkState, runtime: Any) -> Literal["final_answer", "clean_up",
+                                                                    "retrieve_triples"]:
     """Eq. (10): the attempt limit, then whether the selected triples are among the retrieved ones."""
     current = state.get("current") or {}
     ctx = ark_context_of(runtime)
@@ -126,7 +128,8 @@ def build() -> StateGraph[Any, Any, Any, Any]:
 
 
 WORKFLOW = Workflow(
-    name=NAME, description="ARK-V1: an agent walks a static KG anchor by anchor, relation by relation, to an answer",
+    name=NAME,
+    description="ARK-V1: an agent walks a static KG anchor by anchor, relation by relation, to an answer",
     build=build, context=ArkContext, served="kgagents.graphs.ark:graph",
     demo="kgagents.cli.ark:run_demo", adapter="kgagents.evals.colota:ark_adapter",
     formatter="kgagents.cli.report:format_ark", preload=EMBEDDING_STACK)

@@ -1,9 +1,10 @@
 """Grounded reasoning (paper 001, §4): Graph CoT / ToT / GoT, every step grounded in a static KG by the agent
-(Graph-CoT's graph functions) or by automatic graph exploration (Algorithm 1). One graph serves every strategy and
-interaction method; the runtime context chooses them::
+(Graph-CoT's graph functions) or by automatic graph exploration (Algorithm 1). One graph serves every strategy
+and interaction method; the runtime context chooses them::
 
     initialise (the graph, its definition, s0 = [q])
-      └→ route_expand ─ a Send per (kept unfinished state, candidate j ≤ k) → generate_step (thought + grounding)
+      └→ route_expand ─ a Send per (kept unfinished state, candidate j ≤ k) → generate_step
+      │                 (thought + grounding)
       │                 or, when every kept state finished or the depth limit is reached → answer
     generate_step ×N → collect_candidates
       └→ route_merge ─ GoT: a Send per pair of candidates (divergent branches first) → merge_thoughts
@@ -31,27 +32,30 @@ from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import budget
 from kgagents.nodes import grounded as n
-from kgagents.nodes.grounded import GroundedContext, GroundedState, grounded_context_of
+from kgagents.nodes.grounded.context import GroundedContext, grounded_context_of
+from kgagents.nodes.grounded.state import GroundedState
 from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["NAME", "PAPER_PROTOCOL", "PRESETS", "ROWS", "WORKFLOW", "build", "compile_graph", "graph"]
 
 NAME = "grounded"
 
-#: The paper's Table 1 / Table 2 rows (strategy × interaction × evaluator); n = 10, k = t = 3 are the defaults.
+#: The paper's Table 1 / Table 2 rows (strategy × interaction × evaluator); n = 10, k = t = 3 are the
+#: defaults.
 ROWS: dict[str, dict[str, Any]] = {
     "graph-cot": {"strategy": "cot", "interaction": "agent"},
     "graph-explore": {"strategy": "cot", "interaction": "explore"},
     **{f"{strategy}-{interaction}-{evaluator}": {"strategy": strategy, "interaction": interaction,
                                                    "evaluator": evaluator}
-       for strategy in ("tot", "got") for interaction in ("agent", "explore") for evaluator in ("select", "score")},
+       for strategy in ("tot", "got") for interaction in ("agent", "explore")
+       for evaluator in ("select", "score")},
 }
 
 #: The paper's protocol on top of a row (``paper-<row>``): what the paper and Graph-CoT's code say, and the
 #: project's choice where they are silent (docs/grounded.md has the table).
 PAPER_PROTOCOL: dict[str, Any] = {
-    # §4.1 Selection and appendix F's vote: each vote names the one best choice; ToT's vote evaluator samples 5
-    # votes and its value evaluator 3 (the paper gives no number), at ToT's temperature 0.7
+    # §4.1 Selection and appendix F's vote: each vote names the one best choice; ToT's vote evaluator samples
+    # 5 votes and its value evaluator 3 (the paper gives no number), at ToT's temperature 0.7
     "selection": "vote", "vote_samples": 5, "score_samples": 3, "evaluate_temperature": 0.7,
     # Graph-CoT's agent writes its actions as text (``Action n: Function[args]``, several per step)
     "action_format": "text",
@@ -60,8 +64,8 @@ PAPER_PROTOCOL: dict[str, Any] = {
     # Graph-CoT's prompts give a written definition per domain (and its examples per domain: domain=auto, the
     # default, picks them from the graph's node types)
     "definition_source": "domain",
-    # §5: "Mpnet-v2 is used as the retriever, and FAISS is employed for indexing" (Graph-CoT: all-mpnet-base-v2,
-    # an exact IndexFlatIP); the default vector_index is exact already
+    # §5: "Mpnet-v2 is used as the retriever, and FAISS is employed for indexing" (Graph-CoT:
+    # all-mpnet-base-v2, an exact IndexFlatIP); the default vector_index is exact already
     "embedding_model": "all-mpnet-base-v2", "vector_index": "exact",
     # Graph-CoT's RetrieveNode is the embedding search alone (no exact-name lookup first)
     "retrieve_exact": False,
@@ -106,7 +110,8 @@ async def route_merge(state: GroundedState, runtime: Any) -> list[Send] | Litera
 
 
 async def route_evaluate(state: GroundedState, runtime: Any) -> list[Send] | Literal["select_states"]:
-    """The Score evaluator scores every candidate (a branch each); Selection votes inside ``select_states``."""
+    """The Score evaluator scores every candidate (a branch each); Selection votes inside
+    ``select_states``."""
     ctx = grounded_context_of(runtime)
     if ctx.strategy != "cot" and ctx.evaluator == "score":
         tasks = n.score_tasks(state)
@@ -128,7 +133,8 @@ def build() -> StateGraph[Any, Any, Any, Any]:
     add_routed_node(g, "evaluate_states", evaluate_states, route_evaluate,
                     destinations=("score_state", "select_states"))
     g.add_node("score_state", n.score_state)
-    add_routed_node(g, "select_states", n.select_states, route_expand, destinations=("generate_step", "answer"))
+    add_routed_node(g, "select_states", n.select_states, route_expand,
+                    destinations=("generate_step", "answer"))
     g.add_node("answer", n.answer)
 
     g.add_edge(START, "initialise")

@@ -21,8 +21,7 @@ from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs import ark as ark_graph
 from kgagents.graphs import grounded as grounded_graph
 from kgagents.graphs import policies
-from kgagents.nodes import ark as ark_nodes
-from kgagents.nodes.ark import ArkContext
+from kgagents.nodes.ark import ArkContext, kg, retrieve, select
 from kgagents.tools.kg import servers
 from kgagents.tools.pgraph.cypher import Database, GraphDatabaseError
 from tests.ark import script as S
@@ -90,13 +89,14 @@ class _Graph:
 
 
 def _patch_relations(monkeypatch, relations_of) -> None:
-    real = ark_nodes.graph_of
+    real = kg.graph_of
 
     async def graph_of(state, ctx):
         graph = await real(state, ctx)
         return _Graph(graph, lambda anchor: relations_of(graph, anchor))
 
-    monkeypatch.setattr(ark_nodes, "graph_of", graph_of)
+    for steps in (retrieve, select):  # the steps that open the run's graph
+        monkeypatch.setattr(steps, "graph_of", graph_of)
 
 
 def _run(example, embedder) -> tuple[Any, ArkContext, dict, dict]:

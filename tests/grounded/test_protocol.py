@@ -14,7 +14,8 @@ from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.grbench import QUESTIONS_DIR, fixture_graph, fixture_questions
 from kgagents.graphs.grounded import compile_graph
 from kgagents.graphs.io import final_state
-from kgagents.nodes.grounded import GroundedContext
+from kgagents.nodes.grounded import GroundedContext, evaluate, generate
+from kgagents.nodes.llm import LLMCaller
 from kgagents.prompts.grounded_domains import DOMAINS, domain_of_types
 from kgagents.tools.graph_functions import parse_actions
 from kgagents.tools.pgraph import open_graph
@@ -245,11 +246,9 @@ async def test_no_reverse_duplicates_where_the_graph_lists_both_directions(acade
 
 async def test_exploration_decisions_at_the_context_temperature_candidates_at_the_candidate_one(academic,
                                                                                                 monkeypatch):
-    from kgagents.nodes import grounded
-
     seen: list[tuple[str, float | None]] = []
 
-    class Recording(grounded.LLMCaller):
+    class Recording(LLMCaller):
         async def text(self, prompt, **kw):
             seen.append((prompt.stage, self.temperature))
             return await super().text(prompt, **kw)
@@ -258,7 +257,8 @@ async def test_exploration_decisions_at_the_context_temperature_candidates_at_th
             seen.append((prompt.stage, self.temperature))
             return await super().structured(prompt, schema, **kw)
 
-    monkeypatch.setattr(grounded, "LLMCaller", Recording)
+    monkeypatch.setattr(generate, "LLMCaller", Recording)  # candidate steps and their grounding
+    monkeypatch.setattr(evaluate, "LLMCaller", Recording)  # the selection vote
     steps = [*EXPLORE_AUTHORS, explore("selection vote", structured={"analysis": "", "best": 1})]
     await run(academic, steps, interaction="explore", strategy="tot", branching=2, keep=1, temperature=0.1,
               candidate_temperature=0.9)
