@@ -10,7 +10,7 @@ PYTHON ?= $(shell for c in python3.12 python3.13 python3.14 python3 $$(ls -d $$H
 	if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then \
 	command -v $$c; break; fi; done)
 
-.PHONY: install test test-fast lint typecheck lock ask demo dev tools clean
+.PHONY: install test test-fast lint typecheck imports-resolve lock ask demo dev tools clean
 
 # Every package at the version CI tested: requirements.lock (made by `make lock` from pyproject.toml), installed
 # as it is (--no-deps: the lock lists every package), then kgagents itself with every extra and the test tools.
@@ -66,9 +66,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	PYTHON=$(BIN)/python .ci/typecheck
 	$(BIN)/python .ci/lint_imports.py
+	$(BIN)/basedpyright
 
 typecheck: $(STAMP)
 	PYTHON=$(BIN)/python .ci/typecheck
+
+# What an editor sees: basedpyright (pyright with its own Node.js from PyPI) over the project must resolve every
+# import (pyrightconfig.json: the five folders under kgagents through the links in .layout/, as a wheel holds them).
+imports-resolve: $(STAMP)
+	$(BIN)/basedpyright
 
 ask: $(STAMP)
 	@if [ -z "$(Q)" ]; then echo 'usage: make ask Q="your question" [ATTACH=file] (needs a model: see .env.example; without one, `make demo` runs a scripted example offline)'; exit 2; fi

@@ -11,8 +11,9 @@ time, next to the same ticker without calls.
 
 Starting a process costs more the larger this process is (``fork`` copies its page tables); ``--heavy``
 imports torch and FAISS first, as the application has, and ``--ballast-mb`` touches that much more memory.
-``--sandbox-module`` loads another revision of ``tools/sandbox.py`` to compare with
-(``git show REV:tools/sandbox.py > /tmp/sandbox_old.py``).
+``--sandbox-module`` loads a revision of the sandbox from before it became the package ``tools/sandbox/`` to
+compare with (``git show dba1689:tools/sandbox.py > /tmp/sandbox_old.py``); to measure a later revision, run
+this benchmark in a worktree of it (``git worktree add /tmp/kgagents-old REV``).
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tick-ms", type=float, default=5.0, help="the ticker's sleep (default 5 ms)")
     parser.add_argument("--heavy", action="store_true", help="import torch and FAISS first")
     parser.add_argument("--ballast-mb", type=int, default=0, help="touch this much more memory first")
-    parser.add_argument("--sandbox-module", help="another revision of tools/sandbox.py to measure")
+    parser.add_argument("--sandbox-module",
+                        help="a single-file revision of the sandbox (tools/sandbox.py, before the package)")
     parser.add_argument("--json", help="also write the numbers to this file")
     args = parser.parse_args(argv)
     if args.heavy:
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         numbers = asyncio.run(_measure(sandbox_module, Path(tmp), args.calls, args.rounds,
                                        args.tick_ms / 1000))
     rss_mb = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGESIZE") // 2**20
-    report = {"sandbox": args.sandbox_module or "tools/sandbox.py", "calls": args.calls,
+    report = {"sandbox": args.sandbox_module or "tools/sandbox/", "calls": args.calls,
               "rounds": args.rounds, "tick_ms": args.tick_ms, "heavy": args.heavy, "rss_mb": rss_mb,
               "cpus": os.cpu_count(), "python": platform.python_version(), **numbers}
     print(json.dumps(report, indent=2))

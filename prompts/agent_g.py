@@ -1,15 +1,17 @@
-"""Prompt templates of Agent-G (paper 004, §2–§3, appendix A.1), filled with :func:`kgagents.prompts.kgot.render`.
+"""Prompt templates of Agent-G (paper 004, §2–§3, appendix A.1), filled with
+:func:`kgagents.prompts.template.render`.
 
 Two task modes follow the paper's two benchmark designs: **generation** (CRAG: the output is an answer; the
 agent also decides the question's domain, type and dynamism; the text module is web pages read in batches) and
-**retrieval** (STaRK: the output is a ranked list of documents; each entity of the knowledge base has one). Every
-template is a :class:`~kgagents.prompts.kgot.Template`: XML-like sections for the model, and the stage that names its
-calls (which role, which iteration), which travels as the call's metadata and never reaches the model.
+**retrieval** (STaRK: the output is a ranked list of documents; each entity of the knowledge base has one).
+Every template is a :class:`~kgagents.prompts.template.Template`: XML-like sections for the model, and the
+stage that names its calls (which role, which iteration), which travels as the call's metadata and never
+reaches the model.
 """
 
 from __future__ import annotations
 
-from kgagents.prompts.kgot import Template, placeholders, render
+from kgagents.prompts.template import Template, placeholders, render
 
 __all__ = ["AGENT", "AGENT_EXAMPLES_GENERATION", "AGENT_EXAMPLES_RETRIEVAL", "COMMENTOR",
            "COMMENTOR_EXAMPLES_GENERATION", "COMMENTOR_EXAMPLES_RETRIEVAL", "CORRECTIVE_EVALUATOR",

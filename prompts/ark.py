@@ -1,4 +1,5 @@
-"""Prompt templates of the ARK-V1 workflow (paper §III, Figure 1), filled with :func:`kgagents.prompts.kgot.render`.
+"""Prompt templates of the ARK-V1 workflow (paper §III, Figure 1), filled with
+:func:`kgagents.prompts.template.render`.
 
 The message context of one reasoning step grows as the figure's steps add to it: the system prompt and the
 question (step 1), then the summary of the previous steps (step 10), then each stage's instruction and the model's
@@ -9,7 +10,7 @@ model reads.
 
 from __future__ import annotations
 
-from kgagents.prompts.kgot import placeholders, render
+from kgagents.prompts.template import placeholders, render
 
 __all__ = [
            "ANCHOR_NOT_HEAD",

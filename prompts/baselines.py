@@ -9,7 +9,8 @@ solution, which read the tool outputs where KGoT reads its knowledge graph.
 
 from __future__ import annotations
 
-from kgagents.prompts.kgot import FORMATTERS, placeholders, render
+from kgagents.prompts.kgot import FORMATTERS
+from kgagents.prompts.template import placeholders, render
 
 __all__ = ["FINAL_ANSWER_MARK", "FORMATTERS", "GRAPHRAG_ANSWER", "GRAPHRAG_EXTRACT", "NOKG_FORCED_SOLUTION",
            "NOKG_NEXT_STEP", "NOKG_SOLUTION", "RAG_ANSWER", "ZERO_SHOT", "placeholders", "render"]

@@ -8,7 +8,8 @@ non-commercial use, with attribution); the 35 examples are read from
 ``Output: {"score": N, "explanation": "..."}``). As in CRAG,
 the instructions and examples are the system message and each (question, ground truth, prediction) the user
 message, in CRAG's exact format; the system message adds only XML-like section tags around CRAG's text. The
-judge's calls are named ``crag judge`` by their metadata (:class:`~kgagents.prompts.kgot.Template`), not by any text.
+judge's calls are named ``crag judge`` by their metadata (:class:`~kgagents.prompts.template.Template`),
+not by any text.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kgagents.prompts.kgot import Template, render
+from kgagents.prompts.template import Template, render
 
 __all__ = ["EXAMPLE", "INSTRUCTIONS", "SYSTEM", "USER", "judge_system", "judge_user", "render_examples"]
 

@@ -1,17 +1,18 @@
 """Prompt templates of grounded reasoning (Graph CoT / ToT / GoT; paper 001, §4 and appendix F), filled with
-:func:`kgagents.prompts.kgot.render`.
+:func:`kgagents.prompts.template.render`.
 
 Two interaction methods ground every reasoning step in the graph: the **agent** (a thought, then actions with
-Graph-CoT's graph functions, then their observations) and **automatic graph exploration** (a thought, the entities
-it mentions, then relation and neighbour pruning around them, Algorithm 1). The strategies add the state
-evaluators (selection and score votes) and GoT's merge. Every template is a :class:`~kgagents.prompts.kgot.Template`:
-XML-like sections for the model, and the stage that names its calls (which decision, which step and candidate),
-which travels as the call's metadata and never reaches the model.
+Graph-CoT's graph functions, then their observations) and **automatic graph exploration** (a thought, the
+entities it mentions, then relation and neighbour pruning around them, Algorithm 1). The strategies add the
+state evaluators (selection and score votes) and GoT's merge. Every template is a
+:class:`~kgagents.prompts.template.Template`: XML-like sections for the model, and the stage that names its
+calls (which decision, which step and candidate), which travels as the call's metadata and never reaches the
+model.
 """
 
 from __future__ import annotations
 
-from kgagents.prompts.kgot import Template, placeholders, render
+from kgagents.prompts.template import Template, placeholders, render
 
 __all__ = ["AGENT_ACTION", "AGENT_ACTION_TEXT", "AGENT_THOUGHT", "ENTITY_EXTRACTION",
            "FINAL_ANSWER", "KG_RAG_ANSWER", "MERGE", "PRUNE_ENTITIES", "PRUNE_RELATIONS", "SCORE_VOTE", "SEARCH_ATTRIBUTES",

@@ -1,7 +1,7 @@
 """Prompt templates of the surfer agent (the web-research subgraph behind ``ask_search_agent``).
 
-Templates are ``str.format`` strings with named placeholders, filled with :func:`kgagents.prompts.kgot.render`, which
-fails on a missing or unexpected placeholder.
+Templates are ``str.format`` strings with named placeholders, filled with
+:func:`kgagents.prompts.template.render`, which fails on a missing or unexpected placeholder.
 """
 
 from __future__ import annotations

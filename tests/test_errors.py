@@ -13,8 +13,8 @@ import pytest
 
 from kgagents.core.errors import KGAgentsError
 
-#: The packages of the project. ``kgagents`` itself is not walked as a whole: in a source checkout its path
-#: includes the repository root (so that ``kgagents.graphs`` is ``graphs/``), which would walk everything twice.
+#: The packages of the project. ``kgagents`` itself is not walked as a whole: in a source checkout the five
+#: folders beside it are found by its finder, not on its ``__path__``, so a walk of it would miss them.
 PACKAGES = ("kgagents.core", "kgagents.cli", "kgagents.graphs", "kgagents.nodes", "kgagents.tools",
             "kgagents.prompts", "kgagents.evals", "kgagents.serve")
 BUILTIN_EXCEPTIONS = {name for name, value in vars(builtins).items()

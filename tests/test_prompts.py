@@ -75,12 +75,12 @@ def test_next_step_asks_each_mode_for_its_solve_operation():
 
 def test_no_prompt_holds_text_for_a_scripted_model():
     """A prompt holds only what the model should read: the stage that names a call is its metadata
-    (:class:`kgagents.prompts.kgot.Template`), never a line of the text."""
+    (:class:`kgagents.prompts.template.Template`), never a line of the text."""
     import importlib
     import pkgutil
 
     import kgagents.prompts
-    from kgagents.prompts.kgot import Template
+    from kgagents.prompts.template import Template
 
     staged = 0
     for info in pkgutil.iter_modules(kgagents.prompts.__path__):
@@ -99,7 +99,7 @@ async def test_a_calls_stage_travels_as_metadata_and_never_in_the_request(monkey
     from kgagents.core.scripted import ScriptedChatModel
     from kgagents.nodes.context import Context
     from kgagents.nodes.llm import LLMCaller
-    from kgagents.prompts.kgot import Template, render
+    from kgagents.prompts.template import Template, render
     from tests.fakes.openai_server import FakeOpenAIServer
 
     template = Template("probe, step {n}", "Say hi, {who}.")

@@ -15,6 +15,8 @@ from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import build
 from kgagents.nodes.context import Context
 from kgagents.tools.kg.stores import backend_names, opens_without_io
+from kgagents.tools.sandbox import bwrap as sb_bwrap
+from kgagents.tools.sandbox import isolation as sb_isolation
 
 
 async def test_samples_run_concurrently_in_order():
@@ -139,16 +141,16 @@ def test_a_worker_process_adopts_the_probe_of_its_coordinator(monkeypatch):
     search_path, path, info = probe
     assert search_path == os.environ.get("PATH", os.defpath) and sb.isolation_known()
     # a fresh process: nothing probed
-    monkeypatch.setattr(sb, "_found", {})
-    monkeypatch.setattr(sb, "_probes", {})
-    monkeypatch.setattr(sb, "_isolation_checked", set())
-    monkeypatch.setattr(sb, "_run_probe", lambda p: pytest.fail("probed again"))
+    monkeypatch.setattr(sb_bwrap, "_found", {})
+    monkeypatch.setattr(sb_bwrap, "_probes", {})
+    monkeypatch.setattr(sb_isolation, "_isolation_checked", set())
+    monkeypatch.setattr(sb_bwrap, "_run_probe", lambda p: pytest.fail("probed again"))
     assert not sb.isolation_known()
     sb.adopt_isolation_probe(probe)
-    assert sb.isolation_known() and sb._probes.get(path) == info
+    assert sb.isolation_known() and sb_bwrap._probes.get(path) == info
     assert sb.isolation_status()[0] == "bwrap"
     # another PATH is another environment: not adopted
-    monkeypatch.setattr(sb, "_isolation_checked", set())
+    monkeypatch.setattr(sb_isolation, "_isolation_checked", set())
     sb.adopt_isolation_probe(("/elsewhere/bin", path, info))
     assert not sb.isolation_known()
 

@@ -29,6 +29,13 @@ from kgagents.tools.sandbox import (
     SandboxUnavailable,
     isolation_status,
 )
+from kgagents.tools.sandbox import bwrap as sb_bwrap
+from kgagents.tools.sandbox import cgroups as sb_cgroups
+from kgagents.tools.sandbox import child as sb_child
+from kgagents.tools.sandbox import environment as sb_environment
+from kgagents.tools.sandbox import rlimits as sb_rlimits
+from kgagents.tools.sandbox import seccomp as sb_seccomp
+from kgagents.tools.sandbox import weak as sb_weak
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 HAVE_BWRAP = isolation_status()[0] == "bwrap"
@@ -97,7 +104,7 @@ def assert_host_unharmed(work_dir: Path) -> None:
     assert subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True,
                           timeout=30).stdout.strip() == "42"
     assert not (work_dir / sb.RUN_DIR_NAME).exists()  # the per-call folders are cleaned up
-    parent = sb._pids_cgroup_parent()
+    parent = sb_cgroups._pids_cgroup_parent()
     if parent is not None:
         assert not [p for p in parent.iterdir() if p.name.startswith(f"kgagents-sandbox-{os.getpid()}-")]
 
@@ -349,14 +356,14 @@ async def test_the_process_gets_its_resource_limits(hostile: Sandbox, work_dir: 
 async def test_cancelling_a_run_while_its_process_starts_leaves_nothing(
         hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch, cancellations: int) -> None:
     held, release = threading.Event(), threading.Event()
-    confine = sb._confine
+    confine = sb_rlimits._confine
 
     def slow_confine(*args) -> None:  # the process exists and waits at the gate until this returns
         held.set()
         release.wait(60)
         confine(*args)
 
-    monkeypatch.setattr(sb, "_confine", slow_confine)
+    monkeypatch.setattr(sb_rlimits, "_confine", slow_confine)
     task = asyncio.ensure_future(hostile.run("open('ran', 'w').close()\nwhile True:\n    pass\n"))
     assert await asyncio.to_thread(held.wait, 60)
     for _ in range(cancellations):
@@ -366,7 +373,7 @@ async def test_cancelling_a_run_while_its_process_starts_leaves_nothing(
     release.set()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.gather(*sb._background)  # after a second cancellation the stopping goes on without the run
+    await asyncio.gather(*sb_child._background)  # after a second cancellation the stopping goes on without the run
     assert_host_unharmed(work_dir)
 
 
@@ -376,7 +383,7 @@ async def test_a_process_that_cannot_be_confined_never_runs_the_code(
     def refuse(*args) -> None:
         raise RuntimeError("cannot confine")
 
-    monkeypatch.setattr(sb, "_confine", refuse)
+    monkeypatch.setattr(sb_rlimits, "_confine", refuse)
     with pytest.raises(RuntimeError, match="cannot confine"):
         await box.run("open('ran', 'w').close()")
     with pytest.raises(RuntimeError, match="cannot confine"):
@@ -409,7 +416,7 @@ async def test_files_written_in_the_work_dir_stay(box: Sandbox, work_dir: Path) 
 
 
 def test_bad_inputs_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     box = Sandbox(tmp_path, FAST, allow_weak=True)
     with pytest.raises(TypeError, match="JSON"):
         box.run_sync("pass", inputs={"x": object()})
@@ -472,10 +479,10 @@ async def test_fork_bomb_cannot_start_processes(hostile: Sandbox, work_dir: Path
 
 @pytest.mark.slow
 @requires_bwrap
-@pytest.mark.skipif(sb._pids_cgroup_parent() is None, reason="no pids cgroup can be created here")
+@pytest.mark.skipif(sb_cgroups._pids_cgroup_parent() is None, reason="no pids cgroup can be created here")
 async def test_fork_bomb_without_seccomp_is_capped_by_the_pids_cgroup(
         hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sb, "_seccomp_program", lambda: None)  # take away the first line of defence
+    monkeypatch.setattr(sb_seccomp, "_seccomp_program", lambda: None)  # take away the first line of defence
     code = ("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
     r = await hostile.run(code)
     assert not r.ok and r.timed_out and r.error == "timed out after 2 s"
@@ -487,8 +494,8 @@ async def test_fork_bomb_without_seccomp_is_capped_by_the_pids_cgroup(
 async def test_process_tree_dies_with_the_pid_namespace(
         hostile: Sandbox, work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # without seccomp and cgroup, children that leave the process group still die with bwrap's pid 1
-    monkeypatch.setattr(sb, "_seccomp_program", lambda: None)
-    monkeypatch.setattr(sb, "_pids_cgroup_parent", lambda: None)
+    monkeypatch.setattr(sb_seccomp, "_seccomp_program", lambda: None)
+    monkeypatch.setattr(sb_cgroups, "_pids_cgroup_parent", lambda: None)
     code = ("import os, time\nfor _ in range(4):\n    if os.fork() == 0:\n        os.setsid()\n"
             "        time.sleep(60)\n        os._exit(0)\n"
             "print('forked', flush=True)\nwhile True:\n    pass\n")
@@ -499,7 +506,7 @@ async def test_process_tree_dies_with_the_pid_namespace(
 
 @requires_bwrap
 async def test_thread_bomb_is_contained(hostile: Sandbox, work_dir: Path) -> None:
-    cap = 100000 if sb._pids_cgroup_parent() is not None else 2000  # stay gentle where nothing else caps it
+    cap = 100000 if sb_cgroups._pids_cgroup_parent() is not None else 2000  # stay gentle where nothing else caps it
     code = (f"import threading, time\nthreading.stack_size(32768)\nn = 0\ntry:\n    while n < {cap}:\n" +
             "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\n"
             "except Exception as exc:\n    print(type(exc).__name__)\nresult = n\n")
@@ -565,9 +572,9 @@ result = seen
 @requires_bwrap
 def test_etc_files_come_from_this_process_s_folder_where_bubblewrap_takes_no_pipes(
         work_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    info = sb._bwrap()
+    info = sb_bwrap._bwrap()
     old = dataclasses.replace(info, options=info.options - {"--ro-bind-data", "--perms"})  # bubblewrap < 0.4
-    monkeypatch.setitem(sb._probes, info.path, old)
+    monkeypatch.setitem(sb_bwrap._probes, info.path, old)
     r = Sandbox(work_dir, FAST).run_sync("result = open('/etc/passwd').read()")
     assert r.ok and r.result.startswith("sandbox:x:65534:65534:"), r.error
     assert (process_dir() / "etc" / "passwd").read_text() == r.result  # removed with the folder at exit
@@ -596,7 +603,7 @@ result = {"environ": dict(os.environ), "proc": environs}
     env = r.result["environ"]
     assert "OPENAI_API_KEY" not in env and "KGAGENTS_TEST_SECRET" not in env
     assert env["HOME"] == str(work_dir)
-    assert set(env) <= set(sb._child_env(work_dir, "/tmp")) | {"PWD"}
+    assert set(env) <= set(sb_environment._child_env(work_dir, "/tmp")) | {"PWD"}
     assert r.result["proc"]  # bwrap's pid 1 is visible, with a clean environment as well
     assert_host_unharmed(work_dir)
 
@@ -642,7 +649,7 @@ async def test_writes_outside_the_work_dir_do_not_reach_the_host(
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     targets = [elsewhere / "planted.txt", PROJECT_DIR / f"planted-{uuid.uuid4().hex}.txt",
                Path(sys.prefix) / "planted.txt", Path("/usr/planted-by-sandbox.txt"),
-               Path(sb._python_dirs()[0]) / "lib" / "planted.py"]
+               Path(sb_environment._python_dirs()[0]) / "lib" / "planted.py"]
     code = f"""
 import os
 outcome = {{}}
@@ -782,7 +789,7 @@ async def test_disk_quota_of_a_run_adds_up_its_calls(work_dir: Path) -> None:
 
 
 def test_missing_bubblewrap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     kind, description = isolation_status()
     assert kind == "none" and "bubblewrap not found" in description
     with pytest.raises(SandboxUnavailable) as info:
@@ -792,7 +799,7 @@ def test_missing_bubblewrap_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_unusable_bubblewrap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: "/bin/false")
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: "/bin/false")
     kind, description = isolation_status()
     assert kind == "none" and "unusable" in description
     with pytest.raises(SandboxUnavailable, match="KGAGENTS_ALLOW_WEAK_SANDBOX=1"):
@@ -801,7 +808,7 @@ def test_unusable_bubblewrap_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
 
 @pytest.mark.slow
 async def test_weak_mode_when_allowed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0815")
     work_dir = tmp_path / "work"
     _BASELINE[work_dir] = set(_descendants(os.getpid()))
@@ -815,7 +822,7 @@ async def test_weak_mode_when_allowed(tmp_path: Path, monkeypatch: pytest.Monkey
     assert r.error.startswith("memory limit of 256 MB exceeded")
     r = box.run_sync("result = 1 + 1")
     assert r.ok and r.result == 2 and r.isolation == "weak"
-    if sb._weak_seccomp_program() is not None:  # the seccomp filter still keeps it from starting processes
+    if sb_seccomp._weak_seccomp_program() is not None:  # the seccomp filter still keeps it from starting processes
         r = await box.run("import os\nos.fork()")
         assert "PermissionError" in r.error
     assert_host_unharmed(work_dir)
@@ -882,7 +889,7 @@ async def test_weak_mode_keeps_code_off_the_network(tmp_path: Path, monkeypatch:
     """Without bubblewrap, a call still gets a network namespace of its own: the host's loopback is out of
     reach, and the start-up message says so."""
     _off_network_or_skip()
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
@@ -944,13 +951,13 @@ def test_a_python_installation_under_usr_stays_read_only_and_visible(monkeypatch
     monkeypatch.setattr(sysconfig, "get_paths", lambda: {"stdlib": stdlib, "platstdlib": stdlib,
                                                          "purelib": site_packages, "platlib": site_packages})
     monkeypatch.setattr(Path, "exists", lambda self: str(self).startswith("/usr/local"))
-    kept = [os.fspath(p) for p in sb._python_dirs(weak=True)]
+    kept = [os.fspath(p) for p in sb_environment._python_dirs(weak=True)]
     assert kept[:3] == ["/usr/local", stdlib, site_packages]
-    assert sb._python_dirs() == []  # bubblewrap binds all of /usr
+    assert sb_environment._python_dirs() == []  # bubblewrap binds all of /usr
     for hidden in (["/usr/src/app"], ["/usr/local"], ["/usr/local/lib"]):
         plan = sb.weak_mount_plan(hidden + ["/usr/local/lib/python3.12/site-packages/x"], [], ["/srv/w"], kept)
         for needed in (stdlib, site_packages, os.path.join(site_packages, "numpy")):
-            steps = [step for step in plan if sb._within(needed, step.path)]
+            steps = [step for step in plan if sb_weak._within(needed, step.path)]
             assert steps[-1].kind in ("readonly", "bind") and not steps[-1].writable, (hidden, needed, plan)
 
 
@@ -965,8 +972,8 @@ def test_weak_isolation_says_what_it_shares() -> None:
 
 def test_without_a_mount_namespace_the_start_up_line_says_weak_mode_shares_the_servers_files(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
-    monkeypatch.setattr(sb, "weak_mount_isolation", lambda: False)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_weak, "weak_mount_isolation", lambda: False)
     kind, description = isolation_status()
     assert kind == "none"
     assert "share the temp folders (where the KG servers keep their sockets and files)" in description
@@ -986,7 +993,7 @@ async def test_weak_mode_hides_the_hosts_folders(tmp_path: Path, monkeypatch: py
     empty; other processes' ``/proc`` entries (a way round the mounts) do not exist; the code cannot unmount
     what hides them nor write the Python installation; its work dir and a private ``/tmp`` still work."""
     _mount_namespace_or_skip()
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     secret, scratch = f"secret-{uuid.uuid4().hex}", f"scratch-{uuid.uuid4().hex}"
     planted = f"kgagents-test-planted-{uuid.uuid4().hex}.pth"  # an empty file: nothing runs if it gets there
     home, project, data = tmp_path / "home", tmp_path / "project", tmp_path / "data"
@@ -1085,11 +1092,11 @@ def test_weak_mode_code_writes_nothing_but_its_work_dir_and_private_temp_folders
     no sysctl (``core_pattern`` names a program the kernel runs as root), nor anything in a folder beside the
     hidden ones; and it cannot remount a mount writable. Its work dir, ``/tmp`` and ``/dev/shm`` still work."""
     _mount_namespace_or_skip()
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     if how != "mount_setattr":  # a syscall number no kernel has: ENOSYS, as from a kernel before 5.12
-        runner = sb._RUNNER.replace("_MOUNT_ATTR_RDONLY = 442,", "_MOUNT_ATTR_RDONLY = 99999,")
-        assert runner != sb._RUNNER
-        monkeypatch.setattr(sb, "_RUNNER", runner)
+        runner = sb_environment._RUNNER.replace("_MOUNT_ATTR_RDONLY = 442,", "_MOUNT_ATTR_RDONLY = 99999,")
+        assert runner != sb_environment._RUNNER
+        monkeypatch.setattr(sb_environment, "_RUNNER", runner)
     beside = _scratch_in("/srv", "/opt", "/var/lib", "/usr/local/lib")  # none of them hidden
     planted = [beside / "planted.pth"]
     under_usr = Path(tempfile.mkdtemp(prefix="kgagents-test-", dir="/usr/local/lib")) if os.access(
@@ -1127,7 +1134,7 @@ def test_weak_mode_code_gets_a_private_dev_shm(tmp_path: Path, monkeypatch: pyte
     own there (of ``max_file_mb``), not what other processes keep in the host's, and what it writes there stays
     out of the host's memory."""
     _mount_namespace_or_skip()
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     host = _scratch_in("/dev/shm")
     planted = Path("/dev/shm") / f"kgagents-test-planted-{uuid.uuid4().hex}"
     try:
@@ -1156,7 +1163,7 @@ def test_a_project_under_usr_keeps_its_env_and_data_folder_hidden(monkeypatch: p
     its ``./.kgagents`` data folder (other runs' work dirs) are hidden as anywhere else, as the start-up line
     says."""
     _mount_namespace_or_skip()
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     project = _scratch_in("/usr/src", "/usr/local")
     try:
         (project / ".env").write_text("OPENAI_API_KEY=sk-secret\n")
@@ -1194,7 +1201,7 @@ def test_the_result_file_is_not_read_through_a_link_the_code_made(
     The result file is taken only as a regular file of its own; else the call has no result."""
     if mode == "weak":
         _mount_namespace_or_skip()
-        monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+        monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     elif not HAVE_BWRAP:
         pytest.skip("no bubblewrap here")
     home = tmp_path / "home"

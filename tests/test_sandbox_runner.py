@@ -1,4 +1,4 @@
-"""The sandbox's runner as a module of its own (tools/sandbox_runner.py): what it imports, how it turns results
+"""The sandbox's runner as a module of its own (tools/sandbox/runner.py): what it imports, how it turns results
 and errors into what the model reads, and one job run through it without the sandbox around it."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kgagents.tools import sandbox, sandbox_runner
-from kgagents.tools.sandbox_runner import _jsonable, _llm_error, mount_points
+from kgagents.tools import sandbox
+from kgagents.tools.sandbox import environment
+from kgagents.tools.sandbox import runner as sandbox_runner
+from kgagents.tools.sandbox.runner import _jsonable, _llm_error, mount_points
 
 RUNNER = Path(sandbox_runner.__file__)
 
@@ -27,7 +29,7 @@ def test_the_runner_imports_the_standard_library_only():
 
 
 def test_the_sandbox_hands_over_the_runners_own_text():
-    assert RUNNER.read_text(encoding="utf-8") == sandbox._RUNNER
+    assert RUNNER.read_text(encoding="utf-8") == environment._RUNNER
     assert sandbox.LLM_FILENAME == sandbox_runner.LLM_FILENAME
 
 
@@ -75,7 +77,7 @@ def test_a_job_runs_through_the_runner_file(tmp_path):
            "postlude": "", "result_var": "out", "memory_mb": 256, "max_threads": 2, "max_frames": 6,
            "seccomp": None}
     (tmp_path / "job.json").write_text(json.dumps(job), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-s", "-P", "-B", "-c", sandbox._RUNNER, str(tmp_path / "job.json"),
+    done = subprocess.run([sys.executable, "-s", "-P", "-B", "-c", environment._RUNNER, str(tmp_path / "job.json"),
                            str(tmp_path / "result.json")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "hi\n"

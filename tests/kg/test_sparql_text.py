@@ -17,6 +17,7 @@ from kgagents.tools import sandbox as sb
 from kgagents.tools.kg.sparql_store import PREFIXES, SparqlRunner
 from kgagents.tools.kg.sparql_text import SparqlRejected, clean, tokenize
 from kgagents.tools.sandbox import SandboxLimits
+from kgagents.tools.sandbox import bwrap as sb_bwrap
 
 
 @pytest.mark.parametrize("query", [
@@ -236,7 +237,7 @@ async def test_without_bubblewrap_the_engine_runs_where_it_cannot_reach_the_netw
         if os.environ.get("KGAGENTS_CI"):
             pytest.fail("this machine gives no unprivileged network namespace")
         pytest.skip("no unprivileged network namespace here")
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     runner = SparqlRunner(tmp_path / "work", SandboxLimits(timeout_s=20))
     assert runner.sandbox is not None and runner.sandbox.isolation == "weak"
     before = LISTENER.hits

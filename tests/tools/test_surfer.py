@@ -16,7 +16,7 @@ from kgagents.graphs import surfer
 from kgagents.nodes import surfer as n
 from kgagents.nodes.context import Context
 from kgagents.prompts import surfer as P
-from kgagents.prompts.kgot import placeholders
+from kgagents.prompts.template import placeholders
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.manager import ToolManager, tool_statuses
 from tests.tools.conftest import make_env, scripted

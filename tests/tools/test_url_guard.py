@@ -199,7 +199,7 @@ async def test_a_socks_proxy_without_its_package_is_a_clear_tool_error(monkeypat
     """``ALL_PROXY=socks5://…`` needs httpx's ``socksio``: without it a web tool fails with a
     :class:`FetchError` the model reads, not an ImportError from inside httpx; nothing is sent."""
     try:
-        import socksio  # noqa: F401 - only its absence is tested here
+        import socksio  # noqa: F401  # pyright: ignore[reportMissingImports]  (only its absence is tested)
         pytest.skip("socksio is installed: httpx speaks SOCKS here")
     except ImportError:
         pass

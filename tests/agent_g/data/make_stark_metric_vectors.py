@@ -77,7 +77,7 @@ def expand(candidates) -> list[int]:
 
 def main(evaluator_py: str, out_json: str) -> None:
     import torch
-    import torchmetrics
+    import torchmetrics  # pyright: ignore[reportMissingImports]  (not a dependency: run by hand)
 
     spec = importlib.util.spec_from_file_location("stark_evaluator", evaluator_py)
     module = importlib.util.module_from_spec(spec)

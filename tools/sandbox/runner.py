@@ -9,11 +9,11 @@ read it (LLM code frames only) — to ``RESULT``.
 
 In weak isolation with a mount plan (``job["mounts"]``, made by the sandbox where the kernel gives an
 unprivileged process a user namespace) the runner first confines itself (:func:`_confine`): new user, mount,
-pid, ipc (and network) namespaces; the whole file system read-only, empty tmpfs mounts over the host folders the
-plan hides, the work dir and its job folder bound back writable and the Python installation read-only; a fresh,
-read-only ``/proc`` that shows only the call's own processes; and the code then runs in a grandchild that is
-moved into a further user and mount namespace, where every mount is locked (it can neither unmount what hides
-the host's folders, nor make a read-only mount writable, nor see other processes' roots).
+pid, ipc (and network) namespaces; the whole file system read-only, empty tmpfs mounts over the host folders
+the plan hides, the work dir and its job folder bound back writable and the Python installation read-only; a
+fresh, read-only ``/proc`` that shows only the call's own processes; and the code then runs in a grandchild
+that is moved into a further user and mount namespace, where every mount is locked (it can neither unmount
+what hides the host's folders, nor make a read-only mount writable, nor see other processes' roots).
 
 It runs in another interpreter that sees nothing of kgagents: it imports the standard library only, and is
 handed over as text rather than imported (``exec`` is what it is for: it runs inside the sandbox). It is a
@@ -174,7 +174,8 @@ def _prctl(lib, option, value):
 
 def _map_ids(uid, gid):
     """Map this process's uid and gid to themselves in the user namespace it has just entered."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
+    maps = (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n"))
+    for name, text in maps:
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
 
@@ -207,9 +208,9 @@ _SYS_MOUNT_SETATTR, _AT_FDCWD, _AT_RECURSIVE, _MOUNT_ATTR_RDONLY = 442, -100, 0x
 
 
 def _read_only_tree(lib, path):
-    """Make every mount at and under ``path`` read-only: mount_setattr(2) where the kernel has it (5.12), else a
-    read-only remount of each mount point that ``/proc/self/mountinfo`` lists under ``path`` (one covered by a
-    later mount is out of reach and needs none)."""
+    """Make every mount at and under ``path`` read-only: mount_setattr(2) where the kernel has it (5.12), else
+    a read-only remount of each mount point that ``/proc/self/mountinfo`` lists under ``path`` (one covered by
+    a later mount is out of reach and needs none)."""
     import ctypes  # only in weak isolation, where this process sets itself up
 
     class MountAttr(ctypes.Structure):  # struct mount_attr
@@ -237,10 +238,10 @@ def _read_only_tree(lib, path):
 
 def _apply_mounts(lib, steps, tmp_size):
     """Carry out the sandbox's mount plan, in order: ``["readonly", path, False]`` makes every mount under
-    ``path`` read-only, ``["tmpfs", path, writable]`` mounts an empty tmpfs over ``path`` (hiding what the host
-    has there), ``["bind", path, writable]`` binds the host folder ``path`` back (opened before anything was
-    hidden), writable or read-only; tmpfs steps that are read-only are made so at the end (the binds into them
-    need their folders first)."""
+    ``path`` read-only, ``["tmpfs", path, writable]`` mounts an empty tmpfs over ``path`` (hiding what the
+    host has there), ``["bind", path, writable]`` binds the host folder ``path`` back (opened before anything
+    was hidden), writable or read-only; tmpfs steps that are read-only are made so at the end (the binds into
+    them need their folders first)."""
     kept = {}
     try:
         for kind, path, _ in steps:
@@ -349,7 +350,7 @@ def _confine(spec, status_path):
     os.close(write_end)
     os.close(mapped_r)
     os.close(go_w)
-    try:  # the job's process: every mount locked (read-only ones stay so), the work dir as its current directory
+    try:  # the job's process: every mount locked (read-only ones stay so), the work dir its current directory
         os.unshare(os.CLONE_NEWUSER)
         _map_ids(uid, gid)
         os.write(mapped_w, b"m")
@@ -504,11 +505,11 @@ def _main():
                 status["notes"] = notes[:10] + ([f"... {len(notes) - 10} more conversions"]
                                                 if len(notes) > 10 else [])
         except MemoryError:
-            status.update(ok=False, result=None,
-                          error=f"memory limit of {memory_mb} MB exceeded (MemoryError) while converting {result_var}")
+            status.update(ok=False, result=None, error=f"memory limit of {memory_mb} MB exceeded "
+                                                       f"(MemoryError) while converting {result_var}")
         except BaseException as exc:
-            status.update(ok=False, result=None,
-                          error=f"{result_var} could not be converted to JSON: {_type_name(exc)}: {_message(exc)}")
+            status.update(ok=False, result=None, error=f"{result_var} could not be converted to JSON: "
+                                                       f"{_type_name(exc)}: {_message(exc)}")
     finish()
 
 

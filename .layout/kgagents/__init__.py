@@ -1,0 +1,1 @@
+../../kgagents/__init__.py
