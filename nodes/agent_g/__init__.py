@@ -16,8 +16,8 @@ A model call that fails for good (after its API retries and parse re-asks) never
 call falls back to the text module, a failed generator answers "I don't know", a failed validator call
 rejects, a failed commentor gives the feedback the retrieval notes suggest. Each is logged in ``failures``.
 
-The package holds one part each: :mod:`.context` (the context), :mod:`.state`, :mod:`.replies` (the
-agent's and the commentor's structured replies), :mod:`.pages` (the start: input, graph, web pages), :mod:`.agent`,
+The package holds one part each: :mod:`.context` (the context), :mod:`.state`, :mod:`.replies` (the agent's
+and the commentor's structured replies), :mod:`.pages` (the start: input, graph, web pages), :mod:`.agent`,
 :mod:`.retrieval` (the retriever bank's node), :mod:`.crag_paths` with :mod:`.crag_values` (the graph module
 over CRAG's API), :mod:`.answer` (the generator, the final output) and :mod:`.critic` (validator, commentor).
 """
@@ -31,9 +31,9 @@ from kgagents.nodes.agent_g.replies import AgentDecision, CommentorReply, Entity
 from kgagents.nodes.agent_g.retrieval import candidate_types, retriever_bank, vss_query
 from kgagents.nodes.agent_g.state import Action, AgentGInput, AgentGState, Iteration, Page, merge_iterations
 
-__all__ = ["CRAG_DOMAINS", "IDK", "ROLE", "Action", "AgentDecision", "AgentGContext", "AgentGInput", "AgentGState",
-           "CommentorReply", "EntityChoice", "Iteration", "Page", "Task", "agent", "agent_g_context_of",
-           "candidate_types", "commentor", "default_error", "describe_action", "final_answer_of", "finish",
+__all__ = ["CRAG_DOMAINS", "IDK", "ROLE", "Action", "AgentDecision", "AgentGContext", "AgentGInput",
+           "AgentGState", "CommentorReply", "EntityChoice", "Iteration", "Page", "Task", "agent",
+           "agent_g_context_of", "candidate_types", "commentor", "default_error", "describe_action", "final_answer_of", "finish",
            "generator", "html_text", "initialise", "last_text_batch", "merge_iterations", "output_curve",
            "page_text", "page_texts", "parse_entities", "references_text", "retriever_bank", "route_verdict",
            "validator", "vss_query"]
