@@ -33,7 +33,7 @@ from kgagents.nodes.agent_g.state import Action, AgentGInput, AgentGState, Itera
 
 __all__ = ["CRAG_DOMAINS", "IDK", "ROLE", "Action", "AgentDecision", "AgentGContext", "AgentGInput",
            "AgentGState", "CommentorReply", "EntityChoice", "Iteration", "Page", "Task", "agent",
-           "agent_g_context_of", "candidate_types", "commentor", "default_error", "describe_action", "final_answer_of", "finish",
-           "generator", "html_text", "initialise", "last_text_batch", "merge_iterations", "output_curve",
-           "page_text", "page_texts", "parse_entities", "references_text", "retriever_bank", "route_verdict",
-           "validator", "vss_query"]
+           "agent_g_context_of", "candidate_types", "commentor", "default_error", "describe_action",
+           "final_answer_of", "finish", "generator", "html_text", "initialise", "last_text_batch",
+           "merge_iterations", "output_curve", "page_text", "page_texts", "parse_entities", "references_text",
+           "retriever_bank", "route_verdict", "validator", "vss_query"]
