@@ -51,6 +51,7 @@ from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item, dataset_context, load_plugins
 from kgagents.evals.event_loop import batch_collector
 from kgagents.evals.judges import LLM_GRADED_SCORERS, Judge, judge_of
+from kgagents.evals.options import CHECKPOINTS_FILE as CHECKPOINTS_FILE  # re-exported: the results folder's file
 from kgagents.evals.options import EvalOptions
 from kgagents.evals.processes import run_in_processes
 from kgagents.evals.scorers import DEFAULT_GRADERS, Score, ScorerLike, fusion_metrics, make_scorer
