@@ -15,7 +15,7 @@ Two measurements, both on the real KGoT graph:
   the same graph run with ``max_concurrency=1`` (every LLM and tool call one after the other), with one request
   per sample as in the KGoT authors' runs (the paper's 2.30×), and with the samples of a decision in one request.
 
-``--samples one`` (the default, ``Context.samples_in_one_request``) asks for the samples of one decision as the
+``--samples one`` (the default, ``KGoTContext.samples_in_one_request``) asks for the samples of one decision as the
 ``n`` choices of one request where the client is an OpenAI-compatible one (the ``http`` path); ``separate``
 sends one request per sample. The in-process paths always make one call per sample.
 
@@ -72,7 +72,7 @@ from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.evals.workers import processes_argument, processes_for
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.tools.manager import register_tool, unregister_tool
 
 # Phrases that identify KGoT's prompts (prompts/kgot.py)
@@ -200,8 +200,8 @@ def model_spec(model_path: str, route: str, latency: float, base_url: str | None
 
 
 def context_for(model: dict[str, Any], work_dir: Path) -> Any:
-    return Context(**model, solve_mode="direct", tools=[TOOL_NAME], work_dir=str(work_dir), max_api_retries=0,
-                   llm_timeout_s=60)
+    return KGoTContext(**model, solve_mode="direct", tools=[TOOL_NAME], work_dir=str(work_dir), max_api_retries=0,
+                       llm_timeout_s=60)
 
 
 def items(n: int) -> Dataset:

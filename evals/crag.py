@@ -53,7 +53,7 @@ from typing import IO, Any
 from kgagents.core.jsonl import json_lines
 from kgagents.evals.datasets import DatasetError, DatasetSpec, Item
 from kgagents.evals.scorers import Score, register_scorer
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller
 from kgagents.prompts import agent_g as P
 from kgagents.prompts.crag_judge import judge_system, judge_user
@@ -295,8 +295,8 @@ class _Graded:
         """Where the judge's requests go (:func:`kgagents.evals.judges.judge_of`)."""
 
     def _caller(self) -> Any:
-        ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
+        ctx = KGoTContext(model=self.model, max_api_retries=self.max_api_retries,
+                          api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
         return LLMCaller(ctx, JUDGE_ROLE)
 
     async def grade(self, item: Any, prediction: str, llm: Any) -> tuple[str, dict[str, Any]]:

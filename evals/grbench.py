@@ -37,7 +37,7 @@ from kgagents.evals.datasets import DatasetSpec, Item
 from kgagents.evals.grbench_multihop import MANIFEST, graph_of, load_manifest
 from kgagents.evals.runner import Adapter
 from kgagents.evals.scorers import Score, register_scorer, rouge_l
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller
 
 DATA_DIR = Path(__file__).parent / "data" / "grbench"
@@ -259,8 +259,8 @@ class GRBenchScorer:
         if self.model is None:
             return None, {}, None
 
-        ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
+        ctx = KGoTContext(model=self.model, max_api_retries=self.max_api_retries,
+                          api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
         llm = LLMCaller(ctx, "graph_executor")
         try:
             reply = await llm.text(gpt4score_prompt(question, prediction, truth), system=GPT4SCORE_SYSTEM)

@@ -26,23 +26,21 @@ import socket
 import threading
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kgagents.core.checkpointer import open_checkpointer
 from kgagents.evals import event_loop
 from kgagents.evals.datasets import Dataset, Item
 from kgagents.evals.event_loop import batch_collector
+from kgagents.evals.options import EvalOptions, RunsItems
 from kgagents.evals.workers import shares
 from kgagents.graphs.registry import get as get_workflow
 from kgagents.graphs.registry import module_of
 from kgagents.tools.sandbox import adopt_isolation_probe, isolation_probe
 
-if TYPE_CHECKING:  # the runner imports this module: its types only for annotations
-    from kgagents.evals.runner import EvalOptions, ItemRunner
-
 #: Makes a worker's item runner from the options, the dataset's name and its scorer's name (the runner's
 #: :func:`~kgagents.evals.runner.item_runner`, a module-level function: workers get it by reference).
-RunnerFactory = Callable[["EvalOptions", str, str], "ItemRunner"]
+RunnerFactory = Callable[[EvalOptions, str, str], RunsItems]
 
 #: How long the coordinator waits for a message before it checks that the workers are alive.
 POLL_S = 1.0
@@ -184,7 +182,7 @@ def _worker(make_runner: RunnerFactory, options: EvalOptions, dataset_name: str,
         results.put(("exit", pid, None))
 
 
-async def _serve(runner: ItemRunner, concurrency: int, jobs: Any, results: Any) -> None:
+async def _serve(runner: RunsItems, concurrency: int, jobs: Any, results: Any) -> None:
     pid = os.getpid()
     loop = asyncio.get_running_loop()
     local: asyncio.Queue[tuple[Item, int] | None] = asyncio.Queue()

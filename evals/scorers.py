@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from kgagents.core.extras import require
 from kgagents.core.usage import Usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -271,8 +271,8 @@ class SimpleQAScorer(Scorer):
     async def score(self, item: Any, answer: Any) -> Score:
         predicted = "" if answer is None else str(answer)
         prompt = simpleqa_grader_prompt(item.question, str(item.gold), predicted)
-        ctx = Context(model=self.model, max_api_retries=self.max_api_retries,
-                      api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
+        ctx = KGoTContext(model=self.model, max_api_retries=self.max_api_retries,
+                          api_backoff_base_s=self.api_backoff_base_s, temperature=0.0, base_url=self.base_url)
         llm = LLMCaller(ctx, "graph_executor")
         letter = parse_simpleqa_grade(await llm.text(prompt))
         grade = LETTER_TO_GRADE[letter]

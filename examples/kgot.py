@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kgagents.core.runs import open_checkpointer
 from kgagents.graphs.kgot import compile_graph
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 
 QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the "
             "third and fifth integers of the sorted list.")
@@ -33,8 +33,8 @@ async def main(model: str | None = None) -> dict:
         # 2. the runtime context: the model of every role and KGoT's limits (the paper's appendix B.2 by
         #    default);
         #    work_dir keeps the tools' files (here in a temporary folder)
-        context = Context(model=model or f"scripted:{script_path}", num_next_steps_decision=5,
-                          work_dir=str(Path(tmp) / "work"))
+        context = KGoTContext(model=model or f"scripted:{script_path}", num_next_steps_decision=5,
+                              work_dir=str(Path(tmp) / "work"))
         config = {"configurable": {"thread_id": "kgot-example"}, "recursion_limit": 200}
         async with open_checkpointer(Path(tmp) / "checkpoints.sqlite") as saver:
             # 3. invoke; here the run stops after its first KG write, as Ctrl-C or a crash would stop it

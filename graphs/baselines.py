@@ -42,8 +42,9 @@ from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import baselines as n
 from kgagents.nodes import budget
-from kgagents.nodes.context import Context
 from kgagents.nodes.kgot import (
+    KGoTContext,
+    context_of,
     define_tool_calls,
     iteration_limit_reached,
     parse_solution,
@@ -51,7 +52,6 @@ from kgagents.nodes.kgot import (
     run_tool_call,
     tool_tasks,
 )
-from kgagents.nodes.runtime import context_of
 from kgagents.tools.pgraph.embeddings import EMBEDDING_STACK
 
 __all__ = ["build_graphrag", "build_nokg", "build_rag", "build_zeroshot", "graphrag", "graphrag_graph", "nokg",
@@ -133,7 +133,7 @@ async def route_nokg_solution(state: n.NoKGState) -> Literal["process_math", "pa
 
 def build_nokg() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled "no KG" graph."""
-    g = io.workflow_graph(n.NoKGState, context_schema=Context, input_schema=io.TaskInput,
+    g = io.workflow_graph(n.NoKGState, context_schema=KGoTContext, input_schema=io.TaskInput,
                           evidence=io.tool_evidence)
     add_routed_node(g, "receive_task", n.receive_nokg_task, route_nokg_iteration)
     add_routed_node(g, "decide_from_tool_outputs", n.decide_from_tool_outputs, route_nokg_vote)
@@ -168,7 +168,7 @@ rag = _baseline("rag", "KGoT paper's baseline: simple RAG over KGoT's tool outpu
 graphrag = _baseline("kgot-graphrag", "KGoT paper's baseline: GraphRAG over KGoT's tool outputs of the same task",
                      build_graphrag, n.BaselineContext, adapter=_RAG_ADAPTER, preload=EMBEDDING_STACK)
 nokg = _baseline("kgot-nokg", "KGoT paper's baseline: KGoT's loop with the tool outputs as state, no KG",
-                 build_nokg, Context)
+                 build_nokg, KGoTContext)
 
 #: For ``langgraph.json``.
 zeroshot_graph = zeroshot.graph

@@ -37,8 +37,7 @@ from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import budget, cleanup
 from kgagents.nodes import kgot as n
-from kgagents.nodes.context import Context
-from kgagents.nodes.runtime import context_of
+from kgagents.nodes.kgot import KGoTContext, context_of
 
 __all__ = ["NAME", "PRESETS", "WORKFLOW", "build", "compile_graph", "graph"]
 
@@ -108,7 +107,7 @@ async def route_parsed(state: n.KGoTState) -> Literal["generate_forced_solution"
 
 def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled KGoT graph."""
-    g = io.workflow_graph(n.KGoTState, context_schema=Context, input_schema=io.TaskInput,
+    g = io.workflow_graph(n.KGoTState, context_schema=KGoTContext, input_schema=io.TaskInput,
                           evidence=io.kg_evidence)
     # Every router runs inside the task of the node before it (graphs/routing.py): the same routes as conditional
     # edges, without LangGraph's copy of every channel per routed step.
@@ -133,7 +132,7 @@ def build() -> StateGraph[Any, Any, Any, Any]:
 
 WORKFLOW = Workflow(
     name=NAME, description="Knowledge Graph of Thoughts: a task KG built by tool calls, queried to answer",
-    build=build, context=Context, served="kgagents.graphs.kgot:graph", presets=PRESETS,
+    build=build, context=KGoTContext, served="kgagents.graphs.kgot:graph", presets=PRESETS,
     demo="kgagents.cli.kgot:run_demo", formatter="kgagents.cli.report:format_kgot")
 
 

@@ -34,7 +34,7 @@ from kgagents.graphs.routing import add_routed_node
 from kgagents.graphs.spec import Workflow
 from kgagents.nodes import budget
 from kgagents.nodes import surfer as n
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.tools.manager import ToolEnv, ToolStatus, register_tool
 
 __all__ = ["NAME", "WORKFLOW", "build", "check_surfer", "compile_graph", "graph", "make_surfer_tool",
@@ -48,7 +48,7 @@ RECURSION_EXTRA = 10
 
 def build() -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled surfer graph."""
-    g = io.workflow_graph(n.SurferState, context_schema=Context, input_schema=n.SurferInput,
+    g = io.workflow_graph(n.SurferState, context_schema=KGoTContext, input_schema=n.SurferInput,
                           evidence=io.surfer_evidence)
     g.add_node("start", n.start)
     add_routed_node(g, "think", n.think, n.route_after_think)
@@ -69,7 +69,7 @@ def recursion_limit(max_steps: int = n.MAX_STEPS_LIMIT) -> int:
 
 WORKFLOW = Workflow(
     name=NAME, description="KGoT's web-research agent alone: search, read pages, report with sources",
-    build=build, context=Context, served="kgagents.graphs.surfer:graph",
+    build=build, context=KGoTContext, served="kgagents.graphs.surfer:graph",
     no_demo="it reads the live web (a search API key); KGoT's demo runs the workflow that calls it",
     compile_options={"recursion_limit": recursion_limit()})
 
@@ -103,8 +103,8 @@ def make_surfer_tool(env: ToolEnv) -> BaseTool:
 
     async def ask_search_agent(query: str, config: RunnableConfig) -> str:
         ctx = env.extra.get("context")
-        if not isinstance(ctx, Context):
-            ctx = Context()
+        if not isinstance(ctx, KGoTContext):
+            ctx = KGoTContext()
         cfg: dict[str, Any] = dict(config or {})
         # the search is part of the calling run's step: its calls count against (and for) the run's budget
         cfg["configurable"] = budget.nested_config({**(cfg.get("configurable") or {}), n.TOOL_ENV_KEY: env})

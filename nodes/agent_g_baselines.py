@@ -13,8 +13,11 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, field_validator
 
-from kgagents.nodes import agent_g as ag
-from kgagents.nodes.agent_g import Action, AgentGContext, AgentGState, agent_g_context_of
+from kgagents.nodes.agent_g.agent import _vocabulary, agent, describe_action
+from kgagents.nodes.agent_g.context import IDK, ROLE, AgentGContext, agent_g_context_of
+from kgagents.nodes.agent_g.replies import EntityChoice, parse_entities
+from kgagents.nodes.agent_g.retrieval import retriever_bank
+from kgagents.nodes.agent_g.state import Action, AgentGState, Iteration
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting, metered
 from kgagents.nodes.retriever_bank import Retrieval, TopicEntity, render_references
 from kgagents.prompts import agent_g as P
@@ -39,7 +42,7 @@ def fixed_action(module: Literal["text", "none"]):
 async def extract(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """The agent's extraction (domain, entities, relations) with the graph module selected, whatever the agent
     would have chosen: graph RAG uses the graph."""
-    update = await ag.agent(state, runtime)
+    update = await agent(state, runtime)
     update["action"] = {**update["action"], "module": "graph"}
     return update
 
@@ -47,9 +50,9 @@ async def extract(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[s
 @metered  # the retriever bank's embeddings
 async def retrieve_both(state: AgentGState, runtime: Runtime[AgentGContext]) -> dict[str, Any]:
     """Text + graph RAG: both modules, their references concatenated (graph first)."""
-    graph = (await ag.retriever_bank({**state, "action": {**(state.get("action") or {}), "module": "graph"}},
+    graph = (await retriever_bank({**state, "action": {**(state.get("action") or {}), "module": "graph"}},
                                      runtime))["retrieval"]
-    text = (await ag.retriever_bank({**state, "action": {**(state.get("action") or {}), "module": "text",
+    text = (await retriever_bank({**state, "action": {**(state.get("action") or {}), "module": "text",
                                                           "batch": 0}}, runtime))["retrieval"]
     merged = Retrieval(module="graph", references=[*(graph.get("references") or []), *(text.get("references") or [])],
                        ranked_ids=[*(graph.get("ranked_ids") or []), *(text.get("ranked_ids") or [])],
@@ -60,7 +63,7 @@ async def retrieve_both(state: AgentGState, runtime: Runtime[AgentGContext]) -> 
 
 async def record(state: AgentGState) -> dict[str, Any]:
     """One iteration's record (the baselines have no critic): the action, references and answer."""
-    return {"iterations": [ag.Iteration(t=state.get("t", 1), action=state.get("action") or Action(),
+    return {"iterations": [Iteration(t=state.get("t", 1), action=state.get("action") or Action(),
                                         retrieval=state.get("retrieval") or Retrieval(), answer=state.get("answer", ""),
                                         ranked_ids=list(state.get("ranked_ids") or []), accepted=True)]}
 
@@ -84,7 +87,7 @@ async def evaluate_retrieval(state: AgentGState, runtime: Runtime[AgentGContext]
     """Corrective RAG's retrieval evaluator (a pre-trained LLM, as the paper's version): correct, ambiguous or
     incorrect; anything but correct switches to the graph module."""
     ctx = agent_g_context_of(runtime)
-    llm = LLMCaller(ctx, ag.ROLE)
+    llm = LLMCaller(ctx, ROLE)
     prompt = P.render(P.CORRECTIVE_EVALUATOR, question=state["question"],
                       references=render_references(state.get("retrieval") or Retrieval()))
     try:
@@ -108,14 +111,14 @@ class ReactStep(BaseModel):
     thought: str = Field("", description="What to do next and why")
     action: Literal["search_web", "search_kg", "extract", "finish"] = Field(description="The action")
     domain: str = Field("", description="extract: the question's domain")
-    entities: list[ag.EntityChoice] = Field(default_factory=list, description="extract: topic entities with types")
+    entities: list[EntityChoice] = Field(default_factory=list, description="extract: topic entities with types")
     relations: list[str] = Field(default_factory=list, description="extract: useful relations")
     answer: str = Field("", description="finish: the answer")
 
     @field_validator("entities", mode="before")
     @classmethod
     def _entities(cls, value: Any) -> Any:
-        return ag.parse_entities(value)
+        return parse_entities(value)
 
 
 @metered  # the retriever bank's embeddings
@@ -123,10 +126,10 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     """Thought and action, then the action's observation (the retriever bank, or the extraction)."""
     ctx = agent_g_context_of(runtime)
     t = state.get("t", 0) + 1
-    entity_types, relation_types = await ag._vocabulary(state, ctx)
+    entity_types, relation_types = await _vocabulary(state, ctx)
     scratchpad = "\n".join(f"Thought {i['t']}: {i.get('reasoning', '')}\nAction {i['t']}: {i.get('error_type', '')}\n"
                            f"Observation {i['t']}: {i.get('feedback', '')}" for i in state.get("iterations") or [])
-    llm = LLMCaller(ctx, ag.ROLE)
+    llm = LLMCaller(ctx, ROLE)
     prompt = P.render(P.REACT_STEP, step=t, examples=await asyncio.to_thread(ctx.examples, "react"),
                       entity_types=", ".join(entity_types) or "(any)",
                       relation_types=", ".join(relation_types[:400]) or "(any)", question=state["question"],
@@ -142,20 +145,20 @@ async def react_step(state: AgentGState, runtime: Runtime[AgentGContext]) -> dic
     if step.action == "extract":
         action.update(domain=step.domain, entities=[TopicEntity(name=e.name, type=e.type) for e in step.entities],
                       relations=step.relations)
-        observation = f"extracted: {ag.describe_action(Action(**action))}"  # type: ignore[typeddict-item]
+        observation = f"extracted: {describe_action(Action(**action))}"  # type: ignore[typeddict-item]
     elif step.action in ("search_web", "search_kg"):
         if step.action == "search_web":
             # the next batch after the last one read, whatever search_kg did since (a detour keeps the place)
             action.update(module="text", batch=int(action["batch"]) + 1 if "batch" in action else 0)
         else:
             action["module"] = "graph"
-        retrieval = (await ag.retriever_bank({**state, "action": action}, runtime))["retrieval"]  # type: ignore[typeddict-item]
+        retrieval = (await retriever_bank({**state, "action": action}, runtime))["retrieval"]  # type: ignore[typeddict-item]
         observation = render_references(retrieval, max_chars=2000)
     else:
         observation = f"finish: {step.answer}"
-        update["answer"] = step.answer.strip() or ag.IDK
+        update["answer"] = step.answer.strip() or IDK
     update.update(action=action, retrieval=retrieval,
-                  iterations=[ag.Iteration(t=t, action=Action(**action), retrieval=retrieval,  # type: ignore[typeddict-item]
+                  iterations=[Iteration(t=t, action=Action(**action), retrieval=retrieval,  # type: ignore[typeddict-item]
                                            reasoning=step.thought, error_type=step.action, feedback=observation[:3000],
                                            accepted=step.action == "finish", answer=update.get("answer", ""))])
     return update

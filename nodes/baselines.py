@@ -52,11 +52,13 @@ from kgagents.core.runs import (
     without_password,
 )
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context, caller, described, operator
+from kgagents.nodes.context import caller, described, operator
 from kgagents.nodes.kgot import (
     DirectSolution,
+    KGoTContext,
     ToolCallRecord,
     Vote,
+    context_of,
     describe_attachments,
     describe_tool_calls,
     problem_text,
@@ -67,7 +69,6 @@ from kgagents.nodes.llm import LLMCaller, LLMError, accounting
 from kgagents.nodes.runtime import (
     EPHEMERAL,
     context_as,
-    context_of,
     for_run,
     new_run_key,
     task_attachments,
@@ -84,7 +85,7 @@ EVAL_CHECKPOINTS_FILE = "checkpoints.sqlite"
 
 @described
 @dataclass(kw_only=True)
-class BaselineContext(Context):
+class BaselineContext(KGoTContext):
     """KGoT's context plus where the RAG baselines find KGoT's tool outputs and how they retrieve."""
 
     rag_top_k: int = caller(5)
@@ -233,7 +234,7 @@ async def receive_task(state: BaselineState, runtime: Runtime[Any], config: Runn
     return await _task(state, runtime, config)
 
 
-async def answer_zero_shot(state: BaselineState, runtime: Runtime[Context]) -> dict[str, Any]:
+async def answer_zero_shot(state: BaselineState, runtime: Runtime[KGoTContext]) -> dict[str, Any]:
     """The model alone answers (no tools, no retrieval)."""
     ctx = context_of(runtime)
     llm = LLMCaller(ctx, "graph_executor")
@@ -629,7 +630,7 @@ async def receive_nokg_task(state: NoKGState, runtime: Runtime[Any], config: Run
     return out
 
 
-async def decide_from_tool_outputs(state: NoKGState, runtime: Runtime[Context],
+async def decide_from_tool_outputs(state: NoKGState, runtime: Runtime[KGoTContext],
                                    config: RunnableConfig) -> dict[str, Any]:
     """KGoT's majority vote (``num_next_steps_decision`` samples, concurrently) over the tool outputs."""
     ctx = context_of(runtime)
@@ -647,7 +648,7 @@ async def collect_tool_outputs(state: NoKGState) -> dict[str, Any]:
     return {"iteration": state.get("iteration", 0) + 1, "pending_tool_calls": []}
 
 
-async def _solve_from_outputs(state: NoKGState, runtime: Runtime[Context], template: str) -> dict[str, Any]:
+async def _solve_from_outputs(state: NoKGState, runtime: Runtime[KGoTContext], template: str) -> dict[str, Any]:
     llm = LLMCaller(context_of(runtime), "graph_executor")
     prompt = P.render(template, problem=problem_text(state),
                       tool_outputs=describe_tool_outputs(state.get("tool_calls") or []))
@@ -659,11 +660,11 @@ async def _solve_from_outputs(state: NoKGState, runtime: Runtime[Context], templ
     return {"partial_solution": solution, **accounting(llm)}
 
 
-async def solve_from_tool_outputs(state: NoKGState, runtime: Runtime[Context]) -> dict[str, Any]:
+async def solve_from_tool_outputs(state: NoKGState, runtime: Runtime[KGoTContext]) -> dict[str, Any]:
     """The vote said SOLVE: the solution straight from the tool outputs."""
     return await _solve_from_outputs(state, runtime, P.NOKG_SOLUTION)
 
 
-async def solve_forced_from_tool_outputs(state: NoKGState, runtime: Runtime[Context]) -> dict[str, Any]:
+async def solve_forced_from_tool_outputs(state: NoKGState, runtime: Runtime[KGoTContext]) -> dict[str, Any]:
     """At the iteration limit: the best solution the tool outputs support."""
     return {**await _solve_from_outputs(state, runtime, P.NOKG_FORCED_SOLUTION), "decision": "FORCED_SOLVE"}

@@ -16,10 +16,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from kgagents.nodes.context import Context
-from kgagents.nodes.kgot import KGoTState, KGWrite, problem_text
+from kgagents.nodes.kgot import KGoTContext, KGoTState, KGWrite, context_of, open_task_kg, problem_text
 from kgagents.nodes.llm import LLMCaller, LLMError, accounting
-from kgagents.nodes.runtime import context_of, for_run, open_task_kg
+from kgagents.nodes.runtime import for_run
 from kgagents.prompts import kgot as P
 from kgagents.prompts.kgot_cleanup import NOISE_MITIGATION
 from kgagents.tools.kg.base import KGSnapshot, empty_snapshot, render_snapshot
@@ -106,7 +105,7 @@ def checked_proposal(proposal: NoiseRemoval, kg: KGSnapshot) -> tuple[list[str],
     return nodes, [{"source": s, "type": t, "target": o} for s, t, o in rels]
 
 
-async def mitigate_noise(state: KGoTState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+async def mitigate_noise(state: KGoTState, runtime: Runtime[KGoTContext], config: RunnableConfig) -> dict[str, Any]:
     """Before solving: the LLM proposes irrelevant and duplicate nodes/relationships; they are removed."""
     ctx = context_of(runtime)
     kg = state.get("kg") or empty_snapshot()

@@ -2,9 +2,9 @@
 
 :class:`BaseContext` holds what every workflow reads: the models per role, the temperature and seed, the LLM
 layer's retries and timeouts, the recursion limit. Each workflow's context adds its own fields and names its
-own model roles (``ROLES``): KGoT's :class:`Context` here (the dual-LLM controller's graph and tool executors
-and the tools' model, the task-KG backend, the sandbox), ARK-V1's, grounded reasoning's and Agent-G's beside
-their nodes.
+own model roles (``ROLES``), beside its nodes: KGoT's :class:`~kgagents.nodes.kgot.context.KGoTContext` (the
+dual-LLM controller's graph and tool executors and the tools' model, the task-KG backend, the sandbox), ARK-V1's,
+grounded reasoning's and Agent-G's.
 
 The context is *not* checkpointed: callers pass it again when they resume a thread. Model fields take a
 ``provider:model`` string (what the LangGraph server and the CLI pass) or, from Python, a chat-model instance.
@@ -31,12 +31,10 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
-__all__ = ["CALLER", "CALLER_MODEL", "OPERATOR", "SERVED", "AnswerFormatter", "BaseContext", "Context", "KGoTContext",
-           "SolveMode", "StructuredMethod", "caller", "caller_model", "context_fields", "described", "description_of",
-           "field_default", "operator", "served_decision"]
+__all__ = ["CALLER", "CALLER_MODEL", "OPERATOR", "SERVED", "BaseContext", "StructuredMethod", "caller",
+           "caller_model", "context_fields", "described", "description_of", "field_default", "operator",
+           "served_decision"]
 
-SolveMode = Literal["query", "direct"]
-AnswerFormatter = Literal["gaia", "default"]
 StructuredMethod = Literal["function_calling", "json_schema", "json_mode"]
 
 
@@ -228,84 +226,7 @@ class BaseContext:
             else self.llm_timeout_s
 
 
-@described
-@dataclass(kw_only=True)
-class Context(BaseContext):
-    """KGoT's context: its model roles, backends and limits, with the KGoT paper's defaults (appendix B.2)."""
-
-    # --- models per role (KGoT's dual-LLM controller plus the tools' own model) ---
-    ROLES: ClassVar[tuple[str, ...]] = ("graph_executor", "tool_executor", "tools")
-    graph_executor_model: Any = caller_model()
-    """The model of KGoT's graph executor (next-step votes, KG writes and queries, solutions; ``None``:
-    ``model``)."""
-    tool_executor_model: Any = caller_model()
-    """The model of KGoT's tool executor (which tools to call, with what arguments; ``None``: ``model``)."""
-    tools_model: Any = caller_model()
-    """The tools' own model (the LLM tool, the surfer agent, the text inspector; ``None``: ``model``)."""
-    tools_temperature: float | None = caller(None)
-    """The temperature of the tools' own model (``None``: ``temperature``); the KGoT authors ran the
-    controller at 0.0 and the tools at 0.5 (``--preset paper``)."""
-
-    # --- KGoT controller limits (paper defaults) ---
-    max_iterations: int = caller(7)
-    """The most iterations of KGoT's loop (then the forced solution with what the KG holds)."""
-    num_next_steps_decision: int = caller(5)
-    """Samples of the next-step vote (ENHANCE or SOLVE, majority)."""
-    max_retrieve_query_retry: int = caller(3)
-    """How often a failing or empty KG read query is rewritten."""
-    max_cypher_fixing_retry: int = caller(3)
-    """Also the limit for fixing LLM-written Python (KG writes, read code and math code)."""
-    max_final_solution_parsing: int = caller(3)
-    """Samples of the solution parse (weighted majority)."""
-    max_tool_retries: int = operator(6)
-    """How often a tool call is retried after a transient error."""
-    tool_backoff_base_s: float = operator(1.0)
-    """The first wait before a tool call is retried (doubling each time)."""
-    tool_backoff_max_s: float = operator(60.0)
-    """The longest wait between two tries of a tool call."""
-
-    solve_mode: SolveMode = caller("query")
-    """How KGoT answers from its KG: ``query`` (read queries) or ``direct`` (Direct Retrieval: the whole
-    KG)."""
-    answer_formatter: AnswerFormatter = caller("gaia")
-    """The final answer's format rules: ``gaia`` (GAIA's) or ``default``."""
-    backend: str = caller("networkx")
-    """Which task-KG store KGoT uses: ``networkx`` (embedded), ``neo4j`` (any Bolt server), ``falkordb``, ``sparql``."""
-    kg_url: str | None = operator(None)
-    """The database of a database backend (``bolt://...``, ``redis://...``, ``http://.../query``,
-    ``oxigraph:/dir``); ``None``: ``NEO4J_URI`` / ``FALKORDB_URL`` / ``SPARQL_ENDPOINT`` or the embedded server."""
-    kg_scope: str = operator("")
-    """Separates task KGs that share a thread (fusion variants): the KG belongs to ``thread_id/kg_scope``."""
-    cleanup: bool = caller(False)
-    """Before solving, let the LLM remove irrelevant and duplicate nodes and relationships (noise mitigation)."""
-
-    tools: list[str] | None = caller(None)
-    """Names of the tools the tool executor may use; ``None`` = every available tool."""
-    work_dir: str | None = operator(None)
-    """Directory for the run's files (sandbox work dir, extracted archives); default: a temp dir per run."""
-    sandbox_timeout_s: float = operator(30.0)
-    """Wall-clock limit of one sandboxed call (LLM-written Python, the KG's code)."""
-    sandbox_memory_mb: int = operator(1024)
-    """Memory limit of one sandboxed call."""
-    sandbox_call_quota_mb: int = operator(256)
-    """Disk quota of one sandboxed call: what it may write into its work dir (``kgagents.tools.sandbox.DiskQuota``)."""
-    sandbox_call_quota_files: int = operator(2_000)
-    """How many files one sandboxed call may write."""
-    sandbox_run_quota_mb: int = operator(1024)
-    """Disk quota of a run: what each of its sandbox work dirs (the KG's, the Python tool's) may hold."""
-    sandbox_run_quota_files: int = operator(10_000)
-    """How many files each of a run's sandbox work dirs may hold."""
-    allow_weak_sandbox: bool | None = operator(None)
-    """Run LLM code with resource limits only when bubblewrap is missing (``None``: from the environment)."""
-    tool_output_chars: int = caller(12_000)
-    """Tool outputs are cut to this many characters before they reach a prompt."""
-
-
-#: KGoT's context by its workflow's name (``Context`` is the name the KGoT modules use).
-KGoTContext = Context
-
-
-def context_fields(cls: type[BaseContext] = Context) -> list[str]:
-    """Names of every field of a context class (KGoT's by default; for CLI and docs)."""
+def context_fields(cls: type[BaseContext]) -> list[str]:
+    """Names of every field of a context class (for CLI and docs)."""
     return [f.name for f in fields(cls)]
 

@@ -24,10 +24,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from kgagents.core.usage import Usage, merge_usage
-from kgagents.nodes.context import Context, caller, described
-from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, normalise_answer
+from kgagents.nodes.context import caller, described
+from kgagents.nodes.kgot import NO_SOLUTION, ChosenSolution, KGoTContext, context_of, normalise_answer
 from kgagents.nodes.llm import FATAL_ERRORS, LLMCaller, LLMError, accounting
-from kgagents.nodes.runtime import context_of, task_attachments
+from kgagents.nodes.runtime import task_attachments
 from kgagents.nodes.served import admit
 from kgagents.nodes.state import Failure, append, final_state
 from kgagents.prompts import kgot as P
@@ -40,7 +40,7 @@ DEFAULT_VARIANTS = ["networkx:query", "networkx:direct"]
 
 @described
 @dataclasses.dataclass(kw_only=True)
-class FusionContext(Context):
+class FusionContext(KGoTContext):
     """KGoT's context plus the variants to run when the task names none."""
 
     variants: str | None = caller(None)
@@ -114,7 +114,7 @@ def parse_variants(text: str | list[str]) -> list[str]:
     return out
 
 
-async def receive_fusion_task(state: FusionState, runtime: Runtime[Context],
+async def receive_fusion_task(state: FusionState, runtime: Runtime[KGoTContext],
                               config: RunnableConfig) -> dict[str, Any]:
     """Validate the task and the variants: the task's, else the context's, else NetworkX with query-based and
     Direct Retrieval; attachments given as content are written into the run's folder (the variants read them
@@ -136,7 +136,7 @@ def variant_tasks(state: FusionState) -> list[VariantTask]:
                         variants=len(variants)) for v in variants if v not in done]
 
 
-def variant_budget(ctx: Context, variants: int) -> dict[str, Any]:
+def variant_budget(ctx: KGoTContext, variants: int) -> dict[str, Any]:
     """A variant's share of the run's budget: the run's budget divided equally among its variants (they run at
     once, so one shared purse would let the fastest spend the others' share, differently from run to run)."""
     share: dict[str, Any] = {}
@@ -150,7 +150,7 @@ def variant_budget(ctx: Context, variants: int) -> dict[str, Any]:
 def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
     """The node that runs one variant: the compiled KGoT graph as a subgraph with a derived context."""
 
-    async def run_variant(task: VariantTask, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    async def run_variant(task: VariantTask, runtime: Runtime[KGoTContext], config: RunnableConfig) -> dict[str, Any]:
         """One KGoT run of the task with this variant's backend and solve mode, in its own task KG."""
         ctx = context_of(runtime)
         backend, mode = parse_variant(task["variant"])
@@ -188,7 +188,7 @@ def make_run_variant(kgot_graph: Any) -> Callable[..., Any]:
     return run_variant
 
 
-async def combine_answers(state: FusionState, runtime: Runtime[Context]) -> dict[str, Any]:
+async def combine_answers(state: FusionState, runtime: Runtime[KGoTContext]) -> dict[str, Any]:
     """Majority over the variants' normalised answers; the LLM chooses among tied answers."""
     results = [r for r in state.get("results") or [] if r["variant"] in (state.get("variants") or [])]
     answers = [r for r in results if r["final_answer"] and r["final_answer"] != NO_SOLUTION]

@@ -3,9 +3,9 @@
 :class:`LLMCaller` wraps the chat model of one role for one node execution:
 
 - :meth:`LLMCaller.structured` asks for structured output (a pydantic model) and re-asks, with the parse
-  error, when the reply cannot be parsed (``Context.max_parse_retries``);
+  error, when the reply cannot be parsed (``BaseContext.max_parse_retries``);
 - every call is retried on transient API errors (429, 5xx, timeouts, dropped connections) with exponential
-  backoff and jitter (``Context.max_api_retries``, ``api_backoff_base_s`` .. ``api_backoff_max_s``);
+  backoff and jitter (``BaseContext.max_api_retries``, ``api_backoff_base_s`` .. ``api_backoff_max_s``);
 - token usage per model accumulates in :attr:`LLMCaller.usage`, which the node returns into the state's
   ``usage`` channel (reducer :func:`kgagents.core.usage.merge_usage`), so usage and cost survive checkpoints;
 - the run's budget is checked before every call and each reply counted for the run's other calls at once
@@ -264,7 +264,7 @@ class LLMCaller:
         that failed for good is its :class:`LLMError` (the caller notes it with :meth:`failed`).
 
         Where the model takes ``n`` (OpenAI-compatible chat completions on the direct structured path; see
-        :meth:`DirectStructured.samples_in_one_request`) and ``Context.samples_in_one_request`` is on, one request
+        :meth:`DirectStructured.samples_in_one_request`) and ``BaseContext.samples_in_one_request`` is on, one request
         asks for all ``n`` choices: the prompt is sent and paid for once, and one call's client work serves every
         sample. Each choice is parsed as its own reply; one that does not parse is re-asked on its own, as
         :meth:`structured` does, and samples the server did not return (servers that ignore ``n``) are asked
@@ -344,7 +344,7 @@ class LLMCaller:
     async def _parsed[T: BaseModel](self, runnable: Any, schema: type[T], messages: list[BaseMessage], *,
                                     first: dict[str, Any] | None = None, stage: str | None = None) -> T:
         """The structured reply to ``messages``, re-asked with the parse error until one parses
-        (``Context.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
+        (``BaseContext.max_parse_retries``). ``first``: the first reply, received (and its usage recorded) already."""
         last_error = ""
         attempts = self.context.max_parse_retries + 1
         definitions = SentDefinitions(runnable, schema)

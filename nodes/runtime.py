@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import os
 import tempfile
 import threading
@@ -20,28 +19,12 @@ from langgraph.runtime import Runtime
 from kgagents.core.config import get_settings
 from kgagents.core.runs import thread_work_dir
 from kgagents.core.tempdirs import process_dir
-from kgagents.nodes.budget import ToolBudgetGuard, has_budget
-from kgagents.nodes.context import BaseContext, Context
-from kgagents.nodes.models import aresolve_model, resolve_model
+from kgagents.nodes.context import BaseContext
 from kgagents.nodes.served import check_attachments, check_context, is_served, served_now
-from kgagents.tools.kg.base import KGSnapshot, KGStore, empty_snapshot
-from kgagents.tools.kg.stores import open_store, opens_without_io, release_run
-from kgagents.tools.manager import ToolEnv
-from kgagents.tools.sandbox import DiskQuota, SandboxLimits, isolation_known, isolation_status, prepare_work_dir
+from kgagents.tools.sandbox import isolation_known, isolation_status, prepare_work_dir
 
 
-def context_of(runtime: Runtime[Context] | None) -> Context:
-    """The run's :class:`Context` (defaults when the caller gave none; a mapping is validated); in a served run,
-    only if it holds what a caller may choose (:func:`kgagents.nodes.served.check_context`)."""
-    ctx: Any = getattr(runtime, "context", None)
-    if ctx is None:
-        return Context()
-    if isinstance(ctx, dict):
-        ctx = Context.from_mapping(ctx)
-    return _served_check(runtime, ctx)
-
-
-def _served_check[C: BaseContext](runtime: Any, ctx: C) -> C:
+def served_check[C: BaseContext](runtime: Any, ctx: C) -> C:
     """``ctx``, refused (:class:`~kgagents.nodes.served.ServedRequestError`) in a served run if it sets what a
     caller may not choose: the wall in the process that runs the graph, whatever the server let through."""
     if is_served(runtime):
@@ -58,20 +41,18 @@ def context_as[C: BaseContext](runtime: Runtime[Any] | None, cls: type[C]) -> C:
     if ctx is None:
         return cls()
     if isinstance(ctx, dict):
-        return _served_check(runtime, cls.from_mapping(ctx))
+        return served_check(runtime, cls.from_mapping(ctx))
     if isinstance(ctx, cls):
-        return _served_check(runtime, ctx)
+        return served_check(runtime, ctx)
     if isinstance(ctx, BaseContext):
-        _served_check(runtime, ctx)
+        served_check(runtime, ctx)
         shared = {f.name for f in dataclasses.fields(cls)} & {f.name for f in dataclasses.fields(ctx)}
         values = {name: getattr(ctx, name) for name in shared}
         values.update({f"{old}_model": getattr(ctx, f"{old}_model") for old in cls.LEGACY_ROLES
                        if getattr(ctx, f"{old}_model", None) is not None})
-        return _served_check(runtime, cls.from_mapping(values))
+        return served_check(runtime, cls.from_mapping(values))
     raise TypeError(f"this workflow needs a {cls.__name__}, got {type(ctx).__name__}")
 
-
-logger = logging.getLogger(__name__)
 
 #: The thread id of a run without a checkpointer, until its first step gives it a ``run_key`` of its own.
 EPHEMERAL = "ephemeral"
@@ -102,7 +83,7 @@ def for_run(config: RunnableConfig | None, state: Any) -> RunnableConfig | None:
 
 
 def work_dir_for(ctx: BaseContext, config: RunnableConfig | None) -> Path:
-    """The run's own work directory: ``Context.work_dir``, else one per thread under the runs directory; a run
+    """The run's own work directory: ``KGoTContext.work_dir``, else one per thread under the runs directory; a run
     without a checkpointer works in this process's temporary folder (``<kgagents-proc-…>/runs/<run key>``,
     kept while the process lives and removed when it exits: see :mod:`kgagents.core.tempdirs`)."""
     work_dir = getattr(ctx, "work_dir", None)
@@ -121,7 +102,7 @@ def work_dir_for(ctx: BaseContext, config: RunnableConfig | None) -> Path:
     return prepare_work_dir(path)
 
 
-#: The work dirs of recent runs, prepared: (Context.work_dir or the runs dir, thread id) -> the resolved folder.
+#: The work dirs of recent runs, prepared: (KGoTContext.work_dir or the runs dir, thread id) -> the resolved folder.
 _run_dirs: OrderedDict[tuple[str, str], Path] = OrderedDict()
 _run_dirs_lock = threading.Lock()
 _RUN_DIRS_MAX = 4096
@@ -203,82 +184,6 @@ def served_attachments(attachments: Sequence[str], work_dir: Path) -> Sequence[s
     if served_now():
         check_attachments(list(attachments), served=True, own=work_dir / ATTACHMENTS_DIR)
     return attachments
-
-
-def allow_weak(ctx: Context) -> bool:
-    return ctx.allow_weak_sandbox if ctx.allow_weak_sandbox is not None else get_settings().allow_weak_sandbox
-
-
-def sandbox_limits(ctx: Context) -> SandboxLimits:
-    return SandboxLimits(timeout_s=ctx.sandbox_timeout_s, memory_mb=ctx.sandbox_memory_mb,
-                         quota=sandbox_quota(ctx))
-
-
-def sandbox_quota(ctx: Context) -> DiskQuota:
-    return DiskQuota(call_mb=ctx.sandbox_call_quota_mb, call_files=ctx.sandbox_call_quota_files,
-                     run_mb=ctx.sandbox_run_quota_mb, run_files=ctx.sandbox_run_quota_files)
-
-
-async def open_task_kg(ctx: Context, config: RunnableConfig | None, snapshot: KGSnapshot | None) -> KGStore:
-    """The run's task KG, holding exactly the KG of the state (database backends restore it if needed).
-
-    Database backends open (and restore) over the network, so in a worker thread; the embedded NetworkX KG
-    opens on the event loop once the run's work dir is prepared.
-    """
-    thread_id = thread_id_of(config) + (f"/{ctx.kg_scope}" if ctx.kg_scope else "")
-    work_dir = await run_work_dir(ctx, config)
-
-    def open_() -> KGStore:
-        return open_store(ctx.backend, snapshot=snapshot or empty_snapshot(), work_dir=work_dir,
-                          thread_id=thread_id, limits=sandbox_limits(ctx), allow_weak_sandbox=allow_weak(ctx),
-                          url=ctx.kg_url, run_id=thread_id_of(config))
-
-    return open_() if opens_without_io(ctx.backend) else await asyncio.to_thread(open_)
-
-
-async def release_task_kg(ctx: Context, config: RunnableConfig | None) -> None:
-    """The run is done with its task KG's server (fusion variants leave it to their run): a single-tenant Bolt
-    server takes the next run without waiting for the lease to expire. A failure here costs nothing but the
-    wait, so it is only logged."""
-    if ctx.kg_scope:
-        return
-    try:
-        await asyncio.to_thread(release_run, ctx.backend, run_id=thread_id_of(config), url=ctx.kg_url)
-    except Exception as exc:  # noqa: BLE001 - the lease expires on its own
-        logger.warning("could not release the task KG's server: %s", exc)
-
-
-def tool_env(ctx: Context, config: RunnableConfig | None, *, work_dir: Path | None = None) -> ToolEnv:
-    """The tools' environment for this run: its work dir, the tools' own model, limits and retries.
-
-    It may build the tools' model client or look for a local Ollama server: code on an event loop uses
-    :func:`atool_env`."""
-    try:
-        llm = resolve_model(ctx, "tools", temperature=ctx.tools_temperature)
-    except Exception:  # noqa: BLE001 - tools that need no model still work; those that do say so
-        llm = None
-    return _tool_env(ctx, work_dir or work_dir_for(ctx, config) / "tools", llm, ())
-
-
-async def atool_env(ctx: Context, work_dir: Path, attachments: Sequence[str] = ()) -> ToolEnv:
-    """:func:`tool_env` for a prepared work dir, on an event loop: the tools' model is resolved without
-    blocking it (:func:`~kgagents.nodes.models.aresolve_model`); the task's ``attachments`` are, with the work dir, the
-    only local files the file tools may read."""
-    try:
-        llm = await aresolve_model(ctx, "tools", temperature=ctx.tools_temperature)
-    except Exception:  # noqa: BLE001 - as in tool_env
-        llm = None
-    return _tool_env(ctx, work_dir, llm, attachments)
-
-
-def _tool_env(ctx: Context, work_dir: Path, llm: Any, attachments: Sequence[str]) -> ToolEnv:
-    return ToolEnv(work_dir=work_dir, llm=llm, attachments=tuple(str(a) for a in attachments),
-                   max_output_chars=ctx.tool_output_chars, sandbox_timeout_s=ctx.sandbox_timeout_s,
-                   sandbox_memory_mb=ctx.sandbox_memory_mb, sandbox_quota=sandbox_quota(ctx),
-                   allow_weak_sandbox=allow_weak(ctx),
-                   max_retries=ctx.max_tool_retries, backoff_base_s=ctx.tool_backoff_base_s,
-                   backoff_max_s=ctx.tool_backoff_max_s, extra={"context": ctx},
-                   budget_guard=ToolBudgetGuard(ctx) if has_budget(ctx) else None)
 
 
 async def gather_bounded[T](config: RunnableConfig | None, calls: Sequence[Awaitable[T]]) -> list[T]:

@@ -4,7 +4,8 @@
 The browser's state (page, viewport, find position) lives in the graph state as a plain dict, so every step is
 checkpointed and two runs never share a browser. The tools' environment (settings, the tools' model, limits)
 comes from the caller through ``config["configurable"][TOOL_ENV_KEY]`` (the ``ask_search_agent`` tool passes
-its own); a run started alone (Studio, tests) builds one from the run's :class:`~kgagents.nodes.context.Context`.
+its own); a run started alone (Studio, tests) builds one from the run's
+:class:`~kgagents.nodes.kgot.context.KGoTContext`.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from pydantic import BaseModel, Field
 from kgagents.core.config import ConfigurationError
 from kgagents.core.retry import ModelUnavailableError
 from kgagents.core.usage import Usage, merge_usage, subtract_usage
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext, context_of, tool_env
 from kgagents.nodes.llm import LLMCaller
-from kgagents.nodes.runtime import EPHEMERAL, context_of, thread_id_of, tool_env, work_dir_for
+from kgagents.nodes.runtime import EPHEMERAL, thread_id_of, work_dir_for
 from kgagents.prompts import surfer as P
 from kgagents.prompts.kgot import render
 from kgagents.tools.base import run_tool_with_retry
@@ -98,7 +99,7 @@ class SurferState(TypedDict, total=False):
 
 
 # -- the run's environment ------------------------------------------------------------------------------
-def surfer_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
+def surfer_env(ctx: KGoTContext, config: RunnableConfig | None) -> ToolEnv:
     """The caller's :class:`ToolEnv` (from the config), else one built from the run's context."""
     given = ((config or {}).get("configurable") or {}).get(TOOL_ENV_KEY)
     if isinstance(given, ToolEnv):
@@ -106,7 +107,7 @@ def surfer_env(ctx: Context, config: RunnableConfig | None) -> ToolEnv:
     return tool_env(ctx, config, work_dir=_work_dir(ctx, config))
 
 
-def _work_dir(ctx: Context, config: RunnableConfig | None) -> Path:
+def _work_dir(ctx: KGoTContext, config: RunnableConfig | None) -> Path:
     if ctx.work_dir or thread_id_of(config) != EPHEMERAL:
         return work_dir_for(ctx, config) / "tools"
     return Path(tempfile.gettempdir()) / "kgagents-surfer"  # never created: the surfer's tools write no files
@@ -140,20 +141,20 @@ def start(state: SurferState) -> dict[str, Any]:
     }
 
 
-async def run_env(runtime: Runtime[Context], config: RunnableConfig) -> tuple[Context, ToolEnv]:
+async def run_env(runtime: Runtime[KGoTContext], config: RunnableConfig) -> tuple[KGoTContext, ToolEnv]:
     """The run's context and tool environment (built in a worker thread: it may read files)."""
     ctx = context_of(runtime)
     return ctx, await asyncio.to_thread(surfer_env, ctx, config)
 
 
-def _caller(ctx: Context, env: ToolEnv) -> LLMCaller:
+def _caller(ctx: KGoTContext, env: ToolEnv) -> LLMCaller:
     if env.llm is None:
         raise ConfigurationError("no chat model is configured for the tools (KGAGENTS_MODEL or "
                                  "KGAGENTS_TOOLS_MODEL, or the run's context)")
     return LLMCaller(ctx, "tools", model=env.llm)
 
 
-async def think(state: SurferState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+async def think(state: SurferState, runtime: Runtime[KGoTContext], config: RunnableConfig) -> dict[str, Any]:
     """One agent step: the tools' model reads the conversation and calls tools (or final_answer)."""
     ctx, env = await run_env(runtime, config)
     try:
@@ -173,7 +174,7 @@ def _last_ai(state: SurferState) -> AIMessage | None:
     return None
 
 
-async def browse(state: SurferState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+async def browse(state: SurferState, runtime: Runtime[KGoTContext], config: RunnableConfig) -> dict[str, Any]:
     """Run the step's tool calls in order on the run's browser (bounded retries; errors become text)."""
     _, env = await run_env(runtime, config)
     env = dataclasses.replace(env, usage={})
@@ -195,7 +196,7 @@ async def browse(state: SurferState, runtime: Runtime[Context], config: Runnable
     return {"messages": results, "browser": browser.to_state(), "usage": env.usage}
 
 
-async def wrap_up(state: SurferState, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+async def wrap_up(state: SurferState, runtime: Runtime[KGoTContext], config: RunnableConfig) -> dict[str, Any]:
     """Out of steps: the model writes its final answer from what it found, without tools."""
     ctx, env = await run_env(runtime, config)
     messages = list(state.get("messages") or [])

@@ -17,8 +17,8 @@ from kgagents.graphs import agent_g, ark, grounded, kgot
 from kgagents.nodes.agent_g import AgentGContext
 from kgagents.nodes.ark import ArkContext
 from kgagents.nodes.budget import BudgetError, budget_reached, check_budget
-from kgagents.nodes.context import Context
 from kgagents.nodes.grounded import GroundedContext
+from kgagents.nodes.kgot import KGoTContext
 from tests import kgot_script as KS
 from tests.agent_g.conftest import QUESTION as AGENT_G_QUESTION
 from tests.agent_g.conftest import comment, decide, prime, validate  # noqa: F401  (prime: a fixture)
@@ -47,8 +47,8 @@ def kgot_steps() -> list[dict]:
 
 async def test_kgot_at_its_budget_generates_the_forced_solution(tmp_path):
     model = ScriptedChatModel(steps=kgot_steps())
-    ctx = Context(model=model, work_dir=str(tmp_path), solve_mode="direct", budget_tokens=1,
-                  api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path), solve_mode="direct", budget_tokens=1,
+                      api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
     output, state = await run(kgot, {"question": QUESTION}, ctx)
     assert state["iteration"] == 1 and state["decision"] == "FORCED_SOLVE"  # one iteration of the default 7
     assert [op["kind"] for op in state["solve_operations"]] == ["forced_solution"]
@@ -58,8 +58,8 @@ async def test_kgot_at_its_budget_generates_the_forced_solution(tmp_path):
 
 async def test_kgot_within_its_budget_is_not_stopped(tmp_path):
     model = ScriptedChatModel(steps=kgot_steps())
-    ctx = Context(model=model, work_dir=str(tmp_path), solve_mode="direct", max_iterations=2,
-                  budget_tokens=10_000_000, api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path), solve_mode="direct", max_iterations=2,
+                      budget_tokens=10_000_000, api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
     output, state = await run(kgot, {"question": QUESTION}, ctx)
     assert state["iteration"] == 2 and "budget_stop" not in state and "budget_stop" not in output
 
@@ -106,15 +106,15 @@ async def test_a_cost_budget_counts_dollars_and_needs_the_prices(tmp_path, monke
     prices.write_text(json.dumps({"scripted": {"input": 1e6, "output": 1e6}}), encoding="utf-8")
     monkeypatch.setenv("KGAGENTS_PRICES_FILE", str(prices))
     model = ScriptedChatModel(steps=kgot_steps())
-    ctx = Context(model=model, work_dir=str(tmp_path / "w"), solve_mode="direct", budget_usd=0.5,
-                  api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path / "w"), solve_mode="direct", budget_usd=0.5,
+                      api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
     output, state = await run(kgot, {"question": QUESTION}, ctx)
     assert state["iteration"] == 1 and output["budget_stop"].startswith("cost budget reached: $")
     assert output["cost_usd"] > 0.5
     monkeypatch.delenv("KGAGENTS_PRICES_FILE")
     unpriced = {"scripted": {"calls": 1, "input_tokens": 5, "output_tokens": 5, "cost_usd": None}}
     with pytest.raises(BudgetError, match="scripted has none"):
-        budget_reached(unpriced, Context(budget_usd=1.0))
+        budget_reached(unpriced, KGoTContext(budget_usd=1.0))
     with pytest.raises(BudgetError, match="positive"):
         check_budget(0.0, None)
 
@@ -123,12 +123,12 @@ async def test_an_evaluation_stops_starting_items_at_its_budget_and_says_how_man
     answers = {f"Q{i}": str(2 * i) for i in range(4)}
     model = ScriptedChatModel(steps=kgot_direct_steps(answers))
     options = EvalOptions(workflow="kgot", out_dir=tmp_path / "out", progress=False, concurrency=1,
-                          context=Context(model=model, **FAST), budget_tokens=1)
+                          context=KGoTContext(model=model, **FAST), budget_tokens=1)
     result = await evaluate(options, tiny_gaia(4))
     assert result.ran == 1 and result.budget_skipped == 3 and result.budget_stop.startswith(TOKEN_BUDGET)
     assert [r["id"] for r in result.records] == ["t0"] and result.records[0]["correct"] is True
     options = EvalOptions(workflow="kgot", out_dir=tmp_path / "out", progress=False, concurrency=1,
-                          context=Context(model=model, **FAST))
+                          context=KGoTContext(model=model, **FAST))
     again = await evaluate(options, tiny_gaia(4))
     assert again.ran == 3 and again.budget_stop is None and again.budget_skipped == 0  # the rest, later
     with pytest.raises(ValueError, match="one process"):

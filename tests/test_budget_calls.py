@@ -20,8 +20,8 @@ from kgagents.graphs import agent_g, ark, grounded, kgot
 from kgagents.nodes.agent_g import AgentGContext
 from kgagents.nodes.ark import ArkContext
 from kgagents.nodes.budget import BudgetError, budget_reached, tokens_spent
-from kgagents.nodes.context import Context
 from kgagents.nodes.grounded import GroundedContext
+from kgagents.nodes.kgot import KGoTContext
 from tests import kgot_script as KS
 from tests.agent_g.conftest import QUESTION as AGENT_G_QUESTION
 from tests.agent_g.conftest import comment, decide, prime, validate  # noqa: F401  (prime: a fixture)
@@ -53,8 +53,8 @@ async def run(module, task: dict, context, thread: str = "t") -> tuple[dict, dic
 # -- KGoT: inside an iteration -------------------------------------------------------------------------------
 async def test_kgot_stops_inside_its_iteration_not_at_the_next_iteration_check(tmp_path):
     model = ScriptedChatModel(steps=kgot_steps())
-    ctx = Context(model=model, work_dir=str(tmp_path), solve_mode="direct", budget_tokens=1,
-                  api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path), solve_mode="direct", budget_tokens=1,
+                      api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
     output, state = await run(kgot, {"question": QUESTION}, ctx)
     forced = next(i for i, call in enumerate(model.calls) if KS.FORCED in call)
     # the votes (one concurrent round, the first calls of the run) and then nothing of the search: no merge of
@@ -109,7 +109,7 @@ def test_a_reply_without_usage_is_counted_locally():
     assert usage["estimated_tokens"] == math.ceil(441 / CHARS_PER_TOKEN) == 111
     assert usage["input_tokens"] == usage["output_tokens"] == 0 and usage["unmeasured_calls"] == 1
     assert tokens_spent({"local-model": usage}) == 111
-    reason = budget_reached({"local-model": usage}, Context(budget_tokens=100))
+    reason = budget_reached({"local-model": usage}, KGoTContext(budget_tokens=100))
     assert reason is not None and reason.startswith(TOKEN_BUDGET)
 
 
@@ -117,11 +117,11 @@ def test_a_reply_without_usage_is_counted_locally():
 def test_a_cost_budget_over_calls_without_usage_blames_the_missing_usage_not_the_price():
     unreported = usage_entry("gpt-4o-mini", 0, 0, measured=False, estimated_tokens=50)  # a priced model
     with pytest.raises(BudgetError, match=r"reported none for 1 call of gpt-4o-mini") as caught:
-        budget_reached(unreported, Context(budget_usd=1.0))
+        budget_reached(unreported, KGoTContext(budget_usd=1.0))
     assert "price" not in str(caught.value)
     unpriced = usage_entry("my-local-model", 10, 10)
     with pytest.raises(BudgetError, match="my-local-model has none"):
-        budget_reached(unpriced, Context(budget_usd=1.0))
+        budget_reached(unpriced, KGoTContext(budget_usd=1.0))
 
 
 # -- through an OpenAI-compatible server, with and without usage -------------------------------------------
@@ -135,12 +135,12 @@ async def test_a_call_does_not_start_once_the_budget_is_reached(usage):
     with FakeOpenAIServer(default_usage=usage) as server:
         server.reply("first").reply("second")
         model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=5.0)
-        llm = LLMCaller(Context(model=model, budget_tokens=5), "graph_executor")
+        llm = LLMCaller(KGoTContext(model=model, budget_tokens=5), "graph_executor")
         assert await llm.text("a question of some length") == "first"
         with pytest.raises(BudgetSpent, match=TOKEN_BUDGET):
             await llm.text("another question")
         assert len(server.chat_requests) == 1  # the second request was never sent
-        priced = LLMCaller(Context(model=model, budget_usd=1.0), "graph_executor")
+        priced = LLMCaller(KGoTContext(model=model, budget_usd=1.0), "graph_executor")
         assert await priced.text("q") == "second"
         if usage is None:
             with pytest.raises(BudgetError, match="reported none"):
@@ -149,12 +149,12 @@ async def test_a_call_does_not_start_once_the_budget_is_reached(usage):
 
 async def test_a_tools_model_call_does_not_start_once_the_budget_is_reached(tmp_path):
     from kgagents.nodes.budget import CallRefused
-    from kgagents.nodes.runtime import tool_env
+    from kgagents.nodes.kgot import tool_env
     from kgagents.tools.base import run_tool_with_retry
     from kgagents.tools.llm_tool import make_llm_tool
 
     model = ScriptedChatModel(steps=[{"content": "an answer", "times": 0}])
-    env = tool_env(Context(model=model, budget_tokens=5, tools_model=model), None, work_dir=tmp_path)
+    env = tool_env(KGoTContext(model=model, budget_tokens=5, tools_model=model), None, work_dir=tmp_path)
     tool = make_llm_tool(env)
     first = await run_tool_with_retry(tool, {"query": "a question long enough to pass five tokens"})
     assert first.ok and len(model.calls) == 1
@@ -175,7 +175,7 @@ async def test_the_search_agents_calls_count_for_the_other_calls_of_its_step(tmp
     from kgagents.tools.manager import ToolEnv
 
     llm = ScriptedChatModel(steps=[{"content": "I could not find it.", "times": 0}])
-    ctx = Context(model=llm, tools_model=llm, budget_tokens=50, work_dir=str(tmp_path))
+    ctx = KGoTContext(model=llm, tools_model=llm, budget_tokens=50, work_dir=str(tmp_path))
     env = ToolEnv(work_dir=tmp_path / "work", llm=llm, max_retries=1, extra={"context": ctx},
                   budget_guard=ToolBudgetGuard(ctx))
     tool = surfer.make_surfer_tool(env)
@@ -187,7 +187,7 @@ async def test_the_search_agents_calls_count_for_the_other_calls_of_its_step(tmp
             await env.ask_llm([HumanMessage("and then?")])
         return {"usage": env.usage}
 
-    g = StateGraph(UsageState, context_schema=Context)
+    g = StateGraph(UsageState, context_schema=KGoTContext)
     g.add_node("run_tool_calls", run_tool_calls)
     g.add_edge(START, "run_tool_calls")
     g.add_edge("run_tool_calls", END)
@@ -231,7 +231,7 @@ async def test_a_reply_the_client_rejects_without_its_response_is_counted_locall
             json.loads("this is not json")
 
     model = Rejecting(steps=[{"content": "x", "times": 0}])
-    llm = LLMCaller(Context(model=model, max_parse_retries=1, api_backoff_base_s=0.001), "graph_executor")
+    llm = LLMCaller(KGoTContext(model=model, max_parse_retries=1, api_backoff_base_s=0.001), "graph_executor")
     with pytest.raises(StructuredOutputError):
         await llm.structured("q", Answer)
     [entry] = llm.usage.values()
@@ -272,12 +272,12 @@ async def test_openai_embeddings_are_priced_in_the_runs_usage_and_stop_at_its_bu
                 outcome.append(str(exc))
             return {}
 
-        g = StateGraph(UsageState, context_schema=Context)
+        g = StateGraph(UsageState, context_schema=KGoTContext)
         g.add_node("embed", embed)
         g.add_edge(START, "embed")
         g.add_edge("embed", END)
         out = await g.compile(checkpointer=InMemorySaver()).ainvoke(
-            {}, {"configurable": {"thread_id": "t"}}, context=Context(budget_tokens=8))
+            {}, {"configurable": {"thread_id": "t"}}, context=KGoTContext(budget_tokens=8))
         requests = len(server.embedding_requests)
     assert requests == 2 and outcome and TOKEN_BUDGET in outcome[0]  # 5 + 5 tokens: the third not sent
     entry = out["usage"]["text-embedding-ada-002"]
@@ -299,8 +299,8 @@ async def test_without_langgraphs_task_keys_a_run_still_stops_at_its_budget(tmp_
         monkeypatch.setattr(budget, name, "__absent__")
     monkeypatch.setattr(budget, "_warned", threading.Event())
     model = ScriptedChatModel(steps=kgot_steps())
-    ctx = Context(model=model, work_dir=str(tmp_path), solve_mode="direct", budget_tokens=1,
-                  api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path), solve_mode="direct", budget_tokens=1,
+                      api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
     with caplog.at_level("WARNING", logger="kgagents.nodes.budget"):
         output, state = await run(kgot, {"question": QUESTION}, ctx)
     assert state["budget_stop"].startswith(TOKEN_BUDGET) and output["final_answer"] == "65"

@@ -338,7 +338,7 @@ def test_a_runs_work_folder_is_never_a_link_out_of_the_runs_folder(tmp_path, mon
     a runs folder someone else made would make the folder it points at the sandbox's writable folder and a root of
     the file tools. It is refused, and nothing of the home it points at is created or changed."""
     from kgagents.core.nofollow import LinkRefused
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
     from kgagents.nodes.runtime import work_dir_for
 
     home = tmp_path / "home"
@@ -351,6 +351,6 @@ def test_a_runs_work_folder_is_never_a_link_out_of_the_runs_folder(tmp_path, mon
     monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(runs))
     for thread in ("t1", "t2"):
         with pytest.raises(LinkRefused, match="is a symbolic link"):
-            work_dir_for(Context(), {"configurable": {"thread_id": thread}})
+            work_dir_for(KGoTContext(), {"configurable": {"thread_id": thread}})
     assert sorted(p.name for p in home.iterdir()) == [".ssh"] and stat_mode(home) == 0o755
-    assert work_dir_for(Context(), {"configurable": {"thread_id": "t3"}}) == runs.absolute() / "work" / "t3"
+    assert work_dir_for(KGoTContext(), {"configurable": {"thread_id": "t3"}}) == runs.absolute() / "work" / "t3"

@@ -10,7 +10,8 @@ import pytest
 
 from kgagents.cli import main
 from kgagents.graphs import registry
-from kgagents.nodes.context import BaseContext, Context, description_of
+from kgagents.nodes.context import BaseContext, description_of
+from kgagents.nodes.kgot import KGoTContext
 
 BASE = {f.name for f in fields(BaseContext)}
 
@@ -45,7 +46,7 @@ def test_the_old_role_name_is_still_accepted(monkeypatch):
     assert given.model_for(ROLE) == "a:new"  # the role's own name wins
 
     class Runtime:
-        context = Context(graph_executor_model="openai:gpt-4o-mini", temperature=0.3, backend="neo4j")
+        context = KGoTContext(graph_executor_model="openai:gpt-4o-mini", temperature=0.3, backend="neo4j")
 
     carried = context_as(Runtime(), ArkContext)  # a KGoT context a caller built: shared fields, its model
     assert carried.ark_agent_model == "openai:gpt-4o-mini" and carried.temperature == 0.3

@@ -360,13 +360,13 @@ def test_resume_after_the_results_of_a_superstep_before_its_checkpoint(
 async def test_an_evaluation_resumes_an_item_left_in_that_window(tmp_path: Path) -> None:
     from kgagents.core.scripted import ScriptedChatModel
     from kgagents.evals.runner import RESULTS_FILE, EvalOptions, evaluate, read_results, thread_id_for
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
     from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
 
     def options() -> EvalOptions:
         model = ScriptedChatModel(steps=kgot_direct_steps({"Q0": "0"}))
         return EvalOptions(workflow="kgot", out_dir=tmp_path, progress=False,
-                           context=Context(model=model, **FAST))
+                           context=KGoTContext(model=model, **FAST))
 
     first = await evaluate(options(), tiny_gaia(1))
     assert first.records[0]["correct"] is True

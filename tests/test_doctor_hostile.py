@@ -113,7 +113,7 @@ def test_a_run_stops_at_a_redirect_naming_where_it_points(monkeypatch) -> None:
     import asyncio
 
     from kgagents.core.retry import ModelUnavailableError
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
     from kgagents.nodes.llm import LLMCaller
     from kgagents.nodes.models import build_chat_model
 
@@ -123,7 +123,7 @@ def test_a_run_stops_at_a_redirect_naming_where_it_points(monkeypatch) -> None:
     monkeypatch.setenv("KGAGENTS_BASE_URL", first.url + "/v1")
     try:
         model = build_chat_model("gpt-4o-mini", base_url=first.url + "/v1", timeout_s=5.0)
-        caller = LLMCaller(Context(model=model, max_api_retries=3, api_backoff_base_s=0.0), "graph_executor")
+        caller = LLMCaller(KGoTContext(model=model, max_api_retries=3, api_backoff_base_s=0.0), "graph_executor")
         with pytest.raises(ModelUnavailableError) as raised:
             asyncio.run(caller.text("q"))
         with pytest.raises(Exception, match="307"):
@@ -139,7 +139,7 @@ def test_a_run_error_does_not_carry_an_echoed_key(monkeypatch) -> None:
     import asyncio
 
     from kgagents.core.retry import ModelUnavailableError
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
     from kgagents.nodes.llm import LLMCaller, LLMError
     from kgagents.nodes.models import build_chat_model
 
@@ -154,7 +154,7 @@ def test_a_run_error_does_not_carry_an_echoed_key(monkeypatch) -> None:
         monkeypatch.setenv("KGAGENTS_BASE_URL", s.url + "/v1")
         try:
             model = build_chat_model("gpt-4o-mini", base_url=s.url + "/v1", timeout_s=5.0)
-            caller = LLMCaller(Context(model=model, max_api_retries=0), "graph_executor")
+            caller = LLMCaller(KGoTContext(model=model, max_api_retries=0), "graph_executor")
             with pytest.raises(error) as raised:
                 asyncio.run(caller.text("q"))
         finally:

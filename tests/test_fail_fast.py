@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from kgagents.cli import main
 from kgagents.core.config import ConfigurationError
 from kgagents.core.retry import ModelUnavailableError, is_unreachable
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model
 from kgagents.tools.base import run_tool_with_retry
@@ -67,7 +67,7 @@ async def test_an_unknown_host_is_fatal_at_once(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(socket, "getaddrinfo", resolve)
     model = build_chat_model("local-model", base_url="http://models.example.invalid:8000/v1", timeout_s=5.0)
-    llm = LLMCaller(Context(model=model, **SLOW_RETRIES), "graph_executor")
+    llm = LLMCaller(KGoTContext(model=model, **SLOW_RETRIES), "graph_executor")
     started = time.monotonic()
     with pytest.raises(ModelUnavailableError, match=r"local-model at http://models.example.invalid:8000/v1\) "
                                                     "cannot be used: the host name does not resolve"):
@@ -80,7 +80,7 @@ async def test_a_model_that_answered_before_is_retried_and_degraded_around(opena
     """A server that answered and then goes away (a restart): retried with backoff, then an LLMError the node
     degrades around, not a stopped run."""
     model = build_chat_model("gpt-4o-mini", base_url=openai_server.base_url, timeout_s=2.0)
-    llm = LLMCaller(Context(model=model, max_api_retries=2, api_backoff_base_s=0.0, api_backoff_max_s=0.0),
+    llm = LLMCaller(KGoTContext(model=model, max_api_retries=2, api_backoff_base_s=0.0, api_backoff_max_s=0.0),
                     "graph_executor")
     openai_server.reply("first")
     assert await llm.text("q") == "first"

@@ -29,7 +29,7 @@ from kgagents.core.keys import (
     same_server,
     server_of,
 )
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.models import build_chat_model, resolve_model
 from kgagents.nodes.runtime import work_dir_for
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -62,7 +62,7 @@ def test_a_base_url_elsewhere_gets_no_key_from_any_path(monkeypatch, capsys):
         assert model.invoke("hello").content == "from the configured server"
         # a Python caller's base_url and a run's context base_url elsewhere: no key at all
         ask(build_chat_model("gpt-4o-mini", base_url=f"{other.url}/v1"))
-        ask(resolve_model(Context(model="openai:gpt-4o-mini", base_url=f"{other.url}/v2"), "graph_executor"))
+        ask(resolve_model(KGoTContext(model="openai:gpt-4o-mini", base_url=f"{other.url}/v2"), "graph_executor"))
         # a prefix of the configured URL is not the configured server
         ask(build_chat_model("gpt-4o-mini", base_url=f"{own.base_url}.{other.url.removeprefix('http://')}"))
         assert len(other.requests) >= 2
@@ -85,7 +85,7 @@ def test_openai_key_goes_to_openai_base_url_only_and_the_start_line_says_where(m
         assert other.requests and other.saw(OPENAI_KEY)  # OPENAI_BASE_URL is where the user put the key
         other.requests.clear()
         monkeypatch.setenv("KGAGENTS_API_KEY", SECRET)  # bound to KGAGENTS_BASE_URL, which is not set
-        ask(resolve_model(Context(model="openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1"), "tools"))
+        ask(resolve_model(KGoTContext(model="openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1"), "tools"))
         assert "KGAGENTS_API_KEY goes only to KGAGENTS_BASE_URL, which is not set" in capsys.readouterr().err
 
 
@@ -116,7 +116,7 @@ def test_the_openai_sdks_own_headers_go_only_to_openai_api_keys_server(monkeypat
         monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", f"Authorization: Bearer {GATEWAY}\nX-Portkey-Api-Key: {GATEWAY_2}")
         monkeypatch.setenv("OPENAI_ORG_ID", "org-user-77")
         monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-user-78")
-        model = resolve_model(Context(model="openai:gpt-4o-mini", base_url=f"{other.url}/v1"), "graph_executor")
+        model = resolve_model(KGoTContext(model="openai:gpt-4o-mini", base_url=f"{other.url}/v1"), "graph_executor")
         ask(model)
         with pytest.raises(Exception):  # noqa: B017 - the recorder answers 401
             asyncio.run(model.ainvoke("hello"))
@@ -129,7 +129,7 @@ def test_the_openai_sdks_own_headers_go_only_to_openai_api_keys_server(monkeypat
         assert not other.saw("org-user-77") and not other.saw("proj-user-78")
         assert {r.headers.get("authorization") for r in other.requests} == {"Bearer not-needed", "Bearer unset"}
         # their own server still gets them, as the SDK sends them there
-        ask(resolve_model(Context(model="openai:gpt-4o-mini"), "graph_executor"))
+        ask(resolve_model(KGoTContext(model="openai:gpt-4o-mini"), "graph_executor"))
         assert own.saw(GATEWAY_2) and own.saw("org-user-77") and own.saw("proj-user-78")
     err = capsys.readouterr().err
     assert (f"requests to {other.url}/v1 go without the headers of OPENAI_ORG_ID, OPENAI_PROJECT_ID, "
@@ -490,7 +490,7 @@ def test_data_folders_are_private(monkeypatch, tmp_path, capsys):
     source = tmp_path / "kg.tsv"
     source.write_text("Alice\tknows\tBob\n", encoding="utf-8")
     assert main(["graph", "import", str(source), "--name", "people"]) == 0
-    work = work_dir_for(Context(), {"configurable": {"thread_id": "t-1"}})  # a run's work folder
+    work = work_dir_for(KGoTContext(), {"configurable": {"thread_id": "t-1"}})  # a run's work folder
     assert work == (home / "runs" / "work" / "t-1").resolve()
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"name": "z", "steps": [{"when": "", "content": "FINAL ANSWER: 4"}]}))

@@ -21,8 +21,7 @@ from kgagents.cli import main
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs import kgot
 from kgagents.graphs.io import final_state
-from kgagents.nodes.context import Context
-from kgagents.nodes.kgot import NO_SOLUTION
+from kgagents.nodes.kgot import NO_SOLUTION, KGoTContext
 from tests import kgot_script as S
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer, FaultPolicy, script_responder
@@ -56,9 +55,9 @@ STEPS = [
 async def test_kgot_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer, tmp_path: Path) -> None:
     """With the samples of a decision in one request (the default on this client) and one request per sample: a
     fault on a request for several samples is met by every sample it stood for."""
-    context = Context(**fault_settings(fault_server, tools=True),
-                      work_dir=str(tmp_path / "work"), max_iterations=3,
-                      num_next_steps_decision=3)
+    context = KGoTContext(**fault_settings(fault_server, tools=True),
+                          work_dir=str(tmp_path / "work"), max_iterations=3,
+                          num_next_steps_decision=3)
     runs = await runs_under_faults(fault_server, kgot, STEPS, {"question": QUESTION}, context)
     assert any(r.body.get("n") == 3 for r in fault_server.chat_requests)
     runs += await runs_under_faults(fault_server, kgot, STEPS, {"question": QUESTION},
@@ -175,8 +174,8 @@ def test_a_rejected_key_stops_the_run_and_it_resumes_once_fixed(fault_server: Fa
 # --------------------------------------------------------------------------------------------------------------
 async def scripted_run(tmp_path: Path, steps: list[dict], **ctx: object) -> dict:
     model = ScriptedChatModel(steps=steps)
-    context = Context(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
-                      tool_backoff_base_s=0.001, max_parse_retries=0, **ctx)
+    context = KGoTContext(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
+                          tool_backoff_base_s=0.001, max_parse_retries=0, **ctx)
     config = {"configurable": {"thread_id": "unparseable"}, "recursion_limit": 200}
     return await final_state(kgot.compile_graph(InMemorySaver()),
                              {"question": QUESTION}, config, context=context)

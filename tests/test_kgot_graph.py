@@ -10,8 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
-from kgagents.nodes.context import Context
-from kgagents.nodes.kgot import NO_SOLUTION
+from kgagents.nodes.kgot import NO_SOLUTION, KGoTContext
 from tests import kgot_script as S
 
 QUESTION = "The array [42, 23, 2, 88, 37, 15] is in a script. Sort it and add the third and fifth values."
@@ -41,8 +40,8 @@ def insert_always() -> list[dict]:
 
 async def run(tmp_path, steps, question=QUESTION, **ctx):
     model = ScriptedChatModel(steps=steps)
-    context = Context(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
-                      tool_backoff_base_s=0.001, **ctx)
+    context = KGoTContext(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
+                          tool_backoff_base_s=0.001, **ctx)
     graph = compile_graph(InMemorySaver())
     config = {"configurable": {"thread_id": "t1"}, "recursion_limit": 200}
     state = await final_state(graph, {"question": question}, config, context=context)

@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from kgagents.core.retry import is_transient
 from kgagents.core.scripted import ScriptedChatModel
-from kgagents.nodes.context import Context
 from kgagents.nodes.http_client import LoopLocalAioHttpClient, LoopLocalTransport
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import DirectStructured, LLMCaller, StructuredOutputError, structured_runnable
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
@@ -30,7 +30,7 @@ class Verdict(BaseModel):
     confidence: float
 
 
-#: The options the LLM layer passes for OpenAI models (Context.structured_output_method's default).
+#: The options the LLM layer passes for OpenAI models (KGoTContext.structured_output_method's default).
 FC = {"include_raw": True, "method": "function_calling"}
 
 
@@ -133,7 +133,7 @@ async def test_a_refusal_is_a_parsing_error_and_is_asked_again(openai_server: Fa
     # through the LLM layer: re-asked with the error, then answered
     openai_server._push(Step("refusal"))
     openai_server.tool_call({"verdict": "false", "confidence": 0.5})
-    llm = LLMCaller(Context(model=model, max_api_retries=0), "graph_executor")
+    llm = LLMCaller(KGoTContext(model=model, max_api_retries=0), "graph_executor")
     assert await llm.structured("q", Verdict) == Verdict(verdict="false", confidence=0.5)
     assert "cannot help" in openai_server.chat_requests[-1].last_user_text
 
@@ -142,12 +142,12 @@ async def test_the_scripted_model_and_the_layers_retries_take_the_direct_path() 
     model = ScriptedChatModel(steps=[{"structured": {"verdict": "maybe"}},
                                      {"structured": {"verdict": "true", "confidence": 1.0}}])
     assert isinstance(structured_runnable(model, Verdict, {"include_raw": True}), DirectStructured)
-    llm = LLMCaller(Context(model=model, max_parse_retries=1), "graph_executor")
+    llm = LLMCaller(KGoTContext(model=model, max_parse_retries=1), "graph_executor")
     assert await llm.structured("q", Verdict) == Verdict(verdict="true", confidence=1.0)
     assert "confidence" in model.calls[1] and "Field required" in model.calls[1]
     model = ScriptedChatModel(steps=[{"structured": {"verdict": "maybe"}, "times": 0}])
     with pytest.raises(StructuredOutputError, match="no valid Verdict after 2 attempt"):
-        await LLMCaller(Context(model=model, max_parse_retries=1), "graph_executor").structured("q", Verdict)
+        await LLMCaller(KGoTContext(model=model, max_parse_retries=1), "graph_executor").structured("q", Verdict)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import kgagents.core.usage as usage_mod
 from kgagents.core.retry import is_transient, retry_after_s
 from kgagents.core.usage import register_price
 from kgagents.graphs.io import final_state
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller, LLMError, ModelUnavailableError, StructuredOutputError
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
@@ -52,13 +52,13 @@ def chat_model(server: FakeOpenAIServer, *, timeout: float = 10.0, model: str = 
     return ChatOpenAI(model=model, base_url=server.base_url, api_key=api_key, max_retries=0, timeout=timeout)
 
 
-def context(server: FakeOpenAIServer | None = None, **overrides: Any) -> Context:
+def context(server: FakeOpenAIServer | None = None, **overrides: Any) -> KGoTContext:
     values: dict[str, Any] = {"api_backoff_base_s": 0.01, "api_backoff_max_s": 0.05, "max_api_retries": 3,
                               "max_parse_retries": 2, "llm_timeout_s": 5.0}
     if server is not None:
         values["model"] = chat_model(server)
     values.update(overrides)
-    return Context(**values)
+    return KGoTContext(**values)
 
 
 def caller(server: FakeOpenAIServer, **overrides: Any) -> LLMCaller:
@@ -206,7 +206,7 @@ async def test_retry_after_is_capped_by_the_backoff_limit(openai_server: FakeOpe
 
 @pytest.mark.slow
 async def test_timeout_of_the_context_then_success(openai_server: FakeOpenAIServer) -> None:
-    """The server hangs; Context.llm_timeout_s ends the call (the client's own timeout is longer)."""
+    """The server hangs; KGoTContext.llm_timeout_s ends the call (the client's own timeout is longer)."""
     openai_server.hang(30).reply("after the hang")
     llm = LLMCaller(context(model=chat_model(openai_server, timeout=30), llm_timeout_s=0.5), "graph_executor")
 
@@ -615,12 +615,12 @@ async def test_usage_survives_sqlite_checkpoints(openai_server: FakeOpenAIServer
         question: str
         answer: str
 
-    async def answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    async def answer(state: State, runtime: Runtime[KGoTContext]) -> dict[str, Any]:
         llm = LLMCaller(runtime.context, "graph_executor")
         result = await llm.structured(state["question"], Answer)
         return {"answer": result.answer, "usage": llm.usage}
 
-    builder = StateGraph(State, context_schema=Context)
+    builder = StateGraph(State, context_schema=KGoTContext)
     builder.add_node("answer", answer)
     builder.add_edge(START, "answer")
     builder.add_edge("answer", END)

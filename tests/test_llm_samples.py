@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.nodes import openai_chat
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller, LLMError, StructuredOutputError
 from kgagents.nodes.models import build_chat_model
 from kgagents.nodes.openai_chat import OpenAIChatModel
@@ -38,8 +38,8 @@ class Choice(BaseModel):
 def caller(server: FakeOpenAIServer, **context: Any) -> LLMCaller:
     model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=5.0)
     assert isinstance(model, OpenAIChatModel)
-    return LLMCaller(Context(model=model, max_api_retries=1, api_backoff_base_s=0.0, api_backoff_max_s=0.0,
-                             **context), "graph_executor")
+    return LLMCaller(KGoTContext(model=model, max_api_retries=1, api_backoff_base_s=0.0, api_backoff_max_s=0.0,
+                                 **context), "graph_executor")
 
 
 def vote(kind: str, why: str = "r") -> dict[str, str]:
@@ -156,7 +156,7 @@ async def test_without_langchain_openais_api_decision_every_sample_is_a_request_
 
 async def test_models_without_n_get_one_call_per_sample() -> None:
     model = ScriptedChatModel(steps=[{"when": "Solve", "structured": vote("RETRIEVE"), "times": 0}])
-    samples = await LLMCaller(Context(model=model), "graph_executor").structured_samples("Solve?", Choice, 4)
+    samples = await LLMCaller(KGoTContext(model=model), "graph_executor").structured_samples("Solve?", Choice, 4)
     assert [s.query_type for s in samples] == ["RETRIEVE"] * 4 and len(model.calls) == 4
 
 

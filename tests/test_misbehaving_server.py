@@ -19,7 +19,7 @@ from kgagents.cli import main
 from kgagents.core.failures import NEVER_ANSWERED_ATTEMPTS, FailureKind
 from kgagents.core.retry import BREAKER_CALLS, ModelUnavailableError, failure_kind
 from kgagents.evals.grbench import fixture_graph
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
@@ -117,7 +117,7 @@ def test_an_evaluation_stops_after_its_first_item(server: FakeOpenAIServer, tmp_
 
 def _caller(server: FakeOpenAIServer, **settings: float) -> LLMCaller:
     model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=30.0, connect_timeout_s=5.0)
-    return LLMCaller(Context(model=model, api_backoff_base_s=0.001, api_backoff_max_s=0.01, **settings),
+    return LLMCaller(KGoTContext(model=model, api_backoff_base_s=0.001, api_backoff_max_s=0.01, **settings),
                      "graph_executor")
 
 

@@ -16,7 +16,7 @@ from langchain_openai import ChatOpenAI
 from kgagents.core.config import ROLES, ConfigurationError, get_settings, ollama_url
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.core.trust import trust_folder
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import LLMCaller, LLMError
 from kgagents.nodes.models import build_chat_model, configured_model_string, model_label, resolve_model
 from tests.fakes import closed_port, isolate_model_env
@@ -51,21 +51,21 @@ def test_context_instance_beats_everything(monkeypatch: pytest.MonkeyPatch, scri
     monkeypatch.setenv("KGAGENTS_MODEL", f"scripted:{script}")
     monkeypatch.setenv("KGAGENTS_GRAPH_EXECUTOR_MODEL", f"scripted:{script}")
     given = scripted("given")
-    assert resolve_model(Context(model=given), "graph_executor") is given
+    assert resolve_model(KGoTContext(model=given), "graph_executor") is given
     # a role's own instance beats the context's default, whether that is an instance or a string
     role = scripted("role")
-    assert resolve_model(Context(model=given, graph_executor_model=role), "graph_executor") is role
-    assert resolve_model(Context(model=given, graph_executor_model=role), "tool_executor") is given
-    assert resolve_model(Context(model=f"scripted:{script}", tools_model=role), "tools") is role
+    assert resolve_model(KGoTContext(model=given, graph_executor_model=role), "graph_executor") is role
+    assert resolve_model(KGoTContext(model=given, graph_executor_model=role), "tool_executor") is given
+    assert resolve_model(KGoTContext(model=f"scripted:{script}", tools_model=role), "tools") is role
 
 
 def test_context_string_beats_the_environment(monkeypatch: pytest.MonkeyPatch, script: Path) -> None:
     monkeypatch.setenv("KGAGENTS_MODEL", "openai:gpt-4o")
     monkeypatch.setenv("KGAGENTS_GRAPH_EXECUTOR_MODEL", "anthropic:claude-sonnet-4-5")
-    ctx = Context(model=f"scripted:{script}")
+    ctx = KGoTContext(model=f"scripted:{script}")
     for role in ROLES:
         assert configured_model_string(role, ctx) == f"scripted:{script}"
-    ctx = Context(model="openai:gpt-4o-mini", tool_executor_model="openai:gpt-4.1-nano")
+    ctx = KGoTContext(model="openai:gpt-4o-mini", tool_executor_model="openai:gpt-4.1-nano")
     assert configured_model_string("graph_executor", ctx) == "openai:gpt-4o-mini"
     assert configured_model_string("tool_executor", ctx) == "openai:gpt-4.1-nano"
 
@@ -75,9 +75,9 @@ def test_role_override_beats_kgagents_model(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("KGAGENTS_TOOL_EXECUTOR_MODEL", "openai:gpt-4.1-mini")
     monkeypatch.setenv("KGAGENTS_TOOLS_MODEL", "ollama:llama3.2")
     assert configured_model_string("graph_executor") == "openai:gpt-4o-mini"
-    assert configured_model_string("graph_executor", Context()) == "openai:gpt-4o-mini"
-    assert configured_model_string("tool_executor", Context()) == "openai:gpt-4.1-mini"
-    assert configured_model_string("tools", Context()) == "ollama:llama3.2"
+    assert configured_model_string("graph_executor", KGoTContext()) == "openai:gpt-4o-mini"
+    assert configured_model_string("tool_executor", KGoTContext()) == "openai:gpt-4.1-mini"
+    assert configured_model_string("tools", KGoTContext()) == "ollama:llama3.2"
 
 
 def test_role_override_alone_is_enough_for_that_role(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +112,7 @@ def test_unknown_role_is_an_error() -> None:
 
 def test_nothing_configured_names_the_variables() -> None:
     with pytest.raises(ConfigurationError) as info:
-        resolve_model(Context(), "graph_executor")
+        resolve_model(KGoTContext(), "graph_executor")
     message = str(info.value)
     for name in ["KGAGENTS_MODEL", "KGAGENTS_BASE_URL", "KGAGENTS_API_KEY", "OPENAI_API_KEY", *ROLE_VARIABLES]:
         assert name in message
@@ -145,12 +145,12 @@ async def test_ollama_is_used_when_nothing_else_is_configured(monkeypatch: pytes
     monkeypatch.setenv("OLLAMA_HOST", ollama_server.url)
     ollama_server.replies.append("hello from ollama")
 
-    assert configured_model_string("graph_executor", Context()) == "ollama:qwen2.5:7b"
-    model = resolve_model(Context(), "graph_executor")
+    assert configured_model_string("graph_executor", KGoTContext()) == "ollama:qwen2.5:7b"
+    model = resolve_model(KGoTContext(), "graph_executor")
     assert isinstance(model, ChatOllama)
     assert model.model == "qwen2.5:7b" and model.base_url == ollama_server.url
 
-    llm = LLMCaller(Context(), "tool_executor")
+    llm = LLMCaller(KGoTContext(), "tool_executor")
     assert await llm.text("hi") == "hello from ollama"
     assert llm.usage == {"qwen2.5:7b": {"calls": 1, "input_tokens": 9, "output_tokens": 3, "cost_usd": None}}
     chat = [body for method, path, body in ollama_server.requests if path == "/api/chat"]
@@ -162,7 +162,7 @@ def test_ollama_host_without_a_scheme(monkeypatch: pytest.MonkeyPatch, ollama_se
     """Ollama's own tools accept OLLAMA_HOST=host:port; so do we."""
     monkeypatch.setenv("OLLAMA_HOST", f"127.0.0.1:{ollama_server.port}")
     assert configured_model_string("graph_executor") == "ollama:qwen2.5:7b"
-    model = resolve_model(Context(), "graph_executor")
+    model = resolve_model(KGoTContext(), "graph_executor")
     assert model.base_url == ollama_server.url  # type: ignore[attr-defined]
 
 
@@ -211,14 +211,14 @@ def test_closed_ollama_port_is_quick(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_bare_model_name_without_base_url_is_a_clear_error() -> None:
     with pytest.raises(ConfigurationError) as info:
-        resolve_model(Context(model="gpt-4o-mini"), "graph_executor")
+        resolve_model(KGoTContext(model="gpt-4o-mini"), "graph_executor")
     message = str(info.value)
     assert "provider:model" in message and "openai:gpt-4o-mini" in message and "KGAGENTS_BASE_URL" in message
 
 
 def test_bare_model_name_with_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KGAGENTS_BASE_URL", "http://127.0.0.1:8000/v1")
-    model = resolve_model(Context(model="meta-llama/Llama-3.1-8B-Instruct", llm_timeout_s=7), "graph_executor")
+    model = resolve_model(KGoTContext(model="meta-llama/Llama-3.1-8B-Instruct", llm_timeout_s=7), "graph_executor")
     assert isinstance(model, ChatOpenAI)
     assert model.model_name == "meta-llama/Llama-3.1-8B-Instruct"
     assert model.openai_api_base == "http://127.0.0.1:8000/v1"
@@ -226,7 +226,7 @@ def test_bare_model_name_with_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     assert model.request_timeout.connect == 7  # llm_connect_timeout_s (10), never past the call's own limit
     assert model.openai_api_key.get_secret_value() == "not-needed"  # type: ignore[union-attr]
     # the context's base_url wins over the environment's
-    other = resolve_model(Context(model="m", base_url="http://127.0.0.1:9000/v1"), "tools")
+    other = resolve_model(KGoTContext(model="m", base_url="http://127.0.0.1:9000/v1"), "tools")
     assert other.openai_api_base == "http://127.0.0.1:9000/v1"  # type: ignore[attr-defined]
 
 
@@ -243,12 +243,12 @@ def test_api_key_from_kgagents_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow
 def test_provider_model_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    model = resolve_model(Context(model="openai:gpt-4o-mini", temperature=0.2), "graph_executor")
+    model = resolve_model(KGoTContext(model="openai:gpt-4o-mini", temperature=0.2), "graph_executor")
     assert isinstance(model, ChatOpenAI)
     assert model.model_name == "gpt-4o-mini" and model.temperature == 0.2 and model.max_retries == 0
     assert model_label(model) == "gpt-4o-mini"
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    claude = resolve_model(Context(model="anthropic:claude-sonnet-4-5"), "tools")
+    claude = resolve_model(KGoTContext(model="anthropic:claude-sonnet-4-5"), "tools")
     assert type(claude).__name__ == "ChatAnthropic" and model_label(claude) == "claude-sonnet-4-5"
 
 
@@ -268,11 +268,11 @@ async def test_the_context_seed_reaches_providers_that_take_one(monkeypatch: pyt
     try:
         server.reply("a")
         server.reply("b")
-        seeded = resolve_model(Context(model="gpt-4o-mini", base_url=server.base_url, seed=7), "graph_executor")
+        seeded = resolve_model(KGoTContext(model="gpt-4o-mini", base_url=server.base_url, seed=7), "graph_executor")
         assert seeded.seed == 7  # type: ignore[attr-defined]
-        assert resolve_model(Context(model="gpt-4o-mini", base_url=server.base_url, seed=8), "tools") is not seeded
-        await LLMCaller(Context(model="gpt-4o-mini", base_url=server.base_url, seed=7), "tools").text("hi")
-        await LLMCaller(Context(model="gpt-4o-mini", base_url=server.base_url), "tools").text("hi")
+        assert resolve_model(KGoTContext(model="gpt-4o-mini", base_url=server.base_url, seed=8), "tools") is not seeded
+        await LLMCaller(KGoTContext(model="gpt-4o-mini", base_url=server.base_url, seed=7), "tools").text("hi")
+        await LLMCaller(KGoTContext(model="gpt-4o-mini", base_url=server.base_url), "tools").text("hi")
         assert [r.body.get("seed") for r in server.requests if r.path.endswith("/chat/completions")] == [7, None]
     finally:
         server.stop()
@@ -286,7 +286,7 @@ async def test_the_context_seed_reaches_providers_that_take_one(monkeypatch: pyt
 
 def test_provider_without_its_key_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="openai:gpt-4o-mini"):
-        resolve_model(Context(model="openai:gpt-4o-mini"), "graph_executor")
+        resolve_model(KGoTContext(model="openai:gpt-4o-mini"), "graph_executor")
 
 
 def test_unknown_provider_is_a_configuration_error() -> None:
@@ -295,29 +295,29 @@ def test_unknown_provider_is_a_configuration_error() -> None:
 
 
 def test_scripted_model_string(script: Path) -> None:
-    model = resolve_model(Context(model=f"scripted:{script}"), "graph_executor")
+    model = resolve_model(KGoTContext(model=f"scripted:{script}"), "graph_executor")
     assert isinstance(model, ScriptedChatModel) and isinstance(model, BaseChatModel)
     assert model.invoke("hi").content == "scripted hello"
     assert model.script_name == "tiny"
 
 
 async def test_scripted_model_through_the_llm_layer(script: Path) -> None:
-    llm = LLMCaller(Context(model=f"scripted:{script}"), "tools")
+    llm = LLMCaller(KGoTContext(model=f"scripted:{script}"), "tools")
     assert await llm.text("hi") == "scripted hello"
     assert llm.usage["scripted"]["calls"] == 1
 
 
 async def test_scripted_model_with_a_missing_file_names_it(tmp_path: Path) -> None:
-    llm = LLMCaller(Context(model=f"scripted:{tmp_path / 'nope.json'}", max_api_retries=0), "graph_executor")
+    llm = LLMCaller(KGoTContext(model=f"scripted:{tmp_path / 'nope.json'}", max_api_retries=0), "graph_executor")
     with pytest.raises(LLMError, match=r"nope.json"):  # the script is read on the first call
         await llm.text("hi")
 
 
 def test_context_from_a_mapping_takes_strings() -> None:
-    ctx = Context.from_mapping({"model": "openai:gpt-4o-mini", "tools_model": "ollama:llama3.2"})
+    ctx = KGoTContext.from_mapping({"model": "openai:gpt-4o-mini", "tools_model": "ollama:llama3.2"})
     assert configured_model_string("tools", ctx) == "ollama:llama3.2"
     with pytest.raises(ValueError, match="unknown context field"):
-        Context.from_mapping({"modle": "x"})
+        KGoTContext.from_mapping({"modle": "x"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -377,17 +377,17 @@ async def test_a_node_finds_the_local_ollama_off_the_event_loop_once(monkeypatch
         return real(url, *args, **kwargs)
 
     monkeypatch.setattr(kgagents.nodes.models, "ollama_available", probe)
-    llm = LLMCaller(Context(), "graph_executor")  # resolves nothing yet
+    llm = LLMCaller(KGoTContext(), "graph_executor")  # resolves nothing yet
     assert probes == []
     assert await llm.text("hi") == "first"
     assert len(probes) == 1 and probes[0] != threading.current_thread().name  # in a worker thread
-    again = LLMCaller(Context(), "tool_executor")
+    again = LLMCaller(KGoTContext(), "tool_executor")
     assert await again.text("hi") == "second" and len(probes) == 1  # found once per process
     assert isinstance(again.model, ChatOllama) and again.label == "qwen2.5:7b"
 
 
 async def test_nothing_configured_fails_at_the_first_call_with_the_variables_to_set() -> None:
-    llm = LLMCaller(Context(), "graph_executor")
+    llm = LLMCaller(KGoTContext(), "graph_executor")
     with pytest.raises(ConfigurationError, match="KGAGENTS_MODEL"):
         await llm.text("hi")
 

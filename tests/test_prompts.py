@@ -97,7 +97,7 @@ async def test_a_calls_stage_travels_as_metadata_and_never_in_the_request(monkey
     """Through the real OpenAI client: the request holds the prompt only; its stage goes as a header only when a
     scripted test server asks for it (KGAGENTS_STAGE_HEADER), and a scripted model reads it from the metadata."""
     from kgagents.core.scripted import ScriptedChatModel
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
     from kgagents.nodes.llm import LLMCaller
     from kgagents.prompts.template import Template, render
     from tests.fakes.openai_server import FakeOpenAIServer
@@ -106,7 +106,7 @@ async def test_a_calls_stage_travels_as_metadata_and_never_in_the_request(monkey
     with FakeOpenAIServer() as server:
         server.reply("hi").reply("hi")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        llm = LLMCaller(Context(model="openai:gpt-4o-mini", base_url=server.base_url), "graph_executor")
+        llm = LLMCaller(KGoTContext(model="openai:gpt-4o-mini", base_url=server.base_url), "graph_executor")
         monkeypatch.delenv("KGAGENTS_STAGE_HEADER")
         assert await llm.text(render(template, n=2, who="Ann")) == "hi"
         monkeypatch.setenv("KGAGENTS_STAGE_HEADER", "1")
@@ -116,4 +116,4 @@ async def test_a_calls_stage_travels_as_metadata_and_never_in_the_request(monkey
     assert not any(k.lower() == "x-kgagents-stage" for k in first.headers)
     assert second.headers.get("x-kgagents-stage") == "probe, step 3" and "probe" not in second.raw.decode()
     model = ScriptedChatModel(steps=[{"when": r"^\[stage: probe, step 4\]\nSay hi, Cy\.$", "content": "ok"}])
-    assert await LLMCaller(Context(model=model), "graph_executor").text(render(template, n=4, who="Cy")) == "ok"
+    assert await LLMCaller(KGoTContext(model=model), "graph_executor").text(render(template, n=4, who="Cy")) == "ok"

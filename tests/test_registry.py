@@ -64,12 +64,12 @@ def test_an_unknown_workflow_is_a_clear_error():
 
 def test_a_spec_gives_a_demo_or_a_reason():
     from kgagents.graphs.kgot import build
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
 
     with pytest.raises(ValueError, match="give a demo or say why"):
-        Workflow(name="x", description="x", build=build, context=Context, served="m:graph")
+        Workflow(name="x", description="x", build=build, context=KGoTContext, served="m:graph")
     with pytest.raises(ValueError, match="one line"):
-        Workflow(name="x", description="a\nb", build=build, context=Context, served="m:graph", no_demo="none")
+        Workflow(name="x", description="a\nb", build=build, context=KGoTContext, served="m:graph", no_demo="none")
 
 
 def test_the_runner_and_the_report_read_the_specs():

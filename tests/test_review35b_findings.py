@@ -18,7 +18,7 @@ from kgagents.core.config import Settings
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.core.usage import Usage, merge_usage, reply_usage, usage_entry
 from kgagents.nodes.budget import ToolBudgetGuard
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.tools.manager import ToolEnv
 
 TOKEN_BUDGET = "token budget reached"
@@ -41,7 +41,7 @@ class Spent(TypedDict, total=False):
 
 
 def one_node_graph(node: Any) -> Any:
-    g = StateGraph(Spent, context_schema=Context)
+    g = StateGraph(Spent, context_schema=KGoTContext)
     g.add_node("node", node)
     g.add_edge(START, "node")
     g.add_edge("node", END)
@@ -68,7 +68,7 @@ async def test_search_agent_inside_a_run_over_its_budget_makes_no_model_call(tmp
     from kgagents.graphs import surfer
 
     llm = ScriptedChatModel(steps=[{"content": "I could not find it.", "times": 0}])
-    ctx = Context(model=llm, tools_model=llm, budget_tokens=100, work_dir=str(tmp_path))
+    ctx = KGoTContext(model=llm, tools_model=llm, budget_tokens=100, work_dir=str(tmp_path))
     env = ToolEnv(work_dir=tmp_path / "work", llm=llm, settings=Settings(), max_retries=1, backoff_base_s=0.001,
                   backoff_max_s=0.002, extra={"context": ctx}, budget_guard=ToolBudgetGuard(ctx))
     tool = surfer.make_surfer_tool(env)
@@ -121,7 +121,7 @@ async def test_a_transcription_does_not_start_once_the_budget_is_reached(tmp_pat
     from kgagents.tools.files.media import transcribe
 
     client = _Client()
-    ctx = Context(budget_tokens=100)
+    ctx = KGoTContext(budget_tokens=100)
     guard = ToolBudgetGuard(ctx)
     guard.record(OVER_BUDGET)  # the run's earlier calls
     env = ToolEnv(work_dir=tmp_path, llm=None, settings=Settings(), extra={"transcription_client": client},
@@ -142,7 +142,7 @@ async def test_a_transcriptions_tokens_count_for_the_next_tools_call(tmp_path):
     from kgagents.tools.files.media import transcribe
 
     llm = ScriptedChatModel(steps=[{"content": "an answer", "times": 0}])
-    ctx = Context(budget_tokens=100)
+    ctx = KGoTContext(budget_tokens=100)
     env = ToolEnv(work_dir=tmp_path, llm=llm, settings=Settings(), extra={"transcription_client": _Client()},
                   budget_guard=ToolBudgetGuard(ctx))
     assert await transcribe(env, b"RIFF....WAVE", "a.wav") == "hello"
@@ -206,7 +206,7 @@ async def test_the_local_count_includes_the_tool_definitions_sent():
 
     tool = StructuredTool.from_function(lookup, name="lookup", description="Look a thing up. " * 250)  # 4,250 chars
     model = Unmetered(steps=[{"content": "done", "times": 0}])
-    llm = LLMCaller(Context(model=model, budget_tokens=10_000), "graph_executor")
+    llm = LLMCaller(KGoTContext(model=model, budget_tokens=10_000), "graph_executor")
     await llm.message([HumanMessage("hi")], tools=[tool])
     [entry] = llm.usage.values()
     assert entry["estimated_tokens"] >= 1000, entry
@@ -234,8 +234,8 @@ async def test_replies_that_fail_to_parse_in_the_client_are_counted():
         for _ in range(3):
             server.reply("this is not json at all")
         model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=5.0)
-        ctx = Context(model=model, structured_output_method="json_schema", max_parse_retries=2,
-                      api_backoff_base_s=0.001)
+        ctx = KGoTContext(model=model, structured_output_method="json_schema", max_parse_retries=2,
+                          api_backoff_base_s=0.001)
         llm = LLMCaller(ctx, "graph_executor")
         with pytest.raises(StructuredOutputError):
             await llm.structured("q", Answer)
@@ -296,7 +296,7 @@ async def test_without_the_running_steps_id_the_check_still_counts_the_runs_usag
 
     monkeypatch.setattr(budget, "_RUNTIME_KEY", "__absent__")
     model = ScriptedChatModel(steps=[{"content": "x", "times": 0}])
-    ctx = Context(model=model, budget_tokens=100)
+    ctx = KGoTContext(model=model, budget_tokens=100)
 
     async def node(state: Spent) -> dict[str, Any]:
         try:

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+import kgagents.nodes.kgot.env as kgot_env
 import kgagents.nodes.runtime as rt
 import kgagents.tools.sandbox as sb
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import build
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.tools.kg.stores import backend_names, opens_without_io
 from kgagents.tools.sandbox import bwrap as sb_bwrap
 from kgagents.tools.sandbox import isolation as sb_isolation
@@ -73,7 +74,7 @@ def test_the_kgot_graph_has_one_node_per_step_of_the_paper():
 
 
 async def test_a_run_work_dir_is_prepared_once_then_found_without_a_thread(tmp_path, monkeypatch):
-    ctx = Context(work_dir=str(tmp_path / "work"))
+    ctx = KGoTContext(work_dir=str(tmp_path / "work"))
     config = {"configurable": {"thread_id": "prepared-once"}}
     hops = []
     real_to_thread = asyncio.to_thread
@@ -89,13 +90,13 @@ async def test_a_run_work_dir_is_prepared_once_then_found_without_a_thread(tmp_p
     other = await rt.run_work_dir(ctx, {"configurable": {"thread_id": "another-run"}})
     assert other == first and len(hops) == 2  # another run prepares its own (here: the same folder)
     # no thread id (no checkpointer): a fresh temporary folder each time, never cached
-    a, b = await rt.run_work_dir(Context(), None), await rt.run_work_dir(Context(), None)
+    a, b = await rt.run_work_dir(KGoTContext(), None), await rt.run_work_dir(KGoTContext(), None)
     assert a != b and len(hops) == 4
 
 
 @pytest.mark.slow
 async def test_sandboxes_and_the_networkx_kg_open_on_the_loop_without_touching_files(tmp_path, monkeypatch):
-    ctx = Context(work_dir=str(tmp_path / "run"))
+    ctx = KGoTContext(work_dir=str(tmp_path / "run"))
     config = {"configurable": {"thread_id": "no-io"}}
     await rt.run_work_dir(ctx, config)  # prepared (in a thread)
 
@@ -105,7 +106,7 @@ async def test_sandboxes_and_the_networkx_kg_open_on_the_loop_without_touching_f
     for name in ("stat", "lstat", "mkdir", "getcwd"):
         monkeypatch.setattr(os, name, no_io)
     box = sb.Sandbox(Path(ctx.work_dir) / "tools" / "python")
-    store = await rt.open_task_kg(ctx, config, None)
+    store = await kgot_env.open_task_kg(ctx, config, None)
     monkeypatch.undo()
     assert box.work_dir == (tmp_path / "run").resolve() / "tools" / "python"
     assert not box.work_dir.exists()  # created when code first runs there
@@ -118,12 +119,12 @@ async def test_sandboxes_and_the_networkx_kg_open_on_the_loop_without_touching_f
 async def test_the_context_sets_the_disk_quota_of_the_runs_sandboxes(tmp_path):
     from kgagents.tools.python_tool import make_python_tool
 
-    ctx = Context(work_dir=str(tmp_path / "run"), sandbox_call_quota_mb=1, sandbox_call_quota_files=50,
-                  sandbox_run_quota_mb=2, sandbox_run_quota_files=100)
+    ctx = KGoTContext(work_dir=str(tmp_path / "run"), sandbox_call_quota_mb=1, sandbox_call_quota_files=50,
+                      sandbox_run_quota_mb=2, sandbox_run_quota_files=100)
     quota = sb.DiskQuota(call_mb=1, call_files=50, run_mb=2, run_files=100)
-    assert rt.sandbox_limits(ctx).quota == quota  # the task KG's sandbox
+    assert kgot_env.sandbox_limits(ctx).quota == quota  # the task KG's sandbox
     work = await rt.run_work_dir(ctx, {"configurable": {"thread_id": "quota"}})
-    tool = make_python_tool(await rt.atool_env(ctx, work / "tools"))
+    tool = make_python_tool(await kgot_env.atool_env(ctx, work / "tools"))
     assert tool.sandbox.limits.quota == quota
     out = await tool.ainvoke({"code": "open('big', 'wb').write(b'x' * 2_000_000)"})
     assert out.startswith("Error: disk quota exceeded: the code wrote 1.9 MB into its work dir "
@@ -176,7 +177,7 @@ async def test_a_tool_call_builds_only_its_own_tool(tmp_path):
     for name in ("tool_a", "tool_b"):
         register_tool(factory(name), name=name)
     try:
-        ctx = Context(work_dir=str(tmp_path), tools=["tool_a", "tool_b"])
+        ctx = KGoTContext(work_dir=str(tmp_path), tools=["tool_a", "tool_b"])
         config = {"configurable": {"thread_id": "only-one"}}
         everything = await tool_manager(ctx, config)
         assert sorted(t.name for t in everything.get_tools()) == ["tool_a", "tool_b"] and len(built) == 2
@@ -193,9 +194,9 @@ async def test_a_tool_call_builds_only_its_own_tool(tmp_path):
 async def test_a_thread_in_another_runs_dir_gets_its_own_work_dir(tmp_path, monkeypatch):
     config = {"configurable": {"thread_id": "same-thread"}}
     monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs-1"))
-    first = await rt.run_work_dir(Context(), config)
+    first = await rt.run_work_dir(KGoTContext(), config)
     monkeypatch.setenv("KGAGENTS_RUNS_DIR", str(tmp_path / "runs-2"))
-    second = await rt.run_work_dir(Context(), config)
+    second = await rt.run_work_dir(KGoTContext(), config)
     assert first == (tmp_path / "runs-1" / "work" / "same-thread").resolve()
     assert second == (tmp_path / "runs-2" / "work" / "same-thread").resolve()
 
@@ -220,7 +221,7 @@ async def test_the_tools_model_is_built_off_the_event_loop(tmp_path, monkeypatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(kgagents.nodes.models, "resolve_model", resolve)
-    ctx = Context(work_dir=str(tmp_path / "work"), tools=[])
+    ctx = KGoTContext(work_dir=str(tmp_path / "work"), tools=[])
     config = {"configurable": {"thread_id": "tools-model"}}
     first = await tool_manager(ctx, config)
     assert first.env.llm is not None and first.env.llm.script_name == "tools-model"
@@ -249,7 +250,7 @@ async def test_a_run_without_a_checkpointer_keeps_one_work_dir_of_its_own(tmp_pa
     for _ in range(2):
         steps = [*enhance_once(), *S.retrieve(READ_SORTED), *S.need_math(True), *S.math("print(23 + 42)"),
                  *S.parse("65", "65", "65")]
-        ctx = Context(model=ScriptedChatModel(steps=steps), api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
+        ctx = KGoTContext(model=ScriptedChatModel(steps=steps), api_backoff_base_s=0.001, tool_backoff_base_s=0.001)
         state = await final_state(graph, {"question": QUESTION}, {"recursion_limit": 200}, context=ctx)
         assert state["final_answer"] == "65" and state["math_output"].strip() == "65"
         keys.append(state["run_key"])

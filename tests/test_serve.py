@@ -34,7 +34,7 @@ from kgagents.core.scripted import ScriptedChatModel
 from kgagents.evals.grbench import fixture_graph
 from kgagents.graphs import kgot
 from kgagents.graphs.io import final_state
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.tools.pgraph import import_graph
 from tests.evals.test_baselines import KGOT_FAST, RAG, kgot_tool_steps
 from tests.test_studio import serve
@@ -114,7 +114,7 @@ def operators_cli_run(runs: Path) -> None:
     """A KGoT run the operator made with the CLI (thread ``operator-private``), whose tool output holds a secret,
     in the runs directory the server uses too."""
     model = ScriptedChatModel(steps=kgot_tool_steps({"Q7": VAULT}))
-    ctx = Context(model=model, work_dir=str(runs / "operator-work"), **KGOT_FAST)
+    ctx = KGoTContext(model=model, work_dir=str(runs / "operator-work"), **KGOT_FAST)
 
     async def run() -> None:
         async with open_checkpointer(runs / "checkpoints.sqlite") as saver:

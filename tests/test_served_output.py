@@ -21,7 +21,7 @@ from starlette.routing import Route
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs import io, surfer
 from kgagents.graphs.spec import resolve
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.serve import mcp
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def test_every_served_graph_has_the_one_output_schema():
 
 async def test_the_served_surfer_answers_in_the_shared_shape_and_says_why_it_ended(tmp_path):
     llm = ScriptedChatModel(steps=[{"raise": "bad request", "status": 400}])
-    ctx = Context(tools_model=llm, work_dir=str(tmp_path / "work"))
+    ctx = KGoTContext(tools_model=llm, work_dir=str(tmp_path / "work"))
     out = await surfer.graph.ainvoke({"question": "q"}, context=ctx)
     assert set(out) >= {"final_answer", "tokens", "failure_summary", "evidence", "exit_reason"}, sorted(out)
     assert out["final_answer"].startswith("The search could not be completed")

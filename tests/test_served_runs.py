@@ -25,7 +25,8 @@ from kgagents.graphs.fusion import build as build_fusion
 from kgagents.graphs.grounded import build as build_grounded
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kg_rag import build_graph_rag
-from kgagents.nodes.context import CALLER_MODEL, OPERATOR, BaseContext, Context, served_decision
+from kgagents.nodes.context import CALLER_MODEL, OPERATOR, BaseContext, served_decision
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.served import (
     LANGGRAPH_CONFIGURABLE,
     MAX_ATTACHMENTS,
@@ -77,7 +78,7 @@ def test_every_field_of_every_served_context_says_who_chooses_it():
 
 
 def test_a_callers_context_may_set_plain_values_and_listed_models_only():
-    decisions = decisions_of([Context])
+    decisions = decisions_of([KGoTContext])
     check_context_values({"temperature": 0.2, "max_iterations": 3, "tools": ["llm_query"], "model": None},
                          decisions, models=())
     check_context_values({"model": "openai:gpt-4o-mini", "tools_model": "openai:gpt-4o-mini"}, decisions,
@@ -99,15 +100,15 @@ def test_a_callers_context_may_set_plain_values_and_listed_models_only():
 
 
 def test_a_context_instance_is_checked_field_by_field_and_a_derived_one_is_admitted():
-    check_context(Context(temperature=0.3, max_iterations=2), models=())
+    check_context(KGoTContext(temperature=0.3, max_iterations=2), models=())
     with pytest.raises(ServedRequestError, match="work_dir"):
-        check_context(Context(work_dir="/tmp/elsewhere"), models=())
+        check_context(KGoTContext(work_dir="/tmp/elsewhere"), models=())
     with pytest.raises(ServedRequestError, match="allow_weak_sandbox"):
-        check_context(Context(allow_weak_sandbox=True), models=())
-    variant = admit(dataclasses.replace(Context(), kg_scope="networkx:query"))
+        check_context(KGoTContext(allow_weak_sandbox=True), models=())
+    variant = admit(dataclasses.replace(KGoTContext(), kg_scope="networkx:query"))
     check_context(variant, models=())
     with pytest.raises(ServedRequestError, match="kg_scope"):
-        check_context(Context(kg_scope="networkx:query"), models=())
+        check_context(KGoTContext(kg_scope="networkx:query"), models=())
 
 
 def test_attachments_as_content():

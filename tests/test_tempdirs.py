@@ -27,13 +27,13 @@ requires_bwrap = pytest.mark.skipif(isolation_status()[0] != "bwrap", reason="no
 #: os._exit and so skips atexit.
 RUNS = """
 import multiprocessing
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.runtime import for_run, new_run_key, work_dir_for
 from kgagents.tools.sandbox import Sandbox
 
 
 def run():
-    work = work_dir_for(Context(), for_run(None, new_run_key(None)))
+    work = work_dir_for(KGoTContext(), for_run(None, new_run_key(None)))
     result = Sandbox(work / "kg").run_sync("open('out.txt', 'w').write('x')\\n"
                                            "result = open('/etc/passwd').read()")
     assert result.ok and result.result.startswith("sandbox:"), result.error

@@ -23,8 +23,8 @@ from pydantic import BaseModel
 
 from kgagents.core import third_party
 from kgagents.nodes import models, openai_chat
-from kgagents.nodes.context import Context
 from kgagents.nodes.http_client import LoopLocalAioHttpClient, LoopLocalTransport
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.llm import DirectStructured, LLMCaller, structured_runnable
 from kgagents.nodes.models import build_chat_model
 from tests.fakes import isolate_model_env
@@ -203,7 +203,7 @@ async def test_without_the_api_decision_each_sample_is_a_request_said_once(
     if drift == "raises":
         monkeypatch.setattr(openai_chat.OpenAIChatModel, "_drifted", refuse, raising=False)
     model = built(openai_server)
-    caller = LLMCaller(Context(model=model, max_api_retries=0), "graph_executor")
+    caller = LLMCaller(KGoTContext(model=model, max_api_retries=0), "graph_executor")
     with caplog.at_level(logging.WARNING):
         for _round in range(2):
             for why in "ab":
@@ -235,7 +235,7 @@ async def test_a_generator_step_failing_at_call_time_runs_through_its_public_inv
     with caplog.at_level(logging.WARNING):
         for why in "ab":
             openai_server.tool_call({"verdict": why})
-            caller = LLMCaller(Context(model=model, max_api_retries=0), "graph_executor")
+            caller = LLMCaller(KGoTContext(model=model, max_api_retries=0), "graph_executor")
             assert (await caller.structured("Is it true?", Verdict)).verdict == why
     assert len(openai_server.chat_requests) == 2  # no re-asks: each reply parsed on the public path
     one_warning(caplog, "langchain-core", "RunnableGenerator._transform")

@@ -22,7 +22,7 @@ from kgagents.core.redact import is_secret_name, scrub, scrub_text
 from kgagents.core.replay import schema_problems
 from kgagents.core.runs import kept_context, key_file_problem, row_mark
 from kgagents.core.serde import CheckpointRefused, strict_serializer
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 
 
 @pytest.mark.parametrize("name,allowed", [
@@ -111,7 +111,7 @@ def test_which_context_values_a_recording_may_carry():
 
 
 def test_settings_from_a_recording():
-    contexts = {"kgot": Context}
+    contexts = {"kgot": KGoTContext}
     settings = settings_from("eval", "kgot", {"dataset": "simpleqa", "split": "../../etc", "limit": -1, "runs": 2,
                                               "data": "/x", "ids": ["a", "b"], "processes": 64},
                              {"solve_mode": "direct", "kg_url": "bolt://u:pw@h:7687", "work_dir": "/"}, contexts,

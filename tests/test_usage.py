@@ -112,7 +112,7 @@ def test_a_reply_without_usage_has_unknown_tokens_and_cost_not_zero() -> None:
 
 @pytest.mark.slow
 async def test_a_server_that_reports_no_usage_is_an_unknown_cost(tmp_path: Path) -> None:
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
     from kgagents.nodes.llm import LLMCaller
     from kgagents.nodes.models import build_chat_model
     from tests.fakes.openai_server import FakeOpenAIServer
@@ -120,7 +120,7 @@ async def test_a_server_that_reports_no_usage_is_an_unknown_cost(tmp_path: Path)
     with FakeOpenAIServer(default_usage=None) as server:
         server.reply("an answer")
         model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=5.0)
-        llm = LLMCaller(Context(model=model), "graph_executor")
+        llm = LLMCaller(KGoTContext(model=model), "graph_executor")
         assert await llm.text("q") == "an answer"
     [entry] = llm.usage.values()
     assert entry["calls"] == 1 and entry["cost_usd"] is None and entry["unmeasured_calls"] == 1

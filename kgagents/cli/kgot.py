@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from kgagents.cli.common import _run, demo_intro, demo_model, demo_outro
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 
 QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the array and return the sum of the third "
             "and fifth integers of the sorted list.")
@@ -31,7 +31,7 @@ def run_demo(args: argparse.Namespace) -> int:
                "sandbox and SQLite checkpoints with a scripted chat model (no LLM is called).", QUESTION)
     with tempfile.TemporaryDirectory(prefix="kgagents-demo-") as tmp, resources.as_file(script) as path:
         values = {"model": f"scripted:{path}", "backend": backend, "num_next_steps_decision": 5}
-        ctx = Context.from_mapping({**values, "model": demo_model(path), "work_dir": str(Path(tmp) / "work")})
+        ctx = KGoTContext.from_mapping({**values, "model": demo_model(path), "work_dir": str(Path(tmp) / "work")})
         thread_id, state = _run("kgot", args, {"question": QUESTION}, None, values, context_override=ctx)
         print(state.get("final_answer", "(no answer)"))
     demo_outro(thread_id, picture=True)

@@ -12,7 +12,8 @@ from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.agent_g import compile_graph
 from kgagents.graphs.io import final_state
 from kgagents.nodes.agent_g import AgentGContext
-from kgagents.nodes.crag_paths import column_table, crag_graph_retrieval, entity_kinds, value_of, verbalise
+from kgagents.nodes.agent_g.crag_paths import crag_graph_retrieval
+from kgagents.nodes.agent_g.crag_values import column_table, entity_kinds, value_of, verbalise
 from kgagents.tools.crag_api import CragMockServer, default_calls_file
 from tests.agent_g.conftest import comment, decide, step, validate
 from tests.fakes import closed_port

@@ -14,7 +14,8 @@ from kgagents.evals.crag import ACCURATE, HALLUCINATION, MISSING, parse_paper_ju
 from kgagents.evals.datasets import Item, load_plugins
 from kgagents.evals.scorers import make_scorer
 from kgagents.graphs import agent_g_baselines as B
-from kgagents.nodes.agent_g import AgentGContext, _match_error, references_text
+from kgagents.nodes.agent_g import AgentGContext, references_text
+from kgagents.nodes.agent_g.critic import _match_error
 from kgagents.nodes.retriever_bank import Reference, Retrieval
 from kgagents.prompts import agent_g as P
 from kgagents.tools.pgraph.build import GraphBuilder

@@ -13,8 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.agent_g import compile_graph
-from kgagents.nodes import agent_g as agent_g_nodes
 from kgagents.nodes.agent_g import AgentGContext, page_texts
+from kgagents.nodes.agent_g import pages as agent_g_pages
 from kgagents.nodes.retriever_bank import passages, rank_pages
 from kgagents.tools.pgraph import embedding_cache as cache_module
 from kgagents.tools.pgraph.embedding_cache import FILE_NAME, EmbeddingCache, check_cache_setting, embedding_cache
@@ -152,13 +152,13 @@ def test_ranked_pages_are_the_same_with_a_cache_warmed_elsewhere():
 
 def test_page_texts_convert_each_html_once(monkeypatch):
     converted: list[bytes] = []
-    real = agent_g_nodes.convert_bytes
+    real = agent_g_pages.convert_bytes
 
     def counting(data, **kwargs):
         converted.append(data)
         return real(data, **kwargs)
 
-    monkeypatch.setattr(agent_g_nodes, "convert_bytes", counting)
+    monkeypatch.setattr(agent_g_pages, "convert_bytes", counting)
     html = "<html><body><p>Maroon 5 is a band.</p></body></html>"
     pages = [{"html": html}, {"html": html}, {"html": "<html></html>", "snippet": "own snippet"},
              {"html": "<html></html>", "snippet": "other snippet"}, {"text": "given text"}]
@@ -206,7 +206,7 @@ async def test_a_run_with_the_cache_is_the_run_without_it(tmp_path, monkeypatch)
     cold = await _run(embedder, cache_file, "cold")
     assert len(embedder.embedded) == 2 * embedded
     monkeypatch.setattr(cache_module, "_caches", {})  # a new process: the file alone holds them
-    monkeypatch.setattr(agent_g_nodes, "convert_bytes", lambda *a, **k: pytest.fail("a page was converted again"))
+    monkeypatch.setattr(agent_g_pages, "convert_bytes", lambda *a, **k: pytest.fail("a page was converted again"))
     warm = await _run(embedder, cache_file, "warm")
     assert len(embedder.embedded) == 2 * embedded
     keys = ("pages", "page_order", "iterations", "final_answer", "exit_reason")

@@ -29,7 +29,7 @@ from kgagents.graphs.baselines import (
 from kgagents.graphs.io import final_state
 from kgagents.graphs.workflows import load_workflow, make_context
 from kgagents.nodes.baselines import BaselineContext, build_knowledge_graph, chunks_of, final_answer_of
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.nodes.state import NO_SOLUTION
 from kgagents.prompts import baselines as P
 from tests import kgot_script as S
@@ -176,7 +176,7 @@ def kgot_tool_steps(facts: dict[str, str]) -> list[dict]:
 async def test_rag_reads_the_tool_outputs_of_a_finished_kgot_thread(tmp_path):
     store = tmp_path / "runs" / "checkpoints.sqlite"
     kgot_model = ScriptedChatModel(steps=kgot_tool_steps({"Q7": "Q7's answer is seven."}))
-    ctx = Context(model=kgot_model, work_dir=str(tmp_path / "work"), **KGOT_FAST)
+    ctx = KGoTContext(model=kgot_model, work_dir=str(tmp_path / "work"), **KGOT_FAST)
     async with open_checkpointer(store) as saver:
         done = await final_state(kgot.compile_graph(saver),
                                  {"question": "Question Q7: what is it?"}, config("k1"),
@@ -218,7 +218,7 @@ async def test_eval_the_baselines_over_a_kgot_evaluation(tmp_path):
     kgot_dir = tmp_path / "kgot"
     kgot_model = ScriptedChatModel(steps=kgot_tool_steps(facts))
     result = await evaluate(EvalOptions(workflow="kgot", out_dir=kgot_dir, progress=False, concurrency=2,
-                                        context=Context(model=kgot_model, **KGOT_FAST)), two_questions())
+                                        context=KGoTContext(model=kgot_model, **KGOT_FAST)), two_questions())
     assert result.failed == 0 and {r["tool_calls"] for r in result.records} == {1}
 
     # each answer is only reachable from its own question's KGoT tool output
@@ -257,8 +257,8 @@ async def test_eval_of_a_rag_baseline_without_kgot_results_is_refused_before_any
     facts = {"Q0": "Q0's answer is answer 0."}
     kgot_dir = tmp_path / "kgot"
     await evaluate(EvalOptions(workflow="kgot", out_dir=kgot_dir, progress=False,
-                               context=Context(model=ScriptedChatModel(steps=kgot_tool_steps(facts)),
-                                               **KGOT_FAST)), two_questions(1))
+                               context=KGoTContext(model=ScriptedChatModel(steps=kgot_tool_steps(facts)),
+                                                   **KGOT_FAST)), two_questions(1))
     assert len(read_results(kgot_dir)) == 1
     options = EvalOptions(workflow="kgot-graphrag", out_dir=tmp_path / "g", progress=False,
                           context_values={"kgot_results": str(kgot_dir)})
@@ -384,8 +384,8 @@ async def test_nokg_runs_kgots_loop_on_the_tool_outputs_themselves(tmp_path):
         *S.parse("330"),
     ]
     model = ScriptedChatModel(steps=steps)
-    ctx = Context(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=2,
-                  max_final_solution_parsing=1, **FAST_API)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=2,
+                      max_final_solution_parsing=1, **FAST_API)
     state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()),
                               {"question": "How tall is the Eiffel Tower in metres?"}, config(), context=ctx)
     assert state["final_answer"] == "330" and state["iteration"] == 1 and state["decision"] == "SOLVE"
@@ -404,8 +404,8 @@ async def test_nokg_forced_solution_at_the_limit_and_failures_degrade(tmp_path):
     steps = [*S.votes("INSERT", 0), *S.merge(times=0), S.step(S.DEFINE_TOOLS, times=0, content="none needed"),
              S.step(NOKG_FORCED, **{"raise": "overloaded", "status": 500})]
     model = ScriptedChatModel(steps=steps)
-    ctx = Context(model=model, work_dir=str(tmp_path / "work"), max_iterations=2, num_next_steps_decision=2,
-                  **FAST_API)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path / "work"), max_iterations=2, num_next_steps_decision=2,
+                      **FAST_API)
     state = await final_state(build_nokg().compile(checkpointer=InMemorySaver()),
                               {"question": "What is unknowable?"}, config(), context=ctx)
     assert state["iteration"] == 2 and state["decision"] == "FORCED_SOLVE"

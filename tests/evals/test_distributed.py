@@ -41,7 +41,7 @@ def test_items_are_spread_over_two_workers_and_resume(tmp_path):
 
 
 def test_distributed_needs_plain_context_values(tmp_path):
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
 
     with pytest.raises(ValueError, match="plain values"):
-        evaluate_distributed(EvalOptions(workflow="kgot", out_dir=tmp_path, context=Context()), tiny_gaia(1))
+        evaluate_distributed(EvalOptions(workflow="kgot", out_dir=tmp_path, context=KGoTContext()), tiny_gaia(1))

@@ -15,7 +15,7 @@ from kgagents.evals.datasets import load_dataset
 from kgagents.evals.estimate import _model_of_usage, estimate, format_estimate
 from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.graphs import registry
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.prompts import ark as ARK_PROMPTS
 from tests.evals.helpers import FAST, kgot_direct_steps, tiny_gaia
 
@@ -32,7 +32,7 @@ async def recorded_evaluation(out, n=4, ids=None):
     if ids is not None:
         dataset.items = [item for item in dataset.items if item.id in ids]
     run = EvalOptions(workflow="kgot", out_dir=out, progress=False, concurrency=1,
-                      context=Context(model=ScriptedChatModel(steps=kgot_direct_steps(answers)), **FAST))
+                      context=KGoTContext(model=ScriptedChatModel(steps=kgot_direct_steps(answers)), **FAST))
     return await evaluate(run, dataset)
 
 

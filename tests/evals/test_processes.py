@@ -35,7 +35,7 @@ def test_automatic_processes_follow_the_items_in_flight_and_the_cpus():
 
 
 def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
 
     def modules(**context):
         return provider_modules(EvalOptions(workflow="kgot", out_dir=tmp_path, context_values=context))
@@ -45,8 +45,8 @@ def test_the_fork_server_imports_the_clients_of_the_model_strings(tmp_path):
     assert modules(model="openai:gpt-4o", tools_model="anthropic:claude-sonnet-4-5") == [
         "kgagents.nodes.http_client", "kgagents.nodes.openai_chat", "langchain_anthropic", "langchain_openai"]
     assert modules(model="scripted:/x.json", backend="networkx", solve_mode="direct") == []
-    options = EvalOptions(workflow="kgot", out_dir=tmp_path, context=Context(model=ScriptedChatModel(),
-                                                                             tool_executor_model="ollama:qwen"))
+    options = EvalOptions(workflow="kgot", out_dir=tmp_path, context=KGoTContext(model=ScriptedChatModel(),
+                                                                                 tool_executor_model="ollama:qwen"))
     assert provider_modules(options) == ["langchain_ollama"]
 
 
@@ -82,12 +82,12 @@ def test_two_processes_share_the_items_and_the_checkpoints(tmp_path):
 
 
 def test_a_context_that_cannot_be_sent_is_a_clear_error(tmp_path):
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
 
     class LocalModel(ScriptedChatModel):  # a class defined in a function: pickle cannot find it again
         pass
 
-    context = Context(model=LocalModel(steps=kgot_direct_steps(ANSWERS)), tools=[], work_dir=str(tmp_path / "w"))
+    context = KGoTContext(model=LocalModel(steps=kgot_direct_steps(ANSWERS)), tools=[], work_dir=str(tmp_path / "w"))
     options = EvalOptions(workflow="kgot", out_dir=tmp_path / "out", processes=2, progress=False, context=context)
     with pytest.raises(ValueError, match="can be pickled"):
         run_evaluation(options, tiny_gaia(2))

@@ -11,8 +11,8 @@ from kgagents.evals.report import build_report, load_runset, pareto_front
 from kgagents.evals.runner import EvalOptions, evaluate
 from kgagents.graphs.baselines import zeroshot  # noqa: F401  (the workflow is registered by name)
 from kgagents.nodes.baselines import BaselineContext
-from kgagents.nodes.context import Context
 from kgagents.nodes.fusion import FusionContext
+from kgagents.nodes.kgot import KGoTContext
 from tests import kgot_script as S
 from tests.evals.helpers import FAST, both, kgot_direct_steps, tiny_gaia
 
@@ -30,7 +30,7 @@ async def two_evaluations(tmp_path):
     kgot_model = ScriptedChatModel(steps=kgot_direct_steps({f"Q{i}": str(2 * i) for i in range(4)}),
                                    model_name="scripted-kgot")
     await evaluate(EvalOptions(workflow="kgot", out_dir=tmp_path / "kgot", progress=False,
-                               context=Context(model=kgot_model, **FAST), concurrency=4), tiny_gaia(4))
+                               context=KGoTContext(model=kgot_model, **FAST), concurrency=4), tiny_gaia(4))
     zs_steps = [S.step("Q0:", content="FINAL ANSWER: 0"), S.step("Q1:", content="FINAL ANSWER: 3"),
                 S.step("Q2:", content="FINAL ANSWER: 4"), S.step("Q3:", **{"raise": "boom", "status": 401})]
     zs_model = ScriptedChatModel(steps=zs_steps, model_name="scripted-zs")
@@ -63,7 +63,7 @@ async def test_report_compares_directories(tmp_path):
 async def test_report_of_one_directory_and_repetitions(tmp_path):
     model = ScriptedChatModel(steps=kgot_direct_steps({"Q0": "0", "Q1": "2"}))
     await evaluate(EvalOptions(workflow="kgot", out_dir=tmp_path / "r", progress=False, runs=2,
-                               context=Context(model=model, **FAST)), tiny_gaia(2))
+                               context=KGoTContext(model=model, **FAST)), tiny_gaia(2))
     text = build_report([tmp_path / "r"], plots=False).read_text()
     assert "## Repetitions" in text and "100.0%, 100.0%" in text
     assert not (tmp_path / "r" / "pareto.png").exists()

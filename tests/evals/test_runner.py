@@ -19,7 +19,7 @@ from kgagents.evals.runner import (
     register_adapter,
     thread_id_for,
 )
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from tests import kgot_script as S
 from tests.evals.helpers import FAST, GatedChatModel, both, kgot_direct_steps, tiny_gaia
 
@@ -28,7 +28,7 @@ ANSWERS = {f"Q{i}": str(2 * i) for i in range(4)}
 
 def options(tmp_path, model, context=None, **kw):
     return EvalOptions(workflow="kgot", out_dir=tmp_path / "out", progress=False,
-                       context=context or Context(model=model, **FAST), **kw)
+                       context=context or KGoTContext(model=model, **FAST), **kw)
 
 
 async def test_every_item_gets_a_line_with_answer_score_usage_and_timing(tmp_path):
@@ -93,7 +93,7 @@ async def test_resume_after_interruption_pays_nothing_twice(tmp_path):
     dataset = tiny_gaia(4)
     reference = ScriptedChatModel(steps=kgot_direct_steps(ANSWERS))
     await evaluate(EvalOptions(workflow="kgot", out_dir=tmp_path / "ref", progress=False,
-                               context=Context(model=reference, **FAST)), dataset)
+                               context=KGoTContext(model=reference, **FAST)), dataset)
 
     gated = GatedChatModel(steps=kgot_direct_steps(ANSWERS), block=both(S.DIRECT, "Q1:"))
     task = asyncio.create_task(evaluate(options(tmp_path, gated, concurrency=2), dataset))
@@ -153,7 +153,7 @@ async def test_a_rerun_with_another_model_or_setting_is_refused_and_nothing_is_r
     with pytest.raises(ValueError, match=r"graph_executor': 'model-a'.*'model-b'.*Use another --out"):
         await evaluate(options(tmp_path, other), tiny_gaia(2))
     with pytest.raises(ValueError, match=r"context: .*max_iterations"):
-        other_limit = Context(model=first, **{**FAST, "max_iterations": 3})
+        other_limit = KGoTContext(model=first, **{**FAST, "max_iterations": 3})
         await evaluate(options(tmp_path, first, context=other_limit), tiny_gaia(2))
     with pytest.raises(ValueError, match="seed: None there, 7 now"):
         await evaluate(options(tmp_path, first, seed=7), tiny_gaia(2))

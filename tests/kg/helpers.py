@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
 
@@ -39,10 +39,11 @@ def two_writes(language: str, *, solve: str = "query") -> list[dict[str, Any]]:
     return steps
 
 
-def context(backend: Backend, model: Any, tmp_path: Path, **kw: Any) -> Context:
-    return Context(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001, tool_backoff_base_s=0.001,
-                   allow_weak_sandbox=True, num_next_steps_decision=kw.pop("num_next_steps_decision", 1),
-                   max_final_solution_parsing=kw.pop("max_final_solution_parsing", 1), **backend.context(**kw))
+def context(backend: Backend, model: Any, tmp_path: Path, **kw: Any) -> KGoTContext:
+    return KGoTContext(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001,
+                       tool_backoff_base_s=0.001, allow_weak_sandbox=True,
+                       num_next_steps_decision=kw.pop("num_next_steps_decision", 1),
+                       max_final_solution_parsing=kw.pop("max_final_solution_parsing", 1), **backend.context(**kw))
 
 
 async def run(backend: Backend, tmp_path: Path, steps: list[dict[str, Any]], *, thread: str = "t1",

@@ -14,8 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.fusion import compile_graph
 from kgagents.graphs.io import final_state
-from kgagents.nodes.context import Context
 from kgagents.nodes.fusion import parse_variants
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.prompts.kgot import LANGUAGES
 from tests import kgot_script as S
 from tests.kg.conftest import CODE
@@ -51,8 +51,8 @@ def fusion_steps(direct_answer: str = "65") -> list[dict]:
 
 async def fuse(tmp_path, variants, steps, thread="fusion-1", **ctx):
     model = ScriptedChatModel(steps=steps)
-    context = Context(model=model, work_dir=str(tmp_path / "work"), allow_weak_sandbox=True,
-                      num_next_steps_decision=1, max_final_solution_parsing=1, **ctx)
+    context = KGoTContext(model=model, work_dir=str(tmp_path / "work"), allow_weak_sandbox=True,
+                          num_next_steps_decision=1, max_final_solution_parsing=1, **ctx)
     graph = compile_graph(InMemorySaver())
     state = await final_state(
         graph, {"question": QUESTION, "variants": variants},

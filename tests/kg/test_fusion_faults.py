@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from kgagents.graphs import fusion
-from kgagents.nodes.context import Context
-from kgagents.nodes.kgot import NO_SOLUTION
+from kgagents.nodes.kgot import NO_SOLUTION, KGoTContext
 from tests import kgot_script as S
 from tests.fakes.faults import assert_clean_ends, fault_server_fixture, fault_settings, runs_under_faults  # noqa: F401
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -24,9 +23,9 @@ STEPS = [*fusion_steps(), S.step(S.FORCED, times=0, structured={"solution": "the
 
 
 async def test_fusion_runs_end_cleanly_under_faults(fault_server: FakeOpenAIServer, tmp_path: Path) -> None:
-    context = Context(**fault_settings(fault_server, tools=True),
-                      work_dir=str(tmp_path / "work"), max_iterations=3,
-                      num_next_steps_decision=3, max_final_solution_parsing=2, recursion_limit=300)
+    context = KGoTContext(**fault_settings(fault_server, tools=True),
+                          work_dir=str(tmp_path / "work"), max_iterations=3,
+                          num_next_steps_decision=3, max_final_solution_parsing=2, recursion_limit=300)
     runs = await runs_under_faults(fault_server, fusion, STEPS, {"question": QUESTION, "variants": VARIANTS},
                                    context)
 

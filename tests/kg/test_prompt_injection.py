@@ -17,7 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from kgagents.core.scripted import ScriptedChatModel
 from kgagents.graphs.io import final_state
 from kgagents.graphs.kgot import compile_graph
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.tools.sandbox import isolation_status
 from tests import kgot_script as S
 from tests.kg.conftest import CODE, Backend
@@ -118,9 +118,9 @@ async def test_an_obeyed_injection_is_contained(backend: Backend, tmp_path, site
 
     model = ScriptedChatModel(steps=obeying_script(hostile_page, secrets, python, code["write_array"],
                                                    code["attack"]))
-    ctx = Context(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001, tool_backoff_base_s=0.001,
-                  allow_weak_sandbox=False, num_next_steps_decision=1, max_final_solution_parsing=1,
-                  solve_mode="direct", **backend.context())
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path / "work"), api_backoff_base_s=0.001, tool_backoff_base_s=0.001,
+                      allow_weak_sandbox=False, num_next_steps_decision=1, max_final_solution_parsing=1,
+                      solve_mode="direct", **backend.context())
     graph = compile_graph(InMemorySaver())
     config = {"configurable": {"thread_id": f"injected-{suffix}"}, "recursion_limit": 200}
     server.requests.clear()

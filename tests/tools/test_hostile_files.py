@@ -179,7 +179,7 @@ async def test_a_kgot_run_goes_on_past_hostile_attachments(tmp_path):
 
     from kgagents.core.scripted import ScriptedChatModel
     from kgagents.graphs.kgot import compile_graph
-    from kgagents.nodes.context import Context
+    from kgagents.nodes.kgot import KGoTContext
     from tests import kgot_script as S
 
     folder = tmp_path / "attachments"
@@ -195,8 +195,8 @@ async def test_a_kgot_run_goes_on_past_hostile_attachments(tmp_path):
     model = ScriptedChatModel(steps=[
         *S.votes("INSERT", 1), *S.votes("RETRIEVE", 1), *S.tool_calls(*calls), *S.write("", times=0),
         *S.direct("The attachments could not be read; the answer is 42."), *S.need_math(False), *S.parse("42")])
-    ctx = Context(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=1,
-                  max_final_solution_parsing=1, solve_mode="direct", tool_backoff_base_s=0.001)
+    ctx = KGoTContext(model=model, work_dir=str(tmp_path / "work"), num_next_steps_decision=1,
+                      max_final_solution_parsing=1, solve_mode="direct", tool_backoff_base_s=0.001)
     state = await final_state(
         compile_graph(InMemorySaver()),
         {"question": "What do the attachments say?", "attachments": [str(p) for p in sorted(folder.iterdir())]},

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import pytest
 
 from kgagents.graphs import surfer
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.tools.base import run_tool_with_retry
 from kgagents.tools.files.image import make_image_inspector
 from kgagents.tools.files.inspector import make_extract_zip, make_text_inspector
@@ -49,7 +49,7 @@ async def test_surfer_run_does_not_block(tmp_path, settings, web):
 @pytest.mark.slow
 async def test_standalone_surfer_does_not_block(tmp_path, monkeypatch, web):
     monkeypatch.setenv("KGAGENTS_SEARCH_API_BASE", web.url("/search"))
-    ctx = Context(tools_model=scripted(*research_script(web)), work_dir=str(tmp_path / "w"))
+    ctx = KGoTContext(tools_model=scripted(*research_script(web)), work_dir=str(tmp_path / "w"))
     with like_langgraph_dev():
         result = await surfer.graph.ainvoke({"question": QUESTION}, context=ctx)
     assert "Ilse Brandt" in result["answer"]

@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from kgagents.core.config import Settings
 from kgagents.graphs import surfer
 from kgagents.nodes import surfer as n
-from kgagents.nodes.context import Context
+from kgagents.nodes.kgot import KGoTContext
 from kgagents.prompts import surfer as P
 from kgagents.prompts.template import placeholders
 from kgagents.tools.base import run_tool_with_retry
@@ -55,7 +55,7 @@ async def test_search_visit_page_down_find_answer(tmp_path, settings, web):
     env = make_env(tmp_path, settings, llm=llm)
     graph = surfer.compile_graph(checkpointer=InMemorySaver())
     config = config_for(env)
-    result = await graph.ainvoke({"question": QUESTION}, config=config, context=Context())
+    result = await graph.ainvoke({"question": QUESTION}, config=config, context=KGoTContext())
     article = web.url("/files/article.html")
     assert "Ilse Brandt opened it in 1923." in result["final_answer"] and result["exit_reason"] == "answered"
     assert result["evidence"] == {"sources": [article]}
@@ -138,7 +138,7 @@ async def test_runs_out_of_steps_then_wraps_up(tmp_path, settings, web):
                                                                "Not found yet."})
     env = make_env(tmp_path, settings, llm=llm)
     result = await surfer.graph.ainvoke({"question": "q", "max_steps": 2}, config=config_for(env),
-                                        context=Context())
+                                        context=KGoTContext())
     assert "Not found yet." in result["final_answer"] and result["tokens"]["calls"] == 3
     assert result["exit_reason"].startswith("its step limit (2 steps)")
 
@@ -158,14 +158,14 @@ async def test_plain_reply_unknown_tool_and_tool_errors(tmp_path, settings, web)
                    {"when": r"there is no tool 'teleport'.*Error: visit_page failed: HTTP 404",
                     "content": "I could not find it."})
     env = make_env(tmp_path, settings, llm=llm)
-    result = await surfer.graph.ainvoke({"question": "q"}, config=config_for(env), context=Context())
+    result = await surfer.graph.ainvoke({"question": "q"}, config=config_for(env), context=KGoTContext())
     assert result["final_answer"] == "I could not find it." and result["evidence"] == {"sources": []}
 
 
 async def test_standalone_run_builds_its_environment_from_the_context(tmp_path, monkeypatch, web):
     monkeypatch.setenv("KGAGENTS_SEARCH_API_BASE", web.url("/search"))
     llm = scripted(*research_script(web))
-    ctx = Context(tools_model=llm, work_dir=str(tmp_path / "work"))
+    ctx = KGoTContext(tools_model=llm, work_dir=str(tmp_path / "work"))
     result = await surfer.graph.ainvoke({"question": QUESTION}, context=ctx)
     assert "Ilse Brandt" in result["final_answer"]
     assert result["evidence"]["sources"] == [web.url("/files/article.html")]
@@ -177,8 +177,8 @@ async def test_a_second_run_in_the_same_thread_starts_fresh(tmp_path, settings, 
     env = make_env(tmp_path, settings, llm=llm)
     graph = surfer.compile_graph(checkpointer=InMemorySaver())
     config = config_for(env, "same")
-    await graph.ainvoke({"question": QUESTION}, config=config, context=Context())
-    second = await graph.ainvoke({"question": QUESTION}, config=config, context=Context(),
+    await graph.ainvoke({"question": QUESTION}, config=config, context=KGoTContext())
+    second = await graph.ainvoke({"question": QUESTION}, config=config, context=KGoTContext(),
                                  output_keys=list(n.RESULT_KEYS))
     assert second["usage"]["scripted"]["calls"] == 10
     assert n.usage_of_run(second)["scripted"]["calls"] == 5
