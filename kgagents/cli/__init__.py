@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.cli import replay
-from kgagents.cli.agent_g import pages_from_files
 from kgagents.cli.common import (
     RunFailed,
     _print_answer,
@@ -40,15 +39,12 @@ from kgagents.cli.common import (
     refuse_foreign_flags,
     start_checks,
 )
-from kgagents.core.checkpointer import name_checkpointer
+from kgagents.cli.flags import workflow_flags
 from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.endpoint_change import address_change, model_change_refusal, model_changes, run_models, same_model
 from kgagents.core.nofollow import write_file
 from kgagents.core.printable import printable, printable_json, printable_lines
-from kgagents.core.replay import ReplayFailed
-from kgagents.core.runs import RunRegistry, configured_checkpointer, is_postgres_url
 from kgagents.graphs import registry
-from kgagents.tools.kg.base import snapshot_to_jsonl
 
 __all__ = ["COMMAND_MODULES", "RunFailed", "build_parser", "command", "context_values_from_args", "demo_intro",
            "demo_outro", "main", "start_checks"]
@@ -102,6 +98,8 @@ def command(name: str) -> Callable[[Command], Command]:
 
 @command("ask")
 def cmd_ask(args: argparse.Namespace) -> int:
+    from kgagents.cli.agent_g import pages_from_files
+    from kgagents.core.runs import RunRegistry
     checkpointer = _checkpointer(args)
     values = context_values_from_args(args)
     if getattr(args, "preset", None):
@@ -161,6 +159,7 @@ def _workflows_reading(key: str) -> str:
 
 def _checkpointer(args: argparse.Namespace) -> str | None:
     """``--checkpointer`` or ``KGAGENTS_CHECKPOINTER``: a PostgreSQL URL (None: SQLite in the runs dir)."""
+    from kgagents.core.runs import configured_checkpointer, is_postgres_url
     url = getattr(args, "checkpointer", None) or configured_checkpointer()
     if url and not is_postgres_url(url):
         raise ValueError(f"--checkpointer / KGAGENTS_CHECKPOINTER takes a postgresql:// URL, got {url!r} "
@@ -170,6 +169,7 @@ def _checkpointer(args: argparse.Namespace) -> str | None:
 
 def _known_run(args: argparse.Namespace) -> Any:
     """The registry record of ``args.thread``, or a clear error."""
+    from kgagents.core.runs import RunRegistry
     record = RunRegistry(_runs_dir(args)).get(args.thread)
     if record is None:
         hint = (" (an evaluation item? `kgagents show THREAD --eval RESULTS_DIR`)" if args.command == "show"
@@ -180,6 +180,7 @@ def _known_run(args: argparse.Namespace) -> Any:
 
 @command("resume")
 def cmd_resume(args: argparse.Namespace) -> int:
+    from kgagents.core.runs import RunRegistry
     record = _known_run(args)
     values = resumed_context(record, _runs_dir(args))
     values, change = resumed_settings(record, values, base_url=args.base_url, model=args.model)
@@ -261,6 +262,7 @@ def resumed_context(record: Any, runs_dir: Path) -> dict[str, Any]:
 
 @command("runs")
 def cmd_runs(args: argparse.Namespace) -> int:
+    from kgagents.core.runs import RunRegistry
     records = RunRegistry(_runs_dir(args)).list()
     if not records:
         print(f"no runs in {_runs_dir(args)}")
@@ -331,6 +333,7 @@ def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -
     lines — KGoT's task KG (after each write), grounded's thought graph, ARK-V1's explored subgraph, Agent-G's
     retrieval."""
     from kgagents.cli import kgview  # Bokeh: loaded when a view is drawn
+    from kgagents.tools.kg.base import snapshot_to_jsonl
 
     title = f"thread {args.thread}"
     question = str(state.get("question", ""))
@@ -473,7 +476,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         importlib.import_module(module).add_commands(sub, command)
     name, workflow = _workflow_in(list(sys.argv[1:] if argv is None else argv))
     if name is not None and workflow in registry.SPECS:
-        add_context_flags(sub.choices[name], registry.get(workflow).context)
+        add_context_flags(sub.choices[name], workflow_flags(workflow))
     for name in replay.RECORDED_COMMANDS:
         replay.add_arguments(sub.choices[name], name)
     replay.add_parser(sub)
@@ -484,6 +487,7 @@ def _name_checkpointers(args: argparse.Namespace) -> None:
     """The PostgreSQL checkpointers the user typed on this command line (``--checkpointer``, ``--set
     kgot_checkpointer=``) may be opened (:func:`kgagents.core.checkpointer.name_checkpointer`); one a run registry
     or a recorded context names may not, unless it is one of these or ``KGAGENTS_CHECKPOINTER``."""
+    from kgagents.core.checkpointer import name_checkpointer
     name_checkpointer(getattr(args, "checkpointer", None))
     name_checkpointer(context_values_from_args(args).get("kgot_checkpointer"))
 
@@ -491,7 +495,9 @@ def _name_checkpointers(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args, extras = parser.parse_known_args(argv)
+    args, extras = parser.parse_known_args(argv)  # --help ends here, before any workflow or client is imported
+    from kgagents.core.replay import ReplayFailed
+
     try:
         if extras:
             if args.command == "resume":

@@ -27,7 +27,6 @@ from typing import Any
 
 from kgagents.cli.common import _run, context_values_from_args, demo_intro, demo_model, demo_outro, start_checks
 from kgagents.cli.eval import DEFAULT_RESULTS_DIR
-from kgagents.evals import event_loop
 
 #: The demo's question, one of the CRAG sample's ten (found by its text).
 DEMO_QUERY = "is dreamworks animation owned by time warner or universal pictures?"
@@ -162,6 +161,8 @@ def cmd_agent_g(args: argparse.Namespace) -> int:
     each rejected action with the oracle's feedback whose next action did better (commentor examples), the
     paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
     commentor_examples=FILE``."""
+    from kgagents.evals import event_loop
+
     # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.agent_g import EXAMPLE_SPLITS, collect_examples
     from kgagents.evals.datasets import load_dataset

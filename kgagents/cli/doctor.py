@@ -31,14 +31,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
-import httpx
-
 from kgagents.core.config import ConfigurationError, configuration_line, get_settings
 from kgagents.core.endpoints import describe_model, model_endpoint, model_key
-from kgagents.core.extras import install_hint, missing_extras
 from kgagents.core.failures import FailureKind, classify
 from kgagents.core.redact import configured_secrets, without_credentials, without_secrets
-from kgagents.core.retry import redirect_advice
 
 #: What a tool that cannot be used takes away from a run.
 TOOL_USES = {
@@ -324,6 +320,7 @@ def failure_probe(kind: FailureKind, exc: BaseException, seconds: float, *, twic
                   reached: bool = False) -> Probe:
     """A failure in words: its kind first, what the server said, and what the kind means (``reached``: the
     endpoint answered its model list before, so a timeout is a slow answer, not an unreachable server)."""
+    from kgagents.core.retry import redirect_advice
     if kind is FailureKind.TIMEOUT and reached:
         return Probe(False, slow_model(seconds))
     if kind is FailureKind.REDIRECT:
@@ -355,6 +352,7 @@ async def reach_endpoint(model: Any, timeout: float) -> Probe | None:
     """Ask the model's endpoint for its models (the cheapest authenticated request of each API): a failure that
     the completion would only repeat more slowly (unreachable, silent, a rejected key, an unlisted model), else
     None."""
+    import httpx
     url, headers = model_list_request(model)
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
@@ -511,6 +509,7 @@ def server_checks(timeout: float) -> list[Check]:
 
 def extra_checks() -> list[Check]:
     """The extras that are not installed, and what each would enable."""
+    from kgagents.core.extras import install_hint, missing_extras
     return [Check(f"extra {extra.name}", False, f"not installed ({install_hint(extra.name)})",
                   extra.enables) for extra in missing_extras()]
 
