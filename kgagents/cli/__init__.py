@@ -103,13 +103,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     checkpointer = _checkpointer(args)
     values = context_values_from_args(args)
     if getattr(args, "preset", None):
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
     variants = None
     if getattr(args, "fusion", None):
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.nodes.fusion import parse_variants
 
         variants = parse_variants(args.fusion)
@@ -243,7 +241,6 @@ def resumed_context(record: Any, runs_dir: Path) -> dict[str, Any]:
     else only the plain settings a recording may carry (:func:`kgagents.cli.recorded.plain_context`), the paths,
     URLs, servers, model files and limits coming from the user's configuration (said on standard error). Either
     way, what the registry did not keep because it held credentials comes from the user's configuration too."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.recorded import plain_context
 
     values = dict(record.context)
@@ -286,18 +283,15 @@ def format_runs(records: list[Any]) -> list[str]:
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_run
 
     if isinstance(args.kg, str):  # --kg FILE
         args.out = args.out or args.kg
     if args.eval:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.cli.show import eval_item_state
 
         workflow, args.thread, state, nxt = eval_item_state(args.eval, args.thread, args.checkpointer)
     else:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import thread_state
 
         record = _known_run(args)
@@ -338,7 +332,6 @@ def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -
     title = f"thread {args.thread}"
     question = str(state.get("question", ""))
     if workflow == "grounded":
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.nodes.grounded import thought_graph
 
         graph, default = thought_graph(state), f"thoughts-{args.thread}.html"  # type: ignore[arg-type]
@@ -390,10 +383,10 @@ def cmd_workflows(args: argparse.Namespace) -> int:
 
 @command("tools")
 def cmd_tools(args: argparse.Namespace) -> int:
-    # loaded by the command that needs it (every command starts without it); the KGoT graph registers the tools
+    # the KGoT graph registers the tools
     # that live next to the workflows
     import kgagents.graphs.kgot  # noqa: F401
-    from kgagents.tools.manager import tool_statuses  # loaded by the command that needs it
+    from kgagents.tools.manager import tool_statuses
 
     for status in tool_statuses():
         print(f"{status.name:24} {'available' if status.available else 'unavailable':12} {status.reason}")

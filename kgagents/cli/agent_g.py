@@ -96,7 +96,6 @@ def demo_steps() -> list[dict[str, Any]]:
 
 
 def _demo_item() -> Any:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.datasets import load_dataset
 
     for item in load_dataset("crag", None).items:
@@ -107,7 +106,6 @@ def _demo_item() -> Any:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow agent-g``: a CRAG sample question, scripted decisions, real retrieval."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_agent_g
     from kgagents.nodes.agent_g import AgentGContext
     from kgagents.tools.crag_api import CragMockServer
@@ -162,8 +160,6 @@ def cmd_agent_g(args: argparse.Namespace) -> int:
     paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
     commentor_examples=FILE``."""
     from kgagents.evals import event_loop
-
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.agent_g import EXAMPLE_SPLITS, collect_examples
     from kgagents.evals.datasets import load_dataset
     from kgagents.evals.runner import EvalOptions

@@ -110,7 +110,6 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
     """Before a run starts: fail when no model is configured or a backend's extra is missing (the messages say
     what to set or install); print which configuration and data home are in use, the models of every role with
     their URLs, and what this run cannot do."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
 
     print(f"kgagents: {configuration_line()}", file=sys.stderr)
@@ -123,7 +122,6 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
 
 def _warn_isolation() -> None:
     """Say at start-up when LLM-written code cannot run under full isolation."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
@@ -140,7 +138,6 @@ def _warn_isolation() -> None:
 
 def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
     """Print a finished run's answer; its exit status: 1 when every model call of the run failed."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.nodes.state import every_call_failed, failure_summary
 
     print(state.get("final_answer", "(no answer)"))
@@ -174,7 +171,6 @@ class RunInterrupted(KeyboardInterrupt):
 def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
          values: dict[str, Any], context_override: Any = None,
          checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.core.runs import new_thread_id
     from kgagents.graphs.workflows import run_thread, stderr_progress
 

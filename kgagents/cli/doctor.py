@@ -170,7 +170,6 @@ def workflow_values(workflows: tuple[str, ...], values: dict[str, Any], *, prese
     """The context values ``doctor`` checks each workflow with: ``values`` (the model and URL), the workflow's
     ``preset`` and the ``KEY=VALUE`` ``settings`` that its context has. A preset none of the workflows has, or a
     setting none of their contexts has, is a ``ValueError`` that says so."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.common import parse_settings
     from kgagents.graphs.registry import get
 
@@ -200,7 +199,6 @@ def model_checks(per_workflow: dict[str, dict[str, Any]], timeout: float, *,
     """One check per distinct model of the roles of the workflows (``per_workflow``: their context values): does
     it answer a completion, and how fast? A check names the roles that use the model, and what a failing one
     stops; roles that share a model, an endpoint and a key share one completion."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import role_models
 
     workflows = tuple(per_workflow)
@@ -287,7 +285,6 @@ async def probe_model(model: Any, timeout: float, call_timeout: float) -> Probe:
 
 async def complete_once(model: Any, call_timeout: float) -> Probe:
     """One completion of :data:`PROBE_PROMPT`, sent again once after a failure of :data:`RETRIED_ONCE`."""
-    # loaded by the command that needs it (every command starts without it)
     from langchain_core.messages import HumanMessage
 
     async def ask() -> None:
@@ -413,7 +410,6 @@ def configured_embedders(per_workflow: dict[str, dict[str, Any]]) -> dict[tuple[
     """The embedding models the workflows' settings name (``embedding_model``, ``linking_model``), as
     (model, device, base URL) -> the ``workflow's setting`` that name it. The packaged all-MiniLM-L6-v2 that a
     workflow uses when none is named ships with kgagents and is not loaded."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.graphs.registry import get
 
     found: dict[tuple[str, str | None, str | None], list[str]] = {}
@@ -443,7 +439,6 @@ async def probe_embedder(model: str, device: str | None, base_url: str | None,
                          call_timeout: float) -> tuple[str, Probe]:
     """Embed :data:`PROBE_TEXT` with the embedder a run builds for these settings
     (:func:`~kgagents.tools.pgraph.embeddings.embedder_spec`): its label (where it is) and what it told."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, OpenAIEmbedder, embedder_spec, load_embedder
 
     embedder = embedder_spec(model, device, base_url)
@@ -468,10 +463,10 @@ async def probe_embedder(model: str, device: str | None, base_url: str | None,
 
 def tool_checks() -> list[Check]:
     """The tools' own conditions (keys, extras)."""
-    # loaded by the command that needs it (every command starts without it); the KGoT graph registers the tools
+    # the KGoT graph registers the tools
     # that live next to the workflows
     import kgagents.graphs.kgot  # noqa: F401
-    from kgagents.tools.manager import tool_statuses  # loaded by the command that needs it
+    from kgagents.tools.manager import tool_statuses
 
     return [Check(f"tool {s.name}", s.available, s.reason, TOOL_USES.get(s.name, ""))
             for s in tool_statuses()]
@@ -479,7 +474,6 @@ def tool_checks() -> list[Check]:
 
 def sandbox_check() -> Check:
     """Whether LLM-written code runs isolated (bubblewrap), with weak isolation, or not at all."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
