@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgagents.graphs import registry
+from kgagents.graphs import registry as workflow_registry
 from kgagents.nodes.context import description_of
 
 #: The committed flags of every registered workflow (written by :func:`write`).
@@ -146,7 +146,7 @@ def workflow_flags(name: str) -> ContextFlags:
     entry = catalogue().get(name)
     if entry is not None and current(entry):
         return entry
-    return flags_of(registry.get(name).context)
+    return flags_of(workflow_registry.get(name).context)
 
 
 def parse_value(text: str) -> Any:
@@ -183,7 +183,7 @@ def converter(flag: Flag) -> Callable[[str], Any]:
 
 def write(path: Path = CATALOGUE) -> Path:
     """Write the flags of every registered workflow to ``path`` (imports every workflow)."""
-    data = {spec.name: flags_of(spec.context).as_json() for spec in registry.workflows()}
+    data = {spec.name: flags_of(spec.context).as_json() for spec in workflow_registry.workflows()}
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
