@@ -96,3 +96,6 @@ dev: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+flags: $(STAMP)  ## write kgagents/cli/workflow_flags.json again (the CLI's context flags) after changing a context
+	$(BIN)/python -c "from kgagents.cli.flags import write; print(write())"

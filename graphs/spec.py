@@ -15,14 +15,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-from langgraph.graph import StateGraph
+from typing import TYPE_CHECKING, Any
 
 from kgagents.nodes.context import BaseContext
 
+if TYPE_CHECKING:  # a spec is read without LangGraph (the CLI's parser): only its graph factory builds one
+    from langgraph.graph import StateGraph
+
 #: ``build() -> StateGraph``: the uncompiled graph of a workflow.
-Builder = Callable[[], StateGraph]
+Builder = Callable[[], "StateGraph"]
 
 
 def resolve(reference: str) -> Any:

@@ -142,3 +142,49 @@ def test_killed_run_resumes_to_the_same_answer_and_kg_without_duplicates(tmp_pat
     assert len(final["tool_calls"]) == len(reference["tool_calls"]) == 2
     assert final["iteration"] == reference["iteration"] == 2
     assert "done" in kgagents(tmp_path, "runs").stdout.split("victim")[1].splitlines()[0]
+
+
+# --- a CLI that starts at once: the parser reads light data only (kgagents/cli/flags.py) ---
+
+_HEAVY = ("langgraph", "langchain_core", "langchain", "torch", "httpx", "openai", "kgagents.graphs.kgot",
+          "kgagents.graphs.grounded", "kgagents.nodes.grounded", "kgagents.nodes.kgot", "kgagents.core.runs")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["ask", "--help"], ["ask", "--workflow", "grounded", "--help"],
+                                  ["ask", "--workflow", "agent-g", "--help"], ["eval", "ark", "--help"],
+                                  ["doctor", "--help"], ["replay", "--help"], ["trust", "--help"]])
+def test_help_imports_no_workflow(argv):
+    """``--help`` builds the parser without LangGraph, LangChain, the workflows' graphs and nodes or torch."""
+    code = ("import sys\nfrom kgagents.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            f"heavy = {_HEAVY!r}\n"
+            "print(sorted(m for m in sys.modules if m in heavy or m.startswith(tuple(h + '.' for h in heavy))))")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert "usage: kgagents" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_committed_flags_are_every_workflows_own():
+    """The committed catalogue is what the contexts give (`make flags` writes it again) and the flags in help are
+    the same either way."""
+    from kgagents.cli import flags
+    from kgagents.graphs import registry
+
+    committed = flags.catalogue()
+    assert set(committed) == set(registry.names())
+    for name in registry.names():
+        live = flags.flags_of(registry.get(name).context)
+        assert committed[name] == live, f"kgagents/cli/workflow_flags.json is stale for {name}: run `make flags`"
+        assert flags.current(committed[name])
+
+
+def test_stale_flags_are_read_from_the_context(monkeypatch):
+    """A catalogue whose sources changed is not used: the workflow's flags come from its context."""
+    from kgagents.cli import flags
+    from kgagents.graphs import registry
+
+    entry = flags.catalogue()["grounded"]
+    forged = flags.ContextFlags(context=entry.context, flags=entry.flags[:1],
+                                sources={m: "0" * 64 for m in entry.sources})
+    monkeypatch.setattr(flags, "catalogue", lambda: {"grounded": forged})
+    assert flags.workflow_flags("grounded") == flags.flags_of(registry.get("grounded").context)

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from kgagents.cli import replay
-from kgagents.cli.agent_g import pages_from_files
 from kgagents.cli.common import (
     RunFailed,
     _print_answer,
@@ -40,15 +39,12 @@ from kgagents.cli.common import (
     refuse_foreign_flags,
     start_checks,
 )
-from kgagents.core.checkpointer import name_checkpointer
+from kgagents.cli.flags import workflow_flags
 from kgagents.core.config import ConfigurationError, get_settings
 from kgagents.core.endpoint_change import address_change, model_change_refusal, model_changes, run_models, same_model
 from kgagents.core.nofollow import write_file
 from kgagents.core.printable import printable, printable_json, printable_lines
-from kgagents.core.replay import ReplayFailed
-from kgagents.core.runs import RunRegistry, configured_checkpointer, is_postgres_url
 from kgagents.graphs import registry
-from kgagents.tools.kg.base import snapshot_to_jsonl
 
 __all__ = ["COMMAND_MODULES", "RunFailed", "build_parser", "command", "context_values_from_args", "demo_intro",
            "demo_outro", "main", "start_checks"]
@@ -102,16 +98,16 @@ def command(name: str) -> Callable[[Command], Command]:
 
 @command("ask")
 def cmd_ask(args: argparse.Namespace) -> int:
+    from kgagents.cli.agent_g import pages_from_files
+    from kgagents.core.runs import RunRegistry
     checkpointer = _checkpointer(args)
     values = context_values_from_args(args)
     if getattr(args, "preset", None):
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
     variants = None
     if getattr(args, "fusion", None):
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.nodes.fusion import parse_variants
 
         variants = parse_variants(args.fusion)
@@ -161,6 +157,7 @@ def _workflows_reading(key: str) -> str:
 
 def _checkpointer(args: argparse.Namespace) -> str | None:
     """``--checkpointer`` or ``KGAGENTS_CHECKPOINTER``: a PostgreSQL URL (None: SQLite in the runs dir)."""
+    from kgagents.core.runs import configured_checkpointer, is_postgres_url
     url = getattr(args, "checkpointer", None) or configured_checkpointer()
     if url and not is_postgres_url(url):
         raise ValueError(f"--checkpointer / KGAGENTS_CHECKPOINTER takes a postgresql:// URL, got {url!r} "
@@ -170,6 +167,7 @@ def _checkpointer(args: argparse.Namespace) -> str | None:
 
 def _known_run(args: argparse.Namespace) -> Any:
     """The registry record of ``args.thread``, or a clear error."""
+    from kgagents.core.runs import RunRegistry
     record = RunRegistry(_runs_dir(args)).get(args.thread)
     if record is None:
         hint = (" (an evaluation item? `kgagents show THREAD --eval RESULTS_DIR`)" if args.command == "show"
@@ -180,6 +178,7 @@ def _known_run(args: argparse.Namespace) -> Any:
 
 @command("resume")
 def cmd_resume(args: argparse.Namespace) -> int:
+    from kgagents.core.runs import RunRegistry
     record = _known_run(args)
     values = resumed_context(record, _runs_dir(args))
     values, change = resumed_settings(record, values, base_url=args.base_url, model=args.model)
@@ -242,7 +241,6 @@ def resumed_context(record: Any, runs_dir: Path) -> dict[str, Any]:
     else only the plain settings a recording may carry (:func:`kgagents.cli.recorded.plain_context`), the paths,
     URLs, servers, model files and limits coming from the user's configuration (said on standard error). Either
     way, what the registry did not keep because it held credentials comes from the user's configuration too."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.recorded import plain_context
 
     values = dict(record.context)
@@ -261,6 +259,7 @@ def resumed_context(record: Any, runs_dir: Path) -> dict[str, Any]:
 
 @command("runs")
 def cmd_runs(args: argparse.Namespace) -> int:
+    from kgagents.core.runs import RunRegistry
     records = RunRegistry(_runs_dir(args)).list()
     if not records:
         print(f"no runs in {_runs_dir(args)}")
@@ -284,18 +283,15 @@ def format_runs(records: list[Any]) -> list[str]:
 
 @command("show")
 def cmd_show(args: argparse.Namespace) -> int:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_run
 
     if isinstance(args.kg, str):  # --kg FILE
         args.out = args.out or args.kg
     if args.eval:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.cli.show import eval_item_state
 
         workflow, args.thread, state, nxt = eval_item_state(args.eval, args.thread, args.checkpointer)
     else:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import thread_state
 
         record = _known_run(args)
@@ -331,11 +327,11 @@ def _show_view(args: argparse.Namespace, workflow: str, state: dict[str, Any]) -
     lines — KGoT's task KG (after each write), grounded's thought graph, ARK-V1's explored subgraph, Agent-G's
     retrieval."""
     from kgagents.cli import kgview  # Bokeh: loaded when a view is drawn
+    from kgagents.tools.kg.base import snapshot_to_jsonl
 
     title = f"thread {args.thread}"
     question = str(state.get("question", ""))
     if workflow == "grounded":
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.nodes.grounded import thought_graph
 
         graph, default = thought_graph(state), f"thoughts-{args.thread}.html"  # type: ignore[arg-type]
@@ -387,10 +383,10 @@ def cmd_workflows(args: argparse.Namespace) -> int:
 
 @command("tools")
 def cmd_tools(args: argparse.Namespace) -> int:
-    # loaded by the command that needs it (every command starts without it); the KGoT graph registers the tools
+    # the KGoT graph registers the tools
     # that live next to the workflows
     import kgagents.graphs.kgot  # noqa: F401
-    from kgagents.tools.manager import tool_statuses  # loaded by the command that needs it
+    from kgagents.tools.manager import tool_statuses
 
     for status in tool_statuses():
         print(f"{status.name:24} {'available' if status.available else 'unavailable':12} {status.reason}")
@@ -473,7 +469,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         importlib.import_module(module).add_commands(sub, command)
     name, workflow = _workflow_in(list(sys.argv[1:] if argv is None else argv))
     if name is not None and workflow in registry.SPECS:
-        add_context_flags(sub.choices[name], registry.get(workflow).context)
+        add_context_flags(sub.choices[name], workflow_flags(workflow))
     for name in replay.RECORDED_COMMANDS:
         replay.add_arguments(sub.choices[name], name)
     replay.add_parser(sub)
@@ -484,6 +480,7 @@ def _name_checkpointers(args: argparse.Namespace) -> None:
     """The PostgreSQL checkpointers the user typed on this command line (``--checkpointer``, ``--set
     kgot_checkpointer=``) may be opened (:func:`kgagents.core.checkpointer.name_checkpointer`); one a run registry
     or a recorded context names may not, unless it is one of these or ``KGAGENTS_CHECKPOINTER``."""
+    from kgagents.core.checkpointer import name_checkpointer
     name_checkpointer(getattr(args, "checkpointer", None))
     name_checkpointer(context_values_from_args(args).get("kgot_checkpointer"))
 
@@ -491,7 +488,9 @@ def _name_checkpointers(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args, extras = parser.parse_known_args(argv)
+    args, extras = parser.parse_known_args(argv)  # --help ends here, before any workflow or client is imported
+    from kgagents.core.replay import ReplayFailed
+
     try:
         if extras:
             if args.command == "resume":

@@ -27,7 +27,6 @@ from typing import Any
 
 from kgagents.cli.common import _run, context_values_from_args, demo_intro, demo_model, demo_outro, start_checks
 from kgagents.cli.eval import DEFAULT_RESULTS_DIR
-from kgagents.evals import event_loop
 
 #: The demo's question, one of the CRAG sample's ten (found by its text).
 DEMO_QUERY = "is dreamworks animation owned by time warner or universal pictures?"
@@ -97,7 +96,6 @@ def demo_steps() -> list[dict[str, Any]]:
 
 
 def _demo_item() -> Any:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.datasets import load_dataset
 
     for item in load_dataset("crag", None).items:
@@ -108,7 +106,6 @@ def _demo_item() -> Any:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow agent-g``: a CRAG sample question, scripted decisions, real retrieval."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_agent_g
     from kgagents.nodes.agent_g import AgentGContext
     from kgagents.tools.crag_api import CragMockServer
@@ -162,7 +159,7 @@ def cmd_agent_g(args: argparse.Namespace) -> int:
     each rejected action with the oracle's feedback whose next action did better (commentor examples), the
     paper's "successful experiences"; the files go to ``--set agent_examples=FILE --set
     commentor_examples=FILE``."""
-    # loaded by the command that needs it (every command starts without it)
+    from kgagents.evals import event_loop
     from kgagents.evals.agent_g import EXAMPLE_SPLITS, collect_examples
     from kgagents.evals.datasets import load_dataset
     from kgagents.evals.runner import EvalOptions

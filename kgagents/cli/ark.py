@@ -31,7 +31,6 @@ DEFAULT_OUT = ".eval-results"
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow ark``: CoLoTa S2 over its 32-edge subgraph with a scripted model; prints False."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_ark
     from kgagents.nodes.ark import ArkContext
 
@@ -74,7 +73,6 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> int:
     """Run the ARK-V1 evaluation from parsed :func:`add_eval_arguments` options; prints the paper's metrics."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.core.usage import format_cost
     from kgagents.evals.colota import data_issues, evaluate_ark, format_metrics, load_cr_lt
     from kgagents.nodes.ark import ROLE, ArkContext

@@ -27,7 +27,6 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.core.tempdirs import clean
 
     stale = clean(dry_run=args.dry_run)

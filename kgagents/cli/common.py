@@ -6,32 +6,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
-import json
 import sys
-import types
-import typing
-from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from kgagents.cli.flags import ContextFlags, converter, parse_value
 from kgagents.core.config import ConfigurationError, configuration_line, get_settings
 from kgagents.core.errors import KGAgentsError
-from kgagents.core.runs import new_thread_id
 from kgagents.graphs import registry
-from kgagents.nodes.context import description_of
 
 
 def _runs_dir(args: argparse.Namespace) -> Path:
     return Path(args.runs_dir) if getattr(args, "runs_dir", None) else get_settings().runs_dir
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def parse_settings(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -41,7 +28,7 @@ def parse_settings(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--set takes key=value, got {item!r}")
-        values[key.strip()] = _parse_value(value)
+        values[key.strip()] = parse_value(value)
     return values
 
 
@@ -64,58 +51,20 @@ def context_values_from_args(args: argparse.Namespace) -> dict[str, Any]:
 CONTEXT_DEST = "context__"
 
 
-def _parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _flag_kind(hint: Any) -> tuple[Callable[[str], Any], tuple[Any, ...] | None, bool]:
-    """``(converter, choices, is_bool)`` for a context field's type (anything else: a JSON value or text)."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        if len(args) == 1:
-            convert, choices, is_bool = _flag_kind(args[0])
-
-            def nullable(text: str) -> Any:
-                return None if text.strip().lower() in ("null", "none") else convert(text)
-
-            return nullable, choices, is_bool
-        return _parse_value, None, False
-    if hint is bool:
-        return _parse_bool, None, True
-    if hint in (int, float, str):
-        return hint, None, False
-    if typing.get_origin(hint) is typing.Literal:
-        return str, tuple(str(a) for a in args), False
-    return _parse_value, None, False
-
-
-def add_context_flags(parser: argparse.ArgumentParser, context: type) -> None:
-    """A flag per field of the workflow's ``context`` (``--c-max``, ``--backend``, ...), typed by the field
-    and described by its metadata, for the fields the command has no option of its own for."""
-    try:
-        hints = typing.get_type_hints(context)
-    except (NameError, TypeError):  # a type only a type checker sees: the fields take JSON values or text
-        hints = {}
-    group = parser.add_argument_group(f"settings of the workflow's context ({context.__name__}; also --set "
+def add_context_flags(parser: argparse.ArgumentParser, context: ContextFlags) -> None:
+    """A flag per field of the workflow's context (``--c-max``, ``--backend``, ...; :mod:`kgagents.cli.flags`),
+    typed by the field and described by its metadata, for the fields the command has no option of its own for."""
+    group = parser.add_argument_group(f"settings of the workflow's context ({context.context}; also --set "
                                       "KEY=VALUE)")
-    for spec in fields(context):
+    for spec in context.flags:
         flag = "--" + spec.name.replace("_", "-")
         if flag in parser._option_string_actions:
             continue
-        convert, choices, is_bool = _flag_kind(hints.get(spec.name, Any))
-        default = spec.default if spec.default is not dataclasses.MISSING else None
-        help_text = description_of(spec).replace("%", "%%")
-        if default is not None and not callable(default):
-            help_text += f" (default: {default})"
+        is_bool = spec.kind == "bool"
         names = [flag, "--formatter"] if spec.name == "answer_formatter" else [flag]
-        group.add_argument(*names, dest=CONTEXT_DEST + spec.name, type=convert, choices=choices,
+        group.add_argument(*names, dest=CONTEXT_DEST + spec.name, type=converter(spec), choices=spec.choices,
                            nargs="?" if is_bool else None, const=True if is_bool else None,
-                           metavar=None if choices else spec.name.upper(), help=help_text)
+                           metavar=None if spec.choices else spec.name.upper(), help=spec.help)
 
 
 def _workflow_in(argv: list[str]) -> tuple[str | None, str | None]:
@@ -161,7 +110,6 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
     """Before a run starts: fail when no model is configured or a backend's extra is missing (the messages say
     what to set or install); print which configuration and data home are in use, the models of every role with
     their URLs, and what this run cannot do."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import check_backends, models_line, role_models, run_limits
 
     print(f"kgagents: {configuration_line()}", file=sys.stderr)
@@ -174,7 +122,6 @@ def start_checks(workflow: str, values: dict[str, Any], *, variants: list[str] |
 
 def _warn_isolation() -> None:
     """Say at start-up when LLM-written code cannot run under full isolation."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
@@ -191,7 +138,6 @@ def _warn_isolation() -> None:
 
 def _print_answer(thread_id: str, state: dict[str, Any]) -> int:
     """Print a finished run's answer; its exit status: 1 when every model call of the run failed."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.nodes.state import every_call_failed, failure_summary
 
     print(state.get("final_answer", "(no answer)"))
@@ -225,7 +171,7 @@ class RunInterrupted(KeyboardInterrupt):
 def _run(workflow: str, args: argparse.Namespace, task: dict[str, Any] | None, thread: str | None,
          values: dict[str, Any], context_override: Any = None,
          checkpointer: str | None = None) -> tuple[str, dict[str, Any]]:
-    # loaded by the command that needs it (every command starts without it)
+    from kgagents.core.runs import new_thread_id
     from kgagents.graphs.workflows import run_thread, stderr_progress
 
     thread = thread or new_thread_id()

@@ -31,14 +31,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlparse
 
-import httpx
-
 from kgagents.core.config import ConfigurationError, configuration_line, get_settings
 from kgagents.core.endpoints import describe_model, model_endpoint, model_key
-from kgagents.core.extras import install_hint, missing_extras
 from kgagents.core.failures import FailureKind, classify
 from kgagents.core.redact import configured_secrets, without_credentials, without_secrets
-from kgagents.core.retry import redirect_advice
 
 #: What a tool that cannot be used takes away from a run.
 TOOL_USES = {
@@ -174,7 +170,6 @@ def workflow_values(workflows: tuple[str, ...], values: dict[str, Any], *, prese
     """The context values ``doctor`` checks each workflow with: ``values`` (the model and URL), the workflow's
     ``preset`` and the ``KEY=VALUE`` ``settings`` that its context has. A preset none of the workflows has, or a
     setting none of their contexts has, is a ``ValueError`` that says so."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.common import parse_settings
     from kgagents.graphs.registry import get
 
@@ -204,7 +199,6 @@ def model_checks(per_workflow: dict[str, dict[str, Any]], timeout: float, *,
     """One check per distinct model of the roles of the workflows (``per_workflow``: their context values): does
     it answer a completion, and how fast? A check names the roles that use the model, and what a failing one
     stops; roles that share a model, an endpoint and a key share one completion."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import role_models
 
     workflows = tuple(per_workflow)
@@ -291,7 +285,6 @@ async def probe_model(model: Any, timeout: float, call_timeout: float) -> Probe:
 
 async def complete_once(model: Any, call_timeout: float) -> Probe:
     """One completion of :data:`PROBE_PROMPT`, sent again once after a failure of :data:`RETRIED_ONCE`."""
-    # loaded by the command that needs it (every command starts without it)
     from langchain_core.messages import HumanMessage
 
     async def ask() -> None:
@@ -324,6 +317,7 @@ def failure_probe(kind: FailureKind, exc: BaseException, seconds: float, *, twic
                   reached: bool = False) -> Probe:
     """A failure in words: its kind first, what the server said, and what the kind means (``reached``: the
     endpoint answered its model list before, so a timeout is a slow answer, not an unreachable server)."""
+    from kgagents.core.retry import redirect_advice
     if kind is FailureKind.TIMEOUT and reached:
         return Probe(False, slow_model(seconds))
     if kind is FailureKind.REDIRECT:
@@ -355,6 +349,7 @@ async def reach_endpoint(model: Any, timeout: float) -> Probe | None:
     """Ask the model's endpoint for its models (the cheapest authenticated request of each API): a failure that
     the completion would only repeat more slowly (unreachable, silent, a rejected key, an unlisted model), else
     None."""
+    import httpx
     url, headers = model_list_request(model)
     try:
         async with httpx.AsyncClient(timeout=timeout) as client:
@@ -415,7 +410,6 @@ def configured_embedders(per_workflow: dict[str, dict[str, Any]]) -> dict[tuple[
     """The embedding models the workflows' settings name (``embedding_model``, ``linking_model``), as
     (model, device, base URL) -> the ``workflow's setting`` that name it. The packaged all-MiniLM-L6-v2 that a
     workflow uses when none is named ships with kgagents and is not loaded."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.graphs.registry import get
 
     found: dict[tuple[str, str | None, str | None], list[str]] = {}
@@ -445,7 +439,6 @@ async def probe_embedder(model: str, device: str | None, base_url: str | None,
                          call_timeout: float) -> tuple[str, Probe]:
     """Embed :data:`PROBE_TEXT` with the embedder a run builds for these settings
     (:func:`~kgagents.tools.pgraph.embeddings.embedder_spec`): its label (where it is) and what it told."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, OpenAIEmbedder, embedder_spec, load_embedder
 
     embedder = embedder_spec(model, device, base_url)
@@ -470,10 +463,10 @@ async def probe_embedder(model: str, device: str | None, base_url: str | None,
 
 def tool_checks() -> list[Check]:
     """The tools' own conditions (keys, extras)."""
-    # loaded by the command that needs it (every command starts without it); the KGoT graph registers the tools
+    # the KGoT graph registers the tools
     # that live next to the workflows
     import kgagents.graphs.kgot  # noqa: F401
-    from kgagents.tools.manager import tool_statuses  # loaded by the command that needs it
+    from kgagents.tools.manager import tool_statuses
 
     return [Check(f"tool {s.name}", s.available, s.reason, TOOL_USES.get(s.name, ""))
             for s in tool_statuses()]
@@ -481,7 +474,6 @@ def tool_checks() -> list[Check]:
 
 def sandbox_check() -> Check:
     """Whether LLM-written code runs isolated (bubblewrap), with weak isolation, or not at all."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.sandbox import isolation_status
 
     kind, detail = isolation_status()
@@ -511,6 +503,7 @@ def server_checks(timeout: float) -> list[Check]:
 
 def extra_checks() -> list[Check]:
     """The extras that are not installed, and what each would enable."""
+    from kgagents.core.extras import install_hint, missing_extras
     return [Check(f"extra {extra.name}", False, f"not installed ({install_hint(extra.name)})",
                   extra.enables) for extra in missing_extras()]
 

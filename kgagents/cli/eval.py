@@ -110,7 +110,6 @@ def add_commands(sub: Any, command: Callable[[str], Callable[[Any], Any]]) -> No
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.datasets import dataset_protocol, load_dataset
     from kgagents.graphs.workflows import load_workflow
 
@@ -119,7 +118,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
                            sample=args.sample, sample_seed=args.sample_seed)
     default_scorer = dataset.scorer
     if getattr(args, "scorer", None):
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.scorers import SCORERS
 
         if args.scorer not in SCORERS:
@@ -131,7 +129,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ValueError("an evaluation budget is kept by one process: leave out --dask")
     values = context_values_from_args(args)
     if args.preset:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.graphs.workflows import preset
 
         values = {**preset(args.workflow, args.preset), **values}
@@ -160,7 +157,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     result = _evaluate(args, dataset, out, values, runs=1 if args.runs is None else args.runs, seed=args.seed)
     _print_result(result, dataset)
     if not args.no_report and result.records:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.report import build_report
 
         print(f"report: {build_report([out])}", file=sys.stderr)
@@ -170,7 +166,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _check_agent_g(args: argparse.Namespace, values: dict[str, Any], dataset: str) -> None:
     """Agent-G's checks before any item runs: its embedding models load here; on CRAG's own data, its CRAG API
     answers (a warning on the sample that ships with kgagents) (:mod:`kgagents.cli.preflight`)."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.preflight import check_crag_api, check_embedders
 
     check_embedders(args.workflow, values)
@@ -183,7 +178,6 @@ def _rescore(args: argparse.Namespace, dataset: Any, own: dict[str, Any]) -> int
     own (:mod:`kgagents.evals.rescore`). The grader comes from the user's own flags and environment (``own``: this
     command's context values), never from DIR's manifest: a results folder is data and does not choose where the
     user's judge sends. ``--estimate`` prices the judge's calls over DIR's answers and calls nothing."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals import event_loop
     from kgagents.evals.estimate import estimate_rescore, format_estimate
     from kgagents.evals.rescore import nothing_scored, rescore
@@ -213,7 +207,6 @@ def _rescore(args: argparse.Namespace, dataset: Any, own: dict[str, Any]) -> int
     result = event_loop.run(rescore(source, options, dataset))
     _print_result(result, dataset)
     if not args.no_report and result.records:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.report import build_report
 
         print(f"report: {build_report([out])}", file=sys.stderr)
@@ -253,7 +246,6 @@ def all_failed(records: list[dict[str, Any]]) -> bool:
 def judge_for(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> Any:
     """The evaluation's LLM grader (:class:`kgagents.evals.judges.Judge`; None when the scorer has none): the
     one setting that the start line shows, the start checks, ``--estimate`` prices and the scorer calls."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.runner import evaluation_judge
 
     return evaluation_judge(_options(args, Path("."), values, runs=1, seed=None), scorer)
@@ -261,7 +253,6 @@ def judge_for(args: argparse.Namespace, values: dict[str, Any], scorer: str) -> 
 
 def check_judge(judge: Any) -> None:
     """Refuse a grader that cannot judge before anything runs (:func:`kgagents.evals.judges.check_judge`)."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.judges import check_judge as check
 
     check(judge)
@@ -276,7 +267,6 @@ def _process_count(args: argparse.Namespace) -> int:
 
 def _options(args: argparse.Namespace, out: Path, values: dict[str, Any], *, runs: int, seed: int | None) -> Any:
     """The evaluation the options describe, into ``out``."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.runner import EvalOptions
 
     return EvalOptions(workflow=args.workflow, out_dir=out, concurrency=args.concurrency, runs=runs,
@@ -306,7 +296,6 @@ def _protocol_dir(args: argparse.Namespace, dataset: Any) -> Path:
 def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any,
               default_scorer: str) -> int:
     """``--estimate``: the expected cost of what is still to do (every leg of a protocol), and nothing run."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.estimate import estimate, format_estimate
 
     if protocol is None:
@@ -326,12 +315,10 @@ def _estimate(args: argparse.Namespace, dataset: Any, values: dict[str, Any], pr
 def _evaluate(args: argparse.Namespace, dataset: Any, out: Path, values: dict[str, Any], *, runs: int,
               seed: int | None) -> Any:
     """One evaluation into ``out``, in this process, in worker processes or on Dask as the options say."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.runner import run_evaluation
 
     options = _options(args, out, values, runs=runs, seed=seed)
     if args.dask:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.distributed import evaluate_distributed
 
         return evaluate_distributed(options, dataset, scheduler=None if args.dask == "local" else args.dask,
@@ -354,7 +341,6 @@ def _print_result(result: Any, dataset: Any) -> None:
 
     print(", ".join(shown(k, v) for k, v in result.metrics.items() if k != "n"))
     if dataset.scorer == "colota":
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.evals.colota import colota_metrics, format_metrics, records_to_answers
 
         print(format_metrics(colota_metrics(*records_to_answers(result.records))))
@@ -363,7 +349,6 @@ def _print_result(result: Any, dataset: Any) -> None:
 def _run_protocol(args: argparse.Namespace, dataset: Any, values: dict[str, Any], protocol: Any) -> int:
     """Every leg of a paper's protocol (its temperature × runs, seeds from the protocol's or ``--seed``), each in
     its own folder under ``--out``, then the paper's table of them (printed and written to ``table.md``)."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.report import build_report
 
     base = _protocol_dir(args, dataset)
@@ -398,7 +383,6 @@ def default_out_name(workflow: str, dataset: str, split: str, temperature: float
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.report import build_report
 
     dirs = [unpack_bundle(Path(d)) if Path(d).is_file() and zipfile.is_zipfile(d) else d for d in args.dirs]

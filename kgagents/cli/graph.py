@@ -127,7 +127,6 @@ def _build(args: argparse.Namespace, limits: ImportLimits) -> GraphRef:
     """The import itself: into the compact store, or into a Cypher database."""
     progress = False if args.quiet else None
     if args.neo4j is not None or args.falkordb is not None:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.tools.pgraph.cypher import import_to_cypher
 
         backend = "neo4j" if args.neo4j is not None else "falkordb"
@@ -264,7 +263,6 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(graph.describe(node_id))
     if args.html:
-        # loaded by the command that needs it (every command starts without it)
         from kgagents.cli.kgview import render_html
 
         snapshot = graph.neighbourhood(node_id, radius=args.radius, max_nodes=args.max_nodes)

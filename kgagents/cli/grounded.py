@@ -202,7 +202,6 @@ def gold_path_steps(rows: list[dict[str, Any]] | dict[str, Any], graphs: list[St
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo --workflow grounded``: a fixture question through the real graph, scripted."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.cli.report import format_grounded
     from kgagents.evals.grbench import fixture_graph, fixture_questions
     from kgagents.nodes.grounded import GroundedContext

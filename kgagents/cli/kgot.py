@@ -21,7 +21,6 @@ QUESTION = ("A C++ script holds the array [42, 23, 2, 88, 37, 15]. Sort the arra
 
 def run_demo(args: argparse.Namespace) -> int:
     """``kgagents demo``: the Figure 9 task with a scripted model, on the chosen task-KG backend."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.kg.stores import backend_language
 
     backend = getattr(args, "backend", None) or "networkx"

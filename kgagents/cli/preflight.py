@@ -30,7 +30,6 @@ def role_models(values: dict[str, Any], workflow: str = "kgot") -> dict[str, Any
     """The chat model of every role of ``workflow`` (its context's ``ROLES``) for a run with the context
     ``values``, resolved once: the run finds the same clients (a clear error when none is configured, or when
     a provider's extra or key is missing)."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.nodes.models import resolve_model
 
     ctx = get(workflow).make_context(values)
@@ -86,7 +85,6 @@ def _context_fields(workflow: str) -> set[str]:
 def check_backends(values: dict[str, Any], variants: list[str] | None = None) -> None:
     """Refuse, before anything starts, a task-KG backend whose extra is missing (the run's, or each fusion
     variant's)."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.kg.stores import check_backend
 
     backends = [v.split(":", 1)[0] for v in variants or []] or [values.get("backend") or "networkx"]
@@ -133,7 +131,6 @@ def local_embedders(workflow: str, values: dict[str, Any]) -> list[tuple[str, An
     """The sentence-transformers models an Agent-G run loads by name or path (``embedding_model`` and
     ``linking_model``, e.g. the paper-crag preset's BAAI/bge-m3), as (setting, model, device); the packaged
     model, OpenAI's and instances are left out."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.pgraph.embeddings import OPENAI_PREFIX, canonical_model
 
     if not workflow.startswith("agent-g"):
@@ -152,7 +149,6 @@ def check_embedders(workflow: str, values: dict[str, Any]) -> None:
     and no network, a wrong name or path): every item would otherwise fail and be scored "missing". The model is
     loaded once per process (:func:`~kgagents.tools.pgraph.embeddings.load_embedder`), so the run finds it
     loaded."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.tools.pgraph.embeddings import EmbedderUnavailable, load_embedder
 
     for setting, model, device in local_embedders(workflow, values):

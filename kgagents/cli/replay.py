@@ -38,18 +38,9 @@ from typing import Any
 
 from kgagents.cli.common import context_values_from_args
 from kgagents.cli.recorded import ASK_OPTIONS, EVAL_OPTIONS, USER_FLAGS, Settings, settings_from
-from kgagents.core.bundles import BUNDLE_INFO, bundled_name, unpack
+from kgagents.core.bundles import BUNDLE_INFO, RECORDING_FILE, bundled_name, unpack
 from kgagents.core.printable import printable
 from kgagents.core.redact import scrub, scrub_text
-from kgagents.core.replay import (
-    RECORDING_NAME,
-    Recording,
-    check_recording,
-    check_replay,
-    open_read_only,
-    using,
-)
-from kgagents.core.runs import RunRegistry, new_thread_id
 from kgagents.graphs import registry
 
 RECORDED_COMMANDS = ("ask", "eval")
@@ -67,7 +58,7 @@ _THREAD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The recording flags of ``ask`` / ``eval``."""
-    where = "RUNS_DIR/recordings/THREAD.sqlite" if command == "ask" else f"--out DIR/{RECORDING_NAME}"
+    where = "RUNS_DIR/recordings/THREAD.sqlite" if command == "ask" else f"--out DIR/{RECORDING_FILE}"
     parser.add_argument("--record", action="store_true",
                         help=f"keep every model exchange ({where}) for `kgagents replay`")
     parser.add_argument("--cache", metavar="FILE", default=os.environ.get("KGAGENTS_CACHE"),
@@ -114,7 +105,7 @@ def recording_path(args: argparse.Namespace, runs_dir: Path) -> Path:
         return runs_dir / "recordings" / f"{args.thread}.sqlite"
     if not getattr(args, "out", None):
         raise ValueError("eval --record needs --out DIR: the recording is kept in that folder")
-    return Path(args.out) / RECORDING_NAME
+    return Path(args.out) / RECORDING_FILE
 
 
 def _write_meta(path: Path, values: dict[str, Any]) -> None:
@@ -128,6 +119,7 @@ def _write_meta(path: Path, values: dict[str, Any]) -> None:
 def read_meta(path: Path) -> dict[str, Any]:
     """What a recording says about itself (its schema checked first: :func:`check_recording`): the command's
     settings, when, with which package versions."""
+    from kgagents.core.replay import check_recording, open_read_only
     check_recording(path)
     db = open_read_only(path)
     try:
@@ -170,6 +162,8 @@ def recorded_settings(args: argparse.Namespace) -> Settings:
 def run_recorded(args: argparse.Namespace, argv: list[str], runs_dir: Path,
                  command: Callable[[argparse.Namespace], int]) -> int:
     """Run ``command`` with ``--record`` / ``--cache`` in effect."""
+    from kgagents.core.replay import Recording, using
+    from kgagents.core.runs import new_thread_id
     with ExitStack() as stack:
         if getattr(args, "record", False):
             if args.command == "ask" and not getattr(args, "thread", None):
@@ -281,13 +275,15 @@ def cmd_replay(args: argparse.Namespace, runs_dir: Path, parse: Callable[[list[s
     """``kgagents replay THREAD|DIR|BUNDLE``: see the module docstring. What runs is rebuilt from the recording's
     plain settings and this user's flags (:mod:`kgagents.cli.recorded`); the recording chooses no path, URL,
     model server or graph."""
+    from kgagents.core.replay import Recording, check_replay, using
+    from kgagents.core.runs import RunRegistry
     target = Path(args.target)
     if target.is_file() and zipfile.is_zipfile(target):
         target = unpack_bundle(target, Path(args.into) if args.into else None)
         args.into = None
         print(f"bundle unpacked into {target}", file=sys.stderr)
     if target.is_dir():
-        path, expected = target / RECORDING_NAME, "eval"
+        path, expected = target / RECORDING_FILE, "eval"
     elif _THREAD.fullmatch(args.target) and ".." not in args.target:
         path, expected = runs_dir / "recordings" / f"{args.target}.sqlite", "ask"
     else:
@@ -374,13 +370,13 @@ def write_bundle(results: Path, bundle: Path, settings: Settings) -> Path:
     manifest = json.loads((results / MANIFEST_FILE).read_text(encoding="utf-8"))
     info = {"settings": settings.as_json(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "versions": versions(), "data_fingerprint": manifest.get("data"),
-            "files": [p.name for p in files], "replayable": (results / RECORDING_NAME).is_file()}
+            "files": [p.name for p in files], "replayable": (results / RECORDING_FILE).is_file()}
     bundle.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kgagents-bundle-") as tmp, \
             zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in files:
-            if path.name == RECORDING_NAME:
-                archive.write(_clean_recording(path, Path(tmp) / RECORDING_NAME, settings), path.name)
+            if path.name == RECORDING_FILE:
+                archive.write(_clean_recording(path, Path(tmp) / RECORDING_FILE, settings), path.name)
             elif path.suffix in (".json", ".jsonl"):
                 archive.writestr(path.name, _scrubbed_json(path))
             else:
@@ -410,6 +406,7 @@ def _scrubbed_json(path: Path) -> str:
 def _clean_recording(path: Path, copy: Path, settings: Settings) -> Path:
     """A copy of the recording at ``path`` as this version keeps one: its ``meta`` the checked settings (never a
     command line), its requests and failure messages without credentials."""
+    from kgagents.core.replay import check_recording, open_read_only
     check_recording(path)
     source = open_read_only(path)
     try:
@@ -438,6 +435,7 @@ def unpack_bundle(bundle: Path, into: Path | None = None) -> Path:
 
 
 def _compare_runs(runs_dir: Path, recorded: str, replayed: str) -> list[str]:
+    from kgagents.core.runs import RunRegistry
     from kgagents.graphs.workflows import thread_state  # the workflows: loaded when a replay compares runs
 
     registry = RunRegistry(runs_dir)

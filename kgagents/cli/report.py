@@ -171,7 +171,6 @@ def format_grounded(state: dict[str, Any]) -> list[str]:
 
 def format_agent_g(state: dict[str, Any]) -> list[str]:
     """Agent-G: every iteration's action, references, answer, the validator's verdict and the feedback."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.nodes.agent_g import Action, describe_action
 
     lines = [f"Exit: {state.get('exit_reason', '(running)')}"]

@@ -50,7 +50,6 @@ def eval_item_state(results_dir: str, wanted: str,
                     checkpointer: str | None = None) -> tuple[str, str, dict[str, Any], tuple[str, ...]]:
     """``(workflow, thread id, latest state, next nodes)`` of an evaluation item; ``checkpointer``: the
     PostgreSQL URL the evaluation ran with (default: its ``checkpoints.sqlite``)."""
-    # loaded by the command that needs it (every command starts without it)
     from kgagents.evals.runner import CHECKPOINTS_FILE, read_manifest
     from kgagents.graphs.workflows import load_workflow
 

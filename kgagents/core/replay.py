@@ -62,6 +62,7 @@ from langchain_core.load import dumps, loads
 from langchain_core.outputs import Generation
 from langchain_core.runnables.config import var_child_runnable_config
 
+from kgagents.core.bundles import RECORDING_FILE
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.failures import FailureKind
 from kgagents.core.nofollow import refuse_link
@@ -70,7 +71,7 @@ from kgagents.core.redact import scrub_text
 from kgagents.core.scripted import CALL_STAGE
 
 Mode = Literal["record", "replay", "cache"]
-RECORDING_NAME = "recording.sqlite"
+RECORDING_NAME = RECORDING_FILE
 """The file name of an evaluation's recording (in its result directory)."""
 
 _SCHEMA = """
