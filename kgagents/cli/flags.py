@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import importlib.machinery
 import importlib.util
 import json
 import sys
@@ -93,17 +94,43 @@ def _kind(hint: Any) -> tuple[str, bool, tuple[str, ...] | None]:
 
 
 def _source_hash(module: str) -> str | None:
-    """sha256 of ``module``'s source file, without importing it (None: no such file)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
+    """sha256 of ``module``'s source file, without importing it or its packages (None: no such file).
+
+    ``importlib.util.find_spec`` of a submodule imports its parent package, and a workflow package's
+    ``__init__`` imports every step: the file is looked up along the parents' search paths instead."""
+    spec = _find_without_importing(module)
     if spec is None or not spec.origin:
         return None
     try:
         return hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+def _find_without_importing(module: str) -> importlib.machinery.ModuleSpec | None:
+    """Where ``module`` is, found through the search paths of its parent packages (those imported already
+    give theirs; the others are looked up, not run)."""
+    parts = module.split(".")
+    spec: importlib.machinery.ModuleSpec | None = None
+    for i in range(len(parts)):
+        name = ".".join(parts[: i + 1])
+        loaded = sys.modules.get(name)
+        if loaded is not None and getattr(loaded, "__spec__", None) is not None:
+            spec = loaded.__spec__
+            continue
+        try:
+            if spec is None:
+                spec = importlib.util.find_spec(name)  # a top-level name: nothing is imported
+            else:
+                locations = spec.submodule_search_locations
+                if not locations:
+                    return None
+                spec = importlib.machinery.PathFinder.find_spec(name, list(locations))
+        except (ImportError, ValueError):
+            return None
+        if spec is None:
+            return None
+    return spec
 
 
 def flags_of(context: type) -> ContextFlags:
