@@ -293,3 +293,15 @@ async def test_a_model_that_answered_is_not_bounded_by_the_rate_limit_wait(serve
     llm = _caller(server, api_backoff_max_s=1.0, llm_rate_limit_wait_s=0.1)
     assert await llm.text("q") == "first"
     assert await llm.text("q") == "second"
+
+
+async def test_the_timeout_stop_advises_only_what_resume_can_do(server: FakeOpenAIServer) -> None:
+    """A resumed run keeps the limits it started with: the message says to start a new run for a longer limit, not
+    to raise it and resume."""
+    server.always("silent")
+    with pytest.raises(ModelUnavailableError) as info:
+        await _caller(server, llm_timeout_s=0.3, llm_probe_timeout_s=0.3).text("q")
+    message = str(info.value)
+    assert info.value.kind is FailureKind.TIMEOUT
+    assert "raise llm_timeout_s" not in message
+    assert "a new run with a longer limit (--set llm_timeout_s=SECONDS" in message

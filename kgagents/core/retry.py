@@ -190,7 +190,9 @@ _MEANING: dict[FailureKind, tuple[str, str]] = {
                                                             "and the base URL"),
     FailureKind.SERVER: ("the server answers with errors", "check the server's log and that the model is loaded"),
     FailureKind.TIMEOUT: ("no reply in time",
-                          "check that the server works (its log, its load) or raise llm_timeout_s"),
+                          "check that the server works (its log, its load); a model that is only slow needs a new "
+                          "run with a longer limit (--set llm_timeout_s=SECONDS, or llm_role_timeouts; a resumed "
+                          "run keeps the limits it started with)"),
     FailureKind.MALFORMED: ("the replies are not API answers (an HTML page, a broken or empty body)",
                             "check that the base URL points at the model API (ending in /v1), not at a web page "
                             "or a proxy"),
