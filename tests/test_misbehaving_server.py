@@ -214,7 +214,7 @@ async def test_a_model_that_answered_and_then_goes_silent_stops_at_its_first_tim
     """A timed-out attempt of a model that answered before is followed by a probe; no answer to that either: the
     server went silent, and the run stops instead of retrying full time limits for minutes."""
     server.reply("first")
-    llm = _caller(server, llm_timeout_s=0.5, llm_probe_timeout_s=0.5)
+    llm = _caller(server, llm_timeout_s=2.0, llm_probe_timeout_s=0.5)
     assert await llm.text("q") == "first"
     server.always("silent")  # the model list included
     with pytest.raises(ModelUnavailableError, match="it answered before, but now the server accepts connections "
@@ -227,8 +227,8 @@ async def test_a_model_that_answered_and_then_goes_silent_stops_at_its_first_tim
 
 async def test_a_model_that_answered_and_is_slow_once_is_retried(server: FakeOpenAIServer) -> None:
     """A timed-out attempt whose server answers the probe is retried as before."""
-    server.reply("first").hang(2.0).reply("second")
-    llm = _caller(server, llm_timeout_s=0.5, llm_probe_timeout_s=1.0)
+    server.reply("first").hang(5.0).reply("second")
+    llm = _caller(server, llm_timeout_s=1.5, llm_probe_timeout_s=1.0)
     assert await llm.text("q") == "first"
     assert await llm.text("q2") == "second"
     assert len(server.chat_requests) == 3 and len(server.get_requests) == 1
