@@ -175,11 +175,15 @@ class BaseContext:
     """Say on stderr that an LLM call is still waiting (role, model, URL, how long), every so many seconds
     (0: never)."""
     llm_probe_after_s: float = operator(15.0)
-    """When a call to a model that has not answered yet has waited this long, a one-token probe is sent: a
-    server that answers neither (it accepts connections but never answers) stops the run; one that answers the
-    probe is slow and keeps the call's full limit."""
+    """When a call to a model that has not answered yet has waited this long (and after any call attempt that
+    timed out), its server is probed with a GET of its model list, sent without the key: a server that answers
+    neither (it accepts connections but never answers) stops the run; one that answers the probe is slow and
+    keeps the call's full limit."""
     llm_probe_timeout_s: float = operator(10.0)
     """How long that probe may take."""
+    llm_rate_limit_wait_s: float = operator(300.0)
+    """The longest a model that has not answered a call yet may keep the run waiting on its rate limits (its
+    backoff waits, all calls together): then the run stops (an account's limit or quota, not a busy minute)."""
     max_parse_retries: int = caller(3)
     """How often one structured LLM call is re-asked after an unparseable reply."""
     max_api_retries: int = operator(6)

@@ -46,9 +46,17 @@ from pydantic import BaseModel, ValidationError
 
 from kgagents.core import replay
 from kgagents.core.config import ConfigurationError
-from kgagents.core.endpoints import describe_model, model_key, model_label
+from kgagents.core.endpoints import describe_model, model_endpoint, model_key, model_label
 from kgagents.core.errors import KGAgentsError
-from kgagents.core.retry import ModelUnavailableError, Watch, error_text, failure_kind, is_transient, retry_model_call
+from kgagents.core.retry import (
+    ModelUnavailableError,
+    Watch,
+    error_text,
+    failure_kind,
+    is_transient,
+    probe_url,
+    retry_model_call,
+)
 from kgagents.core.scripted import CALL_STAGE, STAGE_KEY
 from kgagents.core.third_party import fell_back, private_part
 from kgagents.core.usage import (
@@ -210,26 +218,20 @@ class LLMCaller:
         key = model_key(self.model)
         timeout_s = ctx.timeout_for(self.role)
         who = f"the {self.role} model ({describe_model(self.model)})"
-        watch = Watch(who, probe=self._probe, notice_s=ctx.llm_wait_notice_s, probe_after_s=ctx.llm_probe_after_s,
+        watch = Watch(who, probe_url=probe_url(type(self.model).__name__, model_endpoint(self.model)),
+                      notice_s=ctx.llm_wait_notice_s, probe_after_s=ctx.llm_probe_after_s,
                       probe_timeout_s=ctx.llm_probe_timeout_s)
         try:
             return await retry_model_call(once, model=key, who=who, max_retries=ctx.max_api_retries,
                                           base_s=ctx.api_backoff_base_s, cap_s=ctx.api_backoff_max_s,
-                                          timeout_s=timeout_s, watch=watch, on_error=on_error)
+                                          timeout_s=timeout_s, watch=watch, on_error=on_error,
+                                          rate_limit_wait_s=ctx.llm_rate_limit_wait_s)
         except ModelUnavailableError:
             raise
         except Exception as exc:  # reported as one clear error
             why = error_text(exc) or (f"no reply within {timeout_s:g} s" if isinstance(exc, TimeoutError) else "")
             raise LLMError(f"{self.role} model call failed after {attempts} attempt(s): "
                            f"{type(exc).__name__}: {why}") from exc  # the text some workflows show the model
-
-    async def _probe(self) -> Any:
-        """A one-token completion of the role's model, outside any recording or cache: whether its server answers
-        at all (:class:`kgagents.core.retry.Watch`)."""
-        model = self.model
-        probe: Any = model.model_copy(update={"cache": False}) if isinstance(model, BaseChatModel) else model
-        return await probe.bind(max_tokens=1).ainvoke([HumanMessage("Reply with OK.")],
-                                                     {"run_name": "probe", "callbacks": []})
 
     # -- public API -------------------------------------------------------------------------------
     async def text(self, prompt: str | Sequence[BaseMessage], *, system: str | None = None,

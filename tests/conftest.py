@@ -55,6 +55,8 @@ def clean_environment(monkeypatch, tmp_path):
     # the failures a model met in an earlier test do not count against it in this one
     monkeypatch.setattr("kgagents.core.retry._streaks", {})
     monkeypatch.setattr("kgagents.core.retry._failed_calls", {})
+    monkeypatch.setattr("kgagents.core.retry._rate_waited", {})
+    monkeypatch.setattr("kgagents.core.retry._alive_at", {})
     yield
 
 

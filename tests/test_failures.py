@@ -31,6 +31,8 @@ def status_error(status: int, body: object = None) -> openai.APIStatusError:
     (401, {"error": {"message": "bad key"}}, FailureKind.AUTH),
     (403, {"error": {"message": "no access"}}, FailureKind.AUTH),
     (404, {"error": {"message": "no such model"}}, FailureKind.NOT_FOUND),
+    (407, {"error": "proxy auth"}, FailureKind.AUTH),  # a proxy wants its credentials: every request fails
+    (402, {"error": {"message": "Insufficient credits"}}, FailureKind.QUOTA),  # payment required
     (429, {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}, FailureKind.RATE_LIMIT),
     (429, {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}, FailureKind.QUOTA),
     (500, {"error": {"message": "boom"}}, FailureKind.SERVER),
@@ -122,4 +124,21 @@ def test_a_model_that_never_answered_gives_up_after_a_run_of_one_kind() -> None:
     mixed = [FailureKind.SERVER, FailureKind.TIMEOUT, FailureKind.SERVER]
     assert never_answered_gives_up(mixed, answered=False) is None
     assert never_answered_gives_up([FailureKind.TIMEOUT, *server], answered=False) is FailureKind.SERVER
-    assert never_answered_gives_up([FailureKind.REFUSAL] * 3, answered=False) is None
+    for kind in (FailureKind.REFUSAL, FailureKind.BAD_REQUEST, FailureKind.OTHER):  # misconfigured, not unlucky
+        assert never_answered_gives_up([kind] * NEVER_ANSWERED_ATTEMPTS, answered=False) is kind
+        assert never_answered_gives_up([kind] * NEVER_ANSWERED_ATTEMPTS, answered=True) is None
+
+
+def test_a_200_carrying_an_error_object_is_a_server_error() -> None:
+    """What langchain-openai raises for ``{"error": {...}}`` with a 200 (a proxy whose model failed), from the
+    real client's parsing of such a body."""
+    from langchain_openai import ChatOpenAI
+
+    model = ChatOpenAI(model="m", api_key="x", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ValueError) as info:
+        model._create_chat_result({"error": {"message": "upstream model is down", "code": 502}})
+    assert classify(info.value) is FailureKind.SERVER
+    with pytest.raises(ValueError) as info:
+        model._create_chat_result({"error": "upstream model is down"})
+    assert classify(info.value) is FailureKind.SERVER
+    assert classify(ValueError("an unrelated value error")) is FailureKind.OTHER

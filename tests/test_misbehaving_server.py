@@ -8,12 +8,16 @@ backoff of milliseconds here, or one probe's wait for the silent server)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from langchain_openai import ChatOpenAI
+from pydantic import SecretStr
 
 from kgagents.cli import main
 from kgagents.core.failures import NEVER_ANSWERED_ATTEMPTS, FailureKind
@@ -27,7 +31,8 @@ from tests.fakes.openai_server import FakeOpenAIServer
 
 #: What the message names, per misbehaviour.
 KINDS = {"500": "server error", "html": "malformed response", "broken_json": "malformed response",
-         "empty": "malformed response", "silent": "timeout"}
+         "empty": "malformed response", "silent": "timeout", "407": "rejected key", "402": "quota exhausted",
+         "error_object": "server error", "400": "bad request"}
 #: Backoff of milliseconds, so that the requests (not the waits) are what the test measures; the retries stay
 #: the defaults' (6), which the misbehaving model must not get to use up.
 FAST_BACKOFF = ["--set", "api_backoff_base_s=0.001", "--set", "api_backoff_max_s=0.01"]
@@ -96,7 +101,7 @@ def test_the_silent_server_is_named_at_the_defaults(server: FakeOpenAIServer, tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("misbehaviour", ["500", "silent"])
+@pytest.mark.parametrize("misbehaviour", ["500", "silent", "407", "402", "error_object", "400"])
 def test_an_evaluation_stops_after_its_first_item(server: FakeOpenAIServer, tmp_path: Path, capsys,
                                                   misbehaviour: str) -> None:
     data = tmp_path / "simpleqa.csv"
@@ -117,7 +122,8 @@ def test_an_evaluation_stops_after_its_first_item(server: FakeOpenAIServer, tmp_
 
 def _caller(server: FakeOpenAIServer, **settings: float) -> LLMCaller:
     model = build_chat_model("gpt-4o-mini", base_url=server.base_url, timeout_s=30.0, connect_timeout_s=5.0)
-    return LLMCaller(KGoTContext(model=model, api_backoff_base_s=0.001, api_backoff_max_s=0.01, **settings),
+    settings = {"api_backoff_base_s": 0.001, "api_backoff_max_s": 0.01, **settings}
+    return LLMCaller(KGoTContext(model=model, **settings),
                      "graph_executor")
 
 
@@ -130,9 +136,9 @@ async def test_a_slow_model_that_answers_the_probe_keeps_its_full_limit(server: 
                   llm_wait_notice_s=0.5)
     with caplog.at_level(logging.WARNING, logger="kgagents.retry"):
         assert await llm.text("q") == "a long answer"
-    call, probe = server.chat_requests
-    assert probe.body.get("max_tokens", probe.body.get("max_completion_tokens")) == 1
-    assert call.body.get("max_tokens") is None
+    assert len(server.chat_requests) == 1  # the probe is no completion
+    (probe,) = server.get_requests
+    assert probe.path == "/v1/models"
     notices = [r.getMessage() for r in caplog.records if "still waiting for" in r.getMessage()]
     assert notices and all(f"the graph_executor model (gpt-4o-mini at {server.base_url})" in n for n in notices)
 
@@ -161,12 +167,141 @@ async def test_a_model_that_answered_and_then_fails_every_call_trips_the_breaker
 
 
 async def test_a_refusal_is_not_retried_and_does_not_stop_the_run(server: FakeOpenAIServer) -> None:
+    """Of a model that answered before: the step degrades, each time."""
+    server.reply("first")
     for _ in range(NEVER_ANSWERED_ATTEMPTS + 1):
         server.error(400, "The response was filtered due to the prompt triggering content management policy.")
     llm = _caller(server)
+    assert await llm.text("q") == "first"
     for _ in range(NEVER_ANSWERED_ATTEMPTS + 1):  # never an unusable model: the server answered each time
         with pytest.raises(LLMError, match="after 1 attempt") as info:
             await llm.text("q")
         assert not isinstance(info.value, ModelUnavailableError)
         assert failure_kind(info.value.__cause__) is FailureKind.REFUSAL
-    assert len(server.chat_requests) == NEVER_ANSWERED_ATTEMPTS + 1
+    assert len(server.chat_requests) == NEVER_ANSWERED_ATTEMPTS + 2
+
+
+async def test_a_slow_model_on_a_one_slot_server_is_not_taken_for_silent() -> None:
+    """Ollama and llama.cpp generate one request at a time: a probe that is a completion would queue behind the
+    call and time out. The probe is a GET of the model list, which no generation holds up, and carries no key."""
+    with FakeOpenAIServer(api_key="sk-probe-test") as server:
+        server.one_slot = True
+        server.slow_reply("a long answer", 1.5)
+        model = ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key=SecretStr("sk-probe-test"),
+                           max_retries=0, timeout=30.0)
+        llm = LLMCaller(KGoTContext(model=model, llm_timeout_s=20.0, llm_probe_after_s=0.2, llm_probe_timeout_s=0.5,
+                                api_backoff_base_s=0.001, api_backoff_max_s=0.01), "graph_executor")
+        assert await llm.text("q") == "a long answer"
+        assert len(server.chat_requests) == 1
+        (probe,) = server.get_requests
+        assert probe.path == "/v1/models"
+        assert "authorization" not in probe.headers  # answered 401, which proves the server there
+        assert probe.body is None and b"q" not in probe.raw
+
+
+async def test_concurrent_calls_of_one_server_share_one_probe(server: FakeOpenAIServer) -> None:
+    for i in range(10):
+        server.slow_reply(f"answer {i}", 1.0)
+    llm = _caller(server, llm_timeout_s=20.0, llm_probe_after_s=0.2, llm_probe_timeout_s=2.0)
+    answers = await asyncio.gather(*(llm.text(f"q{i}") for i in range(10)))
+    assert sorted(answers) == sorted(f"answer {i}" for i in range(10))
+    assert len(server.chat_requests) == 10
+    assert len(server.get_requests) == 1
+
+
+async def test_a_model_that_answered_and_then_goes_silent_stops_at_its_first_timeout(
+        server: FakeOpenAIServer) -> None:
+    """A timed-out attempt of a model that answered before is followed by a probe; no answer to that either: the
+    server went silent, and the run stops instead of retrying full time limits for minutes."""
+    server.reply("first")
+    llm = _caller(server, llm_timeout_s=2.0, llm_probe_timeout_s=0.5)
+    assert await llm.text("q") == "first"
+    server.always("silent")  # the model list included
+    with pytest.raises(ModelUnavailableError, match="it answered before, but now the server accepts connections "
+                                                    "but never answers") as info:
+        await llm.text("q2")
+    assert info.value.kind is FailureKind.TIMEOUT
+    assert len(server.chat_requests) == 2  # the answered call and one attempt: nothing retried
+    assert len(server.get_requests) == 1
+
+
+async def test_a_model_that_answered_and_is_slow_once_is_retried(server: FakeOpenAIServer) -> None:
+    """A timed-out attempt whose server answers the probe is retried as before."""
+    server.reply("first").hang(5.0).reply("second")
+    llm = _caller(server, llm_timeout_s=1.5, llm_probe_timeout_s=1.0)
+    assert await llm.text("q") == "first"
+    assert await llm.text("q2") == "second"
+    assert len(server.chat_requests) == 3 and len(server.get_requests) == 1
+
+
+@pytest.mark.parametrize(("misbehaviour", "kind"), [
+    ("407", FailureKind.AUTH), ("402", FailureKind.QUOTA), ("error_object", FailureKind.SERVER),
+    ("400", FailureKind.BAD_REQUEST)])
+async def test_a_status_that_fails_every_request_stops_a_model_that_never_answered(
+        server: FakeOpenAIServer, misbehaviour: str, kind: FailureKind) -> None:
+    server.misbehave(misbehaviour)
+    llm = _caller(server)
+    for _ in range(NEVER_ANSWERED_ATTEMPTS):
+        try:
+            await llm.text("q")
+        except ModelUnavailableError as exc:
+            assert exc.kind is kind
+            assert f"(failure: {kind.value};" in str(exc)
+            break
+        except LLMError:  # a request refused for what it asked: tried again by the next call
+            continue
+    else:
+        pytest.fail(f"{NEVER_ANSWERED_ATTEMPTS} calls of a model that never answered, and no stop")
+    assert len(server.chat_requests) <= NEVER_ANSWERED_ATTEMPTS
+
+
+async def test_a_long_backoff_wait_is_said_on_stderr(server: FakeOpenAIServer,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    server.rate_limit(0.3).reply("OK")
+    llm = _caller(server, api_backoff_max_s=1.0, llm_wait_notice_s=0.2)
+    with caplog.at_level(logging.WARNING, logger="kgagents.retry"):
+        assert await llm.text("q") == "OK"
+    notices = [r.getMessage() for r in caplog.records if "rate limited by" in r.getMessage()]
+    assert notices == [f"kgagents: rate limited by the graph_executor model (gpt-4o-mini at {server.base_url}); "
+                       "waiting 0.3 s as the server asks"]
+
+
+async def test_a_server_that_asks_to_wait_a_day_stops_a_model_that_never_answered(
+        server: FakeOpenAIServer) -> None:
+    server.rate_limit(86400)
+    with pytest.raises(ModelUnavailableError, match="the server asks to wait 86400 s") as info:
+        await _caller(server).text("q")
+    assert info.value.kind is FailureKind.RATE_LIMIT and "rate limits and quota" in str(info.value)
+    assert len(server.chat_requests) == 1
+
+
+async def test_a_model_always_rate_limited_stops_after_its_bounded_wait(server: FakeOpenAIServer) -> None:
+    """Its waits (0.05 s each, as the server asks) are bounded by llm_rate_limit_wait_s across calls."""
+    server.misbehave("429")
+    llm = _caller(server, api_backoff_max_s=1.0, max_api_retries=2, llm_rate_limit_wait_s=0.4)
+    with pytest.raises(ModelUnavailableError) as info:
+        for _ in range(10):
+            with contextlib.suppress(LLMError):
+                await llm.text("q")
+    assert info.value.kind is FailureKind.RATE_LIMIT
+    # at most 8 waits of 0.05 s fit in 0.4 s: 8 retries, plus the first attempt of each of at most 5 calls
+    assert len(server.chat_requests) <= 13
+
+
+async def test_a_model_that_answered_is_not_bounded_by_the_rate_limit_wait(server: FakeOpenAIServer) -> None:
+    server.reply("first").rate_limit(0.3).reply("second")
+    llm = _caller(server, api_backoff_max_s=1.0, llm_rate_limit_wait_s=0.1)
+    assert await llm.text("q") == "first"
+    assert await llm.text("q") == "second"
+
+
+async def test_the_timeout_stop_advises_only_what_resume_can_do(server: FakeOpenAIServer) -> None:
+    """A resumed run keeps the limits it started with: the message says to start a new run for a longer limit, not
+    to raise it and resume."""
+    server.always("silent")
+    with pytest.raises(ModelUnavailableError) as info:
+        await _caller(server, llm_timeout_s=0.3, llm_probe_timeout_s=0.3).text("q")
+    message = str(info.value)
+    assert info.value.kind is FailureKind.TIMEOUT
+    assert "raise llm_timeout_s" not in message
+    assert "a new run with a longer limit (--set llm_timeout_s=SECONDS" in message

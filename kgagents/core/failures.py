@@ -8,9 +8,11 @@ replay of a recorded failure — falls in one :class:`FailureKind`. Each kind ha
   configured). Retrying cannot help, and neither can going on without the model.
 - ``RETRY``: the server is there and busy or restarting (429, 5xx, a timeout, a dropped connection, a body cut
   short): retry with backoff — but a model that has never answered a call is not "flaky", it is down or wrong, so
-  the caller bounds the attempts of a model that never answered (see :func:`never_answered_gives_up`).
+  the caller bounds the attempts of a model that never answered (see :func:`never_answered_gives_up`), and the
+  time it waits for one that is rate-limited.
 - ``NO_RETRY``: this one request was refused for what it asked (a content filter, a prompt too long, a malformed
-  request): retrying the same request gives the same answer, but other requests may work, so the step degrades.
+  request): retrying the same request gives the same answer, but other requests may work, so the step degrades
+  (for a model that answered before; one that has refused every request so far is misconfigured).
 
 A refused connection or an unknown host is ``FAIL_NOW`` for a model that has not answered before (a typo in the
 URL) and ``RETRY`` for one that has (a server restarting): :func:`remedy` takes that into account.
@@ -72,8 +74,8 @@ class Remedy(StrEnum):
 NEVER_ANSWERED_ATTEMPTS = 3
 
 _TRANSIENT_STATUS = {408, 409, 425, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529}
-_FATAL_STATUS = {401: FailureKind.AUTH, 403: FailureKind.AUTH, 404: FailureKind.NOT_FOUND,
-                 405: FailureKind.NOT_FOUND}
+_FATAL_STATUS = {401: FailureKind.AUTH, 403: FailureKind.AUTH, 407: FailureKind.AUTH, 404: FailureKind.NOT_FOUND,
+                 405: FailureKind.NOT_FOUND, 402: FailureKind.QUOTA}
 #: How a server says that a 429 (or 403) is an exhausted quota or billing limit, not a rate limit.
 _QUOTA_MARKERS = ("insufficient_quota", "billing", "quota exceeded", "exceeded your current quota", "credit balance")
 #: How servers say that a request was refused for its content.
@@ -142,6 +144,21 @@ def _decoded_by_http_client(exc: json.JSONDecodeError) -> bool:
     return decoder.split(".")[0] in _HTTP_CLIENTS
 
 
+def _is_error_object(exc: BaseException) -> bool:
+    """langchain-openai's report of a 200 response whose JSON is an error object (``{"error": {...}}``, what
+    some proxies and OpenAI-compatible servers send when the model behind them failed): a ``ValueError`` whose
+    one argument is that object."""
+    if type(exc) is not ValueError or len(exc.args) != 1:
+        return False
+    error = exc.args[0]
+    if isinstance(error, dict):
+        return True
+    return isinstance(error, str) and any(
+        str(frame.f_globals.get("__name__", "")).startswith("langchain_openai")
+        and frame.f_code.co_name == "_create_chat_result" for frame, _ in traceback.walk_tb(exc.__traceback__)) \
+        and not error.startswith(_NOT_AN_API_RESPONSE)
+
+
 def _is_malformed_body(exc: BaseException) -> bool:
     """A JSON error raised while an HTTP client decoded a response body, or a client's report of a response that
     is not JSON at all (an HTML page): the body was cut short, empty or not an API answer."""
@@ -192,6 +209,8 @@ def classify(exc: BaseException) -> FailureKind:
             return FailureKind.TIMEOUT
         if _is_malformed_body(link):
             return FailureKind.MALFORMED
+        if _is_error_object(link):  # the server's own word that the request failed, with a 200
+            return FailureKind.SERVER
         if isinstance(link, socket.gaierror):
             return FailureKind.DNS
         if isinstance(link, ConnectionError):
@@ -251,12 +270,15 @@ def remedy(kind: FailureKind, *, answered: bool) -> Remedy:
 
 def never_answered_gives_up(kinds: list[FailureKind], *, answered: bool) -> FailureKind | None:
     """The kind that ends a model which has never answered, given the kinds of its consecutive failed attempts so
-    far (oldest first): :data:`NEVER_ANSWERED_ATTEMPTS` in a row of one retryable kind other than a rate limit (a
-    server that rate-limits is there). None while the model may still be tried."""
+    far (oldest first, across calls): :data:`NEVER_ANSWERED_ATTEMPTS` in a row of one kind other than a rate limit
+    (a server that rate-limits is there; its waits are bounded by the caller). A kind that is not retried counts
+    too: a model that refuses (a bad request, a content refusal, an unexplained error) the first few requests of a
+    run, and has answered none, is misconfigured (a wrong parameter, a server that fails every request the same
+    way), not meeting one bad prompt. None while the model may still be tried."""
     if answered or len(kinds) < NEVER_ANSWERED_ATTEMPTS:
         return None
     last = kinds[-NEVER_ANSWERED_ATTEMPTS:]
     kind = last[0]
-    if kind is FailureKind.RATE_LIMIT or remedy(kind, answered=False) is not Remedy.RETRY:
+    if kind is FailureKind.RATE_LIMIT:
         return None
     return kind if all(k is kind for k in last) else None

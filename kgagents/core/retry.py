@@ -10,9 +10,16 @@ evaluation, a served graph):
 - a model that answered before and then fails :data:`BREAKER_CALLS` calls in a row after all their retries has
   gone away for good (the breaker): :class:`ModelUnavailableError` too, instead of degrading every step;
 - an attempt that waits long says so on stderr every :attr:`Watch.notice_s`, and one to a model that has not
-  answered yet sends a one-token probe after :attr:`Watch.probe_after_s`: a server that answers neither
-  accepts connections but never answers (:class:`ModelUnavailableError`, kind timeout), while a server that
-  answers the probe is slow and keeps its full time limit.
+  answered yet probes the server after :attr:`Watch.probe_after_s`, as does an attempt of any model that timed
+  out: a server that answers neither accepts connections but never answers (:class:`ModelUnavailableError`,
+  kind timeout), while a server that answers the probe is slow and keeps its full time limit. The probe
+  (:func:`endpoint_silent`) is a GET of the endpoint's model list, sent without the key or any prompt: any
+  HTTP answer (200, 401, 404) proves the server alive, and it cannot queue behind a generation on a server that
+  generates one request at a time (Ollama, llama.cpp), as a one-token completion would. One probe per endpoint
+  is in flight at a time, shared by every call that waits for it;
+- a backoff wait that is long says so on stderr, and a model that has never answered and is rate-limited stops
+  once its waits would pass ``rate_limit_wait_s`` (kind rate limited): a server that rate-limits every request
+  of a model never answered is an account's limit, not a busy minute.
 """
 
 from __future__ import annotations
@@ -24,11 +31,13 @@ import logging
 import os
 import random
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import urlsplit
+
+import httpx
 
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.failures import (
@@ -52,12 +61,14 @@ __all__ = [
     "ServerSilent",
     "Watch",
     "backoff_delay",
+    "endpoint_silent",
     "failure_kind",
     "has_answered",
     "is_fatal",
     "is_transient",
     "is_unreachable",
     "is_unreadable_body",
+    "probe_url",
     "retry_after_s",
     "retry_async",
     "retry_model_call",
@@ -74,6 +85,9 @@ FATAL_STATUS = {401, 403, 404}
 #: retryable kind) before the model counts as gone: a server that died mid-run stops the run after a few calls
 #: (minutes of retries each) instead of degrading every remaining step.
 BREAKER_CALLS = 3
+#: The longest a model that has never answered may keep the run waiting on its rate limits (all its backoff waits
+#: since its last answer, across calls), by default.
+RATE_LIMIT_WAIT_S = 300.0
 
 
 def failure_kind(exc: BaseException) -> FailureKind:
@@ -138,6 +152,8 @@ _answered: set[str] = set()
 _streaks: dict[str, list[FailureKind]] = {}
 #: Per model that answered before: how many calls in a row failed for good since its last answer.
 _failed_calls: dict[str, int] = {}
+#: Per model that has not answered: the seconds waited on its rate limits since its last answer.
+_rate_waited: dict[str, float] = {}
 
 
 def has_answered(model: str) -> bool:
@@ -150,6 +166,7 @@ def _answer(model: str) -> None:
     _answered.add(model)
     _streaks.pop(model, None)
     _failed_calls.pop(model, None)
+    _rate_waited.pop(model, None)
 
 
 def _note_attempt(model: str, kind: FailureKind) -> list[FailureKind]:
@@ -173,11 +190,20 @@ _MEANING: dict[FailureKind, tuple[str, str]] = {
                                                             "and the base URL"),
     FailureKind.SERVER: ("the server answers with errors", "check the server's log and that the model is loaded"),
     FailureKind.TIMEOUT: ("no reply in time",
-                          "check that the server works (its log, its load) or raise llm_timeout_s"),
+                          "check that the server works (its log, its load); a model that is only slow needs a new "
+                          "run with a longer limit (--set llm_timeout_s=SECONDS, or llm_role_timeouts; a resumed "
+                          "run keeps the limits it started with)"),
     FailureKind.MALFORMED: ("the replies are not API answers (an HTML page, a broken or empty body)",
                             "check that the base URL points at the model API (ending in /v1), not at a web page "
                             "or a proxy"),
-    FailureKind.RATE_LIMIT: ("the server keeps rate-limiting", "check the account's rate limits"),
+    FailureKind.RATE_LIMIT: ("the server keeps rate-limiting",
+                             "check the account's rate limits and quota (the provider's console), or wait and "
+                             "resume"),
+    FailureKind.BAD_REQUEST: ("the server refuses the requests as malformed or unsupported",
+                              "check the model name and the settings it is sent (structured_output_method, "
+                              "temperature, seed) and that the server supports tool calls"),
+    FailureKind.REFUSAL: ("the server refuses the requests for their content",
+                          "check the server's content filter and the model"),
 }
 
 
@@ -203,16 +229,19 @@ def unusable(who: str, kind: FailureKind, exc: BaseException, why: str = "") -> 
 async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, who: str = "the model",
                               max_retries: int = 6, base_s: float = 1.0, cap_s: float = 60.0,
                               timeout_s: float | None = None, watch: Watch | None = None,
-                              on_error: Callable[[BaseException], None] | None = None) -> R:
+                              on_error: Callable[[BaseException], None] | None = None,
+                              rate_limit_wait_s: float = RATE_LIMIT_WAIT_S) -> R:
     """Await ``fn()``, a call of the chat model ``model`` (a key naming the model and its endpoint; ``who``:
     its role, name and URL in words), retrying what its kind says is worth it (:func:`retry_async`'s backoff).
 
     Raises :class:`ModelUnavailableError` at once for a failure that can never succeed (a rejected key, an
     unknown model, a refused connection of a model that never answered), for a model that never answered and
     failed :data:`~kgagents.core.failures.NEVER_ANSWERED_ATTEMPTS` attempts in a row with one kind, for a silent
-    server (:class:`Watch`), and when a model that answered before fails its :data:`BREAKER_CALLS`-th call in a
-    row; otherwise the last exception, for the caller to degrade around. A call that succeeds marks the model
-    as answered. ``timeout_s`` bounds each attempt (``watch``: watched while it waits)."""
+    server (:class:`Watch`; a timed-out attempt whose server does not answer a probe either), for a model that
+    never answered whose rate-limit waits would pass ``rate_limit_wait_s``, and when a model that answered before
+    fails its :data:`BREAKER_CALLS`-th call in a row; otherwise the last exception, for the caller to degrade
+    around. A call that succeeds marks the model as answered. ``timeout_s`` bounds each attempt (``watch``:
+    watched while it waits)."""
     attempt = 0
     while True:
         try:
@@ -226,6 +255,10 @@ async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, who
             if isinstance(exc, ServerSilent):
                 raise unusable(who, kind, exc, "the server accepts connections but never answers") from exc
             answered = has_answered(model)
+            if kind is FailureKind.TIMEOUT and watch is not None and watch.probe_url and await _silent(watch):
+                raise unusable(who, kind, exc, (
+                    "it answered before, but now " if answered else "") + "the server accepts connections but "
+                    f"never answers: not even a request for its model list in {watch.probe_timeout_s:g} s") from exc
             verdict = remedy(kind, answered=answered)
             if verdict is Remedy.FAIL_NOW:
                 raise unusable(who, kind, exc) from exc
@@ -241,11 +274,49 @@ async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, who
                                                    f"after all their retries") from exc
             if attempt >= max_retries or verdict is not Remedy.RETRY:
                 raise
-            await asyncio.sleep(_delay(exc, attempt, base_s, cap_s))
+            delay = _delay(exc, attempt, base_s, cap_s)
+            if kind is FailureKind.RATE_LIMIT and not answered:
+                _bound_rate_limit_wait(model, who, exc, delay, rate_limit_wait_s)
+            _say_long_wait(who, kind, exc, delay, watch)
+            await asyncio.sleep(delay)
             attempt += 1
         else:
             _answer(model)
             return result
+
+
+def _bound_rate_limit_wait(model: str, who: str, exc: BaseException, delay: float, bound_s: float) -> None:
+    """Count ``delay``, a wait on a rate limit of ``model`` (which has never answered), toward its bound; raise
+    :class:`ModelUnavailableError` instead when that wait, or the one the server asks for, would pass it."""
+    waited = _rate_waited.get(model, 0.0)
+    asked = retry_after_s(exc)
+    if waited + max(delay, asked or 0.0) > bound_s:
+        why = (f"the server asks to wait {asked:.0f} s" if asked is not None and waited + asked > bound_s
+               else f"it was rate-limited for {waited:.0f} s") + \
+            f" and has not answered a single call (llm_rate_limit_wait_s={bound_s:g})"
+        raise unusable(who, FailureKind.RATE_LIMIT, exc, why) from exc
+    _rate_waited[model] = waited + delay
+
+
+def _say_long_wait(who: str, kind: FailureKind, exc: BaseException, delay: float, watch: Watch | None) -> None:
+    """Say on stderr that a retry waits long (at least the watch's :attr:`Watch.notice_s`): nothing is silent for
+    minutes."""
+    if watch is None or not watch.notice_s or delay < watch.notice_s:
+        return
+    asked = retry_after_s(exc)
+    if kind is FailureKind.RATE_LIMIT:
+        if asked is not None and asked > delay:
+            how = f"waiting {_secs(delay)} s (the server asks {_secs(asked)} s; api_backoff_max_s caps the wait)"
+        else:
+            how = f"waiting {_secs(delay)} s" + (" as the server asks" if asked is not None else "")
+        log.warning("kgagents: rate limited by %s; %s", who, how)
+    else:
+        log.warning("kgagents: %s failed (%s); retrying in %s s", who, kind.value, _secs(delay))
+
+
+def _secs(seconds: float) -> str:
+    """Seconds for people: whole ones, tenths under ten."""
+    return f"{seconds:.0f}" if seconds >= 10 else f"{seconds:.1f}"
 
 
 @dataclass(frozen=True)
@@ -254,9 +325,9 @@ class Watch:
 
     who: str
     """The model in words (its role, name and URL), for the lines on stderr."""
-    probe: Callable[[], Awaitable[Any]] | None = None
-    """A tiny completion of the same model (one token), sent when a model that has not answered yet keeps
-    silent for :attr:`probe_after_s`."""
+    probe_url: str | None = None
+    """Where to probe the model's server (:func:`probe_url`): when a model that has not answered yet keeps
+    silent for :attr:`probe_after_s`, and after an attempt that timed out. None: never probed."""
     notice_s: float = 30.0
     """Say on stderr that the call is still waiting, every so many seconds (0: never)."""
     probe_after_s: float = 15.0
@@ -266,7 +337,7 @@ class Watch:
 async def _attempt[R](fn: Callable[[], Awaitable[R]], *, model: str, timeout_s: float | None,
                       watch: Watch | None) -> R:
     """One attempt: ``fn()`` within ``timeout_s``, watched by ``watch``."""
-    if watch is None or (not watch.notice_s and watch.probe is None):
+    if watch is None or (not watch.notice_s and watch.probe_url is None):
         if timeout_s is None:
             return await fn()
         return await asyncio.wait_for(fn(), timeout=timeout_s)
@@ -274,7 +345,7 @@ async def _attempt[R](fn: Callable[[], Awaitable[R]], *, model: str, timeout_s: 
     task = asyncio.ensure_future(fn())
     started = loop.time()
     next_notice = watch.notice_s or float("inf")
-    probe_at = watch.probe_after_s if watch.probe is not None and not has_answered(model) else float("inf")
+    probe_at = watch.probe_after_s if watch.probe_url is not None and not has_answered(model) else float("inf")
     limit = timeout_s if timeout_s is not None else float("inf")
     try:
         while True:
@@ -289,8 +360,8 @@ async def _attempt[R](fn: Callable[[], Awaitable[R]], *, model: str, timeout_s: 
             if elapsed >= probe_at:
                 probe_at = float("inf")
                 if not task.done() and not has_answered(model) and await _silent(watch):
-                    raise ServerSilent(f"no reply to the call in {elapsed:.1f} s, nor to a one-token probe in "
-                                       f"{watch.probe_timeout_s:g} s")
+                    raise ServerSilent(f"no reply to the call in {elapsed:.1f} s, nor to a request for its model "
+                                       f"list in {watch.probe_timeout_s:g} s")
             elapsed = loop.time() - started
             if elapsed >= next_notice and not task.done():
                 log.warning("kgagents: still waiting for %s: %.0f s so far (limit %s)", watch.who, elapsed,
@@ -304,12 +375,63 @@ async def _attempt[R](fn: Callable[[], Awaitable[R]], *, model: str, timeout_s: 
 
 
 async def _silent(watch: Watch) -> bool:
-    """Whether the probe got no answer within its time (an error answer is an answer: the server is there)."""
-    assert watch.probe is not None
+    """Whether the watch's server gives no answer to a probe within its time (:func:`endpoint_silent`)."""
+    assert watch.probe_url is not None
+    return await endpoint_silent(watch.probe_url, watch.probe_timeout_s)
+
+
+def probe_url(provider: str, endpoint: str | None) -> str | None:
+    """Where to probe a chat model's server: a listing that costs the server nothing and needs no generation
+    slot. ``provider``: the chat model's class name; ``endpoint``: its base URL
+    (:func:`kgagents.core.endpoints.model_endpoint`). An OpenAI-compatible endpoint's ``/models``, Anthropic's
+    ``/v1/models``, Ollama's ``/api/tags``, else the base URL itself; None without an endpoint (an in-process
+    model)."""
+    if not endpoint or "://" not in endpoint:
+        return None
+    base = endpoint.rstrip("/")
+    if "Anthropic" in provider:
+        return f"{base}/models" if base.endswith("/v1") else f"{base}/v1/models"
+    if "Ollama" in provider:
+        return f"{base}/api/tags"
+    if "OpenAI" in provider:
+        return f"{base}/models"
+    return base
+
+
+#: The probes in flight, per event loop and URL: concurrent calls of one server share one.
+_probes: dict[tuple[int, str], asyncio.Task[bool]] = {}
+#: When each probed URL last answered (``time.monotonic()``): a probe answered a moment ago is not repeated.
+_alive_at: dict[str, float] = {}
+
+
+async def endpoint_silent(url: str, timeout_s: float) -> bool:
+    """Whether the server at ``url`` gives no HTTP answer at all within ``timeout_s`` (a GET sent without any
+    key, header of ours or prompt; any status is an answer, and so is a refused or dropped connection, which the
+    call itself then reports). One probe per URL is in flight at a time: every caller waiting for that server
+    awaits the same one, and one answered within the last ``timeout_s`` stands for a new one."""
+    last = _alive_at.get(url)
+    if last is not None and time.monotonic() - last < timeout_s:
+        return False
+    loop = asyncio.get_running_loop()
+    key = (id(loop), url)
+    task = _probes.get(key)
+    if task is None or task.done() or task.get_loop() is not loop:
+        task = loop.create_task(_probe_once(url, timeout_s), name=f"kgagents probe {url}")
+        _probes[key] = task
+        task.add_done_callback(lambda done: _probes.pop(key, None) if _probes.get(key) is done else None)
+    return await asyncio.shield(task)  # a caller given up on does not cancel the others' probe
+
+
+async def _probe_once(url: str, timeout_s: float) -> bool:
+    """One GET of ``url``: True when nothing answered within ``timeout_s``."""
     try:
-        await asyncio.wait_for(watch.probe(), timeout=watch.probe_timeout_s)
-    except Exception as exc:  # noqa: BLE001 - only its kind matters
-        return failure_kind(exc) is FailureKind.TIMEOUT
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=False) as client:
+            await asyncio.wait_for(client.get(url), timeout=timeout_s)
+    except (TimeoutError, httpx.TimeoutException):
+        return True
+    except (httpx.HTTPError, OSError, ValueError):  # refused, dropped, a URL httpx cannot send to: no silence
+        pass
+    _alive_at[url] = time.monotonic()
     return False
 
 

@@ -17,6 +17,8 @@ A server that is down or wrong answers every request the same way, whatever is q
 and never answers) applies to every route, the model list and the embeddings included; ``always(None)`` ends it.
     server.misbehave("500")                       every request from now on: a 500, an HTML page, a cut or
                                                   empty body, or silence (MISBEHAVIOURS)
+    server.one_slot = True                        chat completions are served one at a time (Ollama's and
+                                                  llama.cpp's one generation slot); GETs are not held up
 
 A request for ``n`` choices gets ``n`` copies of its step's message (``choices`` steps give theirs as they are).
 POST /v1/embeddings answers every input with a deterministic vector (:func:`fake_embedding`: words hashed into
@@ -33,6 +35,7 @@ successful reply carries ``model`` and ``usage``. Every request is recorded in
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -188,6 +191,11 @@ class _Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             self._error(400, "this fake server does not stream; send stream=false")
             return
+        with fake.slot if fake.one_slot else contextlib.nullcontext():
+            self._complete(fake, body, request)
+
+    def _complete(self, fake: FakeOpenAIServer, body: dict[str, Any], request: RecordedRequest) -> None:
+        """Answer one chat-completions request with its step."""
         step = fake.next_step(request)
         if step is None:
             self._error(400, "fake server: no scripted reply left for this request")
@@ -207,6 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_body(200, b"")
         elif step.kind == "html":  # a proxy's or a captive portal's page, served with a 200
             self._send_html()
+        elif step.kind == "error_object":  # a 200 whose JSON is an error object (a proxy's upstream failed)
+            self._send_json(200, {"error": {"message": step.message or "upstream model is down", "code": 502}})
         else:
             if step.seconds:  # a slow model: the answer comes, late
                 fake.stopping.wait(step.seconds)
@@ -289,6 +299,10 @@ class FakeOpenAIServer:
         """An embeddings request with a longer input gets OpenAI's context-length error (a 400)."""
         self.requests: list[RecordedRequest] = []
         self.lock = threading.Lock()
+        self.one_slot = False
+        """Serve chat completions one at a time, as a server with one generation slot does (Ollama, llama.cpp):
+        a request waits for the one before it to be answered. GETs (the model list) are answered at once."""
+        self.slot = threading.Lock()
         self.stopping = threading.Event()
         self._steps: deque[Step] = deque()
         self.always_kind: str | None = None
@@ -400,6 +414,10 @@ class FakeOpenAIServer:
         """A 200 with an empty body (``Content-Length: 0``)."""
         return self._push(Step("empty"))
 
+    def error_object(self, message: str = "") -> FakeOpenAIServer:
+        """A 200 whose JSON body is ``{"error": {...}}`` instead of a completion."""
+        return self._push(Step("error_object", message=message))
+
     def always(self, kind: str | None) -> FakeOpenAIServer:
         """Answer every request, on every route, as a server that is down or wrong does (:data:`ALWAYS_KINDS`);
         ``None``: answer normally again."""
@@ -411,7 +429,9 @@ class FakeOpenAIServer:
     def misbehave(self, kind: str) -> FakeOpenAIServer:
         """Answer every chat request from now on with one of :data:`MISBEHAVIOURS`: ``500`` (an HTTP 500),
         ``html`` (a portal's page with a 200), ``broken_json`` (a body cut in half), ``empty`` (a 200 with no
-        body) or ``silent`` (the connection is accepted and the request read, and nothing ever comes back)."""
+        body), ``silent`` (the connection is accepted and the request read, and nothing ever comes back),
+        ``error_object`` (a 200 carrying ``{"error": ...}``), ``407`` (a proxy wants its credentials), ``402``
+        (payment required) or ``400`` (a parameter the server does not take)."""
         self.misbehaviour = MISBEHAVIOURS[kind]
         return self
 
@@ -441,6 +461,12 @@ class FakeOpenAIServer:
         """The chat-completions requests received, in order."""
         with self.lock:
             return [r for r in self.requests if r.method == "POST" and r.path.rstrip("/").endswith("completions")]
+
+    @property
+    def get_requests(self) -> list[RecordedRequest]:
+        """The GET requests received (the model list: probes), in order."""
+        with self.lock:
+            return [r for r in self.requests if r.method == "GET"]
 
     @property
     def embedding_requests(self) -> list[RecordedRequest]:
@@ -497,6 +523,11 @@ MISBEHAVIOURS: dict[str, Step] = {
     "broken_json": Step("truncated"),
     "empty": Step("empty"),
     "silent": Step("hang", seconds=3600.0),  # until the server stops
+    "error_object": Step("error_object"),  # a 200 carrying {"error": ...}
+    "407": Step("error", status=407, message="Proxy Authentication Required"),
+    "402": Step("error", status=402, message="Insufficient credits"),
+    "400": Step("error", status=400, message="Unsupported parameter: 'seed'"),
+    "429": Step("error", status=429, message="Rate limit reached", headers={"Retry-After": "0.05"}),
 }
 
 #: Every kind of fault a :class:`FaultPolicy` injects.
