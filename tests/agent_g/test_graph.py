@@ -153,7 +153,8 @@ async def test_generation_with_reasoning_paths(prime):
 @pytest.mark.slow
 async def test_failing_generator_and_validator_calls_end_in_an_answer(prime):
     steps = [decide("\\d", source="text documents", times=0),
-             {"when": r"\[stage: (generator|validator)", "raise": "down", "status": 500, "times": 0}]  # a decision between them answers: no breaker
+             # a decision answers between the failures: three failed calls in a row would stop the run (breaker)
+             {"when": r"\[stage: (generator|validator)", "raise": "down", "status": 500, "times": 0}]
     state, _, _ = await run({"question": "Q?", "pages": PAGES[:2]}, steps, task="generation", max_iterations=2,
                             max_api_retries=0)
     assert state["final_answer"] == "I don't know" and len(state["iterations"]) == 2
