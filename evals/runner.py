@@ -43,7 +43,8 @@ from kgagents.core.config import ROLES, get_settings
 from kgagents.core.endpoint_change import address_change, same_but_address
 from kgagents.core.errors import KGAgentsError
 from kgagents.core.nofollow import open_for_append, own_folder, refuse_link, write_file
-from kgagents.core.redact import scrub
+from kgagents.core.redact import scrub, scrub_text
+from kgagents.core.retry import error_text
 from kgagents.core.runs import check_work_dir, is_finished
 from kgagents.core.serde import CheckpointRefused
 from kgagents.core.usage import Usage, format_cost, merge_usage, sum_costs, total_cost, total_tokens
@@ -509,7 +510,7 @@ class ItemRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a failing item never stops the batch (see EvalResult.fatal)
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {scrub_text(error_text(exc))}"  # no key a server echoed
             fatal = isinstance(exc, (*FATAL_ERRORS, CheckpointRefused))  # a refused checkpoint: see core/serde.py
             try:
                 state = dict((await self.graph.aget_state(config)).values)

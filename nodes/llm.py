@@ -192,9 +192,10 @@ class LLMCaller:
 
     # -- transport --------------------------------------------------------------------------------
     async def _call(self, runnable: Any, messages: list[BaseMessage], n: int | None = None,
-                    stage: str | None = None) -> Any:
+                    stage: str | None = None, tentative: bool = False) -> Any:
         """``runnable.ainvoke(messages)`` (``runnable.asample(messages, n)`` with ``n``), with the retries;
-        ``stage`` names the call in its metadata and run name (never in the messages)."""
+        ``stage`` names the call in its metadata and run name (never in the messages); a ``tentative`` call is
+        tried once (:func:`kgagents.core.retry.retry_model_call`)."""
         ctx = self.context
         self._admit()
         attempts = 0
@@ -225,7 +226,7 @@ class LLMCaller:
             return await retry_model_call(once, model=key, who=who, max_retries=ctx.max_api_retries,
                                           base_s=ctx.api_backoff_base_s, cap_s=ctx.api_backoff_max_s,
                                           timeout_s=timeout_s, watch=watch, on_error=on_error,
-                                          rate_limit_wait_s=ctx.llm_rate_limit_wait_s)
+                                          rate_limit_wait_s=ctx.llm_rate_limit_wait_s, tentative=tentative)
         except ModelUnavailableError:
             raise
         except Exception as exc:  # reported as one clear error
@@ -285,14 +286,15 @@ class LLMCaller:
         if (n > 1 and self.context.samples_in_one_request and isinstance(runnable, DirectStructured)
                 and runnable.samples_in_one_request()):
             try:
-                firsts = await self._call(runnable, messages, n=n, stage=stage)
+                # tried once: a server that takes no n may refuse it with any status (llama.cpp: a 500)
+                firsts = await self._call(runnable, messages, n=n, stage=stage, tentative=True)
             except LLMError as exc:
                 cause = exc.__cause__
                 if isinstance(cause, _PARSE_ERRORS) and not is_transient(cause):
                     self._count(lost_reply_usage(cause, self.label, messages, definitions))  # answered: paid
-                if isinstance(cause, _PARSE_ERRORS) or not isinstance(cause, Exception) or is_transient(cause):
+                if isinstance(cause, _PARSE_ERRORS) or not isinstance(cause, Exception):
                     return [exc] * n  # what a failed request is for every sample it stood for
-                rejected = exc  # a client error: asked one sample at a time below
+                rejected = exc  # refused or failed: asked one sample at a time below, with their retries
             else:
                 if firsts:  # every choice's message carries the request's whole usage
                     self._record(firsts[0]["raw"], messages, definitions)

@@ -119,12 +119,30 @@ async def test_a_prompt_rejected_either_way_says_nothing_about_n(openai_server: 
     assert [r.body.get("n") for r in openai_server.chat_requests] == [2, None, None, 2]
 
 
-async def test_a_request_that_failed_for_good_fails_every_sample_it_stood_for(
+async def test_a_request_for_n_that_fails_is_tried_once_then_one_sample_at_a_time(
         openai_server: FakeOpenAIServer) -> None:
-    openai_server.server_error(2)  # the call and its one retry
-    samples = await caller(openai_server).structured_samples("Solve or enhance?", Choice, 3)
-    assert len(samples) == 3 and all(isinstance(s, LLMError) and "500" in str(s) for s in samples)
-    assert len(openai_server.chat_requests) == 2
+    """llama.cpp's server answers a request for several choices with a 500 ("Only one completion choice is
+    allowed"): the request for n is not retried, and counts toward no stop of the model; each sample is asked on
+    its own, and the model asks for one at a time from then on."""
+    openai_server.server_error(1)
+    for why in "abcd":
+        openai_server.tool_call(vote("INSERT", why))
+    llm = caller(openai_server)
+    samples = await llm.structured_samples("Solve or enhance?", Choice, 3)
+    assert sorted(s.reason for s in samples if isinstance(s, Choice)) == ["a", "b", "c"]
+    assert all(isinstance(s, Choice) for s in await llm.structured_samples("Solve or enhance?", Choice, 1))
+    assert [r.body.get("n") for r in openai_server.chat_requests] == [3, None, None, None, None]
+
+
+async def test_samples_whose_own_requests_fail_for_good_are_failures(openai_server: FakeOpenAIServer) -> None:
+    """Of a model that answered before (one that never did is stopped by three 500s in a row instead)."""
+    openai_server.reply("hello")
+    openai_server.server_error(1 + 2 * 2)  # the request for n (tried once), then each sample and its one retry
+    llm = caller(openai_server)
+    assert await llm.text("hi") == "hello"
+    samples = await llm.structured_samples("Solve or enhance?", Choice, 2)
+    assert len(samples) == 2 and all(isinstance(s, LLMError) and "500" in str(s) for s in samples)
+    assert len(openai_server.chat_requests) == 1 + 5
 
 
 async def test_switched_off_every_sample_is_a_request_of_its_own(openai_server: FakeOpenAIServer) -> None:

@@ -101,7 +101,7 @@ def test_the_silent_server_is_named_at_the_defaults(server: FakeOpenAIServer, tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("misbehaviour", ["500", "silent", "407", "402", "error_object", "400"])
+@pytest.mark.parametrize("misbehaviour", ["500", "silent", "407", "402", "error_object"])
 def test_an_evaluation_stops_after_its_first_item(server: FakeOpenAIServer, tmp_path: Path, capsys,
                                                   misbehaviour: str) -> None:
     data = tmp_path / "simpleqa.csv"
@@ -235,8 +235,7 @@ async def test_a_model_that_answered_and_is_slow_once_is_retried(server: FakeOpe
 
 
 @pytest.mark.parametrize(("misbehaviour", "kind"), [
-    ("407", FailureKind.AUTH), ("402", FailureKind.QUOTA), ("error_object", FailureKind.SERVER),
-    ("400", FailureKind.BAD_REQUEST)])
+    ("407", FailureKind.AUTH), ("402", FailureKind.QUOTA), ("error_object", FailureKind.SERVER)])
 async def test_a_status_that_fails_every_request_stops_a_model_that_never_answered(
         server: FakeOpenAIServer, misbehaviour: str, kind: FailureKind) -> None:
     server.misbehave(misbehaviour)
@@ -253,6 +252,19 @@ async def test_a_status_that_fails_every_request_stops_a_model_that_never_answer
     else:
         pytest.fail(f"{NEVER_ANSWERED_ATTEMPTS} calls of a model that never answered, and no stop")
     assert len(server.chat_requests) <= NEVER_ANSWERED_ATTEMPTS
+
+
+async def test_refused_requests_never_stop_a_model_that_has_not_answered_yet(server: FakeOpenAIServer) -> None:
+    """A content filter or a prompt too long refuses that request every time it is asked (its samples, its
+    re-asks): however often, on a fresh model too, the step degrades and the run goes on (an evaluation's first
+    item may be the one filtered prompt)."""
+    server.misbehave("400")
+    llm = _caller(server)
+    for _ in range(2 * NEVER_ANSWERED_ATTEMPTS):
+        with pytest.raises(LLMError) as info:
+            await llm.text("q")
+        assert not isinstance(info.value, ModelUnavailableError), info.value
+    assert len(server.chat_requests) == 2 * NEVER_ANSWERED_ATTEMPTS  # none retried
 
 
 async def test_a_long_backoff_wait_is_said_on_stderr(server: FakeOpenAIServer,
@@ -305,3 +317,13 @@ async def test_the_timeout_stop_advises_only_what_resume_can_do(server: FakeOpen
     assert info.value.kind is FailureKind.TIMEOUT
     assert "raise llm_timeout_s" not in message
     assert "a new run with a longer limit (--set llm_timeout_s=SECONDS" in message
+
+
+async def test_a_key_in_the_base_urls_query_is_not_in_the_stop_message(server: FakeOpenAIServer) -> None:
+    server.misbehave("407")
+    model = build_chat_model("gpt-4o-mini", base_url=f"{server.base_url}?api-key=SECRETTOKEN456", timeout_s=30.0,
+                             connect_timeout_s=5.0)
+    llm = LLMCaller(KGoTContext(model=model, api_backoff_base_s=0.001, api_backoff_max_s=0.01), "graph_executor")
+    with pytest.raises(ModelUnavailableError) as info:
+        await llm.text("q")
+    assert "SECRETTOKEN456" not in str(info.value) and "api-key=" in str(info.value)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kgagents.core.redact import without_credentials
+
 #: Where each provider's chat model sends its requests when it names no URL of its own.
 DEFAULT_ENDPOINTS = {"ChatOpenAI": "https://api.openai.com/v1", "ChatAnthropic": "https://api.anthropic.com",
                      "ChatOllama": "http://127.0.0.1:11434"}
@@ -57,9 +59,11 @@ def model_key(model: Any) -> str:
 
 
 def describe_model(model: Any) -> str:
-    """The model's name and where it is, for people: ``gpt-4o-mini at http://127.0.0.1:8000/v1``."""
+    """The model's name and where it is, for people: ``gpt-4o-mini at http://127.0.0.1:8000/v1``; a URL's user
+    part and its query's values (a key passed as ``?api-key=``) are left out: this text goes to the terminal, the
+    logs, the run's state and an evaluation's results."""
     endpoint = model_endpoint(model)
-    return f"{model_label(model)} at {endpoint}" if endpoint else model_label(model)
+    return f"{model_label(model)} at {without_credentials(endpoint)}" if endpoint else model_label(model)
 
 
 def model_label(model: Any) -> str:

@@ -270,15 +270,21 @@ def remedy(kind: FailureKind, *, answered: bool) -> Remedy:
 
 def never_answered_gives_up(kinds: list[FailureKind], *, answered: bool) -> FailureKind | None:
     """The kind that ends a model which has never answered, given the kinds of its consecutive failed attempts so
-    far (oldest first, across calls): :data:`NEVER_ANSWERED_ATTEMPTS` in a row of one kind other than a rate limit
-    (a server that rate-limits is there; its waits are bounded by the caller). A kind that is not retried counts
-    too: a model that refuses (a bad request, a content refusal, an unexplained error) the first few requests of a
-    run, and has answered none, is misconfigured (a wrong parameter, a server that fails every request the same
-    way), not meeting one bad prompt. None while the model may still be tried."""
+    far (oldest first, across calls): :data:`NEVER_ANSWERED_ATTEMPTS` in a row of one kind that says the server
+    is not working (:data:`SERVER_NOT_WORKING`: errors, timeouts, bodies that are no API answers). A rate limit
+    does not count (a server that rate-limits is there; its waits are bounded by the caller), nor does a refusal
+    of what one request asked (a content refusal, a bad request such as a prompt too long, a reply that does not
+    parse): the same prompt asked again, or its samples, would be refused the same way however healthy the
+    server. None while the model may still be tried."""
     if answered or len(kinds) < NEVER_ANSWERED_ATTEMPTS:
         return None
     last = kinds[-NEVER_ANSWERED_ATTEMPTS:]
     kind = last[0]
-    if kind is FailureKind.RATE_LIMIT:
+    if kind not in SERVER_NOT_WORKING:
         return None
     return kind if all(k is kind for k in last) else None
+
+
+#: The kinds of failure that say a server is not working at all (rather than refusing one request).
+SERVER_NOT_WORKING = frozenset({FailureKind.SERVER, FailureKind.TIMEOUT, FailureKind.MALFORMED,
+                                FailureKind.CONNECT})

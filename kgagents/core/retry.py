@@ -51,7 +51,7 @@ from kgagents.core.failures import (
     remedy,
     status_of,
 )
-from kgagents.core.redact import configured_secrets, without_credentials, without_secrets
+from kgagents.core.redact import configured_secrets, scrub_text, without_credentials, without_secrets
 
 __all__ = [
     "BREAKER_CALLS",
@@ -192,7 +192,9 @@ _MEANING: dict[FailureKind, tuple[str, str]] = {
     FailureKind.TIMEOUT: ("no reply in time",
                           "check that the server works (its log, its load); a model that is only slow needs a new "
                           "run with a longer limit (--set llm_timeout_s=SECONDS, or llm_role_timeouts; a resumed "
-                          "run keeps the limits it started with)"),
+                          "run keeps the limits it started with); a server that answers nothing, not even its "
+                          "model list, while it generates is taken for silent after llm_probe_after_s + "
+                          "llm_probe_timeout_s (raise those for it)"),
     FailureKind.MALFORMED: ("the replies are not API answers (an HTML page, a broken or empty body)",
                             "check that the base URL points at the model API (ending in /v1), not at a web page "
                             "or a proxy"),
@@ -230,7 +232,7 @@ async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, who
                               max_retries: int = 6, base_s: float = 1.0, cap_s: float = 60.0,
                               timeout_s: float | None = None, watch: Watch | None = None,
                               on_error: Callable[[BaseException], None] | None = None,
-                              rate_limit_wait_s: float = RATE_LIMIT_WAIT_S) -> R:
+                              rate_limit_wait_s: float = RATE_LIMIT_WAIT_S, tentative: bool = False) -> R:
     """Await ``fn()``, a call of the chat model ``model`` (a key naming the model and its endpoint; ``who``:
     its role, name and URL in words), retrying what its kind says is worth it (:func:`retry_async`'s backoff).
 
@@ -241,7 +243,12 @@ async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, who
     never answered whose rate-limit waits would pass ``rate_limit_wait_s``, and when a model that answered before
     fails its :data:`BREAKER_CALLS`-th call in a row; otherwise the last exception, for the caller to degrade
     around. A call that succeeds marks the model as answered. ``timeout_s`` bounds each attempt (``watch``:
-    watched while it waits)."""
+    watched while it waits).
+
+    A ``tentative`` call is one the caller can do without (a request for several samples at once, which some
+    servers refuse with any status, a 500 included): it is tried once, and its failure neither counts toward
+    the stops above nor is retried, unless it says the model cannot be used at all (a rejected key, an
+    unknown model, an address never reached, a silent server)."""
     attempt = 0
     while True:
         try:
@@ -262,6 +269,8 @@ async def retry_model_call[R](fn: Callable[[], Awaitable[R]], *, model: str, who
             verdict = remedy(kind, answered=answered)
             if verdict is Remedy.FAIL_NOW:
                 raise unusable(who, kind, exc) from exc
+            if tentative:
+                raise
             streak = _note_attempt(model, kind)
             gave_up = never_answered_gives_up(streak, answered=has_answered(model))
             if gave_up is not None:
@@ -444,10 +453,10 @@ def _delay(exc: BaseException, attempt: int, base_s: float, cap_s: float) -> flo
 
 
 def error_text(exc: BaseException) -> str:
-    """``str(exc)`` without the keys the environment holds (:func:`kgagents.core.redact.configured_secrets`): a
-    server may echo the key it was sent into its error, and the error's text goes to the terminal, the log and
-    the run's state."""
-    return without_secrets(str(exc), configured_secrets(os.environ))
+    """``str(exc)`` without the keys the environment holds (:func:`kgagents.core.redact.configured_secrets`) and
+    without URLs' user parts and query values: a server may echo the key it was sent into its error, and the
+    error's text goes to the terminal, the log, the run's state and an evaluation's results."""
+    return scrub_text(without_secrets(str(exc), configured_secrets(os.environ)))
 
 
 def redirect_advice(exc: BaseException) -> str | None:
