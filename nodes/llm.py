@@ -311,6 +311,11 @@ class LLMCaller:
 
         out: list[Any] = [_accepted(first, schema)[0] for first in firsts] + [None] * (n - len(firsts))
         asks = [i for i, value in enumerate(out) if value is None]  # the samples that still need a call
+        if rejected is not None and asks:
+            # the first sample alone: a server that is down (not one that takes no n) meets the model's stops with
+            # one call's attempts, not with every sample's at once
+            out[asks[0]] = await sample(asks[0], None)
+            asks = asks[1:]
         for i, value in zip(asks, await gather_bounded(
                 config, [sample(i, firsts[i] if i < len(firsts) else None) for i in asks]), strict=True):
             out[i] = value

@@ -63,6 +63,15 @@ def _workflow_args(workflow: str, tmp_path: Path) -> list[str]:
             "--query-time", "03/01/2024, 10:00:00 PT"]
 
 
+def _misbehave(server: FakeOpenAIServer, misbehaviour: str) -> None:
+    """Every chat request answered so; a silent server is silent on every route (its model list too, which the
+    silence probe asks for: a server that lists its models is alive, only slow)."""
+    if misbehaviour == "silent":
+        server.always("silent")
+    else:
+        server.misbehave(misbehaviour)
+
+
 def _ask(server: FakeOpenAIServer, workflow: str, tmp_path: Path, *extra: str) -> int:
     return main(["--runs-dir", str(tmp_path / "runs"), "ask", *_workflow_args(workflow, tmp_path),
                  "--model", "gpt-4o-mini", "--base-url", server.base_url, "--thread", "t1", "--quiet",
@@ -74,7 +83,7 @@ def _ask(server: FakeOpenAIServer, workflow: str, tmp_path: Path, *extra: str) -
 @pytest.mark.parametrize("misbehaviour", ["500", "html", "broken_json", "empty", "silent"])
 def test_a_misbehaving_server_stops_the_run_after_a_few_requests(server: FakeOpenAIServer, tmp_path: Path, capsys,
                                                                  workflow: str, misbehaviour: str) -> None:
-    server.misbehave(misbehaviour)
+    _misbehave(server, misbehaviour)
     code = _ask(server, workflow, tmp_path, *(FAST_PROBE if misbehaviour == "silent" else ()))
     err = capsys.readouterr().err
     assert code == 1, err[-3000:]
@@ -92,12 +101,13 @@ def test_a_misbehaving_server_stops_the_run_after_a_few_requests(server: FakeOpe
 @pytest.mark.slow
 def test_the_silent_server_is_named_at_the_defaults(server: FakeOpenAIServer, tmp_path: Path, capsys) -> None:
     """No setting shrunk: the probe after 15 s ends the run (the call's own limit is 120 s, retried 6 times)."""
-    server.misbehave("silent")
+    _misbehave(server, "silent")
     code = main(["--runs-dir", str(tmp_path / "runs"), "ask", "What is 2 + 2?", "--model", "gpt-4o-mini",
                  "--base-url", server.base_url, "--thread", "t1", "--quiet"])
     err = capsys.readouterr().err
     assert code == 1 and "accepts connections but never answers" in err and "(failure: timeout;" in err
-    assert len(server.chat_requests) == 2  # the call and its probe, nothing retried
+    assert len(server.chat_requests) == 1 and len(server.get_requests) == 1  # the call and its probe (a GET of
+    # the model list), nothing retried
 
 
 @pytest.mark.slow
@@ -107,7 +117,7 @@ def test_an_evaluation_stops_after_its_first_item(server: FakeOpenAIServer, tmp_
     data = tmp_path / "simpleqa.csv"
     data.write_text("metadata,problem,answer\n" + "".join(f"{{}},What is {i} + {i}?,{2 * i}\n" for i in range(5)),
                     encoding="utf-8")
-    server.misbehave(misbehaviour)
+    _misbehave(server, misbehaviour)
     out = tmp_path / "results"
     code = main(["eval", "kgot", "--dataset", "simpleqa", "--data", str(data), "--model", "gpt-4o-mini",
                  "--base-url", server.base_url, "--out", str(out), "--no-progress", "--no-report",
