@@ -539,7 +539,8 @@ async def test_mcp_obeys_the_same_rules(server, listener):
             assert response.status_code >= 400, response.text[:300]
     plain = {**call, "params": {"name": "kgot", "arguments": {"question": KGOT_QUESTION}}}
     reply = (await post(plain, headers)).json()
-    assert not reply["result"].get("isError") and "'final_answer': '65'" in reply["result"]["content"][0]["text"]
+    assert not reply["result"].get("isError")
+    assert json.loads(reply["result"]["content"][0]["text"])["final_answer"] == "65"
     no_secret_reached(listener)
 
 

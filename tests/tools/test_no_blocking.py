@@ -52,7 +52,7 @@ async def test_standalone_surfer_does_not_block(tmp_path, monkeypatch, web):
     ctx = KGoTContext(tools_model=scripted(*research_script(web)), work_dir=str(tmp_path / "w"))
     with like_langgraph_dev():
         result = await surfer.graph.ainvoke({"question": QUESTION}, context=ctx)
-    assert "Ilse Brandt" in result["answer"]
+    assert "Ilse Brandt" in result["final_answer"]
 
 
 async def test_file_tools_do_not_block(tmp_path, settings, web):
